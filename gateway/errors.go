@@ -1,0 +1,141 @@
+// Package gateway is Holon's engine: the two contracts (manifest and mandate),
+// admission, attenuation, billing decisions and, above them, the call
+// lifecycle. It knows nothing of HTTP.
+package gateway
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Error codes a caller can act on (spec/gateway.md, spec/mandate.md,
+// spec/manifest.md). They appear in receipts and in API error bodies.
+const (
+	// Admission (mandate.md §3), in the order the checks run.
+	CodeMandateInactive    = "mandate_inactive"
+	CodeDeniedByMandate    = "denied_by_mandate"
+	CodeNotAllowed         = "not_allowed"
+	CodeRequirementNotMet  = "requirement_not_met"
+	CodeDataPolicy         = "data_policy"
+	CodeNoFxRate           = "no_fx_rate"
+	CodeBelowFixedPrice    = "below_fixed_price"
+	CodeOverPerCall        = "over_per_call"
+	CodeOverBudget         = "over_budget"
+	CodeDelegationDepth    = "delegation_depth"
+	CodeApprovalRequired   = "approval_required"
+	CodeNotDeclared        = "not_declared"
+	CodeInvalidManifest    = "invalid_manifest"
+	CodeInvalidMandate     = "invalid_mandate"
+	CodeInvalidRequest     = "invalid_request"
+	CodeNotFound           = "not_found"
+	CodeRejectedInput      = "rejected_input"
+	CodeInvalidOutput      = "invalid_output"
+	CodeAgentError         = "agent_error"
+	CodeTimeout            = "timeout"
+	CodeRuntimeUnavailable = "runtime_unavailable"
+	CodeGatewayError       = "gateway_error"
+	CodeGatewayRestarted   = "gateway_restarted"
+	CodeFileNotFound       = "file_not_found"
+	CodeInvalidUnits       = "invalid_units"
+	CodeInvalidQuote       = "invalid_quote"
+)
+
+// reservedErrorCodes are the codes the gateway itself uses; an agent cannot
+// declare them (manifest.md §3).
+var reservedErrorCodes = map[string]bool{
+	CodeInvalidOutput: true, CodeAgentError: true, CodeTimeout: true,
+	CodeRuntimeUnavailable: true, CodeGatewayError: true, CodeGatewayRestarted: true,
+	CodeFileNotFound: true, CodeRejectedInput: true, CodeInvalidUnits: true,
+	CodeInvalidQuote: true,
+}
+
+// FieldError is one problem in a document, named by its field path
+// ("pricing.max", "calls[1].max_cost").
+type FieldError struct {
+	Path string `json:"path"`
+	Msg  string `json:"message"`
+}
+
+// Error formats the problem as "path: message".
+func (e FieldError) Error() string {
+	if e.Path == "" {
+		return e.Msg
+	}
+	return e.Path + ": " + e.Msg
+}
+
+// Error is the gateway's error: a stable code a caller can act on, a message
+// that says what to fix and, for documents, every field that is wrong.
+type Error struct {
+	Code   string       `json:"code"`
+	Msg    string       `json:"message"`
+	Fields []FieldError `json:"fields,omitempty"`
+	Err    error        `json:"-"`
+}
+
+// Error formats the code, the message and each field error on its own line.
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString(e.Code)
+	if e.Msg != "" {
+		b.WriteString(": ")
+		b.WriteString(e.Msg)
+	}
+	for _, f := range e.Fields {
+		b.WriteString("\n  ")
+		b.WriteString(f.Error())
+	}
+	if e.Err != nil && e.Msg == "" {
+		b.WriteString(": ")
+		b.WriteString(e.Err.Error())
+	}
+	return b.String()
+}
+
+// Unwrap returns the underlying error, if any.
+func (e *Error) Unwrap() error { return e.Err }
+
+// Errorf builds an *Error with a code and a formatted message.
+func Errorf(code, format string, args ...any) *Error {
+	return &Error{Code: code, Msg: fmt.Sprintf(format, args...)}
+}
+
+// ErrorCode returns the code of err if it is (or wraps) an *Error, else
+// gateway_error.
+func ErrorCode(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return CodeGatewayError
+}
+
+// fieldErrors collects problems while a document is checked.
+type fieldErrors []FieldError
+
+func (fe *fieldErrors) add(path, format string, args ...any) {
+	*fe = append(*fe, FieldError{Path: path, Msg: fmt.Sprintf(format, args...)})
+}
+
+func (fe fieldErrors) err(code, what string) error {
+	if len(fe) == 0 {
+		return nil
+	}
+	msg := fmt.Sprintf("%s is invalid (%d problem", what, len(fe))
+	if len(fe) > 1 {
+		msg += "s"
+	}
+	return &Error{Code: code, Msg: msg + ")", Fields: fe}
+}
+
+// join builds a child field path: join("pricing", "max") = "pricing.max".
+func join(path, field string) string {
+	if path == "" {
+		return field
+	}
+	return path + "." + field
+}
+
+// index builds an element path: index("calls", 1) = "calls[1]".
+func index(path string, i int) string { return fmt.Sprintf("%s[%d]", path, i) }
