@@ -61,7 +61,7 @@ type BudgetState struct {
 // Decision is the result of CheckCall.
 type Decision struct {
 	Verdict Verdict
-	// Reason is the deny code, or approval_required's sibling: empty on allow
+	// Reason is the deny code (approval_required included); empty on allow
 	// and approve.
 	Reason string
 	// Msg explains a deny in words a caller can act on.
@@ -126,7 +126,10 @@ func CheckListing(m *Mandate, a *Manifest, facts AgentFacts, req CallRequest) De
 
 // checkAgent runs checks 1 to 7 and computes W.
 func checkAgent(m *Mandate, a *Manifest, facts AgentFacts, req CallRequest) Decision {
-	// 1. active
+	// 1. exists and is active
+	if m == nil {
+		return deny(CodeMandateInactive, "the mandate does not exist")
+	}
 	if !m.Active(req.Now) {
 		if m.Revoked {
 			return deny(CodeMandateInactive, "mandate %s is revoked", m.ID)
@@ -179,12 +182,17 @@ func checkAgent(m *Mandate, a *Manifest, facts AgentFacts, req CallRequest) Deci
 	}
 	worst, err := journal.ConvertUp(a.WorstCase(), rate)
 	if err != nil {
-		return deny(CodeOverBudget, "the worst case of %s does not fit in an amount", a.Ref())
+		// Beyond any amount: a lower max_cost still bounds the call, and
+		// checks 8 and 9 refuse it otherwise.
+		worst = journal.MaxAmount
 	}
 	// 7. a fixed price is never bought for less
 	if req.MaxCost != nil && a.Pricing.Model == PricingPerRun {
 		price, err := journal.ConvertUp(*a.Pricing.Amount, rate)
-		if err != nil || price > *req.MaxCost {
+		if err != nil {
+			price = journal.MaxAmount
+		}
+		if price > *req.MaxCost {
 			return deny(CodeBelowFixedPrice, "%s costs %s %s per run, above max_cost %s", a.Ref(), price, m.Currency, req.MaxCost)
 		}
 	}
@@ -194,20 +202,26 @@ func checkAgent(m *Mandate, a *Manifest, facts AgentFacts, req CallRequest) Deci
 	return Decision{Verdict: VerdictAllow, WorstCase: worst}
 }
 
+// allowed is check 3. Routing by capability never reaches an agent another
+// account published without allow.published, however the agent is allowed
+// (an allow.agents of "*" included): an author cannot win routing and
+// receive everyone's inputs. A call by name is unaffected.
 func allowed(m *Mandate, a *Manifest, facts AgentFacts, req CallRequest) bool {
+	if req.Capability != "" && facts.Published && !m.Allow.Published {
+		account := req.Account
+		if account == "" {
+			account = m.Issuer
+		}
+		if a.NS() != account {
+			return false
+		}
+	}
 	for _, p := range m.allowAgents {
 		if p.Match(a.ID, a.version) {
 			return true
 		}
 	}
 	if req.Capability == "" || !slices.Contains(a.Capabilities, req.Capability) {
-		return false
-	}
-	account := req.Account
-	if account == "" {
-		account = m.Issuer
-	}
-	if facts.Published && a.NS() != account && !m.Allow.Published {
 		return false
 	}
 	for _, p := range m.allowCaps {

@@ -101,7 +101,8 @@ func capabilityPatternsCovered(child, parent []CapabilityPattern) bool {
 // agent version being run, allowing exactly the agent's declared calls, with
 // a budget of downstream.cap (passthrough) or the agent's own worst case
 // (included), converted into the mandate's currency; when the caller set
-// maxCost, at most what it leaves after the agent's own worst case. Deny,
+// maxCost, at most what it leaves after the agent's own worst case
+// (passthrough) or at most maxCost (included), so never above W. Deny,
 // require, data, approval and fx are inherited; max_depth is one less. The
 // result is checked with CheckAttenuation against parentLeft and refused,
 // with gateway_error, if it would widen the parent.
@@ -127,9 +128,13 @@ func DeriveSubMandate(parent *Mandate, a *Manifest, receiptID string, maxCost *j
 		return nil, Errorf(CodeGatewayError, "derive sub-mandate: %v", err)
 	}
 	if maxCost != nil {
-		left := *maxCost - own
 		if a.Passthrough() {
-			budget = journal.Min(budget, max(left, 0))
+			// Delegated calls get what the cap leaves after the agent's own price.
+			budget = journal.Min(budget, max(*maxCost-own, 0))
+		} else {
+			// The agent pays them out of its own price, which max_cost caps;
+			// a budget above W could exceed what the parent has left.
+			budget = journal.Min(budget, *maxCost)
 		}
 	}
 	depth := parent.MaxDepth() - 1

@@ -2,8 +2,10 @@ package gateway
 
 import (
 	"encoding/json"
+	"errors"
 	"math"
 	"strconv"
+	"strings"
 
 	"holon.dev/holon/journal"
 )
@@ -108,7 +110,12 @@ func DecideBilling(a *Manifest, out Outcome, maxCost *journal.Amount, rate journ
 		return failed(code)
 	}
 	charge, err := journal.ConvertUp(price, rate)
-	if err != nil {
+	switch {
+	case err == nil:
+	case maxCost != nil:
+		// Beyond any amount, so certainly above the caller's cap.
+		charge = journal.MaxAmount
+	default:
 		return failed(CodeGatewayError)
 	}
 	if maxCost != nil {
@@ -148,7 +155,8 @@ func runPrice(a *Manifest, out Outcome) (journal.Amount, string) {
 	return 0, ""
 }
 
-// parseUnits accepts a non-negative whole count, as JSON decodes it.
+// parseUnits accepts a non-negative whole count, as JSON decodes it. A count
+// beyond int64 is still a count: it saturates, and pricing.max caps its price.
 func parseUnits(v any) (int64, bool) {
 	switch n := v.(type) {
 	case int:
@@ -156,15 +164,66 @@ func parseUnits(v any) (int64, bool) {
 	case int64:
 		return n, n >= 0
 	case float64:
-		if n < 0 || n != math.Trunc(n) || n > 1<<53 {
-			return 0, false
-		}
-		return int64(n), true
+		return floatUnits(n)
 	case json.Number:
-		i, err := strconv.ParseInt(string(n), 10, 64)
-		return i, err == nil && i >= 0
+		return numberUnits(string(n))
 	}
 	return 0, false
+}
+
+// floatUnits accepts a float64 that holds a non-negative whole number.
+func floatUnits(f float64) (int64, bool) {
+	switch {
+	case math.IsNaN(f) || math.IsInf(f, 0) || f < 0 || f != math.Trunc(f):
+		return 0, false
+	case f >= math.MaxInt64: // 2⁶³, the first float64 beyond int64
+		return math.MaxInt64, true
+	}
+	return int64(f), true
+}
+
+// numberUnits accepts a JSON number that is a non-negative whole number,
+// however it is written ("3", "3.0", "3e2"), decided on its digits: a float64
+// would round "1e-400" to 0 and "3.0000000000000000001" to 3.
+func numberUnits(s string) (int64, bool) {
+	if i, err := strconv.ParseInt(s, 10, 64); err == nil {
+		return i, i >= 0
+	}
+	if !wholeNumber(s) {
+		return 0, false
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	switch {
+	case err == nil:
+		return floatUnits(f)
+	case errors.Is(err, strconv.ErrRange) && f > 0: // beyond float64: "1e400"
+		return math.MaxInt64, true
+	}
+	return 0, false
+}
+
+// wholeNumber reports whether the JSON number s has no non-zero digit after
+// the decimal point once its exponent is applied.
+func wholeNumber(s string) bool {
+	mant, exp := s, 0
+	if i := strings.IndexAny(s, "eE"); i >= 0 {
+		e, err := strconv.Atoi(s[i+1:])
+		switch {
+		case errors.Is(err, strconv.ErrRange) && !strings.HasPrefix(s[i+1:], "-"):
+			e = math.MaxInt32 // so large that every digit is before the point
+		case errors.Is(err, strconv.ErrRange):
+			e = math.MinInt32
+		case err != nil:
+			return false
+		}
+		mant, exp = s[:i], e
+	}
+	mant = strings.TrimPrefix(mant, "-")
+	intPart, frac, _ := strings.Cut(mant, ".")
+	digits := intPart + frac
+	last := strings.LastIndexFunc(digits, func(r rune) bool { return r != '0' })
+	// The decimal point sits after len(intPart)+exp digits.
+	return last < 0 || int64(last) < int64(len(intPart))+int64(exp)
 }
 
 // parseQuote accepts a decimal string, as manifest.md §4 writes amounts.

@@ -90,10 +90,7 @@ type Delegation struct {
 // *Error with code invalid_mandate listing each problem with its field path.
 func ParseMandate(b []byte) (*Mandate, error) {
 	m := new(Mandate)
-	if fe := decodeDocument(b, m); len(fe) > 0 {
-		return nil, fe.err(CodeInvalidMandate, "mandate")
-	}
-	if err := m.Validate(); err != nil {
+	if err := decodeDocument(b, m, m.Validate).err(CodeInvalidMandate, "mandate"); err != nil {
 		return nil, err
 	}
 	return m, nil

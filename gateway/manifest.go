@@ -177,10 +177,7 @@ var (
 // CheckLineage, which needs the registry.
 func ParseManifest(b []byte) (*Manifest, error) {
 	m := new(Manifest)
-	if fe := decodeDocument(b, m); len(fe) > 0 {
-		return nil, fe.err(CodeInvalidManifest, "manifest")
-	}
-	if err := m.validate(); err != nil {
+	if err := decodeDocument(b, m, m.validate).err(CodeInvalidManifest, "manifest"); err != nil {
 		return nil, err
 	}
 	return m, nil
@@ -335,7 +332,7 @@ func (m *Manifest) validateInterface(fe *fieldErrors) {
 	} else if m.output, err = CompileSchema(m.Interface.Output); err != nil {
 		fe.add("interface.output", "%s", err)
 	}
-	for code := range m.Interface.Errors {
+	for _, code := range sortedKeys(m.Interface.Errors) {
 		p := join("interface.errors", code)
 		switch {
 		case !errorCodeRE.MatchString(code):
@@ -612,7 +609,7 @@ func (m *Manifest) CheckLineage(lookup ManifestLookup) ([]journal.Upstream, erro
 	seen := map[string]bool{m.ID: true}
 	cur := m
 	for cur.ForkOf() != "" {
-		ref := cur.ForkOf()
+		ref := exactRef(cur.ForkOf())
 		up, ok := lookup(ref)
 		if !ok {
 			return nil, &Error{Code: CodeInvalidManifest, Msg: "manifest is invalid", Fields: []FieldError{{
@@ -631,6 +628,13 @@ func (m *Manifest) CheckLineage(lookup ManifestLookup) ([]journal.Upstream, erro
 		cur = up
 	}
 	return chain, nil
+}
+
+// exactRef writes a fork_of reference as the registry keys it,
+// ns/name@version: validation accepts the exact version written "=1.2.3".
+func exactRef(forkOf string) string {
+	id, v, _ := strings.Cut(forkOf, "@")
+	return id + "@" + strings.TrimPrefix(strings.TrimSpace(v), "=")
 }
 
 // isExactVersion reports whether a range names one exact version.

@@ -8,7 +8,7 @@ import (
 
 // AgentRef names an agent, ns/name, optionally with a version range after "@".
 type AgentRef struct {
-	NS, Name string
+	NS, Name string // the account handle and the agent's name
 	Range    *Range // nil when the reference has no "@"
 	Raw      string // the reference as written
 }

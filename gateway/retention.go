@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 )
@@ -19,10 +20,15 @@ func ParseRetention(s string) (time.Duration, error) {
 	if m == nil {
 		return 0, fmt.Errorf("%q is not none or a duration such as 24h or 30d (units s, m, h, d, w)", s)
 	}
-	n, _ := strconv.Atoi(m[1])
+	n, _ := strconv.ParseInt(m[1], 10, 64)
 	unit := map[string]time.Duration{
 		"s": time.Second, "m": time.Minute, "h": time.Hour,
 		"d": 24 * time.Hour, "w": 7 * 24 * time.Hour,
 	}[m[2]]
+	// 999999w does not fit a Duration: the product would wrap around and
+	// compare as a short (or negative) retention.
+	if n > int64(math.MaxInt64/unit) {
+		return 0, fmt.Errorf("%q is too long: at most %dd", s, int64(math.MaxInt64/(24*time.Hour)))
+	}
 	return time.Duration(n) * unit, nil
 }

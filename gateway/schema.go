@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp/syntax"
 	"strings"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -50,13 +51,14 @@ func CompileSchema(doc any) (*Schema, error) {
 	if err != nil {
 		return nil, fmt.Errorf("not a JSON value: %w", err)
 	}
-	switch obj := v.(type) {
+	switch v.(type) {
 	case bool:
 	case map[string]any:
-		if d, ok := obj["$schema"]; ok {
-			if s, _ := d.(string); strings.TrimSuffix(s, "#") != draft202012 {
-				return nil, fmt.Errorf("$schema %v: only draft 2020-12 (%s) is supported", d, draft202012)
-			}
+		if err := checkSchemaCost(v); err != nil {
+			return nil, err
+		}
+		if err := checkDraft(v, ""); err != nil {
+			return nil, err
 		}
 	default:
 		return nil, errors.New("a JSON Schema is an object (or true/false)")
@@ -75,15 +77,162 @@ func CompileSchema(doc any) (*Schema, error) {
 	return &Schema{s: s}, nil
 }
 
-// schemaCompileError shortens the compiler's message and keeps the refusal
-// of remote references recognisable.
-func schemaCompileError(err error) error {
-	if errors.Is(err, errRemoteRef) {
-		var le *jsonschema.LoadURLError
-		if errors.As(err, &le) {
-			return fmt.Errorf("$ref %s: %w", le.URL, errRemoteRef)
+// Bounds that keep compiling a schema cheap, whoever wrote it: the
+// compiler's time grows faster than linearly with the number and the nesting
+// of subschemas (10,000 subschemas take about half a second, a chain of
+// 5,000 nested ones over a minute), and RE2 compiles each repetition of a
+// large class such as \pL into its own piece of program (\pL{100} takes
+// about 0.2 s; the estimate below puts it at 65,900).
+const (
+	maxSchemaDepth  = 64     // nesting of JSON values
+	maxSchemaValues = 10_000 // JSON values, all levels together
+	maxPatternCost  = 20_000 // estimated program size, all patterns together
+)
+
+// checkSchemaCost refuses a schema beyond the bounds above before the
+// compiler sees it.
+func checkSchemaCost(doc any) error {
+	values, cost := 0, 0
+	var walk func(v any, depth int, ptr string) error
+	walk = func(v any, depth int, ptr string) error {
+		values++
+		switch {
+		case depth > maxSchemaDepth:
+			return fmt.Errorf("at %s: nested deeper than %d levels", ptr, maxSchemaDepth)
+		case values > maxSchemaValues:
+			return fmt.Errorf("more than %d values: split it, or use $defs and $ref", maxSchemaValues)
 		}
-		return errRemoteRef
+		switch v := v.(type) {
+		case map[string]any:
+			for _, k := range sortedKeys(v) {
+				p := ptr + "/" + k
+				if k == "pattern" {
+					if s, ok := v[k].(string); ok {
+						cost += patternCost(s)
+					}
+				}
+				if pp, ok := v[k].(map[string]any); ok && k == "patternProperties" {
+					for re := range pp {
+						cost += patternCost(re)
+					}
+				}
+				if cost > maxPatternCost {
+					return fmt.Errorf("at %s: the patterns are too large to compile (more than %d states): "+
+						"repeat a large class such as \\pL with + or *, and bound the length with minLength and maxLength", p, maxPatternCost)
+				}
+				if err := walk(v[k], depth+1, p); err != nil {
+					return err
+				}
+			}
+		case []any:
+			for i, el := range v {
+				if err := walk(el, depth+1, fmt.Sprintf("%s/%d", ptr, i)); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	return walk(doc, 0, "")
+}
+
+// patternCost estimates the size of the program RE2 compiles a pattern to:
+// a class costs its number of ranges, and a repetition multiplies. A pattern
+// that does not parse costs 1: RE2 refuses it with its own message.
+func patternCost(pattern string) int {
+	re, err := syntax.Parse(pattern, syntax.Perl)
+	if err != nil {
+		return 1
+	}
+	var cost func(re *syntax.Regexp) int
+	cost = func(re *syntax.Regexp) int {
+		c := 1
+		switch re.Op {
+		case syntax.OpLiteral:
+			c = len(re.Rune)
+		case syntax.OpCharClass:
+			c = max(1, len(re.Rune)/2)
+		case syntax.OpAnyChar, syntax.OpAnyCharNotNL:
+			c = 8 // every length of UTF-8 sequence
+		case syntax.OpRepeat:
+			n := max(re.Min, re.Max)
+			if re.Max == -1 {
+				n = re.Min + 1
+			}
+			return min(cost(re.Sub[0])*max(n, 1), maxPatternCost+1)
+		}
+		for _, sub := range re.Sub {
+			c = min(c+cost(sub), maxPatternCost+1)
+		}
+		return c
+	}
+	return cost(re)
+}
+
+// Where a draft 2020-12 schema holds subschemas (as the compiler walks them,
+// older keywords included): a map of them, a list of them, or one.
+var (
+	subschemaMaps  = []string{"$defs", "definitions", "properties", "patternProperties", "dependentSchemas", "dependencies"}
+	subschemaLists = []string{"allOf", "anyOf", "oneOf", "prefixItems", "items"}
+	subschemaOnes  = []string{"not", "if", "then", "else", "items", "additionalItems", "additionalProperties",
+		"propertyNames", "contains", "unevaluatedItems", "unevaluatedProperties", "contentSchema"}
+)
+
+// checkDraft refuses a $schema other than draft 2020-12 anywhere in the
+// schema: the compiler would compile an embedded resource ($id with
+// $schema) by the rules of the draft it names.
+func checkDraft(v any, ptr string) error {
+	obj, ok := v.(map[string]any)
+	if !ok {
+		return nil
+	}
+	if d, ok := obj["$schema"]; ok {
+		if s, _ := d.(string); strings.TrimSuffix(s, "#") != draft202012 {
+			at := ""
+			if ptr != "" {
+				at = " at " + ptr
+			}
+			return fmt.Errorf("$schema %v%s: only draft 2020-12 (%s) is supported", d, at, draft202012)
+		}
+	}
+	for _, k := range subschemaMaps {
+		m, _ := obj[k].(map[string]any)
+		for _, name := range sortedKeys(m) {
+			if err := checkDraft(m[name], ptr+"/"+k+"/"+name); err != nil {
+				return err
+			}
+		}
+	}
+	for _, k := range subschemaLists {
+		l, _ := obj[k].([]any)
+		for i, el := range l {
+			if err := checkDraft(el, fmt.Sprintf("%s/%s/%d", ptr, k, i)); err != nil {
+				return err
+			}
+		}
+	}
+	for _, k := range subschemaOnes {
+		if err := checkDraft(obj[k], ptr+"/"+k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// schemaCompileError shortens the compiler's message and keeps the refusal
+// of remote references recognisable. The compiler's errors do not unwrap,
+// so each kind is taken apart by its type.
+func schemaCompileError(err error) error {
+	var le *jsonschema.LoadURLError
+	if errors.As(err, &le) && errors.Is(le.Err, errRemoteRef) {
+		return fmt.Errorf("$ref %s: %w", le.URL, errRemoteRef)
+	}
+	var se *jsonschema.SchemaValidationError
+	if errors.As(err, &se) {
+		var ve *jsonschema.ValidationError
+		if errors.As(se.Err, &ve) {
+			return fmt.Errorf("not a valid JSON Schema: %s", flattenValidation(ve))
+		}
 	}
 	msg := err.Error()
 	msg = strings.ReplaceAll(msg, schemaURL, "")
@@ -130,28 +279,31 @@ func normalizeJSON(v any) (any, error) {
 	return jsonschema.UnmarshalJSON(bytes.NewReader(b))
 }
 
-// flattenValidation lists the leaf causes of a validation error, each with
-// the instance location, at most five of them.
+// flattenValidation lists the leaf causes of a validation error (not the
+// "allOf failed" above them), each with the instance location, at most five
+// of them.
 func flattenValidation(ve *jsonschema.ValidationError) string {
-	out := ve.BasicOutput()
 	var parts []string
-	for _, u := range out.Errors {
-		if u.Error == nil {
-			continue
-		}
-		msg := u.Error.String()
-		if strings.HasPrefix(msg, "validation failed") {
-			continue
-		}
-		loc := u.InstanceLocation
-		if loc == "" {
-			loc = "/"
-		}
-		parts = append(parts, fmt.Sprintf("at %s: %s", loc, msg))
+	var walk func(u jsonschema.OutputUnit)
+	walk = func(u jsonschema.OutputUnit) {
 		if len(parts) == 5 {
-			break
+			return
+		}
+		if len(u.Errors) == 0 {
+			if u.Error != nil {
+				loc := u.InstanceLocation
+				if loc == "" {
+					loc = "/"
+				}
+				parts = append(parts, fmt.Sprintf("at %s: %s", loc, u.Error))
+			}
+			return
+		}
+		for _, c := range u.Errors {
+			walk(c)
 		}
 	}
+	walk(*ve.DetailedOutput())
 	if len(parts) == 0 {
 		return ve.Error()
 	}

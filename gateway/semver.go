@@ -9,7 +9,7 @@ import (
 
 // Version is a semantic version as defined by SemVer 2.0.0.
 type Version struct {
-	Major, Minor, Patch uint64
+	Major, Minor, Patch uint64   // the numeric parts
 	Pre                 []string // pre-release identifiers, empty for a release
 	Build               string   // build metadata, ignored by Compare
 }

@@ -73,7 +73,8 @@ func (r Range) Contains(v Version) bool {
 	return false
 }
 
-// Highest returns the highest version of vs that r contains, and false when none is.
+// Highest returns the highest version of vs that r contains (the first of
+// equals that differ only in build metadata), and false when none is.
 func Highest(vs []Version, r Range) (Version, bool) {
 	var best Version
 	found := false

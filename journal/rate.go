@@ -85,3 +85,21 @@ func mulRate(a Amount, r Rate, up bool) (Amount, error) {
 	}
 	return Amount(q), nil
 }
+
+// ConvertBackDown expresses an amount of the mandate's currency in the
+// foreign currency of rate r, rounded down: floor(a / r). A caller's
+// ceiling handed to an agent in its own currency never grows in conversion.
+func ConvertBackDown(a Amount, r Rate) (Amount, error) {
+	if a < 0 || r <= 0 {
+		return 0, errors.New("convert back: negative amount or non-positive rate")
+	}
+	hi, lo := bits.Mul64(uint64(a), Micro)
+	if hi >= uint64(r) {
+		return 0, ErrOverflow
+	}
+	q, _ := bits.Div64(hi, lo, uint64(r))
+	if q > math.MaxInt64 {
+		return 0, ErrOverflow
+	}
+	return Amount(q), nil
+}

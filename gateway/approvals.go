@@ -1,0 +1,207 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"holon.dev/holon/journal"
+	"holon.dev/holon/kv"
+)
+
+// newApproval creates the pending approval of a held call, bound to the
+// mandate, the exact version, the input's canonical hash and max_cost. It
+// keeps the input (validated already) until the approval is used,
+// rejected or expires.
+func (e *Engine) newApproval(tx *kv.Tx, r *kv.Receipt, m *Mandate, a *Manifest, sp callSpec, worst journal.Amount) (*kv.Approval, error) {
+	hash, err := InputHash(sp.input)
+	if err != nil {
+		return nil, err
+	}
+	id, err := tx.NewApprovalID()
+	if err != nil {
+		return nil, err
+	}
+	now := e.now().UTC()
+	ap := &kv.Approval{
+		ID: id, Mandate: m.ID, Caller: r.Caller, Agent: a.Ref(), InputHash: hash,
+		MaxCost: sp.maxCost, WorstCase: worst, Currency: m.Currency, Receipt: r.ID,
+		Status: kv.ApprovalPending, Created: now, Expires: now.Add(ApprovalTTL),
+		Input: append([]byte(nil), sp.input...),
+	}
+	return ap, tx.PutApproval(ap)
+}
+
+// bindApproval checks that the approval a call names lets exactly this call
+// through. It returns the approval, or the refusal's code and message.
+func (e *Engine) bindApproval(tx *kv.Tx, sp callSpec, m *Mandate, a *Manifest) (*kv.Approval, string, string) {
+	ap, err := tx.Approval(sp.approval)
+	if err != nil {
+		return nil, CodeInvalidApproval, fmt.Sprintf("no approval %s", sp.approval)
+	}
+	if e.expired(ap) {
+		return nil, CodeInvalidApproval, fmt.Sprintf("approval %s expired at %s", ap.ID, ap.Expires.Format("2006-01-02T15:04:05Z"))
+	}
+	switch {
+	case ap.Status == kv.ApprovalGranted:
+	case ap.Status == kv.ApprovalPending && sp.preApproved:
+	default:
+		return nil, CodeInvalidApproval, fmt.Sprintf("approval %s is %s, not granted", ap.ID, ap.Status)
+	}
+	hash, err := InputHash(sp.input)
+	switch {
+	case ap.Mandate != m.ID:
+		return nil, CodeInvalidApproval, fmt.Sprintf("approval %s is for mandate %s", ap.ID, ap.Mandate)
+	case ap.Agent != a.Ref():
+		return nil, CodeInvalidApproval, fmt.Sprintf("approval %s is for %s, this call resolves to %s", ap.ID, ap.Agent, a.Ref())
+	case err != nil || hash != ap.InputHash:
+		return nil, CodeInvalidApproval, fmt.Sprintf("approval %s is for another input", ap.ID)
+	case !sameCap(ap.MaxCost, sp.maxCost):
+		return nil, CodeInvalidApproval, fmt.Sprintf("approval %s was requested with max_cost %s", ap.ID, capString(ap.MaxCost))
+	}
+	return ap, "", ""
+}
+
+func sameCap(a, b *journal.Amount) bool {
+	return (a == nil) == (b == nil) && (a == nil || *a == *b)
+}
+
+func capString(a *journal.Amount) string {
+	if a == nil {
+		return "none"
+	}
+	return a.String()
+}
+
+// expired reports whether an undecided approval is past its expiry.
+func (e *Engine) expired(ap *kv.Approval) bool {
+	return (ap.Status == kv.ApprovalPending || ap.Status == kv.ApprovalGranted) && !e.now().Before(ap.Expires)
+}
+
+// ApprovalDecision is what POST /v0/approvals/{id} asks: approve and run
+// (the default), grant without running (Run false), or reject.
+type ApprovalDecision struct {
+	Reject bool
+	// NoRun grants the approval; the caller re-submits the call with it.
+	NoRun bool
+}
+
+// Approval reads one approval, expiring it first if its time has come.
+func (e *Engine) Approval(ctx context.Context, id string) (*kv.Approval, error) {
+	var ap *kv.Approval
+	err := e.store.View(func(tx *kv.Tx) error {
+		var err error
+		ap, err = tx.Approval(id)
+		return err
+	})
+	if errors.Is(err, kv.ErrNotFound) {
+		return nil, Errorf(CodeNotFound, "no approval %s", id)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if e.expired(ap) {
+		if err := e.expire(ctx, id); err != nil {
+			return nil, err
+		}
+		return e.Approval(ctx, id)
+	}
+	return ap, nil
+}
+
+// Approvals lists approvals newest first, those keep accepts, at most limit.
+func (e *Engine) Approvals(keep func(*kv.Approval) bool, limit int) ([]*kv.Approval, error) {
+	var out []*kv.Approval
+	err := e.store.View(func(tx *kv.Tx) error {
+		var err error
+		out, err = tx.Approvals(func(a *kv.Approval) bool { return !e.expired(a) && keep(a) }, limit)
+		return err
+	})
+	return out, err
+}
+
+// Decide answers a pending approval: reject it, grant it, or approve and
+// run exactly the call that was held.
+func (e *Engine) Decide(ctx context.Context, id string, d ApprovalDecision) (*kv.Approval, *CallResult, error) {
+	ap, err := e.Approval(ctx, id)
+	if err != nil {
+		return nil, nil, err
+	}
+	if ap.Status != kv.ApprovalPending {
+		return ap, nil, Errorf(CodeInvalidApproval, "approval %s is %s: it can be decided once", id, ap.Status)
+	}
+	if d.Reject || d.NoRun {
+		status := kv.ApprovalGranted
+		if d.Reject {
+			status = kv.ApprovalRejected
+		}
+		err := e.store.Update(ctx, func(tx *kv.Tx) error {
+			ap, err = tx.Approval(id)
+			if err != nil {
+				return err
+			}
+			if ap.Status != kv.ApprovalPending {
+				return Errorf(CodeInvalidApproval, "approval %s is %s: it can be decided once", id, ap.Status)
+			}
+			now := e.now().UTC()
+			ap.Status, ap.Decided = status, &now
+			if d.Reject {
+				ap.Input = nil
+			}
+			return tx.PutApproval(ap)
+		})
+		return ap, nil, err
+	}
+	res, err := e.call(context.WithoutCancel(ctx), callSpec{
+		mandateID:   ap.Mandate,
+		caller:      ap.Caller,
+		agent:       ap.Agent,
+		input:       ap.Input,
+		maxCost:     ap.MaxCost,
+		approval:    ap.ID,
+		preApproved: true,
+	})
+	if err != nil {
+		return ap, nil, err
+	}
+	ap, err = e.Approval(ctx, id)
+	return ap, res, err
+}
+
+// expire marks an approval expired and forgets its input.
+func (e *Engine) expire(ctx context.Context, id string) error {
+	return e.store.Update(ctx, func(tx *kv.Tx) error {
+		ap, err := tx.Approval(id)
+		if err != nil {
+			return err
+		}
+		if !e.expired(ap) {
+			return nil
+		}
+		ap.Status, ap.Input = kv.ApprovalExpired, nil
+		return tx.PutApproval(ap)
+	})
+}
+
+// ExpireApprovals expires every undecided approval past its time and
+// forgets its input; a gateway runs it periodically. It returns how many
+// it expired.
+func (e *Engine) ExpireApprovals(ctx context.Context) (int, error) {
+	var ids []string
+	err := e.store.View(func(tx *kv.Tx) error {
+		stale, err := tx.Approvals(e.expired, 1<<30)
+		for _, a := range stale {
+			ids = append(ids, a.ID)
+		}
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	for _, id := range ids {
+		if err := e.expire(ctx, id); err != nil {
+			return 0, err
+		}
+	}
+	return len(ids), nil
+}

@@ -1,0 +1,480 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/big"
+	"sort"
+	"time"
+
+	"holon.dev/holon/journal"
+	"holon.dev/holon/kv"
+)
+
+// Codes beyond the documents.
+const (
+	// CodeInsufficientFunds: the payer's balance, less what is held, does
+	// not cover the call's worst case.
+	CodeInsufficientFunds = "insufficient_funds"
+	// CodeInvalidApproval: the approval named by a call is unknown, not
+	// granted, already used, expired, or bound to another call.
+	CodeInvalidApproval = "invalid_approval"
+)
+
+// CallInput is a request to call an agent (POST /v0/calls).
+type CallInput struct {
+	// Mandate is the id of the mandate the call runs under.
+	Mandate string
+	// Agent (ns/name[@range]) or Capability names what to call.
+	Agent      string
+	Capability string
+	// Input is the call's input, a JSON document.
+	Input json.RawMessage
+	// MaxCost is the caller's ceiling, in the mandate's currency.
+	MaxCost *journal.Amount
+	// Approval is the id of a granted approval this call uses.
+	Approval string
+	// Caller is who calls; the mandate's grantee when empty.
+	Caller string
+}
+
+// CallResult is the answer to a call: the output on success, and the
+// receipt always.
+type CallResult struct {
+	Output   json.RawMessage
+	Receipt  *kv.Receipt
+	Approval *kv.Approval
+	// Message says in words why a call failed or was denied; it comes from
+	// the gateway or the agent and is never stored.
+	Message string
+}
+
+// callSpec is one call, at the root or delegated.
+type callSpec struct {
+	mandate    *Mandate // nil: load mandateID
+	mandateID  string
+	caller     string
+	agent      string
+	capability string
+	input      json.RawMessage
+	maxCost    *journal.Amount // mandate currency
+	approval   string
+	// preApproved lets a pending approval through: the human just approved
+	// this exact call (approve-and-run).
+	preApproved bool
+	parent      *runState
+}
+
+// Call runs one call through the whole lifecycle: resolve, admit, check
+// input, reserve, run, check output, settle, receipt. The run is detached
+// from ctx's cancellation: a caller that goes away does not leave a hold
+// behind, the call settles as it would have.
+func (e *Engine) Call(ctx context.Context, in CallInput) (*CallResult, error) {
+	if (in.Agent == "") == (in.Capability == "") {
+		return nil, Errorf(CodeInvalidRequest, "name exactly one of agent and capability")
+	}
+	if in.Mandate == "" {
+		return nil, Errorf(CodeInvalidRequest, "mandate is required")
+	}
+	if len(in.Input) == 0 {
+		in.Input = json.RawMessage("{}")
+	}
+	if !json.Valid(in.Input) {
+		return nil, Errorf(CodeInvalidRequest, "input is not valid JSON")
+	}
+	return e.call(context.WithoutCancel(ctx), callSpec{
+		mandateID:  in.Mandate,
+		caller:     in.Caller,
+		agent:      in.Agent,
+		capability: in.Capability,
+		input:      in.Input,
+		maxCost:    in.MaxCost,
+		approval:   in.Approval,
+	})
+}
+
+func (e *Engine) call(ctx context.Context, sp callSpec) (*CallResult, error) {
+	start := e.now()
+	m := sp.mandate
+	if m == nil {
+		err := e.store.View(func(tx *kv.Tx) error {
+			var err error
+			m, err = e.loadMandate(tx, sp.mandateID)
+			return err
+		})
+		if errors.Is(err, kv.ErrNotFound) {
+			return e.refuse(ctx, sp, nil, nil, StatusDenied, CodeMandateInactive, fmt.Sprintf("no mandate %s", sp.mandateID))
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	v, d, err := e.resolve(m, sp)
+	if err != nil {
+		return e.refuse(ctx, sp, m, nil, StatusDenied, ErrorCode(err), errorMessage(err))
+	}
+	if d.Verdict == VerdictDeny {
+		return e.refuse(ctx, sp, m, v, StatusDenied, d.Reason, d.Msg)
+	}
+	if err := v.Manifest.input.ValidateJSON(sp.input); err != nil {
+		return e.refuse(ctx, sp, m, v, StatusRejected, CodeRejectedInput,
+			fmt.Sprintf("input does not match %s's interface.input: %v", v.Manifest.Ref(), err))
+	}
+	rs, err := e.reserve(ctx, m, v, sp)
+	if err != nil {
+		return nil, err
+	}
+	if rs.receipt.Status != StatusRunning {
+		return &CallResult{Receipt: rs.receipt, Approval: rs.approval, Message: rs.msg}, nil
+	}
+	return e.run(ctx, m, v, sp, rs, start)
+}
+
+// errorMessage is the message of a gateway *Error, or the error's text.
+func errorMessage(err error) string {
+	var ge *Error
+	if errors.As(err, &ge) && ge.Msg != "" {
+		return ge.Msg
+	}
+	return err.Error()
+}
+
+// resolve picks the agent version for a call: the highest listed version of
+// a named agent, or the best-ranked implementer of a capability that the
+// mandate allows (cost per successful run, from the measured record). It
+// returns the admission preview for the chosen version; the decisive check
+// runs again when the budget is reserved.
+func (e *Engine) resolve(m *Mandate, sp callSpec) (*AgentVersion, Decision, error) {
+	var cands []*AgentVersion
+	if sp.agent != "" {
+		v, err := e.registry.Resolve(sp.agent)
+		if err != nil {
+			return nil, Decision{}, err
+		}
+		cands = []*AgentVersion{v}
+	} else {
+		if !ValidCapability(sp.capability) {
+			return nil, Decision{}, Errorf(CodeInvalidRequest, "%q is not a capability", sp.capability)
+		}
+		cands = e.registry.Implementers(sp.capability)
+		if len(cands) == 0 {
+			return nil, Decision{}, Errorf(CodeNotFound, "no listed agent implements %s", sp.capability)
+		}
+	}
+	var budget kv.Budget
+	records := make([]kv.Record, len(cands))
+	err := e.store.View(func(tx *kv.Tx) error {
+		var err error
+		if budget, err = tx.Budget(m.ID); err != nil {
+			return err
+		}
+		for i, v := range cands {
+			if records[i], err = tx.Record(v.Manifest.Ref()); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, Decision{}, err
+	}
+	req := e.callRequest(m, sp)
+	type ranked struct {
+		v   *AgentVersion
+		d   Decision
+		cps *big.Rat // cost per successful run; nil = unknown rate or never succeeded
+	}
+	rs := make([]ranked, len(cands))
+	for i, v := range cands {
+		d := CheckCall(m, v.Manifest, v.Facts, BudgetState{Spent: budget.Spent, Reserved: budget.Reserved}, req)
+		if d.Verdict != VerdictDeny && sp.parent != nil {
+			if err := sp.parent.fits(m, v, sp.capability, d.WorstCase); err != nil {
+				if sp.capability == "" {
+					return v, Decision{}, err
+				}
+				d = deny(CodeNotDeclared, "%s", errorMessage(err))
+			}
+		}
+		rs[i] = ranked{v: v, d: d, cps: costPerSuccess(d.WorstCase, records[i])}
+	}
+	sort.SliceStable(rs, func(i, j int) bool {
+		a, b := rs[i], rs[j]
+		if (a.d.Verdict == VerdictDeny) != (b.d.Verdict == VerdictDeny) {
+			return b.d.Verdict == VerdictDeny
+		}
+		if (a.cps == nil) != (b.cps == nil) {
+			return b.cps == nil
+		}
+		if a.cps != nil {
+			if c := a.cps.Cmp(b.cps); c != 0 {
+				return c < 0
+			}
+		}
+		return a.v.Manifest.ID < b.v.Manifest.ID
+	})
+	return rs[0].v, rs[0].d, nil
+}
+
+// costPerSuccess ranks implementers: the call's worst case times runs over
+// successful runs; an agent without a record counts as always succeeding.
+func costPerSuccess(worst journal.Amount, rec kv.Record) *big.Rat {
+	if rec.Runs == 0 {
+		return new(big.Rat).SetInt64(int64(worst))
+	}
+	if rec.Succeeded == 0 {
+		return nil
+	}
+	return new(big.Rat).SetFrac(new(big.Int).Mul(big.NewInt(int64(worst)), big.NewInt(rec.Runs)), big.NewInt(rec.Succeeded))
+}
+
+func (e *Engine) callRequest(m *Mandate, sp callSpec) CallRequest {
+	req := CallRequest{Capability: sp.capability, MaxCost: sp.maxCost, Now: e.now()}
+	if sp.parent != nil {
+		req.Delegated = true
+		req.Account = sp.parent.account
+	}
+	return req
+}
+
+// newReceipt starts a receipt with every field set.
+func (e *Engine) newReceipt(id string, m *Mandate, sp callSpec, v *AgentVersion) *kv.Receipt {
+	r := &kv.Receipt{
+		ID:       id,
+		Mandate:  sp.mandateID,
+		Caller:   sp.caller,
+		Children: []string{},
+		Splits:   []journal.Share{},
+		Created:  e.now().UTC(),
+	}
+	if m != nil {
+		r.Mandate, r.Currency, r.Payer = m.ID, m.Currency, m.Issuer
+		if r.Caller == "" {
+			r.Caller = m.Grantee
+		}
+	}
+	if sp.parent != nil {
+		p := sp.parent.rid
+		r.Parent = &p
+		r.Payer = sp.parent.childPayer()
+	}
+	if v != nil {
+		ref := v.Manifest.Ref()
+		r.Agent = &ref
+	}
+	return r
+}
+
+// refuse writes the receipt of a call that never ran: denied, rejected
+// input, or unresolvable.
+func (e *Engine) refuse(ctx context.Context, sp callSpec, m *Mandate, v *AgentVersion, status, code, msg string) (*CallResult, error) {
+	var r *kv.Receipt
+	err := e.store.Update(ctx, func(tx *kv.Tx) error {
+		id, err := tx.NewReceiptID()
+		if err != nil {
+			return err
+		}
+		r = e.newReceipt(id, m, sp, v)
+		r.Status, r.Error = status, &code
+		if err := linkChild(tx, sp.parent, r.ID); err != nil {
+			return err
+		}
+		return tx.PutReceipt(r)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &CallResult{Receipt: r, Message: msg}, nil
+}
+
+// reservation is what the reserve step decided and wrote.
+type reservation struct {
+	receipt  *kv.Receipt
+	approval *kv.Approval
+	sub      *Mandate
+	msg      string
+}
+
+// reserve runs admission again on the live budget and, in the same
+// transaction, writes the receipt and either a denial, a pending approval,
+// or the reservation and hold of a call about to run.
+func (e *Engine) reserve(ctx context.Context, m *Mandate, v *AgentVersion, sp callSpec) (*reservation, error) {
+	a := v.Manifest
+	var rs *reservation
+	req := e.callRequest(m, sp)
+	err := e.store.Update(ctx, func(tx *kv.Tx) error {
+		rs = &reservation{}
+		id, err := tx.NewReceiptID()
+		if err != nil {
+			return err
+		}
+		r := e.newReceipt(id, m, sp, v)
+		rs.receipt = r
+		if err := linkChild(tx, sp.parent, r.ID); err != nil {
+			return err
+		}
+		finish := func(status, code, msg string) error {
+			r.Status, r.Error, rs.msg = status, &code, msg
+			return tx.PutReceipt(r)
+		}
+		b, err := tx.Budget(m.ID)
+		if err != nil {
+			return err
+		}
+		d := CheckCall(m, a, v.Facts, BudgetState{Spent: b.Spent, Reserved: b.Reserved}, req)
+		if d.WorstCase > 0 || d.Verdict != VerdictDeny {
+			w := d.WorstCase
+			r.WorstCase = &w
+		}
+		var appr *kv.Approval
+		if sp.approval != "" && d.Verdict != VerdictDeny {
+			var code, msg string
+			appr, code, msg = e.bindApproval(tx, sp, m, a)
+			if appr == nil {
+				return finish(StatusDenied, code, msg)
+			}
+			r.Approval = &appr.ID
+			d.Verdict = VerdictAllow
+		}
+		switch d.Verdict {
+		case VerdictDeny:
+			return finish(StatusDenied, d.Reason, d.Msg)
+		case VerdictApprove:
+			if rs.approval, err = e.newApproval(tx, r, m, a, sp, d.WorstCase); err != nil {
+				return err
+			}
+			r.Approval = &rs.approval.ID
+			r.Status = StatusPendingApproval
+			rs.msg = fmt.Sprintf("the worst case %s %s is above the mandate's approval threshold: approval %s is pending", d.WorstCase, m.Currency, rs.approval.ID)
+			return tx.PutReceipt(r)
+		}
+		w := d.WorstCase
+		funder := ""
+		if sp.parent != nil && sp.parent.manifest.Passthrough() {
+			funder = sp.parent.rid
+		}
+		if funder == "" {
+			acct, err := tx.Account(r.Payer)
+			if err != nil {
+				return err
+			}
+			if acct.Available() < w {
+				return finish(StatusDenied, CodeInsufficientFunds,
+					fmt.Sprintf("%s has %s available, the worst case is %s", r.Payer, acct.Available(), w))
+			}
+		}
+		if len(a.Calls) > 0 {
+			left := m.Total() - b.Spent - b.Reserved
+			sub, err := DeriveSubMandate(m, a, r.ID, sp.maxCost, left)
+			if err != nil {
+				return finish(StatusFailed, CodeGatewayError, errorMessage(err))
+			}
+			raw, err := json.Marshal(sub)
+			if err != nil {
+				return err
+			}
+			if err := tx.PutMandate(sub.ID, kv.Doc{Doc: raw, Created: r.Created}); err != nil {
+				return err
+			}
+			rs.sub = sub
+			r.SubMandate = &sub.ID
+		}
+		hold := &kv.Hold{Receipt: r.ID, Payer: r.Payer, Mandate: m.ID, Reserved: w, Funder: funder, Started: r.Created}
+		if funder == "" {
+			hold.Amount = w
+			if err := tx.AddHeld(r.Payer, w); err != nil {
+				return err
+			}
+		}
+		if err := tx.AddBudget(m.ID, 0, w); err != nil {
+			return err
+		}
+		if sp.parent != nil {
+			hold.Parent = sp.parent.rid
+		}
+		if rs.sub != nil {
+			hold.SubMandate = rs.sub.ID
+		}
+		if err := tx.PutHold(hold); err != nil {
+			return err
+		}
+		if appr != nil {
+			now := e.now().UTC()
+			appr.Status, appr.Input, appr.Run = kv.ApprovalUsed, nil, &r.ID
+			if appr.Decided == nil {
+				appr.Decided = &now
+			}
+			if err := tx.PutApproval(appr); err != nil {
+				return err
+			}
+		}
+		r.Status = StatusRunning
+		return tx.PutReceipt(r)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return rs, nil
+}
+
+// run runs a reserved call with its hard timeout, checks the output, waits
+// for its children and settles.
+func (e *Engine) run(ctx context.Context, m *Mandate, v *AgentVersion, sp callSpec, rs *reservation, start time.Time) (*CallResult, error) {
+	a := v.Manifest
+	rate, _ := m.Rate(a.Currency())
+	st := &runState{e: e, rid: rs.receipt.ID, manifest: a, version: v, sub: rs.sub, mandate: m, payer: rs.receipt.Payer, account: m.Issuer}
+	if sp.parent != nil {
+		st.account = sp.parent.account
+	}
+	inv := &Invocation{Manifest: a, Input: sp.input, Receipt: rs.receipt.ID}
+	if sp.maxCost != nil {
+		if mc, err := journal.ConvertBackDown(*sp.maxCost, rate); err == nil {
+			inv.MaxCost = &mc
+		}
+	}
+	if rs.sub != nil {
+		inv.Delegate = st
+	}
+	var res RunResult
+	if runner := e.runners[a.Runtime.Kind]; runner == nil {
+		res = RunResult{Outcome: Outcome{Kind: OutcomeUnavailable}, Message: "no runtime for kind " + a.Runtime.Kind}
+	} else {
+		rctx, cancel := context.WithTimeout(ctx, time.Duration(a.Timeout())*time.Second)
+		res = runner.Run(rctx, inv)
+		cancel()
+	}
+	st.finish()
+	if res.Outcome.Kind == OutcomeOutput {
+		if err := a.output.ValidateJSON(res.Output); err != nil {
+			res.Outcome.Kind = OutcomeInvalidOutput
+			res.Message = fmt.Sprintf("output does not match %s's interface.output: %v", a.Ref(), err)
+		}
+	}
+	bill := DecideBilling(a, res.Outcome, sp.maxCost, rate)
+	r, err := e.settle(ctx, st, bill, e.now().Sub(start))
+	if err != nil {
+		return nil, err
+	}
+	out := &CallResult{Receipt: r, Message: res.Message}
+	if r.Status == StatusSucceeded {
+		out.Output = res.Output
+	} else if out.Message == "" && r.Error != nil {
+		out.Message = *r.Error
+	}
+	return out, nil
+}
+
+// linkChild adds a downstream call to its parent's tree, whatever became of
+// it: refused and failed children are part of the receipt tree too.
+func linkChild(tx *kv.Tx, parent *runState, id string) error {
+	if parent == nil {
+		return nil
+	}
+	ph, err := tx.Hold(parent.rid)
+	if err != nil {
+		return fmt.Errorf("parent %s of %s: %w", parent.rid, id, err)
+	}
+	ph.Children = append(ph.Children, id)
+	return tx.PutHold(ph)
+}

@@ -1,0 +1,248 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"holon.dev/holon/journal"
+	"holon.dev/holon/kv"
+)
+
+// DefaultSignupCredit is the demo credit every new account gets (5.00).
+var DefaultSignupCredit = journal.MustParseAmount("5.00")
+
+// DemoCreditAccount is where demo money enters the platform, so that the
+// sum over every account stays zero.
+const DemoCreditAccount = "external:demo-credit"
+
+// ApprovalTTL is how long a pending approval lives (mandate.md §6).
+const ApprovalTTL = 7 * 24 * time.Hour
+
+// Config wires an Engine.
+type Config struct {
+	Store    *kv.Store
+	Registry *Registry
+	// Runners maps runtime.kind to the runner of that kind.
+	Runners map[string]Runner
+	// Now is the clock (time.Now when nil).
+	Now func() time.Time
+	// SignupCredit is the demo credit each issuer gets once.
+	SignupCredit journal.Amount
+	// Logger receives internal errors only; never inputs, outputs or keys.
+	Logger *slog.Logger
+	// OnStoreFailure is called when a write that must not fail did (the
+	// store is broken): the process should stop, as memory and file would
+	// disagree. Nil: the error is logged.
+	OnStoreFailure func(error)
+}
+
+// Engine runs the call lifecycle of gateway.md §1 on a store.
+type Engine struct {
+	store    *kv.Store
+	registry *Registry
+	runners  map[string]Runner
+	now      func() time.Time
+	credit   journal.Amount
+	log      *slog.Logger
+	fail     func(error)
+
+	mandatesMu sync.Mutex
+	mandates   map[string]cachedMandate
+}
+
+type cachedMandate struct {
+	raw string
+	m   *Mandate
+}
+
+// New returns an engine. Call Recover before serving.
+func New(cfg Config) *Engine {
+	e := &Engine{
+		store:    cfg.Store,
+		registry: cfg.Registry,
+		runners:  cfg.Runners,
+		now:      cfg.Now,
+		credit:   cfg.SignupCredit,
+		log:      cfg.Logger,
+		fail:     cfg.OnStoreFailure,
+		mandates: map[string]cachedMandate{},
+	}
+	if e.now == nil {
+		e.now = time.Now
+	}
+	if e.log == nil {
+		e.log = slog.New(slog.DiscardHandler)
+	}
+	if e.fail == nil {
+		e.fail = func(err error) { e.log.Error("store write failed", "err", err) }
+	}
+	return e
+}
+
+// Registry is the engine's agent registry.
+func (e *Engine) Registry() *Registry { return e.registry }
+
+// Store is the engine's store.
+func (e *Engine) Store() *kv.Store { return e.store }
+
+// PutMandate stores a root mandate (replacing one with the same id) and
+// gives its issuer the signup credit once.
+func (e *Engine) PutMandate(ctx context.Context, m *Mandate) error {
+	if err := m.Validate(); err != nil {
+		return err
+	}
+	raw, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	return e.store.Update(ctx, func(tx *kv.Tx) error {
+		d, err := tx.Mandate(m.ID)
+		created := e.now().UTC()
+		if err == nil {
+			created = d.Created
+		}
+		if err := tx.PutMandate(m.ID, kv.Doc{Doc: raw, Created: created, Revoked: m.Revoked}); err != nil {
+			return err
+		}
+		return e.grantSignupCredit(tx, m.Issuer)
+	})
+}
+
+// grantSignupCredit journals the demo credit of an account once
+// (idempotency key signup:<handle>).
+func (e *Engine) grantSignupCredit(tx *kv.Tx, account string) error {
+	key := "signup:" + account
+	if e.credit <= 0 || tx.HasEntry(key) || !ValidHandle(account) {
+		return nil
+	}
+	entry, err := journal.Transfer(key, DemoCreditAccount, account, e.credit)
+	if err != nil {
+		return err
+	}
+	_, err = tx.AppendEntry(entry)
+	return err
+}
+
+// Credit journals demo credit to an account under an idempotency key.
+func (e *Engine) Credit(ctx context.Context, key, account string, amount journal.Amount) error {
+	entry, err := journal.Transfer(key, DemoCreditAccount, account, amount)
+	if err != nil {
+		return Errorf(CodeInvalidRequest, "%v", err)
+	}
+	return e.store.Update(ctx, func(tx *kv.Tx) error {
+		_, err := tx.AppendEntry(entry)
+		return err
+	})
+}
+
+// loadMandate reads a mandate in tx, parsing it once per stored version.
+func (e *Engine) loadMandate(tx *kv.Tx, id string) (*Mandate, error) {
+	d, err := tx.Mandate(id)
+	if err != nil {
+		return nil, err
+	}
+	e.mandatesMu.Lock()
+	c, ok := e.mandates[id]
+	e.mandatesMu.Unlock()
+	if ok && c.raw == string(d.Doc) {
+		return c.m, nil
+	}
+	m, err := ParseMandate(d.Doc)
+	if err != nil {
+		return nil, fmt.Errorf("stored mandate %s: %w", id, err)
+	}
+	m.Revoked = m.Revoked || d.Revoked
+	e.mandatesMu.Lock()
+	e.mandates[id] = cachedMandate{raw: string(d.Doc), m: m}
+	e.mandatesMu.Unlock()
+	return m, nil
+}
+
+// MandateState is a mandate with its budget (mandate.md §5).
+type MandateState struct {
+	Mandate   *Mandate       `json:"mandate"`
+	Spent     journal.Amount `json:"spent"`
+	Reserved  journal.Amount `json:"reserved"`
+	Remaining journal.Amount `json:"remaining"`
+}
+
+// Mandate returns a stored mandate (root or derived) with its spent,
+// reserved and remaining budget.
+func (e *Engine) Mandate(id string) (*MandateState, error) {
+	var st *MandateState
+	err := e.store.View(func(tx *kv.Tx) error {
+		m, err := e.loadMandate(tx, id)
+		if err != nil {
+			return err
+		}
+		b, err := tx.Budget(id)
+		if err != nil {
+			return err
+		}
+		st = &MandateState{Mandate: m, Spent: b.Spent, Reserved: b.Reserved, Remaining: m.Total() - b.Spent - b.Reserved}
+		return nil
+	})
+	if errors.Is(err, kv.ErrNotFound) {
+		return nil, Errorf(CodeNotFound, "no mandate %s", id)
+	}
+	return st, err
+}
+
+// Receipt reads one receipt.
+func (e *Engine) Receipt(id string) (*kv.Receipt, error) {
+	var r *kv.Receipt
+	err := e.store.View(func(tx *kv.Tx) error {
+		var err error
+		r, err = tx.Receipt(id)
+		return err
+	})
+	if errors.Is(err, kv.ErrNotFound) {
+		return nil, Errorf(CodeNotFound, "no receipt %s", id)
+	}
+	return r, err
+}
+
+// Receipts lists receipts newest first (of one mandate when mandate is set).
+func (e *Engine) Receipts(mandate, before string, limit int) (kv.ReceiptPage, error) {
+	var p kv.ReceiptPage
+	err := e.store.View(func(tx *kv.Tx) error {
+		var err error
+		p, err = tx.Receipts(mandate, before, limit)
+		return err
+	})
+	if err != nil {
+		return p, Errorf(CodeInvalidRequest, "%v", err)
+	}
+	return p, nil
+}
+
+// Accounts lists every account's balance and holds.
+func (e *Engine) Accounts() (map[string]kv.Account, error) {
+	out := map[string]kv.Account{}
+	err := e.store.View(func(tx *kv.Tx) error {
+		return tx.ForEachAccount(func(name string, a kv.Account) error {
+			out[name] = a
+			return nil
+		})
+	})
+	return out, err
+}
+
+// Record returns an agent version's measured record.
+func (e *Engine) Record(ref string) (kv.Record, error) {
+	var r kv.Record
+	err := e.store.View(func(tx *kv.Tx) error {
+		var err error
+		r, err = tx.Record(ref)
+		return err
+	})
+	return r, err
+}
+
+// Now is the engine's clock.
+func (e *Engine) Now() time.Time { return e.now() }

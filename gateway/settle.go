@@ -1,0 +1,335 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/big"
+	"sync"
+	"time"
+
+	"holon.dev/holon/journal"
+	"holon.dev/holon/kv"
+)
+
+// runState is a call being run: the delegation context its agent's
+// downstream calls go through, and the wait for them.
+type runState struct {
+	e        *Engine
+	rid      string
+	manifest *Manifest
+	version  *AgentVersion
+	mandate  *Mandate
+	sub      *Mandate
+	payer    string
+	account  string
+
+	mu       sync.Mutex
+	closed   bool
+	children sync.WaitGroup
+}
+
+// childPayer is who pays this run's downstream calls: its own payer under
+// passthrough, the orchestrator's author under included.
+func (s *runState) childPayer() string {
+	if s.manifest.Passthrough() {
+		return s.payer
+	}
+	return s.manifest.NS()
+}
+
+// fits checks a downstream candidate against the orchestrator's declared
+// calls: it must match an entry, and its worst case (in the mandate's
+// currency) must fit that entry's max_cost.
+func (s *runState) fits(m *Mandate, v *AgentVersion, capability string, worst journal.Amount) error {
+	rate, ok := m.Rate(s.manifest.Currency())
+	if !ok {
+		return Errorf(CodeNoFxRate, "no fx rate for %s", s.manifest.Currency())
+	}
+	w, err := convertBackUp(worst, rate)
+	if err != nil {
+		return Errorf(CodeNotDeclared, "worst case out of range")
+	}
+	_, err = s.manifest.Slot(v.Manifest, capability, w)
+	return err
+}
+
+// convertBackUp is ceil(a / r): a worst case in the mandate's currency
+// expressed in the orchestrator's, never rounded in the agent's favour.
+func convertBackUp(a journal.Amount, r journal.Rate) (journal.Amount, error) {
+	if r <= 0 || a < 0 {
+		return 0, errors.New("bad operands")
+	}
+	n := new(big.Int).Mul(big.NewInt(int64(a)), big.NewInt(journal.Micro))
+	q, rem := new(big.Int).QuoRem(n, big.NewInt(int64(r)), new(big.Int))
+	if rem.Sign() != 0 {
+		q.Add(q, big.NewInt(1))
+	}
+	if !q.IsInt64() {
+		return 0, journal.ErrOverflow
+	}
+	return journal.Amount(q.Int64()), nil
+}
+
+// Call makes one downstream call under the run's sub-mandate. The child
+// runs detached from the parent's cancellation, with its own hard timeout:
+// a parent that times out still waits for it before it settles.
+func (s *runState) Call(ctx context.Context, t Target, input json.RawMessage) CallOutcome {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return CallOutcome{Status: StatusDenied, Error: CodeGatewayError,
+			Message: fmt.Sprintf("run %s has ended: no new downstream calls", s.rid)}
+	}
+	s.children.Add(1)
+	s.mu.Unlock()
+	defer s.children.Done()
+	if (t.Agent == "") == (t.Capability == "") {
+		return CallOutcome{Status: StatusDenied, Error: CodeInvalidRequest, Message: "name exactly one of agent and capability"}
+	}
+	sp := callSpec{
+		mandate:    s.sub,
+		mandateID:  s.sub.ID,
+		caller:     s.manifest.Ref(),
+		agent:      t.Agent,
+		capability: t.Capability,
+		input:      input,
+		parent:     s,
+	}
+	if t.MaxCost != nil {
+		rate, _ := s.mandate.Rate(s.manifest.Currency())
+		mc, err := journal.ConvertUp(*t.MaxCost, rate)
+		if err != nil {
+			return CallOutcome{Status: StatusDenied, Error: CodeInvalidRequest, Message: "max_cost out of range"}
+		}
+		sp.maxCost = &mc
+	}
+	res, err := s.e.call(context.WithoutCancel(ctx), sp)
+	if err != nil {
+		return CallOutcome{Status: StatusFailed, Error: CodeGatewayError, Message: err.Error()}
+	}
+	r := res.Receipt
+	out := CallOutcome{OK: r.Status == StatusSucceeded, Output: res.Output, Receipt: r.ID, Status: r.Status, Message: res.Message}
+	if r.Error != nil {
+		out.Error = *r.Error
+	}
+	return out
+}
+
+// finish refuses new downstream calls and waits for those in flight.
+func (s *runState) finish() {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	s.children.Wait()
+}
+
+// settle charges the real cost, splits it, releases the rest of the hold
+// and reservation (and passes the charge up to the calls it draws on),
+// writes the final receipt and the call event, in one transaction. If that
+// fails, the call is closed as gateway_error with nothing billed.
+func (e *Engine) settle(ctx context.Context, st *runState, bill Bill, d time.Duration) (*kv.Receipt, error) {
+	var r *kv.Receipt
+	err := e.store.Update(ctx, func(tx *kv.Tx) error {
+		var err error
+		r, err = e.settleTx(tx, st, bill, d)
+		return err
+	})
+	if err == nil {
+		return r, nil
+	}
+	e.log.Error("settlement failed; releasing the hold", "receipt", st.rid, "err", err)
+	failed := Bill{Status: StatusFailed, Error: CodeGatewayError}
+	err = e.store.Update(ctx, func(tx *kv.Tx) error {
+		var err error
+		r, err = e.settleTx(tx, st, failed, d)
+		return err
+	})
+	if err != nil {
+		e.fail(fmt.Errorf("release hold of %s: %w", st.rid, err))
+		return nil, err
+	}
+	return r, nil
+}
+
+func (e *Engine) settleTx(tx *kv.Tx, st *runState, bill Bill, d time.Duration) (*kv.Receipt, error) {
+	h, err := tx.Hold(st.rid)
+	if err != nil {
+		return nil, fmt.Errorf("hold of %s: %w", st.rid, err)
+	}
+	r, err := tx.Receipt(st.rid)
+	if err != nil {
+		return nil, err
+	}
+	var charge journal.Amount
+	if bill.Billed {
+		charge = bill.Charge
+	}
+	r.Splits = []journal.Share{}
+	if charge > 0 {
+		shares, err := journal.Split(charge, st.manifest.NS(), st.version.Chain)
+		if err != nil {
+			return nil, err
+		}
+		entry, err := journal.Settlement("settle:"+r.ID, h.Payer, shares)
+		switch {
+		case errors.Is(err, journal.ErrTooFewLines):
+			// The payer receives every share (the platform calling its own
+			// agent): nothing moves.
+		case err != nil:
+			return nil, err
+		default:
+			if _, err := tx.AppendEntry(entry); err != nil {
+				return nil, err
+			}
+		}
+		r.Splits = shares
+	}
+	if err := e.release(tx, h, charge); err != nil {
+		return nil, err
+	}
+	r.Status = bill.Status
+	r.Error = nil
+	if bill.Error != "" {
+		code := bill.Error
+		r.Error = &code
+	}
+	r.Billed = bill.Billed
+	r.Cost = kv.Cost{Own: charge, Downstream: h.Downstream}
+	if r.Cost.Total, err = charge.Add(h.Downstream); err != nil {
+		return nil, err
+	}
+	r.Children = append([]string{}, h.Children...)
+	r.DurationMS = d.Milliseconds()
+	if err := e.creditParent(tx, h, r); err != nil {
+		return nil, err
+	}
+	if err := tx.PutReceipt(r); err != nil {
+		return nil, err
+	}
+	ev := &kv.Event{Receipt: r.ID, Agent: st.manifest.Ref(), Status: r.Status, DurationMS: r.DurationMS,
+		Billed: charge, Currency: r.Currency, Delegated: h.Parent != "", Time: e.now().UTC()}
+	if r.Error != nil {
+		ev.Error = *r.Error
+	}
+	if err := tx.AppendEvent(ev, r.Status == StatusSucceeded); err != nil {
+		return nil, err
+	}
+	return r, tx.DeleteHold(h.Receipt)
+}
+
+// release ends a call's hold: the charge becomes spent in its mandate and,
+// for each call it draws on (passthrough), moves from that call's
+// reservation and hold to spent; the rest of its own reservation and hold
+// is released.
+func (e *Engine) release(tx *kv.Tx, h *kv.Hold, charge journal.Amount) error {
+	if err := tx.AddBudget(h.Mandate, charge, -h.Reserved); err != nil {
+		return err
+	}
+	if h.Amount > 0 {
+		if err := tx.AddHeld(h.Payer, -h.Amount); err != nil {
+			return err
+		}
+	}
+	if charge == 0 {
+		return nil
+	}
+	for f := h.Funder; f != ""; {
+		fh, err := tx.Hold(f)
+		if err != nil {
+			return fmt.Errorf("funder %s of %s: %w", f, h.Receipt, err)
+		}
+		if fh.Reserved < charge {
+			return fmt.Errorf("funder %s has %s reserved, %s charged below it", f, fh.Reserved, charge)
+		}
+		if err := tx.AddBudget(fh.Mandate, charge, -charge); err != nil {
+			return err
+		}
+		fh.Reserved -= charge
+		if fh.Amount > 0 {
+			if fh.Amount < charge {
+				return fmt.Errorf("funder %s holds %s, %s charged below it", f, fh.Amount, charge)
+			}
+			fh.Amount -= charge
+			if err := tx.AddHeld(fh.Payer, -charge); err != nil {
+				return err
+			}
+		}
+		if err := tx.PutHold(fh); err != nil {
+			return err
+		}
+		f = fh.Funder
+	}
+	return nil
+}
+
+// creditParent adds a child's billed total to its parent's downstream cost
+// when the same payer paid it.
+func (e *Engine) creditParent(tx *kv.Tx, h *kv.Hold, r *kv.Receipt) error {
+	if h.Parent == "" || r.Cost.Total == 0 {
+		return nil
+	}
+	ph, err := tx.Hold(h.Parent)
+	if err != nil {
+		return fmt.Errorf("parent %s of %s: %w", h.Parent, h.Receipt, err)
+	}
+	if ph.Payer != h.Payer {
+		return nil
+	}
+	if ph.Downstream, err = ph.Downstream.Add(r.Cost.Total); err != nil {
+		return err
+	}
+	return tx.PutHold(ph)
+}
+
+// Recover closes the calls that were in flight when the gateway stopped:
+// failed with gateway_restarted, never billed; holds and reservations
+// released. Downstream calls that had finished stay paid. It returns how
+// many calls it closed.
+func (e *Engine) Recover(ctx context.Context) (int, error) {
+	var holds []*kv.Hold
+	if err := e.store.View(func(tx *kv.Tx) error {
+		var err error
+		holds, err = tx.Holds()
+		return err
+	}); err != nil {
+		return 0, err
+	}
+	for _, h := range holds {
+		err := e.store.Update(ctx, func(tx *kv.Tx) error {
+			h, err := tx.Hold(h.Receipt)
+			if err != nil {
+				return err
+			}
+			r, err := tx.Receipt(h.Receipt)
+			if err != nil {
+				return err
+			}
+			if err := e.release(tx, h, 0); err != nil {
+				return err
+			}
+			code := CodeGatewayRestarted
+			r.Status, r.Error, r.Billed = StatusFailed, &code, false
+			r.Cost = kv.Cost{Downstream: h.Downstream, Total: h.Downstream}
+			r.Children = append([]string{}, h.Children...)
+			r.DurationMS = e.now().Sub(h.Started).Milliseconds()
+			if err := tx.PutReceipt(r); err != nil {
+				return err
+			}
+			agent := ""
+			if r.Agent != nil {
+				agent = *r.Agent
+			}
+			if err := tx.AppendEvent(&kv.Event{Receipt: r.ID, Agent: agent, Status: r.Status, Error: code,
+				DurationMS: r.DurationMS, Currency: r.Currency, Delegated: h.Parent != "", Time: e.now().UTC()}, false); err != nil {
+				return err
+			}
+			return tx.DeleteHold(h.Receipt)
+		})
+		if err != nil {
+			return 0, fmt.Errorf("close %s after restart: %w", h.Receipt, err)
+		}
+	}
+	return len(holds), nil
+}

@@ -1,0 +1,149 @@
+package kv_test
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"holon.dev/holon/journal"
+	"holon.dev/holon/kv"
+)
+
+// benchPayers is the number of paying accounts (and mandates) settlements
+// are spread over.
+const benchPayers = 64
+
+// seedCalls funds the payers and reserves n calls r1..rn, each with its
+// running receipt, its hold, what it holds and its budget reservation: what
+// the gateway has written by the time a call comes back to be settled.
+func seedCalls(b *testing.B, s *kv.Store, n int, worst journal.Amount) {
+	b.Helper()
+	for p := range benchPayers {
+		credit(b, s, fmt.Sprintf("payer%02d", p), "1000000")
+	}
+	for start := 0; start < n; start += 1000 {
+		mustUpdate(b, s, func(tx *kv.Tx) error {
+			for i := start; i < min(start+1000, n); i++ {
+				id, err := tx.NewReceiptID()
+				if err != nil {
+					return err
+				}
+				payer := fmt.Sprintf("payer%02d", i%benchPayers)
+				mandate := payer + "/sandbox"
+				agent := "lena/extract@1.0.0"
+				r := &kv.Receipt{ID: id, Mandate: mandate, Caller: payer, Agent: &agent, Status: "running",
+					WorstCase: &worst, Currency: "EUR", Payer: payer, Created: tx.Now()}
+				if err := tx.PutReceipt(r); err != nil {
+					return err
+				}
+				h := &kv.Hold{Receipt: id, Payer: payer, Amount: worst, Mandate: mandate, Reserved: worst, Started: tx.Now()}
+				if err := tx.PutHold(h); err != nil {
+					return err
+				}
+				if err := tx.AddHeld(payer, worst); err != nil {
+					return err
+				}
+				if err := tx.AddBudget(mandate, 0, worst); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+}
+
+// settle is one settlement as one update: the receipt's final state, the
+// settlement entry (4 lines: payer, platform, creator, upstream), the hold
+// released, the budget's spent and reserved amounts, the hold deleted and
+// the call event appended.
+func settle(s *kv.Store, i int, price journal.Amount) error {
+	id := fmt.Sprintf("r%d", i+1)
+	shares, err := journal.Split(price, "lena", []journal.Upstream{{Account: "acme", Rate: journal.MustParseRate("0.15")}})
+	if err != nil {
+		return err
+	}
+	entry, err := journal.Settlement("settle:"+id, fmt.Sprintf("payer%02d", i%benchPayers), shares)
+	if err != nil {
+		return err
+	}
+	return s.Update(context.Background(), func(tx *kv.Tx) error {
+		h, err := tx.Hold(id)
+		if err != nil {
+			return err
+		}
+		r, err := tx.Receipt(id)
+		if err != nil {
+			return err
+		}
+		r.Status, r.Billed, r.DurationMS = "succeeded", true, 120
+		r.Cost = kv.Cost{Own: price, Total: price}
+		r.Splits = shares
+		if err := tx.PutReceipt(r); err != nil {
+			return err
+		}
+		if _, err := tx.AppendEntry(entry); err != nil {
+			return err
+		}
+		if err := tx.AddHeld(h.Payer, -h.Amount); err != nil {
+			return err
+		}
+		if err := tx.AddBudget(h.Mandate, price, -h.Reserved); err != nil {
+			return err
+		}
+		if err := tx.DeleteHold(id); err != nil {
+			return err
+		}
+		return tx.AppendEvent(&kv.Event{Receipt: id, Agent: *r.Agent, Status: r.Status, DurationMS: r.DurationMS,
+			Billed: price, Currency: r.Currency, Time: tx.Now()}, true)
+	})
+}
+
+// BenchmarkStore_Settle measures settlements per second with fsync on, as a
+// gateway runs: 64 concurrent callers sharing group commits, and one caller
+// alone for comparison.
+func BenchmarkStore_Settle(b *testing.B) {
+	price, worst := amt("0.035"), amt("0.05")
+	run := func(b *testing.B, callers int) {
+		s := mustOpen(b, kv.Options{})
+		seedCalls(b, s, b.N, worst)
+		lat := make([]time.Duration, b.N)
+		var next atomic.Int64
+		one := func() {
+			i := int(next.Add(1) - 1)
+			start := time.Now()
+			if err := settle(s, i, price); err != nil {
+				b.Errorf("settle r%d: %v", i+1, err)
+			}
+			lat[i] = time.Since(start)
+		}
+		before := s.Stats()
+		b.ResetTimer()
+		if callers == 1 {
+			for range b.N {
+				one()
+			}
+		} else {
+			b.SetParallelism((callers + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					one()
+				}
+			})
+		}
+		b.StopTimer()
+		after := s.Stats()
+		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "settlements/s")
+		if commits := after.Commits - before.Commits; commits > 0 {
+			b.ReportMetric(float64(after.Updates-before.Updates)/float64(commits), "updates/commit")
+		}
+		slices.Sort(lat)
+		b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
+		b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
+	}
+	b.Run("callers=64", func(b *testing.B) { run(b, 64) })
+	b.Run("callers=1", func(b *testing.B) { run(b, 1) })
+}

@@ -1,0 +1,23 @@
+package kv
+
+import bolt "go.etcd.io/bbolt"
+
+// PutJournalRowForTest exposes the journal's only row write, so a test can
+// show that it refuses to overwrite a row.
+func (tx *Tx) PutJournalRowForTest(row JournalRow) error { return tx.putJournalRow(row) }
+
+// TamperForTest runs fn in a raw bbolt write transaction, bypassing every
+// rule of the store, as an attacker with the file would.
+func (s *Store) TamperForTest(fn func(*bolt.Tx) error) error { return s.db.Update(fn) }
+
+// QueuedForTest is the number of updates submitted and not yet taken by the
+// writer, so a test can know that updates will share a batch.
+func (s *Store) QueuedForTest() int { return len(s.reqs) }
+
+// ClosedForTest reports whether Close has begun: from then on, updates are
+// refused.
+func (s *Store) ClosedForTest() bool {
+	s.closeMu.RLock()
+	defer s.closeMu.RUnlock()
+	return s.closed
+}

@@ -1,0 +1,269 @@
+// Package kv is Holon's store: one bbolt file holding agents, mandates,
+// accounts, the journal, receipts, approvals, holds, call events and
+// counters. It is the only package that imports bbolt.
+//
+// Writes go through one writer goroutine that groups concurrent updates into
+// one bbolt transaction (group commit): one fsync pays for a whole batch,
+// which is what takes the store from ~2k to ~15k+ settlements per second on
+// a small machine. An update that fails rolls back alone: the batch is
+// replayed without it, so it never fails its neighbours.
+//
+// The journal's three rules (entries sum to zero, rows are never overwritten
+// or deleted, idempotency keys are unique) are enforced inside the write
+// transaction, before commit.
+package kv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// DefaultMaxBatch is how many updates one write transaction may group.
+const DefaultMaxBatch = 256
+
+// ErrClosed is returned by updates submitted after Close.
+var ErrClosed = errors.New("store is closed")
+
+// Options configure a Store.
+type Options struct {
+	// MaxBatch bounds the updates grouped into one transaction
+	// (DefaultMaxBatch when 0).
+	MaxBatch int
+	// NoSync skips fsync: for tests and benchmarks of the CPU path only.
+	// A gateway never runs with it.
+	NoSync bool
+	// Now is the clock used for journal rows (time.Now when nil).
+	Now func() time.Time
+}
+
+// Store is an open Holon database.
+type Store struct {
+	db       *bolt.DB
+	path     string
+	maxBatch int
+	now      func() time.Time
+
+	reqs      chan *writeReq
+	closing   chan struct{}
+	writerEnd chan struct{}
+	closeOnce sync.Once
+	// closeMu orders submissions before Close: Update sends under the read
+	// lock, Close sets closed under the write lock, so once closing is
+	// closed no update can enter the queue behind the writer's last look.
+	closeMu sync.RWMutex
+	closed  bool
+
+	statsMu sync.Mutex
+	stats   Stats
+}
+
+// Stats describes the write path since the store was opened.
+type Stats struct {
+	// Commits is the number of write transactions committed.
+	Commits uint64
+	// Updates is the number of updates committed (Updates/Commits is the mean batch).
+	Updates uint64
+	// Replays counts batches replayed because one of their updates failed.
+	Replays uint64
+	// MaxBatch is the largest batch committed.
+	MaxBatch int
+}
+
+type writeReq struct {
+	fn   func(*Tx) error
+	done chan error
+}
+
+// Open opens (or creates) the database at path and starts its writer.
+func Open(path string, opts Options) (*Store, error) {
+	if dir := filepath.Dir(path); dir != "" {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, fmt.Errorf("open store: %w", err)
+		}
+	}
+	db, err := bolt.Open(path, 0o600, &bolt.Options{
+		Timeout:      2 * time.Second,
+		NoSync:       opts.NoSync,
+		FreelistType: bolt.FreelistMapType,
+	})
+	if err != nil {
+		if errors.Is(err, bolt.ErrTimeout) {
+			return nil, fmt.Errorf("open store %s: another process holds it (is a gateway already running?)", path)
+		}
+		return nil, fmt.Errorf("open store %s: %w", path, err)
+	}
+	s := &Store{
+		db:        db,
+		path:      path,
+		maxBatch:  opts.MaxBatch,
+		now:       opts.Now,
+		reqs:      make(chan *writeReq, 4096),
+		closing:   make(chan struct{}),
+		writerEnd: make(chan struct{}),
+	}
+	if s.maxBatch <= 0 {
+		s.maxBatch = DefaultMaxBatch
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if err := db.Update(func(btx *bolt.Tx) error { return createBuckets(btx) }); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open store %s: %w", path, err)
+	}
+	go s.writer()
+	return s, nil
+}
+
+// Path is the file the store lives in.
+func (s *Store) Path() string { return s.path }
+
+// Close stops the writer after the updates already submitted, and closes the file.
+func (s *Store) Close() error {
+	var err error
+	s.closeOnce.Do(func() {
+		s.closeMu.Lock()
+		s.closed = true
+		s.closeMu.Unlock()
+		close(s.closing)
+		<-s.writerEnd
+		err = s.db.Close()
+	})
+	return err
+}
+
+// Update runs fn in a write transaction, grouped with concurrent updates.
+// fn must have no effect outside the transaction: it may run more than once
+// when a neighbour in its batch fails, and its writes count only if Update
+// returns nil. An error from fn (or a panic) rolls back fn's writes alone.
+func (s *Store) Update(ctx context.Context, fn func(*Tx) error) error {
+	req := &writeReq{fn: fn, done: make(chan error, 1)}
+	s.closeMu.RLock()
+	if s.closed {
+		s.closeMu.RUnlock()
+		return ErrClosed
+	}
+	// The writer runs until Close has taken the write lock, so this send
+	// cannot block forever.
+	select {
+	case s.reqs <- req:
+	case <-ctx.Done():
+		s.closeMu.RUnlock()
+		return ctx.Err()
+	}
+	s.closeMu.RUnlock()
+	// Once submitted, the update is committed or refused whatever the
+	// caller's context says: the answer must not be lost.
+	return <-req.done
+}
+
+// View runs fn in a read-only transaction, which sees the last commit and
+// never waits for the writer.
+func (s *Store) View(fn func(*Tx) error) error {
+	return s.db.View(func(btx *bolt.Tx) error { return fn(&Tx{btx: btx, now: s.now}) })
+}
+
+// Stats returns the write path's counters.
+func (s *Store) Stats() Stats {
+	s.statsMu.Lock()
+	defer s.statsMu.Unlock()
+	return s.stats
+}
+
+// Size is the size of the database file in bytes.
+func (s *Store) Size() int64 {
+	var n int64
+	_ = s.db.View(func(btx *bolt.Tx) error { n = btx.Size(); return nil })
+	return n
+}
+
+// writer is the one goroutine that writes. It takes whatever updates are
+// queued when it is free (at most maxBatch), so a lone update commits at once
+// and a crowd shares one fsync.
+func (s *Store) writer() {
+	defer close(s.writerEnd)
+	batch := make([]*writeReq, 0, s.maxBatch)
+	for {
+		var first *writeReq
+		select {
+		case first = <-s.reqs:
+		case <-s.closing:
+			// Nothing can be submitted any more: commit what is queued,
+			// in batches, then stop.
+			select {
+			case first = <-s.reqs:
+			default:
+				return
+			}
+		}
+		batch = append(batch[:0], first)
+	fill:
+		for len(batch) < s.maxBatch {
+			select {
+			case r := <-s.reqs:
+				batch = append(batch, r)
+			default:
+				break fill
+			}
+		}
+		s.commit(batch)
+	}
+}
+
+// commit runs a batch in one transaction. When an update fails, the
+// transaction is rolled back, the failing update gets its error, and the
+// rest is replayed without it.
+func (s *Store) commit(batch []*writeReq) {
+	for len(batch) > 0 {
+		failed := -1
+		var failErr error
+		err := s.db.Update(func(btx *bolt.Tx) error {
+			tx := &Tx{btx: btx, now: s.now, writable: true}
+			for i, r := range batch {
+				if err := runUpdate(r.fn, tx); err != nil {
+					failed, failErr = i, err
+					return err
+				}
+			}
+			return nil
+		})
+		if failed >= 0 {
+			batch[failed].done <- failErr
+			batch = append(batch[:failed:failed], batch[failed+1:]...)
+			if len(batch) > 0 {
+				s.statsMu.Lock()
+				s.stats.Replays++
+				s.statsMu.Unlock()
+			}
+			continue
+		}
+		for _, r := range batch {
+			r.done <- err
+		}
+		if err == nil {
+			s.statsMu.Lock()
+			s.stats.Commits++
+			s.stats.Updates += uint64(len(batch))
+			s.stats.MaxBatch = max(s.stats.MaxBatch, len(batch))
+			s.statsMu.Unlock()
+		}
+		return
+	}
+}
+
+func runUpdate(fn func(*Tx) error, tx *Tx) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("update panicked: %v\n%s", p, debug.Stack())
+		}
+	}()
+	return fn(tx)
+}

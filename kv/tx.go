@@ -1,0 +1,128 @@
+package kv
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// Bucket names. Every bucket is created when the store is opened.
+var (
+	bucketAgents         = []byte("agents")              // ns/name@version → AgentRecord
+	bucketMandates       = []byte("mandates")            // mandate id → MandateRecord
+	bucketBudgets        = []byte("budgets")             // mandate id → Budget
+	bucketAccounts       = []byte("accounts")            // account → Account (balance, held)
+	bucketJournal        = []byte("journal")             // seq (8 bytes) → JournalRow
+	bucketJournalKeys    = []byte("journal_keys")        // idempotency key → seq
+	bucketReceipts       = []byte("receipts")            // seq (8 bytes) → Receipt
+	bucketReceiptsByMand = []byte("receipts_by_mandate") // mandate id 0x00 seq → nil
+	bucketApprovals      = []byte("approvals")           // seq (8 bytes) → Approval
+	bucketHolds          = []byte("holds")               // receipt id → Hold (calls in flight)
+	bucketEvents         = []byte("call_events")         // seq (8 bytes) → Event
+	bucketRecords        = []byte("records")             // agent ref → Record
+	bucketCounters       = []byte("counters")            // name → uint64
+	bucketMeta           = []byte("meta")                // schema version, journal head
+)
+
+// Buckets lists every bucket, for backups and consistency checks.
+func Buckets() []string {
+	var names []string
+	for _, b := range allBuckets {
+		names = append(names, string(b))
+	}
+	return names
+}
+
+var allBuckets = [][]byte{
+	bucketAgents, bucketMandates, bucketBudgets, bucketAccounts, bucketJournal,
+	bucketJournalKeys, bucketReceipts, bucketReceiptsByMand, bucketApprovals,
+	bucketHolds, bucketEvents, bucketRecords, bucketCounters, bucketMeta,
+}
+
+// SchemaVersion is the layout of the buckets this code reads and writes.
+const SchemaVersion = 1
+
+func createBuckets(btx *bolt.Tx) error {
+	for _, name := range allBuckets {
+		if _, err := btx.CreateBucketIfNotExists(name); err != nil {
+			return fmt.Errorf("create bucket %s: %w", name, err)
+		}
+	}
+	meta := btx.Bucket(bucketMeta)
+	if v := meta.Get([]byte("schema")); v == nil {
+		return meta.Put([]byte("schema"), u64(SchemaVersion))
+	} else if binary.BigEndian.Uint64(v) != SchemaVersion {
+		return fmt.Errorf("database schema version %d, this gateway reads %d", binary.BigEndian.Uint64(v), SchemaVersion)
+	}
+	return nil
+}
+
+// ErrNotFound is returned when a record does not exist.
+var ErrNotFound = errors.New("not found")
+
+// Tx is a transaction on the store: read-only inside View, writable inside
+// Update. It offers Holon's records, never raw buckets, so the journal's
+// rules cannot be bypassed.
+type Tx struct {
+	btx      *bolt.Tx
+	now      func() time.Time
+	writable bool
+}
+
+// Now is the store's clock.
+func (tx *Tx) Now() time.Time { return tx.now() }
+
+func u64(n uint64) []byte {
+	b := make([]byte, 8)
+	binary.BigEndian.PutUint64(b, n)
+	return b
+}
+
+func (tx *Tx) getJSON(bucket, key []byte, v any) error {
+	b := tx.btx.Bucket(bucket).Get(key)
+	if b == nil {
+		return ErrNotFound
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("decode %s/%s: %w", bucket, key, err)
+	}
+	return nil
+}
+
+func (tx *Tx) putJSON(bucket, key []byte, v any) error {
+	if !tx.writable {
+		return errors.New("write in a read-only transaction")
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("encode %s/%s: %w", bucket, key, err)
+	}
+	return tx.btx.Bucket(bucket).Put(key, b)
+}
+
+// Counter returns a named counter (0 when never incremented).
+func (tx *Tx) Counter(name string) uint64 {
+	v := tx.btx.Bucket(bucketCounters).Get([]byte(name))
+	if v == nil {
+		return 0
+	}
+	return binary.BigEndian.Uint64(v)
+}
+
+// AddCounter adds delta to a named counter and returns the new value.
+func (tx *Tx) AddCounter(name string, delta int64) (uint64, error) {
+	n := int64(tx.Counter(name)) + delta
+	if n < 0 {
+		return 0, fmt.Errorf("counter %s would go below zero", name)
+	}
+	return uint64(n), tx.btx.Bucket(bucketCounters).Put([]byte(name), u64(uint64(n)))
+}
+
+// nextSeq returns the next sequence number of a bucket (1, 2, …).
+func (tx *Tx) nextSeq(bucket []byte) (uint64, error) {
+	return tx.btx.Bucket(bucket).NextSequence()
+}
