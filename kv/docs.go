@@ -1,0 +1,110 @@
+package kv
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+)
+
+// App buckets hold the hosted product's records (accounts, keys,
+// idempotency keys, the moderation log, …) as JSON documents the store does
+// not interpret. They are reached by name through Put/Get/Delete/ForEach/
+// Append; the journal, receipts, budgets and holds are not app buckets, so
+// their rules cannot be bypassed through this door.
+const (
+	BucketUsers       = "users"       // handle → account record
+	BucketEmails      = "emails"      // email → handle
+	BucketKeys        = "keys"        // sha256(key) → key record
+	BucketIdempotency = "idempotency" // key hash + idempotency key → record
+	BucketModLog      = "modlog"      // seq → moderation action (append-only)
+	BucketCredentials = "credentials" // agent id → encrypted endpoint token
+	BucketFiles       = "files"       // file id → file record
+	BucketSettings    = "settings"    // name → value
+)
+
+var appBuckets = map[string]bool{
+	BucketUsers: true, BucketEmails: true, BucketKeys: true, BucketIdempotency: true,
+	BucketModLog: true, BucketCredentials: true, BucketFiles: true, BucketSettings: true,
+}
+
+// appendOnly buckets refuse overwrites and deletes.
+var appendOnly = map[string]bool{BucketModLog: true}
+
+func init() {
+	for name := range appBuckets {
+		allBuckets = append(allBuckets, []byte(name))
+	}
+}
+
+func (tx *Tx) appBucket(name string) ([]byte, error) {
+	if !appBuckets[name] {
+		return nil, fmt.Errorf("%q is not an app bucket", name)
+	}
+	return []byte(name), nil
+}
+
+// Put stores v as JSON under key in an app bucket.
+func (tx *Tx) Put(bucket, key string, v any) error {
+	b, err := tx.appBucket(bucket)
+	if err != nil {
+		return err
+	}
+	if appendOnly[bucket] && tx.btx.Bucket(b).Get([]byte(key)) != nil {
+		return fmt.Errorf("%s is append-only: %s exists", bucket, key)
+	}
+	return tx.putJSON(b, []byte(key), v)
+}
+
+// Get reads the JSON document under key in an app bucket into v;
+// ErrNotFound when there is none.
+func (tx *Tx) Get(bucket, key string, v any) error {
+	b, err := tx.appBucket(bucket)
+	if err != nil {
+		return err
+	}
+	return tx.getJSON(b, []byte(key), v)
+}
+
+// Delete removes a document from an app bucket (not from an append-only one).
+func (tx *Tx) Delete(bucket, key string) error {
+	b, err := tx.appBucket(bucket)
+	if err != nil {
+		return err
+	}
+	if appendOnly[bucket] {
+		return fmt.Errorf("%s is append-only", bucket)
+	}
+	return tx.btx.Bucket(b).Delete([]byte(key))
+}
+
+// ForEach calls fn for every document whose key starts with prefix, in key
+// order, until fn returns false.
+func (tx *Tx) ForEach(bucket, prefix string, fn func(key string, raw json.RawMessage) (bool, error)) error {
+	b, err := tx.appBucket(bucket)
+	if err != nil {
+		return err
+	}
+	c := tx.btx.Bucket(b).Cursor()
+	p := []byte(prefix)
+	for k, v := c.Seek(p); k != nil && bytes.HasPrefix(k, p); k, v = c.Next() {
+		more, err := fn(string(k), v)
+		if err != nil || !more {
+			return err
+		}
+	}
+	return nil
+}
+
+// Append stores v under the next sequence number of an app bucket (keys are
+// 8-byte big-endian, so ForEach reads them in order) and returns it.
+func (tx *Tx) Append(bucket string, v any) (uint64, error) {
+	b, err := tx.appBucket(bucket)
+	if err != nil {
+		return 0, err
+	}
+	seq, err := tx.nextSeq(b)
+	if err != nil {
+		return 0, err
+	}
+	return seq, tx.putJSON(b, u64(seq), v)
+}
