@@ -104,11 +104,11 @@ func settle(s *kv.Store, i int, price journal.Amount) error {
 
 // BenchmarkStore_Settle measures settlements per second with fsync on, as a
 // gateway runs: 64 concurrent callers sharing group commits, and one caller
-// alone for comparison.
+// alone for comparison; and, apart, the same 64 callers without fsync.
 func BenchmarkStore_Settle(b *testing.B) {
 	price, worst := amt("0.035"), amt("0.05")
-	run := func(b *testing.B, callers int) {
-		s := mustOpen(b, kv.Options{})
+	run := func(b *testing.B, callers int, opts kv.Options) {
+		s := mustOpen(b, opts)
 		seedCalls(b, s, b.N, worst)
 		lat := make([]time.Duration, b.N)
 		var next atomic.Int64
@@ -144,6 +144,8 @@ func BenchmarkStore_Settle(b *testing.B) {
 		b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
 		b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
 	}
-	b.Run("callers=64", func(b *testing.B) { run(b, 64) })
-	b.Run("callers=1", func(b *testing.B) { run(b, 1) })
+	b.Run("callers=64", func(b *testing.B) { run(b, 64, kv.Options{}) })
+	b.Run("callers=1", func(b *testing.B) { run(b, 1, kv.Options{}) })
+	// Without fsync: the CPU ceiling of the same path, for comparison only.
+	b.Run("callers=64,nosync", func(b *testing.B) { run(b, 64, kv.Options{NoSync: true}) })
 }
