@@ -87,7 +87,9 @@ func overlayMandate(tb testing.TB, overrides string) *gateway.Mandate {
 
 func parseMandateDoc(tb testing.TB, doc []byte) *gateway.Mandate {
 	tb.Helper()
-	m, err := gateway.ParseMandate(doc)
+	// Test documents may describe derived sub-mandates (with a parent),
+	// which only the gateway's own reader accepts.
+	m, err := gateway.ParseStoredMandate(doc)
 	if err != nil {
 		tb.Fatalf("mandate: %v\n%s", err, doc)
 	}

@@ -146,7 +146,9 @@ func checkNode(n *yaml.Node, t reflect.Type, path string, fe *fieldErrors, prune
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
-	if n.Kind == yaml.ScalarNode && t.Kind() != reflect.Interface {
+	scalar := t == timeType || reflect.PointerTo(t).Implements(textUnmarshaler) ||
+		t.Kind() == reflect.String || t.Kind() == reflect.Bool || t.Kind() == reflect.Int || t.Kind() == reflect.Int64
+	if n.Kind == yaml.ScalarNode && scalar {
 		if n.Tag == "!!binary" {
 			// Decode would base64-decode it into bytes that need not be text.
 			return bad("want a string, not !!binary")

@@ -152,7 +152,7 @@ func (e *Engine) loadMandate(tx *kv.Tx, id string) (*Mandate, error) {
 	if ok && c.raw == string(d.Doc) {
 		return c.m, nil
 	}
-	m, err := ParseMandate(d.Doc)
+	m, err := parseStoredMandate(d.Doc)
 	if err != nil {
 		return nil, fmt.Errorf("stored mandate %s: %w", id, err)
 	}

@@ -88,7 +88,28 @@ type Delegation struct {
 
 // ParseMandate reads a mandate (YAML or JSON) and checks it. The error is an
 // *Error with code invalid_mandate listing each problem with its field path.
+//
+// A mandate document cannot name a parent: only the gateway derives
+// sub-mandates (see DeriveSubMandate), and a parent would lift the rule that
+// a mandate lives in its issuer's namespace.
 func ParseMandate(b []byte) (*Mandate, error) {
+	m := new(Mandate)
+	validate := func() error {
+		if m.Parent != "" {
+			return &Error{Code: CodeInvalidMandate, Fields: []FieldError{{Path: "parent",
+				Msg: "set by the gateway on derived sub-mandates; a mandate document cannot name one"}}}
+		}
+		return m.Validate()
+	}
+	if err := decodeDocument(b, m, validate).err(CodeInvalidMandate, "mandate"); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// parseStoredMandate reads a mandate the gateway stored itself, derived
+// sub-mandates included.
+func parseStoredMandate(b []byte) (*Mandate, error) {
 	m := new(Mandate)
 	if err := decodeDocument(b, m, m.Validate).err(CodeInvalidMandate, "mandate"); err != nil {
 		return nil, err

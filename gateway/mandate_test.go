@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"encoding/json"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -245,4 +246,32 @@ func mustParseMandate(t testing.TB, b []byte) *gateway.Mandate {
 		t.Fatalf("ParseMandate: %v\n%s", err, b)
 	}
 	return m
+}
+
+// Ensure that a mandate document cannot name a parent: only the gateway
+// derives sub-mandates, and a parent would lift the namespace rule (alice
+// could write bob's mandate).
+func TestParseMandate_ParentRefused(t *testing.T) {
+	doc := []byte(`
+id: bob/x
+issuer: alice
+grantee: alice/assistant
+currency: EUR
+parent: bob/real
+budget: {total: "1.00"}
+`)
+	_, err := gateway.ParseMandate(doc)
+	var ge *gateway.Error
+	if !errors.As(err, &ge) || ge.Code != gateway.CodeInvalidMandate {
+		t.Fatalf("ParseMandate: %v, want invalid_mandate", err)
+	}
+	found := false
+	for _, f := range ge.Fields {
+		if f.Path == "parent" {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("no error at parent: %v", err)
+	}
 }
