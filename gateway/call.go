@@ -189,12 +189,19 @@ func (e *Engine) resolve(m *Mandate, sp callSpec) (*AgentVersion, Decision, erro
 	rs := make([]ranked, len(cands))
 	for i, v := range cands {
 		d := CheckCall(m, v.Manifest, v.Facts, BudgetState{Spent: budget.Spent, Reserved: budget.Reserved}, req)
-		if d.Verdict != VerdictDeny && sp.parent != nil {
-			if err := sp.parent.fits(m, v, sp.capability, d.WorstCase); err != nil {
-				if sp.capability == "" {
-					return v, Decision{}, err
+		if sp.parent != nil {
+			switch {
+			case d.Verdict != VerdictDeny:
+				if err := sp.parent.fits(m, v, sp.capability, d.WorstCase); err != nil {
+					d = deny(ErrorCode(err), "%s", errorMessage(err))
 				}
-				d = deny(CodeNotDeclared, "%s", errorMessage(err))
+			case d.Reason == CodeNotAllowed:
+				// The sub-mandate allows exactly the declared calls: a target
+				// outside them is the orchestrator's omission, not the caller's
+				// refusal.
+				if _, err := sp.parent.manifest.Slot(v.Manifest, sp.capability, 0); err != nil {
+					d = deny(CodeNotDeclared, "%s", errorMessage(err))
+				}
 			}
 		}
 		rs[i] = ranked{v: v, d: d, cps: costPerSuccess(d.WorstCase, records[i])}

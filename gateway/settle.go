@@ -164,7 +164,10 @@ func (e *Engine) settleTx(tx *kv.Tx, st *runState, bill Bill, d time.Duration) (
 	}
 	var charge journal.Amount
 	if bill.Billed {
-		charge = bill.Charge
+		// Never above what is left of the worst case once the passthrough
+		// children are paid: the own price and the cap, converted apart,
+		// can round up past it by a micro-unit.
+		charge = journal.Min(bill.Charge, h.Reserved)
 	}
 	r.Splits = []journal.Share{}
 	if charge > 0 {

@@ -1,0 +1,580 @@
+package gateway_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"holon.dev/holon/gateway"
+	"holon.dev/holon/journal"
+	"holon.dev/holon/kv"
+)
+
+// This file holds what the engine tests share: an engine on a real store
+// whose money is checked at cleanup. The test agents and their handlers are
+// in engine_agents_test.go.
+
+// testEngine is an Engine on a store in a temporary directory, with the
+// registry and the dev runtime it was built from.
+type testEngine struct {
+	eng     *gateway.Engine
+	store   *kv.Store
+	path    string
+	reg     *gateway.Registry
+	dev     *gateway.DevRuntime
+	runners map[string]gateway.Runner
+	credit  journal.Amount
+	clock   *testClock
+
+	mu   sync.Mutex
+	runs map[string]int // handler name → times it was invoked
+	// foreign are settle:<receipt> journal keys a test wrote itself (fault
+	// injection): they are not settlements.
+	foreign map[string]bool
+}
+
+// engineConfig is what openEngine builds an engine from.
+type engineConfig struct {
+	manifests []string
+	handlers  map[string]gateway.DevHandler
+	mandates  []string
+	// credit is the signup credit (100.00 when empty).
+	credit string
+	// clock drives the engine's time; the real clock when nil.
+	clock *testClock
+}
+
+// newEngine opens an engine with the given agents (YAML manifests), dev
+// handlers (by handler name) and root mandates (YAML). Every issuer gets
+// 100.00 of signup credit. At cleanup it checks the money (checkMoney) and
+// closes the store.
+func newEngine(tb testing.TB, manifests []string, handlers map[string]gateway.DevHandler, mandates ...string) *testEngine {
+	tb.Helper()
+	return openEngine(tb, engineConfig{manifests: manifests, handlers: handlers, mandates: mandates})
+}
+
+// openEngine is newEngine with every option.
+func openEngine(tb testing.TB, cfg engineConfig) *testEngine {
+	tb.Helper()
+	te := &testEngine{
+		path:    filepath.Join(tb.TempDir(), "holon.db"),
+		reg:     gateway.NewRegistry(),
+		dev:     gateway.NewDevRuntime(),
+		clock:   cfg.clock,
+		runs:    map[string]int{},
+		foreign: map[string]bool{},
+		credit:  journal.MustParseAmount("100.00"),
+	}
+	if cfg.credit != "" {
+		te.credit = journal.MustParseAmount(cfg.credit)
+	}
+	te.runners = map[string]gateway.Runner{gateway.RuntimeDev: te.dev}
+	var ms []*gateway.Manifest
+	for _, doc := range cfg.manifests {
+		m, err := gateway.ParseManifest([]byte(doc))
+		if err != nil {
+			tb.Fatalf("manifest: %v\n%s", err, doc)
+		}
+		ms = append(ms, m)
+	}
+	if err := te.reg.AddAll(ms, gateway.AgentFacts{}, true); err != nil {
+		tb.Fatalf("registry: %v", err)
+	}
+	for name, h := range cfg.handlers {
+		te.dev.Register(name, func(ctx context.Context, in json.RawMessage, c *gateway.Ctx) (any, error) {
+			te.mu.Lock()
+			te.runs[name]++
+			te.mu.Unlock()
+			return h(ctx, in, c)
+		})
+	}
+	s, err := kv.Open(te.path, kv.Options{})
+	if err != nil {
+		tb.Fatalf("open store: %v", err)
+	}
+	te.store = s
+	te.eng = te.newEngineOn(s)
+	tb.Cleanup(func() {
+		s := te.store // the last one opened, after a restart
+		te.checkMoney(tb, s)
+		if err := s.Close(); err != nil {
+			tb.Errorf("close: %v", err)
+		}
+	})
+	for _, doc := range cfg.mandates {
+		te.putMandate(tb, doc)
+	}
+	return te
+}
+
+// restart simulates a crash and a new start on the same file: the store is
+// closed under the engine (updates already submitted are committed, calls in
+// flight keep their holds, every later write of the old engine fails), then
+// reopened under a new engine, which te uses from then on. The old engine is
+// returned for the calls still running on it.
+func (te *testEngine) restart(tb testing.TB) (old *gateway.Engine) {
+	tb.Helper()
+	if err := te.store.Close(); err != nil {
+		tb.Fatalf("close: %v", err)
+	}
+	s, err := kv.Open(te.path, kv.Options{})
+	if err != nil {
+		tb.Fatalf("reopen: %v", err)
+	}
+	old, te.store, te.eng = te.eng, s, te.newEngineOn(s)
+	return old
+}
+
+// newEngineOn builds an engine like te's on another store (a restart).
+func (te *testEngine) newEngineOn(s *kv.Store) *gateway.Engine {
+	cfg := gateway.Config{Store: s, Registry: te.reg, Runners: te.runners, SignupCredit: te.credit}
+	if te.clock != nil {
+		cfg.Now = te.clock.Now
+	}
+	return gateway.New(cfg)
+}
+
+// putMandate parses a mandate and stores it.
+func (te *testEngine) putMandate(tb testing.TB, doc string) *gateway.Mandate {
+	tb.Helper()
+	m, err := gateway.ParseMandate([]byte(doc))
+	if err != nil {
+		tb.Fatalf("mandate: %v\n%s", err, doc)
+	}
+	if err := te.eng.PutMandate(context.Background(), m); err != nil {
+		tb.Fatalf("PutMandate %s: %v", m.ID, err)
+	}
+	return m
+}
+
+// ran is how many times the handler name was invoked.
+func (te *testEngine) ran(name string) int {
+	te.mu.Lock()
+	defer te.mu.Unlock()
+	return te.runs[name]
+}
+
+// call runs a call and fails the test when the engine returns an error.
+func (te *testEngine) call(tb testing.TB, in gateway.CallInput) *gateway.CallResult {
+	tb.Helper()
+	res, err := te.eng.Call(context.Background(), in)
+	if err != nil {
+		tb.Fatalf("Call(%s %s%s): %v", in.Mandate, in.Agent, in.Capability, err)
+	}
+	if res.Receipt == nil {
+		tb.Fatalf("Call(%s %s%s): no receipt", in.Mandate, in.Agent, in.Capability)
+	}
+	return res
+}
+
+// mandate reads a mandate's budget state.
+func (te *testEngine) mandate(tb testing.TB, id string) *gateway.MandateState {
+	tb.Helper()
+	st, err := te.eng.Mandate(id)
+	if err != nil {
+		tb.Fatalf("Mandate(%s): %v", id, err)
+	}
+	return st
+}
+
+// account reads an account's balance and holds.
+func (te *testEngine) account(tb testing.TB, name string) kv.Account {
+	tb.Helper()
+	accts, err := te.eng.Accounts()
+	if err != nil {
+		tb.Fatalf("Accounts: %v", err)
+	}
+	return accts[name]
+}
+
+// receipt reads a stored receipt.
+func (te *testEngine) receipt(tb testing.TB, id string) *kv.Receipt {
+	tb.Helper()
+	r, err := te.eng.Receipt(id)
+	if err != nil {
+		tb.Fatalf("Receipt(%s): %v", id, err)
+	}
+	return r
+}
+
+// approval reads an approval.
+func (te *testEngine) approval(tb testing.TB, id string) *kv.Approval {
+	tb.Helper()
+	ap, err := te.eng.Approval(context.Background(), id)
+	if err != nil {
+		tb.Fatalf("Approval(%s): %v", id, err)
+	}
+	return ap
+}
+
+// holds lists the calls in flight.
+func (te *testEngine) holds(tb testing.TB) []*kv.Hold {
+	tb.Helper()
+	var hs []*kv.Hold
+	if err := te.store.View(func(tx *kv.Tx) error {
+		var err error
+		hs, err = tx.Holds()
+		return err
+	}); err != nil {
+		tb.Fatalf("holds: %v", err)
+	}
+	return hs
+}
+
+// entry reads the journal row with this key; ok is false when there is none.
+func (te *testEngine) entry(tb testing.TB, key string) (kv.JournalRow, bool) {
+	tb.Helper()
+	var row kv.JournalRow
+	err := te.store.View(func(tx *kv.Tx) error {
+		var err error
+		row, err = tx.EntryByKey(key)
+		return err
+	})
+	if errors.Is(err, kv.ErrNotFound) {
+		return row, false
+	}
+	if err != nil {
+		tb.Fatalf("EntryByKey(%s): %v", key, err)
+	}
+	return row, true
+}
+
+// checkMoney checks a store's money at the end of a test: the journal
+// verifies (entries sum to zero, balances are the sums of their lines, the
+// total is zero); no hold, reservation or held amount is left; and every
+// receipt agrees with the journal and its tree (checkReceipts).
+func (te *testEngine) checkMoney(tb testing.TB, s *kv.Store) {
+	tb.Helper()
+	err := s.View(func(tx *kv.Tx) error {
+		if err := tx.VerifyJournal(); err != nil {
+			tb.Errorf("journal: %v", err)
+		}
+		holds, err := tx.Holds()
+		if err != nil {
+			return err
+		}
+		for _, h := range holds {
+			tb.Errorf("hold left for %s: %+v", h.Receipt, h)
+		}
+		spent := map[string]journal.Amount{}
+		err = tx.ForEachMandate(func(id string, _ kv.Doc) error {
+			b, err := tx.Budget(id)
+			if err != nil {
+				return err
+			}
+			if b.Reserved != 0 {
+				tb.Errorf("mandate %s: %s still reserved", id, b.Reserved)
+			}
+			spent[id] = b.Spent
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		err = tx.ForEachAccount(func(name string, a kv.Account) error {
+			if a.Held != 0 {
+				tb.Errorf("account %s: %s still held", name, a.Held)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		return te.checkReceipts(tb, tx, spent)
+	})
+	if err != nil {
+		tb.Errorf("check money: %v", err)
+	}
+}
+
+// checkReceipts checks that every receipt is final and says what the
+// journal did: a billed receipt with a cost has its settle:<receipt> entry,
+// whose lines are the payer's debit of cost.own and the splits; any other
+// has none. Costs add up (total = own + downstream, splits sum to own, a
+// parent's downstream is the sum of its same-payer children's totals), the
+// tree links both ways, and each mandate's spent is the sum of the totals
+// of the receipts under it.
+func (te *testEngine) checkReceipts(tb testing.TB, tx *kv.Tx, spent map[string]journal.Amount) error {
+	tb.Helper()
+	byID := map[string]*kv.Receipt{}
+	var all []*kv.Receipt
+	for before := ""; ; {
+		page, err := tx.Receipts("", before, 500)
+		if err != nil {
+			return err
+		}
+		for _, r := range page.Receipts {
+			byID[r.ID] = r
+			all = append(all, r)
+		}
+		if page.Next == "" {
+			break
+		}
+		before = page.Next
+	}
+	settlements := 0
+	totals := map[string]journal.Amount{}
+	for _, r := range all {
+		totals[r.Mandate] += r.Cost.Total
+		switch r.Status {
+		case gateway.StatusSucceeded, gateway.StatusFailed, gateway.StatusDenied,
+			gateway.StatusPendingApproval, gateway.StatusRejected:
+		default:
+			tb.Errorf("%s: status %q at the end of the test", r.ID, r.Status)
+		}
+		if r.Cost.Total != r.Cost.Own+r.Cost.Downstream {
+			tb.Errorf("%s: cost %+v does not add up", r.ID, r.Cost)
+		}
+		if !r.Billed && r.Cost.Own != 0 {
+			tb.Errorf("%s: not billed but cost.own is %s", r.ID, r.Cost.Own)
+		}
+		var splits journal.Amount
+		for _, sh := range r.Splits {
+			splits += sh.Amount
+		}
+		if splits != r.Cost.Own {
+			tb.Errorf("%s: splits sum to %s, cost.own is %s", r.ID, splits, r.Cost.Own)
+		}
+		row, err := tx.EntryByKey("settle:" + r.ID)
+		hasEntry := err == nil
+		if err != nil && !errors.Is(err, kv.ErrNotFound) {
+			return err
+		}
+		switch {
+		case te.foreign["settle:"+r.ID]:
+		case r.Billed && r.Cost.Own > 0:
+			settlements++
+			if !hasEntry {
+				tb.Errorf("%s: billed %s but no settle:%s entry", r.ID, r.Cost.Own, r.ID)
+				break
+			}
+			if got, want := lineMap(row.Lines), settlementLines(r); !equalLines(got, want) {
+				tb.Errorf("%s: settle entry lines %v, want %v", r.ID, got, want)
+			}
+		case hasEntry:
+			tb.Errorf("%s: %s, billed %v, cost.own %s, but journaled as %v", r.ID, r.Status, r.Billed, r.Cost.Own, row.Lines)
+		}
+		var downstream journal.Amount
+		for _, c := range r.Children {
+			child, ok := byID[c]
+			if !ok {
+				tb.Errorf("%s: child %s has no receipt", r.ID, c)
+				continue
+			}
+			if child.Parent == nil || *child.Parent != r.ID {
+				tb.Errorf("%s: child %s names parent %v", r.ID, c, child.Parent)
+			}
+			if child.Payer == r.Payer {
+				downstream += child.Cost.Total
+			}
+		}
+		if downstream != r.Cost.Downstream {
+			tb.Errorf("%s: cost.downstream %s, its same-payer children's totals sum to %s", r.ID, r.Cost.Downstream, downstream)
+		}
+		if r.Parent != nil {
+			if p, ok := byID[*r.Parent]; !ok || !containsString(p.Children, r.ID) {
+				tb.Errorf("%s: parent %s does not list it as a child", r.ID, *r.Parent)
+			}
+		}
+	}
+	for id, s := range spent {
+		if totals[id] != s {
+			tb.Errorf("mandate %s: spent %s, its receipts' totals sum to %s", id, s, totals[id])
+		}
+	}
+	journaled := 0
+	err := tx.ForEachEntry(0, func(row kv.JournalRow) (bool, error) {
+		if strings.HasPrefix(row.Key, "settle:") && !te.foreign[row.Key] {
+			journaled++
+		}
+		return true, nil
+	})
+	if journaled != settlements {
+		tb.Errorf("journal has %d settle entries, receipts bill %d", journaled, settlements)
+	}
+	return err
+}
+
+// settlementLines is what a receipt's settle entry must move: the payer pays
+// cost.own, each split's account receives its amount.
+func settlementLines(r *kv.Receipt) map[string]journal.Amount {
+	want := map[string]journal.Amount{r.Payer: -r.Cost.Own}
+	for _, sh := range r.Splits {
+		want[sh.To] += sh.Amount
+	}
+	for k, v := range want {
+		if v == 0 {
+			delete(want, k)
+		}
+	}
+	return want
+}
+
+func lineMap(lines []journal.Line) map[string]journal.Amount {
+	m := map[string]journal.Amount{}
+	for _, l := range lines {
+		m[l.Account] += l.Amount
+	}
+	return m
+}
+
+func equalLines(a, b map[string]journal.Amount) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
+
+func containsString(ss []string, s string) bool {
+	for _, x := range ss {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// testClock is a clock a test moves by hand.
+type testClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newTestClock() *testClock {
+	return &testClock{t: time.Date(2026, 9, 1, 9, 0, 0, 0, time.UTC)}
+}
+
+// Now is the clock's time.
+func (c *testClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+// Advance moves the clock on by d.
+func (c *testClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+// eur parses an amount (any currency, despite the name: most tests are in EUR).
+func eur(s string) journal.Amount { return journal.MustParseAmount(s) }
+
+// eurPtr is eur for optional amounts: nil for "".
+func eurPtr(s string) *journal.Amount {
+	if s == "" {
+		return nil
+	}
+	a := eur(s)
+	return &a
+}
+
+// errCode is a receipt's error code, "" when it has none.
+func errCode(r *kv.Receipt) string {
+	if r.Error == nil {
+		return ""
+	}
+	return *r.Error
+}
+
+// wantReceipt checks a receipt's status, error code, billing and own cost.
+func wantReceipt(tb testing.TB, r *kv.Receipt, status, code string, billed bool, own string) {
+	tb.Helper()
+	if r.Status != status || errCode(r) != code {
+		tb.Errorf("%s: status %s/%s, want %s/%s", r.ID, r.Status, errCode(r), status, code)
+	}
+	if r.Billed != billed {
+		tb.Errorf("%s: billed %v, want %v", r.ID, r.Billed, billed)
+	}
+	if want := eur(own); r.Cost.Own != want {
+		tb.Errorf("%s: cost.own %s, want %s", r.ID, r.Cost.Own, want)
+	}
+}
+
+// wait receives from ch, or fails the test after a while.
+func wait[T any](tb testing.TB, ch <-chan T, what string) T {
+	tb.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(20 * time.Second):
+		tb.Fatalf("timed out waiting for %s", what)
+		panic("unreachable")
+	}
+}
+
+// Ensure that the engine helper's own checks can fail: a receipt that says
+// billed with no journal entry behind it, and a hold left behind, are
+// reported.
+func TestEngineHelper_ChecksMoney(t *testing.T) {
+	te := newEngine(t, []string{agentEcho}, testHandlers(), mainMandate)
+	res := te.call(t, gateway.CallInput{Mandate: "alice/main", Agent: "acme/echo"})
+	wantReceipt(t, res.Receipt, gateway.StatusSucceeded, "", true, "0.10")
+
+	lie := *res.Receipt
+	lie.ID, lie.Cost = "r99", kv.Cost{Own: eur("0.50"), Total: eur("0.50")}
+	lie.Splits = []journal.Share{{To: "acme", Amount: eur("0.50")}}
+	if err := te.store.Update(context.Background(), func(tx *kv.Tx) error {
+		if err := tx.PutReceipt(&lie); err != nil {
+			return err
+		}
+		return tx.PutHold(&kv.Hold{Receipt: "r98", Payer: "alice", Mandate: "alice/main"})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	rec := &recorder{TB: t}
+	te.checkMoney(rec, te.store)
+	for _, want := range []string{"hold left for r98", "r99: billed 0.50 but no settle:r99 entry", "spent 0.10, its receipts' totals sum to 0.60"} {
+		if !rec.saw(want) {
+			t.Errorf("the check did not report %q; it reported %q", want, rec.errs)
+		}
+	}
+	// Undo the lie, so that the real check at cleanup passes.
+	if err := te.store.Update(context.Background(), func(tx *kv.Tx) error {
+		lie.Billed, lie.Cost, lie.Splits, lie.Status = false, kv.Cost{}, []journal.Share{}, gateway.StatusDenied
+		if err := tx.PutReceipt(&lie); err != nil {
+			return err
+		}
+		return tx.DeleteHold("r98")
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// recorder is a testing.TB that records errors instead of failing.
+type recorder struct {
+	testing.TB
+	mu   sync.Mutex
+	errs []string
+}
+
+func (r *recorder) Errorf(format string, args ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.errs = append(r.errs, fmt.Sprintf(format, args...))
+}
+
+func (r *recorder) Helper() {}
+
+func (r *recorder) saw(sub string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, e := range r.errs {
+		if strings.Contains(e, sub) {
+			return true
+		}
+	}
+	return false
+}
