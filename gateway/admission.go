@@ -86,19 +86,25 @@ func CheckCall(m *Mandate, a *Manifest, facts AgentFacts, budget BudgetState, re
 	}
 	w := d.WorstCase
 	// 8. per call
+	// Denials from here on know W, and their receipts say it.
+	denyW := func(code, format string, args ...any) Decision {
+		d := deny(code, format, args...)
+		d.WorstCase = w
+		return d
+	}
 	if pc := m.Budget.PerCall; pc != nil && w > *pc {
-		return deny(CodeOverPerCall, "the worst case %s %s is above the mandate's per-call limit %s", w, m.Currency, pc)
+		return denyW(CodeOverPerCall, "the worst case %s %s is above the mandate's per-call limit %s", w, m.Currency, pc)
 	}
 	// 9. total budget, counting every reservation
 	used, err := journal.Sum(budget.Spent, budget.Reserved, w)
 	if err != nil || used > m.Total() {
 		left, _ := m.Total().Sub(budget.Spent)
 		left, _ = left.Sub(budget.Reserved)
-		return deny(CodeOverBudget, "the worst case %s %s is above what the mandate has left, %s", w, m.Currency, left)
+		return denyW(CodeOverBudget, "the worst case %s %s is above what the mandate has left, %s", w, m.Currency, left)
 	}
 	// 10. delegation depth
 	if req.Delegated && m.MaxDepth() < 0 {
-		return deny(CodeDelegationDepth, "the mandate allows no deeper delegation")
+		return denyW(CodeDelegationDepth, "the mandate allows no deeper delegation")
 	}
 	// 11. approval
 	if ap := m.Approval; ap != nil && ap.Above != nil && w > *ap.Above {

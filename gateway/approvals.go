@@ -24,7 +24,7 @@ func (e *Engine) newApproval(tx *kv.Tx, r *kv.Receipt, m *Mandate, a *Manifest, 
 	}
 	now := e.now().UTC()
 	ap := &kv.Approval{
-		ID: id, Mandate: m.ID, Caller: r.Caller, Agent: a.Ref(), InputHash: hash,
+		ID: id, Mandate: m.ID, Caller: r.Caller, Agent: a.Ref(), Capability: sp.capability, InputHash: hash,
 		MaxCost: sp.maxCost, WorstCase: worst, Currency: m.Currency, Receipt: r.ID,
 		Status: kv.ApprovalPending, Created: now, Expires: now.Add(ApprovalTTL),
 		Input: append([]byte(nil), sp.input...),
@@ -156,6 +156,7 @@ func (e *Engine) Decide(ctx context.Context, id string, d ApprovalDecision) (*kv
 		mandateID:   ap.Mandate,
 		caller:      ap.Caller,
 		agent:       ap.Agent,
+		capability:  ap.Capability,
 		input:       ap.Input,
 		maxCost:     ap.MaxCost,
 		approval:    ap.ID,

@@ -118,14 +118,16 @@ func DeriveSubMandate(parent *Mandate, a *Manifest, receiptID string, maxCost *j
 	if err != nil {
 		return nil, Errorf(CodeGatewayError, "derive sub-mandate: %v", err)
 	}
-	var budget journal.Amount
+	budget := own
 	if a.Passthrough() {
-		budget, err = journal.ConvertUp(*a.Downstream.Cap, rate)
-	} else {
-		budget = own
-	}
-	if err != nil {
-		return nil, Errorf(CodeGatewayError, "derive sub-mandate: %v", err)
+		// What the converted worst case leaves after the converted own
+		// price: own + budget is exactly the W reserved for the call, where
+		// converting the cap alone could round one micro-unit above it.
+		worst, err := journal.ConvertUp(a.WorstCase(), rate)
+		if err != nil {
+			return nil, Errorf(CodeGatewayError, "derive sub-mandate: %v", err)
+		}
+		budget = worst - own
 	}
 	if maxCost != nil {
 		if a.Passthrough() {

@@ -309,8 +309,6 @@ func TestEngine_Approval_CapabilityCall(t *testing.T) {
 	in.Approval = ap.ID
 	wantReceipt(t, te.call(t, in).Receipt, gateway.StatusSucceeded, "", true, "0.10")
 
-	t.Skip("known bug: approve-and-run re-issues the call by its exact agent ref, which check 3 " +
-		"refuses (not_allowed) when only the capability is allowed; kv.Approval needs the capability")
 	in.Approval = ""
 	ap = hold(t, te, in)
 	_, res, err := te.eng.Decide(context.Background(), ap.ID, gateway.ApprovalDecision{})

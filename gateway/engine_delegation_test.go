@@ -372,7 +372,9 @@ calls:
 func TestEngine_Delegation_NeverAboveWorstCase(t *testing.T) {
 	te := newEngine(t, append([]string{agentOrchUSD}, allAgents...), testHandlers(), mandateWith("exact", `budget: {total: "0.369383"}`))
 	res, out := orchestrate(t, te, gateway.CallInput{Mandate: "alice/exact", Agent: "acme/orch-usd"},
-		scriptCall{Agent: "acme/quote", Input: json.RawMessage(`{"quote":"0.277038"}`), MaxCost: "0.30"})
+		// The sub-budget is what W leaves after the own price:
+		// 0.369383 − 0.092346 = 0.277037; 0.299999 USD converts to exactly that.
+		scriptCall{Agent: "acme/quote", Input: json.RawMessage(`{"quote":"0.277037"}`), MaxCost: "0.299999"})
 	p := res.Receipt
 	if p.WorstCase == nil || *p.WorstCase != eur("0.369383") {
 		t.Fatalf("worst case %v, want 0.369383", p.WorstCase)
@@ -380,7 +382,10 @@ func TestEngine_Delegation_NeverAboveWorstCase(t *testing.T) {
 	if len(out.Results) != 1 || !out.Results[0].OK {
 		t.Fatalf("outcomes %+v", out.Results)
 	}
-	if p.Status != gateway.StatusSucceeded || p.Cost.Total > *p.WorstCase {
+	if st := te.mandate(t, "alice/exact."+p.ID); st.Mandate.Total() != eur("0.277037") {
+		t.Errorf("sub-mandate budget %s, want 0.277037", st.Mandate.Total())
+	}
+	if p.Status != gateway.StatusSucceeded || p.Cost.Total != *p.WorstCase {
 		t.Errorf("%s: cost %+v above the worst case %s", p.Status, p.Cost, p.WorstCase)
 	}
 	if st := te.mandate(t, "alice/exact"); st.Spent > st.Mandate.Total() {

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"regexp/syntax"
+	"slices"
+	"sort"
 	"strings"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -32,6 +34,12 @@ type refuseLoader struct{}
 func (refuseLoader) Load(url string) (any, error) { return nil, errRemoteRef }
 
 func re2Engine(s string) (jsonschema.Regexp, error) {
+	// Go's regexp/syntax parses the RE2 syntax: refusing here what it
+	// refuses gives the same verdict without the Wasm RE2 logging every
+	// parse error to stderr.
+	if _, err := syntax.Parse(s, syntax.Perl); err != nil {
+		return nil, err
+	}
 	re, err := re2.Compile(s)
 	if err != nil {
 		return nil, err
@@ -283,10 +291,12 @@ func normalizeJSON(v any) (any, error) {
 // "allOf failed" above them), each with the instance location, at most five
 // of them.
 func flattenValidation(ve *jsonschema.ValidationError) string {
+	// The validator visits properties in map order: collect the causes,
+	// then sort them, so the same input always gets the same message.
 	var parts []string
 	var walk func(u jsonschema.OutputUnit)
 	walk = func(u jsonschema.OutputUnit) {
-		if len(parts) == 5 {
+		if len(parts) == 100 {
 			return
 		}
 		if len(u.Errors) == 0 {
@@ -306,6 +316,11 @@ func flattenValidation(ve *jsonschema.ValidationError) string {
 	walk(*ve.DetailedOutput())
 	if len(parts) == 0 {
 		return ve.Error()
+	}
+	sort.Strings(parts)
+	parts = slices.Compact(parts)
+	if len(parts) > 5 {
+		parts = parts[:5]
 	}
 	return strings.Join(parts, "; ")
 }

@@ -56,7 +56,7 @@ func TestCompileSchema(t *testing.T) {
 			"$schema http://json-schema.org/draft-07/schema# at /$defs/x: only draft 2020-12"},
 		{"deeply embedded draft-04", `{"properties": {"a": {"anyOf": [{"$id": "https://example.com/a.json", "$schema": "http://json-schema.org/draft-04/schema#"}]}}}`,
 			"at /properties/a/anyOf/0: only draft 2020-12"},
-		{"unknown type", `{"type": "strin"}`, "not a valid JSON Schema: at /type: value must be one of"},
+		{"unknown type", `{"type": "strin"}`, "at /type: value must be one of"},
 		{"negative minLength", `{"minLength": -1}`, "at /minLength: minimum: got -1, want 0"},
 		{"required not a list", `{"required": "file"}`, "at /required"},
 		{"invalid pattern", `{"pattern": "("}`, "at /pattern: '(' is not valid regex"},

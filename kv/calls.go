@@ -13,15 +13,18 @@ import (
 // Approval is a call held for a human's decision (mandate.md §6), bound to
 // the mandate, the exact agent version, the input's hash and max_cost.
 type Approval struct {
-	ID        string          `json:"id"`
-	Mandate   string          `json:"mandate"`
-	Caller    string          `json:"caller"`
-	Agent     string          `json:"agent"`
-	InputHash string          `json:"input_hash"`
-	MaxCost   *journal.Amount `json:"max_cost"`
-	WorstCase journal.Amount  `json:"worst_case"`
-	Currency  string          `json:"currency"`
-	Receipt   string          `json:"receipt"`
+	ID      string `json:"id"`
+	Mandate string `json:"mandate"`
+	Caller  string `json:"caller"`
+	Agent   string `json:"agent"`
+	// Capability is set when the held call asked for a capability, so that
+	// approve-and-run admits it as the same capability call.
+	Capability string          `json:"capability,omitempty"`
+	InputHash  string          `json:"input_hash"`
+	MaxCost    *journal.Amount `json:"max_cost"`
+	WorstCase  journal.Amount  `json:"worst_case"`
+	Currency   string          `json:"currency"`
+	Receipt    string          `json:"receipt"`
 	// Status is pending, granted (run: false), used, rejected or expired.
 	Status  string    `json:"status"`
 	Created time.Time `json:"created"`
