@@ -22,55 +22,66 @@ import (
 // maxRequestBody bounds a request body (a call's input included).
 const maxRequestBody = 4 << 20
 
-// api serves the HTTP API of gateway.md §5.
+// api serves the HTTP API of gateway.md §5 and, on a hosted gateway, the
+// extra endpoints of §7, every one behind its principals and scoping.
 type api struct {
 	engine *gateway.Engine
 	log    *slog.Logger
+	router *httprouter.Router
+	// hosted is nil on a dev gateway: no authentication, no scoping.
+	hosted *hosted
+	// idem keeps Idempotency-Key records.
+	idem *idempotency
 }
 
-func newAPI(e *gateway.Engine, log *slog.Logger) *api { return &api{engine: e, log: log} }
+func newAPI(e *gateway.Engine, log *slog.Logger, h *hosted) *api {
+	a := &api{engine: e, log: log, router: httprouter.New(), hosted: h, idem: &idempotency{store: e.Store(), now: e.Now}}
+	a.routes()
+	return a
+}
 
-func (a *api) routes() http.Handler {
-	r := httprouter.New()
+func (a *api) routes() {
+	r := a.router
 	r.GET("/healthz", a.healthz)
-	r.GET("/v0/agents", a.listAgents)
-	r.GET("/v0/agents/:ns/:name", a.getAgent)
-	r.POST("/v0/calls", a.postCall)
-	r.GET("/v0/approvals", a.listApprovals)
-	r.GET("/v0/approvals/:id", a.getApproval)
-	r.POST("/v0/approvals/:id", a.decideApproval)
-	r.GET("/v0/receipts", a.listReceipts)
-	r.GET("/v0/receipts/:id", a.getReceipt)
-	r.GET("/v0/mandates/:ns/:name", a.getMandate)
-	r.GET("/v0/accounts", a.listAccounts)
+	a.handle("GET", "/v0/agents", accessAnyone, a.listAgents)
+	a.handle("GET", "/v0/agents/:ns/:name", accessAnyone, a.getAgent)
+	a.handle("POST", "/v0/calls", accessHuman|accessAgent, a.postCall)
+	a.handle("GET", "/v0/approvals", accessHuman|accessAgent, a.listApprovals)
+	a.handle("GET", "/v0/approvals/:id", accessHuman|accessAgent, a.getApproval)
+	a.handle("POST", "/v0/approvals/:id", accessHuman, a.decideApproval)
+	a.handle("GET", "/v0/receipts", accessHuman|accessAgent, a.listReceipts)
+	a.handle("GET", "/v0/receipts/:id", accessHuman|accessAgent, a.getReceipt)
+	a.handle("GET", "/v0/mandates/:ns/:name", accessHuman|accessAgent, a.getMandate)
+	a.handle("GET", "/v0/accounts", accessHuman|accessAdmin, a.listAccounts)
+	if a.hosted != nil {
+		a.hostedRoutes()
+	}
 	r.NotFound = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, gateway.Errorf(gateway.CodeNotFound, "no route %s %s", r.Method, r.URL.Path))
+		writeError(w, http.StatusNotFound, gateway.Errorf(gateway.CodeNotFound, "no route %s %s", r.Method, redactKeys(r.URL.Path)))
 	})
 	r.MethodNotAllowed = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusMethodNotAllowed, gateway.Errorf(gateway.CodeInvalidRequest, "%s is not allowed on %s", r.Method, r.URL.Path))
+		writeError(w, http.StatusMethodNotAllowed, gateway.Errorf(gateway.CodeInvalidRequest, "%s is not allowed on %s", r.Method, redactKeys(r.URL.Path)))
 	})
 	r.PanicHandler = func(w http.ResponseWriter, r *http.Request, p any) {
-		a.log.Error("handler panicked", "path", r.URL.Path, "panic", fmt.Sprint(p))
+		a.log.Error("handler panicked", "path", redactKeys(r.URL.Path), "panic", redactKeys(fmt.Sprint(p)))
 		writeError(w, http.StatusInternalServerError, gateway.Errorf(gateway.CodeGatewayError, "internal error"))
 	}
-	return r
 }
 
-// errorStatus maps a gateway error code to its HTTP status.
-func errorStatus(code string) int {
-	switch code {
-	case gateway.CodeInvalidRequest, gateway.CodeInvalidManifest, gateway.CodeInvalidMandate:
-		return http.StatusBadRequest
-	case gateway.CodeNotFound:
-		return http.StatusNotFound
-	case gateway.CodeRejectedInput:
-		return http.StatusUnprocessableEntity
-	case gateway.CodeInvalidApproval:
-		return http.StatusConflict
-	case gateway.CodeGatewayError, gateway.CodeGatewayRestarted:
-		return http.StatusInternalServerError
-	}
-	return http.StatusBadRequest
+// hostedRoutes are the extra endpoints of a hosted gateway (gateway.md §7
+// "Extra endpoints"): accounts, keys, mandates and moderation.
+func (a *api) hostedRoutes() {
+	a.handle("POST", "/v0/signup", accessAnyone, a.signup)
+	a.handle("GET", "/v0/me", accessHuman|accessAgent, a.me)
+	a.handle("GET", "/v0/mandates", accessHuman, a.listMandates)
+	a.handle("POST", "/v0/mandates", accessHuman, a.createMandate)
+	a.handle("POST", "/v0/keys", accessHuman, a.createKey)
+	a.handle("DELETE", "/v0/keys/:prefix", accessHuman, a.revokeKey)
+	a.handle("POST", "/v0/admin/credit", accessAdmin, a.adminCredit)
+	a.handle("POST", "/v0/admin/accounts/:handle/disable", accessAdmin, a.adminDisable)
+	a.handle("POST", "/v0/admin/agents/:ns/:name/yank", accessAdmin, a.adminYank)
+	a.handle("GET", "/v0/admin/accounts", accessAdmin, a.adminAccounts)
+	a.handle("GET", "/v0/admin/log", accessAdmin, a.adminLog)
 }
 
 // receiptStatus maps a call's receipt to the HTTP status of POST /v0/calls:
@@ -122,6 +133,9 @@ func writeError(w http.ResponseWriter, status int, err error) {
 	if !errors.As(err, &ge) {
 		ge = gateway.Errorf(gateway.CodeGatewayError, "internal error")
 	}
+	if status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="holon"`)
+	}
 	writeJSON(w, status, errorBody{Error: ge})
 }
 
@@ -129,26 +143,26 @@ func writeError(w http.ResponseWriter, status int, err error) {
 func (a *api) fail(w http.ResponseWriter, r *http.Request, err error) {
 	var ge *gateway.Error
 	if !errors.As(err, &ge) {
-		a.log.Error("request failed", "path", r.URL.Path, "err", err)
+		a.log.Error("request failed", "path", redactKeys(r.URL.Path), "err", err)
 		writeError(w, http.StatusInternalServerError, err)
 		return
 	}
 	writeError(w, errorStatus(ge.Code), ge)
 }
 
+// notFound is the answer for a resource that does not exist and for one
+// outside the principal's scope alike: nobody learns what others have.
+func notFound(format string, args ...any) error {
+	return gateway.Errorf(gateway.CodeNotFound, format, args...)
+}
+
 // decodeBody reads a JSON request body strictly: unknown fields, trailing
 // data, NUL characters and oversized bodies are refused with a message that
 // says what to fix.
 func decodeBody(r *http.Request, v any) error {
-	b, err := io.ReadAll(io.LimitReader(r.Body, maxRequestBody+1))
+	b, err := readBody(r)
 	if err != nil {
-		return gateway.Errorf(gateway.CodeInvalidRequest, "read body: %v", err)
-	}
-	if len(b) > maxRequestBody {
-		return gateway.Errorf(gateway.CodeInvalidRequest, "body is larger than %d bytes", maxRequestBody)
-	}
-	if bytes.IndexByte(b, 0) >= 0 || bytes.Contains(b, []byte(`\u0000`)) {
-		return gateway.Errorf(gateway.CodeInvalidRequest, "NUL characters are not accepted")
+		return err
 	}
 	if len(bytes.TrimSpace(b)) == 0 {
 		b = []byte("{}")
@@ -162,6 +176,22 @@ func decodeBody(r *http.Request, v any) error {
 		return gateway.Errorf(gateway.CodeInvalidRequest, "body: trailing data after the JSON object")
 	}
 	return nil
+}
+
+// readBody reads a bounded body with no NUL character in it.
+func readBody(r *http.Request) ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(r.Body, maxRequestBody+1))
+	var tooLarge *http.MaxBytesError
+	if errors.As(err, &tooLarge) || len(b) > maxRequestBody {
+		return nil, gateway.Errorf(CodeBodyTooLarge, "the body is larger than %d bytes", maxRequestBody)
+	}
+	if err != nil {
+		return nil, gateway.Errorf(gateway.CodeInvalidRequest, "read body: %v", err)
+	}
+	if bytes.IndexByte(b, 0) >= 0 || bytes.Contains(b, []byte(`\u0000`)) {
+		return nil, gateway.Errorf(CodeNULCharacter, "NUL characters (raw or as \\u0000) are not accepted in a request body: remove them")
+	}
+	return b, nil
 }
 
 func (a *api) healthz(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
@@ -184,6 +214,9 @@ type callAnswer struct {
 	Receipt  *kv.Receipt     `json:"receipt"`
 	Approval *kv.Approval    `json:"approval,omitempty"`
 	Error    *gateway.Error  `json:"error,omitempty"`
+	// Replayed is set on the answer to a call re-sent with an
+	// Idempotency-Key already used: nothing ran again.
+	Replayed bool `json:"replayed,omitempty"`
 }
 
 func answer(res *gateway.CallResult) (int, callAnswer) {
@@ -200,22 +233,123 @@ func answer(res *gateway.CallResult) (int, callAnswer) {
 	return receiptStatus(res.Receipt), ans
 }
 
-func (a *api) postCall(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+// callMandate is the mandate a principal's call runs under. An agent key
+// acts under its own mandate only ("with an agent key, the mandate is the
+// key's"): naming another one is a 404, like any mandate out of scope. A
+// human key calls under the root mandates of its account.
+func (a *api) callMandate(p *principal, named string) (string, error) {
+	switch p.kind {
+	case kindDev:
+		return named, nil
+	case KindAgent:
+		if named != "" && named != p.mandate {
+			return "", notFound("no mandate %s (this agent key acts under %s only; leave mandate out)", named, p.mandate)
+		}
+		return p.mandate, nil
+	}
+	if named == "" {
+		return "", gateway.Errorf(gateway.CodeInvalidRequest, "mandate is required: the id of one of your mandates, such as %s/sandbox", p.account)
+	}
+	if !p.seesMandate(named) {
+		return "", notFound("no mandate %s", named)
+	}
+	st, err := a.engine.Mandate(named)
+	if err != nil {
+		return "", err
+	}
+	if st.Mandate.Parent != "" {
+		return "", gateway.Errorf(gateway.CodeInvalidRequest, "%s is a sub-mandate derived for an agent's run: only that run calls under it", named)
+	}
+	return named, nil
+}
+
+func (a *api) postCall(w http.ResponseWriter, r *http.Request, _ httprouter.Params, p *principal) {
 	var body callBody
 	if err := decodeBody(r, &body); err != nil {
 		a.fail(w, r, err)
 		return
 	}
-	res, err := a.engine.Call(r.Context(), gateway.CallInput{
+	if (body.Agent == "") == (body.Capability == "") {
+		a.fail(w, r, gateway.Errorf(gateway.CodeInvalidRequest, "name exactly one of agent and capability"))
+		return
+	}
+	mandate, err := a.callMandate(p, body.Mandate)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	body.Mandate = mandate
+	if body.Approval != "" && p.kind != kindDev {
+		// An approval out of scope is as unknown as one that never was.
+		if _, err := a.approval(r, body.Approval, p); err != nil {
+			a.fail(w, r, err)
+			return
+		}
+	}
+	in := gateway.CallInput{
 		Mandate: body.Mandate, Agent: body.Agent, Capability: body.Capability,
 		Input: body.Input, MaxCost: body.MaxCost, Approval: body.Approval,
-	})
+	}
+	if p.kind == KindHuman {
+		in.Caller = p.account
+	}
+	idemKey := r.Header.Get("Idempotency-Key")
+	if idemKey == "" {
+		res, err := a.engine.Call(r.Context(), in)
+		if err != nil {
+			a.fail(w, r, err)
+			return
+		}
+		status, ans := answer(res)
+		writeJSON(w, status, ans)
+		return
+	}
+	claim, err := a.idem.claim(r.Context(), p.scope(), idemKey, body)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	if claim.replay != nil {
+		a.replay(w, r, claim.replay)
+		return
+	}
+	finished := false
+	defer func() {
+		if !finished { // the gateway failed (or panicked) without a receipt to show
+			claim.abandon(r.Context())
+		}
+	}()
+	res, err := a.engine.Call(r.Context(), in)
 	if err != nil {
 		a.fail(w, r, err)
 		return
 	}
 	status, ans := answer(res)
+	if err := claim.finish(r.Context(), res.Receipt.ID, status); err != nil {
+		a.log.Error("record idempotency key", "receipt", res.Receipt.ID, "err", err)
+	}
+	finished = true
 	writeJSON(w, status, ans)
+}
+
+// replay answers a call re-sent with a used Idempotency-Key: the original
+// status and receipt, output null (outputs are never stored).
+func (a *api) replay(w http.ResponseWriter, r *http.Request, rec *idemRecord) {
+	rc, err := a.engine.Receipt(rec.Receipt)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	ans := callAnswer{Output: json.RawMessage("null"), Receipt: rc, Replayed: true}
+	if rc.Error != nil {
+		ans.Error = &gateway.Error{Code: *rc.Error, Msg: "replayed: the original call ended with " + *rc.Error}
+	}
+	if rc.Status == gateway.StatusPendingApproval && rc.Approval != nil {
+		if ap, err := a.engine.Approval(r.Context(), *rc.Approval); err == nil {
+			ans.Approval = redactApproval(ap)
+		}
+	}
+	writeJSON(w, rec.Status, ans)
 }
 
 // redactApproval copies an approval for the wire. The input stays: the
@@ -225,11 +359,15 @@ func redactApproval(ap *kv.Approval) *kv.Approval {
 	return &c
 }
 
-func (a *api) listApprovals(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+func (a *api) listApprovals(w http.ResponseWriter, r *http.Request, _ httprouter.Params, p *principal) {
 	mandate := r.URL.Query().Get("mandate")
 	status := r.URL.Query().Get("status")
+	if mandate != "" && !p.seesMandate(mandate) {
+		a.fail(w, r, notFound("no mandate %s", mandate))
+		return
+	}
 	list, err := a.engine.Approvals(func(ap *kv.Approval) bool {
-		if mandate != "" && ap.Mandate != mandate {
+		if !p.seesMandate(ap.Mandate) || mandate != "" && ap.Mandate != mandate {
 			return false
 		}
 		if status == "" {
@@ -247,8 +385,20 @@ func (a *api) listApprovals(w http.ResponseWriter, r *http.Request, _ httprouter
 	writeJSON(w, http.StatusOK, map[string]any{"approvals": list})
 }
 
-func (a *api) getApproval(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
-	ap, err := a.engine.Approval(r.Context(), ps.ByName("id"))
+// approval reads an approval within the principal's scope.
+func (a *api) approval(r *http.Request, id string, p *principal) (*kv.Approval, error) {
+	ap, err := a.engine.Approval(r.Context(), id)
+	if err != nil {
+		return nil, err
+	}
+	if !p.seesMandate(ap.Mandate) {
+		return nil, notFound("no approval %s", id)
+	}
+	return ap, nil
+}
+
+func (a *api) getApproval(w http.ResponseWriter, r *http.Request, ps httprouter.Params, p *principal) {
+	ap, err := a.approval(r, ps.ByName("id"), p)
 	if err != nil {
 		a.fail(w, r, err)
 		return
@@ -263,7 +413,7 @@ type decisionBody struct {
 	Run      *bool  `json:"run,omitempty"`
 }
 
-func (a *api) decideApproval(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+func (a *api) decideApproval(w http.ResponseWriter, r *http.Request, ps httprouter.Params, p *principal) {
 	var body decisionBody
 	if err := decodeBody(r, &body); err != nil {
 		a.fail(w, r, err)
@@ -283,6 +433,10 @@ func (a *api) decideApproval(w http.ResponseWriter, r *http.Request, ps httprout
 		a.fail(w, r, gateway.Errorf(gateway.CodeInvalidRequest, "decision %q is not approve or reject", body.Decision))
 		return
 	}
+	if _, err := a.approval(r, ps.ByName("id"), p); err != nil {
+		a.fail(w, r, err)
+		return
+	}
 	ap, res, err := a.engine.Decide(r.Context(), ps.ByName("id"), d)
 	if err != nil {
 		a.fail(w, r, err)
@@ -297,7 +451,7 @@ func (a *api) decideApproval(w http.ResponseWriter, r *http.Request, ps httprout
 	writeJSON(w, status, ans)
 }
 
-func (a *api) listReceipts(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+func (a *api) listReceipts(w http.ResponseWriter, r *http.Request, _ httprouter.Params, p *principal) {
 	q := r.URL.Query()
 	limit := 50
 	if s := q.Get("limit"); s != "" {
@@ -308,7 +462,29 @@ func (a *api) listReceipts(w http.ResponseWriter, r *http.Request, _ httprouter.
 		}
 		limit = n
 	}
-	page, err := a.engine.Receipts(q.Get("mandate"), q.Get("before"), limit)
+	mandate, before := q.Get("mandate"), q.Get("before")
+	if before != "" {
+		if _, ok := kv.ReceiptSeq(before); !ok {
+			a.fail(w, r, gateway.Errorf(gateway.CodeInvalidRequest, "before must be a receipt id such as r42"))
+			return
+		}
+	}
+	var page kv.ReceiptPage
+	var err error
+	switch {
+	case mandate != "" && !p.seesMandate(mandate):
+		err = notFound("no mandate %s", mandate)
+	case mandate != "" || p.kind == kindDev:
+		page, err = a.engine.Receipts(mandate, before, limit)
+	case p.kind == KindAgent:
+		page, err = a.engine.Receipts(p.mandate, before, limit)
+	default:
+		var roots []string
+		roots, err = a.hosted.accountMandates(p.account)
+		if err == nil {
+			page, err = a.receiptsOf(roots, before, limit)
+		}
+	}
 	if err != nil {
 		a.fail(w, r, err)
 		return
@@ -317,6 +493,31 @@ func (a *api) listReceipts(w http.ResponseWriter, r *http.Request, _ httprouter.
 		page.Receipts = []*kv.Receipt{}
 	}
 	writeJSON(w, http.StatusOK, page)
+}
+
+// receiptsOf pages the receipts of several mandates together, newest first:
+// each mandate's own index gives its newest page, and the pages merge.
+func (a *api) receiptsOf(mandates []string, before string, limit int) (kv.ReceiptPage, error) {
+	var all []*kv.Receipt
+	for _, m := range mandates {
+		p, err := a.engine.Receipts(m, before, limit)
+		if err != nil {
+			return kv.ReceiptPage{}, err
+		}
+		all = append(all, p.Receipts...)
+	}
+	sort.Slice(all, func(i, j int) bool {
+		si, _ := kv.ReceiptSeq(all[i].ID)
+		sj, _ := kv.ReceiptSeq(all[j].ID)
+		return si > sj
+	})
+	var page kv.ReceiptPage
+	if len(all) > limit {
+		all = all[:limit]
+		page.Next = all[limit-1].ID
+	}
+	page.Receipts = all
+	return page, nil
 }
 
 // receiptTree is a receipt with its children's trees.
@@ -344,8 +545,17 @@ func (a *api) tree(id string, depth int) (*receiptTree, error) {
 	return t, nil
 }
 
-func (a *api) getReceipt(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
-	t, err := a.tree(ps.ByName("id"), 0)
+func (a *api) getReceipt(w http.ResponseWriter, r *http.Request, ps httprouter.Params, p *principal) {
+	id := ps.ByName("id")
+	rc, err := a.engine.Receipt(id)
+	if err == nil && !p.seesMandate(rc.Mandate) {
+		err = notFound("no receipt %s", id)
+	}
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	t, err := a.tree(id, 0)
 	if err != nil {
 		a.fail(w, r, err)
 		return
@@ -353,8 +563,13 @@ func (a *api) getReceipt(w http.ResponseWriter, r *http.Request, ps httprouter.P
 	writeJSON(w, http.StatusOK, t)
 }
 
-func (a *api) getMandate(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
-	st, err := a.engine.Mandate(ps.ByName("ns") + "/" + ps.ByName("name"))
+func (a *api) getMandate(w http.ResponseWriter, r *http.Request, ps httprouter.Params, p *principal) {
+	id := ps.ByName("ns") + "/" + ps.ByName("name")
+	if !p.seesMandate(id) {
+		a.fail(w, r, notFound("no mandate %s", id))
+		return
+	}
+	st, err := a.engine.Mandate(id)
 	if err != nil {
 		a.fail(w, r, err)
 		return
@@ -369,7 +584,7 @@ type accountView struct {
 	Available journal.Amount `json:"available"`
 }
 
-func (a *api) listAccounts(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+func (a *api) listAccounts(w http.ResponseWriter, r *http.Request, _ httprouter.Params, p *principal) {
 	accts, err := a.engine.Accounts()
 	if err != nil {
 		a.fail(w, r, err)
@@ -377,7 +592,12 @@ func (a *api) listAccounts(w http.ResponseWriter, r *http.Request, _ httprouter.
 	}
 	out := make([]accountView, 0, len(accts))
 	for name, ac := range accts {
-		out = append(out, accountView{Account: name, Balance: ac.Balance, Held: ac.Held, Available: ac.Available()})
+		if p.seesAccount(name) {
+			out = append(out, accountView{Account: name, Balance: ac.Balance, Held: ac.Held, Available: ac.Available()})
+		}
+	}
+	if p.kind == KindHuman && len(out) == 0 {
+		out = append(out, accountView{Account: p.account})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Account < out[j].Account })
 	writeJSON(w, http.StatusOK, map[string]any{"accounts": out})
@@ -404,12 +624,24 @@ type recordView struct {
 	Succeeded int64 `json:"succeeded"`
 }
 
-func (a *api) listAgents(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+func (a *api) listAgents(w http.ResponseWriter, r *http.Request, _ httprouter.Params, p *principal) {
 	q := r.URL.Query()
 	text := strings.ToLower(q.Get("q"))
 	capability := q.Get("capability")
 	var mandate *gateway.Mandate
-	if id := q.Get("mandate"); id != "" {
+	id := q.Get("mandate")
+	if id == "" && p.kind == KindAgent {
+		id = p.mandate // an agent searches under its one mandate
+	}
+	if id != "" {
+		if p.kind == kindNone {
+			a.fail(w, r, gateway.Errorf(CodeUnauthenticated, "listing under a mandate needs that mandate's key: send Authorization: Bearer <key>"))
+			return
+		}
+		if !p.seesMandate(id) {
+			a.fail(w, r, notFound("no mandate %s", id))
+			return
+		}
 		st, err := a.engine.Mandate(id)
 		if err != nil {
 			a.fail(w, r, err)
@@ -476,7 +708,7 @@ type agentDetail struct {
 	Versions []string          `json:"versions"`
 }
 
-func (a *api) getAgent(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
+func (a *api) getAgent(w http.ResponseWriter, r *http.Request, ps httprouter.Params, _ *principal) {
 	ref := ps.ByName("ns") + "/" + ps.ByName("name")
 	v, err := a.engine.Registry().Resolve(ref)
 	if err != nil {

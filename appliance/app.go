@@ -5,6 +5,7 @@ package appliance
 
 import (
 	"context"
+	"crypto/rand"
 	"embed"
 	"errors"
 	"fmt"
@@ -18,75 +19,45 @@ import (
 
 	"holon.dev/holon/appliance/agents"
 	"holon.dev/holon/gateway"
-	"holon.dev/holon/journal"
 	"holon.dev/holon/kv"
 )
 
 //go:embed demo/*.yaml
 var demoMandates embed.FS
 
-// Config is everything the appliance needs, passed down explicitly.
-type Config struct {
-	// DB is the path of the bbolt file.
-	DB string
-	// Registry lists where agents come from: "agents" (the shipped ones),
-	// "examples" (the demo agents), or directories of holon.yaml files.
-	Registry []string
-	// MandatesDir holds mandate YAML files; empty loads the demo mandates.
-	MandatesDir string
-	// SignupCredit is the demo credit each issuer gets once.
-	SignupCredit journal.Amount
-	// Logger gets internal errors and lifecycle messages.
-	Logger *slog.Logger
-	// Now is the clock (time.Now when nil).
-	Now func() time.Time
-	// NoSync turns off fsync: for tests only.
-	NoSync bool
-	// OnStoreFailure is called when the store fails a write that must not
-	// fail; the process should stop.
-	OnStoreFailure func(error)
-}
-
-// ConfigFromEnv fills the environment's settings into a Config:
-// HOLON_REGISTRY (comma list, default "agents") and HOLON_SIGNUP_CREDIT
-// (default 5.00).
-func ConfigFromEnv(getenv func(string) string, cfg *Config) error {
-	reg := getenv("HOLON_REGISTRY")
-	if reg == "" {
-		reg = agents.SetAgents
-	}
-	cfg.Registry = nil
-	for _, r := range strings.Split(reg, ",") {
-		if r = strings.TrimSpace(r); r != "" {
-			cfg.Registry = append(cfg.Registry, r)
-		}
-	}
-	cfg.SignupCredit = gateway.DefaultSignupCredit
-	if s := getenv("HOLON_SIGNUP_CREDIT"); s != "" {
-		a, err := journal.ParseAmount(s)
-		if err != nil {
-			return fmt.Errorf("HOLON_SIGNUP_CREDIT: %w", err)
-		}
-		cfg.SignupCredit = a
-	}
-	return nil
-}
-
 // App is a running appliance: store, engine and HTTP handler.
 type App struct {
-	cfg    Config
-	store  *kv.Store
-	engine *gateway.Engine
-	log    *slog.Logger
-	stop   context.CancelFunc
-	done   chan struct{}
+	cfg     Config
+	store   *kv.Store
+	engine  *gateway.Engine
+	log     *slog.Logger
+	handler http.Handler
+	stop    context.CancelFunc
+	done    chan struct{}
 }
 
-// Open opens the store, loads the agents and mandates, closes the calls a
-// previous run left in flight, and returns the appliance ready to serve.
+// Open checks the configuration, opens the store, loads the agents and
+// mandates, closes the calls a previous run left in flight (and marks
+// their Idempotency-Keys interrupted), and returns the appliance ready to
+// serve.
 func Open(ctx context.Context, cfg Config) (*App, error) {
+	if err := cfg.Check(); err != nil {
+		return nil, err
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Rand == nil {
+		cfg.Rand = rand.Reader
+	}
+	if cfg.Limits == (Limits{}) {
+		cfg.Limits = DefaultLimits
+	}
+	if cfg.PlatformFX == nil {
+		cfg.PlatformFX = DefaultPlatformFX
 	}
 	store, err := kv.Open(cfg.DB, kv.Options{NoSync: cfg.NoSync, Now: cfg.Now})
 	if err != nil {
@@ -104,14 +75,19 @@ func (a *App) init(ctx context.Context) error {
 	reg := gateway.NewRegistry()
 	dev := gateway.NewDevRuntime()
 	agents.Register(dev)
+	for name, h := range a.cfg.DevHandlers {
+		dev.Register(name, h)
+	}
+	authors := map[string]bool{}
+	var shipped []string
 	for _, src := range a.cfg.Registry {
 		var ms []*gateway.Manifest
 		var err error
-		shipped := false
+		isShipped := false
 		switch src {
 		case agents.SetAgents, agents.SetExamples:
 			ms, err = agents.Load(src)
-			shipped = true
+			isShipped = true
 		default:
 			ms, err = gateway.LoadManifestDir(src)
 		}
@@ -123,9 +99,24 @@ func (a *App) init(ctx context.Context) error {
 				return fmt.Errorf("registry %s: %s is a dev agent with no handler %q compiled into this gateway", src, m.Ref(), gateway.DevHandlerName(m))
 			}
 		}
-		if err := reg.AddAll(ms, gateway.AgentFacts{}, shipped); err != nil {
+		if err := reg.AddAll(ms, gateway.AgentFacts{}, isShipped); err != nil {
 			return fmt.Errorf("registry %s: %w", src, err)
 		}
+		for _, m := range ms {
+			if !authors[m.NS()] && isShipped {
+				shipped = append(shipped, m.NS())
+			}
+			authors[m.NS()] = true
+		}
+	}
+	// Versions the operator yanked stay withdrawn: they are listed first
+	// (so that their forks' royalty chains resolve) and removed at once.
+	yanked, err := yankedRefs(a.store)
+	if err != nil {
+		return fmt.Errorf("read yanked agents: %w", err)
+	}
+	for _, ref := range yanked {
+		reg.Remove(ref)
 	}
 	a.engine = gateway.New(gateway.Config{
 		Store:          a.store,
@@ -143,15 +134,37 @@ func (a *App) init(ctx context.Context) error {
 	if closed > 0 {
 		a.log.Warn("closed calls left in flight by the last run", "calls", closed)
 	}
-	mandates, err := loadMandates(a.cfg.MandatesDir)
+	interrupted, err := interruptRunning(ctx, a.store, a.cfg.Now())
 	if err != nil {
-		return err
+		return fmt.Errorf("mark interrupted idempotency keys: %w", err)
+	}
+	if interrupted > 0 {
+		a.log.Warn("marked the Idempotency-Keys of interrupted calls", "keys", interrupted)
+	}
+	var mandates []*gateway.Mandate
+	if !a.cfg.Hosted || a.cfg.MandatesDir != "" {
+		// A hosted gateway's mandates come from its accounts; the demo
+		// mandates would hand their accounts to whoever signs up first.
+		if mandates, err = loadMandates(a.cfg.MandatesDir); err != nil {
+			return err
+		}
 	}
 	for _, m := range mandates {
 		if err := a.engine.PutMandate(ctx, m); err != nil {
 			return fmt.Errorf("mandate %s: %w", m.ID, err)
 		}
 	}
+	var h *hosted
+	if a.cfg.Hosted {
+		h = newHosted(a.cfg, a.store, a.engine, a.log, a.cfg.Now, a.cfg.Rand, authors, shipped)
+		if a.cfg.AdminKey == "" {
+			a.log.Warn("no HOLON_ADMIN_KEY: the admin endpoints answer 401")
+		}
+		if !a.cfg.GitHubSignIn() {
+			a.log.Info("no HOLON_GITHUB_CLIENT_ID/SECRET: sign-in with GitHub and publishing are off")
+		}
+	}
+	a.handler = newAPI(a.engine, a.log, h)
 	sweepCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	a.stop, a.done = stop, make(chan struct{})
 	go a.sweep(sweepCtx)
@@ -214,8 +227,9 @@ func loadMandates(dir string) ([]*gateway.Mandate, error) {
 // Engine is the appliance's engine.
 func (a *App) Engine() *gateway.Engine { return a.engine }
 
-// Handler is the appliance's HTTP API.
-func (a *App) Handler() http.Handler { return newAPI(a.engine, a.log).routes() }
+// Handler is the appliance's HTTP API: the dev API, or with Config.Hosted
+// the hosted one, behind keys, scoping and rate limits.
+func (a *App) Handler() http.Handler { return a.handler }
 
 // Close stops background work and closes the store. Calls still running
 // when it is called are closed as gateway_restarted at the next start.

@@ -32,14 +32,25 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 	db := fs.String("db", "holon.db", "the database file (bbolt)")
 	mandates := fs.String("mandates", "", "a directory of mandate YAML files (default: the demo mandates)")
 	shutdown := fs.Duration("shutdown-timeout", 30*time.Second, "how long running calls may take to finish on SIGTERM")
+	hosted := fs.Bool("hosted", false, "serve other people: accounts, API keys, scoping, rate limits, moderation")
 	fs.Usage = func() {
 		fmt.Fprintln(c.stderr, `Usage: holon serve [flags]
 
-Runs the gateway in dev mode (no authentication): the HTTP API of the
-gateway standard on --addr, state in --db. Agents come from HOLON_REGISTRY
-(comma list: "agents" the shipped agents, "examples" the demo agents, or
-directories of holon.yaml files; default "agents"). Every mandate issuer
-gets HOLON_SIGNUP_CREDIT (default 5.00) of demo credit once.
+Runs the gateway: the HTTP API of the gateway standard on --addr, state in
+--db. Without --hosted it runs in dev mode (no authentication, the demo
+mandates). Agents come from HOLON_REGISTRY (comma list: "agents" the
+shipped agents, "examples" the demo agents, or directories of holon.yaml
+files; default "agents"). Every mandate issuer gets HOLON_SIGNUP_CREDIT
+(default 5.00) of demo credit once.
+
+With --hosted: POST /v0/signup creates accounts and keys, every request is
+scoped to its key, and HOLON_ADMIN_KEY is the operator's key. Settings:
+HOLON_ENV (production refuses to start without HOLON_PUBLIC_URL,
+HOLON_SITE_URL, HOLON_FILE_SECRET, HOLON_ADMIN_KEY, HOLON_TRUST_PROXY and a
+writable --db), HOLON_TRUST_PROXY (1: the client address is the last
+X-Forwarded-For entry), HOLON_RATE_ACCOUNT, HOLON_RATE_ADDRESS and
+HOLON_RATE_SIGNUP ("600/min", "5/h"), HOLON_FX ("USD=0.92"),
+HOLON_GITHUB_CLIENT_ID and HOLON_GITHUB_CLIENT_SECRET (optional).
 
 Flags:`)
 		fs.PrintDefaults()
@@ -52,7 +63,7 @@ Flags:`)
 		return errUsage
 	}
 	log := slog.New(slog.NewTextHandler(c.stderr, nil))
-	cfg := appliance.Config{DB: *db, MandatesDir: *mandates, Logger: log}
+	cfg := appliance.Config{DB: *db, MandatesDir: *mandates, Logger: log, Hosted: *hosted}
 	if err := appliance.ConfigFromEnv(c.getenv, &cfg); err != nil {
 		return err
 	}
@@ -76,7 +87,7 @@ Flags:`)
 	srv := &http.Server{Handler: app.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
-	log.Info("holon serving", "addr", ln.Addr().String(), "db", *db, "registry", cfg.Registry)
+	log.Info("holon serving", "addr", ln.Addr().String(), "db", *db, "registry", cfg.Registry, "hosted", cfg.Hosted, "env", cfg.Env)
 	if c.ready != nil {
 		c.ready(ln.Addr().String())
 	}

@@ -1,0 +1,325 @@
+package appliance
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/mail"
+	"strings"
+	"time"
+
+	"github.com/julienschmidt/httprouter"
+
+	"holon.dev/holon/gateway"
+	"holon.dev/holon/journal"
+	"holon.dev/holon/kv"
+)
+
+// account is a hosted account (kv.BucketUsers, by handle). Its money is
+// the journal account of the same name.
+type account struct {
+	Handle  string    `json:"handle"`
+	Email   string    `json:"email"`
+	Created time.Time `json:"created"`
+	// Mandates are the root mandates the account issued, oldest first.
+	Mandates []string      `json:"mandates"`
+	Disabled *disabledMark `json:"disabled,omitempty"`
+}
+
+// disabledMark says when and why the operator disabled an account.
+type disabledMark struct {
+	At     time.Time `json:"at"`
+	Reason string    `json:"reason"`
+}
+
+// emailRecord maps a normalized email to its account (kv.BucketEmails):
+// one account per email, and a disabled account's email stays barred.
+type emailRecord struct {
+	Handle   string `json:"handle"`
+	Disabled bool   `json:"disabled,omitempty"`
+}
+
+// reservedHandles would collect other people's money or pass for the
+// platform: the platform's own names, the project's names, and the words a
+// visitor would take for an official account. The registry's author
+// namespaces are reserved besides, and any handle starting with "holon-".
+var reservedHandles = map[string]bool{
+	// The platform's accounts and names.
+	"holon": true, "external": true, "platform": true, "gateway": true, "operator": true,
+	"holon-labs": true, "holonlabs": true, "holon-dev": true, "holondev": true, "holon-hq": true,
+	// Roles and services.
+	"admin": true, "administrator": true, "root": true, "system": true, "sysadmin": true,
+	"support": true, "security": true, "billing": true, "payments": true, "help": true,
+	"status": true, "staff": true, "team": true, "official": true, "moderator": true,
+	"moderation": true, "abuse": true, "legal": true, "privacy": true, "terms": true,
+	"compliance": true, "trust": true, "safety": true, "sales": true, "contact": true,
+	"info": true, "noreply": true, "no-reply": true, "postmaster": true, "hostmaster": true,
+	"webmaster": true, "mail": true, "email": true,
+	// Parts of the site and the API.
+	"api": true, "www": true, "app": true, "console": true, "docs": true, "blog": true,
+	"static": true, "assets": true, "cdn": true, "mcp": true, "healthz": true, "v0": true,
+	"v1": true, "auth": true, "oauth": true, "login": true, "logout": true, "signup": true,
+	"signin": true, "register": true, "account": true, "accounts": true, "me": true,
+	"settings": true, "keys": true, "agents": true, "catalog": true, "catalogue": true,
+	"files": true, "demo": true, "mandates": true, "receipts": true, "approvals": true,
+	"github": true, "anthropic": true, "claude": true, "openai": true,
+	// Words that mean nobody.
+	"null": true, "nil": true, "none": true, "undefined": true, "anonymous": true,
+	"unknown": true, "test": true, "example": true,
+}
+
+// checkHandle applies the handle rules: 2 to 39 characters with the
+// syntax of GitHub logins, lowercase, not reserved and not the namespace
+// of an agent author in the registry.
+func (h *hosted) checkHandle(handle string) error {
+	rules := "2 to 39 lowercase letters, digits and single hyphens, not starting or ending with a hyphen (like a GitHub login)"
+	switch {
+	case handle == "":
+		return gateway.Errorf(CodeInvalidHandle, "handle is required: %s", rules)
+	case strings.ToLower(handle) != handle && gateway.ValidHandle(strings.ToLower(handle)):
+		return gateway.Errorf(CodeInvalidHandle, "handles are lowercase: use %q", strings.ToLower(handle))
+	case !gateway.ValidHandle(handle):
+		return gateway.Errorf(CodeInvalidHandle, "%q is not a handle: %s", handle, rules)
+	case reservedHandles[handle] || strings.HasPrefix(handle, "holon-") || h.authors[handle]:
+		return gateway.Errorf(CodeHandleTaken, "the handle %q is reserved: pick another", handle)
+	}
+	return nil
+}
+
+// normalizeEmail lowercases and checks an address: one bare address
+// (no name, no angle brackets), at most 254 characters, a dotted domain.
+func normalizeEmail(s string) (string, error) {
+	e := strings.ToLower(strings.TrimSpace(s))
+	if e == "" {
+		return "", gateway.Errorf(CodeInvalidEmail, "email is required")
+	}
+	addr, err := mail.ParseAddress(e)
+	_, domain, _ := strings.Cut(e, "@")
+	if err != nil || addr.Address != e || addr.Name != "" || len(e) > 254 ||
+		!strings.Contains(domain, ".") || strings.HasPrefix(domain, ".") || strings.HasSuffix(domain, ".") {
+		return "", gateway.Errorf(CodeInvalidEmail, "%q is not an email address such as ada@example.com", s)
+	}
+	return e, nil
+}
+
+// accountMandates lists an account's root mandates.
+func (h *hosted) accountMandates(handle string) ([]string, error) {
+	var acct account
+	err := h.store.View(func(tx *kv.Tx) error { return tx.Get(kv.BucketUsers, handle, &acct) })
+	if err != nil {
+		return nil, fmt.Errorf("account %s: %w", handle, err)
+	}
+	return acct.Mandates, nil
+}
+
+// drawKey draws a key and builds its record.
+func (h *hosted) drawKey(kind, handle, mandate string, ask bool) (string, *keyRecord, error) {
+	key, err := newKey(h.rand, kind)
+	if err != nil {
+		return "", nil, err
+	}
+	return key, &keyRecord{
+		Prefix: keyPrefix(key), Kind: kind, Account: handle, Mandate: mandate, Ask: ask,
+		Created: h.now().UTC(), Hash: keyHash(key),
+	}, nil
+}
+
+type signupBody struct {
+	Handle string `json:"handle"`
+	Email  string `json:"email"`
+}
+
+// signupAnswer carries the account's keys: the only time they are shown.
+type signupAnswer struct {
+	Handle   string         `json:"handle"`
+	Email    string         `json:"email"`
+	HumanKey string         `json:"human_key"`
+	AgentKey string         `json:"agent_key"`
+	Mandate  string         `json:"mandate"`
+	Credit   journal.Amount `json:"credit"`
+	Note     string         `json:"note"`
+}
+
+// signup creates an account (POST /v0/signup): the account, its email, a
+// human key, an agent key (ask_in_client) bound to the starter mandate
+// <handle>/sandbox, and the demo credit, all in one transaction.
+func (a *api) signup(w http.ResponseWriter, r *http.Request, _ httprouter.Params, _ *principal) {
+	h := a.hosted
+	var body signupBody
+	if err := decodeBody(r, &body); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	if err := h.checkHandle(body.Handle); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	email, err := normalizeEmail(body.Email)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	if ok, wait := h.limits.signup.allow(h.limits.clientAddr(r)); !ok {
+		a.tooMany(w, r, wait, "your address (signups)")
+		return
+	}
+	ans, err := h.createAccount(r, body.Handle, email)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	writeJSON(w, http.StatusCreated, ans)
+}
+
+func (h *hosted) createAccount(r *http.Request, handle, email string) (*signupAnswer, error) {
+	sandbox := h.starterMandate(handle)
+	for attempt := 0; ; attempt++ {
+		humanKey, human, err := h.drawKey(KindHuman, handle, "", false)
+		if err != nil {
+			return nil, err
+		}
+		agentKey, agent, err := h.drawKey(KindAgent, handle, sandbox.ID, true)
+		if err != nil {
+			return nil, err
+		}
+		now := h.now().UTC()
+		err = h.store.Update(r.Context(), func(tx *kv.Tx) error {
+			if err := handleFree(tx, handle); err != nil {
+				return err
+			}
+			var er emailRecord
+			switch err := tx.Get(kv.BucketEmails, email, &er); {
+			case err == nil && er.Disabled:
+				return gateway.Errorf(CodeEmailDisabled, "this email belongs to a disabled account and cannot sign up again")
+			case err == nil:
+				return gateway.Errorf(CodeEmailTaken, "this email has an account already: use its keys")
+			case !errors.Is(err, kv.ErrNotFound):
+				return err
+			}
+			acct := account{Handle: handle, Email: email, Created: now, Mandates: []string{sandbox.ID}}
+			if err := tx.Put(kv.BucketUsers, handle, acct); err != nil {
+				return err
+			}
+			if err := tx.Put(kv.BucketEmails, email, emailRecord{Handle: handle}); err != nil {
+				return err
+			}
+			if err := putKey(tx, human); err != nil {
+				return err
+			}
+			if err := putKey(tx, agent); err != nil {
+				return err
+			}
+			return h.engine.PutMandateTx(tx, sandbox)
+		})
+		if errors.Is(err, errKeyCollision) && attempt < 3 {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		return &signupAnswer{
+			Handle: handle, Email: email, HumanKey: humanKey, AgentKey: agentKey,
+			Mandate: sandbox.ID, Credit: h.engine.SignupCredit(),
+			Note: "Keys are shown once, now: store them. The human key decides approvals; the agent key acts under " + sandbox.ID + " only.",
+		}, nil
+	}
+}
+
+// handleFree refuses a handle that has an account, money or mandates
+// already (an operator's mandates directory can name accounts that never
+// signed up: their money is not up for grabs).
+func handleFree(tx *kv.Tx, handle string) error {
+	taken := gateway.Errorf(CodeHandleTaken, "the handle %q is taken: pick another", handle)
+	var acct account
+	if err := tx.Get(kv.BucketUsers, handle, &acct); err == nil {
+		return taken
+	} else if !errors.Is(err, kv.ErrNotFound) {
+		return err
+	}
+	if tx.HasEntry("signup:" + handle) {
+		return taken
+	}
+	bal, err := tx.Account(handle)
+	if err != nil {
+		return err
+	}
+	if bal != (kv.Account{}) {
+		return taken
+	}
+	if _, err := tx.Mandate(handle + "/sandbox"); err == nil {
+		return taken
+	}
+	return nil
+}
+
+// meAnswer is GET /v0/me.
+type meAnswer struct {
+	Kind     string                  `json:"kind"`
+	Handle   string                  `json:"handle"`
+	Email    string                  `json:"email,omitempty"`
+	Created  *time.Time              `json:"created,omitempty"`
+	Balance  *accountView            `json:"balance,omitempty"`
+	Mandates []*gateway.MandateState `json:"mandates,omitempty"`
+	Keys     []keyView               `json:"keys,omitempty"`
+	Key      *keyView                `json:"key,omitempty"`
+	Mandate  *gateway.MandateState   `json:"mandate,omitempty"`
+}
+
+// me is GET /v0/me: for a human key the account, its balance, mandates
+// and live keys (by prefix); for an agent key its own key and mandate with
+// its budget.
+func (a *api) me(w http.ResponseWriter, r *http.Request, _ httprouter.Params, p *principal) {
+	h := a.hosted
+	var acct account
+	var keys []*keyRecord
+	var bal kv.Account
+	err := h.store.View(func(tx *kv.Tx) error {
+		if err := tx.Get(kv.BucketUsers, p.account, &acct); err != nil {
+			return err
+		}
+		var err error
+		if keys, err = accountKeys(tx, p.account); err != nil {
+			return err
+		}
+		bal, err = tx.Account(p.account)
+		return err
+	})
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	ans := meAnswer{Kind: p.kind, Handle: acct.Handle}
+	if p.kind == KindAgent {
+		kw := p.key.view()
+		ans.Key = &kw
+		st, err := a.engine.Mandate(p.mandate)
+		if err != nil {
+			a.fail(w, r, err)
+			return
+		}
+		ans.Mandate = st
+		writeJSON(w, http.StatusOK, ans)
+		return
+	}
+	created := acct.Created
+	ans.Email, ans.Created = acct.Email, &created
+	ans.Balance = &accountView{Account: acct.Handle, Balance: bal.Balance, Held: bal.Held, Available: bal.Available()}
+	ans.Mandates = []*gateway.MandateState{}
+	for _, id := range acct.Mandates {
+		st, err := a.engine.Mandate(id)
+		if err != nil {
+			a.fail(w, r, err)
+			return
+		}
+		ans.Mandates = append(ans.Mandates, st)
+	}
+	ans.Keys = []keyView{}
+	now := h.now()
+	for _, k := range keys {
+		if k.live(now) {
+			ans.Keys = append(ans.Keys, k.view())
+		}
+	}
+	writeJSON(w, http.StatusOK, ans)
+}

@@ -1,0 +1,55 @@
+package appliance
+
+import (
+	"context"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"holon.dev/holon/kv"
+)
+
+// Ensure that a human key with an expiry (the 30-day keys of GitHub
+// sign-in) authenticates until then and is refused after, with a message
+// that says to sign in again.
+func TestAuthenticate_ExpiringKey(t *testing.T) {
+	var clock atomic.Pointer[time.Time]
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	clock.Store(&now)
+	app, err := Open(context.Background(), Config{
+		DB: filepath.Join(t.TempDir(), "holon.db"), Registry: []string{"agents"}, NoSync: true, Hosted: true,
+		Now: func() time.Time { return *clock.Load() },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer app.Close()
+	a := app.handler.(*api)
+	key, rec, err := a.hosted.drawKey(KindHuman, "gh-user", "", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exp := now.Add(30 * 24 * time.Hour)
+	rec.Expires = &exp
+	err = app.store.Update(context.Background(), func(tx *kv.Tx) error {
+		if err := tx.Put(kv.BucketUsers, "gh-user", account{Handle: "gh-user", Email: "gh@example.com", Created: now}); err != nil {
+			return err
+		}
+		return putKey(tx, rec)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := httptest.NewRequest("GET", "/v0/me", nil)
+	req.Header.Set("Authorization", "Bearer "+key)
+	if p, err := a.authenticate(req); err != nil || p.kind != KindHuman || p.account != "gh-user" {
+		t.Fatalf("before its expiry: %+v, %v", p, err)
+	}
+	clock.Store(&exp)
+	if _, err := a.authenticate(req); err == nil || !strings.Contains(err.Error(), "expired") || !strings.Contains(err.Error(), "sign in again") {
+		t.Errorf("at its expiry: %v, want an invalid_key saying it expired", err)
+	}
+}

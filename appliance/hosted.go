@@ -1,0 +1,133 @@
+package appliance
+
+import (
+	"crypto/sha256"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"holon.dev/holon/gateway"
+	"holon.dev/holon/journal"
+	"holon.dev/holon/kv"
+)
+
+// hosted is what a hosted gateway adds to the API: accounts, keys,
+// principals, rate limits and moderation (gateway.md §7).
+type hosted struct {
+	store  *kv.Store
+	engine *gateway.Engine
+	log    *slog.Logger
+	now    func() time.Time
+	rand   io.Reader
+	// adminKey is the SHA-256 of HOLON_ADMIN_KEY; nil: no operator.
+	adminKey []byte
+	limits   *limiters
+	// authors are the namespaces of every agent the registry loaded, shipped
+	// or not, yanked or not: nobody may sign up with one.
+	authors map[string]bool
+	// starterAllow is allow.agents of a new account's sandbox: the
+	// namespaces of the shipped agents.
+	starterAllow []string
+	fx           map[string]journal.Rate
+}
+
+func newHosted(cfg Config, store *kv.Store, engine *gateway.Engine, log *slog.Logger, now func() time.Time, rand io.Reader, authors map[string]bool, shipped []string) *hosted {
+	h := &hosted{
+		store: store, engine: engine, log: log, now: now, rand: rand,
+		limits:  newLimiters(cfg.Limits, cfg.TrustProxy != nil && *cfg.TrustProxy, now),
+		authors: authors,
+		fx:      cfg.PlatformFX,
+	}
+	if cfg.AdminKey != "" {
+		sum := sha256.Sum256([]byte(cfg.AdminKey))
+		h.adminKey = sum[:]
+	}
+	for _, ns := range shipped {
+		h.starterAllow = append(h.starterAllow, ns+"/*")
+	}
+	return h
+}
+
+// statusWriter remembers the status and the principal of a request, for
+// its log line.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+	p      *principal
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Flush lets streaming handlers (the MCP server) flush through the wrapper.
+func (w *statusWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap gives http.ResponseController the underlying writer.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// ServeHTTP runs what every request goes through before its route: NUL
+// characters in the path or query are refused, the body is bounded, and on
+// a hosted gateway the client address's rate limit applies (before any
+// key is looked up) and one line is logged: never a key, a query string,
+// an input or an output.
+func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	sw := &statusWriter{ResponseWriter: w}
+	start := time.Now()
+	addr := ""
+	if a.hosted != nil {
+		addr = a.hosted.limits.clientAddr(r)
+		defer func() {
+			attrs := []any{"method", r.Method, "path", redactKeys(r.URL.Path), "status", sw.status,
+				"ms", time.Since(start).Milliseconds(), "addr", addr}
+			if p := sw.p; p != nil {
+				attrs = append(attrs, "principal", p.kind)
+				if p.account != "" {
+					attrs = append(attrs, "account", p.account)
+				}
+				if p.key != nil {
+					attrs = append(attrs, "key", p.key.Prefix)
+				}
+			}
+			a.log.Info("request", attrs...)
+		}()
+	}
+	if strings.ContainsRune(r.URL.Path, 0) || strings.ContainsRune(r.URL.RawQuery, 0) ||
+		strings.Contains(strings.ToLower(r.URL.RawQuery), "%00") {
+		a.fail(sw, r, gateway.Errorf(CodeNULCharacter, "NUL characters are not accepted in the path or query"))
+		return
+	}
+	if r.Body != nil {
+		r.Body = http.MaxBytesReader(sw, r.Body, maxRequestBody)
+	}
+	if a.hosted != nil {
+		if ok, wait := a.hosted.limits.address.allow(addr); !ok {
+			a.tooMany(sw, r, wait, "your address")
+			return
+		}
+	}
+	a.router.ServeHTTP(sw, r)
+}
+
+// tooMany answers 429 with Retry-After.
+func (a *api) tooMany(w http.ResponseWriter, r *http.Request, wait time.Duration, who string) {
+	ra := retryAfter(wait)
+	w.Header().Set("Retry-After", ra)
+	a.fail(w, r, gateway.Errorf(CodeRateLimited, "too many requests from %s: retry in %s s", who, ra))
+}

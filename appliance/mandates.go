@@ -1,0 +1,272 @@
+package appliance
+
+import (
+	"encoding/json"
+	"errors"
+	"maps"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/julienschmidt/httprouter"
+
+	"holon.dev/holon/gateway"
+	"holon.dev/holon/journal"
+	"holon.dev/holon/kv"
+)
+
+// hostedCurrency is the currency of every hosted mandate.
+const hostedCurrency = "EUR"
+
+// maxMandatesPerAccount bounds the root mandates of an account.
+const maxMandatesPerAccount = 100
+
+// starterMandate is a new account's <handle>/sandbox: a small budget to
+// try the shipped agents with, approval above 0.50.
+func (h *hosted) starterMandate(handle string) *gateway.Mandate {
+	amount := func(s string) *journal.Amount { a := journal.MustParseAmount(s); return &a }
+	depth := 1
+	allow := h.starterAllow
+	if len(allow) == 0 {
+		allow = []string{"holon-labs/*"}
+	}
+	return &gateway.Mandate{
+		ID:         handle + "/sandbox",
+		Issuer:     handle,
+		Grantee:    handle + "/assistant",
+		Currency:   hostedCurrency,
+		Budget:     gateway.Budget{Total: amount("5.00"), PerCall: amount("1.00")},
+		Approval:   &gateway.Approval{Above: amount("0.50")},
+		Allow:      gateway.Allow{Agents: slices.Clone(allow), Capabilities: []string{"*"}},
+		FX:         h.platformFX(),
+		Delegation: &gateway.Delegation{MaxDepth: &depth},
+	}
+}
+
+// platformFX is the fx of a hosted mandate: the platform's rates, never
+// the caller's.
+func (h *hosted) platformFX() map[string]journal.Rate {
+	fx := maps.Clone(h.fx)
+	delete(fx, hostedCurrency)
+	if len(fx) == 0 {
+		return nil
+	}
+	return fx
+}
+
+func (a *api) listMandates(w http.ResponseWriter, r *http.Request, _ httprouter.Params, p *principal) {
+	ids, err := a.hosted.accountMandates(p.account)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	out := []*gateway.MandateState{}
+	for _, id := range ids {
+		st, err := a.engine.Mandate(id)
+		if err != nil {
+			a.fail(w, r, err)
+			return
+		}
+		out = append(out, st)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"mandates": out})
+}
+
+// createMandate is POST /v0/mandates: a root mandate of the caller's. The
+// id is put in the caller's namespace, the issuer is the caller, the
+// grantee must be <handle>/…, the currency is EUR and fx is the
+// platform's; everything else is checked as any mandate is.
+func (a *api) createMandate(w http.ResponseWriter, r *http.Request, _ httprouter.Params, p *principal) {
+	h := a.hosted
+	b, err := readBody(r)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(b, &doc); err != nil || doc == nil {
+		a.fail(w, r, gateway.Errorf(gateway.CodeInvalidRequest, "body: want a mandate as a JSON object"))
+		return
+	}
+	var fe []gateway.FieldError
+	bad := func(path, msg string) { fe = append(fe, gateway.FieldError{Path: path, Msg: msg}) }
+	id, _ := doc["id"].(string)
+	if name, ok := strings.CutPrefix(id, p.account+"/"); ok {
+		id = name
+	}
+	switch {
+	case id == "":
+		bad("id", "required: a name for the mandate, put in your namespace ("+p.account+"/<name>)")
+	case strings.Contains(id, "/"):
+		bad("id", "must be in your namespace: "+p.account+"/<name>")
+	case strings.Contains(id, "."):
+		bad("id", "a mandate name has no '.', which marks the sub-mandates derived for agents' runs")
+	}
+	if v, ok := doc["issuer"]; ok && v != p.account {
+		bad("issuer", "is always you ("+p.account+"): leave it out")
+	}
+	if v, ok := doc["currency"]; ok && v != hostedCurrency {
+		bad("currency", "hosted mandates are in "+hostedCurrency)
+	}
+	if _, ok := doc["fx"]; ok {
+		bad("fx", "exchange rates are set by the platform: leave fx out")
+	}
+	if _, ok := doc["parent"]; ok {
+		bad("parent", "only derived sub-mandates have a parent")
+	}
+	if _, ok := doc["revoked"]; ok {
+		bad("revoked", "a new mandate is not revoked: leave it out")
+	}
+	if g, ok := doc["grantee"].(string); ok && !strings.HasPrefix(g, p.account+"/") {
+		bad("grantee", "must be one of your agents: "+p.account+"/<name>")
+	}
+	if len(fe) > 0 {
+		a.fail(w, r, &gateway.Error{Code: gateway.CodeInvalidMandate, Msg: "mandate is invalid", Fields: fe})
+		return
+	}
+	doc["id"] = p.account + "/" + id
+	doc["issuer"] = p.account
+	doc["currency"] = hostedCurrency
+	if fx := h.platformFX(); fx != nil {
+		doc["fx"] = fx
+	}
+	raw, err := json.Marshal(doc)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	m, err := gateway.ParseMandate(raw)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	err = h.store.Update(r.Context(), func(tx *kv.Tx) error {
+		var acct account
+		if err := tx.Get(kv.BucketUsers, p.account, &acct); err != nil {
+			return err
+		}
+		if _, err := tx.Mandate(m.ID); err == nil {
+			return gateway.Errorf(CodeMandateExists, "%s exists already: pick another name", m.ID)
+		} else if !errors.Is(err, kv.ErrNotFound) {
+			return err
+		}
+		if len(acct.Mandates) >= maxMandatesPerAccount {
+			return gateway.Errorf(CodeLimitReached, "an account holds at most %d mandates", maxMandatesPerAccount)
+		}
+		acct.Mandates = append(acct.Mandates, m.ID)
+		if err := tx.Put(kv.BucketUsers, p.account, acct); err != nil {
+			return err
+		}
+		return h.engine.PutMandateTx(tx, m)
+	})
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	st, err := a.engine.Mandate(m.ID)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, st)
+}
+
+type keyBody struct {
+	Mandate     string `json:"mandate"`
+	AskInClient bool   `json:"ask_in_client,omitempty"`
+}
+
+// newKeyAnswer carries a new key: the only time it is shown.
+type newKeyAnswer struct {
+	Key string `json:"key"`
+	keyView
+	Note string `json:"note"`
+}
+
+// createKey is POST /v0/keys: a new agent key bound to one of the
+// caller's root mandates.
+func (a *api) createKey(w http.ResponseWriter, r *http.Request, _ httprouter.Params, p *principal) {
+	h := a.hosted
+	var body keyBody
+	if err := decodeBody(r, &body); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	if body.Mandate == "" {
+		a.fail(w, r, gateway.Errorf(gateway.CodeInvalidRequest, "mandate is required: the mandate the new agent key acts under, such as %s/sandbox", p.account))
+		return
+	}
+	for attempt := 0; ; attempt++ {
+		key, rec, err := h.drawKey(KindAgent, p.account, body.Mandate, body.AskInClient)
+		if err != nil {
+			a.fail(w, r, err)
+			return
+		}
+		err = h.store.Update(r.Context(), func(tx *kv.Tx) error {
+			var acct account
+			if err := tx.Get(kv.BucketUsers, p.account, &acct); err != nil {
+				return err
+			}
+			if !slices.Contains(acct.Mandates, body.Mandate) {
+				return notFound("no mandate %s", body.Mandate)
+			}
+			keys, err := accountKeys(tx, p.account)
+			if err != nil {
+				return err
+			}
+			live := 0
+			for _, k := range keys {
+				if k.live(h.now()) {
+					live++
+				}
+			}
+			if live >= maxKeysPerAccount {
+				return gateway.Errorf(CodeLimitReached, "an account holds at most %d live keys: revoke one with DELETE /v0/keys/{prefix}", maxKeysPerAccount)
+			}
+			return putKey(tx, rec)
+		})
+		if errors.Is(err, errKeyCollision) && attempt < 3 {
+			continue
+		}
+		if err != nil {
+			a.fail(w, r, err)
+			return
+		}
+		w.Header().Set("Cache-Control", "no-store")
+		writeJSON(w, http.StatusCreated, newKeyAnswer{Key: key, keyView: rec.view(),
+			Note: "The key is shown once, now: store it. It acts under " + body.Mandate + " only."})
+		return
+	}
+}
+
+// revokeKey is DELETE /v0/keys/{prefix}: one of the caller's keys stops
+// working at once.
+func (a *api) revokeKey(w http.ResponseWriter, r *http.Request, ps httprouter.Params, p *principal) {
+	h := a.hosted
+	prefix := ps.ByName("prefix")
+	if len(prefix) != keyPrefixLen || !strings.HasPrefix(prefix, "hlk_") {
+		a.fail(w, r, gateway.Errorf(gateway.CodeInvalidRequest, "%q is not a key prefix: name a key by its first %d characters, such as hlk_a_ab12cd34 (GET /v0/me lists them), never the whole key", redactKeys(prefix), keyPrefixLen))
+		return
+	}
+	var rec keyRecord
+	err := h.store.Update(r.Context(), func(tx *kv.Tx) error {
+		var hash string
+		if err := tx.Get(kv.BucketKeys, keyByAccount(p.account, prefix), &hash); errors.Is(err, kv.ErrNotFound) {
+			return notFound("no key %s", prefix)
+		} else if err != nil {
+			return err
+		}
+		if err := tx.Get(kv.BucketKeys, keyByHash(hash), &rec); err != nil {
+			return err
+		}
+		if rec.Revoked != nil {
+			return gateway.Errorf(CodeKeyRevoked, "key %s was revoked already", prefix)
+		}
+		return revokeKey(tx, &rec, h.now())
+	})
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"prefix": rec.Prefix, "revoked": rec.Revoked})
+}

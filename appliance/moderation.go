@@ -1,0 +1,414 @@
+package appliance
+
+import (
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/julienschmidt/httprouter"
+
+	"holon.dev/holon/gateway"
+	"holon.dev/holon/journal"
+	"holon.dev/holon/kv"
+)
+
+// Moderation actions, as the log names them.
+const (
+	actionCredit  = "credit"
+	actionDisable = "disable"
+	actionYank    = "yank"
+)
+
+// maxReason bounds a moderation reason.
+const maxReason = 1000
+
+// modEntry is one operator action in the moderation log (kv.BucketModLog,
+// append-only): what was done, to whom, why and when.
+type modEntry struct {
+	Seq    uint64    `json:"seq"`
+	Time   time.Time `json:"time"`
+	Actor  string    `json:"actor"`
+	Action string    `json:"action"`
+	// Target is an account handle or an agent version (ns/name@version).
+	Target string          `json:"target"`
+	Reason string          `json:"reason"`
+	Amount *journal.Amount `json:"amount,omitempty"`
+	// Entry is the journal key of a credit (admin-credit:<uuid>).
+	Entry string `json:"entry,omitempty"`
+	// Agents are the versions a disable yanked with the account.
+	Agents []string `json:"agents,omitempty"`
+}
+
+// yankRecord marks an agent version withdrawn by the operator
+// (kv.BucketSettings, "yanked/<ns/name@version>"). Start-up skips it, so a
+// yank outlives restarts whatever the version's source.
+type yankRecord struct {
+	Ref    string    `json:"ref"`
+	Reason string    `json:"reason"`
+	Time   time.Time `json:"time"`
+}
+
+func yankKey(ref string) string { return "yanked/" + ref }
+
+// yankedRefs lists the versions the operator withdrew.
+func yankedRefs(store *kv.Store) ([]string, error) {
+	var refs []string
+	err := store.View(func(tx *kv.Tx) error {
+		return tx.ForEach(kv.BucketSettings, "yanked/", func(k string, _ json.RawMessage) (bool, error) {
+			refs = append(refs, strings.TrimPrefix(k, "yanked/"))
+			return true, nil
+		})
+	})
+	return refs, err
+}
+
+func checkReason(reason string) error {
+	reason = strings.TrimSpace(reason)
+	switch {
+	case reason == "":
+		return gateway.Errorf(gateway.CodeInvalidRequest, "reason is required: the moderation log keeps why each action was taken")
+	case len(reason) > maxReason:
+		return gateway.Errorf(gateway.CodeInvalidRequest, "reason is longer than %d characters", maxReason)
+	}
+	return nil
+}
+
+// newUUID draws a random (version 4) UUID.
+func newUUID(rand io.Reader) (string, error) {
+	b := make([]byte, 16)
+	if _, err := io.ReadFull(rand, b); err != nil {
+		return "", fmt.Errorf("draw a uuid: %w", err)
+	}
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	h := hex.EncodeToString(b)
+	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:], nil
+}
+
+type creditBody struct {
+	Account string          `json:"account"`
+	Amount  *journal.Amount `json:"amount"`
+	Reason  string          `json:"reason,omitempty"`
+}
+
+// adminCredit is POST /v0/admin/credit: demo credit to an account,
+// journaled as admin-credit:<uuid> from external:demo-credit, logged.
+func (a *api) adminCredit(w http.ResponseWriter, r *http.Request, _ httprouter.Params, _ *principal) {
+	h := a.hosted
+	var body creditBody
+	if err := decodeBody(r, &body); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	switch {
+	case body.Account == "":
+		a.fail(w, r, gateway.Errorf(gateway.CodeInvalidRequest, "account is required: the handle to credit"))
+		return
+	case body.Amount == nil || *body.Amount <= 0:
+		a.fail(w, r, gateway.Errorf(gateway.CodeInvalidRequest, `amount is required: a positive decimal string such as "5.00"`))
+		return
+	}
+	reason := strings.TrimSpace(body.Reason)
+	if reason == "" {
+		reason = "demo credit"
+	} else if err := checkReason(reason); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	id, err := newUUID(h.rand)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	key := "admin-credit:" + id
+	var bal kv.Account
+	err = h.store.Update(r.Context(), func(tx *kv.Tx) error {
+		var acct account
+		if err := tx.Get(kv.BucketUsers, body.Account, &acct); errors.Is(err, kv.ErrNotFound) {
+			return notFound("no account %s", body.Account)
+		} else if err != nil {
+			return err
+		}
+		if _, err := h.engine.CreditTx(tx, key, body.Account, *body.Amount); err != nil {
+			return err
+		}
+		amt := *body.Amount
+		if _, err := tx.Append(kv.BucketModLog, modEntry{Time: h.now().UTC(), Actor: kindAdmin, Action: actionCredit,
+			Target: body.Account, Reason: reason, Amount: &amt, Entry: key}); err != nil {
+			return err
+		}
+		var err error
+		bal, err = tx.Account(body.Account)
+		return err
+	})
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{
+		"account": body.Account, "amount": body.Amount, "entry": key,
+		"balance": accountView{Account: body.Account, Balance: bal.Balance, Held: bal.Held, Available: bal.Available()},
+	})
+}
+
+type disableBody struct {
+	Reason     string `json:"reason"`
+	YankAgents bool   `json:"yank_agents,omitempty"`
+}
+
+// adminDisable is POST /v0/admin/accounts/{handle}/disable: every key of
+// the account is revoked at once, its email cannot sign up again, and with
+// yank_agents its agent versions (not the shipped ones) stop being listed.
+func (a *api) adminDisable(w http.ResponseWriter, r *http.Request, ps httprouter.Params, _ *principal) {
+	h := a.hosted
+	handle := ps.ByName("handle")
+	var body disableBody
+	if err := decodeBody(r, &body); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	if err := checkReason(body.Reason); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	reason := strings.TrimSpace(body.Reason)
+	var yank []string
+	if body.YankAgents {
+		for _, v := range a.engine.Registry().Latest() {
+			if v.Manifest.NS() != handle {
+				continue
+			}
+			for _, x := range a.engine.Registry().Versions(v.Manifest.ID) {
+				if !x.Shipped {
+					yank = append(yank, x.Manifest.Ref())
+				}
+			}
+		}
+	}
+	now := h.now().UTC()
+	revoked := 0
+	err := h.store.Update(r.Context(), func(tx *kv.Tx) error {
+		revoked = 0
+		var acct account
+		if err := tx.Get(kv.BucketUsers, handle, &acct); errors.Is(err, kv.ErrNotFound) {
+			return notFound("no account %s", handle)
+		} else if err != nil {
+			return err
+		}
+		if acct.Disabled != nil {
+			return gateway.Errorf(CodeAccountDisabled, "%s was disabled already, at %s", handle, acct.Disabled.At.Format(time.RFC3339))
+		}
+		acct.Disabled = &disabledMark{At: now, Reason: reason}
+		if err := tx.Put(kv.BucketUsers, handle, acct); err != nil {
+			return err
+		}
+		if err := tx.Put(kv.BucketEmails, acct.Email, emailRecord{Handle: handle, Disabled: true}); err != nil {
+			return err
+		}
+		keys, err := accountKeys(tx, handle)
+		if err != nil {
+			return err
+		}
+		for _, k := range keys {
+			if k.Revoked == nil {
+				if err := revokeKey(tx, k, now); err != nil {
+					return err
+				}
+				revoked++
+			}
+		}
+		if _, err := tx.Append(kv.BucketModLog, modEntry{Time: now, Actor: kindAdmin, Action: actionDisable,
+			Target: handle, Reason: reason, Agents: yank}); err != nil {
+			return err
+		}
+		for _, ref := range yank {
+			if err := putYank(tx, ref, "account "+handle+" disabled: "+reason, now); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	for _, ref := range yank {
+		a.engine.Registry().Remove(ref)
+	}
+	if yank == nil {
+		yank = []string{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"account": handle, "disabled": now, "reason": reason,
+		"keys_revoked": revoked, "yanked": yank})
+}
+
+// putYank records a yank and logs it.
+func putYank(tx *kv.Tx, ref, reason string, now time.Time) error {
+	if err := tx.Put(kv.BucketSettings, yankKey(ref), yankRecord{Ref: ref, Reason: reason, Time: now}); err != nil {
+		return err
+	}
+	_, err := tx.Append(kv.BucketModLog, modEntry{Time: now, Actor: kindAdmin, Action: actionYank, Target: ref, Reason: reason})
+	return err
+}
+
+type yankBody struct {
+	Reason string `json:"reason"`
+}
+
+// adminYank is POST /v0/admin/agents/{ns}/{name}@{version}/yank: the
+// version stops being listed and resolved, for good (its number stays
+// taken). Shipped agents change with the code, not this way.
+func (a *api) adminYank(w http.ResponseWriter, r *http.Request, ps httprouter.Params, _ *principal) {
+	h := a.hosted
+	ref := ps.ByName("ns") + "/" + ps.ByName("name")
+	var body yankBody
+	if err := decodeBody(r, &body); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	if !strings.Contains(ref, "@") {
+		a.fail(w, r, gateway.Errorf(gateway.CodeInvalidRequest, "name the exact version: /v0/admin/agents/%s@<version>/yank", ref))
+		return
+	}
+	if err := checkReason(body.Reason); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	reason := strings.TrimSpace(body.Reason)
+	v, ok := a.engine.Registry().Get(ref)
+	if !ok {
+		var yr yankRecord
+		if err := h.store.View(func(tx *kv.Tx) error { return tx.Get(kv.BucketSettings, yankKey(ref), &yr) }); err == nil {
+			a.fail(w, r, gateway.Errorf(CodeAlreadyYanked, "%s was yanked already, at %s", ref, yr.Time.Format(time.RFC3339)))
+			return
+		}
+		a.fail(w, r, notFound("no agent version %s is listed", ref))
+		return
+	}
+	if v.Shipped {
+		a.fail(w, r, gateway.Errorf(CodeShippedAgent, "%s ships with the gateway and changes with its code: remove it from HOLON_REGISTRY instead", ref))
+		return
+	}
+	now := h.now().UTC()
+	err := h.store.Update(r.Context(), func(tx *kv.Tx) error {
+		var yr yankRecord
+		if err := tx.Get(kv.BucketSettings, yankKey(ref), &yr); err == nil {
+			return gateway.Errorf(CodeAlreadyYanked, "%s was yanked already", ref)
+		}
+		return putYank(tx, ref, reason, now)
+	})
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	a.engine.Registry().Remove(ref)
+	writeJSON(w, http.StatusOK, map[string]any{"agent": ref, "yanked": now, "reason": reason})
+}
+
+// adminAccountView is an account as the operator sees it.
+type adminAccountView struct {
+	Handle   string         `json:"handle"`
+	Email    string         `json:"email"`
+	Created  time.Time      `json:"created"`
+	Disabled *disabledMark  `json:"disabled"`
+	Mandates []string       `json:"mandates"`
+	Balance  journal.Amount `json:"balance"`
+	Held     journal.Amount `json:"held"`
+}
+
+// adminAccounts is GET /v0/admin/accounts?q=&limit=: accounts whose handle
+// or email contains q, by handle.
+func (a *api) adminAccounts(w http.ResponseWriter, r *http.Request, _ httprouter.Params, _ *principal) {
+	q := strings.ToLower(r.URL.Query().Get("q"))
+	limit, err := queryLimit(r, 100, 1000)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	out := []adminAccountView{}
+	err = a.hosted.store.View(func(tx *kv.Tx) error {
+		return tx.ForEach(kv.BucketUsers, "", func(_ string, raw json.RawMessage) (bool, error) {
+			var acct account
+			if err := json.Unmarshal(raw, &acct); err != nil {
+				return false, err
+			}
+			if q != "" && !strings.Contains(acct.Handle, q) && !strings.Contains(acct.Email, q) {
+				return true, nil
+			}
+			bal, err := tx.Account(acct.Handle)
+			if err != nil {
+				return false, err
+			}
+			out = append(out, adminAccountView{Handle: acct.Handle, Email: acct.Email, Created: acct.Created,
+				Disabled: acct.Disabled, Mandates: acct.Mandates, Balance: bal.Balance, Held: bal.Held})
+			return len(out) < limit, nil
+		})
+	})
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"accounts": out})
+}
+
+// adminLog is GET /v0/admin/log?after=&limit=: the moderation log, oldest
+// first, from the entry after seq `after`.
+func (a *api) adminLog(w http.ResponseWriter, r *http.Request, _ httprouter.Params, _ *principal) {
+	limit, err := queryLimit(r, 100, 1000)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	var after uint64
+	if s := r.URL.Query().Get("after"); s != "" {
+		if after, err = strconv.ParseUint(s, 10, 64); err != nil {
+			a.fail(w, r, gateway.Errorf(gateway.CodeInvalidRequest, "after must be the seq of a log entry"))
+			return
+		}
+	}
+	out := []modEntry{}
+	next := ""
+	err = a.hosted.store.View(func(tx *kv.Tx) error {
+		return tx.ForEach(kv.BucketModLog, "", func(k string, raw json.RawMessage) (bool, error) {
+			seq := binary.BigEndian.Uint64([]byte(k))
+			if seq <= after {
+				return true, nil
+			}
+			if len(out) == limit {
+				next = strconv.FormatUint(out[len(out)-1].Seq, 10)
+				return false, nil
+			}
+			var e modEntry
+			if err := json.Unmarshal(raw, &e); err != nil {
+				return false, err
+			}
+			e.Seq = seq
+			out = append(out, e)
+			return true, nil
+		})
+	})
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"entries": out, "next": next})
+}
+
+func queryLimit(r *http.Request, def, max int) (int, error) {
+	s := r.URL.Query().Get("limit")
+	if s == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 || n > max {
+		return 0, gateway.Errorf(gateway.CodeInvalidRequest, "limit must be between 1 and %d", max)
+	}
+	return n, nil
+}
