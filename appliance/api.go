@@ -53,6 +53,12 @@ func (a *api) routes() {
 	a.handle("GET", "/v0/receipts/:id", accessHuman|accessAgent, a.getReceipt)
 	a.handle("GET", "/v0/mandates/:ns/:name", accessHuman|accessAgent, a.getMandate)
 	a.handle("GET", "/v0/accounts", accessHuman|accessAdmin, a.listAccounts)
+	// The live backup: every row, so the operator's alone (open on a dev
+	// gateway, like everything there).
+	backupHandler := BackupHandler(a.engine.Store())
+	a.handle("GET", "/v0/admin/backup", accessAdmin, func(w http.ResponseWriter, r *http.Request, _ httprouter.Params, _ *principal) {
+		backupHandler.ServeHTTP(w, r)
+	})
 	if a.hosted != nil {
 		a.hostedRoutes()
 	}

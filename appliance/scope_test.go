@@ -90,6 +90,7 @@ func TestScope_Matrix(t *testing.T) {
 		{"POST", "/v0/admin/agents/test-lab/echo@1.1.0/yank", fixed(reason), [6]int{401, 403, 403, 200, 403, 403}},
 		{"GET", "/v0/admin/accounts", nil, [6]int{401, 403, 403, 200, 403, 403}},
 		{"GET", "/v0/admin/log", nil, [6]int{401, 403, 403, 200, 403, 403}},
+		{"GET", "/v0/admin/backup", nil, [6]int{401, 403, 403, 200, 403, 403}},
 	}
 	wantCode := map[int]string{401: "unauthenticated", 403: "forbidden", 404: "not_found"}
 	for _, rw := range rows {

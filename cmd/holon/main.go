@@ -52,6 +52,9 @@ func (m *Main) commands() []command {
 		&serveCommand{stderr: m.Stderr, getenv: m.Getenv},
 		&validateCommand{stdout: m.Stdout, stderr: m.Stderr},
 		&versionCommand{stdout: m.Stdout},
+		&backupCommand{stdout: m.Stdout, stderr: m.Stderr, getenv: m.Getenv},
+		&restoreCommand{stdin: m.Stdin, stdout: m.Stdout, stderr: m.Stderr},
+		&verifyCommand{stdin: m.Stdin, stdout: m.Stdout, stderr: m.Stderr},
 	}
 }
 

@@ -1,0 +1,163 @@
+package backup_test
+
+import (
+	"bytes"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"holon.dev/holon/backup"
+	"holon.dev/holon/kv"
+)
+
+// Ensure that verify passes a consistent store and says what it checked.
+func TestVerify_Passes(t *testing.T) {
+	s := openStore(t, "")
+	fixture(t, s)
+	rep, err := backup.Verify(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	rep.WriteTo(&out)
+	if !rep.OK() {
+		t.Fatalf("verify failed on a consistent store:\n%s", out.String())
+	}
+	for _, want := range []string{
+		"ok    journal        7 entries: each sums to zero",
+		"ok    balances       5 accounts",
+		"ok    settlements    5 billed receipts against 5 settle entries",
+		"ok    receipt trees  10 receipts, 1 with children",
+		"ok    holds          1 holds for 1 running calls",
+		"verify: all 8 checks passed",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+// Ensure that verify catches hand edits of a backup whose checksum was
+// recomputed to hide them, each in the check it belongs to; and that an
+// edit without a new checksum is refused as corrupted before any check.
+func TestVerify_CatchesEdits(t *testing.T) {
+	s := openStore(t, "")
+	fixture(t, s)
+	ls := lines(writeBackup(t, s))
+
+	tests := []struct {
+		name  string
+		edit  func([]string) []string
+		check string
+		msg   string
+	}{
+		{"a balance edited by hand", func(ls []string) []string {
+			return editRow(t, ls, "accounts", `"k":"bob"`, func(v map[string]any) { v["balance"] = "50.00" })
+		}, backup.CheckBalances, "account bob: balance 50.00, its journal lines sum to 4.92"},
+		{"a journal row altered (still balanced)", func(ls []string) []string {
+			return editRow(t, ls, "journal", `"key":"settle:r1"`, func(v map[string]any) {
+				lines := v["lines"].([]any)
+				lines[0].(map[string]any)["amount"] = "-0.09"
+				lines[2].(map[string]any)["amount"] = "0.082"
+			})
+		}, backup.CheckJournal, "its content does not match its hash: the row was altered"},
+		{"a journal row made unbalanced", func(ls []string) []string {
+			return editRow(t, ls, "journal", `"key":"signup:bob"`, func(v map[string]any) {
+				v["lines"].([]any)[1].(map[string]any)["amount"] = "50.00"
+			})
+		}, backup.CheckJournal, "lines sum to 45.00, want 0"},
+		{"a journal row removed", func(ls []string) []string {
+			for i, l := range ls {
+				if strings.HasPrefix(l, `{"t":"journal","kn":3,`) {
+					return append(append([]string(nil), ls[:i]...), ls[i+1:]...)
+				}
+			}
+			t.Fatal("no journal row 3")
+			return nil
+		}, backup.CheckJournal, "row 3 is missing"},
+		{"a receipt's cost edited", func(ls []string) []string {
+			return editRow(t, ls, "receipts", `"id":"r1"`, func(v map[string]any) {
+				v["cost"] = map[string]any{"own": "0.05", "downstream": "0.00", "total": "0.05"}
+			})
+		}, backup.CheckSettlements, "receipt r1: splits sum to 0.08, cost.own is 0.05"},
+		{"a receipt's splits edited", func(ls []string) []string {
+			return editRow(t, ls, "receipts", `"id":"r1"`, func(v map[string]any) {
+				v["splits"] = []any{map[string]any{"to": "holon", "amount": "0.008"}, map[string]any{"to": "lena", "amount": "0.072"}}
+			})
+		}, backup.CheckSettlements, "entry settle:r1 (row 3) moves alice -0.08, holon 0.008, holon-labs 0.072; receipt r1 says alice -0.08, holon 0.008, lena 0.072"},
+		{"a settlement without its receipt being billed", func(ls []string) []string {
+			return editRow(t, ls, "receipts", `"id":"r1"`, func(v map[string]any) { v["billed"] = false })
+		}, backup.CheckSettlements, "exists, but receipt r1 is not billed"},
+		{"a child that points elsewhere", func(ls []string) []string {
+			return editRow(t, ls, "receipts", `"id":"r4"`, func(v map[string]any) { v["parent"] = "r1" })
+		}, backup.CheckTrees, "its child r4 does not point back to it"},
+		{"a downstream cost that does not add up", func(ls []string) []string {
+			return editRow(t, ls, "receipts", `"id":"r3"`, func(v map[string]any) {
+				v["cost"] = map[string]any{"own": "0.10", "downstream": "0.08", "total": "0.18"}
+			})
+		}, backup.CheckTrees, "receipt r3: cost.downstream is 0.08, its children paid by alice were billed 0.092 in all"},
+		{"a hold that outlives its call", func(ls []string) []string {
+			return editRow(t, ls, "receipts", `"id":"r10"`, func(v map[string]any) { v["status"] = "failed" })
+		}, backup.CheckHolds, "hold r10 outlives its call: the receipt is failed"},
+		{"held money without a hold", func(ls []string) []string {
+			return editRow(t, ls, "accounts", `"k":"bob"`, func(v map[string]any) { v["held"] = "1.00" })
+		}, backup.CheckHolds, "account bob holds 1.00, its calls in flight hold 0.00"},
+		{"an approval that kept its input", func(ls []string) []string {
+			return editRow(t, ls, "approvals", `"id":"a2"`, func(v map[string]any) { v["input"] = map[string]any{"name": "x"} })
+		}, backup.CheckApprovals, "approval a2 is used but still keeps its input"},
+		{"a record that does not add up", func(ls []string) []string {
+			return editRow(t, ls, "records", `"k":"holon-labs/company-lookup@1.0.0"`, func(v map[string]any) { v["runs"] = 7 })
+		}, backup.CheckRecords, "agent holon-labs/company-lookup@1.0.0: record says 7 runs"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			edited := tt.edit(ls)
+			rep, _, err := backup.VerifyFile(bytes.NewReader(reseal(t, edited)), t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out bytes.Buffer
+			rep.WriteTo(&out)
+			c := rep.Check(tt.check)
+			if rep.OK() || c.OK() {
+				t.Fatalf("verify did not fail %s:\n%s", tt.check, out.String())
+			}
+			if !strings.Contains(strings.Join(c.Problems, "\n"), tt.msg) {
+				t.Errorf("check %s does not say %q:\n%s", tt.check, tt.msg, out.String())
+			}
+			if !strings.Contains(out.String(), "FAIL  "+tt.check) {
+				t.Errorf("the report does not show the failure:\n%s", out.String())
+			}
+			// The same edit without a new checksum is caught as corruption.
+			raw := []byte(strings.Join(edited, "\n") + "\n")
+			if _, _, err := backup.VerifyFile(bytes.NewReader(raw), t.TempDir()); !errors.Is(err, backup.ErrCorrupt) {
+				t.Errorf("unsealed edit: error %v, want ErrCorrupt", err)
+			}
+		})
+	}
+}
+
+// Ensure that verify checks a store edited by hand (restored from an edited
+// copy) the same way: the damage is in the store, not only in a file.
+func TestVerify_EditedStore(t *testing.T) {
+	s := openStore(t, "")
+	fixture(t, s)
+	ls := editRow(t, lines(writeBackup(t, s)), "accounts", `"k":"alice"`, func(v map[string]any) { v["balance"] = "100.00" })
+	path := filepath.Join(t.TempDir(), "edited.db")
+	if _, err := backup.Restore(bytes.NewReader(reseal(t, ls)), path, nil); err != nil {
+		t.Fatal(err)
+	}
+	ro, err := kv.OpenReadOnly(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	rep, err := backup.Verify(ro)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := rep.Check(backup.CheckBalances); c.OK() || !strings.Contains(c.Problems[0], "account alice: balance 100.00") {
+		t.Errorf("balances: %+v", c)
+	}
+}
