@@ -124,6 +124,7 @@ runtime: {kind: dev, tool: script}
 downstream: {mode: passthrough, cap: "0.20"}
 calls:
   - {agent: acme/echo, max_cost: "0.10"}
+  - {agent: acme/hang, max_cost: "0.10"}
 `)
 	// agentOrchIncluded pays its calls itself, out of its own price.
 	agentOrchIncluded = agentDoc("acme/orch-inc", "1.0.0", `

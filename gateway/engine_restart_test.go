@@ -117,3 +117,35 @@ func TestEngine_Recover(t *testing.T) {
 		t.Error("the old engine still takes calls")
 	}
 }
+
+// Ensure that a restart with a nested delegated run in flight (orch → orch2
+// → a finished echo and a hanging call) passes the finished grandchild's
+// cost up the tree: orch2's downstream is the echo's 0.10, and orch's
+// downstream is orch2's total, so the tree still adds up (the cleanup
+// checks every parent's downstream against its children).
+func TestEngine_Recover_Nested(t *testing.T) {
+	started, release := make(chan string, 2), make(chan struct{})
+	defer close(release)
+	h := testHandlers()
+	h["hang"] = blockingHandler(started, release)
+	te := newEngine(t, allAgents, h, mainMandate)
+	go te.eng.Call(context.Background(), gateway.CallInput{Mandate: "alice/main", Agent: "acme/orch",
+		Input: script(scriptCall{Agent: "acme/orch2", Input: script(scriptCall{Agent: "acme/echo"}, scriptCall{Agent: "acme/hang"})})})
+	hanging := wait(t, started, "the grandchild to start")
+	te.restart(t)
+	if n, err := te.eng.Recover(context.Background()); err != nil || n != 3 {
+		t.Fatalf("Recover: closed %d, %v; want 3", n, err)
+	}
+	grand := te.receipt(t, hanging)
+	mid := te.receipt(t, *grand.Parent)
+	root := te.receipt(t, *mid.Parent)
+	if mid.Cost.Downstream != eur("0.10") || mid.Cost.Total != eur("0.10") {
+		t.Errorf("orch2 cost %+v, want the echo's 0.10", mid.Cost)
+	}
+	if root.Cost.Downstream != eur("0.10") || root.Cost.Total != eur("0.10") {
+		t.Errorf("orch cost %+v, want orch2's total 0.10", root.Cost)
+	}
+	if st := te.mandate(t, "alice/main"); st.Spent != eur("0.10") || st.Reserved != 0 {
+		t.Errorf("mandate spent %s reserved %s, want 0.10 and 0", st.Spent, st.Reserved)
+	}
+}

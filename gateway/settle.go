@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"sort"
 	"sync"
 	"time"
 
@@ -299,6 +300,24 @@ func (e *Engine) Recover(ctx context.Context) (int, error) {
 	}); err != nil {
 		return 0, err
 	}
+	// Children first: a closed child's billed downstream (its finished
+	// grandchildren) is passed up to its parent, still in flight too.
+	inFlight := map[string]*kv.Hold{}
+	for _, h := range holds {
+		inFlight[h.Receipt] = h
+	}
+	depth := func(h *kv.Hold) int {
+		d := 0
+		for p := h.Parent; p != "" && d <= len(holds); d++ {
+			ph, ok := inFlight[p]
+			if !ok {
+				break
+			}
+			p = ph.Parent
+		}
+		return d
+	}
+	sort.SliceStable(holds, func(i, j int) bool { return depth(holds[i]) > depth(holds[j]) })
 	for _, h := range holds {
 		err := e.store.Update(ctx, func(tx *kv.Tx) error {
 			h, err := tx.Hold(h.Receipt)
@@ -317,6 +336,11 @@ func (e *Engine) Recover(ctx context.Context) (int, error) {
 			r.Cost = kv.Cost{Downstream: h.Downstream, Total: h.Downstream}
 			r.Children = append([]string{}, h.Children...)
 			r.DurationMS = e.now().Sub(h.Started).Milliseconds()
+			if _, err := tx.Hold(h.Parent); h.Parent != "" && err == nil {
+				if err := e.creditParent(tx, h, r); err != nil {
+					return err
+				}
+			}
 			if err := tx.PutReceipt(r); err != nil {
 				return err
 			}
