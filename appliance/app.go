@@ -32,6 +32,8 @@ type App struct {
 	engine  *gateway.Engine
 	log     *slog.Logger
 	handler http.Handler
+	mcp     *gateway.MCPRunner
+	webhook *gateway.WebhookRunner
 	stop    context.CancelFunc
 	done    chan struct{}
 }
@@ -74,7 +76,11 @@ func Open(ctx context.Context, cfg Config) (*App, error) {
 func (a *App) init(ctx context.Context) error {
 	reg := gateway.NewRegistry()
 	dev := gateway.NewDevRuntime()
-	agents.Register(dev)
+	agents.RegisterWith(dev, a.cfg.Agents)
+	exclude := a.cfg.Exclude
+	if exclude == nil {
+		exclude = agents.DefaultExclude
+	}
 	for name, h := range a.cfg.DevHandlers {
 		dev.Register(name, h)
 	}
@@ -94,6 +100,7 @@ func (a *App) init(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("registry %s: %w", src, err)
 		}
+		ms = agents.Without(ms, exclude)
 		for _, m := range ms {
 			if m.Runtime.Kind == gateway.RuntimeDev && !dev.Has(gateway.DevHandlerName(m)) {
 				return fmt.Errorf("registry %s: %s is a dev agent with no handler %q compiled into this gateway", src, m.Ref(), gateway.DevHandlerName(m))
@@ -118,10 +125,17 @@ func (a *App) init(ctx context.Context) error {
 	for _, ref := range yanked {
 		reg.Remove(ref)
 	}
+	remote := gateway.RemoteConfig{Guard: gateway.NetGuard{AllowPrivate: a.cfg.AllowPrivateEndpoints}, Logger: a.log}
+	a.mcp, a.webhook = gateway.NewMCPRunner(remote), gateway.NewWebhookRunner(remote)
 	a.engine = gateway.New(gateway.Config{
-		Store:          a.store,
-		Registry:       reg,
-		Runners:        map[string]gateway.Runner{gateway.RuntimeDev: dev},
+		Store:    a.store,
+		Registry: reg,
+		Runners: map[string]gateway.Runner{
+			gateway.RuntimeDev:     dev,
+			gateway.RuntimeMCP:     a.mcp,
+			gateway.RuntimeWebhook: a.webhook,
+		},
+		PublicURL:      a.cfg.PublicURL,
 		Now:            a.cfg.Now,
 		SignupCredit:   a.cfg.SignupCredit,
 		Logger:         a.log,
@@ -237,6 +251,12 @@ func (a *App) Close() error {
 	if a.stop != nil {
 		a.stop()
 		<-a.done
+	}
+	if a.mcp != nil {
+		a.mcp.Close()
+	}
+	if a.webhook != nil {
+		a.webhook.Close()
 	}
 	return a.store.Close()
 }

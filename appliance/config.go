@@ -62,8 +62,14 @@ type Config struct {
 	Env string
 	// AdminKey is the operator's key (HOLON_ADMIN_KEY); empty: no admin.
 	AdminKey string
-	// PublicURL is the public https origin (HOLON_PUBLIC_URL).
+	// PublicURL is the public https origin (HOLON_PUBLIC_URL); remote
+	// orchestrators get delegation URLs under it.
 	PublicURL string
+	// Agents configures the shipped agents (summarize's API key and base URL).
+	Agents agents.Options
+	// Exclude lists agents left out of every registry source
+	// (HOLON_EXCLUDE); nil means agents.DefaultExclude.
+	Exclude []string
 	// SiteURL is the public https site (HOLON_SITE_URL).
 	SiteURL string
 	// FileSecret signs file links (HOLON_FILE_SECRET).
@@ -163,6 +169,12 @@ func ConfigFromEnv(getenv func(string) string, cfg *Config) error {
 	}
 	cfg.AdminKey = getenv("HOLON_ADMIN_KEY")
 	cfg.PublicURL = getenv("HOLON_PUBLIC_URL")
+	cfg.Agents = agents.OptionsFromEnv(getenv)
+	if ex, err := agents.ParseExclude(getenv("HOLON_EXCLUDE")); err != nil {
+		errs = append(errs, fmt.Errorf("HOLON_EXCLUDE: %w", err))
+	} else {
+		cfg.Exclude = ex
+	}
 	cfg.SiteURL = getenv("HOLON_SITE_URL")
 	cfg.FileSecret = getenv("HOLON_FILE_SECRET")
 	cfg.GitHubClientID = getenv("HOLON_GITHUB_CLIENT_ID")

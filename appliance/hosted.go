@@ -122,6 +122,9 @@ func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	if a.serveDelegated(sw, r) {
+		return
+	}
 	a.router.ServeHTTP(sw, r)
 }
 

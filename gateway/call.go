@@ -95,8 +95,15 @@ func (e *Engine) Call(ctx context.Context, in CallInput) (*CallResult, error) {
 	})
 }
 
-func (e *Engine) call(ctx context.Context, sp callSpec) (*CallResult, error) {
+func (e *Engine) call(ctx context.Context, sp callSpec) (res *CallResult, err error) {
 	start := e.now()
+	if e.onCall != nil {
+		defer func() {
+			if err == nil && res != nil && res.Receipt != nil {
+				e.onCall(res.Receipt, e.now().Sub(start))
+			}
+		}()
+	}
 	m := sp.mandate
 	if m == nil {
 		err := e.store.View(func(tx *kv.Tx) error {
@@ -434,7 +441,7 @@ func (e *Engine) run(ctx context.Context, m *Mandate, v *AgentVersion, sp callSp
 	if sp.parent != nil {
 		st.account = sp.parent.account
 	}
-	inv := &Invocation{Manifest: a, Input: sp.input, Receipt: rs.receipt.ID}
+	inv := &Invocation{Manifest: a, Input: sp.input, Receipt: rs.receipt.ID, Shipped: v.Shipped}
 	if sp.maxCost != nil {
 		if mc, err := journal.ConvertBackDown(*sp.maxCost, rate); err == nil {
 			inv.MaxCost = &mc

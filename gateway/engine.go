@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -39,6 +40,15 @@ type Config struct {
 	// store is broken): the process should stop, as memory and file would
 	// disagree. Nil: the error is logged.
 	OnStoreFailure func(error)
+	// OnCall, when set, is told of every call the engine answered (root,
+	// delegated or approved-and-run): its receipt as answered and how long
+	// the engine took. Metrics use it; it must return quickly and never
+	// keep the receipt.
+	OnCall func(r *kv.Receipt, d time.Duration)
+	// PublicURL is the gateway's public origin (HOLON_PUBLIC_URL): remote
+	// orchestrators make their delegated calls at <PublicURL>/v0/calls.
+	// Empty: remote agents that declare calls fail with gateway_error.
+	PublicURL string
 }
 
 // Engine runs the call lifecycle of gateway.md §1 on a store.
@@ -50,9 +60,14 @@ type Engine struct {
 	credit   journal.Amount
 	log      *slog.Logger
 	fail     func(error)
+	onCall   func(*kv.Receipt, time.Duration)
 
 	mandatesMu sync.Mutex
 	mandates   map[string]cachedMandate
+
+	// publicURL and delegations serve remote delegation (delegation.go).
+	publicURL   string
+	delegations delegations
 }
 
 type cachedMandate struct {
@@ -70,7 +85,10 @@ func New(cfg Config) *Engine {
 		credit:   cfg.SignupCredit,
 		log:      cfg.Logger,
 		fail:     cfg.OnStoreFailure,
+		onCall:   cfg.OnCall,
 		mandates: map[string]cachedMandate{},
+
+		publicURL: strings.TrimRight(cfg.PublicURL, "/"),
 	}
 	if e.now == nil {
 		e.now = time.Now

@@ -22,8 +22,12 @@ type Invocation struct {
 	// Receipt is the id of the call's receipt.
 	Receipt string
 	// Delegate makes the agent's downstream calls; nil when the agent
-	// declares no calls.
+	// declares no calls. For a remote agent it also implements
+	// DelegationGranter.
 	Delegate Delegator
+	// Shipped is true for an agent shipped with the gateway: its remote
+	// endpoint is exempt from the network guard (gateway.md §7).
+	Shipped bool
 }
 
 // RunResult is how a run ended, as a runtime saw it.
@@ -196,6 +200,10 @@ func (c *Ctx) MaxCost() (journal.Amount, bool) {
 
 // Receipt is the id of the run's receipt.
 func (c *Ctx) Receipt() string { return c.inv.Receipt }
+
+// Manifest is the exact agent version being run (its pricing, for an agent
+// that estimates its own cost).
+func (c *Ctx) Manifest() *Manifest { return c.inv.Manifest }
 
 func (c *Ctx) result(out any, err error) RunResult {
 	c.mu.Lock()

@@ -1,7 +1,8 @@
 // Package agents holds the agents compiled into the binary (runtime.kind:
 // dev): each one's holon.yaml, embedded, and its handler in Go, one file per
 // agent. Two sets exist: "agents", the shipped agents that do real work
-// (holon-labs/csv-profile), and "examples", the demo agents that replay the
+// (holon-labs/csv-profile, and holon-labs/summarize, excluded by default),
+// and "examples", the demo agents that replay the
 // delegated invoice run of spec/gateway.md §4 (holon-labs/invoice-pipeline,
 // holon-labs/text-tables, holon-labs/company-lookup).
 //
@@ -15,6 +16,7 @@ import (
 	"io/fs"
 	"path"
 	"slices"
+	"strings"
 
 	"holon.dev/holon/gateway"
 )
@@ -59,12 +61,67 @@ func Load(set string) ([]*gateway.Manifest, error) {
 	return ms, nil
 }
 
+// Options are the operator's settings of the agents that need them.
+type Options struct {
+	// Summarize configures holon-labs/summarize.
+	Summarize SummarizeConfig
+}
+
+// OptionsFromEnv reads the agents' settings from the environment:
+// ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL and HOLON_SUMMARIZE_MODEL.
+func OptionsFromEnv(getenv func(string) string) Options {
+	return Options{Summarize: SummarizeConfigFromEnv(getenv)}
+}
+
 // Register makes every agent's handler, of both sets, available to rt under
 // the name its manifest runs (runtime.tool, which these manifests leave to
-// default to the agent's name).
-func Register(rt *gateway.DevRuntime) {
+// default to the agent's name), with no operator settings: summarize then
+// fails every run with agent_error (it has no API key).
+func Register(rt *gateway.DevRuntime) { RegisterWith(rt, Options{}) }
+
+// RegisterWith is Register with the operator's settings.
+func RegisterWith(rt *gateway.DevRuntime, opts Options) {
 	rt.Register("csv-profile", csvProfile)
+	rt.Register("summarize", newSummarizer(opts.Summarize).run)
 	rt.Register("text-tables", textTables)
 	rt.Register("company-lookup", companyLookup)
 	rt.Register("invoice-pipeline", invoicePipeline)
+}
+
+// DefaultExclude are the agents not listed unless HOLON_EXCLUDE says
+// otherwise: holon-labs/summarize spends the operator's Anthropic credits,
+// holon-labs/sec-company is paused until it has an SEC contact.
+var DefaultExclude = []string{"holon-labs/summarize", "holon-labs/sec-company"}
+
+// ParseExclude reads HOLON_EXCLUDE: a comma list of agent ids (ns/name)
+// that are not listed, whatever HOLON_REGISTRY holds. Empty (or unset)
+// means DefaultExclude; "none" excludes nothing (an empty, non-nil list).
+func ParseExclude(s string) ([]string, error) {
+	s = strings.TrimSpace(s)
+	switch s {
+	case "":
+		return slices.Clone(DefaultExclude), nil
+	case "none":
+		return []string{}, nil
+	}
+	out := []string{}
+	for _, id := range strings.Split(s, ",") {
+		id = strings.TrimSpace(id)
+		if id == "" {
+			continue
+		}
+		ns, name, ok := strings.Cut(id, "/")
+		if !ok || !gateway.ValidHandle(ns) || !gateway.ValidAgentName(name) {
+			return nil, fmt.Errorf("HOLON_EXCLUDE: %q is not an agent id (ns/name)", id)
+		}
+		out = append(out, id)
+	}
+	return out, nil
+}
+
+// Without returns the manifests whose agent is not excluded.
+func Without(ms []*gateway.Manifest, exclude []string) []*gateway.Manifest {
+	return slices.DeleteFunc(slices.Clone(ms), func(m *gateway.Manifest) bool {
+		return slices.Contains(exclude, m.ID)
+	})
 }

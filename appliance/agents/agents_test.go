@@ -31,7 +31,7 @@ func TestLoad(t *testing.T) {
 		set  string
 		refs []string
 	}{
-		{"agents", []string{"holon-labs/csv-profile@1.0.0"}},
+		{"agents", []string{"holon-labs/csv-profile@1.0.0", "holon-labs/summarize@1.0.0"}},
 		{"examples", []string{
 			"holon-labs/company-lookup@1.0.0",
 			"holon-labs/invoice-pipeline@0.4.0",
@@ -55,8 +55,16 @@ func TestLoad(t *testing.T) {
 					m.Source.Repository != "https://github.com/holon-labs/holon" || !commitRE.MatchString(m.Source.Commit) {
 					t.Errorf("%s: license %q, source %+v; want Apache-2.0 from github.com/holon-labs/holon at a full commit", m.Ref(), m.License, m.Source)
 				}
-				if d := m.Data; d == nil || d.Retention != "none" || !slices.Equal(d.Regions, []string{"eu"}) || d.Training == nil || *d.Training {
-					t.Errorf("%s: data = %+v, want retention none, regions [eu], training false", m.Ref(), d)
+				regions := []string{"eu"}
+				if m.ID == "holon-labs/summarize" {
+					// Its work runs at Anthropic, which it names as a subprocessor.
+					regions = []string{"us"}
+					if d := m.Data; d == nil || !slices.Equal(d.Subprocessors, []string{"Anthropic"}) {
+						t.Errorf("%s: data = %+v, want Anthropic as its subprocessor", m.Ref(), d)
+					}
+				}
+				if d := m.Data; d == nil || d.Retention != "none" || !slices.Equal(d.Regions, regions) || d.Training == nil || *d.Training {
+					t.Errorf("%s: data = %+v, want retention none, regions %v, training false", m.Ref(), d, regions)
 				}
 				if len(m.Capabilities) == 0 {
 					t.Errorf("%s: no capability", m.Ref())
@@ -257,7 +265,10 @@ func newDelegator(t *testing.T) *delegator {
 	if err := reg.AddAll(load(t, "examples"), gateway.AgentFacts{}, true); err != nil {
 		t.Fatal(err)
 	}
-	return &delegator{t: t, rt: devRuntime(), reg: reg}
+	rt := devRuntime()
+	// summarize's examples are answered by a fake of the Messages API.
+	agents.RegisterWith(rt, agents.Options{Summarize: examplesMessagesAPI(t)})
+	return &delegator{t: t, rt: rt, reg: reg}
 }
 
 // run runs m as a top-level call with this delegator, when m declares calls.

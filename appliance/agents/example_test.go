@@ -9,12 +9,14 @@ import (
 	"holon.dev/holon/gateway"
 )
 
-// Load a set's manifests and run one of its agents on the dev runtime.
+// Load a set's manifests, leave out the agents excluded by default, and run
+// the others on the dev runtime.
 func ExampleLoad() {
 	ms, err := agents.Load("agents")
 	if err != nil {
 		panic(err)
 	}
+	ms = agents.Without(ms, agents.DefaultExclude)
 	rt := gateway.NewDevRuntime()
 	agents.Register(rt)
 	for _, m := range ms {

@@ -55,6 +55,7 @@ func (m *Main) commands() []command {
 		&backupCommand{stdout: m.Stdout, stderr: m.Stderr, getenv: m.Getenv},
 		&restoreCommand{stdin: m.Stdin, stdout: m.Stdout, stderr: m.Stderr},
 		&verifyCommand{stdin: m.Stdin, stdout: m.Stdout, stderr: m.Stderr},
+		&agentsCommand{stdout: m.Stdout, stderr: m.Stderr, getenv: m.Getenv},
 	}
 }
 

@@ -67,6 +67,11 @@ Flags:`)
 	if err := appliance.ConfigFromEnv(c.getenv, &cfg); err != nil {
 		return err
 	}
+	if cfg.PublicURL == "" && cfg.Env != appliance.EnvProduction {
+		// Remote orchestrators call back under this origin; in development
+		// the listening address is it.
+		cfg.PublicURL = devPublicURL(*addr)
+	}
 	storeFailed := make(chan error, 1)
 	cfg.OnStoreFailure = func(err error) {
 		select {
@@ -106,4 +111,17 @@ Flags:`)
 		return err
 	}
 	return nil
+}
+
+// devPublicURL is the origin of a development gateway listening on addr,
+// with an unspecified host replaced by loopback.
+func devPublicURL(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "http://" + addr
+	}
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	return "http://" + net.JoinHostPort(host, port)
 }

@@ -1,0 +1,158 @@
+package appliance
+
+import (
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"holon.dev/holon/gateway"
+	"holon.dev/holon/journal"
+)
+
+// Remote delegation at the API (spec/README.md, last row): a remote
+// orchestrator makes its downstream calls with POST /v0/calls and
+// Authorization: Bearer <delegation token>, the token of the grant it
+// received in _meta["holon/delegation"] (or x-holon-delegation). The token
+// acts under its run's sub-mandate only, and only while that run lasts; the
+// engine applies every rule of gateway.md §3 to its calls.
+
+// delegatedCallBody is POST /v0/calls under a delegation token. max_cost is
+// in the orchestrator's own currency, like the max_cost of its declared
+// calls and the holon/max_cost it was given; mandate, when sent, must be
+// the run's sub-mandate.
+type delegatedCallBody struct {
+	Mandate    string          `json:"mandate,omitempty"`
+	Agent      string          `json:"agent,omitempty"`
+	Capability string          `json:"capability,omitempty"`
+	Input      json.RawMessage `json:"input"`
+	MaxCost    *journal.Amount `json:"max_cost,omitempty"`
+	Approval   string          `json:"approval,omitempty"`
+}
+
+// delegationToken returns the bearer token of a request when it is a
+// delegation token.
+func delegationToken(r *http.Request) (string, bool) {
+	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	token = strings.TrimSpace(token)
+	return token, strings.HasPrefix(token, gateway.DelegationTokenPrefix)
+}
+
+// withDelegatedCalls serves POST /v0/calls for requests that carry a
+// delegation token, before any API-key authentication, and passes every
+// other request to next.
+func withDelegatedCalls(e *gateway.Engine, log *slog.Logger, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !serveDelegated(e, log, w, r) {
+			next.ServeHTTP(w, r)
+		}
+	})
+}
+
+// serveDelegated serves a request to /v0/calls that carries a delegation
+// token, and reports whether it did (false: the request is not one).
+func serveDelegated(e *gateway.Engine, log *slog.Logger, w http.ResponseWriter, r *http.Request) bool {
+	token, ok := delegationToken(r)
+	if !ok || r.URL.Path != "/v0/calls" {
+		return false
+	}
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		writeError(w, http.StatusMethodNotAllowed, gateway.Errorf(gateway.CodeInvalidRequest, "a delegation token is only good for POST /v0/calls"))
+		return true
+	}
+	serveDelegatedCall(e, log, w, r, token)
+	return true
+}
+
+// serveDelegated is the API's hook for delegated calls: its ServeHTTP calls
+// it after its request checks (NUL characters, body size, the per-address
+// rate limit) and before its router, so that a delegation token never meets
+// API-key authentication.
+func (a *api) serveDelegated(w http.ResponseWriter, r *http.Request) bool {
+	return serveDelegated(a.engine, a.log, w, r)
+}
+
+// serveDelegatedCall runs one delegated call and answers like POST
+// /v0/calls: {output, receipt, error?} with the receipt's status; a token
+// that is unknown, expired, or whose run ended gets 401 invalid_token.
+func serveDelegatedCall(e *gateway.Engine, log *slog.Logger, w http.ResponseWriter, r *http.Request, token string) {
+	fail := func(err error) {
+		var ge *gateway.Error
+		if !errors.As(err, &ge) {
+			log.Error("delegated call failed", "err", err)
+			writeError(w, http.StatusInternalServerError, err)
+			return
+		}
+		writeError(w, delegatedErrorStatus(ge.Code), ge)
+	}
+	// The token first: a dead token learns nothing about the body.
+	if _, err := e.DelegationMandate(token); err != nil {
+		fail(err)
+		return
+	}
+	var body delegatedCallBody
+	if err := decodeBody(r, &body); err != nil {
+		fail(err)
+		return
+	}
+	switch {
+	case (body.Agent == "") == (body.Capability == ""):
+		fail(gateway.Errorf(gateway.CodeInvalidRequest, "name exactly one of agent and capability"))
+		return
+	case body.Approval != "":
+		fail(gateway.Errorf(gateway.CodeInvalidRequest, "a delegated call cannot use an approval: inside a delegated run nobody can approve"))
+		return
+	case r.Header.Get("Idempotency-Key") != "":
+		fail(gateway.Errorf(gateway.CodeInvalidRequest, "Idempotency-Key is not supported with a delegation token: a delegated call lives only as long as its run"))
+		return
+	}
+	out, err := e.CallDelegated(r.Context(), gateway.DelegatedCall{
+		Token:   token,
+		Mandate: body.Mandate,
+		Target:  gateway.Target{Agent: body.Agent, Capability: body.Capability, MaxCost: body.MaxCost},
+		Input:   body.Input,
+	})
+	if err != nil {
+		fail(err)
+		return
+	}
+	if out.Receipt == "" {
+		// Refused before any receipt (a malformed target, max_cost out of range).
+		code := out.Error
+		if code == "" {
+			code = gateway.CodeGatewayError
+		}
+		writeError(w, delegatedErrorStatus(code), &gateway.Error{Code: code, Msg: out.Message})
+		return
+	}
+	rc, err := e.Receipt(out.Receipt)
+	if err != nil {
+		fail(err)
+		return
+	}
+	status, ans := answer(&gateway.CallResult{Output: out.Output, Receipt: rc, Message: out.Message})
+	writeJSON(w, status, ans)
+}
+
+// delegatedErrorStatus is the HTTP status of a delegated call refused
+// before it had a receipt.
+func delegatedErrorStatus(code string) int {
+	switch code {
+	case gateway.CodeInvalidToken:
+		return http.StatusUnauthorized
+	case gateway.CodeNotFound:
+		return http.StatusNotFound
+	case CodeBodyTooLarge:
+		return http.StatusRequestEntityTooLarge
+	case gateway.CodeGatewayError:
+		return http.StatusInternalServerError
+	case gateway.CodeNotDeclared:
+		return http.StatusForbidden
+	}
+	return http.StatusBadRequest
+}

@@ -1,0 +1,135 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+)
+
+// WebhookRunner runs agents of runtime.kind webhook (gateway.md §6): plain
+// HTTP endpoints such as an n8n or Make workflow.
+//
+//	request   POST runtime.endpoint, body = the input as JSON
+//	headers   x-holon-agent: ns/name@version, x-holon-call: <receipt id>,
+//	          Authorization: Bearer <token> when the author set one,
+//	          x-holon-delegation: {url, token, expires} when the agent declares calls
+//	2xx       a JSON body: the output
+//	any status with {"error": {"code", "message"}}: a failure, billed as declared
+//	else      a non-2xx status or a body that is not JSON: agent_error
+//
+// Redirects are not followed, and an answer above the size limit is
+// refused while it is read.
+type WebhookRunner struct {
+	cfg  RemoteConfig
+	http *remoteHTTP
+}
+
+// NewWebhookRunner returns the runner of webhook agents.
+func NewWebhookRunner(cfg RemoteConfig) *WebhookRunner {
+	cfg = cfg.withDefaults()
+	return &WebhookRunner{cfg: cfg, http: newRemoteHTTP(cfg)}
+}
+
+// Close closes idle connections.
+func (r *WebhookRunner) Close() error {
+	r.http.closeIdle()
+	return nil
+}
+
+// Run posts the input to the endpoint and reads the answer.
+func (r *WebhookRunner) Run(ctx context.Context, inv *Invocation) RunResult {
+	m := inv.Manifest
+	probe := &callProbe{}
+	req, err := http.NewRequestWithContext(withProbe(ctx, probe), http.MethodPost, m.Runtime.Endpoint, bytes.NewReader(inv.Input))
+	if err != nil {
+		return RunResult{Outcome: Outcome{Kind: OutcomeUnavailable}, Message: fmt.Sprintf("runtime.endpoint: %v", err)}
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("x-holon-agent", m.Ref())
+	req.Header.Set("x-holon-call", inv.Receipt)
+	if res, ok := grantFor(ctx, inv, func(g DelegationGrant) {
+		b, _ := json.Marshal(g)
+		req.Header.Set("x-holon-delegation", string(b))
+	}); !ok {
+		return res
+	}
+	token, _ := r.cfg.credential(m.ID)
+	client := r.http.client(inv.Shipped, token)
+	resp, err := client.Do(req)
+	if err != nil && probe.state().stale && ctx.Err() == nil {
+		// The kept-alive connection had been closed by the server before it
+		// answered a byte: once more, on a fresh connection.
+		r.http.dropStale(inv.Shipped)
+		probe = &callProbe{}
+		req = req.Clone(withProbe(ctx, probe))
+		req.Body = io.NopCloser(bytes.NewReader(inv.Input))
+		resp, err = client.Do(req)
+	}
+	if err != nil {
+		st := probe.state()
+		switch b, blocked := blockedAddress(err); {
+		case ctx.Err() != nil:
+			return RunResult{Outcome: Outcome{Kind: OutcomeTimeout}}
+		case blocked:
+			return RunResult{Outcome: Outcome{Kind: OutcomeUnavailable}, Message: b.Error()}
+		case !st.sent:
+			return RunResult{Outcome: Outcome{Kind: OutcomeUnavailable}, Message: fmt.Sprintf("cannot reach %s: %v", m.Runtime.Endpoint, err)}
+		}
+		return RunResult{Outcome: Outcome{Kind: OutcomeCrash}, Message: fmt.Sprintf("%s failed after the request was sent: %v", m.Runtime.Endpoint, err)}
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	switch {
+	case ctx.Err() != nil:
+		return RunResult{Outcome: Outcome{Kind: OutcomeTimeout}}
+	case errors.Is(err, ErrResponseTooLarge):
+		return RunResult{Outcome: Outcome{Kind: OutcomeCrash}, Message: fmt.Sprintf("the answer of %s is larger than %d bytes: refused", m.Ref(), r.cfg.MaxResponseBytes)}
+	case err != nil:
+		return RunResult{Outcome: Outcome{Kind: OutcomeCrash}, Message: fmt.Sprintf("reading the answer of %s: %v", m.Runtime.Endpoint, err)}
+	}
+	return webhookResult(resp, body)
+}
+
+// webhookResult reads a webhook's answer as the contract defines it.
+func webhookResult(resp *http.Response, body []byte) RunResult {
+	if code, msg, ok := webhookError(body); ok {
+		return RunResult{Outcome: Outcome{Kind: OutcomeError, Code: code}, Message: msg}
+	}
+	crash := func(format string, args ...any) RunResult {
+		return RunResult{Outcome: Outcome{Kind: OutcomeCrash}, Message: fmt.Sprintf(format, args...)}
+	}
+	switch s := resp.StatusCode; {
+	case s >= 300 && s < 400:
+		return crash("%s", redirectMessage(s, resp.Header.Get("Location")))
+	case s < 200 || s >= 300:
+		return crash("the endpoint answered %d %s", s, http.StatusText(s))
+	case !json.Valid(body):
+		return crash("the endpoint answered %d with a body that is not JSON", s)
+	}
+	return RunResult{Outcome: Outcome{Kind: OutcomeOutput}, Output: json.RawMessage(bytes.TrimSpace(body))}
+}
+
+// webhookError reads {"error": {"code", "message"}}: a failure whatever the
+// status. An "error" that is not an object with a string code is not one.
+func webhookError(body []byte) (code, message string, ok bool) {
+	var v struct {
+		Error *struct {
+			Code    any `json:"code"`
+			Message any `json:"message"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(body, &v) != nil || v.Error == nil {
+		return "", "", false
+	}
+	code, isString := v.Error.Code.(string)
+	if !isString || code == "" {
+		return "", "", false
+	}
+	message, _ = v.Error.Message.(string)
+	return code, message, true
+}
