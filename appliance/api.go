@@ -53,6 +53,7 @@ func (a *api) routes() {
 	a.handle("GET", "/v0/receipts/:id", accessHuman|accessAgent, a.getReceipt)
 	a.handle("GET", "/v0/mandates/:ns/:name", accessHuman|accessAgent, a.getMandate)
 	a.handle("GET", "/v0/accounts", accessHuman|accessAdmin, a.listAccounts)
+	a.mountMCP()
 	// The live backup: every row, so the operator's alone (open on a dev
 	// gateway, like everything there).
 	backupHandler := BackupHandler(a.engine.Store())
