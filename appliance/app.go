@@ -32,6 +32,9 @@ type App struct {
 	engine  *gateway.Engine
 	log     *slog.Logger
 	handler http.Handler
+	metrics *metrics
+	// served is handler with the metrics in front (/metrics, request counts).
+	served  http.Handler
 	mcp     *gateway.MCPRunner
 	webhook *gateway.WebhookRunner
 	stop    context.CancelFunc
@@ -61,11 +64,13 @@ func Open(ctx context.Context, cfg Config) (*App, error) {
 	if cfg.PlatformFX == nil {
 		cfg.PlatformFX = DefaultPlatformFX
 	}
-	store, err := kv.Open(cfg.DB, kv.Options{NoSync: cfg.NoSync, Now: cfg.Now})
+	m := newMetrics()
+	store, err := kv.Open(cfg.DB, kv.Options{NoSync: cfg.NoSync, Now: cfg.Now, OnCommit: m.observeBatch})
 	if err != nil {
 		return nil, err
 	}
-	app := &App{cfg: cfg, store: store, log: cfg.Logger}
+	m.watchStore(store)
+	app := &App{cfg: cfg, store: store, log: cfg.Logger, metrics: m}
 	if err := app.init(ctx); err != nil {
 		store.Close()
 		return nil, err
@@ -140,11 +145,13 @@ func (a *App) init(ctx context.Context) error {
 		SignupCredit:   a.cfg.SignupCredit,
 		Logger:         a.log,
 		OnStoreFailure: a.cfg.OnStoreFailure,
+		OnCall:         a.metrics.observeCall,
 	})
 	closed, err := a.engine.Recover(ctx)
 	if err != nil {
 		return fmt.Errorf("close calls left in flight: %w", err)
 	}
+	a.metrics.closedAtOpen.Set(float64(closed))
 	if closed > 0 {
 		a.log.Warn("closed calls left in flight by the last run", "calls", closed)
 	}
@@ -179,6 +186,7 @@ func (a *App) init(ctx context.Context) error {
 		}
 	}
 	a.handler = newAPI(a.engine, a.log, h)
+	a.served = a.metrics.instrument(a.handler, a.cfg)
 	sweepCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	a.stop, a.done = stop, make(chan struct{})
 	go a.sweep(sweepCtx)
@@ -242,8 +250,9 @@ func loadMandates(dir string) ([]*gateway.Mandate, error) {
 func (a *App) Engine() *gateway.Engine { return a.engine }
 
 // Handler is the appliance's HTTP API: the dev API, or with Config.Hosted
-// the hosted one, behind keys, scoping and rate limits.
-func (a *App) Handler() http.Handler { return a.handler }
+// the hosted one, behind keys, scoping and rate limits; and MetricsPath
+// (open in dev mode, the admin key's when hosted).
+func (a *App) Handler() http.Handler { return a.served }
 
 // Close stops background work and closes the store. Calls still running
 // when it is called are closed as gateway_restarted at the next start.

@@ -286,7 +286,14 @@ func (c *Config) Check() error {
 	var errs []string
 	add := func(format string, args ...any) { errs = append(errs, fmt.Sprintf(format, args...)) }
 	if c.PublicURL != "" {
-		if err := checkHTTPS(c.PublicURL); err != nil {
+		err := checkHTTPS(c.PublicURL)
+		if err != nil && !c.Production() && strings.HasPrefix(c.PublicURL, "http://") &&
+			checkHTTPS("https://"+strings.TrimPrefix(c.PublicURL, "http://")) == nil {
+			// A development gateway without TLS is reached over http:
+			// holon serve defaults the origin to its listening address.
+			err = nil
+		}
+		if err != nil {
 			add("HOLON_PUBLIC_URL: %v", err)
 		}
 	}

@@ -42,6 +42,9 @@ type Options struct {
 	NoSync bool
 	// Now is the clock used for journal rows (time.Now when nil).
 	Now func() time.Time
+	// OnCommit, when set, is told the size of each batch committed (from
+	// the writer goroutine: it must return quickly). Metrics use it.
+	OnCommit func(batch int)
 }
 
 // Store is an open Holon database.
@@ -50,6 +53,7 @@ type Store struct {
 	path     string
 	maxBatch int
 	now      func() time.Time
+	onCommit func(batch int)
 
 	reqs      chan *writeReq
 	closing   chan struct{}
@@ -105,6 +109,7 @@ func Open(path string, opts Options) (*Store, error) {
 		path:      path,
 		maxBatch:  opts.MaxBatch,
 		now:       opts.Now,
+		onCommit:  opts.OnCommit,
 		reqs:      make(chan *writeReq, 4096),
 		closing:   make(chan struct{}),
 		writerEnd: make(chan struct{}),
@@ -254,6 +259,9 @@ func (s *Store) commit(batch []*writeReq) {
 			s.stats.Updates += uint64(len(batch))
 			s.stats.MaxBatch = max(s.stats.MaxBatch, len(batch))
 			s.statsMu.Unlock()
+			if s.onCommit != nil {
+				s.onCommit(len(batch))
+			}
 		}
 		return
 	}

@@ -51,7 +51,7 @@ func (m *Main) commands() []command {
 	return []command{
 		&serveCommand{stderr: m.Stderr, getenv: m.Getenv},
 		&validateCommand{stdout: m.Stdout, stderr: m.Stderr},
-		&versionCommand{stdout: m.Stdout},
+		&versionCommand{stdout: m.Stdout, stderr: m.Stderr},
 		&backupCommand{stdout: m.Stdout, stderr: m.Stderr, getenv: m.Getenv},
 		&restoreCommand{stdin: m.Stdin, stdout: m.Stdout, stderr: m.Stderr},
 		&verifyCommand{stdin: m.Stdin, stdout: m.Stdout, stderr: m.Stderr},
@@ -106,14 +106,22 @@ func (m *Main) usage() {
 	fmt.Fprintln(m.Stderr, "Run 'holon <command> -h' for a command's flags.")
 }
 
-type versionCommand struct{ stdout io.Writer }
+type versionCommand struct{ stdout, stderr io.Writer }
 
 func (c *versionCommand) Name() string     { return "version" }
 func (c *versionCommand) Synopsis() string { return "print the gateway's version" }
 func (c *versionCommand) Run(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("version", flag.ContinueOnError)
+	fs.SetOutput(c.stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(c.stderr, "Usage: holon version\n\nPrints the gateway's version.")
+	}
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if fs.NArg() > 0 {
+		fs.Usage()
+		return errUsage
 	}
 	fmt.Fprintf(c.stdout, "holon %s\n", Version)
 	return nil
