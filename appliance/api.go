@@ -678,11 +678,12 @@ func (a *api) listAgents(w http.ResponseWriter, r *http.Request, _ httprouter.Pa
 		}
 		if mandate != nil {
 			d := gateway.CheckListing(mandate, m, v.Facts, gateway.CallRequest{Capability: capability, Now: a.engine.Now()})
-			av.Currency = mandate.Currency
 			if d.Verdict == gateway.VerdictDeny {
+				// The worst case stays in the agent's own currency: a
+				// denied agent may have no rate into the mandate's.
 				av.Denied = &gateway.Error{Code: d.Reason, Msg: d.Msg}
 			} else {
-				av.WorstCase = d.WorstCase
+				av.WorstCase, av.Currency = d.WorstCase, mandate.Currency
 			}
 		}
 		out = append(out, av)

@@ -37,7 +37,7 @@ func (c *backupCommand) Run(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("backup", flag.ContinueOnError)
 	fs.SetOutput(c.stderr)
 	db := fs.String("db", "", "a stopped gateway's database file")
-	url := fs.String("url", "", "a running gateway's base URL (its live backup endpoint, admin key)")
+	url := fs.String("url", "", "a running gateway's base URL (its live backup endpoint, admin key; default: $HOLON_URL when --db is not given)")
 	key := fs.String("key", "", "the gateway's admin key (default: $HOLON_KEY)")
 	out := fs.String("out", "", `the backup file to write ("-" for stdout); it must not exist`)
 	fs.Usage = func() {
@@ -47,7 +47,8 @@ Copies every row of a Holon store, counters and sequences included, from one
 read transaction, as JSON Lines with a header and a checksummed trailer.
 
 A running gateway holds its database file: back it up through the gateway
-with --url (GET `+backupPath+` with the admin key from --key or HOLON_KEY);
+with --url or HOLON_URL (GET `+backupPath+` with the admin key from --key or
+HOLON_KEY);
 calls keep being served meanwhile. --db reads a stopped gateway's file.
 The file is written under a temporary name and renamed once complete.
 
@@ -56,6 +57,9 @@ Flags:`)
 	}
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *db == "" && *url == "" {
+		*url = c.getenv("HOLON_URL")
 	}
 	if fs.NArg() > 0 || (*db == "") == (*url == "") || *out == "" {
 		fmt.Fprintln(c.stderr, "holon backup: give one of --db and --url, and --out")
