@@ -104,22 +104,14 @@ func (e *Engine) call(ctx context.Context, sp callSpec) (res *CallResult, err er
 			}
 		}()
 	}
-	m := sp.mandate
-	if m == nil {
-		err := e.store.View(func(tx *kv.Tx) error {
-			var err error
-			m, err = e.loadMandate(tx, sp.mandateID)
-			return err
-		})
-		if errors.Is(err, kv.ErrNotFound) {
-			return e.refuse(ctx, sp, nil, nil, StatusDenied, CodeMandateInactive, fmt.Sprintf("no mandate %s", sp.mandateID))
-		}
-		if err != nil {
-			return nil, err
-		}
-	}
-	v, d, err := e.resolve(m, sp)
-	if err != nil {
+	m, v, d, err := e.resolve(sp)
+	var noMandate *mandateError
+	switch {
+	case errors.As(err, &noMandate) && errors.Is(noMandate.err, kv.ErrNotFound):
+		return e.refuse(ctx, sp, nil, nil, StatusDenied, CodeMandateInactive, fmt.Sprintf("no mandate %s", sp.mandateID))
+	case errors.As(err, &noMandate):
+		return nil, noMandate.err
+	case err != nil:
 		return e.refuse(ctx, sp, m, nil, StatusDenied, ErrorCode(err), errorMessage(err))
 	}
 	if d.Verdict == VerdictDeny {
@@ -148,31 +140,44 @@ func errorMessage(err error) string {
 	return err.Error()
 }
 
+// mandateError is a failure to load the mandate a call names, which comes
+// before any other refusal.
+type mandateError struct{ err error }
+
+func (e *mandateError) Error() string { return e.err.Error() }
+
 // resolve picks the agent version for a call: the highest listed version of
 // a named agent, or the best-ranked implementer of a capability that the
 // mandate allows (cost per successful run, from the measured record). It
-// returns the admission preview for the chosen version; the decisive check
-// runs again when the budget is reserved.
-func (e *Engine) resolve(m *Mandate, sp callSpec) (*AgentVersion, Decision, error) {
+// returns the mandate (loaded, when sp names it by id, in the same read as
+// the budget and the records: a *mandateError when that fails) and the
+// admission preview for the chosen version; the decisive check runs again
+// when the budget is reserved.
+func (e *Engine) resolve(sp callSpec) (*Mandate, *AgentVersion, Decision, error) {
 	var cands []*AgentVersion
+	var candErr error
 	if sp.agent != "" {
 		v, err := e.registry.Resolve(sp.agent)
-		if err != nil {
-			return nil, Decision{}, err
-		}
+		candErr = err
 		cands = []*AgentVersion{v}
-	} else {
-		if !ValidCapability(sp.capability) {
-			return nil, Decision{}, Errorf(CodeInvalidRequest, "%q is not a capability", sp.capability)
-		}
-		cands = e.registry.Implementers(sp.capability)
-		if len(cands) == 0 {
-			return nil, Decision{}, Errorf(CodeNotFound, "no listed agent implements %s", sp.capability)
-		}
+	} else if !ValidCapability(sp.capability) {
+		candErr = Errorf(CodeInvalidRequest, "%q is not a capability", sp.capability)
+	} else if cands = e.registry.Implementers(sp.capability); len(cands) == 0 {
+		candErr = Errorf(CodeNotFound, "no listed agent implements %s", sp.capability)
 	}
+	m := sp.mandate
 	var budget kv.Budget
+	var loadErr error
 	records := make([]kv.Record, len(cands))
 	err := e.store.View(func(tx *kv.Tx) error {
+		if m == nil {
+			if m, loadErr = e.loadMandate(tx, sp.mandateID); loadErr != nil {
+				return nil
+			}
+		}
+		if candErr != nil {
+			return nil
+		}
 		var err error
 		if budget, err = tx.Budget(m.ID); err != nil {
 			return err
@@ -184,8 +189,15 @@ func (e *Engine) resolve(m *Mandate, sp callSpec) (*AgentVersion, Decision, erro
 		}
 		return nil
 	})
-	if err != nil {
-		return nil, Decision{}, err
+	switch {
+	case loadErr != nil:
+		return nil, nil, Decision{}, &mandateError{err: loadErr}
+	case err != nil && m == nil:
+		return nil, nil, Decision{}, &mandateError{err: err}
+	case candErr != nil:
+		return m, nil, Decision{}, candErr
+	case err != nil:
+		return m, nil, Decision{}, err
 	}
 	req := e.callRequest(m, sp)
 	type ranked struct {
@@ -228,7 +240,7 @@ func (e *Engine) resolve(m *Mandate, sp callSpec) (*AgentVersion, Decision, erro
 		}
 		return a.v.Manifest.ID < b.v.Manifest.ID
 	})
-	return rs[0].v, rs[0].d, nil
+	return m, rs[0].v, rs[0].d, nil
 }
 
 // costPerSuccess ranks implementers: the call's worst case times runs over

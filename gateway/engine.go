@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -62,7 +63,7 @@ type Engine struct {
 	fail     func(error)
 	onCall   func(*kv.Receipt, time.Duration)
 
-	mandatesMu sync.Mutex
+	mandatesMu sync.RWMutex
 	mandates   map[string]cachedMandate
 
 	// publicURL and delegations serve remote delegation (delegation.go).
@@ -71,9 +72,12 @@ type Engine struct {
 }
 
 type cachedMandate struct {
-	raw string
-	m   *Mandate
+	stored []byte // the record it was parsed from, as stored
+	m      *Mandate
 }
+
+// maxCachedMandates bounds the parsed mandates kept in memory.
+const maxCachedMandates = 10_000
 
 // New returns an engine. Call Recover before serving.
 func New(cfg Config) *Engine {
@@ -158,26 +162,42 @@ func (e *Engine) Credit(ctx context.Context, key, account string, amount journal
 	})
 }
 
-// loadMandate reads a mandate in tx, parsing it once per stored version.
+// loadMandate reads a mandate in tx, parsing it once per stored version:
+// while its stored record is byte for byte the one it was parsed from, the
+// parsed mandate is reused without decoding anything. Root mandates are
+// kept (at most maxCachedMandates); a derived sub-mandate serves one run
+// and is not.
 func (e *Engine) loadMandate(tx *kv.Tx, id string) (*Mandate, error) {
+	stored := tx.MandateEncoding(id)
+	if stored == nil {
+		return nil, kv.ErrNotFound
+	}
+	e.mandatesMu.RLock()
+	c, ok := e.mandates[id]
+	e.mandatesMu.RUnlock()
+	if ok && bytes.Equal(c.stored, stored) {
+		return c.m, nil
+	}
 	d, err := tx.Mandate(id)
 	if err != nil {
 		return nil, err
-	}
-	e.mandatesMu.Lock()
-	c, ok := e.mandates[id]
-	e.mandatesMu.Unlock()
-	if ok && c.raw == string(d.Doc) {
-		return c.m, nil
 	}
 	m, err := parseStoredMandate(d.Doc)
 	if err != nil {
 		return nil, fmt.Errorf("stored mandate %s: %w", id, err)
 	}
 	m.Revoked = m.Revoked || d.Revoked
-	e.mandatesMu.Lock()
-	e.mandates[id] = cachedMandate{raw: string(d.Doc), m: m}
-	e.mandatesMu.Unlock()
+	if m.Parent == "" {
+		e.mandatesMu.Lock()
+		if _, ok := e.mandates[id]; !ok && len(e.mandates) >= maxCachedMandates {
+			for k := range e.mandates { // any one: the cache only saves parsing
+				delete(e.mandates, k)
+				break
+			}
+		}
+		e.mandates[id] = cachedMandate{stored: bytes.Clone(stored), m: m}
+		e.mandatesMu.Unlock()
+	}
 	return m, nil
 }
 

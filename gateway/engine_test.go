@@ -48,6 +48,8 @@ type engineConfig struct {
 	credit string
 	// clock drives the engine's time; the real clock when nil.
 	clock *testClock
+	// noSync opens the store without fsync (benchmarks of the CPU path).
+	noSync bool
 }
 
 // newEngine opens an engine with the given agents (YAML manifests), dev
@@ -94,7 +96,7 @@ func openEngine(tb testing.TB, cfg engineConfig) *testEngine {
 			return h(ctx, in, c)
 		})
 	}
-	s, err := kv.Open(te.path, kv.Options{})
+	s, err := kv.Open(te.path, kv.Options{NoSync: cfg.noSync})
 	if err != nil {
 		tb.Fatalf("open store: %v", err)
 	}

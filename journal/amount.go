@@ -103,22 +103,32 @@ func errTooLarge(s string) error {
 // formatDecimal writes millionths in the canonical form: at least two
 // decimals, trailing zeros beyond the second removed.
 func formatDecimal(v int64) string {
-	neg := v < 0
+	var buf [32]byte
+	return string(appendDecimal(buf[:0], v))
+}
+
+// appendDecimal appends formatDecimal(v) to b without allocating: amounts
+// are formatted for every record the store writes.
+func appendDecimal(b []byte, v int64) []byte {
 	u := uint64(v)
-	if neg {
+	if v < 0 {
+		b = append(b, '-')
 		u = -u
 	}
 	ip, fp := u/Micro, u%Micro
-	frac := fmt.Sprintf("%06d", fp)
-	frac = strings.TrimRight(frac, "0")
-	for len(frac) < 2 {
-		frac += "0"
+	b = strconv.AppendUint(b, ip, 10)
+	b = append(b, '.')
+	// Six digits of fraction, then drop trailing zeros beyond the second.
+	var frac [MaxDecimals]byte
+	for i := MaxDecimals - 1; i >= 0; i-- {
+		frac[i] = byte('0' + fp%10)
+		fp /= 10
 	}
-	s := strconv.FormatUint(ip, 10) + "." + frac
-	if neg {
-		return "-" + s
+	n := MaxDecimals
+	for n > 2 && frac[n-1] == '0' {
+		n--
 	}
-	return s
+	return append(b, frac[:n]...)
 }
 
 // String formats the amount in Holon's canonical decimal form: at least two
@@ -187,7 +197,12 @@ func addInt64(a, b int64) (int64, bool) {
 }
 
 // MarshalText writes the canonical decimal string, so an amount is a JSON string.
-func (a Amount) MarshalText() ([]byte, error) { return []byte(a.String()), nil }
+func (a Amount) MarshalText() ([]byte, error) {
+	return appendDecimal(make([]byte, 0, 24), int64(a)), nil
+}
+
+// AppendText appends the canonical decimal string to b (encoding.TextAppender).
+func (a Amount) AppendText(b []byte) ([]byte, error) { return appendDecimal(b, int64(a)), nil }
 
 // UnmarshalText reads a decimal string with ParseAmount. In JSON an amount
 // must be a string: a bare number is refused by encoding/json.

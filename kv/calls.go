@@ -155,7 +155,7 @@ func (tx *Tx) Holds() ([]*Hold, error) {
 	var out []*Hold
 	err := tx.btx.Bucket(bucketHolds).ForEach(func(k, v []byte) error {
 		h := new(Hold)
-		if err := json.Unmarshal(v, h); err != nil {
+		if err := decodeValue(v, h); err != nil {
 			return err
 		}
 		out = append(out, h)
@@ -210,11 +210,22 @@ func (tx *Tx) AppendEvent(ev *Event, succeeded bool) error {
 	if rec.Billed, err = rec.Billed.Add(ev.Billed); err != nil {
 		return err
 	}
+	if tx.cache != nil {
+		cachedPut(&tx.cache.records, ev.Agent, rec)
+		return nil
+	}
 	return tx.putJSON(bucketRecords, []byte(ev.Agent), rec)
 }
 
 // Record reads an agent version's measured record.
 func (tx *Tx) Record(agent string) (Record, error) {
+	if tx.cache != nil {
+		return cachedGet(&tx.cache.records, agent, func() (Record, error) { return tx.readRecord(agent) })
+	}
+	return tx.readRecord(agent)
+}
+
+func (tx *Tx) readRecord(agent string) (Record, error) {
 	var r Record
 	if err := tx.getJSON(bucketRecords, []byte(agent), &r); err != nil && err != ErrNotFound {
 		return r, err

@@ -370,6 +370,9 @@ func (tx *Tx) ForEachEvent(fn func(*Event) error) error {
 
 // ForEachRecord calls fn for every agent's measured record.
 func (tx *Tx) ForEachRecord(fn func(agent string, r Record) error) error {
+	if err := tx.flush(); err != nil {
+		return err
+	}
 	return tx.btx.Bucket(bucketRecords).ForEach(func(k, v []byte) error {
 		var r Record
 		if err := json.Unmarshal(v, &r); err != nil {
@@ -381,6 +384,9 @@ func (tx *Tx) ForEachRecord(fn func(agent string, r Record) error) error {
 
 // ForEachBudget calls fn for every mandate's budget.
 func (tx *Tx) ForEachBudget(fn func(mandate string, b Budget) error) error {
+	if err := tx.flush(); err != nil {
+		return err
+	}
 	return tx.btx.Bucket(bucketBudgets).ForEach(func(k, v []byte) error {
 		var b Budget
 		if err := json.Unmarshal(v, &b); err != nil {
@@ -392,6 +398,9 @@ func (tx *Tx) ForEachBudget(fn func(mandate string, b Budget) error) error {
 
 // ForEachCounter calls fn for every counter.
 func (tx *Tx) ForEachCounter(fn func(name string, n uint64) error) error {
+	if err := tx.flush(); err != nil {
+		return err
+	}
 	return tx.btx.Bucket(bucketCounters).ForEach(func(k, v []byte) error {
 		if len(v) != 8 {
 			return fmt.Errorf("counter %s: %d bytes, want 8", k, len(v))

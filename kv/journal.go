@@ -129,12 +129,12 @@ func (tx *Tx) AppendEntry(e journal.Entry) (JournalRow, error) {
 // putJournalRow is the only write to the journal bucket: it refuses to
 // overwrite a row. There is no delete.
 func (tx *Tx) putJournalRow(row JournalRow) error {
-	b := tx.btx.Bucket(bucketJournal)
+	b := tx.bucket(bucketJournal)
 	key := u64(row.Seq)
 	if b.Get(key) != nil {
 		return fmt.Errorf("row %d: %w", row.Seq, ErrJournalRowExists)
 	}
-	v, err := json.Marshal(row)
+	v, err := tx.encode(&row)
 	if err != nil {
 		return err
 	}
@@ -149,16 +149,31 @@ func (tx *Tx) addBalance(account string, delta journal.Amount) error {
 	if a.Balance, err = a.Balance.Add(delta); err != nil {
 		return fmt.Errorf("balance of %s: %w", account, err)
 	}
-	return tx.putJSON(bucketAccounts, []byte(account), a)
+	return tx.putAccount(account, a)
 }
 
 // Account returns an account's standing (zero for an account never seen).
 func (tx *Tx) Account(name string) (Account, error) {
+	if tx.cache != nil {
+		return cachedGet(&tx.cache.accounts, name, func() (Account, error) { return tx.readAccount(name) })
+	}
+	return tx.readAccount(name)
+}
+
+func (tx *Tx) readAccount(name string) (Account, error) {
 	var a Account
 	if err := tx.getJSON(bucketAccounts, []byte(name), &a); err != nil && !errors.Is(err, ErrNotFound) {
 		return a, err
 	}
 	return a, nil
+}
+
+func (tx *Tx) putAccount(name string, a Account) error {
+	if tx.cache != nil {
+		cachedPut(&tx.cache.accounts, name, a)
+		return nil
+	}
+	return tx.putJSON(bucketAccounts, []byte(name), a)
 }
 
 // AddHeld moves what is held on an account by delta (positive to hold,
@@ -174,7 +189,7 @@ func (tx *Tx) AddHeld(account string, delta journal.Amount) error {
 	if a.Held < 0 {
 		return fmt.Errorf("release %s on %s: only %s is held", -delta, account, a.Held-delta)
 	}
-	return tx.putJSON(bucketAccounts, []byte(account), a)
+	return tx.putAccount(account, a)
 }
 
 // HasEntry reports whether an entry with this idempotency key is journaled.
@@ -195,9 +210,12 @@ func (tx *Tx) EntryByKey(key string) (JournalRow, error) {
 
 // ForEachAccount calls fn for every account, in name order.
 func (tx *Tx) ForEachAccount(fn func(name string, a Account) error) error {
+	if err := tx.flush(); err != nil {
+		return err
+	}
 	return tx.btx.Bucket(bucketAccounts).ForEach(func(k, v []byte) error {
 		var a Account
-		if err := json.Unmarshal(v, &a); err != nil {
+		if err := decodeValue(v, &a); err != nil {
 			return err
 		}
 		return fn(string(k), a)

@@ -131,13 +131,14 @@ func (tx *Tx) Receipts(mandate, before string, limit int) (ReceiptPage, error) {
 		start = n - 1
 	}
 	add := func(seq uint64) (bool, error) {
+		if len(page.Receipts) == limit {
+			// There is an older one: the page has a next, read no further.
+			page.Next = page.Receipts[limit-1].ID
+			return false, nil
+		}
 		r := new(Receipt)
 		if err := tx.getJSON(bucketReceipts, u64(seq), r); err != nil {
 			return false, err
-		}
-		if len(page.Receipts) == limit {
-			page.Next = page.Receipts[limit-1].ID
-			return false, nil
 		}
 		page.Receipts = append(page.Receipts, r)
 		return true, nil
@@ -179,6 +180,13 @@ type Budget struct {
 
 // Budget reads a mandate's budget (zero when nothing happened under it yet).
 func (tx *Tx) Budget(mandate string) (Budget, error) {
+	if tx.cache != nil {
+		return cachedGet(&tx.cache.budgets, mandate, func() (Budget, error) { return tx.readBudget(mandate) })
+	}
+	return tx.readBudget(mandate)
+}
+
+func (tx *Tx) readBudget(mandate string) (Budget, error) {
 	var b Budget
 	if err := tx.getJSON(bucketBudgets, []byte(mandate), &b); err != nil && !errors.Is(err, ErrNotFound) {
 		return b, err
@@ -200,6 +208,10 @@ func (tx *Tx) AddBudget(mandate string, spent, reserved journal.Amount) error {
 	}
 	if b.Spent < 0 || b.Reserved < 0 {
 		return fmt.Errorf("budget of %s would go below zero (spent %s, reserved %s)", mandate, b.Spent, b.Reserved)
+	}
+	if tx.cache != nil {
+		cachedPut(&tx.cache.budgets, mandate, b)
+		return nil
 	}
 	return tx.putJSON(bucketBudgets, []byte(mandate), b)
 }
@@ -229,11 +241,19 @@ func (tx *Tx) Mandate(id string) (Doc, error) {
 	return d, err
 }
 
+// MandateEncoding returns a mandate's record as stored (its document and
+// what the platform knows of it), nil when there is none. It is valid only
+// during the transaction: a caller that keeps what it parsed from a mandate
+// keeps a copy, and compares, to know whether the mandate changed since.
+func (tx *Tx) MandateEncoding(id string) []byte {
+	return tx.btx.Bucket(bucketMandates).Get([]byte(id))
+}
+
 // ForEachMandate calls fn for every stored mandate, in id order.
 func (tx *Tx) ForEachMandate(fn func(id string, d Doc) error) error {
 	return tx.btx.Bucket(bucketMandates).ForEach(func(k, v []byte) error {
 		var d Doc
-		if err := json.Unmarshal(v, &d); err != nil {
+		if err := decodeValue(v, &d); err != nil {
 			return err
 		}
 		return fn(string(k), d)
@@ -256,7 +276,7 @@ func (tx *Tx) Agent(ref string) (Doc, error) {
 func (tx *Tx) ForEachAgent(fn func(ref string, d Doc) error) error {
 	return tx.btx.Bucket(bucketAgents).ForEach(func(k, v []byte) error {
 		var d Doc
-		if err := json.Unmarshal(v, &d); err != nil {
+		if err := decodeValue(v, &d); err != nil {
 			return err
 		}
 		return fn(string(k), d)

@@ -67,6 +67,7 @@ type Store struct {
 
 	statsMu sync.Mutex
 	stats   Stats
+	opened  time.Time
 }
 
 // Stats describes the write path since the store was opened.
@@ -79,6 +80,22 @@ type Stats struct {
 	Replays uint64
 	// MaxBatch is the largest batch committed.
 	MaxBatch int
+	// Elapsed is the time since the store was opened: with UpdateTime and
+	// CommitTime, how busy the writer is.
+	Elapsed time.Duration
+	// UpdateTime is the writer's time running update functions (replays
+	// included); CommitTime its time committing them (page writes and
+	// fsyncs included).
+	UpdateTime, CommitTime time.Duration
+	// WriteTime is the part of CommitTime spent writing pages and syncing
+	// the file (bbolt's own measure).
+	WriteTime time.Duration
+	// PageBytes is the size of the pages written (every page a
+	// transaction touches is written whole).
+	PageBytes int64
+	// FreePages and FreelistBytes describe the file's free list, which
+	// every commit writes out.
+	FreePages, FreelistBytes int
 }
 
 type writeReq struct {
@@ -113,6 +130,7 @@ func Open(path string, opts Options) (*Store, error) {
 		reqs:      make(chan *writeReq, 4096),
 		closing:   make(chan struct{}),
 		writerEnd: make(chan struct{}),
+		opened:    time.Now(),
 	}
 	if s.maxBatch <= 0 {
 		s.maxBatch = DefaultMaxBatch
@@ -179,8 +197,14 @@ func (s *Store) View(fn func(*Tx) error) error {
 // Stats returns the write path's counters.
 func (s *Store) Stats() Stats {
 	s.statsMu.Lock()
-	defer s.statsMu.Unlock()
-	return s.stats
+	st := s.stats
+	s.statsMu.Unlock()
+	st.Elapsed = time.Since(s.opened)
+	db := s.db.Stats()
+	st.WriteTime = db.TxStats.GetWriteTime()
+	st.PageBytes = db.TxStats.GetPageAlloc()
+	st.FreePages, st.FreelistBytes = db.FreePageN+db.PendingPageN, db.FreelistInuse
+	return st
 }
 
 // Size is the size of the database file in bytes.
@@ -230,16 +254,24 @@ func (s *Store) commit(batch []*writeReq) {
 	for len(batch) > 0 {
 		failed := -1
 		var failErr error
+		start := time.Now()
+		ran := start
 		err := s.db.Update(func(btx *bolt.Tx) error {
-			tx := &Tx{btx: btx, now: s.now, writable: true}
+			tx := &Tx{btx: btx, now: s.now, writable: true, cache: newWriteCache()}
+			defer func() { ran = time.Now() }()
 			for i, r := range batch {
 				if err := runUpdate(r.fn, tx); err != nil {
 					failed, failErr = i, err
 					return err
 				}
 			}
-			return nil
+			return tx.flush()
 		})
+		end := time.Now()
+		s.statsMu.Lock()
+		s.stats.UpdateTime += ran.Sub(start)
+		s.stats.CommitTime += end.Sub(ran)
+		s.statsMu.Unlock()
 		if failed >= 0 {
 			batch[failed].done <- failErr
 			batch = append(batch[:failed:failed], batch[failed+1:]...)

@@ -56,6 +56,7 @@ func (m *Main) commands() []command {
 		&restoreCommand{stdin: m.Stdin, stdout: m.Stdout, stderr: m.Stderr},
 		&verifyCommand{stdin: m.Stdin, stdout: m.Stdout, stderr: m.Stderr},
 		&agentsCommand{stdout: m.Stdout, stderr: m.Stderr, getenv: m.Getenv},
+		&benchCommand{stdout: m.Stdout, stderr: m.Stderr},
 	}
 }
 

@@ -1,0 +1,42 @@
+package bench_test
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"holon.dev/holon/bench"
+)
+
+// Ensure that the calls row runs end to end in-process: calls over loopback
+// HTTP settle, the money check passes, and the row is printed with its
+// target and a verdict.
+func TestRun_Calls(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a gateway under load")
+	}
+	var out bytes.Buffer
+	err := bench.Run(context.Background(), bench.Options{
+		Quick: true, Rows: []string{"calls"}, Duration: 300 * time.Millisecond, Clients: 8,
+		Dir: t.TempDir(), Out: &out,
+	})
+	if err != nil {
+		t.Fatalf("Run: %v\n%s", err, out.String())
+	}
+	for _, want := range []string{"[1] durable settled calls/s", "measured:", "target:", "verdict:", "money checked", "summary"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("the report lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+// Ensure that an unknown row is refused before anything runs.
+func TestRun_UnknownRow(t *testing.T) {
+	var out bytes.Buffer
+	err := bench.Run(context.Background(), bench.Options{Rows: []string{"nope"}, Out: &out})
+	if err == nil || !strings.Contains(err.Error(), `unknown row "nope"`) {
+		t.Errorf("Run = %v, want an unknown row error", err)
+	}
+}

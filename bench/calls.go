@@ -1,0 +1,199 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+	"syscall"
+	"time"
+
+	"holon.dev/holon/kv"
+)
+
+// Targets of the calls row.
+const (
+	targetCallsRate = 10_000
+	targetCallsP99  = 20 * time.Millisecond
+)
+
+// calls measures durable settled calls per second through POST /v0/calls:
+// an in-process dev agent, Clients concurrent clients over loopback HTTP,
+// the store fsyncing every commit. Every call must answer 200 (succeeded,
+// billed); the money is checked after.
+func (b *bench) calls(ctx context.Context) ([]*Result, error) {
+	o := b.o
+	dir := filepath.Join(o.Dir, "calls")
+	g, err := openGateway(ctx, gatewayConfig{dir: dir})
+	if err != nil {
+		return nil, err
+	}
+	defer g.Close()
+	res := &Result{
+		Name:   fmt.Sprintf("[1] durable settled calls/s: POST /v0/calls, in-process dev agent, %d concurrent clients, fsync on", o.Clients),
+		Target: fmt.Sprintf("≥ %s calls/s, p99 ≤ %s", thousands(targetCallsRate), ms(targetCallsP99)),
+	}
+	client := httpClient(o.Clients)
+	bodies := make([][]byte, o.Clients)
+	for c := range bodies {
+		bodies[c] = fmt.Appendf(nil, `{"mandate":%q,"agent":%q,"input":{"n":%d}}`, mandateID(c), agentEcho, c)
+	}
+	var answered200 int64
+	counts := make([]int64, o.Clients)
+	call := func(ctx context.Context, c int) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, g.url+"/v0/calls", bytes.NewReader(bodies[c]))
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := client.Do(req)
+		if err != nil {
+			return err
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			return err
+		}
+		if resp.StatusCode != http.StatusOK || !bytes.Contains(body, []byte(`"billed":true`)) {
+			return fmt.Errorf("POST /v0/calls: %s: %s", resp.Status, body)
+		}
+		counts[c]++
+		return nil
+	}
+	before, err := g.money()
+	if err != nil {
+		return nil, err
+	}
+	stop, err := startProfile(o, "calls.pprof")
+	if err != nil {
+		return nil, err
+	}
+	st0, cpu0, t0 := g.Store().Stats(), cpuTime(), time.Now()
+	lr, err := runLoad(ctx, o.Clients, warmUp(o), o.Duration, call)
+	st1, cpu1, t1 := g.Store().Stats(), cpuTime(), time.Now()
+	prof := stop()
+	if err != nil {
+		return nil, err
+	}
+	for _, n := range counts {
+		answered200 += n
+	}
+	checked, err := g.checkMoney(before, int(answered200))
+	if err != nil {
+		return nil, err
+	}
+	b.callsRate = lr.Rate()
+	p50, p99 := lr.Lat.P(0.50), lr.Lat.P(0.99)
+	res.Measured = fmt.Sprintf("%s calls/s (%s calls in %.1fs), p50 %s, p99 %s",
+		thousands(int64(lr.Rate())), thousands(int64(lr.Calls)), lr.Elapsed.Seconds(), ms(p50), ms(p99))
+	w := writerShare(st0, st1)
+	res.Notes = append(res.Notes, w.String(), cpuNote(cpu1-cpu0, t1.Sub(t0), answered200), checked)
+	if prof != "" {
+		res.Notes = append(res.Notes, prof)
+	}
+	res.judge(lr.Rate() >= targetCallsRate && p99 <= targetCallsP99, w.why())
+	return []*Result{res}, nil
+}
+
+func warmUp(o Options) time.Duration {
+	if o.Quick {
+		return 200 * time.Millisecond
+	}
+	return 2 * time.Second
+}
+
+// writerStats is what the store's writer did during a load.
+type writerStats struct {
+	d kv.Stats
+}
+
+func writerShare(a, b kv.Stats) writerStats {
+	return writerStats{d: kv.Stats{
+		Commits:       b.Commits - a.Commits,
+		Updates:       b.Updates - a.Updates,
+		Replays:       b.Replays - a.Replays,
+		Elapsed:       b.Elapsed - a.Elapsed,
+		UpdateTime:    b.UpdateTime - a.UpdateTime,
+		CommitTime:    b.CommitTime - a.CommitTime,
+		WriteTime:     b.WriteTime - a.WriteTime,
+		PageBytes:     b.PageBytes - a.PageBytes,
+		FreePages:     b.FreePages,
+		FreelistBytes: b.FreelistBytes,
+	}}
+}
+
+func (w writerStats) busy() float64 {
+	if w.d.Elapsed <= 0 {
+		return 0
+	}
+	return float64(w.d.UpdateTime+w.d.CommitTime) / float64(w.d.Elapsed)
+}
+
+func (w writerStats) String() string {
+	d := w.d
+	if d.Commits == 0 {
+		return "store: no commits"
+	}
+	return fmt.Sprintf("store writer: %.1f updates per commit, %s commits/s; busy %.0f%% of the time: updates %.1f µs each, commit %s each (writing %.0f KB of pages and syncing: %s); free list %d pages",
+		float64(d.Updates)/float64(d.Commits), thousands(int64(float64(d.Commits)/d.Elapsed.Seconds())), 100*w.busy(),
+		float64(d.UpdateTime.Microseconds())/float64(d.Updates), ms(d.CommitTime/time.Duration(d.Commits)), float64(d.PageBytes)/1024/float64(d.Commits), ms(d.WriteTime/time.Duration(d.Commits)), d.FreePages)
+}
+
+// why explains a miss of a throughput row from the writer's figures.
+func (w writerStats) why() string {
+	d := w.d
+	if d.Commits == 0 {
+		return ""
+	}
+	if w.busy() > 0.85 {
+		return fmt.Sprintf("the store's one writer goroutine is the bottleneck (busy %.0f%%): %.0f%% of its time runs the updates (encoding, bbolt puts), %.0f%% commits (of which page writes and fsyncs %.0f%%)",
+			100*w.busy(), 100*float64(d.UpdateTime)/float64(d.UpdateTime+d.CommitTime),
+			100*float64(d.CommitTime)/float64(d.UpdateTime+d.CommitTime), 100*float64(d.WriteTime)/float64(d.UpdateTime+d.CommitTime))
+	}
+	return fmt.Sprintf("the store's writer is idle %.0f%% of the time: the CPU goes to HTTP, the engine and the clients (2 cores shared by all); profile with --cpuprofile", 100*(1-w.busy()))
+}
+
+// cpuTime is the CPU time this process has used (user and system).
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func cpuNote(cpu, wall time.Duration, calls int64) string {
+	return fmt.Sprintf("CPU: %.0f%% of %d cores busy, %.0f µs per call (gateway and its clients: one process)",
+		100*cpu.Seconds()/wall.Seconds()/float64(runtime.NumCPU()), runtime.NumCPU(), float64(cpu.Microseconds())/float64(max(calls, 1)))
+}
+
+// startProfile starts a CPU profile into o.CPUProfile/name when profiles
+// are asked for; stop ends it and says where it is.
+func startProfile(o Options, name string) (stop func() string, err error) {
+	if o.CPUProfile == "" {
+		return func() string { return "" }, nil
+	}
+	if err := os.MkdirAll(o.CPUProfile, 0o755); err != nil {
+		return nil, err
+	}
+	path := filepath.Join(o.CPUProfile, name)
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() string {
+		pprof.StopCPUProfile()
+		f.Close()
+		return fmt.Sprintf("CPU profile (gateway and clients, one process): go tool pprof -top %s", path)
+	}, nil
+}

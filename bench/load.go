@@ -1,0 +1,140 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// loadResult is what a pool of clients measured: the calls that started
+// and ended inside the measurement window, and their latencies.
+type loadResult struct {
+	Calls   int
+	Elapsed time.Duration
+	Lat     latencies
+}
+
+// Rate is calls per second over the window.
+func (r loadResult) Rate() float64 { return float64(r.Calls) / r.Elapsed.Seconds() }
+
+// runLoad runs do from clients goroutines: a warm-up, then the measured
+// window of length dur. do gets the client's number; an error stops the
+// load and is returned (the first one).
+func runLoad(ctx context.Context, clients int, warm, dur time.Duration, do func(ctx context.Context, client int) error) (loadResult, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		measuring atomic.Bool
+		stopping  atomic.Bool
+		errOnce   sync.Once
+		firstErr  error
+		wg        sync.WaitGroup
+	)
+	lats := make([][]time.Duration, clients)
+	for c := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			lat := make([]time.Duration, 0, 4096)
+			for !stopping.Load() && ctx.Err() == nil {
+				in := measuring.Load()
+				t := time.Now()
+				if err := do(ctx, c); err != nil {
+					if ctx.Err() == nil {
+						errOnce.Do(func() { firstErr = fmt.Errorf("client %d: %w", c, err) })
+					}
+					cancel()
+					return
+				}
+				if in && measuring.Load() {
+					lat = append(lat, time.Since(t))
+				}
+			}
+			lats[c] = lat
+		}()
+	}
+	sleep(ctx, warm)
+	measuring.Store(true)
+	start := time.Now()
+	sleep(ctx, dur)
+	measuring.Store(false)
+	elapsed := time.Since(start)
+	stopping.Store(true)
+	wg.Wait()
+	if firstErr != nil {
+		return loadResult{}, firstErr
+	}
+	if err := ctx.Err(); err != nil {
+		return loadResult{}, err
+	}
+	var all latencies
+	for _, l := range lats {
+		all = append(all, l...)
+	}
+	slices.Sort(all)
+	return loadResult{Calls: len(all), Elapsed: elapsed, Lat: all}, nil
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
+// latencies are sorted durations.
+type latencies []time.Duration
+
+// P is the q-quantile (0 < q ≤ 1), nearest rank.
+func (l latencies) P(q float64) time.Duration {
+	if len(l) == 0 {
+		return 0
+	}
+	i := int(q*float64(len(l))+0.5) - 1
+	return l[min(max(i, 0), len(l)-1)]
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d.Microseconds())/1000) }
+
+// thousands writes n with thousands separators.
+func thousands(n int64) string {
+	s := fmt.Sprint(n)
+	if n < 0 {
+		return "-" + thousands(-n)
+	}
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
+
+func mb(b float64) string { return fmt.Sprintf("%.1f MB", b/(1<<20)) }
+
+// httpClient is a client for loopback load: up to conns kept-alive
+// connections, no proxy, no compression.
+func httpClient(conns int) *http.Client {
+	return &http.Client{Transport: &http.Transport{
+		Proxy:               nil,
+		DialContext:         (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
+		MaxIdleConns:        conns,
+		MaxIdleConnsPerHost: conns,
+		IdleConnTimeout:     time.Minute,
+		DisableCompression:  true,
+	}}
+}
+
+// listen listens on a free loopback port.
+func listen() (net.Listener, string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, "", err
+	}
+	return ln, "http://" + ln.Addr().String(), nil
+}

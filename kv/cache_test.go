@@ -1,0 +1,100 @@
+package kv_test
+
+import (
+	"testing"
+
+	"holon.dev/holon/kv"
+)
+
+// Ensure that, inside one write transaction, reads and iterations see the
+// shared records (accounts, budgets, agent records, counters) as the
+// transaction left them, and the commit stores them so.
+func TestTx_SharedRecords_SeenInTransaction(t *testing.T) {
+	s := mustOpen(t, kv.Options{NoSync: true})
+	credit(t, s, "alice", "10.00")
+	mustUpdate(t, s, func(tx *kv.Tx) error {
+		for range 3 {
+			if err := tx.AddHeld("alice", amt("0.50")); err != nil {
+				return err
+			}
+			if err := tx.AddBudget("alice/m", amt("0.10"), amt("0.20")); err != nil {
+				return err
+			}
+			if _, err := tx.AddCounter("calls", 2); err != nil {
+				return err
+			}
+			if err := tx.AppendEvent(&kv.Event{Receipt: "r1", Agent: "acme/a@1.0.0", Status: "succeeded", Billed: amt("0.01"), DurationMS: 5}, true); err != nil {
+				return err
+			}
+		}
+		if a, _ := tx.Account("alice"); a.Held != amt("1.50") {
+			t.Errorf("Account in the transaction: held %s, want 1.50", a.Held)
+		}
+		seen := 0
+		if err := tx.ForEachAccount(func(name string, a kv.Account) error {
+			if name == "alice" {
+				seen++
+				if a.Held != amt("1.50") || a.Balance != amt("10.00") {
+					t.Errorf("ForEachAccount in the transaction: alice %+v, want balance 10.00, held 1.50", a)
+				}
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+		if err := tx.ForEachBudget(func(m string, b kv.Budget) error {
+			if m == "alice/m" {
+				seen++
+				if b.Spent != amt("0.30") || b.Reserved != amt("0.60") {
+					t.Errorf("ForEachBudget in the transaction: %+v", b)
+				}
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+		if err := tx.ForEachCounter(func(name string, n uint64) error {
+			if name == "calls" {
+				seen++
+				if n != 6 {
+					t.Errorf("ForEachCounter in the transaction: calls = %d, want 6", n)
+				}
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+		if err := tx.ForEachRecord(func(agent string, r kv.Record) error {
+			seen++
+			if r.Runs != 3 || r.Billed != amt("0.03") {
+				t.Errorf("ForEachRecord in the transaction: %+v", r)
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+		if seen != 4 {
+			t.Errorf("iterations saw %d of the 4 records", seen)
+		}
+		// Changes after an iteration are kept too.
+		return tx.AddHeld("alice", -amt("1.00"))
+	})
+	mustView(t, s, func(tx *kv.Tx) error {
+		a, err := tx.Account("alice")
+		if err != nil {
+			return err
+		}
+		b, err := tx.Budget("alice/m")
+		if err != nil {
+			return err
+		}
+		r, err := tx.Record("acme/a@1.0.0")
+		if err != nil {
+			return err
+		}
+		if a.Held != amt("0.50") || b.Reserved != amt("0.60") || tx.Counter("calls") != 6 || r.Runs != 3 {
+			t.Errorf("after commit: held %s, reserved %s, calls %d, runs %d; want 0.50, 0.60, 6, 3", a.Held, b.Reserved, tx.Counter("calls"), r.Runs)
+		}
+		return nil
+	})
+}
