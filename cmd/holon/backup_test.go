@@ -537,3 +537,31 @@ func dirNames(t *testing.T, dir string) []string {
 	}
 	return names
 }
+
+// Ensure that holon backup takes the gateway from HOLON_URL when neither
+// --db nor --url is given, as the other client subcommands do.
+func TestBackup_HolonURL(t *testing.T) {
+	dir := t.TempDir()
+	g := startGateway(t, filepath.Join(dir, "holon.db"))
+	out := filepath.Join(dir, "b.jsonl")
+	var errb bytes.Buffer
+	m := &Main{Stdout: io.Discard, Stderr: &errb, Getenv: func(k string) string {
+		switch k {
+		case "HOLON_URL":
+			return g.srv.URL
+		case "HOLON_KEY":
+			return adminKey
+		}
+		return ""
+	}}
+	if code := m.Run(context.Background(), []string{"backup", "--out", out}); code != 0 {
+		t.Fatalf("holon backup with HOLON_URL: exit %d: %s", code, errb.String())
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(b, []byte(`{"end":`)) {
+		t.Errorf("the backup has no trailer: %d bytes", len(b))
+	}
+}
