@@ -46,22 +46,8 @@ func (b *bench) calls(ctx context.Context) ([]*Result, error) {
 	var answered200 int64
 	counts := make([]int64, o.Clients)
 	call := func(ctx context.Context, c int) error {
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, g.url+"/v0/calls", bytes.NewReader(bodies[c]))
-		if err != nil {
+		if err := postBilledCall(ctx, client, g.url, bodies[c]); err != nil {
 			return err
-		}
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := client.Do(req)
-		if err != nil {
-			return err
-		}
-		body, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if err != nil {
-			return err
-		}
-		if resp.StatusCode != http.StatusOK || !bytes.Contains(body, []byte(`"billed":true`)) {
-			return fmt.Errorf("POST /v0/calls: %s: %s", resp.Status, body)
 		}
 		counts[c]++
 		return nil
@@ -196,4 +182,26 @@ func startProfile(o Options, name string) (stop func() string, err error) {
 		f.Close()
 		return fmt.Sprintf("CPU profile (gateway and clients, one process): go tool pprof -top %s", path)
 	}, nil
+}
+
+// postBilledCall makes one POST /v0/calls and requires a billed success.
+func postBilledCall(ctx context.Context, client *http.Client, base string, body []byte) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v0/calls", bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	answer, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK || !bytes.Contains(answer, []byte(`"billed":true`)) {
+		return fmt.Errorf("POST /v0/calls: %s: %s", resp.Status, answer)
+	}
+	return nil
 }

@@ -1,10 +1,8 @@
 package bench
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"path/filepath"
 	"runtime"
@@ -98,24 +96,7 @@ func (b *bench) mcp(ctx context.Context) ([]*Result, error) {
 	}
 	settled := 0
 	viaGateway := func(ctx context.Context, c int) error {
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, g.url+"/v0/calls", bytes.NewReader(bodies[c]))
-		if err != nil {
-			return err
-		}
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := hc.Do(req)
-		if err != nil {
-			return err
-		}
-		body, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if err != nil {
-			return err
-		}
-		if resp.StatusCode != http.StatusOK || !bytes.Contains(body, []byte(`"billed":true`)) {
-			return fmt.Errorf("POST /v0/calls: %s: %s", resp.Status, body)
-		}
-		return nil
+		return postBilledCall(ctx, hc, g.url, bodies[c])
 	}
 	before, err := g.money()
 	if err != nil {
