@@ -53,34 +53,9 @@ func newHosted(cfg Config, store *kv.Store, engine *gateway.Engine, log *slog.Lo
 // statusWriter remembers the status and the principal of a request, for
 // its log line.
 type statusWriter struct {
-	http.ResponseWriter
-	status int
-	p      *principal
+	codeWriter
+	p *principal
 }
-
-func (w *statusWriter) WriteHeader(code int) {
-	if w.status == 0 {
-		w.status = code
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *statusWriter) Write(b []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
-	return w.ResponseWriter.Write(b)
-}
-
-// Flush lets streaming handlers (the MCP server) flush through the wrapper.
-func (w *statusWriter) Flush() {
-	if f, ok := w.ResponseWriter.(http.Flusher); ok {
-		f.Flush()
-	}
-}
-
-// Unwrap gives http.ResponseController the underlying writer.
-func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // ServeHTTP runs what every request goes through before its route: NUL
 // characters in the path or query are refused, the body is bounded, and on
@@ -88,13 +63,13 @@ func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 // key is looked up) and one line is logged: never a key, a query string,
 // an input or an output.
 func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	sw := &statusWriter{ResponseWriter: w}
+	sw := &statusWriter{codeWriter: codeWriter{ResponseWriter: w}}
 	start := time.Now()
 	addr := ""
 	if a.hosted != nil {
 		addr = a.hosted.limits.clientAddr(r)
 		defer func() {
-			attrs := []any{"method", r.Method, "path", redactKeys(r.URL.Path), "status", sw.status,
+			attrs := []any{"method", r.Method, "path", redactKeys(r.URL.Path), "status", sw.code,
 				"ms", time.Since(start).Milliseconds(), "addr", addr}
 			if p := sw.p; p != nil {
 				attrs = append(attrs, "principal", p.kind)
