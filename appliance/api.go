@@ -63,6 +63,7 @@ func (a *api) routes() {
 	if a.hosted != nil {
 		a.hostedRoutes()
 	}
+	a.routeConsole()
 	r.NotFound = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, gateway.Errorf(gateway.CodeNotFound, "no route %s %s", r.Method, redactKeys(r.URL.Path)))
 	})

@@ -1,0 +1,177 @@
+package appliance_test
+
+import (
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+
+	"holon.dev/holon/appliance"
+)
+
+// browser is a cookie-keeping HTTP client that does not follow redirects,
+// so a test sees each answer of the console as a browser gets it.
+type browser struct {
+	t    *testing.T
+	base string
+	c    *http.Client
+}
+
+func newBrowser(t *testing.T, base string) *browser {
+	jar, _ := cookiejar.New(nil)
+	return &browser{t: t, base: base, c: &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error {
+		return http.ErrUseLastResponse
+	}}}
+}
+
+func (b *browser) get(path string) (*http.Response, string) {
+	b.t.Helper()
+	req, _ := http.NewRequest("GET", b.base+path, nil)
+	req.Header.Set("Accept", "text/html")
+	return b.send(req)
+}
+
+// post sends a form with the browser's CSRF token (read from its cookie,
+// as the console's pages embed it).
+func (b *browser) post(path string, form url.Values) (*http.Response, string) {
+	b.t.Helper()
+	if form.Get("csrf") == "" {
+		form.Set("csrf", b.cookie("holon_csrf"))
+	}
+	req, _ := http.NewRequest("POST", b.base+path, strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	return b.send(req)
+}
+
+func (b *browser) send(req *http.Request) (*http.Response, string) {
+	b.t.Helper()
+	resp, err := b.c.Do(req)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp, string(body)
+}
+
+func (b *browser) cookie(name string) string {
+	u, _ := url.Parse(b.base)
+	for _, c := range b.c.Jar.Cookies(u) {
+		if c.Name == name {
+			return c.Value
+		}
+	}
+	return ""
+}
+
+var keyInPage = regexp.MustCompile(`value="(hlk_[ha]_[A-Za-z0-9]+)"`)
+
+// Ensure that an email signup in the console shows both keys once, signs
+// the human in with a session cookie that holds no key, scopes pages to the
+// account, and that signing out (or revoking the key) ends the session.
+func TestConsole_SignupSession(t *testing.T) {
+	ta := newHostedApp(t)
+	b := newBrowser(t, ta.srv.URL)
+
+	resp, _ := b.get("/console/")
+	if resp.StatusCode != http.StatusSeeOther || !strings.HasPrefix(resp.Header.Get("Location"), "/console/signin") {
+		t.Fatalf("signed out: %d %s, want a redirect to sign in", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	b.get("/console/signin")
+	if b.cookie("holon_csrf") == "" {
+		t.Fatal("the sign-in page set no CSRF cookie")
+	}
+	// A form without the token is refused, and nothing is created.
+	resp, _ = b.post("/console/signup", url.Values{"handle": {"ada"}, "email": {"ada@example.com"}, "csrf": {"forged"}})
+	if resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("forged CSRF token: %d, want 403", resp.StatusCode)
+	}
+	// A bad handle comes back beside its field.
+	resp, body := b.post("/console/signup", url.Values{"handle": {"A"}, "email": {"ada@example.com"}})
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(body, `id="handle-error"`) {
+		t.Fatalf("bad handle: %d, want 400 with the message beside the field:\n%s", resp.StatusCode, body)
+	}
+	resp, body = b.post("/console/signup", url.Values{"handle": {"ada"}, "email": {"ada@example.com"}})
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("signup: %d\n%s", resp.StatusCode, body)
+	}
+	keys := keyInPage.FindAllStringSubmatch(body, -1)
+	if len(keys) != 2 || !strings.Contains(body, "you will not see them again") {
+		t.Fatalf("signup page shows %d keys, want the human and the agent key shown once:\n%s", len(keys), body)
+	}
+	humanKey := keys[0][1]
+	if resp.Header.Get("Cache-Control") != "no-store" {
+		t.Errorf("the page with the keys is cacheable: %q", resp.Header.Get("Cache-Control"))
+	}
+	var session *http.Cookie
+	for _, c := range resp.Cookies() {
+		if c.Name == appliance.SessionCookie {
+			session = c
+		}
+	}
+	if session == nil || !session.HttpOnly || session.SameSite != http.SameSiteStrictMode || strings.Contains(session.Value, humanKey) || strings.HasPrefix(session.Value, "hlk_") {
+		t.Fatalf("session cookie %+v: want HttpOnly, SameSite=Strict, and no key in it", session)
+	}
+	resp, body = b.get("/console/")
+	if resp.StatusCode != http.StatusOK || !strings.Contains(body, "ada/sandbox") || !strings.Contains(body, `data-balance="ada">5.00`) {
+		t.Fatalf("overview: %d, want ada's sandbox and balance:\n%s", resp.StatusCode, body)
+	}
+	if strings.Contains(body, humanKey) {
+		t.Error("the overview shows the human key again")
+	}
+	// Another account's mandate is as unknown to the page as to the API.
+	ta.anonymous().must(201, "POST", "/v0/signup", map[string]string{"handle": "bob", "email": "bob@example.com"})
+	if resp, _ := b.get("/console/mandates/bob/sandbox"); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("bob's mandate from ada's session: %d, want 404", resp.StatusCode)
+	}
+
+	// Sign out ends the session server-side: the old cookie is refused.
+	old := session.Value
+	resp, _ = b.post("/console/signout", url.Values{})
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("sign out: %d", resp.StatusCode)
+	}
+	replay := newBrowser(t, ta.srv.URL)
+	u, _ := url.Parse(ta.srv.URL)
+	replay.c.Jar.SetCookies(u, []*http.Cookie{{Name: appliance.SessionCookie, Value: old}})
+	if resp, _ := replay.get("/console/"); resp.StatusCode != http.StatusSeeOther {
+		t.Errorf("a signed-out session still opens the console: %d", resp.StatusCode)
+	}
+
+	// Sign in again by pasting the key; revoking that key ends the session.
+	b.get("/console/signin")
+	resp, _ = b.post("/console/signin", url.Values{"key": {humanKey}, "next": {"/console/receipts"}})
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/console/receipts" {
+		t.Fatalf("sign in with the key: %d %s", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	if resp, _ := b.get("/console/"); resp.StatusCode != http.StatusOK {
+		t.Fatalf("after pasting the key: %d", resp.StatusCode)
+	}
+	prefix := humanKey[:14]
+	ta.as(humanKey).must(200, "DELETE", "/v0/keys/"+prefix, nil)
+	if resp, _ := b.get("/console/"); resp.StatusCode != http.StatusSeeOther {
+		t.Errorf("the session of a revoked key still opens the console: %d", resp.StatusCode)
+	}
+	// An agent key does not sign in.
+	resp, body = b.post("/console/signin", url.Values{"key": {keys[1][1]}})
+	if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(body, "agent key") {
+		t.Errorf("agent key: %d, want 401 saying agent keys do not sign in:\n%s", resp.StatusCode, body)
+	}
+}
+
+// Ensure that a browser asking for / is sent to the console while an API
+// client keeps its JSON answer.
+func TestConsole_RootRedirect(t *testing.T) {
+	ta := newHostedApp(t)
+	b := newBrowser(t, ta.srv.URL)
+	if resp, _ := b.get("/"); resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/console/" {
+		t.Errorf("browser at /: %d %s", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	status, out := ta.anonymous().do("GET", "/", nil)
+	if status != http.StatusNotFound || errorCode(out) != "not_found" {
+		t.Errorf("API client at /: %d %v", status, out)
+	}
+}
