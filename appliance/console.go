@@ -123,6 +123,10 @@ func (b consoleBackend) Do(r *http.Request, method, path string, body, out any) 
 		if err := json.Unmarshal(rec.body.Bytes(), &eb); err != nil || eb.Error == nil {
 			return fmt.Errorf("console request %s %s: status %d", method, path, rec.code)
 		}
+		if out != nil {
+			// A call that ran and failed still has its receipt.
+			_ = json.Unmarshal(rec.body.Bytes(), out)
+		}
 		return &webui.APIError{Status: rec.code, Err: eb.Error}
 	}
 	if out == nil {

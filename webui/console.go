@@ -34,7 +34,8 @@ type Backend interface {
 	// Do sends one API request (path with its query) as the request's
 	// signed-in principal, body encoded as JSON, and decodes the JSON
 	// answer into out (when not nil). An answer that is not 2xx comes
-	// back as an *APIError.
+	// back as an *APIError, its body still decoded into out (a call that
+	// ran and failed has a receipt).
 	Do(r *http.Request, method, path string, body, out any) error
 	// SignIn checks a key (human or admin) and starts a session for it on
 	// w. The key itself is never stored nor sent back.

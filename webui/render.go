@@ -61,7 +61,20 @@ func (c *Console) funcs() template.FuncMap {
 			}
 			return t.UTC().Format("2006-01-02 15:04:05Z")
 		},
-		"join":   strings.Join,
+		"join": strings.Join,
+		"list": func(xs ...string) []string { return xs },
+		"deref": func(p any) any {
+			switch v := p.(type) {
+			case *bool:
+				return v != nil && *v
+			case *int:
+				if v == nil {
+					return 0
+				}
+				return *v
+			}
+			return p
+		},
 		"bar":    newBar,
 		"pathOf": mandatePath,
 		"dict": func(kv ...any) (map[string]any, error) {
