@@ -206,7 +206,7 @@ func evalIn[T any](tb *tab, expr string) T {
 	tb.t.Helper()
 	ctx, cancel := context.WithTimeout(tb.ctx, 20*time.Second)
 	defer cancel()
-	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr))
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr, chromedp.EvalAwaitPromise))
 	if err != nil {
 		tb.t.Fatalf("evaluate %s: %v", expr, err)
 	}

@@ -104,6 +104,19 @@ func consoleHostedSession(t *testing.T, browser context.Context, axe []byte) {
 		t.Fatalf("signed out, the console opens %s, want the sign-in page", p)
 	}
 	tb.check("signin")
+	// GitHub's callback lands on /console#login=<code>: the page trades the
+	// code with POST /v0/auth/exchange (refused here: no GitHub app, a
+	// made-up code) and takes it out of the address bar.
+	tb.open("/console#login=made-up-code")
+	if got := evalIn[string](tb, `new Promise(function (ok) {
+		var n = 0, el = document.getElementById("exchange-status");
+		(function wait() { if (/failed/.test(el.textContent) || ++n > 100) ok(el.textContent); else setTimeout(wait, 20); })();
+	})`); !strings.HasPrefix(got, "GitHub sign-in failed") {
+		t.Errorf("the #login exchange: status %q", got)
+	}
+	if h := evalIn[string](tb, `location.hash`); h != "" {
+		t.Errorf("the one-time code stays in the address: %q", h)
+	}
 	tb.fill(`#handle`, "ada", `#email`, "ada@example.com")
 	if status := tb.click(`form[action="/console/signup"] button`); status != http.StatusCreated {
 		t.Fatalf("signup: status %d", status)
