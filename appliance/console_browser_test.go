@@ -173,10 +173,14 @@ func consoleHostedSession(t *testing.T, browser context.Context, axe []byte) {
 	if p := tb.path(); p != "/console/mandates/ada/lab" {
 		t.Fatalf("after creating the mandate: %s (%s)", p, tb.text("main"))
 	}
+	tb.step("ask in the client", chromedp.Click(chromedp.CSS(`#ask_in_client`), chromedp.NodeVisible))
 	tb.click(`form[action="/console/keys"] button`)
 	labKey := tb.value(`#new-key`)
 	if !strings.HasPrefix(labKey, "hlk_a_") {
 		t.Fatalf("new agent key: %q", labKey)
+	}
+	if got := tb.text(`section[aria-labelledby="keys-h"] tbody td:nth-child(2)`); got != "yes" {
+		t.Errorf("the new key asks in its client: %q, want yes", got)
 	}
 	tb.check("mandate")
 
