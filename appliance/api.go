@@ -179,8 +179,9 @@ func decodeBody(r *http.Request, v any) error {
 	if err := dec.Decode(v); err != nil {
 		return gateway.Errorf(gateway.CodeInvalidRequest, "body: %v", err)
 	}
-	if dec.More() {
-		return gateway.Errorf(gateway.CodeInvalidRequest, "body: trailing data after the JSON object")
+	// More is false at a closing bracket: only the end of input will do.
+	if _, err := dec.Token(); err != io.EOF {
+		return gateway.Errorf(gateway.CodeInvalidRequest, "body: trailing data after the JSON object at byte %d: send one JSON object", dec.InputOffset())
 	}
 	return nil
 }
