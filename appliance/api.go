@@ -507,12 +507,14 @@ func (a *api) listReceipts(w http.ResponseWriter, r *http.Request, _ httprouter.
 // each mandate's own index gives its newest page, and the pages merge.
 func (a *api) receiptsOf(mandates []string, before string, limit int) (kv.ReceiptPage, error) {
 	var all []*kv.Receipt
+	more := false // some mandate has receipts older than its page
 	for _, m := range mandates {
 		p, err := a.engine.Receipts(m, before, limit)
 		if err != nil {
 			return kv.ReceiptPage{}, err
 		}
 		all = append(all, p.Receipts...)
+		more = more || p.Next != ""
 	}
 	sort.Slice(all, func(i, j int) bool {
 		si, _ := kv.ReceiptSeq(all[i].ID)
@@ -520,9 +522,11 @@ func (a *api) receiptsOf(mandates []string, before string, limit int) (kv.Receip
 		return si > sj
 	})
 	var page kv.ReceiptPage
-	if len(all) > limit {
-		all = all[:limit]
-		page.Next = all[limit-1].ID
+	// A mandate with receipts older than its page means a next page, even
+	// when the merged page does not overflow.
+	if more || len(all) > limit {
+		all = all[:min(limit, len(all))]
+		page.Next = all[len(all)-1].ID
 	}
 	page.Receipts = all
 	return page, nil

@@ -49,3 +49,71 @@ func TestHosted_TrailingDataRefused(t *testing.T) {
 		t.Errorf("balance %s after refused bodies, want 5.00", bal)
 	}
 }
+
+// Ensure that GET /v0/receipts without mandate= pages through all of a
+// human key's receipts: 60 under one mandate give 50, then a next that
+// yields the other 10 and no next; and that paging stays exact across
+// several mandates.
+func TestReceipts_HumanKeyPagesEveryMandate(t *testing.T) {
+	ta := newHostedApp(t)
+	ann := ta.signup("ann")
+	want := map[string]bool{}
+	call := func(c client, text string) {
+		t.Helper()
+		out := c.must(http.StatusOK, "POST", "/v0/calls", echoCall(text))
+		want[str(out["receipt"].(map[string]any)["id"])] = true
+	}
+	first := ann.echoKey("many", "2.00")
+	for i := range 60 {
+		call(first, str(i))
+	}
+	// pages lists every receipt by following next, checking order and
+	// that no receipt comes twice.
+	pages := func(limit string) (sizes []int, seen map[string]bool) {
+		t.Helper()
+		seen = map[string]bool{}
+		path := "/v0/receipts" + limit
+		for range 20 {
+			out := ann.human.must(http.StatusOK, "GET", path, nil)
+			rs, _ := out["receipts"].([]any)
+			sizes = append(sizes, len(rs))
+			for _, r := range rs {
+				id := str(r.(map[string]any)["id"])
+				if seen[id] {
+					t.Errorf("receipt %s listed twice", id)
+				}
+				seen[id] = true
+			}
+			next, _ := out["next"].(string)
+			if next == "" {
+				return sizes, seen
+			}
+			sep := "?"
+			if limit != "" {
+				sep = "&"
+			}
+			path = "/v0/receipts" + limit + sep + "before=" + next
+		}
+		t.Fatal("next never ended")
+		return nil, nil
+	}
+	if sizes, seen := pages(""); len(sizes) != 2 || sizes[0] != 50 || sizes[1] != 10 || len(seen) != 60 {
+		t.Errorf("one mandate: pages of %v, %d receipts, want [50 10] and 60", sizes, len(seen))
+	}
+	second := ann.echoKey("second", "1.00")
+	for i := range 15 {
+		call(second, "second "+str(i))
+	}
+	for i := range 5 {
+		call(first, "again "+str(i))
+	}
+	sizes, seen := pages("?limit=30")
+	if len(sizes) != 3 || sizes[0] != 30 || sizes[1] != 30 || sizes[2] != 20 || len(seen) != 80 {
+		t.Errorf("two mandates: pages of %v, %d receipts, want [30 30 20] and 80", sizes, len(seen))
+	}
+	for id := range want {
+		if !seen[id] {
+			t.Errorf("receipt %s never listed", id)
+		}
+	}
+}
