@@ -163,9 +163,10 @@ func notFound(format string, args ...any) error {
 	return gateway.Errorf(gateway.CodeNotFound, format, args...)
 }
 
-// decodeBody reads a JSON request body strictly: unknown fields, trailing
-// data, NUL characters and oversized bodies are refused with a message that
-// says what to fix.
+// decodeBody reads a JSON request body strictly (gateway.DecodeJSON: I-JSON,
+// field names spelt exactly, no unknown field, nothing after the object);
+// NUL characters and oversized bodies are refused too, each with a message
+// that says what to fix.
 func decodeBody(r *http.Request, v any) error {
 	b, err := readBody(r)
 	if err != nil {
@@ -174,16 +175,7 @@ func decodeBody(r *http.Request, v any) error {
 	if len(bytes.TrimSpace(b)) == 0 {
 		b = []byte("{}")
 	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return gateway.Errorf(gateway.CodeInvalidRequest, "body: %v", err)
-	}
-	// More is false at a closing bracket: only the end of input will do.
-	if _, err := dec.Token(); err != io.EOF {
-		return gateway.Errorf(gateway.CodeInvalidRequest, "body: trailing data after the JSON object at byte %d: send one JSON object", dec.InputOffset())
-	}
-	return nil
+	return gateway.DecodeJSON(b, v, "body")
 }
 
 // readBody reads a bounded body with no NUL character in it.

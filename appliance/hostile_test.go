@@ -117,3 +117,46 @@ func TestReceipts_HumanKeyPagesEveryMandate(t *testing.T) {
 		}
 	}
 }
+
+// Ensure that every request body must be strict JSON (RFC 7493), answered
+// 400 invalid_request with what is wrong and where, and nothing stored:
+// signup (an email of invalid bytes, a duplicated handle, a field name in
+// another case), mandates (a duplicated budget.total) and calls (a
+// duplicated input key, 1e400, a lone surrogate), with or without an
+// Idempotency-Key.
+func TestHosted_BodiesAreStrictJSON(t *testing.T) {
+	ta := newHostedApp(t)
+	ann := ta.signup("ann")
+	echo := ann.echoKey("echo", "1.00")
+	refused := func(c client, path, body, msg string) {
+		t.Helper()
+		status, _, b := c.raw("POST", path, []byte(body))
+		if status != http.StatusBadRequest || !bytes.Contains(b, []byte(`"code":"invalid_request"`)) || !bytes.Contains(b, []byte(msg)) {
+			t.Errorf("POST %s %q: %d %s, want 400 invalid_request saying %s", path, body, status, b, msg)
+		}
+	}
+	// Twice each: a first one stored would make the second email_taken.
+	for range 2 {
+		refused(ta.anonymous(), "/v0/signup", "{\"handle\":\"bob\",\"email\":\"\xff\xfe@example.com\"}", "invalid UTF-8 in string at byte 25")
+		refused(ta.anonymous(), "/v0/signup", `{"handle":"bob","email":"\udc00@example.com"}`, `lone surrogate \\udc00`)
+		refused(ta.anonymous(), "/v0/signup", `{"handle":"eve","handle":"bob","email":"bob@example.com"}`, `duplicate key \"handle\" at byte 16`)
+		refused(ta.anonymous(), "/v0/signup", `{"Handle":"bob","email":"bob@example.com"}`, `unknown field \"Handle\" (field names are case-sensitive: \"handle\")`)
+	}
+	ta.signup("bob") // neither the handle nor the email was taken
+	refused(ann.human, "/v0/mandates", `{"id":"big","grantee":"ann/assistant","budget":{"total":"0.10","per_call":"0.10","total":"4.00"}}`, `duplicate key \"total\"`)
+	if status, out := ann.human.do("GET", "/v0/mandates/ann/big", nil); status != http.StatusNotFound {
+		t.Errorf("the refused mandate exists: %d %v", status, out)
+	}
+	for _, c := range []client{echo, echo.with("Idempotency-Key", "strict-1")} {
+		refused(c, "/v0/calls", `{"agent":"test-lab/echo","input":{"text":"a","text":"b"}}`, `duplicate key \"text\" at byte 45`)
+		refused(c, "/v0/calls", `{"agent":"test-lab/echo","input":{"text":"a","n":1e400}}`, `number 1e400 is out of the range of a double`)
+		refused(c, "/v0/calls", `{"agent":"test-lab/echo","input":{"text":"\ud800"}}`, `lone surrogate \\ud800`)
+		refused(c, "/v0/calls", `{"Agent":"test-lab/echo","input":{"text":"a"}}`, `unknown field \"Agent\"`)
+	}
+	if n := ann.human.receiptCount("ann/echo"); n != 0 {
+		t.Errorf("%d receipts after refused calls, want 0", n)
+	}
+	if bal := ann.balance(); bal != "5.00" {
+		t.Errorf("balance %s after refused calls, want 5.00", bal)
+	}
+}

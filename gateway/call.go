@@ -81,8 +81,8 @@ func (e *Engine) Call(ctx context.Context, in CallInput) (*CallResult, error) {
 	if len(in.Input) == 0 {
 		in.Input = json.RawMessage("{}")
 	}
-	if !json.Valid(in.Input) {
-		return nil, Errorf(CodeInvalidRequest, "input is not valid JSON")
+	if err := CheckJSON(in.Input, "input"); err != nil {
+		return nil, err
 	}
 	return e.call(context.WithoutCancel(ctx), callSpec{
 		mandateID:  in.Mandate,
