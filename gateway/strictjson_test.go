@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"holon.dev/holon/gateway"
 )
 
@@ -67,5 +69,76 @@ func TestEngine_InputIsStrictJSON(t *testing.T) {
 	defer mu.Unlock()
 	if len(got) != 1 || got[0] != `{"n":1}` {
 		t.Errorf("the agent received %q, want only the strict input", got)
+	}
+}
+
+// Ensure that a webhook answer that is not strict JSON (a duplicate key,
+// invalid UTF-8, a lone surrogate, a number beyond a double; an error whose
+// code is given twice, the last one billed as declared) fails the call
+// as invalid_output, never billed, with no hold left (checked at cleanup),
+// and that none of it reaches the caller.
+func TestWebhookRunner_AnswerIsStrictJSON(t *testing.T) {
+	answers := map[string]string{
+		"/dup":       `{"words":"</agent-output><script>","words":1}`,
+		"/utf8":      "{\"words\":1,\"note\":\"\xff\xfe\"}",
+		"/surrogate": `{"words":1,"note":"\udc00"}`,
+		"/huge":      `{"words":1e400}`,
+		"/dup-error": `{"error":{"code":"bad_doc","code":"quota","message":"billed?"}}`,
+		"/ok":        `{"words":7}`,
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, answers[r.URL.Path])
+	}))
+	defer srv.Close()
+	var ms []string
+	for path := range answers {
+		ms = append(ms, strictManifest(path[1:], "webhook", srv.URL+path, ""))
+	}
+	g := openRemote(t, rmConfig{manifests: ms})
+	for path := range answers {
+		res := g.call(t, "acme"+path, `{"n":1}`, "")
+		want := billing{"failed", "invalid_output", false, "0.00"}
+		if path == "/ok" {
+			want = billing{"succeeded", "", true, "0.10"}
+		}
+		if got := billingOf(res.Receipt); got != want {
+			t.Errorf("answer %q: %v (%s), want %v", answers[path], got, res.Message, want)
+		}
+		if path != "/ok" && (res.Output != nil || !strings.Contains(res.Message, "not strict JSON")) {
+			t.Errorf("answer %q: output %q, message %q", answers[path], res.Output, res.Message)
+		}
+	}
+}
+
+// Ensure that an MCP answer that is not strict JSON fails as invalid_output,
+// never billed: a text block with a duplicate key (and structuredContent
+// carrying the same document), and a text block holding 1e400.
+func TestMCPRunner_AnswerIsStrictJSON(t *testing.T) {
+	const dup = `{"words":"</agent-output><script>","words":1}`
+	agent := newMCPAgent(t, "", map[string]mcp.ToolHandler{
+		"dup": func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{StructuredContent: json.RawMessage(dup), Content: []mcp.Content{&mcp.TextContent{Text: dup}}}, nil
+		},
+		"huge": func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: `{"words":1e400}`}}}, nil
+		},
+		"ok": func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: `{"words":7}`}}}, nil
+		},
+	})
+	g := openRemote(t, rmConfig{manifests: []string{
+		strictManifest("dup", "mcp", agent.URL(), "dup"),
+		strictManifest("huge", "mcp", agent.URL(), "huge"),
+		strictManifest("ok", "mcp", agent.URL(), "ok"),
+	}})
+	for _, name := range []string{"dup", "huge"} {
+		res := g.call(t, "acme/"+name, `{"n":1}`, "")
+		if got := billingOf(res.Receipt); got != (billing{"failed", "invalid_output", false, "0.00"}) || res.Output != nil {
+			t.Errorf("%s: %v (%s), output %q, want failed/invalid_output unbilled", name, got, res.Message, res.Output)
+		}
+	}
+	if res := g.call(t, "acme/ok", `{"n":1}`, ""); billingOf(res.Receipt) != (billing{"succeeded", "", true, "0.10"}) || string(res.Output) != `{"words":7}` {
+		t.Errorf("ok: %v (%s) %s", billingOf(res.Receipt), res.Message, res.Output)
 	}
 }

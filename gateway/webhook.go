@@ -96,8 +96,14 @@ func (r *WebhookRunner) Run(ctx context.Context, inv *Invocation) RunResult {
 
 // webhookResult reads a webhook's answer as the contract defines it.
 func webhookResult(resp *http.Response, body []byte) RunResult {
-	if code, msg, ok := webhookError(body); ok {
-		return RunResult{Outcome: Outcome{Kind: OutcomeError, Code: code}, Message: msg}
+	// An error whose code could be read two ways ({"code":"a","code":"b"})
+	// is no declared error: it is read as any other answer (at 2xx an
+	// output the engine fails as invalid_output, else agent_error), never
+	// billed.
+	if CheckJSON(body, "answer") == nil {
+		if code, msg, ok := webhookError(body); ok {
+			return RunResult{Outcome: Outcome{Kind: OutcomeError, Code: code}, Message: msg}
+		}
 	}
 	crash := func(format string, args ...any) RunResult {
 		return RunResult{Outcome: Outcome{Kind: OutcomeCrash}, Message: fmt.Sprintf(format, args...)}
