@@ -164,9 +164,10 @@ func notFound(format string, args ...any) error {
 	return gateway.Errorf(gateway.CodeNotFound, format, args...)
 }
 
-// decodeBody reads a JSON request body strictly: unknown fields, trailing
-// data, NUL characters and oversized bodies are refused with a message that
-// says what to fix.
+// decodeBody reads a JSON request body strictly (gateway.DecodeJSON: I-JSON,
+// field names spelt exactly, no unknown field, nothing after the object);
+// NUL characters and oversized bodies are refused too, each with a message
+// that says what to fix.
 func decodeBody(r *http.Request, v any) error {
 	b, err := readBody(r)
 	if err != nil {
@@ -175,15 +176,7 @@ func decodeBody(r *http.Request, v any) error {
 	if len(bytes.TrimSpace(b)) == 0 {
 		b = []byte("{}")
 	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return gateway.Errorf(gateway.CodeInvalidRequest, "body: %v", err)
-	}
-	if dec.More() {
-		return gateway.Errorf(gateway.CodeInvalidRequest, "body: trailing data after the JSON object")
-	}
-	return nil
+	return gateway.DecodeJSON(b, v, "body")
 }
 
 // readBody reads a bounded body with no NUL character in it.
@@ -525,12 +518,14 @@ func (a *api) listReceipts(w http.ResponseWriter, r *http.Request, _ httprouter.
 // each mandate's own index gives its newest page, and the pages merge.
 func (a *api) receiptsOf(mandates []string, before string, limit int) (kv.ReceiptPage, error) {
 	var all []*kv.Receipt
+	more := false // some mandate has receipts older than its page
 	for _, m := range mandates {
 		p, err := a.engine.Receipts(m, before, limit)
 		if err != nil {
 			return kv.ReceiptPage{}, err
 		}
 		all = append(all, p.Receipts...)
+		more = more || p.Next != ""
 	}
 	sort.Slice(all, func(i, j int) bool {
 		si, _ := kv.ReceiptSeq(all[i].ID)
@@ -538,9 +533,11 @@ func (a *api) receiptsOf(mandates []string, before string, limit int) (kv.Receip
 		return si > sj
 	})
 	var page kv.ReceiptPage
-	if len(all) > limit {
-		all = all[:limit]
-		page.Next = all[limit-1].ID
+	// A mandate with receipts older than its page means a next page, even
+	// when the merged page does not overflow.
+	if more || len(all) > limit {
+		all = all[:min(limit, len(all))]
+		page.Next = all[len(all)-1].ID
 	}
 	page.Receipts = all
 	return page, nil

@@ -93,7 +93,11 @@ func (a *api) createMandate(w http.ResponseWriter, r *http.Request, _ httprouter
 		return
 	}
 	var doc map[string]any
-	if err := json.Unmarshal(b, &doc); err != nil || doc == nil {
+	if err := gateway.DecodeJSON(b, &doc, "body"); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	if doc == nil {
 		a.fail(w, r, gateway.Errorf(gateway.CodeInvalidRequest, "body: want a mandate as a JSON object"))
 		return
 	}

@@ -124,12 +124,11 @@ func callerOf(req *mcp.CallToolRequest) *mcpCaller {
 
 // decodeArgs reads valid arguments into v, strictly.
 func decodeArgs(args json.RawMessage, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(args))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return gateway.Errorf(gateway.CodeInvalidRequest, "arguments: %s", escapeLT(err.Error()))
+	err := gateway.DecodeJSON(args, v, "arguments")
+	if ge := (*gateway.Error)(nil); errors.As(err, &ge) {
+		ge.Msg = escapeLT(ge.Msg)
 	}
-	return nil
+	return err
 }
 
 // toolAnswer is a tool's answer: structuredContent, and the same JSON in

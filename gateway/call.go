@@ -81,8 +81,8 @@ func (e *Engine) Call(ctx context.Context, in CallInput) (*CallResult, error) {
 	if len(in.Input) == 0 {
 		in.Input = json.RawMessage("{}")
 	}
-	if !json.Valid(in.Input) {
-		return nil, Errorf(CodeInvalidRequest, "input is not valid JSON")
+	if err := CheckJSON(in.Input, "input"); err != nil {
+		return nil, err
 	}
 	return e.call(context.WithoutCancel(ctx), callSpec{
 		mandateID:  in.Mandate,
@@ -472,7 +472,12 @@ func (e *Engine) run(ctx context.Context, m *Mandate, v *AgentVersion, sp callSp
 	}
 	st.finish()
 	if res.Outcome.Kind == OutcomeOutput {
-		if err := a.output.ValidateJSON(res.Output); err != nil {
+		// Only strict JSON is validated and passed on: with a duplicate key
+		// the schema and the caller could read different values.
+		if err := CheckJSON(res.Output, "output"); err != nil {
+			res.Outcome.Kind = OutcomeInvalidOutput
+			res.Message = fmt.Sprintf("the answer of %s is not strict JSON (RFC 7493): %v", a.Ref(), errorMessage(err))
+		} else if err := a.output.ValidateJSON(res.Output); err != nil {
 			res.Outcome.Kind = OutcomeInvalidOutput
 			res.Message = fmt.Sprintf("output does not match %s's interface.output: %v", a.Ref(), err)
 		}

@@ -26,16 +26,25 @@ const maxCanonicalDepth = 10000
 // problem and its byte offset.
 func CanonicalJSON(b []byte) ([]byte, error) {
 	p := canonParser{in: b}
-	p.skipSpace()
-	root, err := p.value(0)
+	root, err := p.parse()
 	if err != nil {
 		return nil, err
 	}
+	return p.write(make([]byte, 0, len(b)), &root), nil
+}
+
+// parse reads the one JSON value of the whole input.
+func (p *canonParser) parse() (canonNode, error) {
+	p.skipSpace()
+	root, err := p.value(0)
+	if err != nil {
+		return root, err
+	}
 	p.skipSpace()
 	if p.pos < len(p.in) {
-		return nil, p.errorf("unexpected %s after the JSON value", p.describe())
+		return root, p.errorf("unexpected %s after the JSON value: trailing data is not accepted", p.describe())
 	}
-	return p.write(make([]byte, 0, len(b)), &root), nil
+	return root, nil
 }
 
 // InputHash returns the lowercase hex SHA-256 of the canonical form of b
@@ -57,6 +66,7 @@ type canonParser struct {
 	in      []byte
 	pos     int
 	scalars []byte // the canonical text of every scalar, end to end
+	what    string // what is parsed, for errors ("canonical json" when empty)
 }
 
 // canonNode is one JSON value.
@@ -81,7 +91,7 @@ func (p *canonParser) errorf(format string, args ...any) error {
 func (p *canonParser) errorAt(at int, format string, args ...any) error {
 	return &Error{
 		Code: CodeInvalidRequest,
-		Msg:  fmt.Sprintf("canonical json: %s at byte %d", fmt.Sprintf(format, args...), at),
+		Msg:  fmt.Sprintf("%s: %s at byte %d", cmp.Or(p.what, "canonical json"), fmt.Sprintf(format, args...), at),
 	}
 }
 

@@ -188,8 +188,8 @@ func (e *Engine) CallDelegated(ctx context.Context, dc DelegatedCall) (CallOutco
 	if len(dc.Input) == 0 {
 		dc.Input = json.RawMessage("{}")
 	}
-	if !json.Valid(dc.Input) {
-		return CallOutcome{}, Errorf(CodeInvalidRequest, "input is not valid JSON")
+	if err := CheckJSON(dc.Input, "input"); err != nil {
+		return CallOutcome{}, err
 	}
 	out := g.run.Call(ctx, dc.Target, dc.Input)
 	if out.Receipt == "" && g.run.ended() {

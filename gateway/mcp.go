@@ -64,11 +64,12 @@ func (r *MCPRunner) OpenSessions(endpoint string, exempt bool, token string) int
 }
 
 // Run calls the agent's tool. A call is retried once, on a fresh session
-// over a fresh connection, when nothing of it reached a live session: the
-// pooled session was dead, the server answered 404 (it no longer knows the
-// session: it restarted), or the kept-alive connection it went out on had
-// been closed by the server before it answered a byte. Once a call may have
-// reached the agent, it is never retried.
+// over a fresh connection, only when provably nothing of it reached the
+// agent: it was not written (the pooled session was dead), or the server
+// answered 404 (it no longer knows the session: it restarted). A call
+// written on a kept-alive connection that then failed before any answer may
+// have reached the agent, which may have acted on it: it is never sent
+// again.
 func (r *MCPRunner) Run(ctx context.Context, inv *Invocation) RunResult {
 	m := inv.Manifest
 	meta := mcp.Meta{}
@@ -115,13 +116,14 @@ func (r *MCPRunner) Run(ctx context.Context, inv *Invocation) RunResult {
 			return RunResult{Outcome: Outcome{Kind: OutcomeTimeout}}
 		}
 		r.pool.drop(s)
-		if attempt == 0 && (!st.sent || st.stale || st.status == http.StatusNotFound) {
-			// Nothing reached a live session (it was dead, its connection
-			// had been closed, or the server no longer knows it): once more,
-			// on a fresh session over a fresh connection.
-			if st.stale {
-				r.http.dropStale(inv.Shipped)
-			}
+		if st.stale {
+			// The kept-alive connection was dead: the next call dials afresh.
+			r.http.dropStale(inv.Shipped)
+		}
+		if attempt == 0 && (!st.sent || st.status == http.StatusNotFound) {
+			// Nothing reached a live session (it was dead, or the server no
+			// longer knows it): once more, on a fresh session over a fresh
+			// connection.
 			continue
 		}
 		return r.callFailed(m, err, st)

@@ -417,9 +417,10 @@ func jsonEq(t *testing.T, got json.RawMessage, want string) bool {
 }
 
 // Ensure that a call that went out on a kept-alive connection the server
-// had closed (it answers nothing) is retried once on a fresh session over a
-// fresh connection, and runs exactly once.
-func TestMCPRunner_StaleConnectionRetried(t *testing.T) {
+// had closed (it answers nothing) is not sent again, since the server may
+// have read it: it fails as runtime_unavailable, unbilled, and the next call
+// opens a fresh session over a fresh connection and succeeds.
+func TestMCPRunner_StaleConnectionNotResent(t *testing.T) {
 	var kl *killableListener
 	agent := newMCPAgentWrapped(t, "", map[string]mcp.ToolHandler{"echo": profileTools()["echo"]}, func(l net.Listener) net.Listener {
 		kl = &killableListener{Listener: l}
@@ -433,10 +434,13 @@ func TestMCPRunner_StaleConnectionRetried(t *testing.T) {
 	}
 	kl.killAll()
 	res := g.call(t, "acme/echo", `{"after":"kill"}`, "")
-	if got := billingOf(res.Receipt); got != (billing{"succeeded", "", true, "0.10"}) {
+	if got := billingOf(res.Receipt); got != (billing{"failed", "runtime_unavailable", false, "0.00"}) {
 		t.Fatalf("after the connection died: %v (%s)", got, res.Message)
 	}
+	if res := g.call(t, "acme/echo", `{"after":"failure"}`, ""); res.Receipt.Status != "succeeded" {
+		t.Fatalf("the call after the failure: %v (%s)", billingOf(res.Receipt), res.Message)
+	}
 	if n := len(agent.Calls()); n != 3 {
-		t.Errorf("the tool ran %d times for 3 calls", n)
+		t.Errorf("the tool ran %d times for 3 calls that reached it", n)
 	}
 }

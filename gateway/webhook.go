@@ -60,18 +60,17 @@ func (r *WebhookRunner) Run(ctx context.Context, inv *Invocation) RunResult {
 	}
 	token, _ := r.cfg.credential(m.ID)
 	client := r.http.client(inv.Shipped, token)
+	// A call is sent at most once: a request that failed after it was
+	// written may have reached the agent, which may have acted on it, so it
+	// is never sent again (the transport itself retries only a request
+	// that was not written).
 	resp, err := client.Do(req)
-	if err != nil && probe.state().stale && ctx.Err() == nil {
-		// The kept-alive connection had been closed by the server before it
-		// answered a byte: once more, on a fresh connection.
-		r.http.dropStale(inv.Shipped)
-		probe = &callProbe{}
-		req = req.Clone(withProbe(ctx, probe))
-		req.Body = io.NopCloser(bytes.NewReader(inv.Input))
-		resp, err = client.Do(req)
-	}
 	if err != nil {
 		st := probe.state()
+		if st.stale {
+			// The kept-alive connection was dead: the next call dials afresh.
+			r.http.dropStale(inv.Shipped)
+		}
 		switch b, blocked := blockedAddress(err); {
 		case ctx.Err() != nil:
 			return RunResult{Outcome: Outcome{Kind: OutcomeTimeout}}
@@ -97,8 +96,14 @@ func (r *WebhookRunner) Run(ctx context.Context, inv *Invocation) RunResult {
 
 // webhookResult reads a webhook's answer as the contract defines it.
 func webhookResult(resp *http.Response, body []byte) RunResult {
-	if code, msg, ok := webhookError(body); ok {
-		return RunResult{Outcome: Outcome{Kind: OutcomeError, Code: code}, Message: msg}
+	// An error whose code could be read two ways ({"code":"a","code":"b"})
+	// is no declared error: it is read as any other answer (at 2xx an
+	// output the engine fails as invalid_output, else agent_error), never
+	// billed.
+	if CheckJSON(body, "answer") == nil {
+		if code, msg, ok := webhookError(body); ok {
+			return RunResult{Outcome: Outcome{Kind: OutcomeError, Code: code}, Message: msg}
+		}
 	}
 	crash := func(format string, args ...any) RunResult {
 		return RunResult{Outcome: Outcome{Kind: OutcomeCrash}, Message: fmt.Sprintf(format, args...)}

@@ -40,6 +40,7 @@ type serveFlags struct {
 	db, mandates                string
 	hosted                      bool
 	shutdown                    time.Duration
+	bodyTimeout                 time.Duration
 	domains                     stringList
 	acmeCA, acmeEmail, acmeRoot string
 	tlsCert, tlsKey             string
@@ -53,6 +54,7 @@ func (c *serveCommand) flags() (*flag.FlagSet, *serveFlags) {
 	fs.StringVar(&f.db, "db", "holon.db", "the database file (bbolt); certificates go to certs/ beside it")
 	fs.StringVar(&f.mandates, "mandates", "", "a directory of mandate YAML files (default: the demo mandates)")
 	fs.DurationVar(&f.shutdown, "shutdown-timeout", 30*time.Second, "on SIGTERM, how long running calls may take to finish")
+	fs.DurationVar(&f.bodyTimeout, "body-timeout", defaultBodyTimeout, "how long a client may take to send a request body; slower ones are cut off")
 	fs.BoolVar(&f.hosted, "hosted", false, "serve other people: accounts, API keys, scoping, rate limits, moderation")
 	fs.Var(&f.domains, "domain", "a name to obtain a certificate for by ACME and serve HTTPS as (repeatable)")
 	fs.StringVar(&f.acmeCA, "acme-ca", "", "the ACME directory URL (default Let's Encrypt: "+holontls.DefaultCA+")")
@@ -119,6 +121,8 @@ func (f *serveFlags) check() error {
 		return errors.New("--acme-ca, --acme-email and --acme-ca-root need --domain")
 	case !f.tls() && f.httpAddr != "":
 		return errors.New("--http-addr serves challenges and redirects to HTTPS: it needs --domain or --tls-cert")
+	case f.bodyTimeout <= 0:
+		return errors.New("--body-timeout must be above zero")
 	}
 	seen := map[string]bool{}
 	for i, d := range f.domains {

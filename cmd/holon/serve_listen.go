@@ -65,7 +65,7 @@ func (c *serveCommand) listen(f *serveFlags, app *appliance.App, log *slog.Logge
 	}
 	// TLS handshake errors from scanners would flood the logs.
 	errorLog := slog.NewLogLogger(log.Handler(), slog.LevelDebug)
-	s.api = &http.Server{Handler: app.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, ErrorLog: errorLog}
+	s.api = &http.Server{Handler: boundBodies(app.Handler(), f.bodyTimeout), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, ErrorLog: errorLog}
 	var redirect http.Handler
 	switch {
 	case len(f.domains) > 0:
