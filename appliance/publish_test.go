@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"holon.dev/holon/appliance"
 	"holon.dev/holon/gateway"
@@ -273,5 +274,34 @@ func TestPublish_RebindingRefusedAtCallTime(t *testing.T) {
 	}
 	if carol.balance() != "5.00" {
 		t.Errorf("carol's balance %s, want 5.00", carol.balance())
+	}
+}
+
+// Ensure that App.OnPublished is told of each published version once it is
+// stored and listed (callable), and of nothing refused.
+func TestPublish_OnPublishedHook(t *testing.T) {
+	g, lena := publishWorld(t)
+	got := make(chan string, 4)
+	g.app.OnPublished(func(ref string) {
+		if _, ok := g.app.Engine().Registry().Get(ref); !ok {
+			t.Errorf("hook for %s before it is listed", ref)
+		}
+		got <- ref
+	})
+	lena.human.must(201, "POST", "/v0/agents", pubManifest("lena/hooked", "1.0.0"))
+	lena.human.must(409, "POST", "/v0/agents", pubManifest("lena/hooked", "1.0.0"))
+	lena.human.must(400, "POST", "/v0/agents", pubManifest("lena/other", "1.0.0", set("runtime.endpoint", "http://x.example/run")))
+	select {
+	case ref := <-got:
+		if ref != "lena/hooked@1.0.0" {
+			t.Errorf("hook got %s", ref)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the hook was not called")
+	}
+	select {
+	case ref := <-got:
+		t.Errorf("hook called again, for %s", ref)
+	case <-time.After(50 * time.Millisecond):
 	}
 }
