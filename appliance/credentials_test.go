@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +17,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"holon.dev/holon/appliance"
+	"holon.dev/holon/backup"
 	"holon.dev/holon/gateway"
 )
 
@@ -225,5 +227,48 @@ func TestCredential_NeedsFileSecret(t *testing.T) {
 	st, out := lena.human.do("PUT", "/v0/agents/lena/x/credential", map[string]any{"token": "abc"})
 	if st != 503 || errorCode(out) != appliance.CodeCredentialsOff || !strings.Contains(str(out), "HOLON_FILE_SECRET") {
 		t.Errorf("PUT without a secret: %d %v", st, out)
+	}
+}
+
+// Ensure that a backup of a gateway with published versions, a yank, an
+// endpoint credential and a GitHub link restores into a gateway that lists
+// the same versions, still sends the token (sealed in the backup, opened
+// with the same HOLON_FILE_SECRET), keeps the link, and verifies.
+func TestPublish_BackupRestore(t *testing.T) {
+	srv := newAuthorServer(t)
+	g := newGitHubApp(t, withAuthorServer(srv))
+	lena := g.author(101, "lena")
+	const token = "tok-Backup4Xq9Lw2Vn7Kc1Pm"
+	srv.requireToken(token)
+	lena.human.must(200, "PUT", "/v0/agents/lena/hook/credential", map[string]any{"token": token})
+	for _, v := range []string{"1.0.0", "1.1.0"} {
+		lena.human.must(201, "POST", "/v0/agents", pubManifest("lena/hook", v, proprietary, set("runtime.endpoint", srv.srv.URL+"/run")))
+	}
+	lena.human.must(200, "DELETE", "/v0/agents/lena/hook@1.1.0", nil)
+	st, _, b := g.admin().raw("GET", "/v0/admin/backup", nil)
+	if st != 200 || bytes.Contains(b, []byte(token)) {
+		t.Fatalf("backup: %d, token in clear: %v", st, bytes.Contains(b, []byte(token)))
+	}
+	restored := filepath.Join(t.TempDir(), "restored.db")
+	if _, err := backup.Restore(bytes.NewReader(b), restored, nil); err != nil {
+		t.Fatal(err)
+	}
+	g.restart(func(c *appliance.Config) { c.DB = restored })
+	rep, err := backup.Verify(g.app.Engine().Store())
+	if err != nil || !rep.OK() {
+		var out bytes.Buffer
+		rep.WriteTo(&out)
+		t.Fatalf("verify after restore: %v\n%s", err, out.String())
+	}
+	if d := g.anonymous().must(200, "GET", "/v0/agents/lena/hook", nil); str(d["versions"]) != "[1.0.0]" {
+		t.Errorf("versions after restore: %v", d["versions"])
+	}
+	carol := g.signup("carol")
+	carol.createMandate("pub", map[string]any{"budget": map[string]any{"total": "1.00"}, "allow": map[string]any{"agents": []string{"lena/*"}}})
+	carol.human.must(200, "POST", "/v0/calls", map[string]any{"mandate": "carol/pub", "agent": "lena/hook", "input": map[string]any{"text": "restored"}})
+	lena.human.must(201, "POST", "/v0/agents", pubManifest("lena/hook", "1.2.0", proprietary, set("runtime.endpoint", srv.srv.URL+"/run")))
+	lena.human.must(409, "POST", "/v0/agents", pubManifest("lena/hook", "1.1.0", proprietary, set("runtime.endpoint", srv.srv.URL+"/run")))
+	if again := g.signInAs("lena"); again["handle"] != "lena" || again["new_account"] != false {
+		t.Errorf("sign-in after restore: %v", again)
 	}
 }
