@@ -40,6 +40,12 @@ func newGatewayClient(getenv func(string) string, url, key string) (*gatewayClie
 	return &gatewayClient{url: strings.TrimRight(url, "/"), key: key, http: &http.Client{Timeout: 60 * time.Second}}, nil
 }
 
+// gatewayFlags are --url and --key, which default to HOLON_URL and HOLON_KEY.
+func gatewayFlags(fs *flag.FlagSet) (url, key *string) {
+	return fs.String("url", "", "the gateway's base URL (default: $HOLON_URL)"),
+		fs.String("key", "", "your human key (default: $HOLON_KEY)")
+}
+
 // apiError is a gateway's error answer, printed with its fields.
 type apiError struct {
 	status int
@@ -105,8 +111,7 @@ func (c *publishCommand) Synopsis() string {
 func (c *publishCommand) Run(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("publish", flag.ContinueOnError)
 	fs.SetOutput(c.stderr)
-	url := fs.String("url", "", "the gateway's base URL (default: $HOLON_URL)")
-	key := fs.String("key", "", "your human key (default: $HOLON_KEY)")
+	url, key := gatewayFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprintln(c.stderr, `Usage: holon publish [--url URL] [--key KEY] holon.yaml
 
@@ -178,8 +183,7 @@ func (c *credentialCommand) Synopsis() string {
 func (c *credentialCommand) Run(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("credential", flag.ContinueOnError)
 	fs.SetOutput(c.stderr)
-	url := fs.String("url", "", "the gateway's base URL (default: $HOLON_URL)")
-	key := fs.String("key", "", "your human key (default: $HOLON_KEY)")
+	url, key := gatewayFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprintln(c.stderr, `Usage: holon credential [--url URL] [--key KEY] set <ns/name> < token
        holon credential [--url URL] [--key KEY] delete <ns/name>
