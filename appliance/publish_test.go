@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -303,5 +304,31 @@ func TestPublish_OnPublishedHook(t *testing.T) {
 	case ref := <-got:
 		t.Errorf("hook called again, for %s", ref)
 	case <-time.After(50 * time.Millisecond):
+	}
+}
+
+// Ensure that concurrent publishes of one version list it once: one is
+// accepted, the others answer version_exists.
+func TestPublish_ConcurrentSameVersion(t *testing.T) {
+	_, lena := publishWorld(t)
+	const n = 8
+	statuses := make(chan int, n)
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			st, _ := lena.human.do("POST", "/v0/agents", pubManifest("lena/race", "1.0.0", proprietary))
+			statuses <- st
+		}()
+	}
+	wg.Wait()
+	close(statuses)
+	count := map[int]int{}
+	for st := range statuses {
+		count[st]++
+	}
+	if count[201] != 1 || count[409] != n-1 {
+		t.Errorf("statuses %v, want one 201 and %d 409", count, n-1)
 	}
 }

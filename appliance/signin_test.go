@@ -136,6 +136,14 @@ func TestSignIn_GitHub_State(t *testing.T) {
 	if frag := b2.callback(cb2); frag != "login_error=state_expired" {
 		t.Errorf("expired state: %q, want login_error=state_expired", frag)
 	}
+	// A code GitHub never issued, with a good state: GitHub refuses it.
+	b4 := g.newBrowser()
+	cb4, _ := url.Parse(b4.authorize(b4.start()))
+	q4 := cb4.Query()
+	q4.Set("code", "forged-code")
+	if frag := b4.callback(g.srv.URL + cb4.Path + "?" + q4.Encode()); frag != "login_error=github_error" {
+		t.Errorf("forged code: %q, want login_error=github_error", frag)
+	}
 	// The user refuses on GitHub.
 	g.gh.SetDeny(true)
 	b3 := g.newBrowser()
