@@ -273,6 +273,8 @@ type meAnswer struct {
 	Keys     []keyView               `json:"keys,omitempty"`
 	Key      *keyView                `json:"key,omitempty"`
 	Mandate  *gateway.MandateState   `json:"mandate,omitempty"`
+	// GitHub is the linked GitHub account (human keys; publishing needs it).
+	GitHub *githubLink `json:"github,omitempty"`
 }
 
 // me is GET /v0/me: for a human key the account, its balance, mandates
@@ -312,7 +314,7 @@ func (a *api) me(w http.ResponseWriter, r *http.Request, _ httprouter.Params, p 
 		return
 	}
 	created := acct.Created
-	ans.Email, ans.Created = acct.Email, &created
+	ans.Email, ans.Created, ans.GitHub = acct.Email, &created, acct.GitHub
 	ans.Balance = &accountView{Account: acct.Handle, Balance: bal.Balance, Held: bal.Held, Available: bal.Available()}
 	ans.Mandates = []*gateway.MandateState{}
 	for _, id := range acct.Mandates {

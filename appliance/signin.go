@@ -271,7 +271,10 @@ func (h *hosted) linkGitHub(tx *kv.Tx, gu *githubUser, now time.Time) (handle st
 		if acct.Disabled != nil {
 			return "", false, disabled
 		}
-		acct.GitHub.Login, acct.GitHub.Seen = gu.Login, now
+		if acct.GitHub == nil || acct.GitHub.ID != gu.ID {
+			return "", false, fmt.Errorf("account %s is not linked back to github %d", handle, gu.ID)
+		}
+		acct.GitHub.Login, acct.GitHub.Seen = gu.Login, now // a renamed login follows
 		return handle, false, tx.Put(kv.BucketUsers, handle, acct)
 	case !errors.Is(err, kv.ErrNotFound):
 		return "", false, err

@@ -46,7 +46,7 @@ func TestSignIn_GitHub_Success(t *testing.T) {
 	}
 	human, agent := g.as(str(out["human_key"])), g.as(str(out["agent_key"]))
 	me := human.must(http.StatusOK, "GET", "/v0/me", nil)
-	if me["email"] != "octo@users.example.com" || me["kind"] != "human" {
+	if gh, _ := me["github"].(map[string]any); me["email"] != "octo@users.example.com" || me["kind"] != "human" || gh["login"] != "Octo-Cat" || gh["id"] != float64(4242) {
 		t.Errorf("GET /v0/me: %v", me)
 	}
 	if me := agent.must(http.StatusOK, "GET", "/v0/me", nil); me["kind"] != "agent" {
