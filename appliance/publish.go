@@ -1,12 +1,14 @@
 package appliance
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -120,27 +122,57 @@ func (a *App) initPublishing(h *hosted) {
 // their forks' royalty chains resolve). A version that no longer loads is
 // logged and left out: it must not stop the gateway.
 func (a *App) loadPublished(reg *gateway.Registry) error {
-	var ms []*gateway.Manifest
-	var yanked []string
+	type stored struct {
+		ref    string
+		doc    []byte
+		yanked bool
+	}
+	var docs []stored
 	err := a.store.View(func(tx *kv.Tx) error {
 		return tx.ForEachAgent(func(ref string, d kv.Doc) error {
-			if !d.Published {
-				return nil
-			}
-			m, err := gateway.ParseManifest(d.Doc)
-			if err != nil {
-				a.log.Error("published version does not load: left out", "agent", ref, "err", err)
-				return nil
-			}
-			ms = append(ms, m)
-			if d.Yanked != "" {
-				yanked = append(yanked, ref)
+			if d.Published {
+				docs = append(docs, stored{ref: ref, doc: bytes.Clone(d.Doc), yanked: d.Yanked != ""})
 			}
 			return nil
 		})
 	})
 	if err != nil {
 		return fmt.Errorf("read published agents: %w", err)
+	}
+	// Compiling the schemas is most of the work (about half a millisecond a
+	// version): spread it over the cores.
+	parsed := make([]*gateway.Manifest, len(docs))
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for w := 0; w < runtime.GOMAXPROCS(0); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				m, err := gateway.ParseManifest(docs[i].doc)
+				if err != nil {
+					a.log.Error("published version does not load: left out", "agent", docs[i].ref, "err", err)
+					continue
+				}
+				parsed[i] = m
+			}
+		}()
+	}
+	for i := range docs {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	var ms []*gateway.Manifest
+	var yanked []string
+	for i, m := range parsed {
+		if m == nil {
+			continue
+		}
+		ms = append(ms, m)
+		if docs[i].yanked {
+			yanked = append(yanked, docs[i].ref)
+		}
 	}
 	for len(ms) > 0 {
 		var next []*gateway.Manifest
