@@ -138,7 +138,7 @@ func (a *App) init(ctx context.Context) error {
 	for _, ref := range yanked {
 		reg.Remove(ref)
 	}
-	if a.vault, err = newVault(a.cfg.FileSecret, a.store, a.cfg.Rand, a.log); err != nil {
+	if a.vault, err = newVault([]byte(a.cfg.FileSecret), a.store, a.cfg.Rand, a.log); err != nil {
 		return fmt.Errorf("endpoint credentials: %w", err)
 	}
 	remote := gateway.RemoteConfig{Guard: gateway.NetGuard{AllowPrivate: a.cfg.AllowPrivateEndpoints, Resolver: a.cfg.Resolver},

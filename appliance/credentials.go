@@ -56,12 +56,12 @@ type vault struct {
 // newVault derives the key and opens every stored token. A token that
 // does not open (HOLON_FILE_SECRET changed) is left out and logged by
 // agent id: its author sets it again.
-func newVault(secret string, store *kv.Store, rand io.Reader, log *slog.Logger) (*vault, error) {
+func newVault(secret []byte, store *kv.Store, rand io.Reader, log *slog.Logger) (*vault, error) {
 	v := &vault{store: store, rand: rand, open: map[string]string{}}
-	if secret == "" {
+	if len(secret) == 0 {
 		return v, nil
 	}
-	key, err := hkdf.Key(sha256.New, []byte(secret), nil, credentialPurpose, 32)
+	key, err := hkdf.Key(sha256.New, secret, nil, credentialPurpose, 32)
 	if err != nil {
 		return nil, fmt.Errorf("derive the credentials key: %w", err)
 	}
