@@ -228,6 +228,12 @@ func (a *api) signIn(r *http.Request) (string, error) {
 	if err != nil {
 		return "", githubRefusal(err)
 	}
+	if !h.knownGitHub(gu) {
+		// A new account: the signups' rate limit applies, as to POST /v0/signup.
+		if ok, _ := h.limits.signup.allow(h.limits.clientAddr(r)); !ok {
+			return "", refuseSignin(CodeRateLimited, "too many new accounts from this address")
+		}
+	}
 	code, err := randomToken(h.rand)
 	if err != nil {
 		return "", err
@@ -255,6 +261,21 @@ func githubRefusal(err error) error {
 		return refuseSignin(CodeGitHubUnavailable, "%v", err)
 	}
 	return refuseSignin("github_error", "%v", err)
+}
+
+// knownGitHub reports whether a GitHub account is linked, or its email
+// has an account already: a sign-in that creates no account.
+func (h *hosted) knownGitHub(gu *githubUser) bool {
+	known := false
+	_ = h.store.View(func(tx *kv.Tx) error {
+		var handle string
+		var er emailRecord
+		email, err := normalizeEmail(gu.Email)
+		known = tx.Get(kv.BucketSignIn, githubKey(gu.ID), &handle) == nil ||
+			err == nil && tx.Get(kv.BucketEmails, email, &er) == nil
+		return nil
+	})
+	return known
 }
 
 // linkGitHub finds the account of a GitHub account: the one linked to its

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/time/rate"
+
 	"holon.dev/holon/appliance"
 )
 
@@ -287,4 +289,22 @@ func TestSignIn_GitHub_Unavailable(t *testing.T) {
 		}
 	}
 	off.anonymous().must(http.StatusOK, "GET", "/v0/agents", nil)
+}
+
+// Ensure that sign-ins that create accounts count against the signups'
+// rate limit of the address, and returning sign-ins do not.
+func TestSignIn_GitHub_SignupRateLimit(t *testing.T) {
+	g := newGitHubApp(t, func(c *appliance.Config) {
+		c.Limits.Signup = appliance.Limit{Rate: rate.Every(time.Hour), Burst: 1}
+	})
+	g.author(41, "first")
+	g.gh.AddUser(42, "second", "second@users.example.com", true)
+	g.gh.SignIn("second")
+	b := g.newBrowser()
+	if frag := b.callback(b.authorize(b.start())); frag != "login_error=rate_limited" {
+		t.Errorf("a second new account from the address: %q", frag)
+	}
+	if out := g.signInAs("first"); out["handle"] != "first" {
+		t.Errorf("a returning sign-in: %v", out)
+	}
 }
