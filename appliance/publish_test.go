@@ -332,3 +332,21 @@ func TestPublish_ConcurrentSameVersion(t *testing.T) {
 		t.Errorf("statuses %v, want one 201 and %d 409", count, n-1)
 	}
 }
+
+// Ensure that disabling an account with yank_agents withdraws its
+// published versions, for good, and that its keys can publish no more.
+func TestPublish_DisabledAuthor(t *testing.T) {
+	g, lena := publishWorld(t)
+	lena.human.must(201, "POST", "/v0/agents", pubManifest("lena/gone", "1.0.0", proprietary))
+	out := g.admin().must(200, "POST", "/v0/admin/accounts/lena/disable", map[string]any{"reason": "fraud", "yank_agents": true})
+	if str(out["yanked"]) != "[lena/gone@1.0.0]" {
+		t.Errorf("disable: %v", out)
+	}
+	if st, _ := lena.human.do("POST", "/v0/agents", pubManifest("lena/gone", "2.0.0", proprietary)); st != 401 {
+		t.Errorf("publish with a disabled account's key: %d, want 401", st)
+	}
+	g.restart()
+	if _, ok := g.app.Engine().Registry().Get("lena/gone@1.0.0"); ok {
+		t.Error("the disabled author's version is listed after a restart")
+	}
+}
