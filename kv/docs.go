@@ -20,16 +20,17 @@ const (
 	BucketCredentials = "credentials" // agent id → encrypted endpoint token
 	BucketFiles       = "files"       // file id → file record
 	BucketSettings    = "settings"    // name → value
-	// BucketSignIn holds GitHub sign-in state that must outlive a restart:
-	// "state/<sha256>" (10 minutes), "code/<sha256>" (2 minutes) and
-	// "github/<id>" → handle, the link of a GitHub account to its account.
-	BucketSignIn = "signin"
 )
 
+// BucketSignIn holds GitHub sign-in state that must outlive a restart:
+// "state/<sha256>" (10 minutes), "code/<sha256>" (2 minutes) and
+// "github/<id>" → handle, the link of a GitHub account to its account.
+const BucketSignIn = "signin"
+
 var appBuckets = map[string]bool{
-	BucketUsers: true, BucketEmails: true, BucketKeys: true, BucketIdempotency: true,
-	BucketModLog: true, BucketCredentials: true, BucketFiles: true, BucketSettings: true,
 	BucketSignIn: true,
+	BucketUsers:  true, BucketEmails: true, BucketKeys: true, BucketIdempotency: true,
+	BucketModLog: true, BucketCredentials: true, BucketFiles: true, BucketSettings: true,
 }
 
 // appendOnly buckets refuse overwrites and deletes.
