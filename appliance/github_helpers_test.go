@@ -79,24 +79,24 @@ func (g *ghApp) advance(d time.Duration) {
 	g.clock.mu.Unlock()
 }
 
-// browser is one browser: its own cookies, redirects taken one at a time.
-type browser struct {
+// ghBrowser is one browser: its own cookies, redirects taken one at a time.
+type ghBrowser struct {
 	g      *ghApp
 	client *http.Client
 }
 
-func (g *ghApp) newBrowser() *browser {
+func (g *ghApp) newBrowser() *ghBrowser {
 	jar, err := cookiejar.New(nil)
 	if err != nil {
 		g.t.Fatal(err)
 	}
-	return &browser{g: g, client: &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error {
+	return &ghBrowser{g: g, client: &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error {
 		return http.ErrUseLastResponse
 	}}}
 }
 
 // get requests a URL and returns the status and the Location header.
-func (b *browser) get(u string) (*http.Response, string) {
+func (b *ghBrowser) get(u string) (*http.Response, string) {
 	b.g.t.Helper()
 	resp, err := b.client.Get(u)
 	if err != nil {
@@ -107,7 +107,7 @@ func (b *browser) get(u string) (*http.Response, string) {
 }
 
 // start opens GET /v0/auth/github and returns GitHub's authorize URL.
-func (b *browser) start() string {
+func (b *ghBrowser) start() string {
 	b.g.t.Helper()
 	resp, loc := b.get(b.g.srv.URL + "/v0/auth/github")
 	if resp.StatusCode != http.StatusFound || !strings.HasPrefix(loc, b.g.gh.URL+"/login/oauth/authorize?") {
@@ -117,7 +117,7 @@ func (b *browser) start() string {
 }
 
 // authorize passes GitHub's authorize page and returns the callback URL.
-func (b *browser) authorize(u string) string {
+func (b *ghBrowser) authorize(u string) string {
 	b.g.t.Helper()
 	resp, loc := b.get(u)
 	if resp.StatusCode != http.StatusFound || !strings.Contains(loc, "/v0/auth/github/callback?") {
@@ -128,7 +128,7 @@ func (b *browser) authorize(u string) string {
 
 // callback follows GitHub's redirect back and returns the console
 // fragment: "login=<code>" or "login_error=<reason>".
-func (b *browser) callback(u string) string {
+func (b *ghBrowser) callback(u string) string {
 	b.g.t.Helper()
 	resp, loc := b.get(u)
 	console, frag, ok := strings.Cut(loc, "#")
@@ -152,7 +152,7 @@ func (g *ghApp) loginCode(frag string) string {
 	return c
 }
 
-// signInAs runs the whole flow in a new browser as a GitHub login and
+// signInAs runs the whole flow in a new ghBrowser as a GitHub login and
 // returns the exchange's answer.
 func (g *ghApp) signInAs(login string) map[string]any {
 	g.t.Helper()
