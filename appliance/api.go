@@ -90,6 +90,7 @@ func (a *api) hostedRoutes() {
 	a.handle("POST", "/v0/admin/agents/:ns/:name/yank", accessAdmin, a.adminYank)
 	a.handle("GET", "/v0/admin/accounts", accessAdmin, a.adminAccounts)
 	a.handle("GET", "/v0/admin/log", accessAdmin, a.adminLog)
+	a.publishRoutes()
 }
 
 // receiptStatus maps a call's receipt to the HTTP status of POST /v0/calls:
@@ -640,6 +641,8 @@ type agentView struct {
 	Currency  string         `json:"currency"`
 	Record    recordView     `json:"record"`
 	Denied    *gateway.Error `json:"denied,omitempty"`
+	// Proprietary labels an agent with no code to check (manifest.md §8).
+	Proprietary bool `json:"proprietary,omitempty"`
 }
 
 type recordView struct {
@@ -688,7 +691,7 @@ func (a *api) listAgents(w http.ResponseWriter, r *http.Request, _ httprouter.Pa
 		}
 		av := agentView{ID: m.ID, Version: m.Version, Summary: m.Summary, Capabilities: m.Capabilities,
 			License: m.License, Pricing: m.Pricing, WorstCase: m.WorstCase(), Currency: m.Currency(),
-			Record: recordView{Runs: rec.Runs, Succeeded: rec.Succeeded}}
+			Record: recordView{Runs: rec.Runs, Succeeded: rec.Succeeded}, Proprietary: !m.OpenSource()}
 		if av.Capabilities == nil {
 			av.Capabilities = []string{}
 		}

@@ -1,10 +1,12 @@
 package appliance
 
 import (
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -91,6 +93,22 @@ type Config struct {
 	Limits Limits
 	// Rand is the source of keys and ids (crypto/rand when nil).
 	Rand io.Reader
+
+	// Publishing (gateway.md §7 "Publishing agents", "Accounts").
+	//
+	// GitHubURL and GitHubAPIURL are GitHub's web and REST API origins
+	// (HOLON_GITHUB_URL, HOLON_GITHUB_API_URL; github.com's when empty): a
+	// GitHub Enterprise Server is https://<host> and https://<host>/api/v3.
+	GitHubURL, GitHubAPIURL string
+	// GitHubHTTP is the client GitHub is reached with (a 10-second
+	// timeout when nil).
+	GitHubHTTP *http.Client
+	// Resolver resolves the host names of published endpoints, at publish
+	// time and at every connection (the system resolver when nil).
+	Resolver gateway.Resolver
+	// RemoteRootCAs are the roots trusted for remote agents' certificates
+	// (the system's when nil): tests serve https agents on loopback.
+	RemoteRootCAs *x509.CertPool
 }
 
 // Limit is a token bucket: Burst requests at once, refilled at Rate per
@@ -137,7 +155,7 @@ var DefaultPlatformFX = map[string]journal.Rate{"USD": journal.MustParseRate("0.
 //	(default 5.00), HOLON_ENV, HOLON_ADMIN_KEY, HOLON_PUBLIC_URL,
 //	HOLON_SITE_URL, HOLON_FILE_SECRET, HOLON_TRUST_PROXY (0 or 1),
 //	HOLON_ALLOW_PRIVATE_ENDPOINTS (0 or 1), HOLON_GITHUB_CLIENT_ID,
-//	HOLON_GITHUB_CLIENT_SECRET, HOLON_FX, HOLON_RATE_ACCOUNT,
+//	HOLON_GITHUB_CLIENT_SECRET, HOLON_GITHUB_URL, HOLON_GITHUB_API_URL, HOLON_FX, HOLON_RATE_ACCOUNT,
 //	HOLON_RATE_ADDRESS and HOLON_RATE_SIGNUP ("600/min", "5/h").
 func ConfigFromEnv(getenv func(string) string, cfg *Config) error {
 	var errs []error
@@ -179,6 +197,8 @@ func ConfigFromEnv(getenv func(string) string, cfg *Config) error {
 	cfg.FileSecret = getenv("HOLON_FILE_SECRET")
 	cfg.GitHubClientID = getenv("HOLON_GITHUB_CLIENT_ID")
 	cfg.GitHubClientSecret = getenv("HOLON_GITHUB_CLIENT_SECRET")
+	cfg.GitHubURL = getenv("HOLON_GITHUB_URL")
+	cfg.GitHubAPIURL = getenv("HOLON_GITHUB_API_URL")
 	cfg.TrustProxy = nil
 	if s := getenv("HOLON_TRUST_PROXY"); s != "" {
 		b, err := parseFlag(s)
@@ -300,6 +320,11 @@ func (c *Config) Check() error {
 	if c.SiteURL != "" {
 		if err := checkHTTPS(c.SiteURL); err != nil {
 			add("HOLON_SITE_URL: %v", err)
+		}
+	}
+	for _, gh := range []struct{ name, url string }{{"HOLON_GITHUB_URL", c.GitHubURL}, {"HOLON_GITHUB_API_URL", c.GitHubAPIURL}} {
+		if u, err := url.Parse(gh.url); gh.url != "" && (err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "") {
+			add("%s: %q is not an origin such as https://github.example.com", gh.name, gh.url)
 		}
 	}
 	if c.Production() {

@@ -31,6 +31,15 @@ type hosted struct {
 	// namespaces of the shipped agents.
 	starterAllow []string
 	fx           map[string]journal.Rate
+
+	// Sign-in and publishing (initPublishing): github is nil when no
+	// GitHub app is configured.
+	github    *githubClient
+	publicURL string
+	hooks     *publishHooks
+	vault     *vault
+	webhook   *gateway.WebhookRunner
+	guard     gateway.NetGuard
 }
 
 func newHosted(cfg Config, store *kv.Store, engine *gateway.Engine, log *slog.Logger, now func() time.Time, rand io.Reader, authors map[string]bool, shipped []string) *hosted {

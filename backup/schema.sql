@@ -259,3 +259,32 @@ CREATE TABLE app_docs (
     PRIMARY KEY (bucket, key_bytes),
     CHECK ((doc IS NULL) <> (raw IS NULL))
 );
+
+-- Endpoint credentials (gateway.md §6 "Authentication"), by agent id: the
+-- token sealed with AES-256-GCM under a key derived from HOLON_FILE_SECRET
+-- and bound to the agent id. Never in clear, here either: without the
+-- secret these rows open for nobody.
+CREATE TABLE credentials (
+    agent   text PRIMARY KEY CHECK (agent ~ '^[a-z0-9]+(-[a-z0-9]+)*/[a-z0-9_-]{1,64}$'),
+    version integer NOT NULL CHECK (version = 1),
+    nonce   bytea NOT NULL CHECK (length(nonce) = 12),
+    sealed  bytea NOT NULL CHECK (length(sealed) > 16),
+    set_at  timestamptz NOT NULL
+);
+
+-- GitHub sign-in: each GitHub account's link to its account ('github',
+-- by GitHub id), and the states and one-time login codes under way
+-- ('state', 'code', by their SHA-256: never the secret itself).
+CREATE TABLE signin (
+    key         text PRIMARY KEY,
+    kind        text NOT NULL CHECK (kind IN ('github', 'state', 'code')),
+    github_id   bigint CHECK (github_id > 0),
+    hash        text CHECK (hash ~ '^[0-9a-f]{64}$'),
+    handle      text,
+    new_account boolean NOT NULL DEFAULT false,
+    expires     timestamptz,
+    CHECK (kind <> 'github' OR (github_id IS NOT NULL AND handle IS NOT NULL AND expires IS NULL)),
+    CHECK (kind = 'github' OR (hash IS NOT NULL AND expires IS NOT NULL)),
+    CHECK (kind <> 'code' OR handle IS NOT NULL)
+);
+CREATE UNIQUE INDEX signin_github_handle ON signin (handle) WHERE kind = 'github';

@@ -23,8 +23,14 @@ const (
 	BucketSessions    = "sessions"    // sha256(console session id) → session record
 )
 
+// BucketSignIn holds GitHub sign-in state that must outlive a restart:
+// "state/<sha256>" (10 minutes), "code/<sha256>" (2 minutes) and
+// "github/<id>" → handle, the link of a GitHub account to its account.
+const BucketSignIn = "signin"
+
 var appBuckets = map[string]bool{
-	BucketUsers: true, BucketEmails: true, BucketKeys: true, BucketIdempotency: true,
+	BucketSignIn: true,
+	BucketUsers:  true, BucketEmails: true, BucketKeys: true, BucketIdempotency: true,
 	BucketModLog: true, BucketCredentials: true, BucketFiles: true, BucketSettings: true,
 	BucketSessions: true,
 }
