@@ -50,9 +50,10 @@ func (a *api) routeConsole() {
 
 func (b consoleBackend) Hosted() bool { return b.a.hosted != nil }
 
+// GitHubSignIn is true only when a GitHub app is configured: the sign-in
+// routes always exist (they answer 503 github_not_configured otherwise).
 func (b consoleBackend) GitHubSignIn() bool {
-	h, _, _ := b.a.router.Lookup("GET", "/v0/auth/github")
-	return h != nil
+	return b.a.hosted != nil && b.a.hosted.github != nil
 }
 
 func (b consoleBackend) Viewer(r *http.Request) (webui.Viewer, error) {
