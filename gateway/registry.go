@@ -18,6 +18,9 @@ type AgentVersion struct {
 	Facts    AgentFacts
 	// Chain is the royalty chain of its lineage, nearest upstream first.
 	Chain []journal.Upstream
+	// ChainRefs are the exact versions of Chain, level by level: who earns
+	// each royalty.
+	ChainRefs []string
 	// Shipped is true for agents that come with the gateway (exempt from
 	// network guards and moderation).
 	Shipped bool
@@ -46,17 +49,19 @@ func (r *Registry) Add(v *AgentVersion) error {
 	if _, ok := r.byRef[m.Ref()]; ok {
 		return Errorf(CodeInvalidManifest, "%s is already listed: versions are immutable", m.Ref())
 	}
+	var refs []string
 	chain, err := m.CheckLineage(func(ref string) (*Manifest, bool) {
 		up, ok := r.byRef[ref]
 		if !ok {
 			return nil, false
 		}
+		refs = append(refs, ref)
 		return up.Manifest, true
 	})
 	if err != nil {
 		return err
 	}
-	v.Chain = chain
+	v.Chain, v.ChainRefs = chain, refs[:len(chain)]
 	r.byRef[m.Ref()] = v
 	vs := append(r.byID[m.ID], v)
 	sort.Slice(vs, func(i, j int) bool { return vs[i].Manifest.version.Compare(vs[j].Manifest.version) < 0 })
@@ -78,6 +83,28 @@ func (r *Registry) Remove(ref string) {
 	if len(r.byID[id]) == 0 {
 		delete(r.byID, id)
 	}
+}
+
+// SetFacts changes what the platform knows of a listed version (its
+// evaluation, say). The listed version is replaced by a copy, so a call
+// already holding the old one is not raced; false when ref is not listed.
+func (r *Registry) SetFacts(ref string, change func(*AgentFacts)) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	old, ok := r.byRef[ref]
+	if !ok {
+		return false
+	}
+	v := *old
+	change(&v.Facts)
+	r.byRef[ref] = &v
+	vs := r.byID[v.Manifest.ID]
+	for i := range vs {
+		if vs[i] == old {
+			vs[i] = &v
+		}
+	}
+	return true
 }
 
 // Get returns the exact version ns/name@version.

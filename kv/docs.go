@@ -20,11 +20,14 @@ const (
 	BucketCredentials = "credentials" // agent id → encrypted endpoint token
 	BucketFiles       = "files"       // file id → file record
 	BucketSettings    = "settings"    // name → value
+	BucketEvals       = "evals"       // agent ref → last evaluation
+	BucketEvalQueue   = "eval_queue"  // agent ref → evaluation waiting or running
 )
 
 var appBuckets = map[string]bool{
 	BucketUsers: true, BucketEmails: true, BucketKeys: true, BucketIdempotency: true,
 	BucketModLog: true, BucketCredentials: true, BucketFiles: true, BucketSettings: true,
+	BucketEvals: true, BucketEvalQueue: true,
 }
 
 // appendOnly buckets refuse overwrites and deletes.
