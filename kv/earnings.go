@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strconv"
 
 	"holon.dev/holon/journal"
 )
@@ -36,9 +37,18 @@ type Earned struct {
 // Earnings is a version's earnings by currency.
 type Earnings map[string]Earned
 
+// metaEarningsFrom is the meta row holding the journal row of the first
+// settlement counted in earnings (decimal text): a store written before
+// the counters existed has earlier settlements that were never counted.
+var metaEarningsFrom = []byte("earnings_from")
+
 // AddEarnings adds to a version's earnings in a currency. A settlement
-// calls it once per level of its split, in its own transaction.
+// calls it once per level of its split, in its own transaction, after
+// appending its journal entry.
 func (tx *Tx) AddEarnings(ref, currency string, paidCalls int64, own, royalties journal.Amount) error {
+	if err := tx.markFrom(metaEarningsFrom, bucketJournal); err != nil {
+		return err
+	}
 	e, err := tx.Earnings(ref)
 	if err != nil {
 		return err
@@ -57,6 +67,34 @@ func (tx *Tx) AddEarnings(ref, currency string, paidCalls int64, own, royalties 
 	e[currency] = x
 	return tx.putJSON(bucketEarnings, []byte(ref), e)
 }
+
+// markFrom records, the first time a counter is written, the row of seq
+// (the one just appended) from which it counts.
+func (tx *Tx) markFrom(key, seq []byte) error {
+	meta := tx.btx.Bucket(bucketMeta)
+	if meta.Get(key) != nil {
+		return nil
+	}
+	return meta.Put(key, []byte(strconv.FormatUint(tx.btx.Bucket(seq).Sequence(), 10)))
+}
+
+// countsFrom reads a markFrom row.
+func (tx *Tx) countsFrom(key []byte) (uint64, bool) {
+	v := tx.btx.Bucket(bucketMeta).Get(key)
+	if v == nil {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(string(v), 10, 64)
+	return n, err == nil
+}
+
+// LatencyFrom is the first call event the latency histograms include;
+// false when none was counted yet.
+func (tx *Tx) LatencyFrom() (uint64, bool) { return tx.countsFrom(metaLatencyFrom) }
+
+// EarningsFrom is the journal row of the first settlement the earnings
+// counters include; false when none was counted yet.
+func (tx *Tx) EarningsFrom() (uint64, bool) { return tx.countsFrom(metaEarningsFrom) }
 
 // Earnings reads a version's earnings (empty when it never earned).
 func (tx *Tx) Earnings(ref string) (Earnings, error) {
@@ -134,8 +172,16 @@ func (l Latency) Quantile(q float64) int64 {
 	return -1
 }
 
-// AddLatency counts one settled run of a version, of that duration.
+// metaLatencyFrom is the meta row holding the first call event counted in
+// latency histograms (decimal text), as metaEarningsFrom for earnings.
+var metaLatencyFrom = []byte("latency_from")
+
+// AddLatency counts one settled run of a version, of that duration. The
+// settlement calls it after appending the run's call event.
 func (tx *Tx) AddLatency(ref string, ms int64) error {
+	if err := tx.markFrom(metaLatencyFrom, bucketEvents); err != nil {
+		return err
+	}
 	l, err := tx.Latency(ref)
 	if err != nil {
 		return err
