@@ -121,7 +121,7 @@ func (l *listings) catalog(w http.ResponseWriter, r *http.Request, _ httprouter.
 		if capability != "" && !contains(m.Capabilities, capability) {
 			continue
 		}
-		if text != "" && !strings.Contains(strings.ToLower(m.ID+" "+m.Summary+" "+m.Description+" "+strings.Join(m.Capabilities, " ")), text) {
+		if !v.Matches(text) {
 			continue
 		}
 		if len(page) == limit {

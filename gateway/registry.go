@@ -24,6 +24,25 @@ type AgentVersion struct {
 	// Shipped is true for agents that come with the gateway (exempt from
 	// network guards and moderation).
 	Shipped bool
+
+	// search is the lowercased text a search matches (Matches).
+	search string
+}
+
+// Matches reports whether a lowercased search text occurs in the version's
+// id, summary, description or capabilities ("" matches every version).
+func (v *AgentVersion) Matches(lowered string) bool {
+	if lowered == "" {
+		return true
+	}
+	if v.search == "" { // a version made outside Registry.Add
+		return strings.Contains(searchText(v.Manifest), lowered)
+	}
+	return strings.Contains(v.search, lowered)
+}
+
+func searchText(m *Manifest) string {
+	return strings.ToLower(m.ID + " " + m.Summary + " " + m.Description + " " + strings.Join(m.Capabilities, " "))
 }
 
 // Registry is the set of agent versions the gateway can call, indexed by id
@@ -33,6 +52,10 @@ type Registry struct {
 	mu    sync.RWMutex
 	byID  map[string][]*AgentVersion // versions ascending
 	byRef map[string]*AgentVersion
+	// latest caches Latest's answer until the registry changes (nil: to
+	// be computed), so that searching many agents does not sort them on
+	// every request.
+	latest []*AgentVersion
 }
 
 // NewRegistry returns an empty registry.
@@ -62,6 +85,8 @@ func (r *Registry) Add(v *AgentVersion) error {
 		return err
 	}
 	v.Chain, v.ChainRefs = chain, refs[:len(chain)]
+	v.search = searchText(m)
+	r.latest = nil
 	r.byRef[m.Ref()] = v
 	vs := append(r.byID[m.ID], v)
 	sort.Slice(vs, func(i, j int) bool { return vs[i].Manifest.version.Compare(vs[j].Manifest.version) < 0 })
@@ -78,6 +103,7 @@ func (r *Registry) Remove(ref string) {
 		return
 	}
 	delete(r.byRef, ref)
+	r.latest = nil
 	id := v.Manifest.ID
 	r.byID[id] = slices.DeleteFunc(r.byID[id], func(x *AgentVersion) bool { return x == v })
 	if len(r.byID[id]) == 0 {
@@ -97,6 +123,7 @@ func (r *Registry) SetFacts(ref string, change func(*AgentFacts)) bool {
 	}
 	v := *old
 	change(&v.Facts)
+	r.latest = nil
 	r.byRef[ref] = &v
 	vs := r.byID[v.Manifest.ID]
 	for i := range vs {
@@ -170,8 +197,22 @@ func (r *Registry) Versions(id string) []*AgentVersion {
 // pre-release when it has no release), by id.
 func (r *Registry) Latest() []*AgentVersion {
 	r.mu.RLock()
-	defer r.mu.RUnlock()
-	var out []*AgentVersion
+	cached := r.latest
+	r.mu.RUnlock()
+	if cached == nil {
+		r.mu.Lock()
+		if r.latest == nil {
+			r.latest = r.computeLatest()
+		}
+		cached = r.latest
+		r.mu.Unlock()
+	}
+	return slices.Clone(cached)
+}
+
+// computeLatest is Latest's answer, computed; the caller holds r.mu.
+func (r *Registry) computeLatest() []*AgentVersion {
+	out := make([]*AgentVersion, 0, len(r.byID))
 	for _, vs := range r.byID {
 		pick := vs[len(vs)-1]
 		for i := len(vs) - 1; i >= 0; i-- {
