@@ -144,7 +144,7 @@ func (d *demo) try(w http.ResponseWriter, r *http.Request, ps httprouter.Params,
 		writeError(w, http.StatusTooManyRequests, gateway.Errorf(CodeRateLimited, "the demo's %d tries of this hour are used up: retry later", demoPerHour))
 		return
 	}
-	res := d.engine.Try(r.Context(), v, body.Input, demoTimeout)
+	res := d.engine.Try(r.Context(), v, "demo", body.Input, demoTimeout)
 	ans := demoAnswer{Agent: v.Manifest.Ref(), Output: res.Output, MS: res.Duration.Milliseconds()}
 	status := http.StatusOK
 	if res.Error == "" && len(res.Output) > demoMaxOutput {

@@ -139,7 +139,15 @@ func TestEarnings_ForkChain(t *testing.T) {
 	if c := rep.Check(backup.CheckEarnings); !c.OK() || !strings.Contains(c.Covered, "3 versions' counters against 6 settle entries") {
 		t.Errorf("verify earnings: %+v", c)
 	}
-	if err := store.Update(ctx, func(tx *kv.Tx) error { return tx.AddEarnings("cai/echo@1.0.0", "EUR", 0, 1, 0) }); err != nil {
+	if c := rep.Check(backup.CheckLatency); !c.OK() || !strings.Contains(c.Covered, "3 histograms") {
+		t.Errorf("verify latency: %+v", c)
+	}
+	if err := store.Update(ctx, func(tx *kv.Tx) error {
+		if err := tx.AddLatency("ann/echo@1.0.0", 99_999); err != nil {
+			return err
+		}
+		return tx.AddEarnings("cai/echo@1.0.0", "EUR", 0, 1, 0)
+	}); err != nil {
 		t.Fatal(err)
 	}
 	if rep, err = backup.Verify(store); err != nil {
@@ -147,6 +155,9 @@ func TestEarnings_ForkChain(t *testing.T) {
 	}
 	if c := rep.Check(backup.CheckEarnings); c.OK() || !strings.Contains(strings.Join(c.Problems, "\n"), "account cai") {
 		t.Errorf("verify after a counter drifted: %+v", c)
+	}
+	if c := rep.Check(backup.CheckLatency); c.OK() || !strings.Contains(strings.Join(c.Problems, "\n"), "ann/echo@1.0.0") {
+		t.Errorf("verify after a histogram drifted: %+v", c)
 	}
 	// bob's view lists nothing: he wrote no agent.
 	if out := bob.human.must(http.StatusOK, "GET", "/v0/me/agents", nil); len(out["versions"].([]any)) != 0 {

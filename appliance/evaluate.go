@@ -344,7 +344,7 @@ func (ev *evaluator) runCase(ctx context.Context, v *gateway.AgentVersion, c eva
 	if err != nil {
 		return "input: " + err.Error(), 0
 	}
-	res := ev.engine.Try(ctx, v, input, ev.caseTimeout)
+	res := ev.engine.Try(ctx, v, "eval", input, ev.caseTimeout)
 	ms := res.Duration.Milliseconds()
 	if c.Expect.Error != "" {
 		if res.Error != c.Expect.Error {

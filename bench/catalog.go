@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime/metrics"
 	"sort"
 	"strings"
 	"sync"
@@ -65,6 +66,7 @@ func (b *bench) catalog(ctx context.Context) ([]*Result, error) {
 	for _, q := range queries {
 		lat := make(latencies, 0, requests)
 		results := 0
+		cpu0, alloc0 := goCPU(), heapAllocs()
 		for i := 0; i < requests && ctx.Err() == nil; i++ {
 			// Searches go round the topics; catalogue pages start anywhere.
 			arg := (i * 7919) % n
@@ -80,6 +82,8 @@ func (b *bench) catalog(ctx context.Context) ([]*Result, error) {
 			lat = append(lat, time.Since(t0))
 			results = got
 		}
+		cpu := (goCPU() - cpu0) / time.Duration(max(len(lat), 1))
+		alloc := (heapAllocs() - alloc0) / uint64(max(len(lat), 1))
 		sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 		r := &Result{
 			Name:     fmt.Sprintf("%s with %s registered versions", q.name, thousands(int64(n))),
@@ -88,7 +92,7 @@ func (b *bench) catalog(ctx context.Context) ([]*Result, error) {
 			Notes: []string{
 				fmt.Sprintf("versions registered with App.RegisterVersion (store record + registry, as publishing does) in %s", registered.Round(time.Millisecond)),
 				fmt.Sprintf("%d bytes of answer, the last one; one client, sequential, over loopback HTTP", results),
-				"load average " + loadAverage() + " (the machine's other work shows in the tail)",
+				fmt.Sprintf("%s of CPU and %s allocated per request (gateway and client, Go's own count); load average %s: the machine's other work shows in the tail", ms(cpu), thousands(int64(alloc))+" B", loadAverage()),
 			},
 		}
 		r.judge(lat.P(0.99) <= catalogTarget, "the answer scans the registry's latest versions on every request")
@@ -139,6 +143,29 @@ func registerMany(ctx context.Context, g *benchGateway, n int) error {
 	default:
 		return nil
 	}
+}
+
+// goCPU is the CPU time the process's Go code and its GC used so far.
+func goCPU() time.Duration {
+	s := []metrics.Sample{{Name: "/cpu/classes/user:cpu-seconds"}, {Name: "/cpu/classes/gc/total:cpu-seconds"}}
+	metrics.Read(s)
+	var sec float64
+	for _, x := range s {
+		if x.Value.Kind() == metrics.KindFloat64 {
+			sec += x.Value.Float64()
+		}
+	}
+	return time.Duration(sec * float64(time.Second))
+}
+
+// heapAllocs is how many bytes the process allocated so far.
+func heapAllocs() uint64 {
+	s := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() == metrics.KindUint64 {
+		return s[0].Value.Uint64()
+	}
+	return 0
 }
 
 // loadAverage is the 1-minute load average, or "unknown".

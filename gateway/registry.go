@@ -194,7 +194,8 @@ func (r *Registry) Versions(id string) []*AgentVersion {
 }
 
 // Latest returns the highest listed release of every agent (or its highest
-// pre-release when it has no release), by id.
+// pre-release when it has no release), by id. The slice is shared until the
+// registry next changes: callers read it and must not modify it.
 func (r *Registry) Latest() []*AgentVersion {
 	r.mu.RLock()
 	cached := r.latest
@@ -207,7 +208,7 @@ func (r *Registry) Latest() []*AgentVersion {
 		cached = r.latest
 		r.mu.Unlock()
 	}
-	return slices.Clone(cached)
+	return cached
 }
 
 // computeLatest is Latest's answer, computed; the caller holds r.mu.

@@ -29,10 +29,11 @@ type TryResult struct {
 // (or limit, when shorter), and its output checked against
 // interface.output. Nothing is admitted, reserved, billed, written or
 // measured: no receipt, no event, no record. Evaluations and the public
-// demo use it. An agent that declares calls gets no delegation and fails
+// demo use it; label stands where a receipt id would (a webhook's
+// x-holon-call), such as "eval" or "demo". An agent that declares calls gets no delegation and fails
 // with gateway_error: an orchestrator's downstream calls would be paid
 // calls.
-func (e *Engine) Try(ctx context.Context, v *AgentVersion, input json.RawMessage, limit time.Duration) TryResult {
+func (e *Engine) Try(ctx context.Context, v *AgentVersion, label string, input json.RawMessage, limit time.Duration) TryResult {
 	a := v.Manifest
 	if err := a.input.ValidateJSON(input); err != nil {
 		return TryResult{Error: CodeRejectedInput, Message: fmt.Sprintf("input does not match %s's interface.input: %v", a.Ref(), err)}
@@ -51,7 +52,7 @@ func (e *Engine) Try(ctx context.Context, v *AgentVersion, input json.RawMessage
 	rctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	start := e.now()
-	res := runner.Run(rctx, &Invocation{Manifest: a, Input: input, Shipped: v.Shipped})
+	res := runner.Run(rctx, &Invocation{Manifest: a, Input: input, Receipt: label, Shipped: v.Shipped})
 	d := e.now().Sub(start)
 	if res.Outcome.Kind == OutcomeOutput {
 		if err := a.output.ValidateJSON(res.Output); err != nil {
