@@ -188,7 +188,7 @@ func declared(v *gateway.AgentVersion) catalogDeclared {
 		WorstCase: m.WorstCase(), Currency: m.Currency(), License: m.License,
 		Proprietary: m.License == gateway.LicenseProprietary, Source: m.Source, ForkOf: m.ForkOf(),
 		Runtime: m.Runtime.Kind, Shipped: v.Shipped, Published: v.Facts.Published, Data: m.Data,
-		DataPolicy: "enforced by the gateway's own runtime"}
+		DataPolicy: "runs inside the gateway: its code ships with it"}
 	if d.Capabilities == nil {
 		d.Capabilities = []string{}
 	}
