@@ -681,7 +681,7 @@ func (a *api) listAgents(w http.ResponseWriter, r *http.Request, _ httprouter.Pa
 		if capability != "" && !contains(m.Capabilities, capability) {
 			continue
 		}
-		if text != "" && !strings.Contains(strings.ToLower(m.ID+" "+m.Summary+" "+m.Description+" "+strings.Join(m.Capabilities, " ")), text) {
+		if !v.Matches(text) {
 			continue
 		}
 		rec, err := a.engine.Record(m.Ref())

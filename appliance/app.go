@@ -44,6 +44,11 @@ type App struct {
 	hooks  *publishHooks
 	vault  *vault
 	hosted *hosted
+	// evals runs evaluations; listings serves the catalogue, earnings and
+	// the demo (listings.go).
+	evals     *evaluator
+	listings  *listings
+	evalsDone <-chan struct{}
 }
 
 // Open checks the configuration, opens the store, loads the agents and
@@ -199,11 +204,17 @@ func (a *App) init(ctx context.Context) error {
 			a.log.Info("no HOLON_GITHUB_CLIENT_ID/SECRET: sign-in with GitHub and publishing are off")
 		}
 	}
-	a.handler = newAPI(a.engine, a.log, h)
+	if err := a.initListings(); err != nil {
+		return err
+	}
+	api := newAPI(a.engine, a.log, h)
+	api.routeListings(a.listings)
+	a.handler = api
 	a.served = a.metrics.instrument(a.handler, a.cfg)
 	sweepCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	a.stop, a.done = stop, make(chan struct{})
 	go a.sweep(sweepCtx)
+	a.evalsDone = a.startListings(sweepCtx)
 	return nil
 }
 
@@ -279,6 +290,7 @@ func (a *App) Close() error {
 	if a.stop != nil {
 		a.stop()
 		<-a.done
+		<-a.evalsDone
 	}
 	if a.mcp != nil {
 		a.mcp.Close()

@@ -109,6 +109,16 @@ type Config struct {
 	// RemoteRootCAs are the roots trusted for remote agents' certificates
 	// (the system's when nil): tests serve https agents on loopback.
 	RemoteRootCAs *x509.CertPool
+	// Evaluations, catalogue and demo (evals.go, catalog.go, demo.go).
+	//
+	// PrivateEvals is HOLON_PRIVATE_EVALS: a directory laid out like
+	// appliance/evals whose suites replace the shipped ones, capability by
+	// capability. Empty: the shipped public samples only.
+	PrivateEvals string
+	// Records is HOLON_RECORDS=1: the catalogue also shows the sample
+	// records shipped for the demo agents, labelled as samples (they are
+	// not measurements). Off by default.
+	Records bool
 }
 
 // Limit is a token bucket: Burst requests at once, refilled at Rate per
@@ -155,8 +165,9 @@ var DefaultPlatformFX = map[string]journal.Rate{"USD": journal.MustParseRate("0.
 //	(default 5.00), HOLON_ENV, HOLON_ADMIN_KEY, HOLON_PUBLIC_URL,
 //	HOLON_SITE_URL, HOLON_FILE_SECRET, HOLON_TRUST_PROXY (0 or 1),
 //	HOLON_ALLOW_PRIVATE_ENDPOINTS (0 or 1), HOLON_GITHUB_CLIENT_ID,
-//	HOLON_GITHUB_CLIENT_SECRET, HOLON_GITHUB_URL, HOLON_GITHUB_API_URL, HOLON_FX, HOLON_RATE_ACCOUNT,
-//	HOLON_RATE_ADDRESS and HOLON_RATE_SIGNUP ("600/min", "5/h").
+//	HOLON_GITHUB_CLIENT_SECRET, HOLON_GITHUB_URL, HOLON_GITHUB_API_URL,
+//	HOLON_FX, HOLON_RATE_ACCOUNT, HOLON_RATE_ADDRESS and HOLON_RATE_SIGNUP
+//	("600/min", "5/h"), HOLON_PRIVATE_EVALS and HOLON_RECORDS (0 or 1).
 func ConfigFromEnv(getenv func(string) string, cfg *Config) error {
 	var errs []error
 	reg := getenv("HOLON_REGISTRY")
@@ -221,6 +232,16 @@ func ConfigFromEnv(getenv func(string) string, cfg *Config) error {
 		}
 		cfg.PlatformFX = fx
 	}
+	// Evaluations, catalogue and demo.
+	cfg.PrivateEvals = getenv("HOLON_PRIVATE_EVALS")
+	if s := getenv("HOLON_RECORDS"); s != "" {
+		b, err := parseFlag(s)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("HOLON_RECORDS: %w", err))
+		}
+		cfg.Records = b
+	}
+
 	cfg.Limits = DefaultLimits
 	for _, l := range []struct {
 		name string

@@ -288,3 +288,30 @@ CREATE TABLE signin (
     CHECK (kind <> 'code' OR handle IS NOT NULL)
 );
 CREATE UNIQUE INDEX signin_github_handle ON signin (handle) WHERE kind = 'github';
+-- Per-version counters and evaluations (kept as documents in app_docs),
+-- read as tables. Earnings: one row per version and currency, what the
+-- settlements paid its author (own share, royalties from forks); holon
+-- verify checks them against the journal.
+CREATE VIEW agent_earnings AS
+    SELECT d.key AS agent, e.key AS currency,
+           (e.value ->> 'paid_calls')::bigint AS paid_calls,
+           (e.value ->> 'own')::numeric(20,6) AS own,
+           (e.value ->> 'royalties')::numeric(20,6) AS royalties
+    FROM app_docs d, jsonb_each(d.doc) e
+    WHERE d.bucket = 'earnings';
+
+-- Each version's settled runs as a latency histogram (counts per bucket of
+-- kv.LatencyBoundsMS, the last one slower).
+CREATE VIEW agent_latency AS
+    SELECT key AS agent, ARRAY(SELECT jsonb_array_elements_text(doc -> 'counts')::bigint) AS counts
+    FROM app_docs WHERE bucket = 'latency';
+
+-- Each version's last evaluation (hidden cases as counts only), and the
+-- versions waiting for one.
+CREATE VIEW agent_evaluations AS
+    SELECT key AS agent, (doc ->> 'passed')::boolean AS passed,
+           (doc ->> 'finished')::timestamptz AS finished, doc -> 'suites' AS suites
+    FROM app_docs WHERE bucket = 'evals';
+CREATE VIEW eval_queue AS
+    SELECT key AS agent, (doc ->> 'enqueued')::timestamptz AS enqueued, (doc ->> 'attempts')::int AS attempts
+    FROM app_docs WHERE bucket = 'eval_queue';

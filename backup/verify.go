@@ -130,6 +130,9 @@ func (r *Report) WriteTo(w io.Writer) (int64, error) {
 //     not behind the ids in use;
 //   - published: published versions, sealed endpoint credentials and
 //     GitHub sign-in state are well formed (verify_publish.go).
+//   - earnings: each author's earnings counters are what the settle
+//     entries paid it, and each version's paid calls its entries;
+//   - latency: each version's histogram is its settled events' durations.
 //
 // An error means the store could not be read; problems are in the report.
 func Verify(s *kv.Store) (*Report, error) {
@@ -137,13 +140,13 @@ func Verify(s *kv.Store) (*Report, error) {
 	err := s.View(func(tx *kv.Tx) error {
 		v := &verifier{tx: tx, rep: rep, c: map[string]*CheckResult{}}
 		for _, name := range []string{CheckJournal, CheckBalances, CheckSettlements, CheckTrees, CheckHolds, CheckApprovals, CheckRecords, CheckCounters,
-			CheckPublished} {
+			CheckEarnings, CheckLatency, CheckPublished} {
 			c := &CheckResult{Name: name}
 			v.c[name] = c
 			rep.Checks = append(rep.Checks, c)
 		}
 		for _, step := range []func() error{v.journal, v.balances, v.receipts, v.holds, v.approvals, v.records, v.counters,
-			v.published} {
+			v.earnings, v.latency, v.published} {
 			if err := step(); err != nil {
 				return err
 			}

@@ -21,6 +21,8 @@ const (
 	BucketFiles       = "files"       // file id → file record
 	BucketSettings    = "settings"    // name → value
 	BucketSessions    = "sessions"    // sha256(console session id) → session record
+	BucketEvals       = "evals"       // agent ref → last evaluation
+	BucketEvalQueue   = "eval_queue"  // agent ref → evaluation waiting or running
 )
 
 // BucketSignIn holds GitHub sign-in state that must outlive a restart:
@@ -33,6 +35,7 @@ var appBuckets = map[string]bool{
 	BucketUsers:  true, BucketEmails: true, BucketKeys: true, BucketIdempotency: true,
 	BucketModLog: true, BucketCredentials: true, BucketFiles: true, BucketSettings: true,
 	BucketSessions: true,
+	BucketEvals:    true, BucketEvalQueue: true,
 }
 
 // appendOnly buckets refuse overwrites and deletes.

@@ -59,6 +59,7 @@ func (m *Main) commands() []command {
 		&benchCommand{stdout: m.Stdout, stderr: m.Stderr},
 		&publishCommand{stdout: m.Stdout, stderr: m.Stderr, getenv: m.Getenv},
 		&credentialCommand{stdin: m.Stdin, stdout: m.Stdout, stderr: m.Stderr, getenv: m.Getenv},
+		&earningsCommand{stdout: m.Stdout, stderr: m.Stderr, getenv: m.Getenv},
 	}
 }
 
