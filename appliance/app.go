@@ -39,6 +39,10 @@ type App struct {
 	webhook *gateway.WebhookRunner
 	stop    context.CancelFunc
 	done    chan struct{}
+
+	// files keeps uploads (files.go); filesDone closes when its sweeper ends.
+	files     *fileStore
+	filesDone chan struct{}
 }
 
 // Open checks the configuration, opens the store, loads the agents and
@@ -130,6 +134,9 @@ func (a *App) init(ctx context.Context) error {
 	for _, ref := range yanked {
 		reg.Remove(ref)
 	}
+	if err := a.openFiles(); err != nil {
+		return err
+	}
 	remote := gateway.RemoteConfig{Guard: gateway.NetGuard{AllowPrivate: a.cfg.AllowPrivateEndpoints}, Logger: a.log}
 	a.mcp, a.webhook = gateway.NewMCPRunner(remote), gateway.NewWebhookRunner(remote)
 	a.engine = gateway.New(gateway.Config{
@@ -146,6 +153,7 @@ func (a *App) init(ctx context.Context) error {
 		Logger:         a.log,
 		OnStoreFailure: a.cfg.OnStoreFailure,
 		OnCall:         a.metrics.observeCall,
+		Files:          a.files,
 	})
 	closed, err := a.engine.Recover(ctx)
 	if err != nil {
@@ -185,11 +193,15 @@ func (a *App) init(ctx context.Context) error {
 			a.log.Info("no HOLON_GITHUB_CLIENT_ID/SECRET: sign-in with GitHub and publishing are off")
 		}
 	}
-	a.handler = newAPI(a.engine, a.log, h)
+	api := newAPI(a.engine, a.log, h)
+	api.routeFiles(a.files)
+	a.handler = api
 	a.served = a.metrics.instrument(a.handler, a.cfg)
 	sweepCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	a.stop, a.done = stop, make(chan struct{})
 	go a.sweep(sweepCtx)
+	a.filesDone = make(chan struct{})
+	go a.sweepFilesEvery(sweepCtx, time.Minute)
 	return nil
 }
 
@@ -260,6 +272,7 @@ func (a *App) Close() error {
 	if a.stop != nil {
 		a.stop()
 		<-a.done
+		<-a.filesDone
 	}
 	if a.mcp != nil {
 		a.mcp.Close()

@@ -68,6 +68,15 @@ type Header struct {
 	// Rows is the number of row lines.
 	Rows   int64            `json:"rows"`
 	Tables map[string]Table `json:"tables"`
+	// LeftOut names the tables a backup does not carry, by design, and
+	// why (LeftOut); their rows count 0 in Tables.
+	LeftOut map[string]string `json:"left_out,omitempty"`
+}
+
+// LeftOut are the store's tables a backup leaves out, and why. Restore
+// agrees: it refuses a backup that carries rows of one.
+var LeftOut = map[string]string{
+	kv.BucketFiles: "uploaded files are deleted 24 hours after their upload; a backup, kept far longer, carries neither their bytes nor their records, and a restored gateway starts with no files",
 }
 
 // Table is one bucket's count and sequence in a header.
@@ -127,6 +136,13 @@ func Write(w io.Writer, s *kv.Store, opts Options) (Summary, error) {
 		hd := Header{Format: Format, Version: Version, Gateway: opts.Gateway, Schema: snap.Schema,
 			Time: now().UTC(), Tables: map[string]Table{}}
 		for _, b := range snap.Buckets {
+			if why, left := LeftOut[b.Name]; left {
+				if hd.LeftOut == nil {
+					hd.LeftOut = map[string]string{}
+				}
+				hd.LeftOut[b.Name] = why
+				b.Rows = 0
+			}
 			hd.Tables[b.Name] = Table{Rows: b.Rows, Sequence: b.Sequence}
 			hd.Rows += b.Rows
 		}
@@ -137,6 +153,9 @@ func Write(w io.Writer, s *kv.Store, opts Options) (Summary, error) {
 		}
 		return emit(append(b, '\n'))
 	}, func(bucket string, key, value []byte) error {
+		if _, left := LeftOut[bucket]; left {
+			return nil
+		}
 		line = appendRow(line[:0], bucket, key, value)
 		if err := emit(line); err != nil {
 			return err

@@ -463,7 +463,11 @@ func (e *Engine) run(ctx context.Context, m *Mandate, v *AgentVersion, sp callSp
 		inv.Delegate = st
 	}
 	var res RunResult
-	if runner := e.runners[a.Runtime.Kind]; runner == nil {
+	files, fres, filesOK := e.fileLinks(ctx, sp.input, st.account)
+	inv.Files = files
+	if !filesOK {
+		res = fres
+	} else if runner := e.runners[a.Runtime.Kind]; runner == nil {
 		res = RunResult{Outcome: Outcome{Kind: OutcomeUnavailable}, Message: "no runtime for kind " + a.Runtime.Kind}
 	} else {
 		rctx, cancel := context.WithTimeout(ctx, time.Duration(a.Timeout())*time.Second)
