@@ -408,7 +408,7 @@ func (s *fileStore) sweep(ctx context.Context) (int, error) {
 		now := s.now()
 		var keys []string
 		err := s.store.View(func(tx *kv.Tx) error {
-			end := expiryPrefix(now)
+			end := expiryPrefix(now.Add(time.Nanosecond)) // expired: expiry <= now
 			return tx.ForEach(kv.BucketFiles, "x/", func(key string, _ json.RawMessage) (bool, error) {
 				if key >= end {
 					return false, nil
