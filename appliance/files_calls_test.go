@@ -29,7 +29,9 @@ func TestFiles_OwnerOnly(t *testing.T) {
 	never := "holon://files/0123456789abcdef01234567"
 
 	// The owner's file, directly and two levels down.
-	ref := func(h string) map[string]any { return map[string]any{"ref": strings.TrimPrefix(h, gateway.FileHandlePrefix)} }
+	ref := func(h string) map[string]any {
+		return map[string]any{"ref": strings.TrimPrefix(h, gateway.FileHandlePrefix)}
+	}
 	for agent, input := range map[string]map[string]any{
 		"holon-labs/text-tables": {"file": mine},
 		"test-lab/outer":         ref(mine),
