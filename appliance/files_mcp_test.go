@@ -157,3 +157,20 @@ func TestFiles_WorkedExample(t *testing.T) {
 		t.Errorf("bytes left: %v", got)
 	}
 }
+
+// Ensure that the README's flow works: an assistant connected to /mcp
+// with its agent key uploads a file with the same key over HTTP and puts
+// the handle in call_agent; a handle of another account's file is
+// file_not_found there too.
+func TestFiles_AssistantFlowOverMCP(t *testing.T) {
+	fa := newFilesApp(t)
+	ann, bob := fa.signup("ann"), fa.signup("bob")
+	s := connectMCP(t, fa.srv.URL+"/mcp", ann.agentKey, nil)
+	h := ann.agent.mustUpload("text/plain", []byte("Order 12\nBolts, 100, 4.00\nNuts, 100, 2.00\n"))
+	out := s.ok("call_agent", map[string]any{"agent": "holon-labs/text-tables", "input": map[string]any{"file": h}})
+	if out["status"] != "succeeded" || !strings.Contains(str(out["output"]), "Bolts") {
+		t.Errorf("call_agent with the handle: %v", out)
+	}
+	bobs := bob.agent.mustUpload("text/plain", []byte("Bob's\nA, 1\n"))
+	s.fails("file_not_found", "call_agent", map[string]any{"agent": "holon-labs/text-tables", "input": map[string]any{"file": bobs}})
+}

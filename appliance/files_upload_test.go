@@ -3,6 +3,7 @@ package appliance_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"os"
@@ -181,5 +182,36 @@ func TestFiles_SweeperSurvivesRestart(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the expired file is still there after the restart: %v", blobs(t, dir))
 		}
+	}
+}
+
+// Ensure that on a dev gateway, which has no accounts, an upload names the
+// mandate whose issuer owns the file, and calls under that issuer's
+// mandates can pass it.
+func TestFiles_DevGateway(t *testing.T) {
+	ta := newTestApp(t, "", nil)
+	post := func(path string) (int, map[string]any) {
+		resp, err := http.Post(ta.srv.URL+path, "text/plain", strings.NewReader("Widget, 2, 3.00\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out map[string]any
+		json.NewDecoder(resp.Body).Decode(&out)
+		return resp.StatusCode, out
+	}
+	if status, out := post("/v0/files"); status != http.StatusBadRequest || !strings.Contains(str(out["error"]), "?mandate=") {
+		t.Errorf("no mandate: %d %v", status, out)
+	}
+	if status, out := post("/v0/files?mandate=nobody/none"); status != http.StatusNotFound {
+		t.Errorf("an unknown mandate: %d %v", status, out)
+	}
+	status, out := post("/v0/files?mandate=alice/bookkeeping-q4")
+	if status != http.StatusCreated {
+		t.Fatalf("upload: %d %v", status, out)
+	}
+	status, out = ta.do("POST", "/v0/calls", map[string]any{"mandate": "alice/sandbox", "agent": "holon-labs/text-tables", "input": map[string]any{"file": out["file"]}})
+	if status != http.StatusOK {
+		t.Errorf("a call under another of alice's mandates: %d %v", status, out)
 	}
 }
