@@ -13,7 +13,9 @@
 //
 // tables lists every bucket of the store with its row count and its
 // sequence (the last id handed out: receipts r1…, approvals a1…, journal
-// rows). Then one line per row, bucket by bucket in name order and key by
+// rows). left_out names the tables a backup leaves out by design, and why
+// (LeftOut: uploaded files, which live 24 hours); they count 0 rows, and
+// Restore refuses a backup that carries rows of one. Then one line per row, bucket by bucket in name order and key by
 // key in byte order:
 //
 //	{"t":"accounts","k":"alice","v":{"balance":"4.808","held":"0.00"}}
