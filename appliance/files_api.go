@@ -68,6 +68,10 @@ func (a *api) uploadFile(w http.ResponseWriter, r *http.Request, _ httprouter.Pa
 		}
 		owner = st.Mandate.Issuer
 	}
+	if owner == PlatformFileOwner {
+		a.fail(w, r, gateway.Errorf(CodeForbidden, "platform files are stored by the evaluation runner, not uploaded"))
+		return
+	}
 	ct := strings.TrimSpace(r.Header.Get("Content-Type"))
 	if ct == "" {
 		ct = "application/octet-stream"

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sort"
 	"strings"
 	"time"
 )
@@ -75,9 +76,10 @@ func IsEvaluation(ctx context.Context) bool {
 }
 
 // FileHandles lists the distinct holon://files/ handles among the string
-// values of a JSON document, in the order they first appear.
+// values of a JSON document (at any depth, however escaped), sorted.
 func FileHandles(input json.RawMessage) []string {
-	if !bytes.Contains(input, []byte(FileHandlePrefix)) && !bytes.Contains(input, []byte(`holon:\/\/files\/`)) {
+	if !bytes.Contains(input, []byte(FileHandlePrefix)) && bytes.IndexByte(input, '\\') < 0 {
+		// No handle, and no escape that could spell one (\/, \u0068…).
 		return nil
 	}
 	var v any
@@ -105,6 +107,7 @@ func FileHandles(input json.RawMessage) []string {
 		}
 	}
 	walk(v)
+	sort.Strings(out)
 	return out
 }
 
