@@ -187,9 +187,10 @@ func usage(tx *kv.Tx, account string) (int64, error) {
 
 // put stores a file read from body for owner, enforcing the limits while
 // it reads: it never reads more than one byte past what the owner may
-// still store, so a 2 GB body is refused after 20 MB. A platform file has
-// no expiry and no quota.
-func (s *fileStore) put(ctx context.Context, owner, contentType string, body io.Reader) (*fileRecord, error) {
+// still store, so a 2 GB body is refused after 20 MB; and a body whose
+// declared length (-1: unknown) is over the limit is refused before a
+// byte of it is read. A platform file has no expiry and no quota.
+func (s *fileStore) put(ctx context.Context, owner, contentType string, declared int64, body io.Reader) (*fileRecord, error) {
 	platform := owner == PlatformFileOwner
 	var used int64
 	if !platform {
@@ -209,7 +210,13 @@ func (s *fileStore) put(ctx context.Context, owner, contentType string, body io.
 		return refused(413, CodeFileQuota, "%s's live files take %d of the %d bytes an account may keep: files are deleted %s after their upload, which frees the quota",
 			owner, used, s.perAccount, FileTTL)
 	}
-	if limit <= 0 {
+	tooLarge := func() error {
+		return refused(413, CodeFileTooLarge, "the file is larger than %d bytes (20 MB), the most one upload may hold", s.perFile)
+	}
+	switch {
+	case declared > s.perFile:
+		return nil, tooLarge()
+	case limit <= 0 || declared > limit:
 		return nil, quotaFull()
 	}
 	tmp, err := os.CreateTemp(filepath.Join(s.dir, "tmp"), "upload-*")
@@ -227,7 +234,7 @@ func (s *fileStore) put(ctx context.Context, owner, contentType string, body io.
 	n, err := io.Copy(io.MultiWriter(tmp, h), io.LimitReader(body, limit+1))
 	switch {
 	case n > limit && limit == s.perFile:
-		return nil, refused(413, CodeFileTooLarge, "the file is larger than %d bytes (20 MB), the most one upload may hold", s.perFile)
+		return nil, tooLarge()
 	case n > limit:
 		return nil, quotaFull()
 	case err != nil:
@@ -515,7 +522,7 @@ func (s *fileStore) removeStrays(ctx context.Context) error {
 
 // putPlatformFile stores an evaluation fixture (no expiry, no quota).
 func (s *fileStore) putPlatformFile(ctx context.Context, contentType string, body io.Reader) (string, error) {
-	rec, err := s.put(ctx, PlatformFileOwner, contentType, body)
+	rec, err := s.put(ctx, PlatformFileOwner, contentType, -1, body)
 	if err != nil {
 		return "", err
 	}

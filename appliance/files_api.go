@@ -86,7 +86,7 @@ func (a *api) uploadFile(w http.ResponseWriter, r *http.Request, _ httprouter.Pa
 			"send the file itself as the body (curl --data-binary @file -H 'Content-Type: …'), not a form: there is no multipart upload"))
 		return
 	}
-	rec, err := a.files.put(r.Context(), owner, ct, r.Body)
+	rec, err := a.files.put(r.Context(), owner, ct, r.ContentLength, r.Body)
 	var ue *uploadError
 	if errors.As(err, &ue) {
 		writeError(w, ue.status, ue.err)

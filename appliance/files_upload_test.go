@@ -78,19 +78,23 @@ func (e *endless) Read(p []byte) (int, error) {
 }
 
 // Ensure that 20 MB + 1 byte is refused while it streams, and so is a 2 GB
-// body: the gateway stops reading past the limit, keeps none of it, and
-// memory stays flat (far less is allocated than the body holds); exactly
-// 20 MB is accepted.
+// body: sent without a length (chunked), the gateway stops reading past
+// the limit; with its length declared, it refuses before reading. It keeps
+// none of it, and memory stays flat (far less is allocated than the body
+// holds); exactly 20 MB is accepted.
 func TestFiles_TooLargeRefusedWhileStreaming(t *testing.T) {
 	fa := newFilesApp(t)
 	ann := fa.signup("ann")
-	post := func(size int64) (int, string, int64, uint64) {
+	post := func(size int64, chunked bool) (int, string, int64, uint64) {
 		body := &endless{left: size}
 		req, err := http.NewRequest("POST", fa.srv.URL+"/v0/files", body)
 		if err != nil {
 			t.Fatal(err)
 		}
 		req.ContentLength = size
+		if chunked {
+			req.ContentLength = -1
+		}
 		req.Header.Set("Authorization", "Bearer "+ann.humanKey)
 		req.Header.Set("Content-Type", "application/octet-stream")
 		runtime.GC()
@@ -105,9 +109,13 @@ func TestFiles_TooLargeRefusedWhileStreaming(t *testing.T) {
 		runtime.ReadMemStats(&after)
 		return resp.StatusCode, string(b), body.read.Load(), after.TotalAlloc - before.TotalAlloc
 	}
-	for _, size := range []int64{appliance.MaxFileSize + 1, 2 << 30} {
-		status, body, read, alloc := post(size)
-		t.Logf("%d bytes: %d after %d bytes sent, %d bytes allocated", size, status, read, alloc)
+	for _, c := range []struct {
+		size    int64
+		chunked bool
+	}{{appliance.MaxFileSize + 1, true}, {2 << 30, true}, {appliance.MaxFileSize + 1, false}, {2 << 30, false}} {
+		size := c.size
+		status, body, read, alloc := post(size, c.chunked)
+		t.Logf("%d bytes, chunked %v: %d after %d bytes sent, %d bytes allocated", size, c.chunked, status, read, alloc)
 		if status != http.StatusRequestEntityTooLarge || !strings.Contains(body, `"file_too_large"`) {
 			t.Errorf("%d bytes: %d %s", size, status, body)
 		}
@@ -121,7 +129,7 @@ func TestFiles_TooLargeRefusedWhileStreaming(t *testing.T) {
 	if tmp, _ := os.ReadDir(filepath.Join(fa.cfg.DB+".files", "tmp")); len(tmp) != 0 || len(blobs(t, fa.cfg.DB+".files")) != 0 {
 		t.Errorf("refused uploads left %d partial files and %v", len(tmp), blobs(t, fa.cfg.DB+".files"))
 	}
-	if status, body, _, _ := post(appliance.MaxFileSize); status != http.StatusCreated {
+	if status, body, _, _ := post(appliance.MaxFileSize, true); status != http.StatusCreated {
 		t.Errorf("exactly 20 MB: %d %s", status, body)
 	}
 }
@@ -151,8 +159,20 @@ func TestFiles_AccountQuota(t *testing.T) {
 		t.Fatalf("sweep: %d deleted, %v; want the first file", n, err)
 	}
 	ann.human.mustUpload("text/plain", []byte("x"))
-	if status, out := ann.human.upload("text/plain", big); status != http.StatusRequestEntityTooLarge {
+	if status, out := ann.human.upload("text/plain", big); status != http.StatusRequestEntityTooLarge || errorCode(out) != appliance.CodeFileQuota {
 		t.Errorf("20 MB more with 180 MB + 1 byte live: %d %v", status, out)
+	}
+	// The same without a declared length: refused once past the quota.
+	req, _ := http.NewRequest("POST", fa.srv.URL+"/v0/files", &endless{left: appliance.MaxFileSize})
+	req.Header.Set("Authorization", "Bearer "+ann.humanKey)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(string(b), appliance.CodeFileQuota) {
+		t.Errorf("20 MB more, chunked: %d %s", resp.StatusCode, b)
 	}
 	// A day later everything is gone: the quota and the disk are free.
 	fa.advance(24 * time.Hour)
