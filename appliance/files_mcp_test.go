@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"holon.dev/holon/appliance"
 	"holon.dev/holon/appliance/agents"
 	"holon.dev/holon/gateway"
@@ -173,4 +175,54 @@ func TestFiles_AssistantFlowOverMCP(t *testing.T) {
 	}
 	bobs := bob.agent.mustUpload("text/plain", []byte("Bob's\nA, 1\n"))
 	s.fails("file_not_found", "call_agent", map[string]any{"agent": "holon-labs/text-tables", "input": map[string]any{"file": bobs}})
+}
+
+// Ensure that _meta["holon/files"] is, for each handle of the input, an
+// object of exactly url, content_type, size, sha256 and expires, as a Go
+// SDK MCP server on loopback receives it; and that an input without a
+// handle sends no holon/files.
+func TestFiles_MCPMeta(t *testing.T) {
+	server := mcp.NewServer(&mcp.Implementation{Name: "peek", Version: "v0"}, nil)
+	server.AddTool(&mcp.Tool{Name: "peek", InputSchema: map[string]any{"type": "object"}},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			files, sent := req.Params.GetMeta()["holon/files"]
+			return &mcp.CallToolResult{StructuredContent: map[string]any{"files": files, "sent": sent}}, nil
+		})
+	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil))
+	t.Cleanup(srv.Close)
+	fa := newFilesApp(t, func(c *appliance.Config) {
+		c.AllowPrivateEndpoints = true
+		c.Registry = append(c.Registry, writeRegistry(t, map[string]string{"peek.yaml": `
+id: test-lab/peek
+version: 1.0.0
+summary: Answers with the holon/files it was sent.
+license: Apache-2.0
+source: { repository: "https://github.com/test-lab/agents", commit: "0000000000000000000000000000000000000000" }
+interface:
+  input: { type: object }
+  output: { type: object }
+pricing: { model: per_run, amount: "0.01", currency: EUR }
+runtime: { kind: mcp, endpoint: "` + srv.URL + `", tool: peek }
+data: { retention: none, regions: [eu], training: false }
+`}))
+	})
+	ann := fa.signup("ann")
+	mandate := filesMandate(ann)
+	doc := []byte("a,b\n1,2\n")
+	h := ann.human.mustUpload("text/csv", doc)
+	status, out := ann.human.callWith(mandate, "test-lab/peek", map[string]any{"doc": h})
+	output, _ := out["output"].(map[string]any)
+	files, _ := output["files"].(map[string]any)
+	entry, _ := files[h].(map[string]any)
+	if status != http.StatusOK || len(files) != 1 || len(entry) != 5 {
+		t.Fatalf("holon/files: %d %v", status, out)
+	}
+	if !strings.HasPrefix(str(entry["url"]), fa.cfg.PublicURL+"/v0/files/") || entry["content_type"] != "text/csv" ||
+		entry["size"] != float64(len(doc)) || entry["sha256"] != sha256Hex(doc) || entry["expires"] != "2026-12-01T09:15:00Z" {
+		t.Errorf("holon/files[%s] = %v", h, entry)
+	}
+	_, out = ann.human.callWith(mandate, "test-lab/peek", map[string]any{"doc": "no handle"})
+	if output, _ := out["output"].(map[string]any); output["sent"] != false {
+		t.Errorf("without a handle: %v", out)
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -233,5 +234,79 @@ func TestFiles_DevGateway(t *testing.T) {
 	status, out = ta.do("POST", "/v0/calls", map[string]any{"mandate": "alice/sandbox", "agent": "holon-labs/text-tables", "input": map[string]any{"file": out["file"]}})
 	if status != http.StatusOK {
 		t.Errorf("a call under another of alice's mandates: %d %v", status, out)
+	}
+}
+
+// barrier is an empty body part that waits for the others to reach it.
+type barrier struct{ wg *sync.WaitGroup }
+
+func (b barrier) Read([]byte) (int, error) {
+	b.wg.Done()
+	b.wg.Wait()
+	return 0, io.EOF
+}
+
+// Ensure that uploads racing for an account's last 20 MB cannot both get
+// it: the quota is checked again in the transaction that records a file.
+func TestFiles_QuotaRace(t *testing.T) {
+	fa := newFilesApp(t)
+	ann := fa.signup("ann")
+	big := bytes.Repeat([]byte("q"), appliance.MaxFileSize)
+	for range appliance.MaxAccountFiles/appliance.MaxFileSize - 1 {
+		ann.human.mustUpload("application/octet-stream", big)
+	}
+	// Each body stops one byte short until both are that far: both
+	// uploads have passed the first check of the quota.
+	var almost sync.WaitGroup
+	almost.Add(2)
+	statuses := make(chan int, 2)
+	for i := range 2 {
+		go func() {
+			body := io.MultiReader(&endless{left: appliance.MaxFileSize - int64(i) - 1}, barrier{&almost}, strings.NewReader("z"))
+			req, _ := http.NewRequest("POST", fa.srv.URL+"/v0/files", body)
+			req.Header.Set("Authorization", "Bearer "+ann.humanKey)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Error(err)
+				statuses <- 0
+				return
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			statuses <- resp.StatusCode
+		}()
+	}
+	got := map[int]int{}
+	for range 2 {
+		got[<-statuses]++
+	}
+	if got[http.StatusCreated] != 1 || got[http.StatusRequestEntityTooLarge] != 1 {
+		t.Errorf("two uploads for the last 20 MB: %v, want one 201 and one 413", got)
+	}
+}
+
+// Ensure that the same bytes uploaded twice are stored once and stay
+// until the last file naming them is deleted.
+func TestFiles_SameBytesTwice(t *testing.T) {
+	fa := newFilesApp(t)
+	ann := fa.signup("ann")
+	mandate := filesMandate(ann)
+	doc := []byte("Widget, 2, 3.00\n")
+	ann.human.mustUpload("text/plain", doc)
+	fa.advance(12 * time.Hour)
+	second := ann.human.mustUpload("text/plain", doc)
+	fa.advance(12 * time.Hour)
+	if n, err := fa.app.SweepFiles(context.Background()); err != nil || n != 1 {
+		t.Fatalf("sweep: %d, %v", n, err)
+	}
+	if got := blobs(t, fa.cfg.DB+".files"); len(got) != 1 {
+		t.Fatalf("blobs %v, want the bytes the second file still names", got)
+	}
+	if status, out := ann.human.callWith(mandate, "holon-labs/text-tables", map[string]any{"file": second}); status != http.StatusOK {
+		t.Errorf("the second file: %d %v", status, out)
+	}
+	fa.advance(12 * time.Hour)
+	if n, err := fa.app.SweepFiles(context.Background()); err != nil || n != 1 || len(blobs(t, fa.cfg.DB+".files")) != 0 {
+		t.Errorf("sweep: %d, %v, blobs %v", n, err, blobs(t, fa.cfg.DB+".files"))
 	}
 }
