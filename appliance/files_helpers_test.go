@@ -210,22 +210,28 @@ func (h *hookRecorder) last() map[string]gateway.FileLink {
 	return h.links[len(h.links)-1]
 }
 
-// withHook lists test-lab/hook, a webhook agent at h.
-func withHook(t *testing.T, h *hookRecorder) func(*appliance.Config) {
+// withRemote lists test-lab/<name>, a remote agent (any object in, any
+// object out, 0.01 EUR a run) with the runtime given, on loopback.
+func withRemote(t *testing.T, name, summary, runtime string) func(*appliance.Config) {
 	return func(c *appliance.Config) {
 		c.AllowPrivateEndpoints = true
-		c.Registry = append(c.Registry, writeRegistry(t, map[string]string{"hook.yaml": `
-id: test-lab/hook
+		c.Registry = append(c.Registry, writeRegistry(t, map[string]string{name + ".yaml": `
+id: test-lab/` + name + `
 version: 1.0.0
-summary: Records the links it is sent.
+summary: ` + summary + `
 license: Apache-2.0
 source: { repository: "https://github.com/test-lab/agents", commit: "0000000000000000000000000000000000000000" }
 interface:
   input: { type: object }
   output: { type: object }
 pricing: { model: per_run, amount: "0.01", currency: EUR }
-runtime: { kind: webhook, endpoint: "` + h.srv.URL + `" }
+runtime: ` + runtime + `
 data: { retention: none, regions: [eu], training: false }
 `}))
 	}
+}
+
+// withHook lists test-lab/hook, a webhook agent at h.
+func withHook(t *testing.T, h *hookRecorder) func(*appliance.Config) {
+	return withRemote(t, "hook", "Records the links it is sent.", `{ kind: webhook, endpoint: "`+h.srv.URL+`" }`)
 }

@@ -190,22 +190,7 @@ func TestFiles_MCPMeta(t *testing.T) {
 		})
 	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil))
 	t.Cleanup(srv.Close)
-	fa := newFilesApp(t, func(c *appliance.Config) {
-		c.AllowPrivateEndpoints = true
-		c.Registry = append(c.Registry, writeRegistry(t, map[string]string{"peek.yaml": `
-id: test-lab/peek
-version: 1.0.0
-summary: Answers with the holon/files it was sent.
-license: Apache-2.0
-source: { repository: "https://github.com/test-lab/agents", commit: "0000000000000000000000000000000000000000" }
-interface:
-  input: { type: object }
-  output: { type: object }
-pricing: { model: per_run, amount: "0.01", currency: EUR }
-runtime: { kind: mcp, endpoint: "` + srv.URL + `", tool: peek }
-data: { retention: none, regions: [eu], training: false }
-`}))
-	})
+	fa := newFilesApp(t, withRemote(t, "peek", "Answers with the holon/files it was sent.", `{ kind: mcp, endpoint: "`+srv.URL+`", tool: peek }`))
 	ann := fa.signup("ann")
 	mandate := filesMandate(ann)
 	doc := []byte("a,b\n1,2\n")
