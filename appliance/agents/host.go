@@ -101,7 +101,7 @@ func hostTool(m *gateway.Manifest, cfg HostConfig) mcp.ToolHandler {
 			inv.MaxCost = &mc
 		}
 		if raw, ok := meta["holon/files"]; ok {
-			files, err := readFiles(raw, cfg.Client)
+			files, err := readFiles(raw, cfg.Client, cfg.Gateways)
 			if err != nil {
 				return failure(err.Error()), nil
 			}
@@ -163,8 +163,10 @@ func readGrant(raw any, gateways []string) (gateway.DelegationGrant, error) {
 
 // readFiles reads _meta["holon/files"] = {handle: {url, content_type,
 // size, sha256, expires}}: each link is fetched over HTTP by the agent's
-// ctx.Download, which checks size and SHA-256.
-func readFiles(raw any, client *http.Client) (map[string]gateway.FileLink, error) {
+// ctx.Download, which checks size and SHA-256. With gateways set, a link
+// must be at one of them, as a delegation url must: the host fetches no
+// address its caller makes up.
+func readFiles(raw any, client *http.Client, gateways []string) (map[string]gateway.FileLink, error) {
 	if client == nil {
 		client = http.DefaultClient
 	}
@@ -177,10 +179,27 @@ func readFiles(raw any, client *http.Client) (map[string]gateway.FileLink, error
 		if !strings.HasPrefix(l.URL, "https://") && !strings.HasPrefix(l.URL, "http://") {
 			return nil, fmt.Errorf("holon/files[%q].url %q is not an http(s) url", h, l.URL)
 		}
+		if !atGateway(l.URL, gateways) {
+			return nil, fmt.Errorf("holon/files[%q].url %q is not at a gateway this host serves (--gateway)", h, l.URL)
+		}
 		l.Open = func(ctx context.Context) (io.ReadCloser, error) { return fetch(ctx, client, l.URL) }
 		links[h] = l
 	}
 	return links, nil
+}
+
+// atGateway reports whether a file link is under one of the gateways'
+// origins (any, when none is set).
+func atGateway(url string, gateways []string) bool {
+	if len(gateways) == 0 {
+		return true
+	}
+	for _, origin := range gateways {
+		if strings.HasPrefix(url, strings.TrimRight(origin, "/")+"/v0/files/") {
+			return true
+		}
+	}
+	return false
 }
 
 // fetch GETs a file link; any answer but 200 is a failed download.
