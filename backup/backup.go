@@ -15,7 +15,8 @@
 // sequence (the last id handed out: receipts r1…, approvals a1…, journal
 // rows). left_out names the tables a backup leaves out by design, and why
 // (LeftOut: uploaded files, which live 24 hours); they count 0 rows, and
-// Restore refuses a backup that carries rows of one. Then one line per row, bucket by bucket in name order and key by
+// readers (Restore, Check, the PostgreSQL loader) refuse a backup that
+// carries rows of one. Then one line per row, bucket by bucket in name order and key by
 // key in byte order:
 //
 //	{"t":"accounts","k":"alice","v":{"balance":"4.808","held":"0.00"}}
@@ -75,8 +76,8 @@ type Header struct {
 	LeftOut map[string]string `json:"left_out,omitempty"`
 }
 
-// LeftOut are the store's tables a backup leaves out, and why. Restore
-// agrees: it refuses a backup that carries rows of one.
+// LeftOut are the store's tables a backup leaves out, and why. Readers
+// agree: they refuse a backup that carries rows of one.
 var LeftOut = map[string]string{
 	kv.BucketFiles: "uploaded files are deleted 24 hours after their upload; a backup, kept far longer, carries neither their bytes nor their records, and a restored gateway starts with no files",
 }

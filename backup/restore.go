@@ -27,9 +27,6 @@ func Restore(r io.Reader, path string, progress func(done, total int64)) (Summar
 	}
 	next := func() (kv.Row, error) {
 		row, err := rd.Next()
-		if _, left := LeftOut[row.Bucket]; left && err == nil {
-			return row, fmt.Errorf("%w: the backup carries rows of %s, which backups leave out (%s)", ErrCorrupt, row.Bucket, LeftOut[row.Bucket])
-		}
 		if progress != nil && (err != nil || rd.Rows()%progressEvery == 0) {
 			progress(rd.Rows(), hd.Rows)
 		}
