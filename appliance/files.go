@@ -140,23 +140,23 @@ func filesDir(cfg Config) string {
 }
 
 func openFileStore(cfg Config, store *kv.Store, links *linkSigner) (*fileStore, error) {
-	fs := &fileStore{store: store, dir: filesDir(cfg), now: cfg.Now, rand: cfg.Rand, log: cfg.Logger, noSync: cfg.NoSync,
+	st := &fileStore{store: store, dir: filesDir(cfg), now: cfg.Now, rand: cfg.Rand, log: cfg.Logger, noSync: cfg.NoSync,
 		links: links, publicURL: strings.TrimRight(cfg.PublicURL, "/"), perFile: MaxFileSize, perAccount: MaxAccountFiles}
-	for _, d := range []string{fs.dir, filepath.Join(fs.dir, "blobs"), filepath.Join(fs.dir, "tmp")} {
+	for _, d := range []string{st.dir, filepath.Join(st.dir, "blobs"), filepath.Join(st.dir, "tmp")} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, fmt.Errorf("files directory: %w", err)
 		}
 	}
 	// Uploads cut short by the last stop left their partial bytes here;
 	// nothing refers to them. (Usually empty: one directory read.)
-	tmp, err := os.ReadDir(filepath.Join(fs.dir, "tmp"))
+	tmp, err := os.ReadDir(filepath.Join(st.dir, "tmp"))
 	if err != nil {
 		return nil, fmt.Errorf("files directory: %w", err)
 	}
 	for _, e := range tmp {
-		os.Remove(filepath.Join(fs.dir, "tmp", e.Name()))
+		os.Remove(filepath.Join(st.dir, "tmp", e.Name()))
 	}
-	return fs, nil
+	return st, nil
 }
 
 func (s *fileStore) blobPath(sha string) string {
@@ -207,8 +207,8 @@ func (s *fileStore) put(ctx context.Context, owner, contentType string, declared
 		limit = min(limit, s.perAccount-used)
 	}
 	quotaFull := func() error {
-		return refused(413, CodeFileQuota, "%s's live files take %d of the %d bytes an account may keep: files are deleted %s after their upload, which frees the quota",
-			owner, used, s.perAccount, FileTTL)
+		return refused(413, CodeFileQuota, "%s's live files take %d of the %d bytes (200 MB) an account may keep: files are deleted 24 hours after their upload, which frees the quota",
+			owner, used, s.perAccount)
 	}
 	tooLarge := func() error {
 		return refused(413, CodeFileTooLarge, "the file is larger than %d bytes (20 MB), the most one upload may hold", s.perFile)
@@ -385,8 +385,8 @@ func (s *fileStore) Links(ctx context.Context, account string, handles []string,
 
 func errFileNotFound(handle string) error {
 	return gateway.Errorf(gateway.CodeFileNotFound,
-		"no file %s for this call: a call passes only files uploaded by the issuer of the mandate it runs under (of its root mandate when delegated), within %s of their upload",
-		handle, FileTTL)
+		"no file %s for this call: a call passes only files uploaded by the issuer of the mandate it runs under (of its root mandate when delegated), within 24 hours of their upload",
+		handle)
 }
 
 // link is a signed link to rec, valid FileLinkTTL (and never past the

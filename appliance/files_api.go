@@ -111,7 +111,7 @@ func (a *api) downloadFile(w http.ResponseWriter, r *http.Request, ps httprouter
 	}
 	rec, ok, err := a.files.record(id)
 	if err == nil && (!ok || !rec.live(a.files.now())) {
-		err = notFound("file %s is gone: files are deleted %s after their upload", id, FileTTL)
+		err = notFound("file %s is gone: files are deleted 24 hours after their upload", id)
 	}
 	if err != nil {
 		a.fail(w, r, err)
@@ -170,8 +170,8 @@ func (l *linkSigner) verify(id, exp, sig string, now time.Time) error {
 	}
 	t, err := strconv.ParseInt(exp, 10, 64)
 	if err != nil || !now.Before(time.Unix(t, 0)) {
-		return gateway.Errorf(CodeInvalidLink, "this link expired at %s: links live %s, the next call gets a new one",
-			time.Unix(t, 0).UTC().Format(time.RFC3339), FileLinkTTL)
+		return gateway.Errorf(CodeInvalidLink, "this link expired at %s: links live 15 minutes, the next call gets a new one",
+			time.Unix(t, 0).UTC().Format(time.RFC3339))
 	}
 	return nil
 }
