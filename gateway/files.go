@@ -78,8 +78,9 @@ func IsEvaluation(ctx context.Context) bool {
 // FileHandles lists the distinct holon://files/ handles among the string
 // values of a JSON document (at any depth, however escaped), sorted.
 func FileHandles(input json.RawMessage) []string {
-	if !bytes.Contains(input, []byte(FileHandlePrefix)) && bytes.IndexByte(input, '\\') < 0 {
-		// No handle, and no escape that could spell one (\/, \u0068…).
+	if !bytes.Contains(input, []byte(FileHandlePrefix)) && !bytes.Contains(input, []byte(`\u`)) && !bytes.Contains(input, []byte(`\/`)) {
+		// No handle, and no escape that could spell one (\/, \u0068…):
+		// most inputs are not parsed again.
 		return nil
 	}
 	var v any
