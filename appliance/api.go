@@ -32,6 +32,8 @@ type api struct {
 	hosted *hosted
 	// idem keeps Idempotency-Key records.
 	idem *idempotency
+	// files keeps uploads (files_api.go); nil until routeFiles.
+	files *fileStore
 }
 
 func newAPI(e *gateway.Engine, log *slog.Logger, h *hosted) *api {
@@ -120,6 +122,8 @@ func receiptStatus(r *kv.Receipt) int {
 	switch code {
 	case gateway.CodeGatewayError, gateway.CodeGatewayRestarted:
 		return http.StatusInternalServerError
+	case gateway.CodeFileNotFound:
+		return http.StatusNotFound
 	}
 	return http.StatusBadGateway
 }

@@ -49,6 +49,9 @@ type App struct {
 	evals     *evaluator
 	listings  *listings
 	evalsDone <-chan struct{}
+	// files keeps uploads (files.go); filesDone closes when its sweeper ends.
+	files     *fileStore
+	filesDone chan struct{}
 }
 
 // Open checks the configuration, opens the store, loads the agents and
@@ -143,6 +146,9 @@ func (a *App) init(ctx context.Context) error {
 	for _, ref := range yanked {
 		reg.Remove(ref)
 	}
+	if err := a.openFiles(); err != nil {
+		return err
+	}
 	if a.vault, err = newVault([]byte(a.cfg.FileSecret), a.store, a.cfg.Rand, a.log); err != nil {
 		return fmt.Errorf("endpoint credentials: %w", err)
 	}
@@ -163,6 +169,7 @@ func (a *App) init(ctx context.Context) error {
 		Logger:         a.log,
 		OnStoreFailure: a.cfg.OnStoreFailure,
 		OnCall:         a.metrics.observeCall,
+		Files:          a.files,
 	})
 	closed, err := a.engine.Recover(ctx)
 	if err != nil {
@@ -209,12 +216,15 @@ func (a *App) init(ctx context.Context) error {
 	}
 	api := newAPI(a.engine, a.log, h)
 	api.routeListings(a.listings)
+	api.routeFiles(a.files)
 	a.handler = api
 	a.served = a.metrics.instrument(a.handler, a.cfg)
 	sweepCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	a.stop, a.done = stop, make(chan struct{})
 	go a.sweep(sweepCtx)
 	a.evalsDone = a.startListings(sweepCtx)
+	a.filesDone = make(chan struct{})
+	go a.sweepFilesEvery(sweepCtx, time.Minute)
 	return nil
 }
 
@@ -291,6 +301,7 @@ func (a *App) Close() error {
 		a.stop()
 		<-a.done
 		<-a.evalsDone
+		<-a.filesDone
 	}
 	if a.mcp != nil {
 		a.mcp.Close()

@@ -1,6 +1,8 @@
 package appliance
 
 import (
+	"crypto/hkdf"
+	"crypto/sha256"
 	"crypto/x509"
 	"errors"
 	"fmt"
@@ -119,6 +121,23 @@ type Config struct {
 	// records shipped for the demo agents, labelled as samples (they are
 	// not measurements). Off by default.
 	Records bool
+	// FilesDir is where uploaded files' bytes live (files.go); empty: the
+	// directory <DB>.files beside the store.
+	FilesDir string
+}
+
+// deriveKey derives a 32-byte key for one purpose ("file links", …) from
+// HOLON_FILE_SECRET with HKDF-SHA256, so that each use of the secret has a
+// key of its own; nil when no secret is set.
+func (c *Config) deriveKey(purpose string) []byte {
+	if c.FileSecret == "" {
+		return nil
+	}
+	k, err := hkdf.Key(sha256.New, []byte(c.FileSecret), nil, "holon "+purpose, 32)
+	if err != nil {
+		panic(err) // only for a length HKDF-SHA256 cannot give
+	}
+	return k
 }
 
 // Limit is a token bucket: Burst requests at once, refilled at Rate per

@@ -16,9 +16,6 @@ import (
 	"holon.dev/holon/appliance/githubtest"
 )
 
-// testFileSecret is HOLON_FILE_SECRET in publishing tests.
-const testFileSecret = "fs-7Hq2Wv9Lx4Kb8Nz1Rc5Tm3Jp6Gd0Ys"
-
 // fakeDNS is a resolver the test controls: names map to addresses, and a
 // name can be rebound to another address between two lookups.
 type fakeDNS struct {

@@ -98,7 +98,7 @@ func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if r.Body != nil {
-		r.Body = http.MaxBytesReader(sw, r.Body, maxRequestBody)
+		r.Body = http.MaxBytesReader(sw, r.Body, bodyLimit(r))
 	}
 	if a.hosted != nil {
 		if ok, wait := a.hosted.limits.address.allow(addr); !ok {

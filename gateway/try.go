@@ -35,6 +35,9 @@ type TryResult struct {
 // calls.
 func (e *Engine) Try(ctx context.Context, v *AgentVersion, label string, input json.RawMessage, limit time.Duration) TryResult {
 	a := v.Manifest
+	if err := CheckJSON(input, "input"); err != nil {
+		return TryResult{Error: CodeRejectedInput, Message: errorMessage(err)}
+	}
 	if err := a.input.ValidateJSON(input); err != nil {
 		return TryResult{Error: CodeRejectedInput, Message: fmt.Sprintf("input does not match %s's interface.input: %v", a.Ref(), err)}
 	}
@@ -54,11 +57,8 @@ func (e *Engine) Try(ctx context.Context, v *AgentVersion, label string, input j
 	start := e.now()
 	res := runner.Run(rctx, &Invocation{Manifest: a, Input: input, Receipt: label, Shipped: v.Shipped})
 	d := e.now().Sub(start)
-	if res.Outcome.Kind == OutcomeOutput {
-		if err := a.output.ValidateJSON(res.Output); err != nil {
-			return TryResult{Error: CodeInvalidOutput, Duration: d,
-				Message: fmt.Sprintf("output does not match %s's interface.output: %v", a.Ref(), err)}
-		}
+	if checkOutput(a, &res); res.Outcome.Kind == OutcomeInvalidOutput {
+		return TryResult{Error: CodeInvalidOutput, Duration: d, Message: res.Message}
 	}
 	// The billing table names the outcome; the price it computes is ignored.
 	bill := DecideBilling(a, res.Outcome, nil, journal.One)
