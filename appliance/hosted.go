@@ -31,6 +31,8 @@ type hosted struct {
 	// namespaces of the shipped agents.
 	starterAllow []string
 	fx           map[string]journal.Rate
+	// publicURL is HOLON_PUBLIC_URL: the OAuth issuer (oauth.go).
+	publicURL string
 }
 
 func newHosted(cfg Config, store *kv.Store, engine *gateway.Engine, log *slog.Logger, now func() time.Time, rand io.Reader, authors map[string]bool, shipped []string) *hosted {
@@ -39,6 +41,8 @@ func newHosted(cfg Config, store *kv.Store, engine *gateway.Engine, log *slog.Lo
 		limits:  newLimiters(cfg.Limits, cfg.TrustProxy != nil && *cfg.TrustProxy, now),
 		authors: authors,
 		fx:      cfg.PlatformFX,
+		// The OAuth issuer.
+		publicURL: cfg.PublicURL,
 	}
 	if cfg.AdminKey != "" {
 		sum := sha256.Sum256([]byte(cfg.AdminKey))

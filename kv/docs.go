@@ -21,12 +21,13 @@ const (
 	BucketFiles       = "files"       // file id → file record
 	BucketSettings    = "settings"    // name → value
 	BucketSessions    = "sessions"    // sha256(console session id) → session record
+	BucketOAuth       = "oauth"       // OAuth clients, and sha256(code or token) → its grant
 )
 
 var appBuckets = map[string]bool{
 	BucketUsers: true, BucketEmails: true, BucketKeys: true, BucketIdempotency: true,
 	BucketModLog: true, BucketCredentials: true, BucketFiles: true, BucketSettings: true,
-	BucketSessions: true,
+	BucketSessions: true, BucketOAuth: true,
 }
 
 // appendOnly buckets refuse overwrites and deletes.
