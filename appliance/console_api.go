@@ -28,13 +28,13 @@ func (a *api) devMandates(w http.ResponseWriter, r *http.Request, _ httprouter.P
 		return
 	}
 	sort.Strings(ids)
+	all, err := a.mandateStates(ids)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
 	out := []*gateway.MandateState{}
-	for _, id := range ids {
-		st, err := a.engine.Mandate(id)
-		if err != nil {
-			a.fail(w, r, err)
-			return
-		}
+	for _, st := range all {
 		if st.Mandate.Parent == "" {
 			out = append(out, st)
 		}

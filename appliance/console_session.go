@@ -5,6 +5,7 @@ import (
 	"crypto/subtle"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -129,7 +130,21 @@ func (a *api) startSession(w http.ResponseWriter, r *http.Request, key string) (
 	if err != nil {
 		return nil, err
 	}
-	if err := h.store.Update(r.Context(), func(tx *kv.Tx) error { return tx.Put(kv.BucketSessions, sessionKey(id), s) }); err != nil {
+	err = h.store.Update(r.Context(), func(tx *kv.Tx) error {
+		// A sign-in replaces the browser's earlier session (no session
+		// outlives the one that took its place), and clears some expired
+		// ones, so that the bucket holds live sessions only.
+		if c, err := r.Cookie(SessionCookie); err == nil && c.Value != "" && len(c.Value) <= 64 {
+			if err := tx.Delete(kv.BucketSessions, sessionKey(c.Value)); err != nil {
+				return err
+			}
+		}
+		if err := dropExpiredSessions(tx, now, 100); err != nil {
+			return err
+		}
+		return tx.Put(kv.BucketSessions, sessionKey(id), s)
+	})
+	if err != nil {
 		return nil, fmt.Errorf("store console session: %w", err)
 	}
 	http.SetCookie(w, &http.Cookie{
@@ -158,6 +173,27 @@ func (a *api) endSession(w http.ResponseWriter, r *http.Request) error {
 // secureCookies: cookies are Secure when the browser came over https.
 func (a *api) secureCookies(r *http.Request) bool {
 	return webui.IsHTTPS(r)
+}
+
+// dropExpiredSessions deletes up to max sessions that have expired.
+func dropExpiredSessions(tx *kv.Tx, now time.Time, max int) error {
+	var expired []string
+	err := tx.ForEach(kv.BucketSessions, "", func(key string, raw json.RawMessage) (bool, error) {
+		var s sessionRecord
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return false, err
+		}
+		if !now.Before(s.Expires) {
+			expired = append(expired, key)
+		}
+		return len(expired) < max, nil
+	})
+	for _, key := range expired {
+		if err == nil {
+			err = tx.Delete(kv.BucketSessions, key)
+		}
+	}
+	return err
 }
 
 func sessionID(rand io.Reader) (string, error) {

@@ -1,6 +1,7 @@
 package appliance_test
 
 import (
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -8,8 +9,10 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"holon.dev/holon/appliance"
+	"holon.dev/holon/kv"
 )
 
 // browser is a cookie-keeping HTTP client that does not follow redirects,
@@ -173,5 +176,38 @@ func TestConsole_RootRedirect(t *testing.T) {
 	status, out := ta.anonymous().do("GET", "/", nil)
 	if status != http.StatusNotFound || errorCode(out) != "not_found" {
 		t.Errorf("API client at /: %d %v", status, out)
+	}
+}
+
+// Ensure that a console session ends after its lifetime, that signing in
+// again replaces the browser's session, and that expired sessions are
+// cleared from the store.
+func TestConsole_SessionLifetime(t *testing.T) {
+	clock := &fixedClock{now: time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC)}
+	ta := newHostedApp(t, func(c *appliance.Config) { c.Now = clock.Now })
+	ann := ta.signup("ann")
+	sessions := func() int {
+		n := 0
+		_ = ta.app.Engine().Store().View(func(tx *kv.Tx) error {
+			return tx.ForEach(kv.BucketSessions, "", func(string, json.RawMessage) (bool, error) { n++; return true, nil })
+		})
+		return n
+	}
+	b := signIn(t, ta, ann.humanKey)
+	signIn(t, ta, ann.humanKey) // another browser
+	b.get("/console/signin")
+	b.post("/console/signin", url.Values{"key": {ann.humanKey}}) // the first again: replaces its session
+	if n := sessions(); n != 2 {
+		t.Errorf("%d sessions stored, want 2 (two browsers)", n)
+	}
+	clock.mu.Lock()
+	clock.now = clock.now.Add(7*24*time.Hour + time.Second)
+	clock.mu.Unlock()
+	if resp, _ := b.get("/console/"); resp.StatusCode != http.StatusSeeOther {
+		t.Errorf("an expired session still opens the console: %d", resp.StatusCode)
+	}
+	signIn(t, ta, ann.humanKey)
+	if n := sessions(); n != 1 {
+		t.Errorf("%d sessions stored after expiry and a new sign-in, want 1", n)
 	}
 }

@@ -251,7 +251,11 @@ func (c *Console) mandateCreate(w http.ResponseWriter, r *http.Request, v Viewer
 		f.Errors[field] = msg
 	}
 	for _, fe := range ae.Err.Fields {
-		add(fieldOf(fe.Path), fe.Error())
+		if field := fieldOf(fe.Path); field != "" && (field == fe.Path || fe.Path == "budget") {
+			add(field, fe.Msg) // beside its field: the path goes without saying
+		} else {
+			add(field, fe.Error())
+		}
 	}
 	if len(ae.Err.Fields) == 0 {
 		field := ""
