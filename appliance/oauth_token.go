@@ -4,8 +4,11 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"regexp"
 	"slices"
@@ -258,6 +261,9 @@ func (a *api) refresh(r *http.Request, c *oauthClient, token string) (*tokenAnsw
 // issueTokens stores a new access token and refresh token for a key.
 func (a *api) issueTokens(tx *kv.Tx, key *keyRecord, client, resource, scope string, now time.Time) (*tokenAnswer, error) {
 	h := a.hosted
+	if err := h.pruneOAuth(tx, now); err != nil {
+		return nil, err
+	}
 	access, err := h.drawSecret(oauthAccessMarker)
 	if err != nil {
 		return nil, err
@@ -313,4 +319,47 @@ func (a *api) tokenPrincipal(r *http.Request, token string) (*principal, error) 
 		return nil, gateway.Errorf(CodeInvalidKey, "the access token was issued for %s, not for %s", rec.Resource, a.resource(r))
 	}
 	return h.keyPrincipal(rec.KeyHash, KindAgent, rec.Prefix)
+}
+
+// pruneOAuth deletes the expired codes and tokens of one 256th of the
+// store (the slice whose hashes start with two hex digits drawn at
+// random), so that the records of old grants do not pile up while no
+// single request pays for a full scan.
+func (h *hosted) pruneOAuth(tx *kv.Tx, now time.Time) error {
+	var b [1]byte
+	if _, err := io.ReadFull(h.rand, b[:]); err != nil {
+		return fmt.Errorf("draw a slice to prune: %w", err)
+	}
+	slice := hex.EncodeToString(b[:])
+	var expired []string
+	for _, kind := range []string{"code", "access", "refresh"} {
+		err := tx.ForEach(kv.BucketOAuth, kind+"/"+slice, func(key string, raw json.RawMessage) (bool, error) {
+			var rec struct {
+				Expires time.Time  `json:"expires"`
+				Used    *time.Time `json:"used"`
+			}
+			if err := json.Unmarshal(raw, &rec); err != nil {
+				return false, fmt.Errorf("oauth record %s: %w", key, err)
+			}
+			end := rec.Expires
+			if kind == "code" && rec.Used != nil {
+				// A used code is kept as long as the tokens it gave may
+				// live, so that presenting it again still revokes them.
+				end = end.Add(oauthRefreshTTL)
+			}
+			if !now.Before(end) {
+				expired = append(expired, key)
+			}
+			return true, nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	for _, key := range expired {
+		if err := tx.Delete(kv.BucketOAuth, key); err != nil {
+			return err
+		}
+	}
+	return nil
 }
