@@ -144,6 +144,12 @@ func (a *api) routeOAuth() {
 		http.Redirect(w, r, oauthConsentPath+"?"+r.URL.RawQuery, http.StatusSeeOther)
 	})
 	r.POST(oauthTokenPath, a.token)
+	// Browser-based clients (an MCP inspector) read the metadata, register
+	// and trade codes from another origin: these endpoints take no cookie,
+	// so any origin may call them.
+	for _, p := range []string{oauthPRMPath, oauthPRMPath + "/mcp", oauthASMetaPath, oauthRegisterPath, oauthTokenPath} {
+		r.OPTIONS(p, corsPreflight)
+	}
 	a.handle("GET", "/v0/oauth/authorization", accessHuman, a.checkAuthorization)
 	a.handle("POST", "/v0/oauth/authorization", accessHuman, a.grantAuthorization)
 }
@@ -176,6 +182,17 @@ func (a *api) challenge(w http.ResponseWriter, r *http.Request, invalid bool) {
 		v += `, error="invalid_token"`
 	}
 	w.Header().Set("WWW-Authenticate", v)
+}
+
+// corsPreflight answers a browser's preflight for the authorization
+// server's endpoints.
+func corsPreflight(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
+	h := w.Header()
+	h.Set("Access-Control-Allow-Origin", "*")
+	h.Set("Access-Control-Allow-Methods", "GET, POST, OPTIONS")
+	h.Set("Access-Control-Allow-Headers", "Content-Type, MCP-Protocol-Version")
+	h.Set("Access-Control-Max-Age", "600")
+	w.WriteHeader(http.StatusNoContent)
 }
 
 func writeMetadata(w http.ResponseWriter, v any) {
@@ -251,6 +268,7 @@ func (a *api) writeOAuthError(w http.ResponseWriter, r *http.Request, err error)
 		writeJSON(w, http.StatusInternalServerError, oe)
 		return
 	}
+	w.Header().Set("Access-Control-Allow-Origin", "*")
 	status := http.StatusBadRequest
 	if oe.Code == "invalid_client" {
 		status = http.StatusUnauthorized
@@ -289,6 +307,12 @@ type registrationAnswer struct {
 // secret is registered without one, and told so in the answer).
 func (a *api) registerClient(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
 	h := a.hosted
+	// A registration is an anonymous write, like a signup: it counts
+	// against the same limit of the client's address.
+	if ok, wait := h.limits.signup.allow(h.limits.clientAddr(r)); !ok {
+		a.tooMany(w, r, wait, "your address (signups and client registrations)")
+		return
+	}
 	var req registrationRequest
 	b, err := readBody(r)
 	if err == nil {
@@ -330,6 +354,7 @@ func (a *api) registerClient(w http.ResponseWriter, r *http.Request, _ httproute
 		break
 	}
 	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("Access-Control-Allow-Origin", "*")
 	writeJSON(w, http.StatusCreated, registrationAnswer{
 		ClientID: c.ID, ClientIDIssuedAt: c.Created.Unix(), ClientName: c.Name, ClientURI: c.URI,
 		RedirectURIs: c.RedirectURIs, GrantTypes: c.GrantTypes, ResponseTypes: []string{"code"},

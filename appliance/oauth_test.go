@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
+	"golang.org/x/time/rate"
 
 	"holon.dev/holon/appliance"
 )
@@ -159,6 +160,14 @@ func TestOAuth_Discovery(t *testing.T) {
 		strings.Join(asm.GrantTypesSupported, ",") != "authorization_code,refresh_token" ||
 		strings.Join(asm.TokenEndpointAuthMethodsSupported, ",") != "none" {
 		t.Errorf("authorization server metadata: %+v", asm)
+	}
+	// Browser-based clients may call the cookie-less endpoints from
+	// another origin.
+	for _, p := range []string{"/oauth/token", "/oauth/register", "/.well-known/oauth-authorization-server"} {
+		status, h, _ := ta.anonymous().with("Origin", "https://inspector.example").raw("OPTIONS", p, nil)
+		if status != http.StatusNoContent || h.Get("Access-Control-Allow-Origin") != "*" {
+			t.Errorf("preflight %s: %d %v", p, status, h)
+		}
 	}
 	// A static key keeps working, and gets no challenge.
 	ann := ta.signup("ann")
@@ -321,5 +330,19 @@ func TestOAuth_Refusals(t *testing.T) {
 		if s == "" || strings.Contains(logs, s) || strings.Contains(logs, s[:20]) {
 			t.Errorf("a code or token (%.8s…) is in the logs", s)
 		}
+	}
+}
+
+// Ensure that client registrations count against the signup limit of the
+// client's address: anonymous writes are bounded.
+func TestOAuth_RegistrationRateLimited(t *testing.T) {
+	ta := newHostedApp(t, func(c *appliance.Config) {
+		c.Limits.Signup = appliance.Limit{Rate: rate.Every(time.Hour), Burst: 1}
+	})
+	reg := map[string]any{"client_name": "x", "redirect_uris": []string{"http://127.0.0.1/cb"}}
+	ta.anonymous().must(http.StatusCreated, "POST", "/oauth/register", reg)
+	status, out := ta.anonymous().do("POST", "/oauth/register", reg)
+	if status != http.StatusTooManyRequests || errorCode(out) != appliance.CodeRateLimited {
+		t.Errorf("second registration: %d %v, want 429", status, out)
 	}
 }

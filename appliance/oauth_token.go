@@ -81,6 +81,7 @@ func (a *api) token(w http.ResponseWriter, r *http.Request, _ httprouter.Params)
 	}
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("Pragma", "no-cache")
+	w.Header().Set("Access-Control-Allow-Origin", "*")
 	writeJSON(w, http.StatusOK, ans)
 }
 
