@@ -104,7 +104,8 @@ type keyRecord struct {
 	Mandate string    `json:"mandate,omitempty"`
 	Ask     bool      `json:"ask_in_client,omitempty"`
 	Created time.Time `json:"created"`
-	// Expires is set on human keys from GitHub sign-in (30 days).
+	// Expires is set on human keys from GitHub sign-in (30 days), and on
+	// the keys of OAuth connections (their newest refresh token's expiry).
 	Expires *time.Time `json:"expires,omitempty"`
 	Revoked *time.Time `json:"revoked,omitempty"`
 	// Client is the self-declared name of the OAuth client a key was

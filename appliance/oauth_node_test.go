@@ -182,7 +182,7 @@ func TestOAuth_TypeScriptClientAndBrowser(t *testing.T) {
 			listed = obj(k)
 		}
 	}
-	if listed == nil || listed["mandate"] != "ann/assistant-app" || listed["ask_in_client"] != true || listed["kind"] != "agent" {
+	if listed == nil || listed["mandate"] != "ann/assistant-app" || listed["ask_in_client"] != true || listed["kind"] != "agent" || listed["expires"] == nil {
 		t.Errorf("the connection's key in GET /v0/me: %v", me["keys"])
 	}
 

@@ -305,6 +305,28 @@ func TestOAuth_Refusals(t *testing.T) {
 		}
 		secrets = append(secrets, refresh, str(first["access_token"]), str(first["refresh_token"]))
 	})
+	t.Run("idle connection", func(t *testing.T) {
+		_, refresh := f.tokens("ann/sandbox")
+		count := func() int {
+			n := 0
+			for _, k := range ann.human.must(http.StatusOK, "GET", "/v0/me", nil)["keys"].([]any) {
+				if obj(k)["client"] == "Test Client" {
+					n++
+				}
+			}
+			return n
+		}
+		before := count()
+		clock.mu.Lock()
+		clock.now = clock.now.Add(30 * 24 * time.Hour)
+		clock.mu.Unlock()
+		if status, out := f.refresh(refresh); status != http.StatusBadRequest || !strings.Contains(str(out), "expired") {
+			t.Errorf("refresh after 30 idle days: %d %v", status, out)
+		}
+		if after := count(); before < 1 || after != 0 {
+			t.Errorf("connection keys listed: %d before, %d after 30 idle days", before, after)
+		}
+	})
 	t.Run("another resource", func(t *testing.T) {
 		access, _ := f.tokens("ann/sandbox")
 		old := ta.srv.URL

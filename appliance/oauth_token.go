@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"regexp"
 	"slices"
 	"strings"
@@ -48,9 +49,15 @@ func (a *api) token(w http.ResponseWriter, r *http.Request, _ httprouter.Params)
 			return
 		}
 	}
-	c, err := a.hosted.getClient(f.Get("client_id"))
+	clientID := f.Get("client_id")
+	if u, _, ok := r.BasicAuth(); ok && clientID == "" {
+		// A client that sends its id as client_secret_basic, with no
+		// secret: it is still a public client.
+		clientID, _ = url.QueryUnescape(u)
+	}
+	c, err := a.hosted.getClient(clientID)
 	if errors.Is(err, kv.ErrNotFound) {
-		a.writeOAuthError(w, r, oauthErrorf("invalid_client", "unknown client_id %q: register the client first (%s)", f.Get("client_id"), oauthRegisterPath))
+		a.writeOAuthError(w, r, oauthErrorf("invalid_client", "unknown client_id %q: register the client first (%s)", clientID, oauthRegisterPath))
 		return
 	} else if err != nil {
 		a.writeOAuthError(w, r, err)
@@ -263,6 +270,14 @@ func (a *api) refresh(r *http.Request, c *oauthClient, token string) (*tokenAnsw
 func (a *api) issueTokens(tx *kv.Tx, key *keyRecord, client, resource, scope string, now time.Time) (*tokenAnswer, error) {
 	h := a.hosted
 	if err := h.pruneOAuth(tx, now); err != nil {
+		return nil, err
+	}
+	// The key lives as long as its newest refresh token: a connection
+	// nobody refreshes for oauthRefreshTTL ends by itself, and stops
+	// counting against the account's live keys.
+	exp := now.Add(oauthRefreshTTL)
+	key.Expires = &exp
+	if err := tx.Put(kv.BucketKeys, keyByHash(key.Hash), key); err != nil {
 		return nil, err
 	}
 	access, err := h.drawSecret(oauthAccessMarker)
