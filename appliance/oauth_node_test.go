@@ -41,6 +41,7 @@ type clientEvent struct {
 		Structured map[string]any `json:"structured"`
 	} `json:"echo"`
 	Budget map[string]any `json:"budget"`
+	Forms  []string       `json:"forms"`
 
 	Status                int    `json:"status"`
 	WWWAuthenticate       string `json:"wwwAuthenticate"`
@@ -54,8 +55,9 @@ type clientEvent struct {
 // TypeScript SDK's OAuth client and a real browser: the 401 leads it to
 // the metadata, it registers, the human signs in and consents in the
 // console (creating a mandate from the short form), the client trades
-// the code, lists the tools and makes a billed call under that mandate,
-// refreshes its tokens, and once the human revokes the key in the
+// the code, lists the tools and makes a billed call under that mandate
+// (approved in the client's form, as the human allowed), refreshes its
+// tokens, and once the human revokes the key in the
 // console its next request is refused. No code or token reaches the logs
 // or the store file.
 func TestOAuth_TypeScriptClientAndBrowser(t *testing.T) {
@@ -143,7 +145,7 @@ func TestOAuth_TypeScriptClientAndBrowser(t *testing.T) {
 		t.Errorf("consent page names %q: %s", name, tb.text(".notice"))
 	}
 	tb.check("consent")
-	tb.fill("#name", "assistant-app", "#total", "2.00", "#per_call", "0.50", "#approval_above", "1.00", "#allow_agents", "test-lab/*")
+	tb.fill("#name", "assistant-app", "#total", "2.00", "#per_call", "0.50", "#approval_above", "0.01", "#allow_agents", "test-lab/*")
 	if status := tb.click("#allow"); status != 200 {
 		t.Fatalf("allow: status %d", status)
 	}
@@ -167,6 +169,11 @@ func TestOAuth_TypeScriptClientAndBrowser(t *testing.T) {
 	e := seen.Echo.Structured
 	if seen.Echo.IsError || e["status"] != "succeeded" || obj(e["receipt"])["mandate"] != "ann/assistant-app" {
 		t.Errorf("echo under the new mandate: %v", seen.Echo)
+	}
+	// The call was over the approval threshold, and the human allowed
+	// approvals in the client: it asked there.
+	if len(seen.Forms) != 1 || !strings.Contains(seen.Forms[0], "test-lab/echo") || !strings.Contains(seen.Forms[0], "ann/assistant-app") {
+		t.Errorf("approval forms in the client: %q", seen.Forms)
 	}
 	if seen.Refresh != "AUTHORIZED" || seen.SecondAccess == seen.FirstAccess || seen.SecondRefresh == seen.FirstRefresh {
 		t.Errorf("refresh %q: tokens did not rotate", seen.Refresh)

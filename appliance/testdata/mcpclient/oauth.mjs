@@ -17,6 +17,7 @@ import { randomBytes } from 'node:crypto';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { UnauthorizedError, auth } from '@modelcontextprotocol/sdk/client/auth.js';
+import { ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 
 const mcpURL = new URL(process.env.HOLON_MCP_URL);
 const say = (obj) => process.stdout.write(JSON.stringify(obj) + '\n');
@@ -43,7 +44,7 @@ const nextCallback = () => new Promise((ok) => {
 });
 
 // The provider keeps everything in memory, as the SDK hands it over.
-const store = { states: [], authorizeURLs: [] };
+const store = { states: [], authorizeURLs: [], forms: [] };
 const provider = {
   get redirectUrl() { return redirectUrl; },
   get clientMetadata() {
@@ -81,7 +82,12 @@ const provider = {
 
 const connect = async () => {
   const transport = new StreamableHTTPClientTransport(mcpURL, { authProvider: provider });
-  const client = new Client({ name: 'holon-oauth-test', version: '0.0.0' });
+  // It can show approval forms: the human allowed them on the consent page.
+  const client = new Client({ name: 'holon-oauth-test', version: '0.0.0' }, { capabilities: { elicitation: { form: {} } } });
+  client.setRequestHandler(ElicitRequestSchema, async (req) => {
+    store.forms.push(req.params.message);
+    return { action: 'accept', content: { decision: 'approve' } };
+  });
   await client.connect(transport);
   return { client, transport };
 };
@@ -120,6 +126,7 @@ seen.protocolVersion = transport.protocolVersion;
 seen.tools = (await client.listTools()).tools.map((t) => t.name).sort();
 const echo = await client.callTool({ name: 'call_agent', arguments: { agent: 'test-lab/echo', input: { text: 'over OAuth' } } });
 seen.echo = { isError: echo.isError ?? false, structured: echo.structuredContent };
+seen.forms = store.forms;
 
 // 4. A refresh, as the SDK does it when it holds a refresh token; the
 // session goes on with the new access token.
