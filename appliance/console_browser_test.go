@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/chromedp/chromedp"
 )
 
 // Ensure that the console works in a real browser, one chromium for every
@@ -30,6 +32,21 @@ func consoleDevWalkthrough(t *testing.T, browser context.Context, axe []byte) {
 		t.Fatalf("alice's balance: %q, want 5.00", got)
 	}
 	tb.check("overview")
+	// By keyboard: the first Tab reaches the skip link, shown when focused;
+	// Enter on it moves focus to the page's content; the next Tab goes on
+	// from there, to its first link.
+	tb.step("tab to the skip link", chromedp.KeyEvent("\t"))
+	if got := evalIn[string](tb, `document.activeElement.textContent + " " + (document.activeElement.getBoundingClientRect().left >= 0)`); got != "Skip to content true" {
+		t.Errorf("first Tab: %q, want the visible skip link", got)
+	}
+	tb.step("follow it", chromedp.KeyEvent("\r"))
+	if got := evalIn[string](tb, `document.activeElement.id`); got != "main" {
+		t.Errorf("after the skip link focus is on %q, want main", got)
+	}
+	tb.step("tab into the content", chromedp.KeyEvent("\t"))
+	if got := evalIn[bool](tb, `document.getElementById("main").contains(document.activeElement) && document.activeElement.tagName === "A" && getComputedStyle(document.activeElement).outlineStyle !== "none"`); !got {
+		t.Error("the next Tab does not reach a link in the content with a visible focus outline")
+	}
 
 	tb.click(`a[href="/console/agents"]`)
 	tb.check("catalogue")
@@ -156,10 +173,14 @@ func consoleHostedSession(t *testing.T, browser context.Context, axe []byte) {
 	if p := tb.path(); p != "/console/mandates/ada/lab" {
 		t.Fatalf("after creating the mandate: %s (%s)", p, tb.text("main"))
 	}
+	tb.step("ask in the client", chromedp.Click(chromedp.CSS(`#ask_in_client`), chromedp.NodeVisible))
 	tb.click(`form[action="/console/keys"] button`)
 	labKey := tb.value(`#new-key`)
 	if !strings.HasPrefix(labKey, "hlk_a_") {
 		t.Fatalf("new agent key: %q", labKey)
+	}
+	if got := tb.text(`section[aria-labelledby="keys-h"] tbody td:nth-child(2)`); got != "yes" {
+		t.Errorf("the new key asks in its client: %q, want yes", got)
 	}
 	tb.check("mandate")
 

@@ -211,3 +211,73 @@ func TestConsole_SessionLifetime(t *testing.T) {
 		t.Errorf("%d sessions stored after expiry and a new sign-in, want 1", n)
 	}
 }
+
+var assetLink = regexp.MustCompile(`(?:href|src)="(/console/static/[^"]+)"`)
+
+// Ensure that every console page carries the strict CSP, its assets are
+// served under checksummed names with a year's cache lifetime (and an old
+// or made-up name is a 404), and that over https the cookies are Secure.
+func TestConsole_Headers(t *testing.T) {
+	ta := newHostedApp(t)
+	b := newBrowser(t, ta.srv.URL)
+	resp, body := b.get("/console/signin")
+	csp := resp.Header.Get("Content-Security-Policy")
+	for _, want := range []string{"default-src 'none'", "script-src 'self'", "style-src 'self'", "frame-ancestors 'none'", "form-action 'self'"} {
+		if !strings.Contains(csp, want) {
+			t.Errorf("CSP %q lacks %q", csp, want)
+		}
+	}
+	if strings.Contains(csp, "unsafe-inline") || strings.Contains(csp, "http") {
+		t.Errorf("CSP allows inline code or another origin: %q", csp)
+	}
+	links := assetLink.FindAllStringSubmatch(body, -1)
+	if len(links) != 2 {
+		t.Fatalf("%d asset links, want the stylesheet and the script", len(links))
+	}
+	for _, l := range links {
+		if !regexp.MustCompile(`\.[0-9a-f]{12}\.(css|js)$`).MatchString(l[1]) {
+			t.Errorf("asset %s has no checksum in its name", l[1])
+		}
+		resp, _ := b.get(l[1])
+		if resp.StatusCode != http.StatusOK || resp.Header.Get("Cache-Control") != "public, max-age=31536000, immutable" {
+			t.Errorf("%s: %d %q", l[1], resp.StatusCode, resp.Header.Get("Cache-Control"))
+		}
+	}
+	if resp, _ := b.get("/console/static/console.000000000000.css"); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("a made-up asset name: %d", resp.StatusCode)
+	}
+	if strings.Contains(body, "<script>") || strings.Contains(body, " style=") || strings.Contains(body, " onclick=") {
+		t.Error("the page has inline script or style")
+	}
+	// Behind a proxy that terminates TLS.
+	ann := ta.signup("ann")
+	req, _ := http.NewRequest("POST", ta.srv.URL+"/console/signin", strings.NewReader(url.Values{"key": {ann.humanKey}, "csrf": {b.cookie("holon_csrf")}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("X-Forwarded-Proto", "https")
+	req.AddCookie(&http.Cookie{Name: "holon_csrf", Value: b.cookie("holon_csrf")})
+	resp, err := b.c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	var secure bool
+	for _, c := range resp.Cookies() {
+		if c.Name == appliance.SessionCookie {
+			secure = c.Secure
+		}
+	}
+	if resp.StatusCode != http.StatusSeeOther || !secure {
+		t.Errorf("sign-in over https: %d, session cookie Secure %v", resp.StatusCode, secure)
+	}
+	// A form sent from another origin is refused even with the token.
+	req, _ = http.NewRequest("POST", ta.srv.URL+"/console/signup", strings.NewReader(url.Values{"handle": {"eve"}, "email": {"eve@example.com"}, "csrf": {b.cookie("holon_csrf")}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", "http://evil.example")
+	req.AddCookie(&http.Cookie{Name: "holon_csrf", Value: b.cookie("holon_csrf")})
+	if resp, _ := b.send(req); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("a cross-origin form: %d, want 403", resp.StatusCode)
+	}
+	if out := ta.admin().must(http.StatusOK, "GET", "/v0/admin/accounts?q=eve", nil); len(out["accounts"].([]any)) != 0 {
+		t.Error("the cross-origin signup created an account")
+	}
+}
