@@ -1,6 +1,7 @@
 package appliance
 
 import (
+	"errors"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -70,7 +71,7 @@ var pkceChallenge = regexp.MustCompile(`^[A-Za-z0-9_-]{43}$`)
 func (a *api) checkRequest(r *http.Request, q *authorizationRequest) (*oauthClient, *authorizationAnswer, error) {
 	c, err := a.hosted.getClient(q.ClientID)
 	if err != nil {
-		if err == kv.ErrNotFound {
+		if errors.Is(err, kv.ErrNotFound) {
 			return nil, nil, gateway.Errorf(CodeOAuthInvalidClient, "the application that sent you here is not registered with this gateway (client_id %q): start connecting again from the application", q.ClientID)
 		}
 		return nil, nil, err
