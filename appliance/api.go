@@ -66,6 +66,7 @@ func (a *api) routes() {
 		a.hostedRoutes()
 	}
 	a.routeConsole()
+	a.routeOAuth()
 	r.NotFound = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, gateway.Errorf(gateway.CodeNotFound, "no route %s %s", r.Method, redactKeys(r.URL.Path)))
 	})
@@ -146,7 +147,7 @@ func writeError(w http.ResponseWriter, status int, err error) {
 	if !errors.As(err, &ge) {
 		ge = gateway.Errorf(gateway.CodeGatewayError, "internal error")
 	}
-	if status == http.StatusUnauthorized {
+	if status == http.StatusUnauthorized && w.Header().Get("WWW-Authenticate") == "" {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="holon"`)
 	}
 	writeJSON(w, status, errorBody{Error: ge})

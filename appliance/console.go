@@ -113,6 +113,11 @@ func (b consoleBackend) Do(r *http.Request, method, path string, body, out any) 
 		return fmt.Errorf("console request %s %s: %w", method, path, err)
 	}
 	req.RemoteAddr = r.RemoteAddr
+	// The browser's origin, for what is built from it (the OAuth issuer).
+	req.Host, req.TLS = r.Host, r.TLS
+	if p := r.Header.Get("X-Forwarded-Proto"); p != "" {
+		req.Header.Set("X-Forwarded-Proto", p)
+	}
 	if xff := r.Header.Get("X-Forwarded-For"); xff != "" {
 		req.Header.Set("X-Forwarded-For", xff)
 	}

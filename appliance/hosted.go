@@ -34,7 +34,9 @@ type hosted struct {
 
 	// Sign-in and publishing (initPublishing): github is nil when no
 	// GitHub app is configured.
-	github    *githubClient
+	github *githubClient
+	// publicURL is HOLON_PUBLIC_URL without a trailing slash: the base of
+	// sign-in redirects and the OAuth issuer (oauth.go).
 	publicURL string
 	hooks     *publishHooks
 	vault     *vault
@@ -48,6 +50,8 @@ func newHosted(cfg Config, store *kv.Store, engine *gateway.Engine, log *slog.Lo
 		limits:  newLimiters(cfg.Limits, cfg.TrustProxy != nil && *cfg.TrustProxy, now),
 		authors: authors,
 		fx:      cfg.PlatformFX,
+		// The OAuth issuer.
+		publicURL: cfg.PublicURL,
 	}
 	if cfg.AdminKey != "" {
 		sum := sha256.Sum256([]byte(cfg.AdminKey))

@@ -23,6 +23,7 @@ const (
 	BucketSessions    = "sessions"    // sha256(console session id) → session record
 	BucketEvals       = "evals"       // agent ref → last evaluation
 	BucketEvalQueue   = "eval_queue"  // agent ref → evaluation waiting or running
+	BucketOAuth       = "oauth"       // OAuth clients, and sha256(code or token) → its grant
 )
 
 // BucketSignIn holds GitHub sign-in state that must outlive a restart:
@@ -36,6 +37,7 @@ var appBuckets = map[string]bool{
 	BucketModLog: true, BucketCredentials: true, BucketFiles: true, BucketSettings: true,
 	BucketSessions: true,
 	BucketEvals:    true, BucketEvalQueue: true,
+	BucketOAuth: true,
 }
 
 // appendOnly buckets refuse overwrites and deletes.
