@@ -10,8 +10,8 @@ import (
 type publishForm struct {
 	Manifest string
 	// Review is set when the manifest is a draft to look over.
-	Review bool
-	Note   string
+	Review           bool
+	Note             string
 	Error, ErrorCode string
 }
 
