@@ -150,10 +150,13 @@ func apiRefusal(err error) (status int, code, msg string, ok bool) {
 // credentialSet is PUT /v0/agents/{ns}/{name}/credential: the token goes
 // in, and never comes back out.
 func (c *Console) credentialSet(w http.ResponseWriter, r *http.Request, v Viewer) {
-	name := strings.TrimSpace(r.PostFormValue("agent"))
-	name = strings.TrimPrefix(name, v.Account+"/")
-	id := v.Account + "/" + name
-	err := c.b.Do(r, "PUT", apiPath("/v0/agents", v.Account, name, "credential"), map[string]any{"token": r.PostFormValue("token")}, nil)
+	ns, name := splitAgent(v, r.PostFormValue("agent"))
+	if !pathSegments(ns, name) {
+		c.showAuthors(w, r, v, authorsPage{Error: "Name the agent as <name> or " + v.Account + "/<name>: lowercase letters, digits, - and _.", ErrorCode: "invalid_request"}, http.StatusBadRequest)
+		return
+	}
+	id := ns + "/" + name
+	err := c.b.Do(r, "PUT", apiPath("/v0/agents", ns, name, "credential"), map[string]any{"token": r.PostFormValue("token")}, nil)
 	if status, code, msg, ok := apiRefusal(err); ok {
 		c.showAuthors(w, r, v, authorsPage{Error: msg, ErrorCode: code}, status)
 		return
@@ -166,7 +169,11 @@ func (c *Console) credentialSet(w http.ResponseWriter, r *http.Request, v Viewer
 
 // credentialRemove is DELETE /v0/agents/{ns}/{name}/credential.
 func (c *Console) credentialRemove(w http.ResponseWriter, r *http.Request, v Viewer) {
-	ns, name, _ := strings.Cut(r.PostFormValue("agent"), "/")
+	ns, name := splitAgent(v, r.PostFormValue("agent"))
+	if !pathSegments(ns, name) {
+		c.showAuthors(w, r, v, authorsPage{Error: "Name the agent as " + v.Account + "/<name>.", ErrorCode: "invalid_request"}, http.StatusBadRequest)
+		return
+	}
 	err := c.b.Do(r, "DELETE", apiPath("/v0/agents", ns, name, "credential"), nil, nil)
 	if status, code, msg, ok := apiRefusal(err); ok {
 		c.showAuthors(w, r, v, authorsPage{Error: msg, ErrorCode: code}, status)
@@ -182,6 +189,10 @@ func (c *Console) credentialRemove(w http.ResponseWriter, r *http.Request, v Vie
 func (c *Console) yank(w http.ResponseWriter, r *http.Request, v Viewer) {
 	ref := r.PostFormValue("ref")
 	ns, nameVersion, _ := strings.Cut(ref, "/")
+	if !pathSegments(ns, nameVersion) {
+		c.showAuthors(w, r, v, authorsPage{Error: "Name the version to yank as <handle>/<name>@<version>.", ErrorCode: "invalid_request"}, http.StatusBadRequest)
+		return
+	}
 	err := c.b.Do(r, "DELETE", apiPath("/v0/agents", ns, nameVersion), nil, nil)
 	if status, code, msg, ok := apiRefusal(err); ok {
 		c.showAuthors(w, r, v, authorsPage{Error: msg, ErrorCode: code}, status)
@@ -191,4 +202,26 @@ func (c *Console) yank(w http.ResponseWriter, r *http.Request, v Viewer) {
 		return
 	}
 	c.showAuthors(w, r, v, authorsPage{Notice: ref + " is yanked: no longer listed; its number stays taken."}, http.StatusOK)
+}
+
+// splitAgent reads an agent typed as <name> (in the viewer's namespace)
+// or <ns>/<name>.
+func splitAgent(v Viewer, typed string) (ns, name string) {
+	typed = strings.TrimSpace(typed)
+	if ns, name, ok := strings.Cut(typed, "/"); ok {
+		return ns, name
+	}
+	return v.Account, typed
+}
+
+// pathSegments reports whether each string is one path segment that
+// stays one: not empty, no slash, not a dot segment (which a router
+// would clean away into another path).
+func pathSegments(segs ...string) bool {
+	for _, s := range segs {
+		if s == "" || s == "." || s == ".." || strings.ContainsAny(s, "/\\?#") {
+			return false
+		}
+	}
+	return true
 }
