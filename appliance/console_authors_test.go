@@ -138,3 +138,81 @@ func TestConsole_Upload(t *testing.T) {
 		t.Errorf("the page does not list the file with its expiry:\n%s", body)
 	}
 }
+
+// Ensure that a manifest pasted in the console is published as POST
+// /v0/agents would publish it, JSON and YAML alike, and that the server's
+// refusals (an invalid manifest with its field, a version taken) come
+// back beside the form with their code, the text as typed kept.
+func TestConsole_PublishManifest(t *testing.T) {
+	srv := newAuthorServer(t)
+	g := newGitHubApp(t, withAuthorServer(srv))
+	lena := g.author(101, "lena")
+	b := signIn(t, g.hostedApp, lena.humanKey)
+	endpoint := srv.srv.URL + "/run"
+
+	asJSON := string(mustJSON(t, pubManifest("lena/jsonic", "1.0.0", proprietary, set("runtime.endpoint", endpoint))))
+	yamlDoc := `id: lena/yamlic
+version: 2.0.0
+summary: "Pasted as <YAML>."
+license: proprietary
+interface:
+  input: {type: object}
+  output: {type: object}
+pricing: {model: free}
+runtime: {kind: webhook, endpoint: "` + endpoint + `"}
+`
+	for _, c := range []struct {
+		name, manifest, ref string
+		status              int
+		code                string
+	}{
+		{"json", asJSON, "lena/jsonic@1.0.0", 201, ""},
+		{"yaml", yamlDoc, "lena/yamlic@2.0.0", 201, ""},
+		{"the same version again", yamlDoc, "", 409, appliance.CodeVersionExists},
+		{"no runtime", strings.Replace(yamlDoc, "runtime:", "#", 1), "", 400, "invalid_manifest"},
+		{"not a document", "{not json", "", 400, "invalid_manifest"},
+	} {
+		resp, body := b.post("/console/authors/publish", url.Values{"manifest": {c.manifest}})
+		if resp.StatusCode != c.status {
+			t.Errorf("%s: %d, want %d\n%s", c.name, resp.StatusCode, c.status, body)
+			continue
+		}
+		if c.ref != "" {
+			if _, listed := g.app.Engine().Registry().Get(c.ref); !listed || !strings.Contains(body, c.ref+" is published") {
+				t.Errorf("%s: %s listed %v", c.name, c.ref, listed)
+			}
+			continue
+		}
+		if !strings.Contains(body, `id="manifest-error" class="error" role="alert" data-error><code>`+c.code+`</code>`) {
+			t.Errorf("%s: no %s beside the manifest\n%s", c.name, c.code, body)
+		}
+		if !strings.Contains(body, "Pasted as &lt;YAML&gt;.") && c.manifest != "{not json" {
+			t.Errorf("%s: the manifest as typed is not kept (escaped) in the form", c.name)
+		}
+	}
+	if resp, body := b.post("/console/authors/publish", url.Values{"manifest": {strings.Replace(yamlDoc, "2.0.0", "2.1.0", 1)}}); resp.StatusCode != 201 || !strings.Contains(body, "No endpoint credential is set") {
+		t.Errorf("without a credential the notice does not say so: %d", resp.StatusCode)
+	}
+}
+
+// Ensure that a dev gateway's console uploads a file for the issuer of a
+// chosen mandate and lists every owner's live files, and that its author
+// pages say publishing is for hosted gateways.
+func TestConsole_DevFiles(t *testing.T) {
+	ta := newTestApp(t, "", nil)
+	b := newBrowser(t, ta.srv.URL)
+	resp, body := b.get("/console/files")
+	if resp.StatusCode != 200 || !strings.Contains(body, `<option value="alice/bookkeeping-q4"`) {
+		t.Fatalf("dev files page: %d\n%s", resp.StatusCode, body)
+	}
+	resp, body = b.uploadForm("csrf", b.cookie("holon_csrf"), "mandate", "alice/bookkeeping-q4", "file", "alice's invoice")
+	if resp.StatusCode != http.StatusCreated || !strings.Contains(body, `data-label="owner">alice<`) {
+		t.Errorf("dev upload: %d\n%s", resp.StatusCode, body)
+	}
+	if resp, _ := b.uploadForm("csrf", b.cookie("holon_csrf"), "mandate", "nobody/none", "file", "x"); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("an upload for an unknown mandate: %d, want 404", resp.StatusCode)
+	}
+	if resp, body := b.get("/console/authors"); resp.StatusCode != http.StatusNotFound || !strings.Contains(body, "Publishing is for authors") {
+		t.Errorf("dev authors page: %d", resp.StatusCode)
+	}
+}
