@@ -88,7 +88,6 @@ func (c *Console) connectWebhook(w http.ResponseWriter, r *http.Request, v Viewe
 	}
 	var ans struct {
 		YAML string `json:"yaml"`
-		Note string `json:"note"`
 	}
 	err := c.b.Do(r, "POST", "/v0/agents/draft", body, &ans)
 	if status, code, msg, ok := apiRefusal(err); ok {
@@ -99,5 +98,5 @@ func (c *Console) connectWebhook(w http.ResponseWriter, r *http.Request, v Viewe
 		c.fail(w, r, v, err)
 		return
 	}
-	c.render(w, r, v, http.StatusOK, "authors_publish", publishForm{Manifest: ans.YAML, Review: true, Note: ans.Note})
+	c.render(w, r, v, http.StatusOK, "authors_publish", publishForm{Manifest: ans.YAML, Review: true})
 }
