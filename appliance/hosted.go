@@ -1,6 +1,7 @@
 package appliance
 
 import (
+	"context"
 	"crypto/sha256"
 	"io"
 	"log/slog"
@@ -39,6 +40,9 @@ type hosted struct {
 	// sign-in redirects and the OAuth issuer (oauth.go).
 	publicURL string
 	hooks     *publishHooks
+	// list stores and lists a version that passed publishing's rules
+	// (App.listVersion).
+	list func(ctx context.Context, m *gateway.Manifest) (time.Time, error)
 	vault     *vault
 	webhook   *gateway.WebhookRunner
 	guard     gateway.NetGuard
