@@ -40,12 +40,13 @@ type hosted struct {
 	// sign-in redirects and the OAuth issuer (oauth.go).
 	publicURL string
 	hooks     *publishHooks
+	vault     *vault
+	webhook   *gateway.WebhookRunner
+	guard     gateway.NetGuard
+
 	// list stores and lists a version that passed publishing's rules
 	// (App.listVersion).
-	list    func(ctx context.Context, m *gateway.Manifest) (time.Time, error)
-	vault   *vault
-	webhook *gateway.WebhookRunner
-	guard   gateway.NetGuard
+	list func(ctx context.Context, m *gateway.Manifest) (time.Time, error)
 }
 
 func newHosted(cfg Config, store *kv.Store, engine *gateway.Engine, log *slog.Logger, now func() time.Time, rand io.Reader, authors map[string]bool, shipped []string) *hosted {
