@@ -26,6 +26,9 @@ func (a *App) initListings() error {
 	if err != nil {
 		return err
 	}
+	if err := storeFixtures(context.Background(), suites, a.files.putFixture); err != nil {
+		return err
+	}
 	if a.cfg.Production() && a.cfg.PrivateEvals == "" {
 		a.log.Warn("no HOLON_PRIVATE_EVALS: agents are evaluated on the public sample cases only, which any author can read")
 	}
