@@ -59,14 +59,16 @@ func writeSuite(t *testing.T, capability, suite string, files map[string][]byte)
 
 // Ensure that evaluation fixtures are platform files (evals.md, files.md):
 // csv-profile, evaluated on cases that read fixture files (one public, one
-// hidden), downloads them and passes; a caller who passes a fixture's
+// hidden), reads them and passes, in process and as an MCP agent on
+// loopback downloading through its signed links; a caller who passes a fixture's
 // handle in a call gets file_not_found, unbilled, while an upload of the
 // same bytes of its own works; the catalogue shows nothing of the hidden
 // case; and restarts store the fixtures again under the same handles,
 // without a second record.
 func TestEvaluate_FixturesArePlatformFiles(t *testing.T) {
 	private := writeSuite(t, "data.profile.csv", fixtureSuite, map[string][]byte{"members.csv": membersCSV, "holdout/zebra.csv": zebraCSV})
-	ta := newHostedApp(t, func(c *appliance.Config) { c.PrivateEvals = private })
+	fa := newFilesApp(t, withRemoteAgents(t), func(c *appliance.Config) { c.PrivateEvals = private })
+	ta := fa.hostedApp
 	if err := ta.app.WaitEvaluations(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -75,8 +77,18 @@ func TestEvaluate_FixturesArePlatformFiles(t *testing.T) {
 	if strings.Contains(string(raw), "holon://files/") {
 		t.Errorf("the catalogue shows a fixture handle: %s", raw)
 	}
-	if got := firstAgent(t, decodeObject(t, raw))["measured"].(map[string]any)["evaluated"]; got != "1/1 public, 1/1 hidden" {
-		t.Fatalf("csv-profile evaluated %v on its fixture files, want 1/1 public, 1/1 hidden", got)
+	// The shipped dev agent reads the fixtures in process; its MCP twin on
+	// an agent host downloads them through the signed links of
+	// _meta["holon/files"].
+	evaluated := map[string]any{}
+	for _, a := range decodeObject(t, raw)["agents"].([]any) {
+		e := a.(map[string]any)
+		evaluated[e["id"].(string)] = e["measured"].(map[string]any)["evaluated"]
+	}
+	for _, id := range []string{"holon-labs/csv-profile", "test-lab/csv-profile"} {
+		if got := evaluated[id]; got != "1/1 public, 1/1 hidden" {
+			t.Errorf("%s evaluated %v on its fixture files, want 1/1 public, 1/1 hidden", id, got)
+		}
 	}
 
 	// Content-addressed: the same bytes and type are the file stored at start-up.
