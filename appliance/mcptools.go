@@ -244,7 +244,7 @@ func (m *mcpServer) searchAgents(_ context.Context, _ *mcp.CallToolRequest, c *m
 		ag := mcpAgent{ID: a.ID, Version: a.Version, Summary: wrapText(tagText, a.Ref(), a.Summary),
 			Capabilities: append([]string{}, a.Capabilities...), License: a.License, PricingModel: a.Pricing.Model,
 			Currency: md.Currency, Record: rec}
-		d := gateway.CheckListing(md, a, v.Facts, gateway.CallRequest{Capability: in.Capability, Now: e.Now()})
+		d := gateway.CheckListing(md, a, v.Measured(rec), gateway.CallRequest{Capability: in.Capability, Now: e.Now()})
 		if d.Verdict == gateway.VerdictDeny {
 			ag.WorstCase = a.WorstCase()
 			ag.Currency = a.Currency()
@@ -343,7 +343,7 @@ func (m *mcpServer) getAgent(_ context.Context, _ *mcp.CallToolRequest, c *mcpCa
 		ans["fork_of"] = a.Lineage.ForkOf
 	}
 	um := map[string]any{"mandate": c.mandate}
-	d := gateway.CheckListing(st.Mandate, a, v.Facts, gateway.CallRequest{Now: e.Now()})
+	d := gateway.CheckListing(st.Mandate, a, v.Measured(rec), gateway.CallRequest{Now: e.Now()})
 	if d.Verdict == gateway.VerdictDeny {
 		um["allowed"] = false
 		um["denied"] = &gateway.Error{Code: d.Reason, Msg: escapeLT(d.Msg)}
