@@ -701,7 +701,7 @@ func (a *api) listAgents(w http.ResponseWriter, r *http.Request, _ httprouter.Pa
 			av.Capabilities = []string{}
 		}
 		if mandate != nil {
-			d := gateway.CheckListing(mandate, m, v.Facts, gateway.CallRequest{Capability: capability, Now: a.engine.Now()})
+			d := gateway.CheckListing(mandate, m, v.Measured(rec), gateway.CallRequest{Capability: capability, Now: a.engine.Now()})
 			if d.Verdict == gateway.VerdictDeny {
 				// The worst case stays in the agent's own currency: a
 				// denied agent may have no rate into the mandate's.

@@ -85,7 +85,7 @@ func TestEvaluate_ShippedAgentsPassTheSamples(t *testing.T) {
 	}
 	want := map[string]any{
 		"holon-labs/company-lookup":   "3/3 public, 0/0 hidden",
-		"holon-labs/csv-profile":      "5/5 public, 0/0 hidden",
+		"holon-labs/csv-profile":      "6/6 public, 0/0 hidden",
 		"holon-labs/text-tables":      "3/3 public, 0/0 hidden",
 		"holon-labs/invoice-pipeline": nil, // extraction.invoice has no suite (an orchestrator: its runs are paid calls)
 	}

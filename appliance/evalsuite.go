@@ -33,6 +33,9 @@ type evalSuite struct {
 	Version string `yaml:"-"`
 	// Source is "public" (shipped) or "private" (HOLON_PRIVATE_EVALS).
 	Source string `yaml:"-"`
+	// Fixtures are the files of <capability>/files/, by path, until
+	// storeFixtures stores them (evalfixtures.go).
+	Fixtures map[string]evalFixture `yaml:"-"`
 }
 
 // evalCase is one case: an input, and what its answer must show.
@@ -104,6 +107,13 @@ func readSuites(fsys fs.FS, source string) (map[string]*evalSuite, error) {
 		}
 		if s.Capability != d.Name() {
 			return nil, fmt.Errorf("%s: capability %q, but the directory is %q", name, s.Capability, d.Name())
+		}
+		fixtures, err := readFixtures(fsys, d.Name())
+		if err != nil {
+			return nil, fmt.Errorf("%s fixtures: %w", d.Name(), err)
+		}
+		if err := s.checkFixtures(fixtures, b); err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
 		}
 		s.Source = source
 		out[s.Capability] = s

@@ -344,7 +344,9 @@ func (ev *evaluator) runCase(ctx context.Context, v *gateway.AgentVersion, c eva
 	if err != nil {
 		return "input: " + err.Error(), 0
 	}
-	res := ev.engine.Try(ctx, v, "eval", input, ev.caseTimeout)
+	// Marked as an evaluation: the case's fixtures (platform files) are
+	// readable by this run, and by no call.
+	res := ev.engine.Try(gateway.WithEvaluation(ctx), v, "eval", input, ev.caseTimeout)
 	ms := res.Duration.Milliseconds()
 	if c.Expect.Error != "" {
 		if res.Error != c.Expect.Error {

@@ -250,7 +250,9 @@ func (s *fileStore) put(ctx context.Context, owner, contentType string, declared
 		return nil, fmt.Errorf("upload: %w", err)
 	}
 	rec := &fileRecord{Owner: owner, Size: n, ContentType: contentType, SHA256: hexSum(h), Created: s.now().UTC()}
-	if rec.ID, err = s.newID(); err != nil {
+	if platform {
+		rec.ID = platformFileID(contentType, rec.SHA256)
+	} else if rec.ID, err = s.newID(); err != nil {
 		return nil, err
 	}
 	if !platform {
@@ -277,7 +279,17 @@ func (s *fileStore) put(ctx context.Context, owner, contentType string, declared
 	}
 	placed = true
 	err = s.store.Update(ctx, func(tx *kv.Tx) error {
-		if !platform {
+		if platform {
+			// The same fixture stored again (every start-up): the record
+			// there already serves it, and its blob keeps one reference.
+			var old fileRecord
+			if err := tx.Get(kv.BucketFiles, fileKey(rec.ID), &old); err == nil {
+				*rec = old
+				return nil
+			} else if !errors.Is(err, kv.ErrNotFound) {
+				return err
+			}
+		} else {
 			// Checked again where it is decided: uploads of one account
 			// racing each other each saw the quota before the other's commit.
 			if used, err = usage(tx, owner); err != nil {
@@ -529,7 +541,17 @@ func (s *fileStore) removeStrays(ctx context.Context) error {
 	})
 }
 
-// putPlatformFile stores an evaluation fixture (no expiry, no quota).
+// platformFileID names a platform file by its content and declared type,
+// so that storing the same fixture again (at every start-up) finds the
+// file stored before instead of adding one. Knowing the name gives a
+// caller nothing: only evaluation runs may read platform files.
+func platformFileID(contentType, sha string) string {
+	sum := sha256.Sum256([]byte("holon platform file\x00" + contentType + "\x00" + sha))
+	return hex.EncodeToString(sum[:12])
+}
+
+// putPlatformFile stores an evaluation fixture (no expiry, no quota),
+// content-addressed: the same bytes and type give the same handle.
 func (s *fileStore) putPlatformFile(ctx context.Context, contentType string, body io.Reader) (string, error) {
 	rec, err := s.put(ctx, PlatformFileOwner, contentType, -1, body)
 	if err != nil {

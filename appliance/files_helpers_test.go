@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -155,12 +156,28 @@ func receiptOf(out map[string]any) map[string]any {
 	return r
 }
 
-// blobs lists the stored file bytes under a files directory.
+// blobs lists the stored file bytes under a files directory, leaving out
+// those of the shipped evaluation fixtures (evals/*/files/), which every
+// gateway stores as platform files at start-up.
 func blobs(t *testing.T, dir string) []string {
 	t.Helper()
+	fixtures := map[string]bool{}
+	err := filepath.WalkDir("evals", func(path string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.Contains(filepath.ToSlash(path), "/files/") {
+			b, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			fixtures[sha256Hex(b)] = true
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	var out []string
-	err := filepath.WalkDir(filepath.Join(dir, "blobs"), func(path string, d os.DirEntry, err error) error {
-		if err == nil && !d.IsDir() {
+	err = filepath.WalkDir(filepath.Join(dir, "blobs"), func(path string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && !fixtures[d.Name()] {
 			out = append(out, d.Name())
 		}
 		return err

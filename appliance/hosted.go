@@ -1,6 +1,7 @@
 package appliance
 
 import (
+	"context"
 	"crypto/sha256"
 	"io"
 	"log/slog"
@@ -42,6 +43,10 @@ type hosted struct {
 	vault     *vault
 	webhook   *gateway.WebhookRunner
 	guard     gateway.NetGuard
+
+	// list stores and lists a version that passed publishing's rules
+	// (App.listVersion).
+	list func(ctx context.Context, m *gateway.Manifest) (time.Time, error)
 }
 
 func newHosted(cfg Config, store *kv.Store, engine *gateway.Engine, log *slog.Logger, now func() time.Time, rand io.Reader, authors map[string]bool, shipped []string) *hosted {

@@ -2,12 +2,10 @@ package appliance
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"time"
 
 	"holon.dev/holon/gateway"
-	"holon.dev/holon/kv"
 )
 
 // listings is what the appliance says about its agents beyond the call
@@ -28,6 +26,9 @@ func (a *App) initListings() error {
 	if err != nil {
 		return err
 	}
+	if err := storeFixtures(context.Background(), suites, a.files.putFixture); err != nil {
+		return err
+	}
 	if a.cfg.Production() && a.cfg.PrivateEvals == "" {
 		a.log.Warn("no HOLON_PRIVATE_EVALS: agents are evaluated on the public sample cases only, which any author can read")
 	}
@@ -35,13 +36,6 @@ func (a *App) initListings() error {
 	if err := a.evals.restore(); err != nil {
 		return fmt.Errorf("read evaluations: %w", err)
 	}
-	// Every version published over the API is evaluated (evals.md); the
-	// queue is in the store, so a restart before the run loses nothing.
-	a.OnPublished(func(ref string) {
-		if err := a.Evaluate(context.Background(), ref); err != nil {
-			a.log.Error("queue evaluation", "agent", ref, "err", err)
-		}
-	})
 	a.listings = &listings{engine: a.engine, evals: a.evals, demo: newDemo(a.engine, a.cfg)}
 	if a.cfg.Records {
 		if a.listings.samples, err = loadSampleRecords(); err != nil {
@@ -76,29 +70,13 @@ func (api *api) routeListings(l *listings) {
 }
 
 // RegisterVersion lists a version at run time the way publishing does once
-// its rules have passed: the version's record is stored (published), it is
-// added to the registry, and its evaluation is queued (App.Evaluate).
-// Publishing's own checks (namespace, GitHub, endpoint) are not made here.
+// its rules have passed, through the same path (listVersion): the version's
+// record is stored (published), it is added to the registry, its
+// evaluation is queued and the OnPublished hooks are told. Publishing's own
+// checks (namespace, GitHub, endpoint) are not made here.
 func (a *App) RegisterVersion(ctx context.Context, m *gateway.Manifest) error {
-	raw, err := json.Marshal(m)
-	if err != nil {
-		return err
-	}
-	v := &gateway.AgentVersion{Manifest: m, Facts: gateway.AgentFacts{Published: true}}
-	if err := a.engine.Registry().Add(v); err != nil {
-		return err
-	}
-	err = a.store.Update(ctx, func(tx *kv.Tx) error {
-		if _, err := tx.Agent(m.Ref()); err == nil {
-			return gateway.Errorf(gateway.CodeInvalidManifest, "%s was published before: versions are immutable", m.Ref())
-		}
-		return tx.PutAgent(m.Ref(), kv.Doc{Doc: raw, Created: a.cfg.Now().UTC(), Published: true})
-	})
-	if err != nil {
-		a.engine.Registry().Remove(m.Ref())
-		return err
-	}
-	return a.Evaluate(ctx, m.Ref())
+	_, err := a.listVersion(ctx, m)
+	return err
 }
 
 // WaitEvaluations blocks until no evaluation is queued or running, or ctx

@@ -98,6 +98,7 @@ func (a *App) OnPublished(fn func(ref string)) { a.hooks.add(fn) }
 func (a *App) initPublishing(h *hosted) {
 	h.publicURL = strings.TrimRight(a.cfg.PublicURL, "/")
 	h.hooks, h.vault, h.webhook = a.hooks, a.vault, a.webhook
+	h.list = a.listVersion
 	h.guard = gateway.NetGuard{AllowPrivate: a.cfg.AllowPrivateEndpoints, Resolver: a.cfg.Resolver}
 	if !a.cfg.GitHubSignIn() {
 		return
@@ -239,37 +240,56 @@ func (a *api) publishAgent(w http.ResponseWriter, r *http.Request, _ httprouter.
 		a.fail(w, r, err)
 		return
 	}
-	doc, err := json.Marshal(m)
+	ref := m.Ref()
+	now, err := h.list(r.Context(), m)
 	if err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	ref, now := m.Ref(), h.now().UTC()
-	err = h.store.Update(r.Context(), func(tx *kv.Tx) error {
-		if err := versionFree(tx, ref); err != nil {
-			return err
-		}
-		return tx.PutAgent(ref, kv.Doc{Doc: doc, Created: now, Published: true})
-	})
-	if err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	if err := a.engine.Registry().Add(&gateway.AgentVersion{Manifest: m, Facts: gateway.AgentFacts{Published: true}}); err != nil {
-		// Stored but not listed (its upstream was yanked meanwhile): the
-		// next start-up lists what it can, and says why it cannot.
-		a.log.Error("published version not listed", "agent", ref, "err", err)
 		a.fail(w, r, err)
 		return
 	}
 	a.log.Info("agent published", "agent", ref, "account", p.account)
-	h.hooks.published(ref)
 	ans := publishAnswer{Agent: ref, Listed: true, Published: now, License: m.License,
 		Proprietary: !m.OpenSource(), CredentialSet: h.vault.has(m.ID)}
 	if m.Source != nil {
 		ans.Repository = m.Source.Repository
 	}
 	writeJSON(w, http.StatusCreated, ans)
+}
+
+// listVersion stores a version as published and lists it: the one path
+// of publishing (POST /v0/agents, once its rules hold) and of
+// RegisterVersion. The record is committed first (a version number
+// already taken, yanked or not, is refused there), then the version joins
+// the registry, its evaluation is queued (durably, before this returns),
+// and the OnPublished hooks are told. It returns the time of publication.
+func (a *App) listVersion(ctx context.Context, m *gateway.Manifest) (time.Time, error) {
+	doc, err := json.Marshal(m)
+	if err != nil {
+		return time.Time{}, err
+	}
+	ref, now := m.Ref(), a.cfg.Now().UTC()
+	err = a.store.Update(ctx, func(tx *kv.Tx) error {
+		if err := versionFree(tx, ref); err != nil {
+			return err
+		}
+		return tx.PutAgent(ref, kv.Doc{Doc: doc, Created: now, Published: true})
+	})
+	if err != nil {
+		return time.Time{}, err
+	}
+	if err := a.engine.Registry().Add(&gateway.AgentVersion{Manifest: m, Facts: gateway.AgentFacts{Published: true}}); err != nil {
+		// Stored but not listed (its upstream was yanked meanwhile): the
+		// next start-up lists what it can, and says why it cannot.
+		a.log.Error("published version not listed", "agent", ref, "err", err)
+		return time.Time{}, err
+	}
+	// Every listed version is evaluated (evals.md). A queue that cannot be
+	// written now is written at the next start (enqueueStale): the
+	// version is listed either way.
+	if err := a.Evaluate(ctx, ref); err != nil {
+		a.log.Error("queue evaluation", "agent", ref, "err", err)
+	}
+	a.hooks.published(ref)
+	return now, nil
 }
 
 // versionFree refuses a version published before (yanked or not) or

@@ -207,7 +207,7 @@ func (e *Engine) resolve(sp callSpec) (*Mandate, *AgentVersion, Decision, error)
 	}
 	rs := make([]ranked, len(cands))
 	for i, v := range cands {
-		d := CheckCall(m, v.Manifest, v.Facts, BudgetState{Spent: budget.Spent, Reserved: budget.Reserved}, req)
+		d := CheckCall(m, v.Manifest, v.Measured(records[i]), BudgetState{Spent: budget.Spent, Reserved: budget.Reserved}, req)
 		if sp.parent != nil {
 			switch {
 			case d.Verdict != VerdictDeny:
@@ -241,6 +241,16 @@ func (e *Engine) resolve(sp callSpec) (*Mandate, *AgentVersion, Decision, error)
 		return a.v.Manifest.ID < b.v.Manifest.ID
 	})
 	return m, rs[0].v, rs[0].d, nil
+}
+
+// Measured is what admission knows of a version: its facts, with the runs
+// and successes of its measured record rec (require.min_success_rate).
+// Calls are admitted on it, and listings that say whether a mandate
+// allows a version (CheckListing) must use it too.
+func (v *AgentVersion) Measured(rec kv.Record) AgentFacts {
+	f := v.Facts
+	f.Runs, f.Succeeded = rec.Runs, rec.Succeeded
+	return f
 }
 
 // costPerSuccess ranks implementers: the call's worst case times runs over
@@ -348,7 +358,11 @@ func (e *Engine) reserve(ctx context.Context, m *Mandate, v *AgentVersion, sp ca
 		if err != nil {
 			return err
 		}
-		d := CheckCall(m, a, v.Facts, BudgetState{Spent: b.Spent, Reserved: b.Reserved}, req)
+		rec, err := tx.Record(a.Ref())
+		if err != nil {
+			return err
+		}
+		d := CheckCall(m, a, v.Measured(rec), BudgetState{Spent: b.Spent, Reserved: b.Reserved}, req)
 		if d.WorstCase > 0 || d.Verdict != VerdictDeny {
 			w := d.WorstCase
 			r.WorstCase = &w

@@ -28,8 +28,9 @@ type TryResult struct {
 // checked against interface.input, the agent is run under its own timeout
 // (or limit, when shorter), and its output checked against
 // interface.output. Nothing is admitted, reserved, billed, written or
-// measured: no receipt, no event, no record. Evaluations and the public
-// demo use it; label stands where a receipt id would (a webhook's
+// measured: no receipt, no event, no record. Evaluations (under
+// WithEvaluation, which lets the input's handles name platform files) and
+// the public demo use it; label stands where a receipt id would (a webhook's
 // x-holon-call), such as "eval" or "demo". An agent that declares calls gets no delegation and fails
 // with gateway_error: an orchestrator's downstream calls would be paid
 // calls.
@@ -55,7 +56,14 @@ func (e *Engine) Try(ctx context.Context, v *AgentVersion, label string, input j
 	rctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	start := e.now()
-	res := runner.Run(rctx, &Invocation{Manifest: a, Input: input, Receipt: label, Shipped: v.Shipped})
+	// A run outside a call has no mandate, so no account's files: its
+	// handles resolve only to platform files, under WithEvaluation.
+	var res RunResult
+	if files, fres, ok := e.fileLinks(rctx, input, ""); !ok {
+		res = fres
+	} else {
+		res = runner.Run(rctx, &Invocation{Manifest: a, Input: input, Receipt: label, Shipped: v.Shipped, Files: files})
+	}
 	d := e.now().Sub(start)
 	if checkOutput(a, &res); res.Outcome.Kind == OutcomeInvalidOutput {
 		return TryResult{Error: CodeInvalidOutput, Duration: d, Message: res.Message}
