@@ -146,6 +146,7 @@ func (a *App) init(ctx context.Context) error {
 		Logger:         a.log,
 		OnStoreFailure: a.cfg.OnStoreFailure,
 		OnCall:         a.metrics.observeCall,
+		OnStep:         a.cfg.OnStep,
 	})
 	closed, err := a.engine.Recover(ctx)
 	if err != nil {

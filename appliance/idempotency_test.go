@@ -4,10 +4,12 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"holon.dev/holon/appliance"
+	"holon.dev/holon/gateway"
 )
 
 // slowMandate lets an account's keys call the test agents.
@@ -196,6 +198,69 @@ func (ta *hostedApp) conflicts(path string) int {
 		}
 	}
 	return n
+}
+
+// Ensure that an idempotent call costs no commit of its own: its key is
+// claimed with the reservation and finished with the settlement, so it
+// commits exactly as often as the same call without a key.
+func TestIdempotency_NoCommitOfItsOwn(t *testing.T) {
+	ta := newHostedApp(t)
+	ann := ta.signup("ann")
+	commits := func(c client) uint64 {
+		before := ta.app.Engine().Store().Stats().Commits
+		c.must(http.StatusOK, "POST", "/v0/calls", lookup("ann/sandbox"))
+		return ta.app.Engine().Store().Stats().Commits - before
+	}
+	plain := commits(ann.human)
+	keyed := commits(ann.human.with("Idempotency-Key", "one-commit"))
+	if keyed != plain || plain == 0 {
+		t.Errorf("a call with an Idempotency-Key made %d commits, without %d: want the same", keyed, plain)
+	}
+}
+
+// Ensure that a key whose call settled before the gateway stopped (the
+// settlement durable, the caller not yet answered) replays its receipt
+// after the restart, billed once, instead of answering 409.
+func TestIdempotency_RestartAfterSettlement(t *testing.T) {
+	ta := newHostedApp(t)
+	ann := ta.signup("ann")
+	var armed atomic.Bool
+	reached, hold := make(chan string, 1), make(chan struct{})
+	ta.restart(func(c *appliance.Config) {
+		c.OnStep = func(step, receipt string) {
+			if step == gateway.StepSettleDurable && armed.CompareAndSwap(true, false) {
+				reached <- receipt
+				<-hold // the process "dies" here: the caller is never answered
+			}
+		}
+	})
+	armed.Store(true)
+	c := ann.human.with("Idempotency-Key", "settled-1")
+	oldSrv := ta.srv
+	go c.do("POST", "/v0/calls", lookup("ann/sandbox"))
+	var rid string
+	select {
+	case rid = <-reached:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the call did not settle")
+	}
+	if err := ta.app.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ta.app = nil
+	ta.open()
+	defer func() {
+		close(hold) // the old process's request returns, into a closed store
+		oldSrv.Close()
+	}()
+
+	again := c.must(http.StatusOK, "POST", "/v0/calls", lookup("ann/sandbox"))
+	if again["replayed"] != true || again["receipt"].(map[string]any)["id"] != rid {
+		t.Errorf("after the restart: %v, want the replay of %s", again, rid)
+	}
+	if b := ann.balance(); b != "4.92" {
+		t.Errorf("balance %s, want 4.92 (billed once)", b)
+	}
 }
 
 // Ensure that a restart with a call in flight leaves its Idempotency-Key

@@ -50,6 +50,10 @@ type Config struct {
 	// orchestrators make their delegated calls at <PublicURL>/v0/calls.
 	// Empty: remote agents that declare calls fail with gateway_error.
 	PublicURL string
+	// OnStep, when set, is told each step of every call's lifecycle
+	// (durability.go), from the goroutine that runs the call: the crash
+	// tests stop the process there. Nil in service.
+	OnStep func(step, receipt string)
 }
 
 // Engine runs the call lifecycle of gateway.md §1 on a store.
@@ -62,6 +66,7 @@ type Engine struct {
 	log      *slog.Logger
 	fail     func(error)
 	onCall   func(*kv.Receipt, time.Duration)
+	onStep   func(step, receipt string)
 
 	mandatesMu sync.RWMutex
 	mandates   map[string]cachedMandate
@@ -90,6 +95,7 @@ func New(cfg Config) *Engine {
 		log:      cfg.Logger,
 		fail:     cfg.OnStoreFailure,
 		onCall:   cfg.OnCall,
+		onStep:   cfg.OnStep,
 		mandates: map[string]cachedMandate{},
 
 		publicURL: strings.TrimRight(cfg.PublicURL, "/"),
