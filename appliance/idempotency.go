@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	"holon.dev/holon/gateway"
@@ -38,9 +39,13 @@ type idemRecord struct {
 	Finished *time.Time `json:"finished,omitempty"`
 }
 
-// Records live in kv.BucketIdempotency under "key/<scope>/<key>"; a call in
-// flight also has "run/<scope>/<key>", so that start-up finds the calls a
-// restart interrupted without scanning every key ever used.
+// Records live in kv.BucketIdempotency: a call in flight under
+// "run/<scope>/<key>" (few, and together, so that claiming a key rewrites
+// one small region of the index and start-up finds the calls a restart cut
+// short without scanning every key ever used), a finished or interrupted
+// one under "key/<scope>/<key>", written once. (A store written before this
+// layout has running records under key/ with a run/ marker of true; they
+// are read as such.)
 func idemKey(scope, key string) string    { return "key/" + scope + "/" + key }
 func idemRunKey(scope, key string) string { return "run/" + scope + "/" + key }
 
@@ -118,13 +123,12 @@ func (d *idempotency) claim(scope, key string, body callBody) (*claim, error) {
 // call a restart cut short answers 409 idempotency_interrupted, and a
 // finished one stops the call with a *replayError.
 func (c *claim) Check(tx *kv.Tx) error {
-	var rec idemRecord
-	err := tx.Get(kv.BucketIdempotency, idemKey(c.scope, c.key), &rec)
+	rec, found, err := c.lookup(tx)
 	switch {
-	case errors.Is(err, kv.ErrNotFound):
-		return nil
 	case err != nil:
 		return err
+	case !found:
+		return nil
 	case rec.Request != c.hash:
 		return gateway.Errorf(CodeIdempotencyMismatch, "Idempotency-Key %q was used with another request: send this one with a new key", c.key)
 	case rec.State == idemRunning:
@@ -135,18 +139,49 @@ func (c *claim) Check(tx *kv.Tx) error {
 	return &replayError{rec: rec}
 }
 
+// lookup reads the key's record: finished or interrupted under key/,
+// running under run/.
+func (c *claim) lookup(tx *kv.Tx) (idemRecord, bool, error) {
+	var rec idemRecord
+	err := tx.Get(kv.BucketIdempotency, idemKey(c.scope, c.key), &rec)
+	if !errors.Is(err, kv.ErrNotFound) {
+		return rec, err == nil, err
+	}
+	if rec, ok, err := runningRecord(tx, idemRunKey(c.scope, c.key)); ok || err != nil {
+		return rec, ok, err
+	}
+	return rec, false, nil
+}
+
+// runningRecord reads a run/ entry: the running record, or (a store of the
+// earlier layout) true, whose record is under key/ and was found there.
+func runningRecord(tx *kv.Tx, runKey string) (idemRecord, bool, error) {
+	var raw json.RawMessage
+	var rec idemRecord
+	err := tx.Get(kv.BucketIdempotency, runKey, &raw)
+	switch {
+	case errors.Is(err, kv.ErrNotFound):
+		return rec, false, nil
+	case err != nil:
+		return rec, false, err
+	case string(raw) == "true":
+		return rec, false, nil
+	}
+	if err := json.Unmarshal(raw, &rec); err != nil {
+		return rec, false, fmt.Errorf("idempotency record %s: %w", runKey, err)
+	}
+	return rec, true, nil
+}
+
 // Record writes the key as running with the call's reservation, or done
 // with the receipt and status that end the call.
 func (c *claim) Record(tx *kv.Tx, r *kv.Receipt) error {
-	now := c.idem.now().UTC()
 	if r.Status == gateway.StatusRunning {
 		c.receipt = r.ID
-		rec := idemRecord{State: idemRunning, Request: c.hash, Receipt: r.ID, Started: now}
-		if err := tx.Put(kv.BucketIdempotency, idemKey(c.scope, c.key), rec); err != nil {
-			return err
-		}
-		return tx.Put(kv.BucketIdempotency, idemRunKey(c.scope, c.key), true)
+		rec := idemRecord{State: idemRunning, Request: c.hash, Receipt: r.ID, Started: r.Created}
+		return tx.Put(kv.BucketIdempotency, idemRunKey(c.scope, c.key), rec)
 	}
+	now := c.idem.now().UTC()
 	rec := idemRecord{State: idemDone, Request: c.hash, Receipt: r.ID, Status: receiptStatus(r), Started: r.Created, Finished: &now}
 	if err := tx.Put(kv.BucketIdempotency, idemKey(c.scope, c.key), rec); err != nil {
 		return err
@@ -167,19 +202,21 @@ func (c *claim) abandon(ctx context.Context) {
 	}
 	now := c.idem.now().UTC()
 	_ = c.idem.store.Update(context.WithoutCancel(ctx), func(tx *kv.Tx) error {
-		var rec idemRecord
-		if err := tx.Get(kv.BucketIdempotency, idemKey(c.scope, c.key), &rec); err != nil {
+		rec, ok, err := runningRecord(tx, idemRunKey(c.scope, c.key))
+		if err != nil || !ok || rec.Receipt != c.receipt {
 			return err
 		}
-		if rec.State != idemRunning || rec.Receipt != c.receipt {
-			return nil
-		}
-		rec.State, rec.Finished = idemInterrupted, &now
-		if err := tx.Put(kv.BucketIdempotency, idemKey(c.scope, c.key), rec); err != nil {
-			return err
-		}
-		return tx.Delete(kv.BucketIdempotency, idemRunKey(c.scope, c.key))
+		return interrupt(tx, idemRunKey(c.scope, c.key), rec, now)
 	})
+}
+
+// interrupt moves a running record to key/ as interrupted.
+func interrupt(tx *kv.Tx, runKey string, rec idemRecord, now time.Time) error {
+	rec.State, rec.Finished = idemInterrupted, &now
+	if err := tx.Put(kv.BucketIdempotency, "key/"+runKey[len("run/"):], rec); err != nil {
+		return err
+	}
+	return tx.Delete(kv.BucketIdempotency, runKey)
 }
 
 // interruptRunning marks every key whose call was in flight when the last
@@ -199,24 +236,28 @@ func interruptRunning(ctx context.Context, store *kv.Store, now time.Time) (int,
 		if err != nil {
 			return err
 		}
+		t := now.UTC()
 		for _, rk := range running {
-			key := "key/" + rk[len("run/"):]
-			var rec idemRecord
-			if err := tx.Get(kv.BucketIdempotency, key, &rec); err != nil {
+			rec, ok, err := runningRecord(tx, rk)
+			if err != nil {
 				return err
 			}
-			if rec.State == idemRunning {
-				rec.State = idemInterrupted
-				t := now.UTC()
-				rec.Finished = &t
-				if err := tx.Put(kv.BucketIdempotency, key, rec); err != nil {
+			if !ok { // the earlier layout: the record is under key/
+				key := "key/" + rk[len("run/"):]
+				if err := tx.Get(kv.BucketIdempotency, key, &rec); err != nil {
 					return err
 				}
-				n++
+				if rec.State != idemRunning {
+					if err := tx.Delete(kv.BucketIdempotency, rk); err != nil {
+						return err
+					}
+					continue
+				}
 			}
-			if err := tx.Delete(kv.BucketIdempotency, rk); err != nil {
+			if err := interrupt(tx, rk, rec, t); err != nil {
 				return err
 			}
+			n++
 		}
 		return nil
 	})

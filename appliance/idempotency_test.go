@@ -1,6 +1,10 @@
 package appliance_test
 
 import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/http"
 	"sync"
@@ -10,6 +14,7 @@ import (
 
 	"holon.dev/holon/appliance"
 	"holon.dev/holon/gateway"
+	"holon.dev/holon/kv"
 )
 
 // slowMandate lets an account's keys call the test agents.
@@ -317,4 +322,43 @@ func TestIdempotency_RestartInFlight(t *testing.T) {
 		t.Error("the interrupted call ran again")
 	default:
 	}
+}
+
+// Ensure that a store written before the running records moved to run/
+// (a running record under key/, a run/ marker of true) still has its
+// interrupted keys found at start-up: 409 idempotency_interrupted after
+// the restart, and the marker gone.
+func TestIdempotency_RestartEarlierLayout(t *testing.T) {
+	ta := newHostedApp(t)
+	ann := ta.signup("ann")
+	sum := sha256.Sum256([]byte(ann.human.key))
+	scope := hex.EncodeToString(sum[:])
+	c := ann.human.with("Idempotency-Key", "old-1")
+	c.must(http.StatusOK, "POST", "/v0/calls", lookup("ann/sandbox"))
+	// Turn its record back into a running one of the earlier layout.
+	err := ta.app.Engine().Store().Update(context.Background(), func(tx *kv.Tx) error {
+		var rec map[string]any
+		if err := tx.Get(kv.BucketIdempotency, "key/"+scope+"/old-1", &rec); err != nil {
+			return err
+		}
+		rec["state"] = "running"
+		if err := tx.Put(kv.BucketIdempotency, "key/"+scope+"/old-1", rec); err != nil {
+			return err
+		}
+		return tx.Put(kv.BucketIdempotency, "run/"+scope+"/old-1", true)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ta.restart()
+	if status, out := c.do("POST", "/v0/calls", lookup("ann/sandbox")); status != http.StatusConflict || errorCode(out) != "idempotency_interrupted" {
+		t.Errorf("the earlier layout's interrupted key: %d %v, want 409 idempotency_interrupted", status, out)
+	}
+	_ = ta.app.Engine().Store().View(func(tx *kv.Tx) error {
+		var v any
+		if err := tx.Get(kv.BucketIdempotency, "run/"+scope+"/old-1", &v); !errors.Is(err, kv.ErrNotFound) {
+			t.Errorf("the run/ marker is still there: %v", err)
+		}
+		return nil
+	})
 }
