@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"holon.dev/holon/gateway"
 	"holon.dev/holon/kv"
@@ -37,13 +40,13 @@ func crashAt(step string) func(step, receipt string) {
 	}
 }
 
-// webhookManifest is the slow agent's interface and price served by a
-// remote agent (runtime.kind webhook) at endpoint, which gives back the
-// word it was given.
-func webhookManifest(endpoint string) string {
-	m := strings.Replace(slowManifest, "id: ops-test/slow", "id: ops-test/hook", 1)
-	m = strings.Replace(m, "capabilities: [test.sleep]", "capabilities: [test.hook]", 1)
-	return strings.Replace(m, "runtime: { kind: dev, limits: { timeout_s: 150 } }", fmt.Sprintf("runtime: { kind: webhook, endpoint: %q }", endpoint), 1)
+// remoteManifest is the slow agent's interface and price served by a
+// remote agent (runtime, such as "{kind: webhook, endpoint: …}") that
+// gives back the word it was given.
+func remoteManifest(name, runtime string) string {
+	m := strings.Replace(slowManifest, "id: ops-test/slow", "id: ops-test/"+name, 1)
+	m = strings.Replace(m, "capabilities: [test.sleep]", "capabilities: [test."+name+"]", 1)
+	return strings.Replace(m, "runtime: { kind: dev, limits: { timeout_s: 150 } }", "runtime: "+runtime, 1)
 }
 
 // Outcomes of a call cut by a crash, as the restarted gateway shows it.
@@ -69,7 +72,7 @@ type crashCase struct {
 
 // Ensure that the durability rule holds wherever the process dies: holon
 // serve is SIGKILLed between every pair of steps of a call's lifecycle, for
-// an in-process (dev) agent and a remote (webhook) one, with and without an
+// an in-process (dev) agent and remote ones (webhook, MCP), with and without an
 // Idempotency-Key; after a restart on the same store, holon verify passes,
 // no hold is left, a call answered 200 has its billed receipt and one
 // settle: entry, a call cut short is failed gateway_restarted and unbilled
@@ -113,6 +116,7 @@ func TestServe_Crash_DurabilityRule(t *testing.T) {
 		{"dev", "ops-test/slow", false, dev},
 		{"dev-idempotent", "ops-test/slow", true, dev},
 		{"webhook-idempotent", "ops-test/hook", true, remote},
+		{"mcp", "ops-test/mcp", false, remote},
 	} {
 		for _, cc := range kind.cases {
 			t.Run(kind.name+"/"+cc.step, func(t *testing.T) {
@@ -123,8 +127,10 @@ func TestServe_Crash_DurabilityRule(t *testing.T) {
 	}
 }
 
-// hookAgent is the webhook agent: it records the receipt of every request
-// it receives, and can kill the gateway when one arrives.
+// hookAgent is the remote agent, as a webhook (/hook) and as an MCP server
+// (/mcp, tool echo): it records the receipt of every request it receives
+// ("" over MCP, which does not carry it), and can kill the gateway when one
+// arrives.
 type hookAgent struct {
 	url string
 
@@ -140,27 +146,48 @@ func startHookAgent(t *testing.T) *hookAgent {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/hook", func(w http.ResponseWriter, r *http.Request) {
 		var in struct{ Word string }
 		if err := json.NewDecoder(r.Body).Decode(&in); err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
-		a.mu.Lock()
-		a.received = append(a.received, r.Header.Get("x-holon-call"))
-		kill := a.kill
-		a.kill = nil
-		a.mu.Unlock()
-		if kill != nil {
-			kill()
-		}
+		a.receive(r.Header.Get("x-holon-call"))
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(map[string]string{"word": in.Word})
-	})}
+	})
+	type word struct {
+		MS   int    `json:"ms"`
+		Word string `json:"word"`
+	}
+	type out struct {
+		Word string `json:"word"`
+	}
+	ms := mcp.NewServer(&mcp.Implementation{Name: "crash-agent", Version: "v0"}, nil)
+	mcp.AddTool(ms, &mcp.Tool{Name: "echo", Description: "Gives back the word."},
+		func(_ context.Context, _ *mcp.CallToolRequest, in word) (*mcp.CallToolResult, out, error) {
+			a.receive("")
+			return nil, out{Word: in.Word}, nil
+		})
+	mux.Handle("/mcp", mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return ms }, nil))
+	srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: mux}
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { srv.Close() })
-	a.url = "http://" + ln.Addr().String() + "/hook"
+	a.url = "http://" + ln.Addr().String()
 	return a
+}
+
+// receive records a request and, when asked to, kills the gateway.
+func (a *hookAgent) receive(receipt string) {
+	a.mu.Lock()
+	a.received = append(a.received, receipt)
+	kill := a.kill
+	a.kill = nil
+	a.mu.Unlock()
+	if kill != nil {
+		kill()
+	}
 }
 
 func (a *hookAgent) receipts() []string {
@@ -205,8 +232,13 @@ func postCall(api, agent, key string) crashAnswer {
 func crashOnce(t *testing.T, agent string, idem bool, cc crashCase) {
 	registry, mandates := opsDirs(t)
 	hook := startHookAgent(t)
-	if err := os.WriteFile(filepath.Join(registry, "hook.yaml"), []byte(webhookManifest(hook.url)), 0o644); err != nil {
-		t.Fatal(err)
+	for name, runtime := range map[string]string{
+		"hook": fmt.Sprintf("{ kind: webhook, endpoint: %q }", hook.url+"/hook"),
+		"mcp":  fmt.Sprintf("{ kind: mcp, endpoint: %q, tool: echo }", hook.url+"/mcp"),
+	} {
+		if err := os.WriteFile(filepath.Join(registry, name+".yaml"), []byte(remoteManifest(name, runtime)), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	db := filepath.Join(t.TempDir(), "holon.db")
 	env := []string{"HOLON_REGISTRY=" + registry, "HOLON_ENV=development", "HOLON_ALLOW_PRIVATE_ENDPOINTS=1"}
@@ -278,12 +310,12 @@ func crashOnce(t *testing.T, agent string, idem bool, cc crashCase) {
 		t.Errorf("the call was answered 200 with %s, but after the restart it is %q (%s)", ans.receipt, outcome, rid)
 	}
 	for _, sent := range sentBefore {
-		if sent != rid || outcome == outcomeNone {
+		if sent != "" && sent != rid || outcome == outcomeNone {
 			t.Errorf("the remote agent received a request for %s, which the restarted gateway does not know (receipt %q, %s)", sent, rid, outcome)
 		}
 	}
-	if agent == "ops-test/hook" && slices.Index([]string{gateway.StepAdmitted, gateway.StepReserveApplied, gateway.StepReserveDurable, gateway.StepRun}, cc.step) >= 0 && len(sentBefore) > 0 {
-		t.Errorf("killed at %s, yet the remote agent received %v", cc.step, sentBefore)
+	if agent != "ops-test/slow" && slices.Index([]string{gateway.StepAdmitted, gateway.StepReserveApplied, gateway.StepReserveDurable, gateway.StepRun}, cc.step) >= 0 && len(sentBefore) > 0 {
+		t.Errorf("killed at %s, yet the remote agent received %d request(s) %q", cc.step, len(sentBefore), sentBefore)
 	}
 
 	if idem {
