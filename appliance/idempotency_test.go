@@ -211,13 +211,22 @@ func (ta *hostedApp) conflicts(path string) int {
 func TestIdempotency_NoCommitOfItsOwn(t *testing.T) {
 	ta := newHostedApp(t)
 	ann := ta.signup("ann")
-	commits := func(c client) uint64 {
-		before := ta.app.Engine().Store().Stats().Commits
-		c.must(http.StatusOK, "POST", "/v0/calls", lookup("ann/sandbox"))
-		return ta.app.Engine().Store().Stats().Commits - before
+	// The fewest of three calls: a commit of the gateway's own (the
+	// approvals' sweep at start-up) may land in one of them.
+	commits := func(key string) uint64 {
+		least := uint64(1 << 62)
+		for i := range 3 {
+			c := ann.human
+			if key != "" {
+				c = c.with("Idempotency-Key", fmt.Sprintf("%s-%d", key, i))
+			}
+			before := ta.app.Engine().Store().Stats().Commits
+			c.must(http.StatusOK, "POST", "/v0/calls", lookup("ann/sandbox"))
+			least = min(least, ta.app.Engine().Store().Stats().Commits-before)
+		}
+		return least
 	}
-	plain := commits(ann.human)
-	keyed := commits(ann.human.with("Idempotency-Key", "one-commit"))
+	plain, keyed := commits(""), commits("one-commit")
 	if keyed != plain || plain == 0 {
 		t.Errorf("a call with an Idempotency-Key made %d commits, without %d: want the same", keyed, plain)
 	}

@@ -402,9 +402,8 @@ func (s *Store) commit(batch []*writeReq) {
 			broken := fmt.Errorf("%w: %w", ErrBroken, err)
 			s.broken.Store(&broken)
 		}
-		for _, r := range batch {
-			r.done <- err
-		}
+		// Counted before the callers hear: whoever reads Stats after an
+		// update returned sees its commit.
 		if err == nil {
 			s.statsMu.Lock()
 			s.stats.Commits++
@@ -414,6 +413,9 @@ func (s *Store) commit(batch []*writeReq) {
 			if s.onCommit != nil {
 				s.onCommit(len(batch))
 			}
+		}
+		for _, r := range batch {
+			r.done <- err
 		}
 		return
 	}
