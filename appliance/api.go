@@ -311,15 +311,12 @@ func (a *api) postCall(w http.ResponseWriter, r *http.Request, _ httprouter.Para
 		writeJSON(w, status, ans)
 		return
 	}
-	claim, err := a.idem.claim(r.Context(), p.scope(), idemKey, body)
+	claim, err := a.idem.claim(p.scope(), idemKey, body)
 	if err != nil {
 		a.fail(w, r, err)
 		return
 	}
-	if claim.replay != nil {
-		a.replay(w, r, claim.replay)
-		return
-	}
+	in.Claim = claim
 	finished := false
 	defer func() {
 		if !finished { // the gateway failed (or panicked) without a receipt to show
@@ -327,15 +324,18 @@ func (a *api) postCall(w http.ResponseWriter, r *http.Request, _ httprouter.Para
 		}
 	}()
 	res, err := a.engine.Call(r.Context(), in)
-	if err != nil {
+	var replay *replayError
+	switch {
+	case errors.As(err, &replay):
+		finished = true
+		a.replay(w, r, &replay.rec)
+		return
+	case err != nil:
 		a.fail(w, r, err)
 		return
 	}
-	status, ans := answer(res)
-	if err := claim.finish(r.Context(), res.Receipt.ID, status); err != nil {
-		a.log.Error("record idempotency key", "receipt", res.Receipt.ID, "err", err)
-	}
 	finished = true
+	status, ans := answer(res)
 	writeJSON(w, status, ans)
 }
 

@@ -170,6 +170,7 @@ func (a *App) init(ctx context.Context) error {
 		OnStoreFailure: a.cfg.OnStoreFailure,
 		OnCall:         a.metrics.observeCall,
 		Files:          a.files,
+		OnStep:         a.cfg.OnStep,
 	})
 	closed, err := a.engine.Recover(ctx)
 	if err != nil {

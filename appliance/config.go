@@ -56,6 +56,9 @@ type Config struct {
 	// OnStoreFailure is called when the store fails a write that must not
 	// fail; the process should stop.
 	OnStoreFailure func(error)
+	// OnStep, when set, is told each step of every call's lifecycle
+	// (gateway.Config.OnStep): the crash tests stop the process there.
+	OnStep func(step, receipt string)
 	// DevHandlers are agents compiled into the embedding program besides
 	// the shipped ones, by the name a dev manifest runs (runtime.tool).
 	DevHandlers map[string]gateway.DevHandler

@@ -149,6 +149,9 @@ func newHostedApp(t *testing.T, opts ...func(*appliance.Config)) *hostedApp {
 		Logger:       slog.New(slog.NewJSONHandler(ta.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		DevHandlers: map[string]gateway.DevHandler{
 			"slow": func(ctx context.Context, input json.RawMessage, c *gateway.Ctx) (any, error) {
+				if err := c.Durable(); err != nil { // telling the test leaves the agent
+					return nil, err
+				}
 				ta.started <- struct{}{}
 				select {
 				case <-ta.release:

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	"holon.dev/holon/gateway"
@@ -38,13 +39,20 @@ type idemRecord struct {
 	Finished *time.Time `json:"finished,omitempty"`
 }
 
-// Records live in kv.BucketIdempotency under "key/<scope>/<key>"; a call in
-// flight also has "run/<scope>/<key>", so that start-up finds the calls a
-// restart interrupted without scanning every key ever used.
+// Records live in kv.BucketIdempotency: a call in flight under
+// "run/<scope>/<key>" (few, and together, so that claiming a key rewrites
+// one small region of the index and start-up finds the calls a restart cut
+// short without scanning every key ever used), a finished or interrupted
+// one under "key/<scope>/<key>", written once. (A store written before this
+// layout has running records under key/ with a run/ marker of true; they
+// are read as such.)
 func idemKey(scope, key string) string    { return "key/" + scope + "/" + key }
 func idemRunKey(scope, key string) string { return "run/" + scope + "/" + key }
 
-// idempotency claims and records Idempotency-Keys. One write transaction
+// idempotency makes the claims of Idempotency-Keys. A claim is checked
+// and recorded inside the call's own write transactions (gateway.Claim):
+// the key's claim with the reservation, its outcome with the settlement,
+// so an idempotent call costs no commit of its own, and one transaction
 // decides each claim, so of any number of concurrent requests with the
 // same key exactly one runs.
 type idempotency struct {
@@ -52,13 +60,22 @@ type idempotency struct {
 	now   func() time.Time
 }
 
-// claim is the outcome of presenting a key: either this request runs (and
-// must finish or abandon the claim), or replay holds the finished call.
+// claim is an Idempotency-Key presented with a call: a gateway.Claim.
 type claim struct {
 	idem       *idempotency
 	scope, key string
-	replay     *idemRecord
+	hash       string
+	// receipt is the call's receipt once the key is recorded as running
+	// (set in the reservation's transaction, which nothing replays once
+	// the call runs).
+	receipt string
 }
+
+// replayError stops a call whose key already finished: the answer is the
+// recorded one.
+type replayError struct{ rec idemRecord }
+
+func (e *replayError) Error() string { return "idempotency key already used: replay " + e.rec.Receipt }
 
 func validIdempotencyKey(k string) bool {
 	if len(k) < 1 || len(k) > maxIdempotencyKey {
@@ -88,11 +105,9 @@ func requestHash(body callBody) (string, error) {
 	return hex.EncodeToString(sum[:]), nil
 }
 
-// claim presents an Idempotency-Key for a request. A new key is recorded
-// as running and the request runs. A known key with another request is
-// refused (422 idempotency_mismatch), a running one answers 409, an
-// interrupted one answers 409 for good, and a finished one is replayed.
-func (d *idempotency) claim(ctx context.Context, scope, key string, body callBody) (*claim, error) {
+// claim presents an Idempotency-Key for a request; the call checks and
+// records it (gateway.CallInput.Claim).
+func (d *idempotency) claim(scope, key string, body callBody) (*claim, error) {
 	if !validIdempotencyKey(key) {
 		return nil, gateway.Errorf(CodeInvalidIdempotencyKey, "Idempotency-Key must be 1 to %d visible ASCII characters, such as a UUID", maxIdempotencyKey)
 	}
@@ -100,76 +115,115 @@ func (d *idempotency) claim(ctx context.Context, scope, key string, body callBod
 	if err != nil {
 		return nil, err
 	}
-	var rec idemRecord
-	var found bool
-	err = d.store.Update(ctx, func(tx *kv.Tx) error {
-		found = false
-		err := tx.Get(kv.BucketIdempotency, idemKey(scope, key), &rec)
-		if err == nil {
-			found = true
-			return nil
-		}
-		if !errors.Is(err, kv.ErrNotFound) {
-			return err
-		}
-		rec = idemRecord{State: idemRunning, Request: hash, Started: d.now().UTC()}
-		if err := tx.Put(kv.BucketIdempotency, idemKey(scope, key), rec); err != nil {
-			return err
-		}
-		return tx.Put(kv.BucketIdempotency, idemRunKey(scope, key), true)
-	})
-	if err != nil {
-		return nil, err
-	}
-	c := &claim{idem: d, scope: scope, key: key}
-	if !found {
-		return c, nil
-	}
+	return &claim{idem: d, scope: scope, key: key, hash: hash}, nil
+}
+
+// Check lets a new key through. A known key with another request is
+// refused (422 idempotency_mismatch), a running one answers 409, one whose
+// call a restart cut short answers 409 idempotency_interrupted, and a
+// finished one stops the call with a *replayError.
+func (c *claim) Check(tx *kv.Tx) error {
+	rec, found, err := c.lookup(tx)
 	switch {
-	case rec.Request != hash:
-		return nil, gateway.Errorf(CodeIdempotencyMismatch, "Idempotency-Key %q was used with another request: send this one with a new key", key)
+	case err != nil:
+		return err
+	case !found:
+		return nil
+	case rec.Request != c.hash:
+		return gateway.Errorf(CodeIdempotencyMismatch, "Idempotency-Key %q was used with another request: send this one with a new key", c.key)
 	case rec.State == idemRunning:
-		return nil, gateway.Errorf(CodeIdempotencyInFlight, "the call of Idempotency-Key %q is still running: wait for it, then re-send to get its receipt", key)
+		return gateway.Errorf(CodeIdempotencyInFlight, "the call of Idempotency-Key %q is still running: wait for it, then re-send to get its receipt", c.key)
 	case rec.State == idemInterrupted:
-		return nil, gateway.Errorf(CodeIdempotencyInterrupted, "the call of Idempotency-Key %q was interrupted (a restart) and its outcome is unknown: check GET /v0/receipts, then send it again with a new key if it did not happen", key)
+		return gateway.Errorf(CodeIdempotencyInterrupted, "the call of Idempotency-Key %q was interrupted (a restart) before it settled: check GET /v0/receipts, then send it again with a new key if it did not happen", c.key)
 	}
-	c.replay = &rec
-	return c, nil
+	return &replayError{rec: rec}
 }
 
-// finish records the call's receipt and status: from now on the key
-// replays them.
-func (c *claim) finish(ctx context.Context, receipt string, status int) error {
-	return c.set(ctx, func(rec *idemRecord) {
-		rec.State, rec.Receipt, rec.Status = idemDone, receipt, status
-	})
+// lookup reads the key's record: finished or interrupted under key/,
+// running under run/.
+func (c *claim) lookup(tx *kv.Tx) (idemRecord, bool, error) {
+	var rec idemRecord
+	err := tx.Get(kv.BucketIdempotency, idemKey(c.scope, c.key), &rec)
+	if !errors.Is(err, kv.ErrNotFound) {
+		return rec, err == nil, err
+	}
+	if rec, ok, err := runningRecord(tx, idemRunKey(c.scope, c.key)); ok || err != nil {
+		return rec, ok, err
+	}
+	return rec, false, nil
 }
 
-// abandon marks the key interrupted: the gateway failed without a receipt
-// to show, so the outcome is unknown and the key must not run again.
-func (c *claim) abandon(ctx context.Context) {
-	_ = c.set(ctx, func(rec *idemRecord) { rec.State = idemInterrupted })
+// runningRecord reads a run/ entry: the running record, or (a store of the
+// earlier layout) true, whose record is under key/ and was found there.
+func runningRecord(tx *kv.Tx, runKey string) (idemRecord, bool, error) {
+	var raw json.RawMessage
+	var rec idemRecord
+	err := tx.Get(kv.BucketIdempotency, runKey, &raw)
+	switch {
+	case errors.Is(err, kv.ErrNotFound):
+		return rec, false, nil
+	case err != nil:
+		return rec, false, err
+	case string(raw) == "true":
+		return rec, false, nil
+	}
+	if err := json.Unmarshal(raw, &rec); err != nil {
+		return rec, false, fmt.Errorf("idempotency record %s: %w", runKey, err)
+	}
+	return rec, true, nil
 }
 
-func (c *claim) set(ctx context.Context, change func(*idemRecord)) error {
+// Record writes the key as running with the call's reservation, or done
+// with the receipt and status that end the call.
+func (c *claim) Record(tx *kv.Tx, r *kv.Receipt) error {
+	if r.Status == gateway.StatusRunning {
+		c.receipt = r.ID
+		rec := idemRecord{State: idemRunning, Request: c.hash, Receipt: r.ID, Started: r.Created}
+		return tx.Put(kv.BucketIdempotency, idemRunKey(c.scope, c.key), rec)
+	}
 	now := c.idem.now().UTC()
-	return c.idem.store.Update(context.WithoutCancel(ctx), func(tx *kv.Tx) error {
-		var rec idemRecord
-		if err := tx.Get(kv.BucketIdempotency, idemKey(c.scope, c.key), &rec); err != nil {
+	rec := idemRecord{State: idemDone, Request: c.hash, Receipt: r.ID, Status: receiptStatus(r), Started: r.Created, Finished: &now}
+	if err := tx.Put(kv.BucketIdempotency, idemKey(c.scope, c.key), rec); err != nil {
+		return err
+	}
+	if c.receipt == "" {
+		return nil
+	}
+	return tx.Delete(kv.BucketIdempotency, idemRunKey(c.scope, c.key))
+}
+
+// abandon marks the key interrupted when the gateway failed (or panicked)
+// without a receipt to show after the key was recorded as running: the
+// outcome is unknown and the key must not run again. A key this request
+// never recorded is left alone (it may be another request's).
+func (c *claim) abandon(ctx context.Context) {
+	if c.receipt == "" {
+		return
+	}
+	now := c.idem.now().UTC()
+	_ = c.idem.store.Update(context.WithoutCancel(ctx), func(tx *kv.Tx) error {
+		rec, ok, err := runningRecord(tx, idemRunKey(c.scope, c.key))
+		if err != nil || !ok || rec.Receipt != c.receipt {
 			return err
 		}
-		change(&rec)
-		rec.Finished = &now
-		if err := tx.Put(kv.BucketIdempotency, idemKey(c.scope, c.key), rec); err != nil {
-			return err
-		}
-		return tx.Delete(kv.BucketIdempotency, idemRunKey(c.scope, c.key))
+		return interrupt(tx, idemRunKey(c.scope, c.key), rec, now)
 	})
+}
+
+// interrupt moves a running record to key/ as interrupted.
+func interrupt(tx *kv.Tx, runKey string, rec idemRecord, now time.Time) error {
+	rec.State, rec.Finished = idemInterrupted, &now
+	if err := tx.Put(kv.BucketIdempotency, "key/"+runKey[len("run/"):], rec); err != nil {
+		return err
+	}
+	return tx.Delete(kv.BucketIdempotency, runKey)
 }
 
 // interruptRunning marks every key whose call was in flight when the last
-// run stopped: their outcome is unknown, so they answer 409 for good. It
-// runs at start-up, before serving, and returns how many it marked.
+// run stopped: a settled call's key is done in its settlement's own
+// transaction, so a key still running was really cut short, and answers
+// 409 idempotency_interrupted for good. It runs at start-up, before
+// serving, and returns how many it marked.
 func interruptRunning(ctx context.Context, store *kv.Store, now time.Time) (int, error) {
 	var n int
 	err := store.Update(ctx, func(tx *kv.Tx) error {
@@ -182,24 +236,28 @@ func interruptRunning(ctx context.Context, store *kv.Store, now time.Time) (int,
 		if err != nil {
 			return err
 		}
+		t := now.UTC()
 		for _, rk := range running {
-			key := "key/" + rk[len("run/"):]
-			var rec idemRecord
-			if err := tx.Get(kv.BucketIdempotency, key, &rec); err != nil {
+			rec, ok, err := runningRecord(tx, rk)
+			if err != nil {
 				return err
 			}
-			if rec.State == idemRunning {
-				rec.State = idemInterrupted
-				t := now.UTC()
-				rec.Finished = &t
-				if err := tx.Put(kv.BucketIdempotency, key, rec); err != nil {
+			if !ok { // the earlier layout: the record is under key/
+				key := "key/" + rk[len("run/"):]
+				if err := tx.Get(kv.BucketIdempotency, key, &rec); err != nil {
 					return err
 				}
-				n++
+				if rec.State != idemRunning {
+					if err := tx.Delete(kv.BucketIdempotency, rk); err != nil {
+						return err
+					}
+					continue
+				}
 			}
-			if err := tx.Delete(kv.BucketIdempotency, rk); err != nil {
+			if err := interrupt(tx, rk, rec, t); err != nil {
 				return err
 			}
+			n++
 		}
 		return nil
 	})

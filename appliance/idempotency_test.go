@@ -1,13 +1,20 @@
 package appliance_test
 
 import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"holon.dev/holon/appliance"
+	"holon.dev/holon/gateway"
+	"holon.dev/holon/kv"
 )
 
 // slowMandate lets an account's keys call the test agents.
@@ -198,6 +205,78 @@ func (ta *hostedApp) conflicts(path string) int {
 	return n
 }
 
+// Ensure that an idempotent call costs no commit of its own: its key is
+// claimed with the reservation and finished with the settlement, so it
+// commits exactly as often as the same call without a key.
+func TestIdempotency_NoCommitOfItsOwn(t *testing.T) {
+	ta := newHostedApp(t)
+	ann := ta.signup("ann")
+	// The fewest of three calls: a commit of the gateway's own (the
+	// approvals' sweep at start-up) may land in one of them.
+	commits := func(key string) uint64 {
+		least := uint64(1 << 62)
+		for i := range 3 {
+			c := ann.human
+			if key != "" {
+				c = c.with("Idempotency-Key", fmt.Sprintf("%s-%d", key, i))
+			}
+			before := ta.app.Engine().Store().Stats().Commits
+			c.must(http.StatusOK, "POST", "/v0/calls", lookup("ann/sandbox"))
+			least = min(least, ta.app.Engine().Store().Stats().Commits-before)
+		}
+		return least
+	}
+	plain, keyed := commits(""), commits("one-commit")
+	if keyed != plain || plain == 0 {
+		t.Errorf("a call with an Idempotency-Key made %d commits, without %d: want the same", keyed, plain)
+	}
+}
+
+// Ensure that a key whose call settled before the gateway stopped (the
+// settlement durable, the caller not yet answered) replays its receipt
+// after the restart, billed once, instead of answering 409.
+func TestIdempotency_RestartAfterSettlement(t *testing.T) {
+	ta := newHostedApp(t)
+	ann := ta.signup("ann")
+	var armed atomic.Bool
+	reached, hold := make(chan string, 1), make(chan struct{})
+	ta.restart(func(c *appliance.Config) {
+		c.OnStep = func(step, receipt string) {
+			if step == gateway.StepSettleDurable && armed.CompareAndSwap(true, false) {
+				reached <- receipt
+				<-hold // the process "dies" here: the caller is never answered
+			}
+		}
+	})
+	armed.Store(true)
+	c := ann.human.with("Idempotency-Key", "settled-1")
+	oldSrv := ta.srv
+	go c.do("POST", "/v0/calls", lookup("ann/sandbox"))
+	var rid string
+	select {
+	case rid = <-reached:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the call did not settle")
+	}
+	if err := ta.app.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ta.app = nil
+	ta.open()
+	defer func() {
+		close(hold) // the old process's request returns, into a closed store
+		oldSrv.Close()
+	}()
+
+	again := c.must(http.StatusOK, "POST", "/v0/calls", lookup("ann/sandbox"))
+	if again["replayed"] != true || again["receipt"].(map[string]any)["id"] != rid {
+		t.Errorf("after the restart: %v, want the replay of %s", again, rid)
+	}
+	if b := ann.balance(); b != "4.92" {
+		t.Errorf("balance %s, want 4.92 (billed once)", b)
+	}
+}
+
 // Ensure that a restart with a call in flight leaves its Idempotency-Key
 // at 409 idempotency_interrupted, for good, and that the call itself was
 // closed as gateway_restarted and not billed.
@@ -252,4 +331,43 @@ func TestIdempotency_RestartInFlight(t *testing.T) {
 		t.Error("the interrupted call ran again")
 	default:
 	}
+}
+
+// Ensure that a store written before the running records moved to run/
+// (a running record under key/, a run/ marker of true) still has its
+// interrupted keys found at start-up: 409 idempotency_interrupted after
+// the restart, and the marker gone.
+func TestIdempotency_RestartEarlierLayout(t *testing.T) {
+	ta := newHostedApp(t)
+	ann := ta.signup("ann")
+	sum := sha256.Sum256([]byte(ann.human.key))
+	scope := hex.EncodeToString(sum[:])
+	c := ann.human.with("Idempotency-Key", "old-1")
+	c.must(http.StatusOK, "POST", "/v0/calls", lookup("ann/sandbox"))
+	// Turn its record back into a running one of the earlier layout.
+	err := ta.app.Engine().Store().Update(context.Background(), func(tx *kv.Tx) error {
+		var rec map[string]any
+		if err := tx.Get(kv.BucketIdempotency, "key/"+scope+"/old-1", &rec); err != nil {
+			return err
+		}
+		rec["state"] = "running"
+		if err := tx.Put(kv.BucketIdempotency, "key/"+scope+"/old-1", rec); err != nil {
+			return err
+		}
+		return tx.Put(kv.BucketIdempotency, "run/"+scope+"/old-1", true)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ta.restart()
+	if status, out := c.do("POST", "/v0/calls", lookup("ann/sandbox")); status != http.StatusConflict || errorCode(out) != "idempotency_interrupted" {
+		t.Errorf("the earlier layout's interrupted key: %d %v, want 409 idempotency_interrupted", status, out)
+	}
+	_ = ta.app.Engine().Store().View(func(tx *kv.Tx) error {
+		var v any
+		if err := tx.Get(kv.BucketIdempotency, "run/"+scope+"/old-1", &v); !errors.Is(err, kv.ErrNotFound) {
+			t.Errorf("the run/ marker is still there: %v", err)
+		}
+		return nil
+	})
 }

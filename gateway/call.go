@@ -38,6 +38,9 @@ type CallInput struct {
 	Approval string
 	// Caller is who calls; the mandate's grantee when empty.
 	Caller string
+	// Claim, when set, is the call's Idempotency-Key: checked and recorded
+	// in the call's own transactions.
+	Claim Claim
 }
 
 // CallResult is the answer to a call: the output on success, and the
@@ -65,6 +68,8 @@ type callSpec struct {
 	// this exact call (approve-and-run).
 	preApproved bool
 	parent      *runState
+	// claim is a root call's Idempotency-Key; nil for delegated calls.
+	claim Claim
 }
 
 // Call runs one call through the whole lifecycle: resolve, admit, check
@@ -92,6 +97,7 @@ func (e *Engine) Call(ctx context.Context, in CallInput) (*CallResult, error) {
 		input:      in.Input,
 		maxCost:    in.MaxCost,
 		approval:   in.Approval,
+		claim:      in.Claim,
 	})
 }
 
@@ -121,6 +127,7 @@ func (e *Engine) call(ctx context.Context, sp callSpec) (res *CallResult, err er
 		return e.refuse(ctx, sp, m, v, StatusRejected, CodeRejectedInput,
 			fmt.Sprintf("input does not match %s's interface.input: %v", v.Manifest.Ref(), err))
 	}
+	e.step(StepAdmitted, "")
 	rs, err := e.reserve(ctx, m, v, sp)
 	if err != nil {
 		return nil, err
@@ -306,7 +313,11 @@ func (e *Engine) newReceipt(id string, m *Mandate, sp callSpec, v *AgentVersion)
 // input, or unresolvable.
 func (e *Engine) refuse(ctx context.Context, sp callSpec, m *Mandate, v *AgentVersion, status, code, msg string) (*CallResult, error) {
 	var r *kv.Receipt
+	var stop error
 	err := e.store.Update(ctx, func(tx *kv.Tx) error {
+		if stop = checkClaim(tx, sp.claim); stop != nil {
+			return nil
+		}
 		id, err := tx.NewReceiptID()
 		if err != nil {
 			return err
@@ -316,10 +327,16 @@ func (e *Engine) refuse(ctx context.Context, sp callSpec, m *Mandate, v *AgentVe
 		if err := linkChild(tx, sp.parent, r.ID); err != nil {
 			return err
 		}
-		return tx.PutReceipt(r)
+		if err := tx.PutReceipt(r); err != nil {
+			return err
+		}
+		return recordClaim(tx, sp.claim, r)
 	})
-	if err != nil {
+	switch {
+	case err != nil:
 		return nil, err
+	case stop != nil:
+		return nil, stop
 	}
 	return &CallResult{Receipt: r, Message: msg}, nil
 }
@@ -330,17 +347,21 @@ type reservation struct {
 	approval *kv.Approval
 	sub      *Mandate
 	msg      string
+	// commit is the reservation's durability: done already, unless the
+	// call runs an in-process agent.
+	commit *kv.Commit
 }
 
 // reserve runs admission again on the live budget and, in the same
 // transaction, writes the receipt and either a denial, a pending approval,
-// or the reservation and hold of a call about to run.
+// or the reservation and hold of a call about to run. It returns once that
+// is durable, except for a call about to run an in-process agent, which
+// may start as soon as its reservation is applied (durability.go).
 func (e *Engine) reserve(ctx context.Context, m *Mandate, v *AgentVersion, sp callSpec) (*reservation, error) {
 	a := v.Manifest
 	var rs *reservation
 	req := e.callRequest(m, sp)
-	err := e.store.Update(ctx, func(tx *kv.Tx) error {
-		rs = &reservation{}
+	write := func(tx *kv.Tx) error {
 		id, err := tx.NewReceiptID()
 		if err != nil {
 			return err
@@ -451,11 +472,22 @@ func (e *Engine) reserve(ctx context.Context, m *Mandate, v *AgentVersion, sp ca
 		}
 		r.Status = StatusRunning
 		return tx.PutReceipt(r)
+	}
+	var stop error
+	c, err := e.store.Apply(ctx, func(tx *kv.Tx) error {
+		rs = &reservation{}
+		if stop = checkClaim(tx, sp.claim); stop != nil {
+			return nil
+		}
+		if err := write(tx); err != nil {
+			return err
+		}
+		return recordClaim(tx, sp.claim, rs.receipt)
 	})
 	if err != nil {
 		return nil, err
 	}
-	return rs, nil
+	return e.reserved(rs, c, stop, a.Runtime.Kind)
 }
 
 // run runs a reserved call with its hard timeout, checks the output, waits
@@ -463,11 +495,12 @@ func (e *Engine) reserve(ctx context.Context, m *Mandate, v *AgentVersion, sp ca
 func (e *Engine) run(ctx context.Context, m *Mandate, v *AgentVersion, sp callSpec, rs *reservation, start time.Time) (*CallResult, error) {
 	a := v.Manifest
 	rate, _ := m.Rate(a.Currency())
-	st := &runState{e: e, rid: rs.receipt.ID, manifest: a, version: v, sub: rs.sub, mandate: m, payer: rs.receipt.Payer, account: m.Issuer}
+	st := &runState{e: e, rid: rs.receipt.ID, manifest: a, version: v, sub: rs.sub, mandate: m, payer: rs.receipt.Payer, account: m.Issuer,
+		claim: sp.claim, reserved: rs.commit}
 	if sp.parent != nil {
 		st.account = sp.parent.account
 	}
-	inv := &Invocation{Manifest: a, Input: sp.input, Receipt: rs.receipt.ID, Shipped: v.Shipped}
+	inv := &Invocation{Manifest: a, Input: sp.input, Receipt: rs.receipt.ID, Shipped: v.Shipped, Durable: st.durable}
 	if sp.maxCost != nil {
 		if mc, err := journal.ConvertBackDown(*sp.maxCost, rate); err == nil {
 			inv.MaxCost = &mc
@@ -485,8 +518,10 @@ func (e *Engine) run(ctx context.Context, m *Mandate, v *AgentVersion, sp callSp
 		res = RunResult{Outcome: Outcome{Kind: OutcomeUnavailable}, Message: "no runtime for kind " + a.Runtime.Kind}
 	} else {
 		rctx, cancel := context.WithTimeout(ctx, time.Duration(a.Timeout())*time.Second)
+		e.step(StepRun, st.rid)
 		res = runner.Run(rctx, inv)
 		cancel()
+		e.step(StepRunReturned, st.rid)
 	}
 	st.finish()
 	checkOutput(a, &res)

@@ -53,6 +53,10 @@ type Config struct {
 	// Files resolves the holon://files/ handles of inputs (files.go); nil:
 	// a call whose input names a file fails file_not_found.
 	Files FileStore
+	// OnStep, when set, is told each step of every call's lifecycle
+	// (durability.go), from the goroutine that runs the call: the crash
+	// tests stop the process there. Nil in service.
+	OnStep func(step, receipt string)
 }
 
 // Engine runs the call lifecycle of gateway.md §1 on a store.
@@ -65,6 +69,7 @@ type Engine struct {
 	log      *slog.Logger
 	fail     func(error)
 	onCall   func(*kv.Receipt, time.Duration)
+	onStep   func(step, receipt string)
 
 	mandatesMu sync.RWMutex
 	mandates   map[string]cachedMandate
@@ -95,6 +100,7 @@ func New(cfg Config) *Engine {
 		log:      cfg.Logger,
 		fail:     cfg.OnStoreFailure,
 		onCall:   cfg.OnCall,
+		onStep:   cfg.OnStep,
 		mandates: map[string]cachedMandate{},
 
 		publicURL: strings.TrimRight(cfg.PublicURL, "/"),

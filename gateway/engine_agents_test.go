@@ -301,6 +301,11 @@ func testHandlers() map[string]gateway.DevHandler {
 // when its context ends first.
 func blockingHandler(started chan<- string, release <-chan struct{}) gateway.DevHandler {
 	return func(ctx context.Context, _ json.RawMessage, c *gateway.Ctx) (any, error) {
+		// Telling the test is an effect leaving the agent: after the
+		// reservation is durable, as the rule wants.
+		if err := c.Durable(); err != nil {
+			return nil, err
+		}
 		started <- c.Receipt()
 		select {
 		case <-release:

@@ -31,6 +31,11 @@ type Invocation struct {
 	// Files are the links to the files the input names, by handle
 	// (files.go); nil when it names none.
 	Files map[string]FileLink
+	// Durable waits until the call's reservation is durable. A remote
+	// runner is only run once it is; an in-process agent runs earlier and
+	// must wait on it (Ctx.Durable) before any effect of its own leaves the
+	// process. Nil: nothing to wait for.
+	Durable func() error
 }
 
 // RunResult is how a run ended, as a runtime saw it.
@@ -172,6 +177,17 @@ func (c *Ctx) Call(ctx context.Context, t Target, input any) CallOutcome {
 		return CallOutcome{Status: StatusFailed, Error: CodeRejectedInput, Message: "input is not JSON: " + err.Error()}
 	}
 	return c.inv.Delegate.Call(ctx, t, b)
+}
+
+// Durable waits until this call's reservation is durable: a handler calls
+// it before anything it does leaves the process (a request to another
+// service, a message a person will see). Its own downstream calls need
+// not: they wait for their own reservations, which commit after this one.
+func (c *Ctx) Durable() error {
+	if c.inv.Durable == nil {
+		return nil
+	}
+	return c.inv.Durable()
 }
 
 // Error returns a declared error for the handler to return.

@@ -25,6 +25,10 @@ type runState struct {
 	sub      *Mandate
 	payer    string
 	account  string
+	// claim is the root call's Idempotency-Key (nil when none, and for a
+	// delegated call); reserved is its reservation's commit.
+	claim    Claim
+	reserved *kv.Commit
 
 	mu       sync.Mutex
 	closed   bool
@@ -118,6 +122,16 @@ func (s *runState) Call(ctx context.Context, t Target, input json.RawMessage) Ca
 	return out
 }
 
+// durable waits until the run's reservation is committed and fsynced: an
+// in-process agent calls it (Ctx.Durable) before any effect of its own
+// leaves the process.
+func (s *runState) durable() error {
+	if s.reserved == nil {
+		return nil
+	}
+	return s.e.durable(s.reserved)
+}
+
 // finish refuses new downstream calls and waits for those in flight.
 func (s *runState) finish() {
 	s.mu.Lock()
@@ -132,13 +146,22 @@ func (s *runState) finish() {
 // fails, the call is closed as gateway_error with nothing billed.
 func (e *Engine) settle(ctx context.Context, st *runState, bill Bill, d time.Duration) (*kv.Receipt, error) {
 	var r *kv.Receipt
-	err := e.store.Update(ctx, func(tx *kv.Tx) error {
+	c, err := e.store.Apply(ctx, func(tx *kv.Tx) error {
 		var err error
 		r, err = e.settleTx(tx, st, bill, d)
 		return err
 	})
 	if err == nil {
+		e.step(StepSettleApplied, st.rid)
+		if err := e.durable(c); err != nil {
+			return nil, err
+		}
+		e.step(StepSettleDurable, st.rid)
 		return r, nil
+	}
+	if errors.Is(err, kv.ErrBroken) {
+		e.fail(err)
+		return nil, err
 	}
 	e.log.Error("settlement failed; releasing the hold", "receipt", st.rid, "err", err)
 	failed := Bill{Status: StatusFailed, Error: CodeGatewayError}
@@ -214,18 +237,30 @@ func (e *Engine) settleTx(tx *kv.Tx, st *runState, bill Bill, d time.Duration) (
 	if err := tx.PutReceipt(r); err != nil {
 		return nil, err
 	}
+	if err := e.settled(tx, st, h, r, charge, journaled); err != nil {
+		return nil, err
+	}
+	return r, tx.DeleteHold(h.Receipt)
+}
+
+// settled writes what else a settlement records, in its transaction: the
+// call event (and the agent's record), the version's earnings and latency
+// counters (journaled: the charge moved money), and the call's
+// Idempotency-Key. A
+// write that must commit with the settlement, or not at all, joins here.
+func (e *Engine) settled(tx *kv.Tx, st *runState, h *kv.Hold, r *kv.Receipt, charge journal.Amount, journaled bool) error {
 	ev := &kv.Event{Receipt: r.ID, Agent: st.manifest.Ref(), Status: r.Status, DurationMS: r.DurationMS,
 		Billed: charge, Currency: r.Currency, Delegated: h.Parent != "", Time: e.now().UTC()}
 	if r.Error != nil {
 		ev.Error = *r.Error
 	}
 	if err := tx.AppendEvent(ev, r.Status == StatusSucceeded); err != nil {
-		return nil, err
+		return err
 	}
 	if err := countSettled(tx, st.version, r, charge, journaled); err != nil {
-		return nil, err
+		return err
 	}
-	return r, tx.DeleteHold(h.Receipt)
+	return recordClaim(tx, st.claim, r)
 }
 
 // release ends a call's hold: the charge becomes spent in its mandate and,

@@ -139,7 +139,9 @@ func BenchmarkStore_Settle(b *testing.B) {
 		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "settlements/s")
 		if commits := after.Commits - before.Commits; commits > 0 {
 			b.ReportMetric(float64(after.Updates-before.Updates)/float64(commits), "updates/commit")
+			b.ReportMetric(float64(after.PageBytes-before.PageBytes)/1024/float64(commits), "page-KB/commit")
 		}
+		b.ReportMetric(float64(after.PageBytes-before.PageBytes)/1024/float64(b.N), "page-KB/settlement")
 		slices.Sort(lat)
 		b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
 		b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")

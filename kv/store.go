@@ -11,6 +11,33 @@
 // The journal's three rules (entries sum to zero, rows are never overwritten
 // or deleted, idempotency keys are unique) are enforced inside the write
 // transaction, before commit.
+//
+// # Durability
+//
+// Update returns once its writes are committed and fsynced. Apply returns
+// earlier, once its writes are applied in the batch's transaction and every
+// other update of the batch has run (so no replay can undo them), and just
+// before that transaction commits; its Commit says when they are durable.
+// That is how the gateway keeps its rule, "a call's state is durable before
+// any effect leaves the process and before the caller is answered; nothing
+// else waits for an fsync": an in-process agent runs while its reservation
+// commits, and its settlement, which the caller waits for, can only land in
+// that commit or a later one (one writer, one transaction at a time), so
+// the settlement's fsync covers the reservation too. Nothing is ever
+// committed without fsync (no NoSync, whose page writes could be reordered
+// on disk): a power cut leaves the file as of a commit, never torn. A commit
+// that fails after Apply let its callers go on makes the store refuse every
+// later write (ErrBroken): no settlement can then commit on top of a
+// reservation that was lost, and the process stops (gateway.md §7).
+//
+// What a read (View) sees: committed transactions only, never an applied
+// one, so a concurrent reader never sees a reservation an Apply caller is
+// running on before it is committed. bbolt makes a commit visible to new
+// readers when its meta page is written, a fraction of a millisecond before
+// the last fsync of that commit returns: after a power cut (not a crash of
+// the process, whose writes the kernel keeps), a read in that window may
+// have shown the last commit the disk did not keep. Nothing is answered to
+// a caller, and no effect leaves the process, on such a read.
 package kv
 
 import (
@@ -21,6 +48,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -31,6 +59,10 @@ const DefaultMaxBatch = 256
 
 // ErrClosed is returned by updates submitted after Close.
 var ErrClosed = errors.New("store is closed")
+
+// ErrBroken is returned by every update after a commit failed that callers
+// of Apply had already gone on from: the store must not take another write.
+var ErrBroken = errors.New("store is broken: a commit failed after its updates were applied")
 
 // Options configure a Store.
 type Options struct {
@@ -64,6 +96,12 @@ type Store struct {
 	// closed no update can enter the queue behind the writer's last look.
 	closeMu sync.RWMutex
 	closed  bool
+	// broken is set (by the writer) once a commit failed after Apply had
+	// let some of its callers go on; every later update is refused with it.
+	broken atomic.Pointer[error]
+	// commitFault, set by tests only, fails a commit after its updates
+	// were applied and Apply's callers let go, as a failed write would.
+	commitFault func() error
 
 	statsMu sync.Mutex
 	stats   Stats
@@ -99,8 +137,28 @@ type Stats struct {
 }
 
 type writeReq struct {
-	fn   func(*Tx) error
+	fn func(*Tx) error
+	// done receives the outcome once the update is committed and fsynced
+	// (or refused).
 	done chan error
+	// applied, for Apply, is closed once the update is applied and the
+	// batch is about to commit; nil for Update.
+	applied chan struct{}
+}
+
+// Commit is the durability of an update that Apply returned early from.
+type Commit struct {
+	done <-chan error
+	once sync.Once
+	err  error
+}
+
+// Wait returns once the update is committed and fsynced (nil), or the
+// commit failed (the store is then broken). It may be called any number of
+// times, from any goroutine.
+func (c *Commit) Wait() error {
+	c.once.Do(func() { c.err = <-c.done })
+	return c.err
 }
 
 // Open opens (or creates) the database at path and starts its writer.
@@ -169,6 +227,45 @@ func (s *Store) Close() error {
 // returns nil. An error from fn (or a panic) rolls back fn's writes alone.
 func (s *Store) Update(ctx context.Context, fn func(*Tx) error) error {
 	req := &writeReq{fn: fn, done: make(chan error, 1)}
+	if err := s.submit(ctx, req); err != nil {
+		return err
+	}
+	// Once submitted, the update is committed or refused whatever the
+	// caller's context says: the answer must not be lost.
+	return <-req.done
+}
+
+// Apply runs fn in a write transaction like Update, but returns as soon as
+// fn's writes are applied and its batch is about to commit, without waiting
+// for the commit and its fsync; the Commit it returns waits for those. An
+// error from fn is returned at once, as from Update (nothing was written).
+// Until the commit, fn's writes are invisible to View, and an update
+// submitted after Apply returned lands in the same commit or a later one:
+// whoever waits for that later update's durability waits for fn's too.
+func (s *Store) Apply(ctx context.Context, fn func(*Tx) error) (*Commit, error) {
+	req := &writeReq{fn: fn, done: make(chan error, 1), applied: make(chan struct{})}
+	if err := s.submit(ctx, req); err != nil {
+		return nil, err
+	}
+	c := &Commit{done: req.done}
+	select {
+	case <-req.applied:
+		return c, nil
+	case err := <-req.done:
+		// Refused (fn failed, or the store did) before being applied.
+		c.once.Do(func() { c.err = err })
+		if err != nil {
+			return nil, err
+		}
+		return c, nil
+	}
+}
+
+// submit queues a request for the writer.
+func (s *Store) submit(ctx context.Context, req *writeReq) error {
+	if p := s.broken.Load(); p != nil {
+		return *p
+	}
 	s.closeMu.RLock()
 	if s.closed {
 		s.closeMu.RUnlock()
@@ -183,9 +280,7 @@ func (s *Store) Update(ctx context.Context, fn func(*Tx) error) error {
 		return ctx.Err()
 	}
 	s.closeMu.RUnlock()
-	// Once submitted, the update is committed or refused whatever the
-	// caller's context says: the answer must not be lost.
-	return <-req.done
+	return nil
 }
 
 // View runs fn in a read-only transaction, which sees the last commit and
@@ -251,9 +346,16 @@ func (s *Store) writer() {
 // transaction is rolled back, the failing update gets its error, and the
 // rest is replayed without it.
 func (s *Store) commit(batch []*writeReq) {
+	if p := s.broken.Load(); p != nil {
+		for _, r := range batch {
+			r.done <- *p
+		}
+		return
+	}
 	for len(batch) > 0 {
 		failed := -1
 		var failErr error
+		released := false
 		start := time.Now()
 		ran := start
 		err := s.db.Update(func(btx *bolt.Tx) error {
@@ -265,7 +367,21 @@ func (s *Store) commit(batch []*writeReq) {
 					return err
 				}
 			}
-			return tx.flush()
+			if err := tx.flush(); err != nil {
+				return err
+			}
+			// Nothing can undo an update of this batch now but a failed
+			// commit, which breaks the store: Apply's callers go on.
+			for _, r := range batch {
+				if r.applied != nil {
+					released = true
+					close(r.applied)
+				}
+			}
+			if s.commitFault != nil {
+				return s.commitFault()
+			}
+			return nil
 		})
 		end := time.Now()
 		s.statsMu.Lock()
@@ -282,9 +398,12 @@ func (s *Store) commit(batch []*writeReq) {
 			}
 			continue
 		}
-		for _, r := range batch {
-			r.done <- err
+		if err != nil && released {
+			broken := fmt.Errorf("%w: %w", ErrBroken, err)
+			s.broken.Store(&broken)
 		}
+		// Counted before the callers hear: whoever reads Stats after an
+		// update returned sees its commit.
 		if err == nil {
 			s.statsMu.Lock()
 			s.stats.Commits++
@@ -294,6 +413,9 @@ func (s *Store) commit(batch []*writeReq) {
 			if s.onCommit != nil {
 				s.onCommit(len(batch))
 			}
+		}
+		for _, r := range batch {
+			r.done <- err
 		}
 		return
 	}

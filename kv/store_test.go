@@ -390,3 +390,81 @@ func TestStore_Update_ContextDone(t *testing.T) {
 		t.Error("an update refused by its context ran")
 	}
 }
+
+// Ensure that Apply returns once its update is applied, that an update
+// submitted after it sees its writes (it lands in the same commit or a
+// later one), that its Commit then reports it durable, and that a failing
+// neighbour queued before it in the batch does not make it apply twice.
+func TestStore_Apply(t *testing.T) {
+	s := mustOpen(t, kv.Options{}) // fsync on, as a gateway runs
+	g := closeGate(t, s)
+	failed := make(chan error, 1)
+	go func() {
+		failed <- s.Update(context.Background(), func(tx *kv.Tx) error {
+			if _, err := tx.AppendEntry(transfer(t, "admin-credit:bad", "external:demo-credit", "bob", "0.01")); err != nil {
+				return err
+			}
+			return errRefused
+		})
+	}()
+	applied := make(chan *kv.Commit, 1)
+	go func() {
+		c, err := s.Apply(context.Background(), func(tx *kv.Tx) error {
+			_, err := tx.AppendEntry(transfer(t, "admin-credit:apply", "external:demo-credit", "ann", "0.02"))
+			return err
+		})
+		if err != nil {
+			t.Error(err)
+		}
+		applied <- c
+	}()
+	g.release(t, s, 2)
+	c := <-applied
+	if err := <-failed; !errors.Is(err, errRefused) {
+		t.Errorf("the failing neighbour: %v", err)
+	}
+	var seen bool
+	mustUpdate(t, s, func(tx *kv.Tx) error {
+		seen = tx.HasEntry("admin-credit:apply")
+		return nil
+	})
+	if !seen {
+		t.Error("an update submitted after Apply returned does not see its writes")
+	}
+	if err := c.Wait(); err != nil || c.Wait() != nil {
+		t.Fatalf("Commit.Wait: %v", err)
+	}
+	if b := balance(t, s, "ann"); b != amt("0.02") {
+		t.Errorf("ann has %s after the Apply, want 0.02 (applied once)", b)
+	}
+	if _, err := s.Apply(context.Background(), func(tx *kv.Tx) error { return errRefused }); !errors.Is(err, errRefused) {
+		t.Errorf("Apply of a failing update: %v, want its error", err)
+	}
+}
+
+// Ensure that a commit that fails after Apply let its caller go on breaks
+// the store: the Commit reports the failure, and every later update is
+// refused with ErrBroken, so nothing commits on top of the lost writes.
+func TestStore_Apply_FailedCommitBreaks(t *testing.T) {
+	s := mustOpen(t, kv.Options{NoSync: true})
+	disk := errors.New("disk on fire")
+	s.FailCommitsForTest(disk)
+	c, err := s.Apply(context.Background(), func(tx *kv.Tx) error {
+		_, err := tx.AppendEntry(transfer(t, "admin-credit:lost", "external:demo-credit", "ann", "0.02"))
+		return err
+	})
+	if err != nil {
+		t.Fatalf("Apply: %v (the failure comes with the commit)", err)
+	}
+	if err := c.Wait(); !errors.Is(err, disk) {
+		t.Errorf("Commit.Wait: %v, want the commit's failure", err)
+	}
+	for _, try := range []func() error{
+		func() error { return s.Update(context.Background(), func(*kv.Tx) error { return nil }) },
+		func() error { _, err := s.Apply(context.Background(), func(*kv.Tx) error { return nil }); return err },
+	} {
+		if err := try(); !errors.Is(err, kv.ErrBroken) || !errors.Is(err, disk) {
+			t.Errorf("an update after the failed commit: %v, want ErrBroken with the cause", err)
+		}
+	}
+}

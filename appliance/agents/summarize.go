@@ -122,6 +122,11 @@ func (s *summarizer) run(ctx context.Context, input json.RawMessage, c *gateway.
 	if s.cfg.APIKey == "" {
 		return nil, errors.New("this gateway has no ANTHROPIC_API_KEY: the operator must set it to run holon-labs/summarize")
 	}
+	// The request to the Messages API leaves the process: the call's
+	// reservation must be durable first (README "Durability").
+	if err := c.Durable(); err != nil {
+		return nil, err
+	}
 	msg, err := s.messages(ctx, in)
 	if err != nil {
 		return nil, err

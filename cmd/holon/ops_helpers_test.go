@@ -37,7 +37,7 @@ func TestMain(m *testing.M) {
 		}
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		defer stop()
-		c := &serveCommand{stderr: os.Stderr, getenv: os.Getenv, devHandlers: testAgents()}
+		c := &serveCommand{stderr: os.Stderr, getenv: os.Getenv, devHandlers: testAgents(), onStep: crashAt(os.Getenv("HOLON_TEST_CRASH_AT"))}
 		if err := c.Run(ctx, args); err != nil {
 			fmt.Fprintf(os.Stderr, "holon serve: %v\n", err)
 			os.Exit(1)

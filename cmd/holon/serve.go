@@ -29,6 +29,9 @@ type serveCommand struct {
 	// devHandlers are agents compiled into an embedding program, besides
 	// the shipped ones (appliance.Config.DevHandlers).
 	devHandlers map[string]gateway.DevHandler
+	// onStep, when set, is told each step of every call's lifecycle
+	// (appliance.Config.OnStep): the crash tests kill the process there.
+	onStep func(step, receipt string)
 }
 
 func (c *serveCommand) Name() string     { return "serve" }
@@ -177,7 +180,7 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 	if err := f.check(); err != nil {
 		return err
 	}
-	cfg := appliance.Config{DB: f.db, MandatesDir: f.mandates, Hosted: f.hosted, DevHandlers: c.devHandlers}
+	cfg := appliance.Config{DB: f.db, MandatesDir: f.mandates, Hosted: f.hosted, DevHandlers: c.devHandlers, OnStep: c.onStep}
 	if err := appliance.ConfigFromEnv(c.getenv, &cfg); err != nil {
 		return err
 	}
