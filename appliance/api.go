@@ -63,6 +63,7 @@ func (a *api) routes() {
 	if a.hosted != nil {
 		a.hostedRoutes()
 	}
+	a.routeConsole()
 	r.NotFound = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, gateway.Errorf(gateway.CodeNotFound, "no route %s %s", r.Method, redactKeys(r.URL.Path)))
 	})
@@ -469,21 +470,39 @@ func (a *api) listReceipts(w http.ResponseWriter, r *http.Request, _ httprouter.
 			return
 		}
 	}
-	var page kv.ReceiptPage
-	var err error
+	filter, err := parseReceiptFilter(q)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	var fetch func(before string, limit int) (kv.ReceiptPage, error)
 	switch {
 	case mandate != "" && !p.seesMandate(mandate):
-		err = notFound("no mandate %s", mandate)
+		a.fail(w, r, notFound("no mandate %s", mandate))
+		return
 	case mandate != "" || p.kind == kindDev:
-		page, err = a.engine.Receipts(mandate, before, limit)
-	case p.kind == KindAgent:
-		page, err = a.engine.Receipts(p.mandate, before, limit)
-	default:
-		var roots []string
-		roots, err = a.hosted.accountMandates(p.account)
-		if err == nil {
-			page, err = a.receiptsOf(roots, before, limit)
+		fetch = func(before string, limit int) (kv.ReceiptPage, error) {
+			return a.engine.Receipts(mandate, before, limit)
 		}
+	case p.kind == KindAgent:
+		fetch = func(before string, limit int) (kv.ReceiptPage, error) {
+			return a.engine.Receipts(p.mandate, before, limit)
+		}
+	default:
+		roots, err := a.hosted.accountMandates(p.account)
+		if err != nil {
+			a.fail(w, r, err)
+			return
+		}
+		fetch = func(before string, limit int) (kv.ReceiptPage, error) { return a.receiptsOf(roots, before, limit) }
+	}
+	var page receiptPageView
+	if filter.empty() {
+		var kp kv.ReceiptPage
+		kp, err = fetch(before, limit)
+		page = receiptPageView{Receipts: kp.Receipts, Next: kp.Next}
+	} else {
+		page, err = a.filteredReceipts(filter, before, limit, fetch)
 	}
 	if err != nil {
 		a.fail(w, r, err)

@@ -60,16 +60,25 @@ func (a *api) listMandates(w http.ResponseWriter, r *http.Request, _ httprouter.
 		a.fail(w, r, err)
 		return
 	}
+	out, err := a.mandateStates(ids)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"mandates": out})
+}
+
+// mandateStates reads mandates with their budgets, in the order given.
+func (a *api) mandateStates(ids []string) ([]*gateway.MandateState, error) {
 	out := []*gateway.MandateState{}
 	for _, id := range ids {
 		st, err := a.engine.Mandate(id)
 		if err != nil {
-			a.fail(w, r, err)
-			return
+			return nil, err
 		}
 		out = append(out, st)
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"mandates": out})
+	return out, nil
 }
 
 // createMandate is POST /v0/mandates: a root mandate of the caller's. The

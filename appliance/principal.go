@@ -181,6 +181,9 @@ func (p *principal) describe() string {
 // disabled account is refused, even on public endpoints: a bad key never
 // passes silently.
 func (a *api) authenticate(r *http.Request) (*principal, error) {
+	if p, ok := r.Context().Value(consolePrincipalKey{}).(*principal); ok {
+		return p, nil // a console page asking in-process (console.go)
+	}
 	if a.hosted == nil {
 		return &principal{kind: kindDev}, nil
 	}
@@ -202,17 +205,23 @@ func (a *api) authenticate(r *http.Request) (*principal, error) {
 	if !ok {
 		return nil, gateway.Errorf(CodeInvalidKey, "the key is not a Holon key (hlk_h_… or hlk_a_…, %d characters)", 6+keyBodyLen)
 	}
+	return h.keyPrincipal(keyHash(token), kind, keyPrefix(token))
+}
+
+// keyPrincipal is the principal of an account key, found by its hash: the
+// key must be of the kind its text says, live, and of an enabled account.
+func (h *hosted) keyPrincipal(hash, kind, prefix string) (*principal, error) {
 	var rec keyRecord
 	var acct account
 	err := h.store.View(func(tx *kv.Tx) error {
-		if err := tx.Get(kv.BucketKeys, keyByHash(keyHash(token)), &rec); err != nil {
+		if err := tx.Get(kv.BucketKeys, keyByHash(hash), &rec); err != nil {
 			return err
 		}
 		return tx.Get(kv.BucketUsers, rec.Account, &acct)
 	})
 	switch {
 	case errors.Is(err, kv.ErrNotFound):
-		return nil, gateway.Errorf(CodeInvalidKey, "unknown key %s…: it was never issued here", keyPrefix(token))
+		return nil, gateway.Errorf(CodeInvalidKey, "unknown key %s…: it was never issued here", prefix)
 	case err != nil:
 		return nil, fmt.Errorf("authenticate: %w", err)
 	case rec.Kind != kind:

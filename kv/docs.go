@@ -20,11 +20,13 @@ const (
 	BucketCredentials = "credentials" // agent id → encrypted endpoint token
 	BucketFiles       = "files"       // file id → file record
 	BucketSettings    = "settings"    // name → value
+	BucketSessions    = "sessions"    // sha256(console session id) → session record
 )
 
 var appBuckets = map[string]bool{
 	BucketUsers: true, BucketEmails: true, BucketKeys: true, BucketIdempotency: true,
 	BucketModLog: true, BucketCredentials: true, BucketFiles: true, BucketSettings: true,
+	BucketSessions: true,
 }
 
 // appendOnly buckets refuse overwrites and deletes.

@@ -1,0 +1,173 @@
+package appliance
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/julienschmidt/httprouter"
+
+	"holon.dev/holon/gateway"
+	"holon.dev/holon/webui"
+)
+
+// consolePrincipalKey carries the principal of a console page's in-process
+// API request (see authenticate).
+type consolePrincipalKey struct{}
+
+// consoleBackend is the console's way to the gateway: every page reads and
+// writes through the API's own router and handlers, as the session's
+// principal, so a page and an API call share their rules.
+type consoleBackend struct{ a *api }
+
+// routeConsole mounts the console at /console, sends browsers asking for
+// "/" there, and adds the two API routes only the console needed: the
+// mandates of a dev gateway, and the store's health for the operator.
+func (a *api) routeConsole() {
+	c, err := webui.New(consoleBackend{a}, a.log)
+	if err != nil {
+		panic(fmt.Sprintf("console templates: %v", err)) // embedded files: a build defect
+	}
+	for _, m := range []string{"GET", "HEAD", "POST"} {
+		a.router.Handler(m, webui.Prefix+"/*page", c)
+	}
+	a.router.GET("/", func(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+		if strings.Contains(r.Header.Get("Accept"), "text/html") {
+			http.Redirect(w, r, webui.Prefix+"/", http.StatusSeeOther)
+			return
+		}
+		writeError(w, http.StatusNotFound, gateway.Errorf(gateway.CodeNotFound, "no route GET /: the API is under /v0, the console under /console"))
+	})
+	if a.hosted == nil {
+		a.handle("GET", "/v0/mandates", accessAnyone, a.devMandates)
+	}
+	a.handle("GET", "/v0/admin/health", accessAdmin, a.storeHealth)
+}
+
+func (b consoleBackend) Hosted() bool { return b.a.hosted != nil }
+
+func (b consoleBackend) GitHubSignIn() bool {
+	h, _, _ := b.a.router.Lookup("GET", "/v0/auth/github")
+	return h != nil
+}
+
+func (b consoleBackend) Viewer(r *http.Request) (webui.Viewer, error) {
+	p, err := b.a.sessionPrincipal(r)
+	if err != nil || p == nil {
+		return webui.Viewer{}, err
+	}
+	return viewerOf(p), nil
+}
+
+func viewerOf(p *principal) webui.Viewer {
+	switch p.kind {
+	case kindDev:
+		return webui.Viewer{Kind: webui.ViewerDev}
+	case kindAdmin:
+		return webui.Viewer{Kind: webui.ViewerAdmin}
+	}
+	return webui.Viewer{Kind: webui.ViewerHuman, Account: p.account}
+}
+
+func (b consoleBackend) SignIn(w http.ResponseWriter, r *http.Request, key string) (webui.Viewer, error) {
+	p, err := b.a.startSession(w, r, key)
+	if err != nil {
+		return webui.Viewer{}, apiError(err)
+	}
+	return viewerOf(p), nil
+}
+
+func (b consoleBackend) SignOut(w http.ResponseWriter, r *http.Request) error {
+	return b.a.endSession(w, r)
+}
+
+// Do serves one API request in-process: the router, the route's access
+// rule, the account's rate limit and the handler, exactly as for a
+// request from outside, with the session's principal (nobody when none).
+func (b consoleBackend) Do(r *http.Request, method, path string, body, out any) error {
+	p, err := b.a.sessionPrincipal(r)
+	if err != nil {
+		return err
+	}
+	if p == nil {
+		p = &principal{kind: kindNone}
+	}
+	var rd *bytes.Reader
+	if body != nil {
+		raw, err := json.Marshal(body)
+		if err != nil {
+			return fmt.Errorf("console request body: %w", err)
+		}
+		rd = bytes.NewReader(raw)
+	} else {
+		rd = bytes.NewReader(nil)
+	}
+	ctx := context.WithValue(r.Context(), consolePrincipalKey{}, p)
+	req, err := http.NewRequestWithContext(ctx, method, path, rd)
+	if err != nil {
+		return fmt.Errorf("console request %s %s: %w", method, path, err)
+	}
+	req.RemoteAddr = r.RemoteAddr
+	if xff := r.Header.Get("X-Forwarded-For"); xff != "" {
+		req.Header.Set("X-Forwarded-For", xff)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	rec := &recorder{header: http.Header{}, code: http.StatusOK}
+	b.a.router.ServeHTTP(rec, req)
+	if rec.code/100 != 2 {
+		var eb errorBody
+		if err := json.Unmarshal(rec.body.Bytes(), &eb); err != nil || eb.Error == nil {
+			return fmt.Errorf("console request %s %s: status %d", method, path, rec.code)
+		}
+		if out != nil {
+			// A call that ran and failed still has its receipt.
+			_ = json.Unmarshal(rec.body.Bytes(), out)
+		}
+		return &webui.APIError{Status: rec.code, Err: eb.Error}
+	}
+	if out == nil {
+		return nil
+	}
+	if w, ok := out.(*bytes.Buffer); ok {
+		_, err := w.Write(rec.body.Bytes())
+		return err
+	}
+	if err := json.Unmarshal(rec.body.Bytes(), out); err != nil {
+		return fmt.Errorf("console request %s %s: decode: %w", method, path, err)
+	}
+	return nil
+}
+
+// apiError turns an error of this package into the API answer it would be.
+func apiError(err error) error {
+	var ge *gateway.Error
+	if errors.As(err, &ge) {
+		return &webui.APIError{Status: errorStatus(ge.Code), Err: ge}
+	}
+	return err
+}
+
+// recorder is the response of an in-process request.
+type recorder struct {
+	header http.Header
+	code   int
+	wrote  bool
+	body   bytes.Buffer
+}
+
+func (r *recorder) Header() http.Header { return r.header }
+
+func (r *recorder) WriteHeader(code int) {
+	if !r.wrote {
+		r.code, r.wrote = code, true
+	}
+}
+
+func (r *recorder) Write(b []byte) (int, error) {
+	r.WriteHeader(http.StatusOK)
+	return r.body.Write(b)
+}

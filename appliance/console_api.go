@@ -1,0 +1,73 @@
+package appliance
+
+import (
+	"net/http"
+	"sort"
+	"strings"
+
+	"github.com/julienschmidt/httprouter"
+
+	"holon.dev/holon/gateway"
+	"holon.dev/holon/kv"
+)
+
+// devMandates is GET /v0/mandates on a dev gateway: every root mandate
+// with its budget (a hosted gateway lists the account's own).
+func (a *api) devMandates(w http.ResponseWriter, r *http.Request, _ httprouter.Params, _ *principal) {
+	var ids []string
+	err := a.engine.Store().View(func(tx *kv.Tx) error {
+		return tx.ForEachMandate(func(id string, _ kv.Doc) error {
+			if i := strings.LastIndex(id, ".r"); i < 0 || !derivedFrom(id, id[:i]) {
+				ids = append(ids, id)
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	sort.Strings(ids)
+	all, err := a.mandateStates(ids)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	out := []*gateway.MandateState{}
+	for _, st := range all {
+		if st.Mandate.Parent == "" {
+			out = append(out, st)
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"mandates": out})
+}
+
+// healthView is GET /v0/admin/health: the store's size and write path.
+type healthView struct {
+	SizeBytes int64   `json:"size_bytes"`
+	Commits   uint64  `json:"commits"`
+	Updates   uint64  `json:"updates"`
+	MeanBatch float64 `json:"mean_batch"`
+	MaxBatch  int     `json:"max_batch"`
+	HoldsOpen int     `json:"holds_open"`
+	Receipts  uint64  `json:"receipts"`
+}
+
+func (a *api) storeHealth(w http.ResponseWriter, r *http.Request, _ httprouter.Params, _ *principal) {
+	s := a.engine.Store()
+	st := s.Stats()
+	hv := healthView{SizeBytes: s.Size(), Commits: st.Commits, Updates: st.Updates, MaxBatch: st.MaxBatch}
+	if st.Commits > 0 {
+		hv.MeanBatch = float64(st.Updates) / float64(st.Commits)
+	}
+	err := s.View(func(tx *kv.Tx) error {
+		holds, err := tx.Holds()
+		hv.HoldsOpen, hv.Receipts = len(holds), tx.Counter("receipts")
+		return err
+	})
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, hv)
+}

@@ -1,0 +1,204 @@
+// Package webui is the console: the browser face of the gateway. Its pages
+// are rendered on the server from html/template, its few scripts and its
+// stylesheet are embedded and served under checksummed names, and every
+// form carries a CSRF token. It never reads the store: each page asks the
+// gateway's JSON API through a Backend, in-process and as the signed-in
+// principal, so the console and the API share one set of rules.
+package webui
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"holon.dev/holon/gateway"
+)
+
+// Prefix is where the console is mounted.
+const Prefix = "/console"
+
+// Backend is what the console needs from the appliance. Do is the only
+// way to the gateway's state: the appliance serves it with the same
+// handlers, principal checks and rate limits as the HTTP API.
+type Backend interface {
+	// Hosted reports whether the gateway has accounts (else it is a dev
+	// gateway: no sign-in, everything visible).
+	Hosted() bool
+	// GitHubSignIn reports whether sign-in with GitHub is configured.
+	GitHubSignIn() bool
+	// Viewer is who the request's console session belongs to; the zero
+	// Viewer when nobody is signed in.
+	Viewer(r *http.Request) (Viewer, error)
+	// Do sends one API request (path with its query) as the request's
+	// signed-in principal, body encoded as JSON, and decodes the JSON
+	// answer into out (when not nil). An answer that is not 2xx comes
+	// back as an *APIError, its body still decoded into out (a call that
+	// ran and failed has a receipt).
+	Do(r *http.Request, method, path string, body, out any) error
+	// SignIn checks a key (human or admin) and starts a session for it on
+	// w. The key itself is never stored nor sent back.
+	SignIn(w http.ResponseWriter, r *http.Request, key string) (Viewer, error)
+	// SignOut ends the request's session, if any.
+	SignOut(w http.ResponseWriter, r *http.Request) error
+}
+
+// Viewer kinds.
+const (
+	ViewerDev   = "dev"
+	ViewerHuman = "human"
+	ViewerAdmin = "admin"
+)
+
+// Viewer is the principal a page is rendered for.
+type Viewer struct {
+	// Kind is ViewerDev, ViewerHuman, ViewerAdmin, or "" for nobody.
+	Kind string
+	// Account is a human's handle.
+	Account string
+}
+
+// SignedIn reports whether someone is.
+func (v Viewer) SignedIn() bool { return v.Kind != "" }
+
+// Decides reports whether the viewer may create mandates and decide
+// approvals (a human, or anyone on a dev gateway).
+func (v Viewer) Decides() bool { return v.Kind == ViewerHuman || v.Kind == ViewerDev }
+
+// Operator reports whether the viewer holds the admin key.
+func (v Viewer) Operator() bool { return v.Kind == ViewerAdmin }
+
+// APIError is an API answer that was not 2xx.
+type APIError struct {
+	Status int
+	Err    *gateway.Error
+}
+
+// Error is the API's code and message.
+func (e *APIError) Error() string { return fmt.Sprintf("%d %s", e.Status, e.Err.Error()) }
+
+// Unwrap gives the gateway error.
+func (e *APIError) Unwrap() error { return e.Err }
+
+// Console serves the console's pages.
+type Console struct {
+	b      Backend
+	log    *slog.Logger
+	mux    *http.ServeMux
+	assets *assets
+	pages  map[string]*page
+}
+
+// New builds the console over a backend.
+func New(b Backend, log *slog.Logger) (*Console, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	c := &Console{b: b, log: log, mux: http.NewServeMux()}
+	var err error
+	if c.assets, err = loadAssets(); err != nil {
+		return nil, err
+	}
+	if c.pages, err = c.loadPages(); err != nil {
+		return nil, err
+	}
+	c.routes()
+	return c, nil
+}
+
+// ServeHTTP serves every console path, with the security headers.
+func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Set("Content-Security-Policy", contentSecurityPolicy)
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("Referrer-Policy", "same-origin")
+	h.Set("Cross-Origin-Opener-Policy", "same-origin")
+	c.mux.ServeHTTP(w, r)
+}
+
+// contentSecurityPolicy allows the gateway's own origin only, and no
+// inline script or style.
+const contentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; " +
+	"connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+
+func (c *Console) routes() {
+	m := c.mux
+	m.HandleFunc("GET "+Prefix+"/static/{name}", c.assets.serve)
+	m.Handle("GET "+Prefix+"/{$}", c.page(c.overview))
+	m.Handle("GET "+Prefix+"/signin", c.public(c.signinForm))
+	m.Handle("POST "+Prefix+"/signin", c.public(c.signin))
+	m.Handle("POST "+Prefix+"/signup", c.public(c.signup))
+	m.Handle("POST "+Prefix+"/signout", c.public(c.signout))
+	c.routePages()
+	m.HandleFunc(Prefix+"/", func(w http.ResponseWriter, r *http.Request) {
+		c.render(w, r, Viewer{}, http.StatusNotFound, "error", errorPage{Title: "Not found", Message: "There is no page " + r.URL.Path + "."})
+	})
+}
+
+// action is a page handler that knows who is asking.
+type action func(w http.ResponseWriter, r *http.Request, v Viewer)
+
+// page wraps an action that needs a signed-in viewer: nobody is sent to
+// sign in, a bad form token is refused, an API error becomes an error page.
+func (c *Console) page(a action) http.Handler {
+	return c.wrap(a, true)
+}
+
+// public wraps an action open to anyone (signing in and up).
+func (c *Console) public(a action) http.Handler {
+	return c.wrap(a, false)
+}
+
+func (c *Console) wrap(a action, signedIn bool) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		v, err := c.b.Viewer(r)
+		if err != nil {
+			c.fail(w, r, Viewer{}, err)
+			return
+		}
+		if r.Method == http.MethodPost {
+			if err := CheckCSRF(r); err != nil {
+				c.render(w, r, v, http.StatusForbidden, "error", errorPage{Title: "Form expired", Message: err.Error()})
+				return
+			}
+		}
+		if signedIn && !v.SignedIn() {
+			next := ""
+			if r.Method == http.MethodGet {
+				next = "?next=" + urlQueryEscape(r.URL.RequestURI())
+			}
+			http.Redirect(w, r, Prefix+"/signin"+next, http.StatusSeeOther)
+			return
+		}
+		w.Header().Set("Cache-Control", "no-store")
+		a(w, r, v)
+	})
+}
+
+// fail renders an error: the API's own code and message (escaped like
+// every text), the API's status.
+func (c *Console) fail(w http.ResponseWriter, r *http.Request, v Viewer, err error) {
+	var ae *APIError
+	if errors.As(err, &ae) {
+		c.render(w, r, v, ae.Status, "error", errorPage{Title: http.StatusText(ae.Status), Code: ae.Err.Code, Message: ae.Err.Msg})
+		return
+	}
+	c.log.Error("console page failed", "path", r.URL.Path, "err", err)
+	c.render(w, r, v, http.StatusInternalServerError, "error", errorPage{Title: "Something went wrong", Message: "The gateway could not answer; the operator's log has the details."})
+}
+
+type errorPage struct {
+	Title, Code, Message string
+}
+
+// localPath keeps a "next" parameter only when it is a path of this
+// gateway (the console, or a page such as an OAuth consent), so a sign-in
+// never sends the browser elsewhere.
+func localPath(next string) string {
+	if strings.HasPrefix(next, "/") && !strings.HasPrefix(next, "//") && !strings.ContainsAny(next, "\\\r\n") {
+		return next
+	}
+	return ""
+}

@@ -1,0 +1,65 @@
+package webui
+
+import (
+	"net/http"
+
+	"holon.dev/holon/gateway"
+)
+
+type overviewPage struct {
+	Accounts  []accountView
+	Mandates  []*gateway.MandateState
+	Receipts  []*receipt
+	Approvals []*approval
+}
+
+// overview is the first page: balance, mandates with their budgets as
+// bars, recent receipts, pending approvals.
+func (c *Console) overview(w http.ResponseWriter, r *http.Request, v Viewer) {
+	if v.Operator() {
+		http.Redirect(w, r, Prefix+"/operator", http.StatusSeeOther)
+		return
+	}
+	var p overviewPage
+	if v.Kind == ViewerHuman {
+		var m me
+		if err := c.b.Do(r, "GET", "/v0/me", nil, &m); err != nil {
+			c.fail(w, r, v, err)
+			return
+		}
+		if m.Balance != nil {
+			p.Accounts = []accountView{*m.Balance}
+		}
+		p.Mandates = m.Mandates
+	} else {
+		var accts struct {
+			Accounts []accountView `json:"accounts"`
+		}
+		var ms struct {
+			Mandates []*gateway.MandateState `json:"mandates"`
+		}
+		if err := c.b.Do(r, "GET", "/v0/accounts", nil, &accts); err != nil {
+			c.fail(w, r, v, err)
+			return
+		}
+		if err := c.b.Do(r, "GET", "/v0/mandates", nil, &ms); err != nil {
+			c.fail(w, r, v, err)
+			return
+		}
+		p.Accounts, p.Mandates = accts.Accounts, ms.Mandates
+	}
+	var rp receiptPage
+	if err := c.b.Do(r, "GET", "/v0/receipts?limit=10", nil, &rp); err != nil {
+		c.fail(w, r, v, err)
+		return
+	}
+	var aps struct {
+		Approvals []*approval `json:"approvals"`
+	}
+	if err := c.b.Do(r, "GET", "/v0/approvals?status=pending", nil, &aps); err != nil {
+		c.fail(w, r, v, err)
+		return
+	}
+	p.Receipts, p.Approvals = rp.Receipts, aps.Approvals
+	c.render(w, r, v, http.StatusOK, "overview", p)
+}

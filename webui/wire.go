@@ -1,0 +1,130 @@
+package webui
+
+import (
+	"encoding/json"
+	"time"
+
+	"holon.dev/holon/gateway"
+	"holon.dev/holon/journal"
+)
+
+// The API's answers, as the console reads them (the JSON of gateway.md §4,
+// §5 and §7).
+
+// receipt is a receipt as GET /v0/receipts returns it.
+type receipt struct {
+	ID         string          `json:"id"`
+	Parent     *string         `json:"parent"`
+	Mandate    string          `json:"mandate"`
+	Caller     string          `json:"caller"`
+	Agent      *string         `json:"agent"`
+	Status     string          `json:"status"`
+	Error      *string         `json:"error"`
+	Approval   *string         `json:"approval"`
+	WorstCase  *journal.Amount `json:"worst_case"`
+	Currency   string          `json:"currency"`
+	Payer      string          `json:"payer"`
+	SubMandate *string         `json:"sub_mandate"`
+	Billed     bool            `json:"billed"`
+	Cost       struct {
+		Own        journal.Amount `json:"own"`
+		Downstream journal.Amount `json:"downstream"`
+		Total      journal.Amount `json:"total"`
+	} `json:"cost"`
+	Splits     []journal.Share `json:"splits"`
+	Children   []string        `json:"children"`
+	DurationMS int64           `json:"duration_ms"`
+	Created    time.Time       `json:"created"`
+}
+
+type receiptPage struct {
+	Receipts []*receipt `json:"receipts"`
+	Next     string     `json:"next"`
+	// Scanned is set when a filtered page stopped at its scan bound.
+	Scanned int `json:"scanned,omitempty"`
+}
+
+type receiptTree struct {
+	Receipt  *receipt       `json:"receipt"`
+	Children []*receiptTree `json:"children"`
+}
+
+type approval struct {
+	ID         string          `json:"id"`
+	Mandate    string          `json:"mandate"`
+	Caller     string          `json:"caller"`
+	Agent      string          `json:"agent"`
+	Capability string          `json:"capability"`
+	MaxCost    *journal.Amount `json:"max_cost"`
+	WorstCase  journal.Amount  `json:"worst_case"`
+	Currency   string          `json:"currency"`
+	Receipt    string          `json:"receipt"`
+	Status     string          `json:"status"`
+	Created    time.Time       `json:"created"`
+	Expires    time.Time       `json:"expires"`
+	Decided    *time.Time      `json:"decided"`
+	Run        *string         `json:"run"`
+	Input      json.RawMessage `json:"input"`
+}
+
+type accountView struct {
+	Account   string `json:"account"`
+	Balance   money  `json:"balance"`
+	Held      money  `json:"held"`
+	Available money  `json:"available"`
+}
+
+type keyView struct {
+	Prefix      string     `json:"prefix"`
+	Kind        string     `json:"kind"`
+	Mandate     string     `json:"mandate"`
+	AskInClient bool       `json:"ask_in_client"`
+	Created     time.Time  `json:"created"`
+	Expires     *time.Time `json:"expires"`
+}
+
+type me struct {
+	Kind     string                  `json:"kind"`
+	Handle   string                  `json:"handle"`
+	Email    string                  `json:"email"`
+	Balance  *accountView            `json:"balance"`
+	Mandates []*gateway.MandateState `json:"mandates"`
+	Keys     []keyView               `json:"keys"`
+}
+
+type agentItem struct {
+	ID           string          `json:"id"`
+	Version      string          `json:"version"`
+	Summary      string          `json:"summary"`
+	Capabilities []string        `json:"capabilities"`
+	License      string          `json:"license"`
+	WorstCase    journal.Amount  `json:"worst_case"`
+	Currency     string          `json:"currency"`
+	Pricing      gateway.Pricing `json:"pricing"`
+	Record       struct {
+		Runs      int64 `json:"runs"`
+		Succeeded int64 `json:"succeeded"`
+	} `json:"record"`
+	Denied *gateway.Error `json:"denied"`
+}
+
+type agentDetail struct {
+	Manifest *gateway.Manifest `json:"manifest"`
+	Record   measured          `json:"record"`
+	Versions []string          `json:"versions"`
+}
+
+type callAnswer struct {
+	Output   json.RawMessage `json:"output"`
+	Receipt  *receipt        `json:"receipt"`
+	Approval *approval       `json:"approval"`
+	Error    *gateway.Error  `json:"error"`
+}
+
+// measured is an agent version's record, as the gateway measured it.
+type measured struct {
+	Runs       int64          `json:"runs"`
+	Succeeded  int64          `json:"succeeded"`
+	Billed     journal.Amount `json:"billed"`
+	DurationMS int64          `json:"duration_ms"`
+}
