@@ -57,6 +57,7 @@ func (m *Main) commands() []command {
 		&verifyCommand{stdin: m.Stdin, stdout: m.Stdout, stderr: m.Stderr},
 		&agentsCommand{stdout: m.Stdout, stderr: m.Stderr, getenv: m.Getenv},
 		&benchCommand{stdout: m.Stdout, stderr: m.Stderr},
+		&drillCommand{stdout: m.Stdout, stderr: m.Stderr, getenv: m.Getenv},
 	}
 }
 
