@@ -21,6 +21,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -31,6 +32,10 @@ const DefaultMaxBatch = 256
 
 // ErrClosed is returned by updates submitted after Close.
 var ErrClosed = errors.New("store is closed")
+
+// ErrBroken is returned by every update after a commit failed: the disk
+// refused a write, and a later commit could land on top of pages it lost.
+var ErrBroken = errors.New("store is broken: a commit failed")
 
 // Options configure a Store.
 type Options struct {
@@ -45,6 +50,10 @@ type Options struct {
 	// OnCommit, when set, is told the size of each batch committed (from
 	// the writer goroutine: it must return quickly). Metrics use it.
 	OnCommit func(batch int)
+	// OnFailure, when set, is told (from the writer goroutine) when a
+	// commit fails: the store then refuses every update (ErrBroken), and
+	// the process should stop (gateway.md §7).
+	OnFailure func(error)
 }
 
 // Store is an open Holon database.
@@ -64,6 +73,11 @@ type Store struct {
 	// closed no update can enter the queue behind the writer's last look.
 	closeMu sync.RWMutex
 	closed  bool
+	// faults, for the drills only, fail commits (FaultEnv).
+	faults *faults
+	// broken is set by the writer once a commit failed.
+	broken    atomic.Pointer[error]
+	onFailure func(error)
 
 	statsMu sync.Mutex
 	stats   Stats
@@ -127,10 +141,15 @@ func Open(path string, opts Options) (*Store, error) {
 		maxBatch:  opts.MaxBatch,
 		now:       opts.Now,
 		onCommit:  opts.OnCommit,
+		onFailure: opts.OnFailure,
 		reqs:      make(chan *writeReq, 4096),
 		closing:   make(chan struct{}),
 		writerEnd: make(chan struct{}),
 		opened:    time.Now(),
+	}
+	if s.faults, err = faultsFromEnv(path); err != nil {
+		db.Close()
+		return nil, err
 	}
 	if s.maxBatch <= 0 {
 		s.maxBatch = DefaultMaxBatch
@@ -169,6 +188,9 @@ func (s *Store) Close() error {
 // returns nil. An error from fn (or a panic) rolls back fn's writes alone.
 func (s *Store) Update(ctx context.Context, fn func(*Tx) error) error {
 	req := &writeReq{fn: fn, done: make(chan error, 1)}
+	if p := s.broken.Load(); p != nil {
+		return *p
+	}
 	s.closeMu.RLock()
 	if s.closed {
 		s.closeMu.RUnlock()
@@ -251,6 +273,12 @@ func (s *Store) writer() {
 // transaction is rolled back, the failing update gets its error, and the
 // rest is replayed without it.
 func (s *Store) commit(batch []*writeReq) {
+	if p := s.broken.Load(); p != nil {
+		for _, r := range batch {
+			r.done <- *p
+		}
+		return
+	}
 	for len(batch) > 0 {
 		failed := -1
 		var failErr error
@@ -265,8 +293,14 @@ func (s *Store) commit(batch []*writeReq) {
 					return err
 				}
 			}
-			return tx.flush()
+			if err := tx.flush(); err != nil {
+				return err
+			}
+			return s.faults.beforeCommit()
 		})
+		if err == nil && failed < 0 {
+			err = s.faults.afterCommit()
+		}
 		end := time.Now()
 		s.statsMu.Lock()
 		s.stats.UpdateTime += ran.Sub(start)
@@ -281,6 +315,14 @@ func (s *Store) commit(batch []*writeReq) {
 				s.statsMu.Unlock()
 			}
 			continue
+		}
+		if err != nil {
+			// The transaction failed, not an update: the disk did.
+			broken := fmt.Errorf("%w: %w", ErrBroken, err)
+			s.broken.Store(&broken)
+			if s.onFailure != nil {
+				s.onFailure(err)
+			}
 		}
 		for _, r := range batch {
 			r.done <- err
