@@ -78,6 +78,14 @@ func (a *agentServer) executed(r *http.Request) (agentInput, []byte) {
 	return in, body
 }
 
+// reset forgets the counts (the drill moved to another store, whose
+// receipt ids start again).
+func (a *agentServer) reset() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.byCall, a.byNonce = map[string]int{}, map[string]int{}
+}
+
 // counts returns copies of the execution counts.
 func (a *agentServer) counts() (byCall, byNonce map[string]int, runs int64) {
 	a.mu.Lock()

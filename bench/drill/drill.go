@@ -32,7 +32,7 @@ import (
 )
 
 // Names are the drills, in the order `holon drill all` runs them.
-var Names = []string{"crash"}
+var Names = []string{"crash", "faults"}
 
 // Options size and select a drill run.
 type Options struct {
@@ -105,7 +105,8 @@ func Run(ctx context.Context, name string, o Options) error {
 }
 
 var drills = map[string]func(ctx context.Context, d *drill) error{
-	"crash": crashDrill,
+	"crash":  crashDrill,
+	"faults": faultsDrill,
 }
 
 func runOne(ctx context.Context, name string, run func(context.Context, *drill) error, o Options) error {

@@ -60,3 +60,8 @@ func runDrill(t *testing.T, name string) {
 // Ensure that the gateway SIGKILLed 20 times under load loses, doubles and
 // overspends nothing, and never runs an Idempotency-Key twice.
 func TestDrill_Crash(t *testing.T) { runDrill(t, "crash") }
+
+// Ensure that a store write that fails (commit error, short write, fsync
+// error, full disk) stops the gateway with no false 200, and that the next
+// start recovers with nothing lost or doubled.
+func TestDrill_Faults(t *testing.T) { runDrill(t, "faults") }
