@@ -32,7 +32,7 @@ import (
 )
 
 // Names are the drills, in the order `holon drill all` runs them.
-var Names = []string{"crash", "faults"}
+var Names = []string{"crash", "faults", "overspend"}
 
 // Options size and select a drill run.
 type Options struct {
@@ -105,8 +105,9 @@ func Run(ctx context.Context, name string, o Options) error {
 }
 
 var drills = map[string]func(ctx context.Context, d *drill) error{
-	"crash":  crashDrill,
-	"faults": faultsDrill,
+	"crash":     crashDrill,
+	"faults":    faultsDrill,
+	"overspend": overspendDrill,
 }
 
 func runOne(ctx context.Context, name string, run func(context.Context, *drill) error, o Options) error {

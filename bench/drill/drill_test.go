@@ -65,3 +65,7 @@ func TestDrill_Crash(t *testing.T) { runDrill(t, "crash") }
 // error, full disk) stops the gateway with no false 200, and that the next
 // start recovers with nothing lost or doubled.
 func TestDrill_Faults(t *testing.T) { runDrill(t, "faults") }
+
+// Ensure that thousands of concurrent calls at one budget and one balance
+// never overspend either, as a watcher sees them and as the store does.
+func TestDrill_Overspend(t *testing.T) { runDrill(t, "overspend") }
