@@ -161,6 +161,7 @@ type agentSpec struct {
 	price   string // per_run, EUR
 	timeout int    // runtime.limits.timeout_s
 	extra   string // more manifest YAML (calls, downstream, errors)
+	input   string // the input schema, as YAML flow (default: {n, ms})
 	handler http.HandlerFunc
 }
 
@@ -169,23 +170,22 @@ type agentSpec struct {
 func (a *agentServer) writeRegistry(dir string, specs ...agentSpec) error {
 	for _, s := range specs {
 		a.handlers[s.name] = s.handler
+		input := s.input
+		if input == "" {
+			input = "{type: object, additionalProperties: false, properties: {n: {type: string, maxLength: 200}, ms: {type: integer, minimum: 0, maximum: 60000}}}"
+		}
 		doc := fmt.Sprintf(`id: drill/%s
 version: 1.0.0
 summary: A webhook agent of the drills, on loopback.
 license: proprietary
 interface:
-  input:
-    type: object
-    additionalProperties: false
-    properties:
-      n: {type: string, maxLength: 200}
-      ms: {type: integer, minimum: 0, maximum: 60000}
+  input: %s
   output: {type: object}
   errors:
     quota: {billed: true, description: Out of quota.}
 pricing: {model: per_run, amount: %q, currency: EUR}
 runtime: {kind: webhook, endpoint: %q, limits: {timeout_s: %d}}
-%s`, s.name, s.price, a.url+"/"+s.name, s.timeout, s.extra)
+%s`, s.name, input, s.price, a.url+"/"+s.name, s.timeout, s.extra)
 		if err := os.MkdirAll(filepath.Join(dir, s.name), 0o755); err != nil {
 			return err
 		}

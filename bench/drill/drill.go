@@ -32,7 +32,7 @@ import (
 )
 
 // Names are the drills, in the order `holon drill all` runs them.
-var Names = []string{"crash", "faults", "overspend"}
+var Names = []string{"crash", "faults", "overspend", "hostile"}
 
 // Options size and select a drill run.
 type Options struct {
@@ -108,6 +108,7 @@ var drills = map[string]func(ctx context.Context, d *drill) error{
 	"crash":     crashDrill,
 	"faults":    faultsDrill,
 	"overspend": overspendDrill,
+	"hostile":   hostileDrill,
 }
 
 func runOne(ctx context.Context, name string, run func(context.Context, *drill) error, o Options) error {

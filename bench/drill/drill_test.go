@@ -69,3 +69,8 @@ func TestDrill_Faults(t *testing.T) { runDrill(t, "faults") }
 // Ensure that thousands of concurrent calls at one budget and one balance
 // never overspend either, as a watcher sees them and as the store does.
 func TestDrill_Overspend(t *testing.T) { runDrill(t, "overspend") }
+
+// Ensure that hostile requests (broken, nested, huge, ambiguous, slow,
+// forged, aimed at other accounts) are each answered with their code,
+// nothing stored or billed, a normal client unaffected.
+func TestDrill_Hostile(t *testing.T) { runDrill(t, "hostile") }

@@ -25,6 +25,8 @@ type gatewayProc struct {
 	holon, db, addr, url string
 	adminKey             string
 	env                  []string
+	// bodyTimeout is --body-timeout (5s when 0).
+	bodyTimeout time.Duration
 	// limitFile, when set, caps the size of any file the child writes
 	// (RLIMIT_FSIZE), as a full disk would.
 	limitFile uint64
@@ -65,7 +67,11 @@ func newGateway(holon, db, registry string, env ...string) (*gatewayProc, error)
 // start execs the gateway and waits until /healthz answers 200.
 func (g *gatewayProc) start(ctx context.Context) error {
 	g.mu.Lock()
-	cmd := exec.Command(g.holon, "serve", "--hosted", "--db", g.db, "--addr", g.addr, "--shutdown-timeout", "5s", "--body-timeout", "5s")
+	bt := g.bodyTimeout
+	if bt == 0 {
+		bt = 5 * time.Second
+	}
+	cmd := exec.Command(g.holon, "serve", "--hosted", "--db", g.db, "--addr", g.addr, "--shutdown-timeout", "5s", "--body-timeout", bt.String())
 	cmd.Dir = filepath.Dir(g.db)
 	cmd.Env = g.env
 	stderr := &lockedBuffer{}
