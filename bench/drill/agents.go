@@ -186,14 +186,19 @@ interface:
 pricing: {model: per_run, amount: %q, currency: EUR}
 runtime: {kind: webhook, endpoint: %q, limits: {timeout_s: %d}}
 %s`, s.name, input, s.price, a.url+"/"+s.name, s.timeout, s.extra)
-		if err := os.MkdirAll(filepath.Join(dir, s.name), 0o755); err != nil {
-			return err
-		}
-		if err := os.WriteFile(filepath.Join(dir, s.name, "holon.yaml"), []byte(doc), 0o644); err != nil {
+		if err := writeManifest(dir, s.name, doc); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// writeManifest writes dir/name/holon.yaml.
+func writeManifest(dir, name, doc string) error {
+	if err := os.MkdirAll(filepath.Join(dir, name), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, name, "holon.yaml"), []byte(doc), 0o644)
 }
 
 // standardAgents are the well-behaved agents every drill's load uses:

@@ -32,7 +32,7 @@ import (
 )
 
 // Names are the drills, in the order `holon drill all` runs them.
-var Names = []string{"crash", "faults", "overspend", "hostile"}
+var Names = []string{"crash", "faults", "overspend", "hostile", "agents"}
 
 // Options size and select a drill run.
 type Options struct {
@@ -109,6 +109,7 @@ var drills = map[string]func(ctx context.Context, d *drill) error{
 	"faults":    faultsDrill,
 	"overspend": overspendDrill,
 	"hostile":   hostileDrill,
+	"agents":    agentsDrill,
 }
 
 func runOne(ctx context.Context, name string, run func(context.Context, *drill) error, o Options) error {

@@ -74,3 +74,8 @@ func TestDrill_Overspend(t *testing.T) { runDrill(t, "overspend") }
 // forged, aimed at other accounts) are each answered with their code,
 // nothing stored or billed, a normal client unaffected.
 func TestDrill_Hostile(t *testing.T) { runDrill(t, "hostile") }
+
+// Ensure that remote agents that hang, close, flood, answer garbage, lie
+// about units or redirect each fail cleanly and unbilled, within their
+// timeout, while calls to other agents go on.
+func TestDrill_Agents(t *testing.T) { runDrill(t, "agents") }
