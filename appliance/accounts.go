@@ -24,6 +24,8 @@ type account struct {
 	// Mandates are the root mandates the account issued, oldest first.
 	Mandates []string      `json:"mandates"`
 	Disabled *disabledMark `json:"disabled,omitempty"`
+	// GitHub is the GitHub account linked by signing in (publishing needs it).
+	GitHub *githubLink `json:"github,omitempty"`
 }
 
 // disabledMark says when and why the operator disabled an account.
@@ -183,34 +185,14 @@ func (h *hosted) createAccount(r *http.Request, handle, email string) (*signupAn
 		if err != nil {
 			return nil, err
 		}
-		now := h.now().UTC()
 		err = h.store.Update(r.Context(), func(tx *kv.Tx) error {
-			if err := handleFree(tx, handle); err != nil {
-				return err
-			}
-			var er emailRecord
-			switch err := tx.Get(kv.BucketEmails, email, &er); {
-			case err == nil && er.Disabled:
-				return gateway.Errorf(CodeEmailDisabled, "this email belongs to a disabled account and cannot sign up again")
-			case err == nil:
-				return gateway.Errorf(CodeEmailTaken, "this email has an account already: use its keys")
-			case !errors.Is(err, kv.ErrNotFound):
-				return err
-			}
-			acct := account{Handle: handle, Email: email, Created: now, Mandates: []string{sandbox.ID}}
-			if err := tx.Put(kv.BucketUsers, handle, acct); err != nil {
-				return err
-			}
-			if err := tx.Put(kv.BucketEmails, email, emailRecord{Handle: handle}); err != nil {
+			if err := h.putNewAccount(tx, account{Handle: handle, Email: email}); err != nil {
 				return err
 			}
 			if err := putKey(tx, human); err != nil {
 				return err
 			}
-			if err := putKey(tx, agent); err != nil {
-				return err
-			}
-			return h.engine.PutMandateTx(tx, sandbox)
+			return putKey(tx, agent)
 		})
 		if errors.Is(err, errKeyCollision) && attempt < 3 {
 			continue
@@ -224,6 +206,33 @@ func (h *hosted) createAccount(r *http.Request, handle, email string) (*signupAn
 			Note: "Keys are shown once, now: store them. The human key decides approvals; the agent key acts under " + sandbox.ID + " only.",
 		}, nil
 	}
+}
+
+// putNewAccount stores a new account (handle, email and, from a GitHub
+// sign-in, its link), its email, and its starter mandate with the signup
+// credit, refusing a handle or an email already taken.
+func (h *hosted) putNewAccount(tx *kv.Tx, acct account) error {
+	if err := handleFree(tx, acct.Handle); err != nil {
+		return err
+	}
+	var er emailRecord
+	switch err := tx.Get(kv.BucketEmails, acct.Email, &er); {
+	case err == nil && er.Disabled:
+		return gateway.Errorf(CodeEmailDisabled, "this email belongs to a disabled account and cannot sign up again")
+	case err == nil:
+		return gateway.Errorf(CodeEmailTaken, "this email has an account already: use its keys")
+	case !errors.Is(err, kv.ErrNotFound):
+		return err
+	}
+	sandbox := h.starterMandate(acct.Handle)
+	acct.Created, acct.Mandates = h.now().UTC(), []string{sandbox.ID}
+	if err := tx.Put(kv.BucketUsers, acct.Handle, acct); err != nil {
+		return err
+	}
+	if err := tx.Put(kv.BucketEmails, acct.Email, emailRecord{Handle: acct.Handle}); err != nil {
+		return err
+	}
+	return h.engine.PutMandateTx(tx, sandbox)
 }
 
 // handleFree refuses a handle that has an account, money or mandates
@@ -264,6 +273,8 @@ type meAnswer struct {
 	Keys     []keyView               `json:"keys,omitempty"`
 	Key      *keyView                `json:"key,omitempty"`
 	Mandate  *gateway.MandateState   `json:"mandate,omitempty"`
+	// GitHub is the linked GitHub account (human keys; publishing needs it).
+	GitHub *githubLink `json:"github,omitempty"`
 }
 
 // me is GET /v0/me: for a human key the account, its balance, mandates
@@ -303,7 +314,7 @@ func (a *api) me(w http.ResponseWriter, r *http.Request, _ httprouter.Params, p 
 		return
 	}
 	created := acct.Created
-	ans.Email, ans.Created = acct.Email, &created
+	ans.Email, ans.Created, ans.GitHub = acct.Email, &created, acct.GitHub
 	ans.Balance = &accountView{Account: acct.Handle, Balance: bal.Balance, Held: bal.Held, Available: bal.Available()}
 	ans.Mandates = []*gateway.MandateState{}
 	for _, id := range acct.Mandates {

@@ -32,6 +32,8 @@ type api struct {
 	hosted *hosted
 	// idem keeps Idempotency-Key records.
 	idem *idempotency
+	// files keeps uploads (files_api.go); nil until routeFiles.
+	files *fileStore
 }
 
 func newAPI(e *gateway.Engine, log *slog.Logger, h *hosted) *api {
@@ -64,6 +66,7 @@ func (a *api) routes() {
 		a.hostedRoutes()
 	}
 	a.routeConsole()
+	a.routeOAuth()
 	r.NotFound = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, gateway.Errorf(gateway.CodeNotFound, "no route %s %s", r.Method, redactKeys(r.URL.Path)))
 	})
@@ -90,6 +93,7 @@ func (a *api) hostedRoutes() {
 	a.handle("POST", "/v0/admin/agents/:ns/:name/yank", accessAdmin, a.adminYank)
 	a.handle("GET", "/v0/admin/accounts", accessAdmin, a.adminAccounts)
 	a.handle("GET", "/v0/admin/log", accessAdmin, a.adminLog)
+	a.publishRoutes()
 }
 
 // receiptStatus maps a call's receipt to the HTTP status of POST /v0/calls:
@@ -119,6 +123,8 @@ func receiptStatus(r *kv.Receipt) int {
 	switch code {
 	case gateway.CodeGatewayError, gateway.CodeGatewayRestarted:
 		return http.StatusInternalServerError
+	case gateway.CodeFileNotFound:
+		return http.StatusNotFound
 	}
 	return http.StatusBadGateway
 }
@@ -141,7 +147,7 @@ func writeError(w http.ResponseWriter, status int, err error) {
 	if !errors.As(err, &ge) {
 		ge = gateway.Errorf(gateway.CodeGatewayError, "internal error")
 	}
-	if status == http.StatusUnauthorized {
+	if status == http.StatusUnauthorized && w.Header().Get("WWW-Authenticate") == "" {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="holon"`)
 	}
 	writeJSON(w, status, errorBody{Error: ge})
@@ -640,6 +646,8 @@ type agentView struct {
 	Currency  string         `json:"currency"`
 	Record    recordView     `json:"record"`
 	Denied    *gateway.Error `json:"denied,omitempty"`
+	// Proprietary labels an agent with no code to check (manifest.md §8).
+	Proprietary bool `json:"proprietary,omitempty"`
 }
 
 type recordView struct {
@@ -678,7 +686,7 @@ func (a *api) listAgents(w http.ResponseWriter, r *http.Request, _ httprouter.Pa
 		if capability != "" && !contains(m.Capabilities, capability) {
 			continue
 		}
-		if text != "" && !strings.Contains(strings.ToLower(m.ID+" "+m.Summary+" "+m.Description+" "+strings.Join(m.Capabilities, " ")), text) {
+		if !v.Matches(text) {
 			continue
 		}
 		rec, err := a.engine.Record(m.Ref())
@@ -688,7 +696,7 @@ func (a *api) listAgents(w http.ResponseWriter, r *http.Request, _ httprouter.Pa
 		}
 		av := agentView{ID: m.ID, Version: m.Version, Summary: m.Summary, Capabilities: m.Capabilities,
 			License: m.License, Pricing: m.Pricing, WorstCase: m.WorstCase(), Currency: m.Currency(),
-			Record: recordView{Runs: rec.Runs, Succeeded: rec.Succeeded}}
+			Record: recordView{Runs: rec.Runs, Succeeded: rec.Succeeded}, Proprietary: !m.OpenSource()}
 		if av.Capabilities == nil {
 			av.Capabilities = []string{}
 		}

@@ -39,6 +39,19 @@ type App struct {
 	webhook *gateway.WebhookRunner
 	stop    context.CancelFunc
 	done    chan struct{}
+	// Publishing: the hooks told of each published version, the endpoint
+	// credentials, and the hosted half (nil on a dev gateway).
+	hooks  *publishHooks
+	vault  *vault
+	hosted *hosted
+	// evals runs evaluations; listings serves the catalogue, earnings and
+	// the demo (listings.go).
+	evals     *evaluator
+	listings  *listings
+	evalsDone <-chan struct{}
+	// files keeps uploads (files.go); filesDone closes when its sweeper ends.
+	files     *fileStore
+	filesDone chan struct{}
 }
 
 // Open checks the configuration, opens the store, loads the agents and
@@ -70,7 +83,7 @@ func Open(ctx context.Context, cfg Config) (*App, error) {
 		return nil, err
 	}
 	m.watchStore(store)
-	app := &App{cfg: cfg, store: store, log: cfg.Logger, metrics: m}
+	app := &App{cfg: cfg, store: store, log: cfg.Logger, metrics: m, hooks: &publishHooks{}}
 	if err := app.init(ctx); err != nil {
 		store.Close()
 		return nil, err
@@ -121,6 +134,9 @@ func (a *App) init(ctx context.Context) error {
 			authors[m.NS()] = true
 		}
 	}
+	if err := a.loadPublished(reg); err != nil {
+		return err
+	}
 	// Versions the operator yanked stay withdrawn: they are listed first
 	// (so that their forks' royalty chains resolve) and removed at once.
 	yanked, err := yankedRefs(a.store)
@@ -130,7 +146,14 @@ func (a *App) init(ctx context.Context) error {
 	for _, ref := range yanked {
 		reg.Remove(ref)
 	}
-	remote := gateway.RemoteConfig{Guard: gateway.NetGuard{AllowPrivate: a.cfg.AllowPrivateEndpoints}, Logger: a.log}
+	if err := a.openFiles(); err != nil {
+		return err
+	}
+	if a.vault, err = newVault([]byte(a.cfg.FileSecret), a.store, a.cfg.Rand, a.log); err != nil {
+		return fmt.Errorf("endpoint credentials: %w", err)
+	}
+	remote := gateway.RemoteConfig{Guard: gateway.NetGuard{AllowPrivate: a.cfg.AllowPrivateEndpoints, Resolver: a.cfg.Resolver},
+		Credentials: a.vault.token, Logger: a.log, RootCAs: a.cfg.RemoteRootCAs}
 	a.mcp, a.webhook = gateway.NewMCPRunner(remote), gateway.NewWebhookRunner(remote)
 	a.engine = gateway.New(gateway.Config{
 		Store:    a.store,
@@ -146,6 +169,7 @@ func (a *App) init(ctx context.Context) error {
 		Logger:         a.log,
 		OnStoreFailure: a.cfg.OnStoreFailure,
 		OnCall:         a.metrics.observeCall,
+		Files:          a.files,
 	})
 	closed, err := a.engine.Recover(ctx)
 	if err != nil {
@@ -178,6 +202,8 @@ func (a *App) init(ctx context.Context) error {
 	var h *hosted
 	if a.cfg.Hosted {
 		h = newHosted(a.cfg, a.store, a.engine, a.log, a.cfg.Now, a.cfg.Rand, authors, shipped)
+		a.initPublishing(h)
+		a.hosted = h
 		if a.cfg.AdminKey == "" {
 			a.log.Warn("no HOLON_ADMIN_KEY: the admin endpoints answer 401")
 		}
@@ -185,11 +211,20 @@ func (a *App) init(ctx context.Context) error {
 			a.log.Info("no HOLON_GITHUB_CLIENT_ID/SECRET: sign-in with GitHub and publishing are off")
 		}
 	}
-	a.handler = newAPI(a.engine, a.log, h)
+	if err := a.initListings(); err != nil {
+		return err
+	}
+	api := newAPI(a.engine, a.log, h)
+	api.routeListings(a.listings)
+	api.routeFiles(a.files)
+	a.handler = api
 	a.served = a.metrics.instrument(a.handler, a.cfg)
 	sweepCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	a.stop, a.done = stop, make(chan struct{})
 	go a.sweep(sweepCtx)
+	a.evalsDone = a.startListings(sweepCtx)
+	a.filesDone = make(chan struct{})
+	go a.sweepFilesEvery(sweepCtx, time.Minute)
 	return nil
 }
 
@@ -201,6 +236,11 @@ func (a *App) sweep(ctx context.Context) {
 	for {
 		if _, err := a.engine.ExpireApprovals(ctx); err != nil && ctx.Err() == nil {
 			a.log.Error("expire approvals", "err", err)
+		}
+		if a.hosted != nil {
+			if _, err := a.hosted.purgeSignIn(a.cfg.Now()); err != nil && ctx.Err() == nil {
+				a.log.Error("purge expired sign-in states", "err", err)
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -260,6 +300,8 @@ func (a *App) Close() error {
 	if a.stop != nil {
 		a.stop()
 		<-a.done
+		<-a.evalsDone
+		<-a.filesDone
 	}
 	if a.mcp != nil {
 		a.mcp.Close()

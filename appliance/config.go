@@ -1,10 +1,14 @@
 package appliance
 
 import (
+	"crypto/hkdf"
+	"crypto/sha256"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -91,6 +95,49 @@ type Config struct {
 	Limits Limits
 	// Rand is the source of keys and ids (crypto/rand when nil).
 	Rand io.Reader
+
+	// Publishing (gateway.md §7 "Publishing agents", "Accounts").
+	//
+	// GitHubURL and GitHubAPIURL are GitHub's web and REST API origins
+	// (HOLON_GITHUB_URL, HOLON_GITHUB_API_URL; github.com's when empty): a
+	// GitHub Enterprise Server is https://<host> and https://<host>/api/v3.
+	GitHubURL, GitHubAPIURL string
+	// GitHubHTTP is the client GitHub is reached with (a 10-second
+	// timeout when nil).
+	GitHubHTTP *http.Client
+	// Resolver resolves the host names of published endpoints, at publish
+	// time and at every connection (the system resolver when nil).
+	Resolver gateway.Resolver
+	// RemoteRootCAs are the roots trusted for remote agents' certificates
+	// (the system's when nil): tests serve https agents on loopback.
+	RemoteRootCAs *x509.CertPool
+	// Evaluations, catalogue and demo (evals.go, catalog.go, demo.go).
+	//
+	// PrivateEvals is HOLON_PRIVATE_EVALS: a directory laid out like
+	// appliance/evals whose suites replace the shipped ones, capability by
+	// capability. Empty: the shipped public samples only.
+	PrivateEvals string
+	// Records is HOLON_RECORDS=1: the catalogue also shows the sample
+	// records shipped for the demo agents, labelled as samples (they are
+	// not measurements). Off by default.
+	Records bool
+	// FilesDir is where uploaded files' bytes live (files.go); empty: the
+	// directory <DB>.files beside the store.
+	FilesDir string
+}
+
+// deriveKey derives a 32-byte key for one purpose ("file links", …) from
+// HOLON_FILE_SECRET with HKDF-SHA256, so that each use of the secret has a
+// key of its own; nil when no secret is set.
+func (c *Config) deriveKey(purpose string) []byte {
+	if c.FileSecret == "" {
+		return nil
+	}
+	k, err := hkdf.Key(sha256.New, []byte(c.FileSecret), nil, "holon "+purpose, 32)
+	if err != nil {
+		panic(err) // only for a length HKDF-SHA256 cannot give
+	}
+	return k
 }
 
 // Limit is a token bucket: Burst requests at once, refilled at Rate per
@@ -137,8 +184,9 @@ var DefaultPlatformFX = map[string]journal.Rate{"USD": journal.MustParseRate("0.
 //	(default 5.00), HOLON_ENV, HOLON_ADMIN_KEY, HOLON_PUBLIC_URL,
 //	HOLON_SITE_URL, HOLON_FILE_SECRET, HOLON_TRUST_PROXY (0 or 1),
 //	HOLON_ALLOW_PRIVATE_ENDPOINTS (0 or 1), HOLON_GITHUB_CLIENT_ID,
-//	HOLON_GITHUB_CLIENT_SECRET, HOLON_FX, HOLON_RATE_ACCOUNT,
-//	HOLON_RATE_ADDRESS and HOLON_RATE_SIGNUP ("600/min", "5/h").
+//	HOLON_GITHUB_CLIENT_SECRET, HOLON_GITHUB_URL, HOLON_GITHUB_API_URL,
+//	HOLON_FX, HOLON_RATE_ACCOUNT, HOLON_RATE_ADDRESS and HOLON_RATE_SIGNUP
+//	("600/min", "5/h"), HOLON_PRIVATE_EVALS and HOLON_RECORDS (0 or 1).
 func ConfigFromEnv(getenv func(string) string, cfg *Config) error {
 	var errs []error
 	reg := getenv("HOLON_REGISTRY")
@@ -179,6 +227,8 @@ func ConfigFromEnv(getenv func(string) string, cfg *Config) error {
 	cfg.FileSecret = getenv("HOLON_FILE_SECRET")
 	cfg.GitHubClientID = getenv("HOLON_GITHUB_CLIENT_ID")
 	cfg.GitHubClientSecret = getenv("HOLON_GITHUB_CLIENT_SECRET")
+	cfg.GitHubURL = getenv("HOLON_GITHUB_URL")
+	cfg.GitHubAPIURL = getenv("HOLON_GITHUB_API_URL")
 	cfg.TrustProxy = nil
 	if s := getenv("HOLON_TRUST_PROXY"); s != "" {
 		b, err := parseFlag(s)
@@ -201,6 +251,16 @@ func ConfigFromEnv(getenv func(string) string, cfg *Config) error {
 		}
 		cfg.PlatformFX = fx
 	}
+	// Evaluations, catalogue and demo.
+	cfg.PrivateEvals = getenv("HOLON_PRIVATE_EVALS")
+	if s := getenv("HOLON_RECORDS"); s != "" {
+		b, err := parseFlag(s)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("HOLON_RECORDS: %w", err))
+		}
+		cfg.Records = b
+	}
+
 	cfg.Limits = DefaultLimits
 	for _, l := range []struct {
 		name string
@@ -300,6 +360,11 @@ func (c *Config) Check() error {
 	if c.SiteURL != "" {
 		if err := checkHTTPS(c.SiteURL); err != nil {
 			add("HOLON_SITE_URL: %v", err)
+		}
+	}
+	for _, gh := range []struct{ name, url string }{{"HOLON_GITHUB_URL", c.GitHubURL}, {"HOLON_GITHUB_API_URL", c.GitHubAPIURL}} {
+		if u, err := url.Parse(gh.url); gh.url != "" && (err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "") {
+			add("%s: %q is not an origin such as https://github.example.com", gh.name, gh.url)
 		}
 	}
 	if c.Production() {

@@ -131,6 +131,8 @@ func TestConfig_Development(t *testing.T) {
 		"HOLON_FX":            {"HOLON_FX": "USD:0.9"},
 		"HOLON_SIGNUP_CREDIT": {"HOLON_SIGNUP_CREDIT": "-5"},
 		"HOLON_PUBLIC_URL":    {"HOLON_PUBLIC_URL": "ftp://x"},
+		"HOLON_PRIVATE_EVALS": {"HOLON_PRIVATE_EVALS": filepath.Join(t.TempDir(), "missing")},
+		"HOLON_RECORDS":       {"HOLON_RECORDS": "yes please"},
 	} {
 		if _, err := openWithEnv(t, env, true, filepath.Join(t.TempDir(), "holon.db")); err == nil || !strings.Contains(err.Error(), name) {
 			t.Errorf("%v: %v, want an error naming %s", env, err, name)

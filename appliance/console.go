@@ -50,9 +50,10 @@ func (a *api) routeConsole() {
 
 func (b consoleBackend) Hosted() bool { return b.a.hosted != nil }
 
+// GitHubSignIn is true only when a GitHub app is configured: the sign-in
+// routes always exist (they answer 503 github_not_configured otherwise).
 func (b consoleBackend) GitHubSignIn() bool {
-	h, _, _ := b.a.router.Lookup("GET", "/v0/auth/github")
-	return h != nil
+	return b.a.hosted != nil && b.a.hosted.github != nil
 }
 
 func (b consoleBackend) Viewer(r *http.Request) (webui.Viewer, error) {
@@ -112,6 +113,11 @@ func (b consoleBackend) Do(r *http.Request, method, path string, body, out any) 
 		return fmt.Errorf("console request %s %s: %w", method, path, err)
 	}
 	req.RemoteAddr = r.RemoteAddr
+	// The browser's origin, for what is built from it (the OAuth issuer).
+	req.Host, req.TLS = r.Host, r.TLS
+	if p := r.Header.Get("X-Forwarded-Proto"); p != "" {
+		req.Header.Set("X-Forwarded-Proto", p)
+	}
 	if xff := r.Header.Get("X-Forwarded-For"); xff != "" {
 		req.Header.Set("X-Forwarded-For", xff)
 	}

@@ -55,6 +55,9 @@ const (
 
 // errorStatus maps an error code to its HTTP status.
 func errorStatus(code string) int {
+	if s, ok := publishStatus[code]; ok {
+		return s
+	}
 	switch code {
 	case gateway.CodeInvalidRequest, gateway.CodeInvalidManifest, gateway.CodeInvalidMandate,
 		CodeNULCharacter, CodeInvalidHandle, CodeInvalidEmail, CodeInvalidIdempotencyKey:

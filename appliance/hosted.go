@@ -31,6 +31,17 @@ type hosted struct {
 	// namespaces of the shipped agents.
 	starterAllow []string
 	fx           map[string]journal.Rate
+
+	// Sign-in and publishing (initPublishing): github is nil when no
+	// GitHub app is configured.
+	github *githubClient
+	// publicURL is HOLON_PUBLIC_URL without a trailing slash: the base of
+	// sign-in redirects and the OAuth issuer (oauth.go).
+	publicURL string
+	hooks     *publishHooks
+	vault     *vault
+	webhook   *gateway.WebhookRunner
+	guard     gateway.NetGuard
 }
 
 func newHosted(cfg Config, store *kv.Store, engine *gateway.Engine, log *slog.Logger, now func() time.Time, rand io.Reader, authors map[string]bool, shipped []string) *hosted {
@@ -39,6 +50,8 @@ func newHosted(cfg Config, store *kv.Store, engine *gateway.Engine, log *slog.Lo
 		limits:  newLimiters(cfg.Limits, cfg.TrustProxy != nil && *cfg.TrustProxy, now),
 		authors: authors,
 		fx:      cfg.PlatformFX,
+		// The OAuth issuer.
+		publicURL: cfg.PublicURL,
 	}
 	if cfg.AdminKey != "" {
 		sum := sha256.Sum256([]byte(cfg.AdminKey))
@@ -89,7 +102,7 @@ func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if r.Body != nil {
-		r.Body = http.MaxBytesReader(sw, r.Body, maxRequestBody)
+		r.Body = http.MaxBytesReader(sw, r.Body, bodyLimit(r))
 	}
 	if a.hosted != nil {
 		if ok, wait := a.hosted.limits.address.allow(addr); !ok {

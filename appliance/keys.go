@@ -83,7 +83,9 @@ func keyHash(key string) string {
 func keyPrefix(key string) string { return key[:keyPrefixLen] }
 
 // keyLike matches what could be a key, or most of one, in free text.
-var keyLike = regexp.MustCompile(`hlk_[ha]_[a-z2-7]{8}[a-z2-7]+`)
+// (The authorization server's codes and tokens, hlk_c_, hlk_t_ and hlk_r_,
+// are cut alike.)
+var keyLike = regexp.MustCompile(`hlk_[hactr]_[a-z2-7]{8}[a-z2-7]+`)
 
 // redactKeys cuts anything that looks like a key down to its prefix, for
 // text that is logged or echoed (a key pasted into a URL by mistake).
@@ -102,9 +104,13 @@ type keyRecord struct {
 	Mandate string    `json:"mandate,omitempty"`
 	Ask     bool      `json:"ask_in_client,omitempty"`
 	Created time.Time `json:"created"`
-	// Expires is set on human keys from GitHub sign-in (30 days).
+	// Expires is set on human keys from GitHub sign-in (30 days), and on
+	// the keys of OAuth connections (their newest refresh token's expiry).
 	Expires *time.Time `json:"expires,omitempty"`
 	Revoked *time.Time `json:"revoked,omitempty"`
+	// Client is the self-declared name of the OAuth client a key was
+	// made for on the consent page (oauth.go); "" for other keys.
+	Client string `json:"client,omitempty"`
 	// Hash is the key's SHA-256, the record's own key in the store.
 	Hash string `json:"hash"`
 }
@@ -117,10 +123,11 @@ type keyView struct {
 	AskInClient bool       `json:"ask_in_client"`
 	Created     time.Time  `json:"created"`
 	Expires     *time.Time `json:"expires,omitempty"`
+	Client      string     `json:"client,omitempty"`
 }
 
 func (k *keyRecord) view() keyView {
-	return keyView{Prefix: k.Prefix, Kind: k.Kind, Mandate: k.Mandate, AskInClient: k.Ask, Created: k.Created, Expires: k.Expires}
+	return keyView{Prefix: k.Prefix, Kind: k.Kind, Mandate: k.Mandate, AskInClient: k.Ask, Created: k.Created, Expires: k.Expires, Client: k.Client}
 }
 
 // live reports whether the key may authenticate at now.

@@ -138,6 +138,7 @@ func (a *api) handle(method, path string, acc access, h handler) {
 	a.router.Handle(method, path, func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
 		p, err := a.authenticate(r)
 		if err != nil {
+			a.challenge(w, r, true)
 			a.fail(w, r, err)
 			return
 		}
@@ -146,6 +147,7 @@ func (a *api) handle(method, path string, acc access, h handler) {
 		}
 		if !p.may(acc) {
 			if p.kind == kindNone {
+				a.challenge(w, r, false)
 				a.fail(w, r, gateway.Errorf(CodeUnauthenticated, "%s needs %s: send it as Authorization: Bearer <key>", what, acc.describe()))
 			} else {
 				a.fail(w, r, gateway.Errorf(CodeForbidden, "%s needs %s; this request carries %s", what, acc.describe(), p.describe()))
@@ -200,6 +202,9 @@ func (a *api) authenticate(r *http.Request) (*principal, error) {
 	sum := sha256.Sum256([]byte(token))
 	if h.adminKey != nil && subtle.ConstantTimeCompare(sum[:], h.adminKey) == 1 {
 		return &principal{kind: kindAdmin}, nil
+	}
+	if strings.HasPrefix(token, oauthAccessMarker) {
+		return a.tokenPrincipal(r, token) // oauth_token.go
 	}
 	kind, ok := parseKey(token)
 	if !ok {

@@ -13,7 +13,10 @@
 //
 // tables lists every bucket of the store with its row count and its
 // sequence (the last id handed out: receipts r1…, approvals a1…, journal
-// rows). Then one line per row, bucket by bucket in name order and key by
+// rows). left_out names the tables a backup leaves out by design, and why
+// (LeftOut: uploaded files, which live 24 hours); they count 0 rows, and
+// readers (Restore, Check, the PostgreSQL loader) refuse a backup that
+// carries rows of one. Then one line per row, bucket by bucket in name order and key by
 // key in byte order:
 //
 //	{"t":"accounts","k":"alice","v":{"balance":"4.808","held":"0.00"}}
@@ -68,6 +71,15 @@ type Header struct {
 	// Rows is the number of row lines.
 	Rows   int64            `json:"rows"`
 	Tables map[string]Table `json:"tables"`
+	// LeftOut names the tables a backup does not carry, by design, and
+	// why (LeftOut); their rows count 0 in Tables.
+	LeftOut map[string]string `json:"left_out,omitempty"`
+}
+
+// LeftOut are the store's tables a backup leaves out, and why. Readers
+// agree: they refuse a backup that carries rows of one.
+var LeftOut = map[string]string{
+	kv.BucketFiles: "uploaded files are deleted 24 hours after their upload; a backup, kept far longer, carries neither their bytes nor their records, and a restored gateway starts with no files",
 }
 
 // Table is one bucket's count and sequence in a header.
@@ -127,6 +139,13 @@ func Write(w io.Writer, s *kv.Store, opts Options) (Summary, error) {
 		hd := Header{Format: Format, Version: Version, Gateway: opts.Gateway, Schema: snap.Schema,
 			Time: now().UTC(), Tables: map[string]Table{}}
 		for _, b := range snap.Buckets {
+			if why, left := LeftOut[b.Name]; left {
+				if hd.LeftOut == nil {
+					hd.LeftOut = map[string]string{}
+				}
+				hd.LeftOut[b.Name] = why
+				b.Rows = 0
+			}
 			hd.Tables[b.Name] = Table{Rows: b.Rows, Sequence: b.Sequence}
 			hd.Rows += b.Rows
 		}
@@ -137,6 +156,9 @@ func Write(w io.Writer, s *kv.Store, opts Options) (Summary, error) {
 		}
 		return emit(append(b, '\n'))
 	}, func(bucket string, key, value []byte) error {
+		if _, left := LeftOut[bucket]; left {
+			return nil
+		}
 		line = appendRow(line[:0], bucket, key, value)
 		if err := emit(line); err != nil {
 			return err

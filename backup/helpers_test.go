@@ -138,7 +138,7 @@ func fixture(tb testing.TB, s *kv.Store) {
 				return err
 			}
 		}
-		if err := tx.PutAgent("holon-labs/company-lookup@1.0.0", kv.Doc{Doc: json.RawMessage(`{"id":"holon-labs/company-lookup"}`), Created: tx.Now(), Published: true}); err != nil {
+		if err := tx.PutAgent("holon-labs/company-lookup@1.0.0", kv.Doc{Doc: json.RawMessage(`{"id":"holon-labs/company-lookup","version":"1.0.0"}`), Created: tx.Now(), Published: true}); err != nil {
 			return err
 		}
 		return nil

@@ -146,6 +146,9 @@ var pgTables = map[string]pgTable{
 	"holds":       {"holds", holdColumns, convertHold},
 	"call_events": {"call_events", eventColumns, convertEvent},
 	"records":     {"agent_records", []string{"agent", "runs", "succeeded", "billed", "duration_ms"}, convertRecord},
+	// Publishing (postgres_publish.go).
+	kv.BucketCredentials: {"credentials", credentialColumns, convertCredential},
+	kv.BucketSignIn:      {"signin", signinColumns, convertSignIn},
 }
 
 var appDocs = pgTable{"app_docs", []string{"bucket", "key", "key_bytes", "doc", "raw"}, convertAppDoc}

@@ -260,6 +260,9 @@ func (rd *Reader) place(r kv.Row) (kv.Row, error) {
 	if !ok {
 		return kv.Row{}, rd.corrupt("table %q is not in the header", r.Bucket)
 	}
+	if why, left := LeftOut[r.Bucket]; left {
+		return kv.Row{}, rd.corrupt("table %s holds rows, which backups leave out (%s)", r.Bucket, why)
+	}
 	if len(r.Key) == 0 {
 		return kv.Row{}, rd.corrupt("a row with an empty key")
 	}

@@ -259,3 +259,59 @@ CREATE TABLE app_docs (
     PRIMARY KEY (bucket, key_bytes),
     CHECK ((doc IS NULL) <> (raw IS NULL))
 );
+
+-- Endpoint credentials (gateway.md §6 "Authentication"), by agent id: the
+-- token sealed with AES-256-GCM under a key derived from HOLON_FILE_SECRET
+-- and bound to the agent id. Never in clear, here either: without the
+-- secret these rows open for nobody.
+CREATE TABLE credentials (
+    agent   text PRIMARY KEY CHECK (agent ~ '^[a-z0-9]+(-[a-z0-9]+)*/[a-z0-9_-]{1,64}$'),
+    version integer NOT NULL CHECK (version = 1),
+    nonce   bytea NOT NULL CHECK (length(nonce) = 12),
+    sealed  bytea NOT NULL CHECK (length(sealed) > 16),
+    set_at  timestamptz NOT NULL
+);
+
+-- GitHub sign-in: each GitHub account's link to its account ('github',
+-- by GitHub id), and the states and one-time login codes under way
+-- ('state', 'code', by their SHA-256: never the secret itself).
+CREATE TABLE signin (
+    key         text PRIMARY KEY,
+    kind        text NOT NULL CHECK (kind IN ('github', 'state', 'code')),
+    github_id   bigint CHECK (github_id > 0),
+    hash        text CHECK (hash ~ '^[0-9a-f]{64}$'),
+    handle      text,
+    new_account boolean NOT NULL DEFAULT false,
+    expires     timestamptz,
+    CHECK (kind <> 'github' OR (github_id IS NOT NULL AND handle IS NOT NULL AND expires IS NULL)),
+    CHECK (kind = 'github' OR (hash IS NOT NULL AND expires IS NOT NULL)),
+    CHECK (kind <> 'code' OR handle IS NOT NULL)
+);
+CREATE UNIQUE INDEX signin_github_handle ON signin (handle) WHERE kind = 'github';
+-- Per-version counters and evaluations (kept as documents in app_docs),
+-- read as tables. Earnings: one row per version and currency, what the
+-- settlements paid its author (own share, royalties from forks); holon
+-- verify checks them against the journal.
+CREATE VIEW agent_earnings AS
+    SELECT d.key AS agent, e.key AS currency,
+           (e.value ->> 'paid_calls')::bigint AS paid_calls,
+           (e.value ->> 'own')::numeric(20,6) AS own,
+           (e.value ->> 'royalties')::numeric(20,6) AS royalties
+    FROM app_docs d, jsonb_each(d.doc) e
+    WHERE d.bucket = 'earnings';
+
+-- Each version's settled runs as a latency histogram (counts per bucket of
+-- kv.LatencyBoundsMS, the last one slower).
+CREATE VIEW agent_latency AS
+    SELECT key AS agent, ARRAY(SELECT jsonb_array_elements_text(doc -> 'counts')::bigint) AS counts
+    FROM app_docs WHERE bucket = 'latency';
+
+-- Each version's last evaluation (hidden cases as counts only), and the
+-- versions waiting for one.
+CREATE VIEW agent_evaluations AS
+    SELECT key AS agent, (doc ->> 'passed')::boolean AS passed,
+           (doc ->> 'finished')::timestamptz AS finished, doc -> 'suites' AS suites
+    FROM app_docs WHERE bucket = 'evals';
+CREATE VIEW eval_queue AS
+    SELECT key AS agent, (doc ->> 'enqueued')::timestamptz AS enqueued, (doc ->> 'attempts')::int AS attempts
+    FROM app_docs WHERE bucket = 'eval_queue';

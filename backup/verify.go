@@ -127,19 +127,26 @@ func (r *Report) WriteTo(w io.Writer) (int64, error) {
 //     receipt it let through, and only pending or granted ones keep input;
 //   - records: each agent's record is the sum of its call events;
 //   - counters: receipt and journal counters match the rows, sequences are
-//     not behind the ids in use.
+//     not behind the ids in use;
+//   - published: published versions, sealed endpoint credentials and
+//     GitHub sign-in state are well formed (verify_publish.go).
+//   - earnings: each author's earnings counters are what the settle
+//     entries paid it, and each version's paid calls its entries;
+//   - latency: each version's histogram is its settled events' durations.
 //
 // An error means the store could not be read; problems are in the report.
 func Verify(s *kv.Store) (*Report, error) {
 	rep := &Report{}
 	err := s.View(func(tx *kv.Tx) error {
 		v := &verifier{tx: tx, rep: rep, c: map[string]*CheckResult{}}
-		for _, name := range []string{CheckJournal, CheckBalances, CheckSettlements, CheckTrees, CheckHolds, CheckApprovals, CheckRecords, CheckCounters} {
+		for _, name := range []string{CheckJournal, CheckBalances, CheckSettlements, CheckTrees, CheckHolds, CheckApprovals, CheckRecords, CheckCounters,
+			CheckEarnings, CheckLatency, CheckPublished} {
 			c := &CheckResult{Name: name}
 			v.c[name] = c
 			rep.Checks = append(rep.Checks, c)
 		}
-		for _, step := range []func() error{v.journal, v.balances, v.receipts, v.holds, v.approvals, v.records, v.counters} {
+		for _, step := range []func() error{v.journal, v.balances, v.receipts, v.holds, v.approvals, v.records, v.counters,
+			v.earnings, v.latency, v.published} {
 			if err := step(); err != nil {
 				return err
 			}

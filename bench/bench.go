@@ -11,6 +11,7 @@
 //	mcp       a real MCP agent on loopback, through the gateway against directly: latency at 1 client, throughput at 32
 //	startup   start-up of the real binary on a store of 1,000,000 receipts, its RSS, and the newest 50 receipts of a mandate
 //	inflight  memory for 2,000 calls in flight to a slow agent, in a child gateway process
+//	catalog   GET /v0/agents?q= and GET /v0/catalog with 10,000 registered versions (catalog.go)
 //
 // A row that misses its target says MISSED, with what the measurements
 // around it show. The bench fails (an error) only when something is wrong
@@ -29,7 +30,7 @@ import (
 )
 
 // Rows are the rows a bench can run, in the order it runs them.
-var Rows = []string{"calls", "postgres", "mcp", "startup", "inflight"}
+var Rows = []string{"calls", "postgres", "mcp", "startup", "inflight", "catalog"}
 
 // Options size and select a bench run.
 type Options struct {
@@ -182,6 +183,8 @@ func (b *bench) run(ctx context.Context, row string) ([]*Result, error) {
 		return b.startup(ctx)
 	case "inflight":
 		return b.inflight(ctx)
+	case "catalog":
+		return b.catalog(ctx)
 	}
 	return nil, fmt.Errorf("no row %s", row)
 }

@@ -463,7 +463,11 @@ func (e *Engine) run(ctx context.Context, m *Mandate, v *AgentVersion, sp callSp
 		inv.Delegate = st
 	}
 	var res RunResult
-	if runner := e.runners[a.Runtime.Kind]; runner == nil {
+	files, fres, filesOK := e.fileLinks(ctx, sp.input, st.account)
+	inv.Files = files
+	if !filesOK {
+		res = fres
+	} else if runner := e.runners[a.Runtime.Kind]; runner == nil {
 		res = RunResult{Outcome: Outcome{Kind: OutcomeUnavailable}, Message: "no runtime for kind " + a.Runtime.Kind}
 	} else {
 		rctx, cancel := context.WithTimeout(ctx, time.Duration(a.Timeout())*time.Second)
@@ -471,17 +475,7 @@ func (e *Engine) run(ctx context.Context, m *Mandate, v *AgentVersion, sp callSp
 		cancel()
 	}
 	st.finish()
-	if res.Outcome.Kind == OutcomeOutput {
-		// Only strict JSON is validated and passed on: with a duplicate key
-		// the schema and the caller could read different values.
-		if err := CheckJSON(res.Output, "output"); err != nil {
-			res.Outcome.Kind = OutcomeInvalidOutput
-			res.Message = fmt.Sprintf("the answer of %s is not strict JSON (RFC 7493): %v", a.Ref(), errorMessage(err))
-		} else if err := a.output.ValidateJSON(res.Output); err != nil {
-			res.Outcome.Kind = OutcomeInvalidOutput
-			res.Message = fmt.Sprintf("output does not match %s's interface.output: %v", a.Ref(), err)
-		}
-	}
+	checkOutput(a, &res)
 	bill := DecideBilling(a, res.Outcome, sp.maxCost, rate)
 	r, err := e.settle(ctx, st, bill, e.now().Sub(start))
 	if err != nil {
@@ -508,4 +502,21 @@ func linkChild(tx *kv.Tx, parent *runState, id string) error {
 	}
 	ph.Children = append(ph.Children, id)
 	return tx.PutHold(ph)
+}
+
+// checkOutput turns an answer that is not strict JSON, or does not match
+// the manifest's output schema, into invalid_output. Only strict JSON is
+// validated and passed on: with a duplicate key the schema and the caller
+// could read different values.
+func checkOutput(a *Manifest, res *RunResult) {
+	if res.Outcome.Kind != OutcomeOutput {
+		return
+	}
+	if err := CheckJSON(res.Output, "output"); err != nil {
+		res.Outcome.Kind = OutcomeInvalidOutput
+		res.Message = fmt.Sprintf("the answer of %s is not strict JSON (RFC 7493): %v", a.Ref(), errorMessage(err))
+	} else if err := a.output.ValidateJSON(res.Output); err != nil {
+		res.Outcome.Kind = OutcomeInvalidOutput
+		res.Message = fmt.Sprintf("output does not match %s's interface.output: %v", a.Ref(), err)
+	}
 }

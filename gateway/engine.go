@@ -50,6 +50,9 @@ type Config struct {
 	// orchestrators make their delegated calls at <PublicURL>/v0/calls.
 	// Empty: remote agents that declare calls fail with gateway_error.
 	PublicURL string
+	// Files resolves the holon://files/ handles of inputs (files.go); nil:
+	// a call whose input names a file fails file_not_found.
+	Files FileStore
 }
 
 // Engine runs the call lifecycle of gateway.md §1 on a store.
@@ -69,6 +72,8 @@ type Engine struct {
 	// publicURL and delegations serve remote delegation (delegation.go).
 	publicURL   string
 	delegations delegations
+
+	files FileStore
 }
 
 type cachedMandate struct {
@@ -93,6 +98,7 @@ func New(cfg Config) *Engine {
 		mandates: map[string]cachedMandate{},
 
 		publicURL: strings.TrimRight(cfg.PublicURL, "/"),
+		files:     cfg.Files,
 	}
 	if e.now == nil {
 		e.now = time.Now

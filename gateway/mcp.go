@@ -20,6 +20,7 @@ import (
 //	request  arguments                      the input
 //	request  _meta["holon/max_cost"]        {amount, currency}, when the caller set a cap
 //	request  _meta["holon/delegation"]      {url, token, expires}, when the agent declares calls
+//	request  _meta["holon/files"]           {handle: {url, content_type, size, sha256, expires}}, when the input names files
 //	result   structuredContent              the output (else the first text block, as JSON)
 //	result   isError + structuredContent.error.code   a failure, billed as declared
 //	result   _meta["holon/units"], ["holon/quote"]     for per_unit and quote pricing
@@ -75,6 +76,9 @@ func (r *MCPRunner) Run(ctx context.Context, inv *Invocation) RunResult {
 	meta := mcp.Meta{}
 	if inv.MaxCost != nil && m.Currency() != "" {
 		meta["holon/max_cost"] = map[string]string{"amount": inv.MaxCost.String(), "currency": m.Currency()}
+	}
+	if len(inv.Files) > 0 {
+		meta["holon/files"] = inv.Files
 	}
 	if res, ok := grantFor(ctx, inv, func(g DelegationGrant) { meta["holon/delegation"] = g }); !ok {
 		return res

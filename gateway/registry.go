@@ -18,9 +18,31 @@ type AgentVersion struct {
 	Facts    AgentFacts
 	// Chain is the royalty chain of its lineage, nearest upstream first.
 	Chain []journal.Upstream
+	// ChainRefs are the exact versions of Chain, level by level: who earns
+	// each royalty.
+	ChainRefs []string
 	// Shipped is true for agents that come with the gateway (exempt from
 	// network guards and moderation).
 	Shipped bool
+
+	// search is the lowercased text a search matches (Matches).
+	search string
+}
+
+// Matches reports whether a lowercased search text occurs in the version's
+// id, summary, description or capabilities ("" matches every version).
+func (v *AgentVersion) Matches(lowered string) bool {
+	if lowered == "" {
+		return true
+	}
+	if v.search == "" { // a version made outside Registry.Add
+		return strings.Contains(searchText(v.Manifest), lowered)
+	}
+	return strings.Contains(v.search, lowered)
+}
+
+func searchText(m *Manifest) string {
+	return strings.ToLower(m.ID + " " + m.Summary + " " + m.Description + " " + strings.Join(m.Capabilities, " "))
 }
 
 // Registry is the set of agent versions the gateway can call, indexed by id
@@ -30,6 +52,10 @@ type Registry struct {
 	mu    sync.RWMutex
 	byID  map[string][]*AgentVersion // versions ascending
 	byRef map[string]*AgentVersion
+	// latest caches Latest's answer until the registry changes (nil: to
+	// be computed), so that searching many agents does not sort them on
+	// every request.
+	latest []*AgentVersion
 }
 
 // NewRegistry returns an empty registry.
@@ -46,17 +72,21 @@ func (r *Registry) Add(v *AgentVersion) error {
 	if _, ok := r.byRef[m.Ref()]; ok {
 		return Errorf(CodeInvalidManifest, "%s is already listed: versions are immutable", m.Ref())
 	}
+	var refs []string
 	chain, err := m.CheckLineage(func(ref string) (*Manifest, bool) {
 		up, ok := r.byRef[ref]
 		if !ok {
 			return nil, false
 		}
+		refs = append(refs, ref)
 		return up.Manifest, true
 	})
 	if err != nil {
 		return err
 	}
-	v.Chain = chain
+	v.Chain, v.ChainRefs = chain, refs[:len(chain)]
+	v.search = searchText(m)
+	r.latest = nil
 	r.byRef[m.Ref()] = v
 	vs := append(r.byID[m.ID], v)
 	sort.Slice(vs, func(i, j int) bool { return vs[i].Manifest.version.Compare(vs[j].Manifest.version) < 0 })
@@ -73,11 +103,35 @@ func (r *Registry) Remove(ref string) {
 		return
 	}
 	delete(r.byRef, ref)
+	r.latest = nil
 	id := v.Manifest.ID
 	r.byID[id] = slices.DeleteFunc(r.byID[id], func(x *AgentVersion) bool { return x == v })
 	if len(r.byID[id]) == 0 {
 		delete(r.byID, id)
 	}
+}
+
+// SetFacts changes what the platform knows of a listed version (its
+// evaluation, say). The listed version is replaced by a copy, so a call
+// already holding the old one is not raced; false when ref is not listed.
+func (r *Registry) SetFacts(ref string, change func(*AgentFacts)) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	old, ok := r.byRef[ref]
+	if !ok {
+		return false
+	}
+	v := *old
+	change(&v.Facts)
+	r.latest = nil
+	r.byRef[ref] = &v
+	vs := r.byID[v.Manifest.ID]
+	for i := range vs {
+		if vs[i] == old {
+			vs[i] = &v
+		}
+	}
+	return true
 }
 
 // Get returns the exact version ns/name@version.
@@ -140,11 +194,26 @@ func (r *Registry) Versions(id string) []*AgentVersion {
 }
 
 // Latest returns the highest listed release of every agent (or its highest
-// pre-release when it has no release), by id.
+// pre-release when it has no release), by id. The slice is shared until the
+// registry next changes: callers read it and must not modify it.
 func (r *Registry) Latest() []*AgentVersion {
 	r.mu.RLock()
-	defer r.mu.RUnlock()
-	var out []*AgentVersion
+	cached := r.latest
+	r.mu.RUnlock()
+	if cached == nil {
+		r.mu.Lock()
+		if r.latest == nil {
+			r.latest = r.computeLatest()
+		}
+		cached = r.latest
+		r.mu.Unlock()
+	}
+	return cached
+}
+
+// computeLatest is Latest's answer, computed; the caller holds r.mu.
+func (r *Registry) computeLatest() []*AgentVersion {
+	out := make([]*AgentVersion, 0, len(r.byID))
 	for _, vs := range r.byID {
 		pick := vs[len(vs)-1]
 		for i := len(vs) - 1; i >= 0; i-- {

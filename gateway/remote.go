@@ -2,6 +2,8 @@ package gateway
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -42,6 +44,9 @@ type RemoteConfig struct {
 	Now func() time.Time
 	// Logger receives internal errors only.
 	Logger *slog.Logger
+	// RootCAs are the roots trusted for agents' TLS certificates (the
+	// system's when nil): tests serve https agents on loopback.
+	RootCAs *x509.CertPool
 }
 
 // Defaults of the MCP session pool.
@@ -101,6 +106,7 @@ func newRemoteHTTP(cfg RemoteConfig) *remoteHTTP {
 			IdleConnTimeout:       cfg.IdleTimeout,
 			TLSHandshakeTimeout:   10 * time.Second,
 			ExpectContinueTimeout: time.Second,
+			TLSClientConfig:       &tls.Config{RootCAs: cfg.RootCAs, MinVersion: tls.VersionTLS12},
 		}
 	}
 	return &remoteHTTP{guarded: transport(g.DialContext), open: transport(g.DialOpen), max: cfg.MaxResponseBytes}

@@ -28,6 +28,9 @@ type Invocation struct {
 	// Shipped is true for an agent shipped with the gateway: its remote
 	// endpoint is exempt from the network guard (gateway.md §7).
 	Shipped bool
+	// Files are the links to the files the input names, by handle
+	// (files.go); nil when it names none.
+	Files map[string]FileLink
 }
 
 // RunResult is how a run ended, as a runtime saw it.

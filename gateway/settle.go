@@ -171,6 +171,7 @@ func (e *Engine) settleTx(tx *kv.Tx, st *runState, bill Bill, d time.Duration) (
 		charge = journal.Min(bill.Charge, h.Reserved)
 	}
 	r.Splits = []journal.Share{}
+	journaled := false
 	if charge > 0 {
 		shares, err := journal.Split(charge, st.manifest.NS(), st.version.Chain)
 		if err != nil {
@@ -187,6 +188,7 @@ func (e *Engine) settleTx(tx *kv.Tx, st *runState, bill Bill, d time.Duration) (
 			if _, err := tx.AppendEntry(entry); err != nil {
 				return nil, err
 			}
+			journaled = true
 		}
 		r.Splits = shares
 	}
@@ -218,6 +220,9 @@ func (e *Engine) settleTx(tx *kv.Tx, st *runState, bill Bill, d time.Duration) (
 		ev.Error = *r.Error
 	}
 	if err := tx.AppendEvent(ev, r.Status == StatusSucceeded); err != nil {
+		return nil, err
+	}
+	if err := countSettled(tx, st.version, r, charge, journaled); err != nil {
 		return nil, err
 	}
 	return r, tx.DeleteHold(h.Receipt)

@@ -16,7 +16,9 @@ import (
 //	request   POST runtime.endpoint, body = the input as JSON
 //	headers   x-holon-agent: ns/name@version, x-holon-call: <receipt id>,
 //	          Authorization: Bearer <token> when the author set one,
-//	          x-holon-delegation: {url, token, expires} when the agent declares calls
+//	          x-holon-delegation: {url, token, expires} when the agent declares calls,
+//	          x-holon-files: {handle: {url, content_type, size, sha256, expires}}
+//	          when the input names files (the links of _meta["holon/files"])
 //	2xx       a JSON body: the output
 //	any status with {"error": {"code", "message"}}: a failure, billed as declared
 //	else      a non-2xx status or a body that is not JSON: agent_error
@@ -40,6 +42,10 @@ func (r *WebhookRunner) Close() error {
 	return nil
 }
 
+// WebhookFilesHeader carries a webhook agent's file links: the JSON object
+// an MCP agent gets in _meta["holon/files"], by handle.
+const WebhookFilesHeader = "x-holon-files"
+
 // Run posts the input to the endpoint and reads the answer.
 func (r *WebhookRunner) Run(ctx context.Context, inv *Invocation) RunResult {
 	m := inv.Manifest
@@ -52,6 +58,10 @@ func (r *WebhookRunner) Run(ctx context.Context, inv *Invocation) RunResult {
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("x-holon-agent", m.Ref())
 	req.Header.Set("x-holon-call", inv.Receipt)
+	if len(inv.Files) > 0 {
+		b, _ := json.Marshal(inv.Files)
+		req.Header.Set(WebhookFilesHeader, string(b))
+	}
 	if res, ok := grantFor(ctx, inv, func(g DelegationGrant) {
 		b, _ := json.Marshal(g)
 		req.Header.Set("x-holon-delegation", string(b))

@@ -31,6 +31,20 @@ type Upstream struct {
 // its first position with the amounts merged. The shares sum to exactly the
 // price; a price of 0 has no shares.
 func Split(price Amount, creator string, chain []Upstream) ([]Share, error) {
+	levels, err := SplitLevels(price, creator, chain)
+	if err != nil || levels == nil {
+		return nil, err
+	}
+	// Merge before dropping zeros, so an account's position depends on who it
+	// is in the chain, not on whether its first share happened to round to 0.
+	return dropZero(merge(levels)), nil
+}
+
+// SplitLevels is Split before shares to the same account are merged and
+// zero shares dropped: the platform's fee first, then exactly one share per
+// level (the creator, upstream 1..n), so that level i's share is what the
+// version at that level of the lineage earned. A price of 0 has no levels.
+func SplitLevels(price Amount, creator string, chain []Upstream) ([]Share, error) {
 	if price < 0 {
 		return nil, fmt.Errorf("split %s: negative price, want 0 or more", price)
 	}
@@ -68,10 +82,7 @@ func Split(price Amount, creator string, chain []Upstream) ([]Share, error) {
 		all = append(all, Share{To: holder, Amount: revenue - royalty})
 		holder, revenue = u.Account, royalty
 	}
-	all = append(all, Share{To: holder, Amount: revenue})
-	// Merge before dropping zeros, so an account's position depends on who it
-	// is in the chain, not on whether its first share happened to round to 0.
-	return dropZero(merge(all)), nil
+	return append(all, Share{To: holder, Amount: revenue}), nil
 }
 
 // merge adds the amounts of shares to the same account into its first

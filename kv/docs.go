@@ -21,12 +21,23 @@ const (
 	BucketFiles       = "files"       // file id → file record
 	BucketSettings    = "settings"    // name → value
 	BucketSessions    = "sessions"    // sha256(console session id) → session record
+	BucketEvals       = "evals"       // agent ref → last evaluation
+	BucketEvalQueue   = "eval_queue"  // agent ref → evaluation waiting or running
+	BucketOAuth       = "oauth"       // OAuth clients, and sha256(code or token) → its grant
 )
 
+// BucketSignIn holds GitHub sign-in state that must outlive a restart:
+// "state/<sha256>" (10 minutes), "code/<sha256>" (2 minutes) and
+// "github/<id>" → handle, the link of a GitHub account to its account.
+const BucketSignIn = "signin"
+
 var appBuckets = map[string]bool{
-	BucketUsers: true, BucketEmails: true, BucketKeys: true, BucketIdempotency: true,
+	BucketSignIn: true,
+	BucketUsers:  true, BucketEmails: true, BucketKeys: true, BucketIdempotency: true,
 	BucketModLog: true, BucketCredentials: true, BucketFiles: true, BucketSettings: true,
 	BucketSessions: true,
+	BucketEvals:    true, BucketEvalQueue: true,
+	BucketOAuth: true,
 }
 
 // appendOnly buckets refuse overwrites and deletes.

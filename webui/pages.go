@@ -21,4 +21,5 @@ func (c *Console) routePages() {
 	m.Handle("POST "+Prefix+"/agents/{ns}/{name}/try", c.page(c.agentTry))
 	m.Handle("GET "+Prefix+"/operator", c.page(c.operator))
 	m.Handle("POST "+Prefix+"/operator/{action}", c.page(c.operatorAction))
+	c.routeConnect()
 }

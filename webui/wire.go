@@ -81,6 +81,8 @@ type keyView struct {
 	AskInClient bool       `json:"ask_in_client"`
 	Created     time.Time  `json:"created"`
 	Expires     *time.Time `json:"expires"`
+	// Client is the OAuth client the key was made for (connect.go).
+	Client string `json:"client"`
 }
 
 type me struct {

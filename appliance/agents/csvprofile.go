@@ -54,7 +54,8 @@ const (
 )
 
 type csvProfileInput struct {
-	CSV string `json:"csv"`
+	CSV  string `json:"csv,omitempty"`
+	File string `json:"file,omitempty"`
 }
 
 type csvProfileOutput struct {
@@ -76,6 +77,13 @@ func csvProfile(ctx context.Context, input json.RawMessage, c *gateway.Ctx) (any
 	var in csvProfileInput
 	if err := json.Unmarshal(input, &in); err != nil {
 		return nil, fmt.Errorf("read input: %w", err)
+	}
+	if in.File != "" {
+		text, err := documentText(ctx, c, in.File)
+		if err != nil {
+			return nil, err
+		}
+		in.CSV = text
 	}
 	if n := utf8.RuneCountInString(in.CSV); n > maxCSVChars {
 		return nil, c.Error("too_large", fmt.Sprintf("the CSV has %d characters, at most %d", n, maxCSVChars))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -99,6 +100,13 @@ func hostTool(m *gateway.Manifest, cfg HostConfig) mcp.ToolHandler {
 			}
 			inv.MaxCost = &mc
 		}
+		if raw, ok := meta["holon/files"]; ok {
+			files, err := readFiles(raw, cfg.Client, cfg.Gateways)
+			if err != nil {
+				return failure(err.Error()), nil
+			}
+			inv.Files = files
+		}
 		if len(m.Calls) > 0 {
 			if raw, ok := meta["holon/delegation"]; ok {
 				grant, err := readGrant(raw, cfg.Gateways)
@@ -151,6 +159,64 @@ func readGrant(raw any, gateways []string) (gateway.DelegationGrant, error) {
 		}
 	}
 	return g, fmt.Errorf("holon/delegation.url %q is not at a gateway this host serves (--gateway)", g.URL)
+}
+
+// readFiles reads _meta["holon/files"] = {handle: {url, content_type,
+// size, sha256, expires}}: each link is fetched over HTTP by the agent's
+// ctx.Download, which checks size and SHA-256. With gateways set, a link
+// must be at one of them, as a delegation url must: the host fetches no
+// address its caller makes up.
+func readFiles(raw any, client *http.Client, gateways []string) (map[string]gateway.FileLink, error) {
+	if client == nil {
+		client = http.DefaultClient
+	}
+	var links map[string]gateway.FileLink
+	b, _ := json.Marshal(raw)
+	if err := json.Unmarshal(b, &links); err != nil {
+		return nil, fmt.Errorf("holon/files is not {handle: {url, content_type, size, sha256, expires}}: %s", b)
+	}
+	for h, l := range links {
+		if !strings.HasPrefix(l.URL, "https://") && !strings.HasPrefix(l.URL, "http://") {
+			return nil, fmt.Errorf("holon/files[%q].url %q is not an http(s) url", h, l.URL)
+		}
+		if !atGateway(l.URL, gateways) {
+			return nil, fmt.Errorf("holon/files[%q].url %q is not at a gateway this host serves (--gateway)", h, l.URL)
+		}
+		l.Open = func(ctx context.Context) (io.ReadCloser, error) { return fetch(ctx, client, l.URL) }
+		links[h] = l
+	}
+	return links, nil
+}
+
+// atGateway reports whether a file link is under one of the gateways'
+// origins (any, when none is set).
+func atGateway(url string, gateways []string) bool {
+	if len(gateways) == 0 {
+		return true
+	}
+	for _, origin := range gateways {
+		if strings.HasPrefix(url, strings.TrimRight(origin, "/")+"/v0/files/") {
+			return true
+		}
+	}
+	return false
+}
+
+// fetch GETs a file link; any answer but 200 is a failed download.
+func fetch(ctx context.Context, client *http.Client, url string) (io.ReadCloser, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		resp.Body.Close()
+		return nil, fmt.Errorf("the link answered %d %s", resp.StatusCode, http.StatusText(resp.StatusCode))
+	}
+	return resp.Body, nil
 }
 
 // failure is a tool failure without a code: agent_error at the gateway.

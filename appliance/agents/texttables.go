@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"holon.dev/holon/gateway"
 )
@@ -17,7 +18,8 @@ import (
 // on every comma: there is no quoting. The run reports one unit per row.
 
 type textTablesInput struct {
-	Text string `json:"text"`
+	Text string `json:"text,omitempty"`
+	File string `json:"file,omitempty"`
 }
 
 type textTablesOutput struct {
@@ -29,12 +31,33 @@ func textTables(ctx context.Context, input json.RawMessage, c *gateway.Ctx) (any
 	if err := json.Unmarshal(input, &in); err != nil {
 		return nil, fmt.Errorf("read input: %w", err)
 	}
+	if in.File != "" {
+		text, err := documentText(ctx, c, in.File)
+		if err != nil {
+			return nil, err
+		}
+		in.Text = text
+	}
 	rows := tableRows(in.Text)
 	if len(rows) == 0 {
 		return nil, c.Error("no_table_found", "no line of the text has two or more comma-separated cells")
 	}
 	c.Units(int64(len(rows)))
 	return textTablesOutput{Rows: rows}, nil
+}
+
+// documentText downloads the file of a handle (size and SHA-256 checked)
+// and reads it as UTF-8 text; either failure is the declared
+// unreadable_document, never billed.
+func documentText(ctx context.Context, c *gateway.Ctx, handle string) (string, error) {
+	b, err := c.Download(ctx, handle)
+	if err != nil {
+		return "", err
+	}
+	if !utf8.Valid(b) {
+		return "", c.Error(gateway.CodeUnreadableDocument, fmt.Sprintf("%s is not UTF-8 text (cut short in the middle of a character, or not text at all)", handle))
+	}
+	return string(b), nil
 }
 
 // tableRows splits every line with a comma into its trimmed cells.

@@ -98,7 +98,7 @@ func (c *agentsCommand) serve(ctx context.Context, args []string) error {
 	fs.SetOutput(c.stderr)
 	addr := fs.String("addr", "127.0.0.1:8090", "address to listen on")
 	examples := fs.Bool("examples", false, "serve the demo agents too")
-	gateways := fs.String("gateway", "", "comma list of gateway origins the orchestrators may delegate to (default: any)")
+	gateways := fs.String("gateway", "", "comma list of gateway origins the orchestrators may delegate to, and file links may point to (default: any)")
 	shutdown := fs.Duration("shutdown-timeout", 30*time.Second, "how long running calls may take to finish on SIGTERM")
 	fs.Usage = c.usage
 	if err := fs.Parse(args); err != nil {

@@ -202,6 +202,23 @@ func TestBackup_Drill(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// A file uploaded (dev: owned by the mandate's issuer), used by calls.
+	invoice := []byte("Initech SARL\nStaplers, 1, 9.00\nToner, 2, 30.00\n")
+	resp, err := http.Post(g.srv.URL+"/v0/files?mandate=alice/bookkeeping-q4", "text/plain", bytes.NewReader(invoice))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var uploaded map[string]any
+	json.NewDecoder(resp.Body).Decode(&uploaded)
+	resp.Body.Close()
+	handle, _ := uploaded["file"].(string)
+	if resp.StatusCode != http.StatusCreated || handle == "" {
+		t.Fatalf("upload: %d %v", resp.StatusCode, uploaded)
+	}
+	if code, out := g.call("alice/bookkeeping-q4", "holon-labs/text-tables", map[string]any{"file": handle}); code != http.StatusOK {
+		t.Fatalf("text-tables with the file: %d %v", code, out)
+	}
+
 	// Calls keep coming while the backup is taken.
 	var calls atomic.Int64
 	stop := make(chan struct{})
@@ -214,6 +231,7 @@ func TestBackup_Drill(t *testing.T) {
 		{"holon-labs/company-lookup", map[string]any{"name": "Nobody Ltd"}},
 		{"holon-labs/csv-profile", map[string]any{"csv": "a,b\n1,2\n"}},
 		{"holon-labs/text-tables", map[string]any{"text": "Widget, 2, 3.00\nGadget, 1, 12.00"}},
+		{"holon-labs/csv-profile", map[string]any{"file": handle}},
 	}
 	for i := range 6 {
 		wg.Add(1)
@@ -266,6 +284,10 @@ func TestBackup_Drill(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Files are left out by design, and the header says so.
+	if liveSum.Header.Tables[kv.BucketFiles].Rows != 0 || !strings.Contains(liveSum.Header.LeftOut[kv.BucketFiles], "24 hours") {
+		t.Errorf("files in the backup: %+v, left out: %q", liveSum.Header.Tables[kv.BucketFiles], liveSum.Header.LeftOut)
+	}
 	now := readState(t, store)
 	if int64(len(now.Receipts)) <= liveSum.Header.Tables["receipts"].Rows {
 		t.Errorf("the store holds %d receipts, the backup %d: calls did not continue past the backup", len(now.Receipts), liveSum.Header.Tables["receipts"].Rows)
@@ -277,7 +299,7 @@ func TestBackup_Drill(t *testing.T) {
 		t.Fatalf("holon restore: exit %d: %s%s", code, out, errs)
 	}
 	for _, args := range [][]string{{"verify", "--in", livePath}, {"verify", "--db", restored}} {
-		if code, out, errs := run(t, args...); code != 0 || !strings.Contains(out, "verify: all 8 checks passed") {
+		if code, out, errs := run(t, args...); code != 0 || !strings.Contains(out, "verify: all 11 checks passed") {
 			t.Errorf("holon %v: exit %d:\n%s%s", args, code, out, errs)
 		}
 	}
@@ -325,6 +347,10 @@ func TestBackup_Drill(t *testing.T) {
 	id := out["receipt"].(map[string]any)["id"].(string)
 	if want := fmt.Sprintf("r%d", liveSum.Header.Tables["receipts"].Sequence+1); code != http.StatusOK || id != want {
 		t.Errorf("call on the restored gateway: %d, receipt %s, want %s", code, id, want)
+	}
+	// The restored gateway has no files: the handle is unknown there.
+	if code, out := g2.call("alice/bookkeeping-q4", "holon-labs/text-tables", map[string]any{"file": handle}); code != http.StatusNotFound {
+		t.Errorf("the file on the restored gateway: %d %v", code, out)
 	}
 	g2.stop()
 	if code, out, errs := run(t, "verify", "--db", restored); code != 0 {

@@ -57,6 +57,9 @@ func (m *Main) commands() []command {
 		&verifyCommand{stdin: m.Stdin, stdout: m.Stdout, stderr: m.Stderr},
 		&agentsCommand{stdout: m.Stdout, stderr: m.Stderr, getenv: m.Getenv},
 		&benchCommand{stdout: m.Stdout, stderr: m.Stderr},
+		&publishCommand{stdout: m.Stdout, stderr: m.Stderr, getenv: m.Getenv},
+		&credentialCommand{stdin: m.Stdin, stdout: m.Stdout, stderr: m.Stderr, getenv: m.Getenv},
+		&earningsCommand{stdout: m.Stdout, stderr: m.Stderr, getenv: m.Getenv},
 		&drillCommand{stdout: m.Stdout, stderr: m.Stderr, getenv: m.Getenv},
 	}
 }

@@ -1,0 +1,533 @@
+package appliance
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"holon.dev/holon/gateway"
+	"holon.dev/holon/kv"
+)
+
+// Uploaded files (gateway.md §7 "Files", spec/files.md).
+//
+// Where the bytes live. The bytes go to a directory beside the store
+// (<db>.files/blobs/ab/<sha256>), named by their SHA-256; what the gateway
+// knows about each file (owner, size, declared type, hash, expiry) is a
+// small record in the store's files bucket. Not inside bbolt, because:
+//   - bbolt has one writer: a 20 MB value would be written inside the
+//     transaction that also settles everyone's calls, so every commit
+//     around an upload would wait for it; here a commit writes a record of
+//     a few hundred bytes, however large the file;
+//   - bbolt never gives space back: 200 MB per account, replaced every 24
+//     hours, would grow the file (and every backup) without bound, while a
+//     deleted blob is disk space returned at once;
+//   - opening the store reads nothing of the files, and neither does the
+//     gateway's start: the sweeper finds expired files through an index
+//     by expiry, and looks for stray blobs in the background.
+//
+// Content addressing makes a download's check and the store's agree (the
+// name is the hash the agent verifies), and stores a file uploaded twice
+// once; a reference count in the store says when the last record naming
+// a blob is gone. blobMu orders the two moves that could race on one
+// blob: an upload putting it in place and committing its reference, and
+// the sweeper removing it after the last reference went.
+//
+// Keys of the files bucket:
+//
+//	f/<id>                          the file record
+//	x/<expiry, unix ns, 20 digits>/<id>   the expiry index
+//	u/<account>                     the bytes of the account's live files
+//	b/<sha256>                      how many records name the blob
+//
+// Backups leave all of it out (backup.Write): a copy kept for months must
+// not keep files the gateway promised to delete within a day.
+
+// File limits (gateway.md §7 "Files").
+const (
+	// MaxFileSize bounds one upload: 20 MB.
+	MaxFileSize = 20 << 20
+	// MaxAccountFiles bounds the live files of one account: 200 MB.
+	MaxAccountFiles = 200 << 20
+	// FileTTL is how long a file lives after its upload.
+	FileTTL = 24 * time.Hour
+	// FileLinkTTL is how long a signed link works.
+	FileLinkTTL = 15 * time.Minute
+)
+
+// PlatformFileOwner owns the platform's files (evaluation fixtures). It
+// cannot be an account's handle, so no caller owns them, and only an
+// evaluation run (gateway.WithEvaluation) may read them.
+const PlatformFileOwner = "platform:evals"
+
+// Error codes of uploads and downloads.
+const (
+	// CodeFileTooLarge: the upload is over 20 MB.
+	CodeFileTooLarge = "file_too_large"
+	// CodeFileQuota: the account's live files would pass 200 MB.
+	CodeFileQuota = "file_quota_exceeded"
+	// CodeInvalidLink: a download link whose signature does not match, or
+	// that expired.
+	CodeInvalidLink = "invalid_link"
+)
+
+// fileRecord is what the store knows of one file.
+type fileRecord struct {
+	ID          string    `json:"id"`
+	Owner       string    `json:"owner"`
+	Size        int64     `json:"size"`
+	ContentType string    `json:"content_type"`
+	SHA256      string    `json:"sha256"`
+	Created     time.Time `json:"created"`
+	// Expires is nil for a platform file, which lives until replaced.
+	Expires *time.Time `json:"expires,omitempty"`
+}
+
+func (f *fileRecord) handle() string { return gateway.FileHandlePrefix + f.ID }
+
+// live reports whether the file may still be read at now.
+func (f *fileRecord) live(now time.Time) bool { return f.Expires == nil || now.Before(*f.Expires) }
+
+type usageRecord struct {
+	Bytes int64 `json:"bytes"`
+}
+
+type blobRefs struct {
+	Refs int64 `json:"refs"`
+}
+
+func fileKey(id string) string        { return "f/" + id }
+func usageKey(account string) string  { return "u/" + account }
+func blobKey(sha string) string       { return "b/" + sha }
+func expiryPrefix(t time.Time) string { return fmt.Sprintf("x/%020d/", t.UnixNano()) }
+
+// fileStore keeps uploaded files: records in the store, bytes in dir.
+type fileStore struct {
+	store  *kv.Store
+	dir    string
+	now    func() time.Time
+	rand   io.Reader
+	log    *slog.Logger
+	noSync bool
+	links  *linkSigner
+	// publicURL is the origin links point to (HOLON_PUBLIC_URL).
+	publicURL string
+	// perFile and perAccount are the limits (MaxFileSize, MaxAccountFiles).
+	perFile, perAccount int64
+
+	blobMu sync.Mutex
+}
+
+// filesDir is where the bytes of a store's files live.
+func filesDir(cfg Config) string {
+	if cfg.FilesDir != "" {
+		return cfg.FilesDir
+	}
+	return cfg.DB + ".files"
+}
+
+func openFileStore(cfg Config, store *kv.Store, links *linkSigner) (*fileStore, error) {
+	st := &fileStore{store: store, dir: filesDir(cfg), now: cfg.Now, rand: cfg.Rand, log: cfg.Logger, noSync: cfg.NoSync,
+		links: links, publicURL: strings.TrimRight(cfg.PublicURL, "/"), perFile: MaxFileSize, perAccount: MaxAccountFiles}
+	for _, d := range []string{st.dir, filepath.Join(st.dir, "blobs"), filepath.Join(st.dir, "tmp")} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, fmt.Errorf("files directory: %w", err)
+		}
+	}
+	// Uploads cut short by the last stop left their partial bytes here;
+	// nothing refers to them. (Usually empty: one directory read.)
+	tmp, err := os.ReadDir(filepath.Join(st.dir, "tmp"))
+	if err != nil {
+		return nil, fmt.Errorf("files directory: %w", err)
+	}
+	for _, e := range tmp {
+		os.Remove(filepath.Join(st.dir, "tmp", e.Name()))
+	}
+	return st, nil
+}
+
+func (s *fileStore) blobPath(sha string) string {
+	return filepath.Join(s.dir, "blobs", sha[:2], sha)
+}
+
+// uploadError is a refused upload with its HTTP status.
+type uploadError struct {
+	status int
+	err    *gateway.Error
+}
+
+func (e *uploadError) Error() string { return e.err.Error() }
+
+func refused(status int, code, format string, args ...any) error {
+	return &uploadError{status: status, err: gateway.Errorf(code, format, args...)}
+}
+
+// usage is the bytes of an account's live files.
+func usage(tx *kv.Tx, account string) (int64, error) {
+	var u usageRecord
+	err := tx.Get(kv.BucketFiles, usageKey(account), &u)
+	if errors.Is(err, kv.ErrNotFound) {
+		return 0, nil
+	}
+	return u.Bytes, err
+}
+
+// put stores a file read from body for owner, enforcing the limits while
+// it reads: it never reads more than one byte past what the owner may
+// still store, so a 2 GB body is refused after 20 MB; and a body whose
+// declared length (-1: unknown) is over the limit is refused before a
+// byte of it is read. A platform file has no expiry and no quota.
+func (s *fileStore) put(ctx context.Context, owner, contentType string, declared int64, body io.Reader) (*fileRecord, error) {
+	platform := owner == PlatformFileOwner
+	var used int64
+	if !platform {
+		if err := s.store.View(func(tx *kv.Tx) error {
+			var err error
+			used, err = usage(tx, owner)
+			return err
+		}); err != nil {
+			return nil, err
+		}
+	}
+	limit := s.perFile
+	if !platform {
+		limit = min(limit, s.perAccount-used)
+	}
+	quotaFull := func() error {
+		return refused(413, CodeFileQuota, "%s's live files take %d of the %d bytes (200 MB) an account may keep: files are deleted 24 hours after their upload, which frees the quota",
+			owner, used, s.perAccount)
+	}
+	tooLarge := func() error {
+		return refused(413, CodeFileTooLarge, "the file is larger than %d bytes (20 MB), the most one upload may hold", s.perFile)
+	}
+	switch {
+	case declared > s.perFile:
+		return nil, tooLarge()
+	case limit <= 0 || declared > limit:
+		return nil, quotaFull()
+	}
+	tmp, err := os.CreateTemp(filepath.Join(s.dir, "tmp"), "upload-*")
+	if err != nil {
+		return nil, fmt.Errorf("upload: %w", err)
+	}
+	placed := false
+	defer func() {
+		tmp.Close()
+		if !placed {
+			os.Remove(tmp.Name())
+		}
+	}()
+	h := sha256.New()
+	n, err := io.Copy(io.MultiWriter(tmp, h), io.LimitReader(body, limit+1))
+	switch {
+	case n > limit && limit == s.perFile:
+		return nil, tooLarge()
+	case n > limit:
+		return nil, quotaFull()
+	case err != nil:
+		return nil, refused(400, gateway.CodeInvalidRequest, "the upload was cut short after %d bytes: %v", n, err)
+	}
+	if !s.noSync {
+		if err := tmp.Sync(); err != nil {
+			return nil, fmt.Errorf("upload: %w", err)
+		}
+	}
+	if err := tmp.Close(); err != nil {
+		return nil, fmt.Errorf("upload: %w", err)
+	}
+	rec := &fileRecord{Owner: owner, Size: n, ContentType: contentType, SHA256: hexSum(h), Created: s.now().UTC()}
+	if rec.ID, err = s.newID(); err != nil {
+		return nil, err
+	}
+	if !platform {
+		exp := rec.Created.Add(FileTTL)
+		rec.Expires = &exp
+	}
+
+	s.blobMu.Lock()
+	defer s.blobMu.Unlock()
+	path := s.blobPath(rec.SHA256)
+	if _, err := os.Stat(path); err == nil {
+		// The same bytes are stored already: one copy serves both records.
+		os.Remove(tmp.Name())
+	} else {
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			return nil, fmt.Errorf("upload: %w", err)
+		}
+		if err := os.Rename(tmp.Name(), path); err != nil {
+			return nil, fmt.Errorf("upload: %w", err)
+		}
+		if !s.noSync {
+			syncDir(filepath.Dir(path))
+		}
+	}
+	placed = true
+	err = s.store.Update(ctx, func(tx *kv.Tx) error {
+		if !platform {
+			// Checked again where it is decided: uploads of one account
+			// racing each other each saw the quota before the other's commit.
+			if used, err = usage(tx, owner); err != nil {
+				return err
+			}
+			if used+rec.Size > s.perAccount {
+				return quotaFull()
+			}
+			if err := tx.Put(kv.BucketFiles, usageKey(owner), usageRecord{Bytes: used + rec.Size}); err != nil {
+				return err
+			}
+			if err := tx.Put(kv.BucketFiles, expiryPrefix(*rec.Expires)+rec.ID, struct{}{}); err != nil {
+				return err
+			}
+		}
+		var refs blobRefs
+		if err := tx.Get(kv.BucketFiles, blobKey(rec.SHA256), &refs); err != nil && !errors.Is(err, kv.ErrNotFound) {
+			return err
+		}
+		refs.Refs++
+		if err := tx.Put(kv.BucketFiles, blobKey(rec.SHA256), refs); err != nil {
+			return err
+		}
+		return tx.Put(kv.BucketFiles, fileKey(rec.ID), rec)
+	})
+	if err != nil {
+		s.removeUnreferencedLocked([]string{rec.SHA256})
+		return nil, err
+	}
+	return rec, nil
+}
+
+func hexSum(h hash.Hash) string { return hex.EncodeToString(h.Sum(nil)) }
+
+// newID is 96 random bits in hex: handles cannot be guessed or counted.
+func (s *fileStore) newID() (string, error) {
+	b := make([]byte, 12)
+	if _, err := io.ReadFull(s.rand, b); err != nil {
+		return "", fmt.Errorf("file id: %w", err)
+	}
+	return hex.EncodeToString(b), nil
+}
+
+func syncDir(dir string) {
+	if d, err := os.Open(dir); err == nil {
+		d.Sync()
+		d.Close()
+	}
+}
+
+// record reads a file record; ok is false when there is none.
+func (s *fileStore) record(id string) (*fileRecord, bool, error) {
+	var rec fileRecord
+	err := s.store.View(func(tx *kv.Tx) error { return tx.Get(kv.BucketFiles, fileKey(id), &rec) })
+	switch {
+	case errors.Is(err, kv.ErrNotFound):
+		return nil, false, nil
+	case err != nil:
+		return nil, false, err
+	}
+	return &rec, true, nil
+}
+
+// validFileID reports whether id could be one newID made.
+func validFileID(id string) bool {
+	if len(id) != 24 {
+		return false
+	}
+	_, err := hex.DecodeString(id)
+	return err == nil && strings.ToLower(id) == id
+}
+
+// Links resolves a run's handles for the root mandate's issuer
+// (gateway.FileStore). Every refusal has the same words, so that a caller
+// learns nothing about a file it may not pass, not even that it exists.
+func (s *fileStore) Links(ctx context.Context, account string, handles []string, evaluation bool) (map[string]gateway.FileLink, error) {
+	now := s.now()
+	out := make(map[string]gateway.FileLink, len(handles))
+	err := s.store.View(func(tx *kv.Tx) error {
+		for _, h := range handles {
+			id := strings.TrimPrefix(h, gateway.FileHandlePrefix)
+			var rec fileRecord
+			err := errFileNotFound(h)
+			if validFileID(id) {
+				if gerr := tx.Get(kv.BucketFiles, fileKey(id), &rec); gerr == nil {
+					mine := rec.Owner == account || (rec.Owner == PlatformFileOwner && evaluation)
+					if mine && rec.live(now) {
+						err = nil
+					}
+				} else if !errors.Is(gerr, kv.ErrNotFound) {
+					return gerr
+				}
+			}
+			if err != nil {
+				return err
+			}
+			out[h] = s.link(&rec, now)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func errFileNotFound(handle string) error {
+	return gateway.Errorf(gateway.CodeFileNotFound,
+		"no file %s for this call: a call passes only files uploaded by the issuer of the mandate it runs under (of its root mandate when delegated), within 24 hours of their upload",
+		handle)
+}
+
+// link is a signed link to rec, valid FileLinkTTL (and never past the
+// file's own expiry), with an opener that reads the blob in process.
+func (s *fileStore) link(rec *fileRecord, now time.Time) gateway.FileLink {
+	exp := now.Add(FileLinkTTL)
+	if rec.Expires != nil && rec.Expires.Before(exp) {
+		exp = *rec.Expires
+	}
+	l := gateway.FileLink{ContentType: rec.ContentType, Size: rec.Size, SHA256: rec.SHA256, Expires: exp.UTC().Truncate(time.Second)}
+	if s.publicURL != "" {
+		l.URL = s.publicURL + s.links.path(rec.ID, l.Expires)
+	}
+	path := s.blobPath(rec.SHA256)
+	l.Open = func(context.Context) (io.ReadCloser, error) { return os.Open(path) }
+	return l
+}
+
+// sweep deletes every file whose 24 hours have passed, frees its owner's
+// quota and removes blobs no record names any more. It returns how many
+// files it deleted. Expired files are found through the expiry index, in
+// batches, so a sweep after a long stop does not hold the writer long.
+func (s *fileStore) sweep(ctx context.Context) (int, error) {
+	deleted := 0
+	for {
+		now := s.now()
+		var keys []string
+		err := s.store.View(func(tx *kv.Tx) error {
+			end := expiryPrefix(now.Add(time.Nanosecond)) // expired: expiry <= now
+			return tx.ForEach(kv.BucketFiles, "x/", func(key string, _ json.RawMessage) (bool, error) {
+				if key >= end {
+					return false, nil
+				}
+				keys = append(keys, key)
+				return len(keys) < 500, nil
+			})
+		})
+		if err != nil || len(keys) == 0 {
+			return deleted, err
+		}
+		var gone []string
+		err = s.store.Update(ctx, func(tx *kv.Tx) error {
+			gone = gone[:0]
+			for _, key := range keys {
+				id := key[strings.LastIndexByte(key, '/')+1:]
+				if err := tx.Delete(kv.BucketFiles, key); err != nil {
+					return err
+				}
+				var rec fileRecord
+				if err := tx.Get(kv.BucketFiles, fileKey(id), &rec); errors.Is(err, kv.ErrNotFound) {
+					continue
+				} else if err != nil {
+					return err
+				}
+				if err := tx.Delete(kv.BucketFiles, fileKey(id)); err != nil {
+					return err
+				}
+				used, err := usage(tx, rec.Owner)
+				if err != nil {
+					return err
+				}
+				if used -= rec.Size; used > 0 {
+					err = tx.Put(kv.BucketFiles, usageKey(rec.Owner), usageRecord{Bytes: used})
+				} else {
+					err = tx.Delete(kv.BucketFiles, usageKey(rec.Owner))
+				}
+				if err != nil {
+					return err
+				}
+				var refs blobRefs
+				if err := tx.Get(kv.BucketFiles, blobKey(rec.SHA256), &refs); err != nil && !errors.Is(err, kv.ErrNotFound) {
+					return err
+				}
+				if refs.Refs--; refs.Refs > 0 {
+					err = tx.Put(kv.BucketFiles, blobKey(rec.SHA256), refs)
+				} else {
+					err = tx.Delete(kv.BucketFiles, blobKey(rec.SHA256))
+					gone = append(gone, rec.SHA256)
+				}
+				if err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return deleted, err
+		}
+		deleted += len(keys)
+		s.blobMu.Lock()
+		s.removeUnreferencedLocked(gone)
+		s.blobMu.Unlock()
+	}
+}
+
+// removeUnreferencedLocked removes the blobs of shas that no record names
+// (blobMu held).
+func (s *fileStore) removeUnreferencedLocked(shas []string) {
+	if len(shas) == 0 {
+		return
+	}
+	_ = s.store.View(func(tx *kv.Tx) error {
+		for _, sha := range shas {
+			var refs blobRefs
+			if err := tx.Get(kv.BucketFiles, blobKey(sha), &refs); errors.Is(err, kv.ErrNotFound) {
+				if err := os.Remove(s.blobPath(sha)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+					s.log.Error("remove a deleted file's bytes", "err", err)
+				}
+			}
+		}
+		return nil
+	})
+}
+
+// removeStrays removes blobs that no record names: left by a stop between
+// a sweep's commit and its removal, or between an upload's rename and its
+// commit. It runs in the background, never at start-up.
+func (s *fileStore) removeStrays(ctx context.Context) error {
+	root := filepath.Join(s.dir, "blobs")
+	return filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if d.IsDir() || len(d.Name()) != 64 {
+			return nil
+		}
+		s.blobMu.Lock()
+		s.removeUnreferencedLocked([]string{d.Name()})
+		s.blobMu.Unlock()
+		return nil
+	})
+}
+
+// putPlatformFile stores an evaluation fixture (no expiry, no quota).
+func (s *fileStore) putPlatformFile(ctx context.Context, contentType string, body io.Reader) (string, error) {
+	rec, err := s.put(ctx, PlatformFileOwner, contentType, -1, body)
+	if err != nil {
+		return "", err
+	}
+	return rec.handle(), nil
+}
+
+// expiresString is a link's exp parameter.
+func expiresString(t time.Time) string { return strconv.FormatInt(t.Unix(), 10) }

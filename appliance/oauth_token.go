@@ -1,0 +1,381 @@
+package appliance
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/julienschmidt/httprouter"
+
+	"holon.dev/holon/gateway"
+	"holon.dev/holon/kv"
+)
+
+// tokenAnswer is RFC 6749 §5.1's answer.
+type tokenAnswer struct {
+	AccessToken  string `json:"access_token"`
+	TokenType    string `json:"token_type"`
+	ExpiresIn    int64  `json:"expires_in"`
+	RefreshToken string `json:"refresh_token"`
+	Scope        string `json:"scope,omitempty"`
+}
+
+// pkceVerifier is a code verifier (RFC 7636 §4.1).
+var pkceVerifier = regexp.MustCompile(`^[A-Za-z0-9._~-]{43,128}$`)
+
+// token is POST /oauth/token: an authorization code (with its PKCE
+// verifier) or a refresh token traded for a new access token and a new
+// refresh token. Public clients only: the client_id is in the form.
+func (a *api) token(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	if err := r.ParseForm(); err != nil {
+		a.writeOAuthError(w, r, oauthErrorf("invalid_request", "the body must be application/x-www-form-urlencoded: %v", err))
+		return
+	}
+	f := r.PostForm
+	for k, vs := range f {
+		if len(vs) > 1 {
+			a.writeOAuthError(w, r, oauthErrorf("invalid_request", "%s is sent more than once", k))
+			return
+		}
+	}
+	clientID := f.Get("client_id")
+	if u, _, ok := r.BasicAuth(); ok && clientID == "" {
+		// A client that sends its id as client_secret_basic, with no
+		// secret: it is still a public client.
+		clientID, _ = url.QueryUnescape(u)
+	}
+	c, err := a.hosted.getClient(clientID)
+	if errors.Is(err, kv.ErrNotFound) {
+		a.writeOAuthError(w, r, oauthErrorf("invalid_client", "unknown client_id %q: register the client first (%s)", clientID, oauthRegisterPath))
+		return
+	} else if err != nil {
+		a.writeOAuthError(w, r, err)
+		return
+	}
+	if res := f.Get("resource"); res != "" && res != a.resource(r) {
+		a.writeOAuthError(w, r, oauthErrorf("invalid_target", "resource must be %s: this server issues tokens for its /mcp only", a.resource(r)))
+		return
+	}
+	var ans *tokenAnswer
+	switch g := f.Get("grant_type"); g {
+	case "authorization_code":
+		ans, err = a.exchangeCode(r, c, f.Get("code"), f.Get("code_verifier"), f.Get("redirect_uri"))
+	case "refresh_token":
+		if !slices.Contains(c.GrantTypes, "refresh_token") {
+			err = oauthErrorf("unauthorized_client", "the client did not register the refresh_token grant")
+			break
+		}
+		ans, err = a.refresh(r, c, f.Get("refresh_token"))
+	case "":
+		err = oauthErrorf("invalid_request", "grant_type is required: authorization_code or refresh_token")
+	default:
+		err = oauthErrorf("unsupported_grant_type", "grant_type %q is not offered here: authorization_code or refresh_token", g)
+	}
+	if err != nil {
+		a.writeOAuthError(w, r, err)
+		return
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("Pragma", "no-cache")
+	w.Header().Set("Access-Control-Allow-Origin", "*")
+	writeJSON(w, http.StatusOK, ans)
+}
+
+// s256 is the S256 code challenge of a verifier.
+func s256(verifier string) string {
+	sum := sha256.Sum256([]byte(verifier))
+	return base64.RawURLEncoding.EncodeToString(sum[:])
+}
+
+// errRevokedFamily carries an invalid_grant out of a transaction that
+// must still commit (it revoked the key of a code or token used twice).
+type errRevokedFamily struct{ *oauthError }
+
+// exchangeCode trades an authorization code: once, by the client it was
+// issued to, with the same redirect URI and the PKCE verifier of its
+// challenge. It makes the agent key the human agreed to and its first
+// tokens. A code presented a second time revokes that key.
+func (a *api) exchangeCode(r *http.Request, c *oauthClient, code, verifier, redirectURI string) (*tokenAnswer, error) {
+	h := a.hosted
+	switch {
+	case code == "":
+		return nil, oauthErrorf("invalid_request", "code is required")
+	case verifier == "":
+		return nil, oauthErrorf("invalid_request", "code_verifier is required: this server needs PKCE")
+	case !pkceVerifier.MatchString(verifier):
+		return nil, oauthErrorf("invalid_request", "code_verifier must be 43 to 128 characters of A-Z a-z 0-9 - . _ ~")
+	}
+	for attempt := 0; ; attempt++ {
+		var ans *tokenAnswer
+		var revoked *errRevokedFamily
+		err := h.store.Update(r.Context(), func(tx *kv.Tx) error {
+			ans, revoked = nil, nil
+			var rec oauthCode
+			ck := oauthSecretKey("code", code)
+			if err := tx.Get(kv.BucketOAuth, ck, &rec); errors.Is(err, kv.ErrNotFound) {
+				return oauthErrorf("invalid_grant", "unknown code: it was never issued here")
+			} else if err != nil {
+				return err
+			}
+			now := h.now().UTC()
+			switch {
+			case rec.Client != c.ID:
+				return oauthErrorf("invalid_grant", "the code was issued to another client")
+			case rec.Used != nil:
+				if rec.KeyHash != "" {
+					if err := revokeKeyByHash(tx, rec.KeyHash, now); err != nil {
+						return err
+					}
+				}
+				revoked = &errRevokedFamily{oauthErrorf("invalid_grant", "the code was used already: the access it gave is revoked; authorize again")}
+				return nil
+			case !now.Before(rec.Expires):
+				return oauthErrorf("invalid_grant", "the code expired at %s: authorize again", rec.Expires.Format(time.RFC3339))
+			case redirectURI != rec.RedirectURI:
+				return oauthErrorf("invalid_grant", "redirect_uri must be the one of the authorization request")
+			case subtle.ConstantTimeCompare([]byte(s256(verifier)), []byte(rec.Challenge)) != 1:
+				return oauthErrorf("invalid_grant", "code_verifier does not match the code_challenge of the authorization request")
+			}
+			var acct account
+			if err := tx.Get(kv.BucketUsers, rec.Account, &acct); err != nil {
+				return err
+			}
+			if acct.Disabled != nil {
+				return oauthErrorf("invalid_grant", "the account %s is disabled", rec.Account)
+			}
+			if !slices.Contains(acct.Mandates, rec.Mandate) {
+				return oauthErrorf("invalid_grant", "the mandate %s is gone", rec.Mandate)
+			}
+			keys, err := accountKeys(tx, rec.Account)
+			if err != nil {
+				return err
+			}
+			live := 0
+			for _, k := range keys {
+				if k.live(now) {
+					live++
+				}
+			}
+			if live >= maxKeysPerAccount {
+				return oauthErrorf("invalid_grant", "the account holds %d live keys, the most it may: revoke one in the console and authorize again", maxKeysPerAccount)
+			}
+			// The key's own secret is drawn and dropped: the key is used
+			// only through its tokens.
+			_, key, err := h.drawKey(KindAgent, rec.Account, rec.Mandate, rec.Ask)
+			if err != nil {
+				return err
+			}
+			key.Client = rec.ClientName
+			if err := putKey(tx, key); err != nil {
+				return err
+			}
+			rec.Used, rec.KeyHash = &now, key.Hash
+			if err := tx.Put(kv.BucketOAuth, ck, rec); err != nil {
+				return err
+			}
+			ans, err = a.issueTokens(tx, key, c.ID, rec.Resource, rec.Scope, now)
+			return err
+		})
+		if errors.Is(err, errKeyCollision) && attempt < 3 {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if revoked != nil {
+			return nil, revoked.oauthError
+		}
+		return ans, nil
+	}
+}
+
+// refresh trades a refresh token for new tokens. Each refresh token works
+// once: presented again, it revokes the key it belongs to, so that a
+// stolen refresh token is worth nothing once either party has used it.
+func (a *api) refresh(r *http.Request, c *oauthClient, token string) (*tokenAnswer, error) {
+	h := a.hosted
+	if token == "" {
+		return nil, oauthErrorf("invalid_request", "refresh_token is required")
+	}
+	var ans *tokenAnswer
+	var revoked *errRevokedFamily
+	err := h.store.Update(r.Context(), func(tx *kv.Tx) error {
+		ans, revoked = nil, nil
+		var rec oauthRefresh
+		rk := oauthSecretKey("refresh", token)
+		if err := tx.Get(kv.BucketOAuth, rk, &rec); errors.Is(err, kv.ErrNotFound) {
+			return oauthErrorf("invalid_grant", "unknown refresh token")
+		} else if err != nil {
+			return err
+		}
+		now := h.now().UTC()
+		switch {
+		case rec.Client != c.ID:
+			return oauthErrorf("invalid_grant", "the refresh token was issued to another client")
+		case rec.Used != nil:
+			if err := revokeKeyByHash(tx, rec.KeyHash, now); err != nil {
+				return err
+			}
+			revoked = &errRevokedFamily{oauthErrorf("invalid_grant", "the refresh token was used already: every token of this connection is revoked; authorize again")}
+			return nil
+		case !now.Before(rec.Expires):
+			return oauthErrorf("invalid_grant", "the refresh token expired: authorize again")
+		}
+		var key keyRecord
+		if err := tx.Get(kv.BucketKeys, keyByHash(rec.KeyHash), &key); err != nil {
+			return err
+		}
+		var acct account
+		if err := tx.Get(kv.BucketUsers, key.Account, &acct); err != nil {
+			return err
+		}
+		switch {
+		case key.Revoked != nil:
+			return oauthErrorf("invalid_grant", "the connection (key %s…) was revoked: authorize again", key.Prefix)
+		case acct.Disabled != nil:
+			return oauthErrorf("invalid_grant", "the account %s is disabled", key.Account)
+		}
+		rec.Used = &now
+		if err := tx.Put(kv.BucketOAuth, rk, rec); err != nil {
+			return err
+		}
+		if err := tx.Delete(kv.BucketOAuth, rec.Access); err != nil {
+			return err
+		}
+		var err error
+		ans, err = a.issueTokens(tx, &key, c.ID, rec.Resource, rec.Scope, now)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if revoked != nil {
+		return nil, revoked.oauthError
+	}
+	return ans, nil
+}
+
+// issueTokens stores a new access token and refresh token for a key.
+func (a *api) issueTokens(tx *kv.Tx, key *keyRecord, client, resource, scope string, now time.Time) (*tokenAnswer, error) {
+	h := a.hosted
+	if err := h.pruneOAuth(tx, now); err != nil {
+		return nil, err
+	}
+	// The key lives as long as its newest refresh token: a connection
+	// nobody refreshes for oauthRefreshTTL ends by itself, and stops
+	// counting against the account's live keys.
+	exp := now.Add(oauthRefreshTTL)
+	key.Expires = &exp
+	if err := tx.Put(kv.BucketKeys, keyByHash(key.Hash), key); err != nil {
+		return nil, err
+	}
+	access, err := h.drawSecret(oauthAccessMarker)
+	if err != nil {
+		return nil, err
+	}
+	refresh, err := h.drawSecret(oauthRefreshMarker)
+	if err != nil {
+		return nil, err
+	}
+	ak := oauthSecretKey("access", access)
+	if err := tx.Put(kv.BucketOAuth, ak, oauthAccess{KeyHash: key.Hash, Prefix: key.Prefix, Resource: resource, Expires: now.Add(oauthAccessTTL)}); err != nil {
+		return nil, err
+	}
+	rt := oauthRefresh{KeyHash: key.Hash, Client: client, Resource: resource, Scope: scope, Expires: now.Add(oauthRefreshTTL), Access: ak}
+	if err := tx.Put(kv.BucketOAuth, oauthSecretKey("refresh", refresh), rt); err != nil {
+		return nil, err
+	}
+	return &tokenAnswer{AccessToken: access, TokenType: "Bearer", ExpiresIn: int64(oauthAccessTTL / time.Second), RefreshToken: refresh, Scope: scope}, nil
+}
+
+// revokeKeyByHash revokes a key (if it is not already).
+func revokeKeyByHash(tx *kv.Tx, hash string, now time.Time) error {
+	var k keyRecord
+	if err := tx.Get(kv.BucketKeys, keyByHash(hash), &k); err != nil {
+		return fmt.Errorf("revoke key: %w", err)
+	}
+	if k.Revoked != nil {
+		return nil
+	}
+	return revokeKey(tx, &k, now)
+}
+
+// tokenPrincipal is the principal of an OAuth access token: the agent key
+// it was issued for, on /mcp only, for this gateway's resource, until it
+// expires; and only while the key is live and its account enabled.
+func (a *api) tokenPrincipal(r *http.Request, token string) (*principal, error) {
+	h := a.hosted
+	body := strings.TrimPrefix(token, oauthAccessMarker)
+	if len(body) != keyBodyLen {
+		return nil, gateway.Errorf(CodeInvalidKey, "the access token is malformed")
+	}
+	var rec oauthAccess
+	err := h.store.View(func(tx *kv.Tx) error { return tx.Get(kv.BucketOAuth, oauthSecretKey("access", token), &rec) })
+	switch {
+	case errors.Is(err, kv.ErrNotFound):
+		return nil, gateway.Errorf(CodeInvalidKey, "unknown access token (or one replaced by a refresh): refresh it or authorize again")
+	case err != nil:
+		return nil, fmt.Errorf("authenticate: %w", err)
+	case !h.now().Before(rec.Expires):
+		return nil, gateway.Errorf(CodeInvalidKey, "the access token expired at %s: refresh it", rec.Expires.UTC().Format(time.RFC3339))
+	case r.URL.Path != "/mcp":
+		return nil, gateway.Errorf(CodeInvalidKey, "an OAuth access token is good for /mcp only; the HTTP API takes keys (hlk_h_… or hlk_a_…)")
+	case rec.Resource != a.resource(r):
+		return nil, gateway.Errorf(CodeInvalidKey, "the access token was issued for %s, not for %s", rec.Resource, a.resource(r))
+	}
+	return h.keyPrincipal(rec.KeyHash, KindAgent, rec.Prefix)
+}
+
+// pruneOAuth deletes the expired codes and tokens of one 256th of the
+// store (the slice whose hashes start with two hex digits drawn at
+// random), so that the records of old grants do not pile up while no
+// single request pays for a full scan.
+func (h *hosted) pruneOAuth(tx *kv.Tx, now time.Time) error {
+	var b [1]byte
+	if _, err := io.ReadFull(h.rand, b[:]); err != nil {
+		return fmt.Errorf("draw a slice to prune: %w", err)
+	}
+	slice := hex.EncodeToString(b[:])
+	var expired []string
+	for _, kind := range []string{"code", "access", "refresh"} {
+		err := tx.ForEach(kv.BucketOAuth, kind+"/"+slice, func(key string, raw json.RawMessage) (bool, error) {
+			var rec struct {
+				Expires time.Time  `json:"expires"`
+				Used    *time.Time `json:"used"`
+			}
+			if err := json.Unmarshal(raw, &rec); err != nil {
+				return false, fmt.Errorf("oauth record %s: %w", key, err)
+			}
+			end := rec.Expires
+			if kind == "code" && rec.Used != nil {
+				// A used code is kept as long as the tokens it gave may
+				// live, so that presenting it again still revokes them.
+				end = end.Add(oauthRefreshTTL)
+			}
+			if !now.Before(end) {
+				expired = append(expired, key)
+			}
+			return true, nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	for _, key := range expired {
+		if err := tx.Delete(kv.BucketOAuth, key); err != nil {
+			return err
+		}
+	}
+	return nil
+}

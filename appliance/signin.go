@@ -1,0 +1,479 @@
+package appliance
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/julienschmidt/httprouter"
+
+	"holon.dev/holon/gateway"
+	"holon.dev/holon/kv"
+)
+
+// Sign in with GitHub (gateway.md §7 "Accounts"): GET /v0/auth/github sends
+// the browser to GitHub with a random state, also set in a cookie; the
+// callback accepts that state once, from that browser only, within 10
+// minutes, reads the GitHub account (stable id, login, primary verified
+// email), creates or links the Holon account, and sends the browser to
+// /console#login=<code>; POST /v0/auth/exchange trades the code, once and
+// within 2 minutes, for a human key that expires after 30 days (and, for a
+// new account, its agent key). No key travels in a URL, the GitHub token is
+// never kept, and keys are minted only at the exchange, so no key is ever
+// stored in clear. States and codes are stored (by their SHA-256): a
+// restart does not break a sign-in under way.
+
+// Sign-in lifetimes.
+const (
+	signinStateTTL = 10 * time.Minute
+	loginCodeTTL   = 2 * time.Minute
+	humanKeyTTL    = 30 * 24 * time.Hour
+)
+
+// stateCookie carries the state to the callback, in the browser that
+// started the sign-in only.
+const stateCookie = "holon_github_state"
+
+// Error codes of sign-in and publishing.
+const (
+	// CodeGitHubNotConfigured: no HOLON_GITHUB_CLIENT_ID/SECRET (503).
+	CodeGitHubNotConfigured = "github_not_configured"
+	// CodeGitHubUnavailable: GitHub is down, unreachable or rate-limited (503).
+	CodeGitHubUnavailable = "github_unavailable"
+	// CodeLoginCodeInvalid: the login code is unknown or was used already.
+	CodeLoginCodeInvalid = "login_code_invalid"
+	// CodeLoginCodeExpired: the login code is older than 2 minutes.
+	CodeLoginCodeExpired = "login_code_expired"
+)
+
+// githubLink is the GitHub account an account signed in with.
+type githubLink struct {
+	ID    int64  `json:"id"`
+	Login string `json:"login"`
+	// Linked is when the link was made; Seen the last sign-in.
+	Linked time.Time `json:"linked"`
+	Seen   time.Time `json:"seen"`
+}
+
+// signinState is a state handed out, under "state/<sha256>".
+type signinState struct {
+	Expires time.Time `json:"expires"`
+}
+
+// loginCode is a one-time login code, under "code/<sha256>": who signed
+// in, and whether the sign-in created the account.
+type loginCode struct {
+	Handle  string    `json:"handle"`
+	New     bool      `json:"new,omitempty"`
+	Expires time.Time `json:"expires"`
+}
+
+func hashed(prefix, secret string) string {
+	sum := sha256.Sum256([]byte(secret))
+	return prefix + hex.EncodeToString(sum[:])
+}
+
+func githubKey(id int64) string { return "github/" + strconv.FormatInt(id, 10) }
+
+// randomToken draws 32 random bytes, base64url.
+func randomToken(rand io.Reader) (string, error) {
+	b := make([]byte, 32)
+	if _, err := io.ReadFull(rand, b); err != nil {
+		return "", fmt.Errorf("draw a token: %w", err)
+	}
+	return base64.RawURLEncoding.EncodeToString(b), nil
+}
+
+func (a *api) signinRoutes() {
+	a.handle("GET", "/v0/auth/github", accessAnyone, a.githubStart)
+	a.handle("GET", "/v0/auth/github/callback", accessAnyone, a.githubCallback)
+	a.handle("POST", "/v0/auth/exchange", accessAnyone, a.exchangeLogin)
+}
+
+func (h *hosted) githubOff() error {
+	if h.github == nil {
+		return gateway.Errorf(CodeGitHubNotConfigured, "sign-in with GitHub is not configured on this gateway: the operator sets HOLON_GITHUB_CLIENT_ID and HOLON_GITHUB_CLIENT_SECRET")
+	}
+	return nil
+}
+
+// callbackURL is where GitHub sends the browser back.
+func (h *hosted) callbackURL(r *http.Request) string {
+	if h.publicURL != "" {
+		return h.publicURL + "/v0/auth/github/callback"
+	}
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	return scheme + "://" + r.Host + "/v0/auth/github/callback"
+}
+
+func (h *hosted) secureCookies(r *http.Request) bool {
+	return r.TLS != nil || strings.HasPrefix(h.publicURL, "https://")
+}
+
+// githubStart is GET /v0/auth/github.
+func (a *api) githubStart(w http.ResponseWriter, r *http.Request, _ httprouter.Params, _ *principal) {
+	h := a.hosted
+	if err := h.githubOff(); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	state, err := randomToken(h.rand)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	now := h.now().UTC()
+	err = h.store.Update(r.Context(), func(tx *kv.Tx) error {
+		return tx.Put(kv.BucketSignIn, hashed("state/", state), signinState{Expires: now.Add(signinStateTTL)})
+	})
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	http.SetCookie(w, &http.Cookie{Name: stateCookie, Value: state, Path: "/v0/auth/github",
+		MaxAge: int(signinStateTTL.Seconds()), HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: h.secureCookies(r)})
+	w.Header().Set("Cache-Control", "no-store")
+	http.Redirect(w, r, h.github.authorizeURL(state, h.callbackURL(r)), http.StatusFound)
+}
+
+// signinRefusal is a sign-in that ends on the console with a reason.
+type signinRefusal struct{ reason, why string }
+
+func (e *signinRefusal) Error() string { return e.reason + ": " + e.why }
+
+func refuseSignin(reason, format string, args ...any) error {
+	return &signinRefusal{reason: reason, why: fmt.Sprintf(format, args...)}
+}
+
+// githubCallback is GET /v0/auth/github/callback: it always ends on the
+// console, with #login=<code> or #login_error=<reason>.
+func (a *api) githubCallback(w http.ResponseWriter, r *http.Request, _ httprouter.Params, _ *principal) {
+	h := a.hosted
+	http.SetCookie(w, &http.Cookie{Name: stateCookie, Value: "", Path: "/v0/auth/github", MaxAge: -1,
+		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: h.secureCookies(r)})
+	w.Header().Set("Cache-Control", "no-store")
+	code, err := a.signIn(r)
+	console := h.publicURL + "/console"
+	var refusal *signinRefusal
+	switch {
+	case err == nil:
+		http.Redirect(w, r, console+"#login="+url.QueryEscape(code), http.StatusFound)
+	case errors.As(err, &refusal):
+		a.log.Info("sign-in refused", "reason", refusal.reason, "why", redactKeys(refusal.why))
+		http.Redirect(w, r, console+"#login_error="+refusal.reason, http.StatusFound)
+	default:
+		a.log.Error("sign-in failed", "err", err)
+		http.Redirect(w, r, console+"#login_error=gateway_error", http.StatusFound)
+	}
+}
+
+// signIn checks the callback's state, reads the GitHub account, creates or
+// links the account, and returns a login code.
+func (a *api) signIn(r *http.Request) (string, error) {
+	h := a.hosted
+	if h.github == nil {
+		return "", refuseSignin(CodeGitHubNotConfigured, "no GitHub app configured")
+	}
+	q := r.URL.Query()
+	state := q.Get("state")
+	c, err := r.Cookie(stateCookie)
+	if state == "" || err != nil || subtle.ConstantTimeCompare([]byte(c.Value), []byte(state)) != 1 {
+		// Another browser (or none) started this sign-in: it must not
+		// finish here, nor burn the state of the browser that did.
+		return "", refuseSignin("state_mismatch", "the state does not match this browser's cookie")
+	}
+	now := h.now().UTC()
+	var st signinState
+	err = h.store.Update(r.Context(), func(tx *kv.Tx) error {
+		key := hashed("state/", state)
+		if err := tx.Get(kv.BucketSignIn, key, &st); err != nil {
+			return err
+		}
+		return tx.Delete(kv.BucketSignIn, key) // accepted once
+	})
+	switch {
+	case errors.Is(err, kv.ErrNotFound):
+		return "", refuseSignin("state_invalid", "the state is unknown or was used already")
+	case err != nil:
+		return "", err
+	case !now.Before(st.Expires):
+		return "", refuseSignin("state_expired", "the sign-in was started more than 10 minutes ago")
+	}
+	if e := q.Get("error"); e != "" {
+		if e != "access_denied" {
+			e = "github_error"
+		}
+		return "", refuseSignin(e, "GitHub answered %s", q.Get("error"))
+	}
+	token, err := h.github.exchange(r.Context(), q.Get("code"), h.callbackURL(r))
+	if err != nil {
+		return "", githubRefusal(err)
+	}
+	// The token reads the account once and is dropped: never stored.
+	gu, err := h.github.user(r.Context(), token)
+	if err != nil {
+		return "", githubRefusal(err)
+	}
+	if !h.knownGitHub(gu) {
+		// A new account: the signups' rate limit applies, as to POST /v0/signup.
+		if ok, _ := h.limits.signup.allow(h.limits.clientAddr(r)); !ok {
+			return "", refuseSignin(CodeRateLimited, "too many new accounts from this address")
+		}
+	}
+	code, err := randomToken(h.rand)
+	if err != nil {
+		return "", err
+	}
+	err = h.store.Update(r.Context(), func(tx *kv.Tx) error {
+		handle, isNew, err := h.linkGitHub(tx, gu, now)
+		if err != nil {
+			return err
+		}
+		return tx.Put(kv.BucketSignIn, hashed("code/", code), loginCode{Handle: handle, New: isNew, Expires: now.Add(loginCodeTTL)})
+	})
+	if err != nil {
+		var ge *gateway.Error
+		if errors.As(err, &ge) {
+			return "", refuseSignin(ge.Code, "%s", ge.Msg)
+		}
+		return "", err
+	}
+	return code, nil
+}
+
+func githubRefusal(err error) error {
+	var ge *githubError
+	if errors.As(err, &ge) && ge.unavailable {
+		return refuseSignin(CodeGitHubUnavailable, "%v", err)
+	}
+	return refuseSignin("github_error", "%v", err)
+}
+
+// knownGitHub reports whether a GitHub account is linked, or its email
+// has an account already: a sign-in that creates no account.
+func (h *hosted) knownGitHub(gu *githubUser) bool {
+	known := false
+	_ = h.store.View(func(tx *kv.Tx) error {
+		var handle string
+		var er emailRecord
+		email, err := normalizeEmail(gu.Email)
+		known = tx.Get(kv.BucketSignIn, githubKey(gu.ID), &handle) == nil ||
+			err == nil && tx.Get(kv.BucketEmails, email, &er) == nil
+		return nil
+	})
+	return known
+}
+
+// linkGitHub finds the account of a GitHub account: the one linked to its
+// id; else the account with its primary verified email, which is linked
+// now; else a new account, handle = the login in lowercase.
+func (h *hosted) linkGitHub(tx *kv.Tx, gu *githubUser, now time.Time) (handle string, isNew bool, err error) {
+	disabled := gateway.Errorf(CodeAccountDisabled, "this account is disabled: no key is given to it")
+	var acct account
+	switch err := tx.Get(kv.BucketSignIn, githubKey(gu.ID), &handle); {
+	case err == nil:
+		if err := tx.Get(kv.BucketUsers, handle, &acct); err != nil {
+			return "", false, fmt.Errorf("account %s of github %d: %w", handle, gu.ID, err)
+		}
+		if acct.Disabled != nil {
+			return "", false, disabled
+		}
+		if acct.GitHub == nil || acct.GitHub.ID != gu.ID {
+			return "", false, fmt.Errorf("account %s is not linked back to github %d", handle, gu.ID)
+		}
+		acct.GitHub.Login, acct.GitHub.Seen = gu.Login, now // a renamed login follows
+		return handle, false, tx.Put(kv.BucketUsers, handle, acct)
+	case !errors.Is(err, kv.ErrNotFound):
+		return "", false, err
+	}
+	if gu.Email == "" {
+		return "", false, gateway.Errorf("email_unverified", "the GitHub account has no verified primary email: verify one on GitHub, then sign in again")
+	}
+	email, err := normalizeEmail(gu.Email)
+	if err != nil {
+		return "", false, err
+	}
+	link := &githubLink{ID: gu.ID, Login: gu.Login, Linked: now, Seen: now}
+	var er emailRecord
+	switch err := tx.Get(kv.BucketEmails, email, &er); {
+	case err == nil:
+		// An account made with this email, which GitHub has now verified.
+		if err := tx.Get(kv.BucketUsers, er.Handle, &acct); err != nil {
+			return "", false, fmt.Errorf("account %s of %s: %w", er.Handle, email, err)
+		}
+		switch {
+		case er.Disabled || acct.Disabled != nil:
+			return "", false, disabled
+		case acct.GitHub != nil:
+			return "", false, gateway.Errorf("email_linked_elsewhere", "the account with this email is linked to another GitHub account")
+		}
+		acct.GitHub = link
+		if err := tx.Put(kv.BucketUsers, er.Handle, acct); err != nil {
+			return "", false, err
+		}
+		return er.Handle, false, tx.Put(kv.BucketSignIn, githubKey(gu.ID), er.Handle)
+	case !errors.Is(err, kv.ErrNotFound):
+		return "", false, err
+	}
+	handle = strings.ToLower(gu.Login)
+	if err := h.checkHandle(handle); err != nil {
+		return "", false, err
+	}
+	if err := h.putNewAccount(tx, account{Handle: handle, Email: email, GitHub: link}); err != nil {
+		return "", false, err
+	}
+	return handle, true, tx.Put(kv.BucketSignIn, githubKey(gu.ID), handle)
+}
+
+type exchangeBody struct {
+	Code string `json:"code"`
+}
+
+// exchangeAnswer carries the keys: the only time they are shown.
+type exchangeAnswer struct {
+	Handle   string    `json:"handle"`
+	HumanKey string    `json:"human_key"`
+	Expires  time.Time `json:"expires"`
+	// AgentKey and Mandate are set for a new account only.
+	AgentKey string `json:"agent_key,omitempty"`
+	Mandate  string `json:"mandate,omitempty"`
+	New      bool   `json:"new_account"`
+}
+
+// exchangeLogin is POST /v0/auth/exchange.
+func (a *api) exchangeLogin(w http.ResponseWriter, r *http.Request, _ httprouter.Params, _ *principal) {
+	h := a.hosted
+	if err := h.githubOff(); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	var body exchangeBody
+	if err := decodeBody(r, &body); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	if body.Code == "" {
+		a.fail(w, r, gateway.Errorf(gateway.CodeInvalidRequest, "code is required: the login code from /console#login=<code>"))
+		return
+	}
+	now := h.now().UTC()
+	var ans exchangeAnswer
+	var refusal error
+	for attempt := 0; ; attempt++ {
+		refusal = nil
+		humanKey, human, err := h.drawKey(KindHuman, "", "", false)
+		if err != nil {
+			a.fail(w, r, err)
+			return
+		}
+		agentKey, agent, err := h.drawKey(KindAgent, "", "", true)
+		if err != nil {
+			a.fail(w, r, err)
+			return
+		}
+		err = h.store.Update(r.Context(), func(tx *kv.Tx) error {
+			key := hashed("code/", body.Code)
+			var lc loginCode
+			if err := tx.Get(kv.BucketSignIn, key, &lc); errors.Is(err, kv.ErrNotFound) {
+				refusal = gateway.Errorf(CodeLoginCodeInvalid, "this login code is unknown or was used already: sign in again at /v0/auth/github")
+				return nil
+			} else if err != nil {
+				return err
+			}
+			if err := tx.Delete(kv.BucketSignIn, key); err != nil { // once, whatever follows
+				return err
+			}
+			if !now.Before(lc.Expires) {
+				refusal = gateway.Errorf(CodeLoginCodeExpired, "this login code expired (they last 2 minutes): sign in again at /v0/auth/github")
+				return nil
+			}
+			var acct account
+			if err := tx.Get(kv.BucketUsers, lc.Handle, &acct); err != nil {
+				return err
+			}
+			if acct.Disabled != nil {
+				refusal = gateway.Errorf(CodeAccountDisabled, "this account is disabled: no key is given to it")
+				return nil
+			}
+			expires := now.Add(humanKeyTTL)
+			human.Account, human.Expires = lc.Handle, &expires
+			if err := putKey(tx, human); err != nil {
+				return err
+			}
+			ans = exchangeAnswer{Handle: lc.Handle, HumanKey: humanKey, Expires: expires, New: lc.New}
+			if lc.New {
+				agent.Account, agent.Mandate = lc.Handle, h.starterMandate(lc.Handle).ID
+				if err := putKey(tx, agent); err != nil {
+					return err
+				}
+				ans.AgentKey, ans.Mandate = agentKey, agent.Mandate
+			}
+			return nil
+		})
+		if errors.Is(err, errKeyCollision) && attempt < 3 {
+			continue
+		}
+		if err != nil {
+			a.fail(w, r, err)
+			return
+		}
+		break
+	}
+	if refusal != nil {
+		status := http.StatusBadRequest
+		if refusal.(*gateway.Error).Code == CodeAccountDisabled {
+			status = http.StatusForbidden
+		}
+		writeError(w, status, refusal)
+		return
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	writeJSON(w, http.StatusOK, ans)
+}
+
+// purgeSignIn deletes the states and codes that expired.
+func (h *hosted) purgeSignIn(now time.Time) (int, error) {
+	var stale []string
+	err := h.store.View(func(tx *kv.Tx) error {
+		for _, prefix := range []string{"state/", "code/"} {
+			err := tx.ForEach(kv.BucketSignIn, prefix, func(k string, raw json.RawMessage) (bool, error) {
+				var rec struct {
+					Expires time.Time `json:"expires"`
+				}
+				if err := json.Unmarshal(raw, &rec); err != nil || !now.Before(rec.Expires) {
+					stale = append(stale, k)
+				}
+				return true, nil
+			})
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil || len(stale) == 0 {
+		return 0, err
+	}
+	return len(stale), h.store.Update(context.Background(), func(tx *kv.Tx) error {
+		for _, k := range stale {
+			if err := tx.Delete(kv.BucketSignIn, k); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}

@@ -1,0 +1,85 @@
+package gateway_test
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+
+	"holon.dev/holon/gateway"
+)
+
+// regManifest is a free dev agent id@version, forking forkOf when set.
+func regManifest(t *testing.T, id, version, forkOf string) *gateway.Manifest {
+	t.Helper()
+	lineage := ""
+	if forkOf != "" {
+		lineage = fmt.Sprintf("lineage: { fork_of: %q }\nroyalties: { forks: \"0.10\" }\n", forkOf)
+	}
+	m, err := gateway.ParseManifest([]byte(fmt.Sprintf(`id: %s
+version: %s
+summary: Registry test agent %s.
+license: proprietary
+capabilities: [test.reg]
+interface: { input: { type: object }, output: { type: object } }
+pricing: { model: free }
+runtime: { kind: dev }
+%s`, id, version, id, lineage)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// Ensure that a registry names each royalty level's exact version, keeps
+// Latest current through adds, removals and fact changes, searches
+// lowercased text, and that SetFacts replaces the version instead of
+// changing the one a caller holds.
+func TestRegistry_ChainFactsLatest(t *testing.T) {
+	r := gateway.NewRegistry()
+	for _, m := range []*gateway.Manifest{
+		regManifest(t, "ann/base", "1.0.0", ""),
+		regManifest(t, "cai/fork", "1.0.0", "ann/base@1.0.0"),
+		regManifest(t, "lena/fork", "2.0.0", "cai/fork@1.0.0"),
+	} {
+		if err := r.Add(&gateway.AgentVersion{Manifest: m}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lena, _ := r.Get("lena/fork@2.0.0")
+	if !slices.Equal(lena.ChainRefs, []string{"cai/fork@1.0.0", "ann/base@1.0.0"}) || len(lena.Chain) != 2 || lena.Chain[1].Account != "ann" {
+		t.Errorf("lena's chain %v, refs %v", lena.Chain, lena.ChainRefs)
+	}
+	ids := func() (out []string) {
+		for _, v := range r.Latest() {
+			out = append(out, v.Manifest.ID+"@"+v.Manifest.Version)
+		}
+		return out
+	}
+	if got := ids(); !slices.Equal(got, []string{"ann/base@1.0.0", "cai/fork@1.0.0", "lena/fork@2.0.0"}) {
+		t.Errorf("Latest %v", got)
+	}
+	if err := r.Add(&gateway.AgentVersion{Manifest: regManifest(t, "ann/base", "1.1.0", "")}); err != nil {
+		t.Fatal(err)
+	}
+	r.Remove("cai/fork@1.0.0")
+	if got := ids(); !slices.Equal(got, []string{"ann/base@1.1.0", "lena/fork@2.0.0"}) {
+		t.Errorf("Latest after an add and a removal: %v", got)
+	}
+	held, _ := r.Get("ann/base@1.1.0")
+	if !r.SetFacts("ann/base@1.1.0", func(f *gateway.AgentFacts) { f.Evaluated = true }) {
+		t.Fatal("SetFacts on a listed version said false")
+	}
+	now, _ := r.Get("ann/base@1.1.0")
+	if held.Facts.Evaluated || !now.Facts.Evaluated || !r.Latest()[0].Facts.Evaluated {
+		t.Errorf("facts: held %v, now %v, latest %v", held.Facts, now.Facts, r.Latest()[0].Facts)
+	}
+	if v, _ := r.Resolve("ann/base"); !v.Facts.Evaluated {
+		t.Errorf("Resolve gives the old facts: %v", v.Facts)
+	}
+	if r.SetFacts("nobody/x@1.0.0", func(*gateway.AgentFacts) {}) {
+		t.Error("SetFacts on an unlisted version said true")
+	}
+	if !now.Matches("test agent ann") || !now.Matches("") || now.Matches("TEST") {
+		t.Error("Matches: the text is lowercased once, the query is the caller's to lowercase")
+	}
+}

@@ -1,0 +1,216 @@
+package kv
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+
+	"holon.dev/holon/journal"
+)
+
+// Per-version counters written in a settlement's own transaction, so that
+// an author's earnings and an agent's latency are read, never computed by
+// scanning the journal or the events.
+var (
+	bucketEarnings = []byte("earnings") // agent ref → Earnings
+	bucketLatency  = []byte("latency")  // agent ref → Latency
+)
+
+func init() { allBuckets = append(allBuckets, bucketEarnings, bucketLatency) }
+
+// Earned is what one version earned in one currency: its author's share of
+// the paid calls made to it, and the royalties its forks paid it.
+type Earned struct {
+	// PaidCalls counts the settlements that paid this version's author a
+	// creator share.
+	PaidCalls int64 `json:"paid_calls"`
+	// Own is the sum of those creator shares (after the royalties the
+	// version itself pays upstream).
+	Own journal.Amount `json:"own"`
+	// Royalties is what forks of this version paid it, at any depth.
+	Royalties journal.Amount `json:"royalties"`
+}
+
+// Earnings is a version's earnings by currency.
+type Earnings map[string]Earned
+
+// metaEarningsFrom is the meta row holding the journal row of the first
+// settlement counted in earnings (decimal text): a store written before
+// the counters existed has earlier settlements that were never counted.
+var metaEarningsFrom = []byte("earnings_from")
+
+// AddEarnings adds to a version's earnings in a currency. A settlement
+// calls it once per level of its split, in its own transaction, after
+// appending its journal entry.
+func (tx *Tx) AddEarnings(ref, currency string, paidCalls int64, own, royalties journal.Amount) error {
+	if err := tx.markFrom(metaEarningsFrom, bucketJournal); err != nil {
+		return err
+	}
+	e, err := tx.Earnings(ref)
+	if err != nil {
+		return err
+	}
+	x := e[currency]
+	x.PaidCalls += paidCalls
+	if x.Own, err = x.Own.Add(own); err != nil {
+		return err
+	}
+	if x.Royalties, err = x.Royalties.Add(royalties); err != nil {
+		return err
+	}
+	if x.PaidCalls < 0 || x.Own < 0 || x.Royalties < 0 {
+		return fmt.Errorf("earnings of %s would go below zero", ref)
+	}
+	e[currency] = x
+	return tx.putJSON(bucketEarnings, []byte(ref), e)
+}
+
+// markFrom records, the first time a counter is written, the row of seq
+// (the one just appended) from which it counts.
+func (tx *Tx) markFrom(key, seq []byte) error {
+	meta := tx.btx.Bucket(bucketMeta)
+	if meta.Get(key) != nil {
+		return nil
+	}
+	return meta.Put(key, []byte(strconv.FormatUint(tx.btx.Bucket(seq).Sequence(), 10)))
+}
+
+// countsFrom reads a markFrom row.
+func (tx *Tx) countsFrom(key []byte) (uint64, bool) {
+	v := tx.btx.Bucket(bucketMeta).Get(key)
+	if v == nil {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(string(v), 10, 64)
+	return n, err == nil
+}
+
+// LatencyFrom is the first call event the latency histograms include;
+// false when none was counted yet.
+func (tx *Tx) LatencyFrom() (uint64, bool) { return tx.countsFrom(metaLatencyFrom) }
+
+// EarningsFrom is the journal row of the first settlement the earnings
+// counters include; false when none was counted yet.
+func (tx *Tx) EarningsFrom() (uint64, bool) { return tx.countsFrom(metaEarningsFrom) }
+
+// Earnings reads a version's earnings (empty when it never earned).
+func (tx *Tx) Earnings(ref string) (Earnings, error) {
+	e := Earnings{}
+	if err := tx.getJSON(bucketEarnings, []byte(ref), &e); err != nil && err != ErrNotFound {
+		return nil, err
+	}
+	return e, nil
+}
+
+// ForEachEarnings calls fn for every version whose ref starts with prefix
+// ("" for all, "lena/" for an author's) that earned, in ref order.
+func (tx *Tx) ForEachEarnings(prefix string, fn func(ref string, e Earnings) error) error {
+	c := tx.btx.Bucket(bucketEarnings).Cursor()
+	p := []byte(prefix)
+	for k, v := c.Seek(p); k != nil && bytes.HasPrefix(k, p); k, v = c.Next() {
+		e := Earnings{}
+		if err := json.Unmarshal(v, &e); err != nil {
+			return fmt.Errorf("decode earnings %s: %w", k, err)
+		}
+		if err := fn(string(k), e); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// LatencyBoundsMS are the upper bounds, in milliseconds, of a latency
+// histogram's buckets; a last bucket counts everything slower.
+var LatencyBoundsMS = []int64{1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 30000, 60000, 120000, 300000}
+
+// Latency is a version's settled runs as a histogram of their durations:
+// Counts[i] runs took at most LatencyBoundsMS[i] (and more than the bound
+// before it); the last count is the slower ones.
+type Latency struct {
+	Counts []int64 `json:"counts"`
+}
+
+// LatencyBucket is the histogram bucket a duration falls in.
+func LatencyBucket(ms int64) int {
+	return sort.Search(len(LatencyBoundsMS), func(i int) bool { return ms <= LatencyBoundsMS[i] })
+}
+
+// Runs is how many runs the histogram counts.
+func (l Latency) Runs() int64 {
+	var n int64
+	for _, c := range l.Counts {
+		n += c
+	}
+	return n
+}
+
+// Quantile is the upper bound (ms) of the bucket holding quantile q (0 < q
+// ≤ 1) of the runs, -1 for a run slower than the last bound, 0 when there
+// are no runs.
+func (l Latency) Quantile(q float64) int64 {
+	n := l.Runs()
+	if n == 0 {
+		return 0
+	}
+	// The rank of the quantile, rounded up: at least that many runs are at
+	// or below the answer.
+	rank := int64(math.Ceil(q * float64(n)))
+	rank = min(max(rank, 1), n)
+	var seen int64
+	for i, c := range l.Counts {
+		seen += c
+		if seen >= rank {
+			if i < len(LatencyBoundsMS) {
+				return LatencyBoundsMS[i]
+			}
+			return -1
+		}
+	}
+	return -1
+}
+
+// metaLatencyFrom is the meta row holding the first call event counted in
+// latency histograms (decimal text), as metaEarningsFrom for earnings.
+var metaLatencyFrom = []byte("latency_from")
+
+// AddLatency counts one settled run of a version, of that duration. The
+// settlement calls it after appending the run's call event.
+func (tx *Tx) AddLatency(ref string, ms int64) error {
+	if err := tx.markFrom(metaLatencyFrom, bucketEvents); err != nil {
+		return err
+	}
+	l, err := tx.Latency(ref)
+	if err != nil {
+		return err
+	}
+	l.Counts[LatencyBucket(ms)]++
+	return tx.putJSON(bucketLatency, []byte(ref), l)
+}
+
+// Latency reads a version's latency histogram (all zero when it never ran).
+func (tx *Tx) Latency(ref string) (Latency, error) {
+	var l Latency
+	if err := tx.getJSON(bucketLatency, []byte(ref), &l); err != nil && err != ErrNotFound {
+		return l, err
+	}
+	if len(l.Counts) != len(LatencyBoundsMS)+1 {
+		grown := make([]int64, len(LatencyBoundsMS)+1)
+		copy(grown, l.Counts)
+		l.Counts = grown
+	}
+	return l, nil
+}
+
+// ForEachLatency calls fn for every version's histogram, in ref order.
+func (tx *Tx) ForEachLatency(fn func(ref string, l Latency) error) error {
+	return tx.btx.Bucket(bucketLatency).ForEach(func(k, v []byte) error {
+		var l Latency
+		if err := json.Unmarshal(v, &l); err != nil {
+			return fmt.Errorf("decode latency %s: %w", k, err)
+		}
+		return fn(string(k), l)
+	})
+}
