@@ -3,12 +3,15 @@ package drill
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -40,7 +43,15 @@ func hostileDrill(ctx context.Context, d *drill) error {
 		return err
 	}
 	defer agents.close()
+	mcpAgent, err := startUnitsAgent()
+	if err != nil {
+		return err
+	}
+	defer mcpAgent.close()
 	registry := filepath.Join(d.dir, "registry")
+	if err := mcpAgent.writeManifest(registry); err != nil {
+		return err
+	}
 	specs := append(agents.standardAgents(), agentSpec{name: "regex", price: "0.01", timeout: 10, handler: agents.echo,
 		input: `{type: object, properties: {s: {type: string, pattern: "^(a+)+$"}, t: {type: string, pattern: "^(a|aa)*$"}}}`})
 	if err := agents.writeRegistry(registry, specs...); err != nil {
@@ -91,6 +102,25 @@ func hostileDrill(ctx context.Context, d *drill) error {
 	if i := strings.Index(string(aliKey.Body), `"hlk_a_`); i >= 0 {
 		aliPrefix = string(aliKey.Body[i+1 : i+15])
 	}
+	// Alice's file, passed to an MCP agent, which is given its signed link;
+	// Mallory's own file.
+	aliFile, err := c.must(ctx, http.StatusCreated, "POST", "/v0/files", ali.human, `{"secret":"alice's"}`)
+	if err != nil {
+		return err
+	}
+	malFile, err := c.must(ctx, http.StatusCreated, "POST", "/v0/files", mal.human, `{"mine":1}`)
+	if err != nil {
+		return err
+	}
+	aliHandle, malHandle := fileHandle(aliFile.Body), fileHandle(malFile.Body)
+	if _, err := c.must(ctx, http.StatusOK, "POST", "/v0/calls", ali.human, map[string]any{"mandate": "alice/main", "agent": "drill/files", "input": map[string]string{"doc": aliHandle}}); err != nil {
+		return err
+	}
+	links := mcpAgent.fileLinks()
+	if len(links) != 1 {
+		return fmt.Errorf("the files agent was given %d links, want 1", len(links))
+	}
+	link := strings.TrimPrefix(links[0], g.url)
 	before, err := c.must(ctx, http.StatusOK, "GET", "/v0/accounts", mal.human, nil)
 	if err != nil {
 		return err
@@ -162,15 +192,24 @@ func hostileDrill(ctx context.Context, d *drill) error {
 		{name: "a NUL in the path", method: "GET", path: "/v0/receipts/r1%00", status: 400, code: "nul_character"},
 		{name: "a NUL in the query", method: "GET", path: "/v0/receipts?mandate=mallory/main%00", status: 400, code: "nul_character"},
 	}
+	tampered, control := d.tamperedLinks(link, aliHandle, malHandle)
+	cases = append(cases, tampered...)
 	for i := range cases {
 		h := &cases[i]
 		if h.method == "" {
 			h.method, h.path = "POST", "/v0/calls"
 		}
-		if h.key == "" {
+		switch h.key {
+		case "":
 			h.key = mal.human
+		case "none":
+			h.key = ""
 		}
 		d.hostileOne(ctx, c, h)
+	}
+	if control != "" {
+		a, err := c.do(ctx, "GET", control, "", nil)
+		d.check("a genuine signed link is served (the control)", err == nil && a.Status == http.StatusOK && strings.Contains(string(a.Body), "alice's"), "%v %v", err, answerBody(a))
 	}
 	d.oversized(ctx, g, mal)
 	d.forgedXFF(ctx, c)
@@ -206,10 +245,12 @@ func hostileDrill(ctx context.Context, d *drill) error {
 		return err
 	}
 	for id, r := range v.receipts {
-		// A call refused for its input leaves its unbilled rejected
-		// receipt (gateway.md §4); nothing else may be recorded.
-		d.check("nothing but an unbilled rejection is recorded for a hostile request", r.Payer != "mallory" || (r.Status == "rejected" && !r.Billed),
-			"%s: %s billed=%v", id, r.Status, r.Billed)
+		// A call refused for its input (rejected) or for another's file
+		// (failed, file_not_found) keeps its unbilled receipt, as every
+		// call does (gateway.md §4); nothing of it is billed.
+		refused := r.Status == "rejected" || r.Status == "failed" && r.Error != nil && *r.Error == "file_not_found"
+		d.check("a hostile request leaves at most its unbilled refusal", r.Payer != "mallory" || refused && !r.Billed,
+			"%s: %s/%s billed=%v", id, r.Status, deref(r.Error), r.Billed)
 	}
 	return nil
 }
@@ -224,10 +265,64 @@ func (d *drill) hostileOne(ctx context.Context, c *api, h *hostile) {
 		return
 	}
 	code := a.code()
-	ok := a.Status == h.status && code != "" && a.Error.Message != "" && (h.code == "" || code == h.code)
+	ok := (a.Status == h.status || h.status == 0 && a.Status >= 400 && a.Status < 500) && code != "" && a.Error.Message != "" && (h.code == "" || code == h.code)
 	d.check("a hostile input gets its status and a named code", ok, "%s: %d %s, want %d %s: %.300s", h.name, a.Status, code, h.status, h.code, a.Body)
 	d.check("a hostile input is answered within 2s", took < 2*time.Second, "%s took %s", h.name, took)
 	d.note("%-60s → %d %s (%s)", h.name, a.Status, code, ms(took))
+}
+
+// fileHandle is the holon://files/<id> of a POST /v0/files answer.
+func fileHandle(body []byte) string {
+	var f struct {
+		File string `json:"file"`
+	}
+	_ = json.Unmarshal(body, &f)
+	return f.File
+}
+
+// tamperedLinks are a genuine signed link of Alice's file (the control:
+// it must be served) and the ways Mallory could alter it, each refused
+// 403; and Mallory passing Alice's file handle in a call.
+func (d *drill) tamperedLinks(link, aliHandle, malHandle string) (tampered []hostile, control string) {
+	u, err := url.Parse(link)
+	if err != nil {
+		d.check("a signed link parses", false, "%q: %v", link, err)
+		return nil, ""
+	}
+	q := u.Query()
+	sig, exp := q.Get("sig"), q.Get("exp")
+	flipped := []byte(sig)
+	if len(flipped) > 0 {
+		if flipped[0] == 'A' {
+			flipped[0] = 'B'
+		} else {
+			flipped[0] = 'A'
+		}
+	}
+	aliID := strings.TrimPrefix(aliHandle, "holon://files/")
+	malID := strings.TrimPrefix(malHandle, "holon://files/")
+	later := exp + "0" // ten times further away
+	if n, err := strconv.ParseInt(exp, 10, 64); err == nil {
+		later = strconv.FormatInt(n+86400, 10)
+	}
+	path := func(id, e, s string) string {
+		v := url.Values{}
+		if e != "" {
+			v.Set("exp", e)
+		}
+		if s != "" {
+			v.Set("sig", s)
+		}
+		return "/v0/files/" + id + "?" + v.Encode()
+	}
+	return []hostile{
+		{name: "a signed link with its signature altered", method: "GET", path: path(aliID, exp, string(flipped)), key: "none", status: 403},
+		{name: "a signed link with its expiry pushed back a day", method: "GET", path: path(aliID, later, sig), key: "none", status: 403},
+		{name: "a signed link moved to another file", method: "GET", path: path(malID, exp, sig), key: "none", status: 403},
+		{name: "a signed link without its signature", method: "GET", path: path(aliID, exp, ""), key: "none", status: 403},
+		{name: "a signed link without its expiry", method: "GET", path: path(aliID, "", sig), key: "none", status: 403},
+		{name: "another account's file handle in a call", body: `{"mandate":"mallory/main","agent":"drill/files","input":{"doc":"` + aliHandle + `"}}`, code: "file_not_found"},
+	}, path(aliID, exp, sig)
 }
 
 // oversized sends a 64 MB body to every endpoint, and wants each answered

@@ -220,6 +220,10 @@ func answerBody(a *answer) []byte {
 type unitsAgent struct {
 	srv *http.Server
 	url string
+
+	mu sync.Mutex
+	// links are the signed file links the files tool was given.
+	links []string
 }
 
 func startUnitsAgent() (*unitsAgent, error) {
@@ -236,20 +240,56 @@ func startUnitsAgent() (*unitsAgent, error) {
 			_ = dec.Decode(&u)
 			return &mcp.CallToolResult{StructuredContent: map[string]any{"ok": true}, Meta: mcp.Meta{"holon/units": u}}, nil
 		})
+	a := &unitsAgent{}
+	// files keeps the signed links of the files it is passed.
+	s.AddTool(&mcp.Tool{Name: "files", Description: "Keeps the links of the files it is passed.", InputSchema: json.RawMessage(`{"type":"object"}`)},
+		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			raw, _ := json.Marshal(req.Params.GetMeta()["holon/files"])
+			var files map[string]struct {
+				URL string `json:"url"`
+			}
+			_ = json.Unmarshal(raw, &files)
+			a.mu.Lock()
+			for _, f := range files {
+				a.links = append(a.links, f.URL)
+			}
+			a.mu.Unlock()
+			return &mcp.CallToolResult{StructuredContent: map[string]any{"files": len(files)}}, nil
+		})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil)
-	a := &unitsAgent{srv: &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}, url: "http://" + ln.Addr().String() + "/mcp"}
+	a.srv, a.url = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}, "http://"+ln.Addr().String()+"/mcp"
 	go func() { _ = a.srv.Serve(ln) }()
 	return a, nil
 }
 
 func (a *unitsAgent) close() { _ = a.srv.Close() }
 
-// writeManifest lists drill/units, per_unit at 0.01 a unit, at most 0.50.
+// fileLinks returns the signed links the files tool was given.
+func (a *unitsAgent) fileLinks() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]string(nil), a.links...)
+}
+
+// writeManifest lists drill/units, per_unit at 0.01 a unit, at most 0.50,
+// and drill/files, 0.01 a run.
 func (a *unitsAgent) writeManifest(registry string) error {
+	if err := writeManifest(registry, "files", fmt.Sprintf(`id: drill/files
+version: 1.0.0
+summary: An MCP agent of the drills that keeps the links of the files it is passed.
+license: proprietary
+interface:
+  input: {type: object}
+  output: {type: object}
+pricing: {model: per_run, amount: "0.01", currency: EUR}
+runtime: {kind: mcp, endpoint: %q, tool: files, limits: {timeout_s: 10}}
+`, a.url)); err != nil {
+		return err
+	}
 	return writeManifest(registry, "units", fmt.Sprintf(`id: drill/units
 version: 1.0.0
 summary: An MCP agent of the drills that reports the units it is told.
