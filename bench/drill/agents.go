@@ -26,7 +26,9 @@ type agentServer struct {
 	mu      sync.Mutex
 	byCall  map[string]int
 	byNonce map[string]int
-	runs    int64
+	// callOf is the receipt each nonce last ran under.
+	callOf map[string]string
+	runs   int64
 	// handlers are the agents, by name (the path after /).
 	handlers map[string]http.HandlerFunc
 }
@@ -44,7 +46,7 @@ func startAgents() (*agentServer, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &agentServer{url: "http://" + ln.Addr().String(), byCall: map[string]int{}, byNonce: map[string]int{},
+	a := &agentServer{url: "http://" + ln.Addr().String(), byCall: map[string]int{}, byNonce: map[string]int{}, callOf: map[string]string{},
 		handlers: map[string]http.HandlerFunc{}, client: &http.Client{Timeout: 30 * time.Second}}
 	a.srv = &http.Server{Handler: http.HandlerFunc(a.serve), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = a.srv.Serve(ln) }()
@@ -73,6 +75,7 @@ func (a *agentServer) executed(r *http.Request) (agentInput, []byte) {
 	a.byCall[r.Header.Get("x-holon-call")]++
 	if in.N != "" {
 		a.byNonce[in.N]++
+		a.callOf[in.N] = r.Header.Get("x-holon-call")
 	}
 	a.mu.Unlock()
 	return in, body
@@ -83,7 +86,14 @@ func (a *agentServer) executed(r *http.Request) (agentInput, []byte) {
 func (a *agentServer) reset() {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.byCall, a.byNonce = map[string]int{}, map[string]int{}
+	a.byCall, a.byNonce, a.callOf = map[string]int{}, map[string]int{}, map[string]string{}
+}
+
+// ranAs returns the receipt the nonce ran under ("" if it never ran).
+func (a *agentServer) ranAs(nonce string) string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.callOf[nonce]
 }
 
 // counts returns copies of the execution counts.

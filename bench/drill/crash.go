@@ -61,7 +61,7 @@ func crashDrill(ctx context.Context, d *drill) error {
 		return err
 	}
 
-	l := &crashLoad{d: d, c: c, acc: acc, answered: map[string]string{}, idem: map[string]string{}}
+	l := &crashLoad{d: d, c: c, acc: acc, agents: agents, answered: map[string]string{}, idem: map[string]string{}}
 	loadCtx, stopLoad := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	for w := range clients {
@@ -161,10 +161,11 @@ func deref(s *string) string {
 
 // crashLoad is the crash drill's clients and what they were answered.
 type crashLoad struct {
-	d   *drill
-	c   *api
-	acc *account
-	seq atomic.Int64
+	d      *drill
+	c      *api
+	acc    *account
+	agents *agentServer
+	seq    atomic.Int64
 
 	mu sync.Mutex
 	// answered maps the receipt of every 200 to its cost.
@@ -267,6 +268,11 @@ func (l *crashLoad) idempotent(ctx context.Context, agent string, in agentInput)
 			return
 		case a.Replayed:
 			l.d.count("idempotent retries answered with a replay", 1)
+			ran := l.agents.ranAs(in.N)
+			// The receipt it ran under, or, if it never ran (refused), an
+			// unbilled one.
+			ok := a.Receipt != nil && (a.Receipt.ID == ran || ran == "" && !a.Receipt.Billed)
+			l.d.check("a replay answers the key's one receipt", ok, "%s replayed %+v, ran as %q", key, a.Receipt, ran)
 			if attempt > 0 {
 				l.d.count("idempotent replays after a kill", 1)
 			}
