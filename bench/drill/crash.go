@@ -278,6 +278,16 @@ func (l *crashLoad) idempotent(ctx context.Context, agent string, in agentInput)
 			}
 		}
 		l.took(a)
+		if a.Status == http.StatusOK && !a.Replayed && l.seq.Load()%3 == 0 {
+			// A client that thinks its answer was lost sends it again.
+			b, err := l.c.call(context.WithoutCancel(ctx), l.acc.human, "crasher/main", agent, in, key)
+			l.d.count("idempotent calls re-sent after their 200", 1)
+			if err == nil && b.Status != http.StatusServiceUnavailable {
+				ok := b.Replayed && b.Receipt != nil && b.Receipt.ID == a.Receipt.ID ||
+					b.Status == http.StatusConflict && b.code() == "idempotency_interrupted"
+				l.d.check("a re-sent key replays its one receipt", ok, "%s answered %s, re-sent: %d %.200s", key, a.Receipt.ID, b.Status, b.Body)
+			}
+		}
 		return
 	}
 }
