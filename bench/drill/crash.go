@@ -46,15 +46,15 @@ func crashDrill(ctx context.Context, d *drill) error {
 	}
 	defer g.kill()
 	c := newAPI(g.url, clients*2)
-	acc, err := c.signup(ctx, "crasher", g.adminKey, "1000.00")
+	acc, err := c.signup(ctx, "crasher", g.adminKey, "100000.00")
 	if err != nil {
 		return err
 	}
 	totals := map[string]journal.Amount{
-		"crasher/main":  journal.MustParseAmount("400.00"),
+		"crasher/main":  journal.MustParseAmount("50000.00"),
 		"crasher/tight": journal.MustParseAmount("0.30"),
 	}
-	if err := c.mandate(ctx, acc, "main", "400.00", "1.00", "0.50"); err != nil {
+	if err := c.mandate(ctx, acc, "main", "50000.00", "1.00", "0.50"); err != nil {
 		return err
 	}
 	if err := c.mandate(ctx, acc, "tight", "0.30", "1.00", ""); err != nil {
