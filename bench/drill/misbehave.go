@@ -51,6 +51,8 @@ func agentsDrill(ctx context.Context, d *drill) error {
 	}
 	defer units.close()
 	const hangTimeout = 2
+	// 10 MB + 1 byte of valid JSON, {"n":"xxx…"}, made once.
+	flood := []byte(`{"n":"` + strings.Repeat("x", 10<<20+1-len(`{"n":""}`)) + `"}`)
 	specs := append(agents.standardAgents(),
 		agentSpec{name: "hang", price: "0.01", timeout: hangTimeout, handler: func(w http.ResponseWriter, r *http.Request) {
 			agents.executed(r)
@@ -71,9 +73,7 @@ func agentsDrill(ctx context.Context, d *drill) error {
 		agentSpec{name: "flood", price: "0.01", timeout: 10, handler: func(w http.ResponseWriter, r *http.Request) {
 			agents.executed(r)
 			w.Header().Set("Content-Type", "application/json")
-			// 10 MB + 1 byte of valid JSON: {"n":"xxx…"}
-			pad := 10<<20 + 1 - len(`{"n":""}`)
-			w.Write([]byte(`{"n":"` + strings.Repeat("x", pad) + `"}`))
+			w.Write(flood)
 		}},
 		agentSpec{name: "garbage", price: "0.01", timeout: 10, handler: func(w http.ResponseWriter, r *http.Request) {
 			agents.executed(r)
