@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 
@@ -90,6 +91,21 @@ func (b consoleBackend) SignOut(w http.ResponseWriter, r *http.Request) error {
 // rule, the account's rate limit and the handler, exactly as for a
 // request from outside, with the session's principal (nobody when none).
 func (b consoleBackend) Do(r *http.Request, method, path string, body, out any) error {
+	var rd io.Reader = http.NoBody
+	if body != nil {
+		raw, err := json.Marshal(body)
+		if err != nil {
+			return fmt.Errorf("console request body: %w", err)
+		}
+		rd = bytes.NewReader(raw)
+	}
+	return b.Send(r, method, path, "application/json", rd, out)
+}
+
+// Send is Do with a body as it is (a file, a YAML manifest), of the given
+// media type. Its length is unknown to the handler, which reads it
+// under its own limits as it would a request's.
+func (b consoleBackend) Send(r *http.Request, method, path, contentType string, body io.Reader, out any) error {
 	p, err := b.a.sessionPrincipal(r)
 	if err != nil {
 		return err
@@ -97,20 +113,13 @@ func (b consoleBackend) Do(r *http.Request, method, path string, body, out any) 
 	if p == nil {
 		p = &principal{kind: kindNone}
 	}
-	var rd *bytes.Reader
-	if body != nil {
-		raw, err := json.Marshal(body)
-		if err != nil {
-			return fmt.Errorf("console request body: %w", err)
-		}
-		rd = bytes.NewReader(raw)
-	} else {
-		rd = bytes.NewReader(nil)
-	}
 	ctx := context.WithValue(r.Context(), consolePrincipalKey{}, p)
-	req, err := http.NewRequestWithContext(ctx, method, path, rd)
+	req, err := http.NewRequestWithContext(ctx, method, path, body)
 	if err != nil {
 		return fmt.Errorf("console request %s %s: %w", method, path, err)
+	}
+	if req.ContentLength == 0 && body != http.NoBody {
+		req.ContentLength = -1 // a stream: its length is unknown
 	}
 	req.RemoteAddr = r.RemoteAddr
 	// The browser's origin, for what is built from it (the OAuth issuer).
@@ -121,7 +130,7 @@ func (b consoleBackend) Do(r *http.Request, method, path string, body, out any) 
 	if xff := r.Header.Get("X-Forwarded-For"); xff != "" {
 		req.Header.Set("X-Forwarded-For", xff)
 	}
-	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Content-Type", contentType)
 	rec := &recorder{header: http.Header{}, code: http.StatusOK}
 	b.a.router.ServeHTTP(rec, req)
 	if rec.code/100 != 2 {

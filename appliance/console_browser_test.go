@@ -19,6 +19,7 @@ func TestConsole_Browser(t *testing.T) {
 	browser := newHeadless(t, chromium)
 	t.Run("dev walkthrough", func(t *testing.T) { consoleDevWalkthrough(t, browser, axe) })
 	t.Run("hosted session", func(t *testing.T) { consoleHostedSession(t, browser, axe) })
+	t.Run("author session", func(t *testing.T) { consoleAuthorSession(t, browser, axe) })
 }
 
 // The README's walkthrough: Alice's invoice pipeline, held for approval,

@@ -52,6 +52,7 @@ import (
 //	x/<expiry, unix ns, 20 digits>/<id>   the expiry index
 //	u/<account>                     the bytes of the account's live files
 //	b/<sha256>                      how many records name the blob
+//	o/<owner>/<expiry, 20 digits>/<id>   the owner index (files_list.go)
 //
 // Backups leave all of it out (backup.Write): a copy kept for months must
 // not keep files the gateway promised to delete within a day.
@@ -291,6 +292,9 @@ func (s *fileStore) put(ctx context.Context, owner, contentType string, declared
 			if err := tx.Put(kv.BucketFiles, expiryPrefix(*rec.Expires)+rec.ID, struct{}{}); err != nil {
 				return err
 			}
+			if err := tx.Put(kv.BucketFiles, ownerKey(rec), struct{}{}); err != nil {
+				return err
+			}
 		}
 		var refs blobRefs
 		if err := tx.Get(kv.BucketFiles, blobKey(rec.SHA256), &refs); err != nil && !errors.Is(err, kv.ErrNotFound) {
@@ -443,6 +447,11 @@ func (s *fileStore) sweep(ctx context.Context) (int, error) {
 				}
 				if err := tx.Delete(kv.BucketFiles, fileKey(id)); err != nil {
 					return err
+				}
+				if rec.Expires != nil {
+					if err := tx.Delete(kv.BucketFiles, ownerKey(&rec)); err != nil {
+						return err
+					}
 				}
 				used, err := usage(tx, rec.Owner)
 				if err != nil {

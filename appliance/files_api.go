@@ -29,6 +29,7 @@ import (
 func (a *api) routeFiles(files *fileStore) {
 	a.files = files
 	a.handle("POST", "/v0/files", accessHuman|accessAgent, a.uploadFile)
+	a.handle("GET", "/v0/files", accessHuman|accessAgent, a.listFiles)
 	a.router.GET("/v0/files/:id", a.downloadFile)
 	a.router.HEAD("/v0/files/:id", a.downloadFile)
 }
@@ -39,6 +40,9 @@ func (a *api) routeFiles(files *fileStore) {
 func bodyLimit(r *http.Request) int64 {
 	if r.Method == http.MethodPost && r.URL.Path == "/v0/files" {
 		return MaxFileSize + 1
+	}
+	if r.Method == http.MethodPost && r.URL.Path == consoleUploadPath {
+		return MaxFileSize + consoleUploadOverhead
 	}
 	return maxRequestBody
 }

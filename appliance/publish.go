@@ -202,6 +202,7 @@ func (a *api) publishRoutes() {
 	a.handle("DELETE", "/v0/agents/:ns/:name", accessHuman, a.yankAgent)
 	a.handle("PUT", "/v0/agents/:ns/:name/credential", accessHuman, a.putCredential)
 	a.handle("DELETE", "/v0/agents/:ns/:name/credential", accessHuman, a.deleteCredential)
+	a.handle("GET", "/v0/me/credentials", accessHuman, a.listCredentials)
 	a.handle("POST", "/v0/agents/draft", accessHuman, a.draftAgent)
 }
 

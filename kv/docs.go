@@ -93,13 +93,24 @@ func (tx *Tx) Delete(bucket, key string) error {
 // ForEach calls fn for every document whose key starts with prefix, in key
 // order, until fn returns false.
 func (tx *Tx) ForEach(bucket, prefix string, fn func(key string, raw json.RawMessage) (bool, error)) error {
+	return tx.ForEachAfter(bucket, prefix, "", fn)
+}
+
+// ForEachAfter is ForEach from the first key after after (a page's
+// cursor; "" starts at the prefix), seeking to it rather than reading up
+// to it.
+func (tx *Tx) ForEachAfter(bucket, prefix, after string, fn func(key string, raw json.RawMessage) (bool, error)) error {
 	b, err := tx.appBucket(bucket)
 	if err != nil {
 		return err
 	}
 	c := tx.btx.Bucket(b).Cursor()
 	p := []byte(prefix)
-	for k, v := c.Seek(p); k != nil && bytes.HasPrefix(k, p); k, v = c.Next() {
+	start := p
+	if after > prefix {
+		start = []byte(after + "\x00")
+	}
+	for k, v := c.Seek(start); k != nil && bytes.HasPrefix(k, p); k, v = c.Next() {
 		more, err := fn(string(k), v)
 		if err != nil || !more {
 			return err

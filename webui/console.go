@@ -9,6 +9,7 @@ package webui
 import (
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -37,6 +38,9 @@ type Backend interface {
 	// back as an *APIError, its body still decoded into out (a call that
 	// ran and failed has a receipt).
 	Do(r *http.Request, method, path string, body, out any) error
+	// Send is Do with a body sent as it is (a file, a YAML manifest), of
+	// the given media type: the handler reads it under its own limits.
+	Send(r *http.Request, method, path, contentType string, body io.Reader, out any) error
 	// SignIn checks a key (human or admin) and starts a session for it on
 	// w. The key itself is never stored nor sent back.
 	SignIn(w http.ResponseWriter, r *http.Request, key string) (Viewer, error)
@@ -143,22 +147,39 @@ type action func(w http.ResponseWriter, r *http.Request, v Viewer)
 // page wraps an action that needs a signed-in viewer: nobody is sent to
 // sign in, a bad form token is refused, an API error becomes an error page.
 func (c *Console) page(a action) http.Handler {
-	return c.wrap(a, true)
+	return c.wrap(a, true, false)
 }
 
 // public wraps an action open to anyone (signing in and up).
 func (c *Console) public(a action) http.Handler {
-	return c.wrap(a, false)
+	return c.wrap(a, false, false)
 }
 
-func (c *Console) wrap(a action, signedIn bool) http.Handler {
+// upload wraps a page action that takes a multipart form (a file): its
+// token is the form's first part, checked before the file is read; the
+// action reads the rest with formParts. No other page takes multipart, so
+// none buffers a file to parse its form.
+func (c *Console) upload(a action) http.Handler {
+	return c.wrap(a, true, true)
+}
+
+func (c *Console) wrap(a action, signedIn, multipart bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		v, err := c.b.Viewer(r)
 		if err != nil {
 			c.fail(w, r, Viewer{}, err)
 			return
 		}
-		if r.Method == http.MethodPost {
+		if r.Method == http.MethodPost && isMultipart(r) {
+			if !multipart {
+				c.render(w, r, v, http.StatusUnsupportedMediaType, "error", errorPage{Title: "Not a file form", Message: "This form takes no file: send it from its page."})
+				return
+			}
+			if r, err = checkMultipartCSRF(r); err != nil {
+				c.render(w, r, v, http.StatusForbidden, "error", errorPage{Title: "Form expired", Message: err.Error()})
+				return
+			}
+		} else if r.Method == http.MethodPost {
 			if err := CheckCSRF(r); err != nil {
 				c.render(w, r, v, http.StatusForbidden, "error", errorPage{Title: "Form expired", Message: err.Error()})
 				return

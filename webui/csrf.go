@@ -1,10 +1,14 @@
 package webui
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/base64"
 	"errors"
+	"io"
+	"mime"
+	"mime/multipart"
 	"net/http"
 	"net/url"
 )
@@ -41,21 +45,72 @@ func CSRFToken(w http.ResponseWriter, r *http.Request) string {
 // CheckCSRF refuses a form POST whose token does not match the browser's
 // cookie, or that comes from another origin.
 func CheckCSRF(r *http.Request) error {
+	if err := checkOrigin(r); err != nil {
+		return err
+	}
+	return checkToken(r, r.PostFormValue(CSRFField))
+}
+
+// checkOrigin refuses a POST from another origin.
+func checkOrigin(r *http.Request) error {
 	if o := r.Header.Get("Origin"); o != "" && o != "null" {
 		u, err := url.Parse(o)
 		if err != nil || u.Host != r.Host {
 			return errors.New("this form was sent from another site: open the console and send it again")
 		}
 	}
+	return nil
+}
+
+// checkToken compares a form's token with the browser's cookie.
+func checkToken(r *http.Request, got string) error {
 	c, err := r.Cookie(CSRFCookie)
 	if err != nil || c.Value == "" {
 		return errors.New("the form's token is missing (are cookies blocked?): reload the page and send it again")
 	}
-	got := r.PostFormValue(CSRFField)
 	if subtle.ConstantTimeCompare([]byte(got), []byte(c.Value)) != 1 {
 		return errors.New("the form's token does not match: reload the page and send it again")
 	}
 	return nil
+}
+
+func isMultipart(r *http.Request) bool {
+	mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	return mt == "multipart/form-data"
+}
+
+// partsKey carries a multipart form's reader, past its token.
+type partsKey struct{}
+
+// checkMultipartCSRF reads a multipart form's first part, which must be
+// its token (a page puts the hidden field first), and checks it: a file
+// is read only once the form is known to come from the console.
+func checkMultipartCSRF(r *http.Request) (*http.Request, error) {
+	if err := checkOrigin(r); err != nil {
+		return r, err
+	}
+	mr, err := r.MultipartReader()
+	if err != nil {
+		return r, errors.New("the form could not be read: send it again from its page")
+	}
+	part, err := mr.NextPart()
+	if err != nil || part.FormName() != CSRFField {
+		return r, errors.New("the form's token is missing: reload the page and send it again")
+	}
+	tok, err := io.ReadAll(io.LimitReader(part, 64))
+	if err != nil {
+		return r, errors.New("the form could not be read: send it again from its page")
+	}
+	if err := checkToken(r, string(tok)); err != nil {
+		return r, err
+	}
+	return r.WithContext(context.WithValue(r.Context(), partsKey{}, mr)), nil
+}
+
+// formParts is the rest of a multipart form checked by upload.
+func formParts(r *http.Request) *multipart.Reader {
+	mr, _ := r.Context().Value(partsKey{}).(*multipart.Reader)
+	return mr
 }
 
 // IsHTTPS reports whether the browser reached the gateway over https

@@ -22,4 +22,7 @@ func (c *Console) routePages() {
 	m.Handle("GET "+Prefix+"/operator", c.page(c.operator))
 	m.Handle("POST "+Prefix+"/operator/{action}", c.page(c.operatorAction))
 	c.routeConnect()
+	m.Handle("GET "+Prefix+"/files", c.page(c.fileList))
+	m.Handle("POST "+Prefix+"/files", c.upload(c.fileUpload))
+	c.routeAuthors()
 }

@@ -62,6 +62,7 @@ func (c *Console) funcs() template.FuncMap {
 			return t.UTC().Format("2006-01-02 15:04:05Z")
 		},
 		"join": strings.Join,
+		"add":  func(a, b int) int { return a + b },
 		"list": func(xs ...string) []string { return xs },
 		"deref": func(p any) any {
 			switch v := p.(type) {

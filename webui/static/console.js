@@ -10,12 +10,27 @@ document.addEventListener("click", function (ev) {
   if (!input) return;
   input.select();
   var done = function () { btn.textContent = "Copied"; };
+  // Without the clipboard the handle stays selected, to copy by hand.
+  var fallback = function () {
+    input.focus();
+    input.select();
+    btn.textContent = document.execCommand("copy") ? "Copied" : "Press Ctrl+C";
+  };
   if (navigator.clipboard && window.isSecureContext) {
-    navigator.clipboard.writeText(input.value).then(done, function () { document.execCommand("copy"); done(); });
+    navigator.clipboard.writeText(input.value).then(done, fallback);
   } else {
-    document.execCommand("copy");
-    done();
+    fallback();
   }
+});
+
+// A file over the upload limit is refused before it is sent (the gateway
+// refuses it too, as it reads).
+document.addEventListener("change", function (ev) {
+  var input = ev.target;
+  var max = input.getAttribute && input.getAttribute("data-max-bytes");
+  if (!max || !input.files || !input.files[0]) return;
+  input.setCustomValidity(input.files[0].size > Number(max) ? "This file is larger than 20 MB, the most one upload may hold." : "");
+  input.reportValidity();
 });
 
 // Confirm before a destructive form (revoke, disable, reject).

@@ -1,0 +1,97 @@
+package appliance
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/julienschmidt/httprouter"
+
+	"holon.dev/holon/gateway"
+	"holon.dev/holon/kv"
+)
+
+// GET /v0/files lists the caller's live files, soonest to expire first,
+// a page at a time: ?limit (1-200, default 50) and ?after=<next> from the
+// previous page. A human key and an agent key see the account's files; a
+// dev gateway, which has no accounts, lists every owner's. It reads an
+// owner index (o/<owner>/<expiry>/<id>), so a page costs its own rows
+// whatever the other accounts hold.
+
+// ownerKey is a file's row in the owner index.
+func ownerKey(rec *fileRecord) string {
+	return fmt.Sprintf("o/%s/%020d/%s", rec.Owner, rec.Expires.UnixNano(), rec.ID)
+}
+
+// listedFile is one file in GET /v0/files.
+type listedFile struct {
+	File        string    `json:"file"`
+	Owner       string    `json:"owner"`
+	Size        int64     `json:"size"`
+	ContentType string    `json:"content_type"`
+	SHA256      string    `json:"sha256"`
+	Created     time.Time `json:"created"`
+	Expires     time.Time `json:"expires"`
+}
+
+// maxFilesPage bounds a page of GET /v0/files.
+const maxFilesPage = 200
+
+func (a *api) listFiles(w http.ResponseWriter, r *http.Request, _ httprouter.Params, p *principal) {
+	q := r.URL.Query()
+	limit := 50
+	if s := q.Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > maxFilesPage {
+			a.fail(w, r, gateway.Errorf(gateway.CodeInvalidRequest, "limit must be between 1 and %d", maxFilesPage))
+			return
+		}
+		limit = n
+	}
+	prefix := "o/" + p.account + "/"
+	if p.kind == kindDev {
+		prefix = "o/"
+	}
+	after := q.Get("after")
+	if after != "" && !strings.HasPrefix(after, strings.TrimPrefix(prefix, "o/")) {
+		a.fail(w, r, gateway.Errorf(gateway.CodeInvalidRequest, "after must be the next of a previous page of GET /v0/files, unchanged"))
+		return
+	}
+	now := a.files.now()
+	out := []listedFile{}
+	next := ""
+	err := a.engine.Store().View(func(tx *kv.Tx) error {
+		cursor := ""
+		if after != "" {
+			cursor = "o/" + after
+		}
+		return tx.ForEachAfter(kv.BucketFiles, prefix, cursor, func(key string, _ json.RawMessage) (bool, error) {
+			if len(out) == limit {
+				next = strings.TrimPrefix(cursor, "o/")
+				return false, nil
+			}
+			cursor = key
+			var rec fileRecord
+			if err := tx.Get(kv.BucketFiles, fileKey(key[strings.LastIndexByte(key, '/')+1:]), &rec); errors.Is(err, kv.ErrNotFound) {
+				return true, nil
+			} else if err != nil {
+				return false, err
+			}
+			if !rec.live(now) {
+				return true, nil // expired, not swept yet
+			}
+			out = append(out, listedFile{File: rec.handle(), Owner: rec.Owner, Size: rec.Size, ContentType: rec.ContentType,
+				SHA256: rec.SHA256, Created: rec.Created, Expires: *rec.Expires})
+			return true, nil
+		})
+	})
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"files": out, "next": next})
+}
