@@ -78,7 +78,7 @@ func Open(ctx context.Context, cfg Config) (*App, error) {
 		cfg.PlatformFX = DefaultPlatformFX
 	}
 	m := newMetrics()
-	store, err := kv.Open(cfg.DB, kv.Options{NoSync: cfg.NoSync, Now: cfg.Now, OnCommit: m.observeBatch})
+	store, err := kv.Open(cfg.DB, kv.Options{NoSync: cfg.NoSync, Now: cfg.Now, OnCommit: m.observeBatch, OnFailure: cfg.OnStoreFailure})
 	if err != nil {
 		return nil, err
 	}

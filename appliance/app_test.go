@@ -71,7 +71,7 @@ func newTestApp(t *testing.T, mandatesDir string, now func() time.Time) *testApp
 }
 
 // checkMoney asserts the store's money invariants.
-func checkMoney(t *testing.T, s *kv.Store) {
+func checkMoney(t testing.TB, s *kv.Store) {
 	t.Helper()
 	err := s.View(func(tx *kv.Tx) error {
 		if err := tx.VerifyJournal(); err != nil {

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"holon.dev/holon/appliance"
 	"holon.dev/holon/kv"
@@ -153,5 +154,31 @@ func TestEvaluate_MissingFixture(t *testing.T) {
 	_, err := appliance.Open(t.Context(), appliance.Config{DB: filepath.Join(t.TempDir(), "h.db"), Registry: []string{"agents"}, NoSync: true, PrivateEvals: private})
 	if err == nil || !strings.Contains(err.Error(), "holdout-secret-5") || !strings.Contains(err.Error(), "no file holdout/zebra.csv in data.profile.csv/files/") {
 		t.Errorf("a suite with a missing fixture: %v", err)
+	}
+}
+
+// Ensure that a restart finds the fixtures an earlier start stored by their
+// content-derived ids and writes no byte for them, so a gateway whose disk
+// is full still starts (holon drill faults found a full disk stopping the
+// start here). An upload goes through <db>.files/tmp, so a write there
+// moves that directory's modification time.
+func TestEvaluate_FixturesFoundWithoutWriting(t *testing.T) {
+	ta := newFilesApp(t).hostedApp
+	ta.shutdown(true)
+	tmp := filepath.Join(ta.cfg.DB+".files", "tmp")
+	past := time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)
+	if err := os.Chtimes(tmp, past, past); err != nil {
+		t.Fatal(err)
+	}
+	ta.open()
+	if fi, err := os.Stat(tmp); err != nil || !fi.ModTime().Equal(past) {
+		t.Fatalf("the restart wrote into %s (modified %v, %v): the fixtures were stored again", tmp, fi.ModTime(), err)
+	}
+	// The check can fail: a new platform file does move it.
+	if _, err := ta.app.PutPlatformFile(context.Background(), "text/plain", strings.NewReader("a fixture never stored")); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(tmp); err != nil || fi.ModTime().Equal(past) {
+		t.Errorf("storing a new platform file left %s unmodified (%v): the check above proves nothing", tmp, err)
 	}
 }

@@ -66,7 +66,7 @@ data: { retention: none, regions: [eu], training: false }
 }
 
 // writeRegistry writes manifests into a new directory.
-func writeRegistry(t *testing.T, files map[string]string) string {
+func writeRegistry(t testing.TB, files map[string]string) string {
 	t.Helper()
 	dir := t.TempDir()
 	for name, body := range files {
@@ -107,7 +107,7 @@ type exchange struct {
 // captured, the slow agent under the test's control, and a transcript of
 // every exchange.
 type hostedApp struct {
-	t    *testing.T
+	t    testing.TB
 	cfg  appliance.Config
 	app  *appliance.App
 	srv  *httptest.Server
@@ -135,7 +135,7 @@ var unlimited = appliance.Limits{
 // newHostedApp opens a hosted appliance on a fresh store with the shipped,
 // demo and test agents. Options adjust the configuration. On cleanup it
 // checks the money invariants, as newTestApp does.
-func newHostedApp(t *testing.T, opts ...func(*appliance.Config)) *hostedApp {
+func newHostedApp(t testing.TB, opts ...func(*appliance.Config)) *hostedApp {
 	t.Helper()
 	ta := &hostedApp{t: t, logs: &lockedBuffer{}, started: make(chan struct{}, 1000), release: make(chan struct{})}
 	ta.cfg = appliance.Config{

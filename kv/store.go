@@ -60,9 +60,9 @@ const DefaultMaxBatch = 256
 // ErrClosed is returned by updates submitted after Close.
 var ErrClosed = errors.New("store is closed")
 
-// ErrBroken is returned by every update after a commit failed that callers
-// of Apply had already gone on from: the store must not take another write.
-var ErrBroken = errors.New("store is broken: a commit failed after its updates were applied")
+// ErrBroken is returned by every update after a commit failed: the disk
+// refused a write, and a later commit could land on top of pages it lost.
+var ErrBroken = errors.New("store is broken: a commit failed")
 
 // Options configure a Store.
 type Options struct {
@@ -77,6 +77,10 @@ type Options struct {
 	// OnCommit, when set, is told the size of each batch committed (from
 	// the writer goroutine: it must return quickly). Metrics use it.
 	OnCommit func(batch int)
+	// OnFailure, when set, is told (from the writer goroutine) when a
+	// commit fails: the store then refuses every update (ErrBroken), and
+	// the process should stop (gateway.md §7).
+	OnFailure func(error)
 }
 
 // Store is an open Holon database.
@@ -96,12 +100,15 @@ type Store struct {
 	// closed no update can enter the queue behind the writer's last look.
 	closeMu sync.RWMutex
 	closed  bool
-	// broken is set (by the writer) once a commit failed after Apply had
-	// let some of its callers go on; every later update is refused with it.
-	broken atomic.Pointer[error]
+	// broken is set by the writer once a commit failed; every later
+	// update is refused with it.
+	broken    atomic.Pointer[error]
+	onFailure func(error)
 	// commitFault, set by tests only, fails a commit after its updates
 	// were applied and Apply's callers let go, as a failed write would.
 	commitFault func() error
+	// faults, for the drills only, fail commits (FaultEnv).
+	faults *faults
 
 	statsMu sync.Mutex
 	stats   Stats
@@ -185,10 +192,15 @@ func Open(path string, opts Options) (*Store, error) {
 		maxBatch:  opts.MaxBatch,
 		now:       opts.Now,
 		onCommit:  opts.OnCommit,
+		onFailure: opts.OnFailure,
 		reqs:      make(chan *writeReq, 4096),
 		closing:   make(chan struct{}),
 		writerEnd: make(chan struct{}),
 		opened:    time.Now(),
+	}
+	if s.faults, err = faultsFromEnv(path); err != nil {
+		db.Close()
+		return nil, err
 	}
 	if s.maxBatch <= 0 {
 		s.maxBatch = DefaultMaxBatch
@@ -355,7 +367,6 @@ func (s *Store) commit(batch []*writeReq) {
 	for len(batch) > 0 {
 		failed := -1
 		var failErr error
-		released := false
 		start := time.Now()
 		ran := start
 		err := s.db.Update(func(btx *bolt.Tx) error {
@@ -374,15 +385,17 @@ func (s *Store) commit(batch []*writeReq) {
 			// commit, which breaks the store: Apply's callers go on.
 			for _, r := range batch {
 				if r.applied != nil {
-					released = true
 					close(r.applied)
 				}
 			}
 			if s.commitFault != nil {
 				return s.commitFault()
 			}
-			return nil
+			return s.faults.beforeCommit()
 		})
+		if err == nil && failed < 0 {
+			err = s.faults.afterCommit()
+		}
 		end := time.Now()
 		s.statsMu.Lock()
 		s.stats.UpdateTime += ran.Sub(start)
@@ -398,9 +411,13 @@ func (s *Store) commit(batch []*writeReq) {
 			}
 			continue
 		}
-		if err != nil && released {
+		if err != nil {
+			// The transaction failed, not an update: the disk did.
 			broken := fmt.Errorf("%w: %w", ErrBroken, err)
 			s.broken.Store(&broken)
+			if s.onFailure != nil {
+				s.onFailure(err)
+			}
 		}
 		// Counted before the callers hear: whoever reads Stats after an
 		// update returned sees its commit.

@@ -60,6 +60,7 @@ func (m *Main) commands() []command {
 		&publishCommand{stdout: m.Stdout, stderr: m.Stderr, getenv: m.Getenv},
 		&credentialCommand{stdin: m.Stdin, stdout: m.Stdout, stderr: m.Stderr, getenv: m.Getenv},
 		&earningsCommand{stdout: m.Stdout, stderr: m.Stderr, getenv: m.Getenv},
+		&drillCommand{stdout: m.Stdout, stderr: m.Stderr, getenv: m.Getenv},
 	}
 }
 

@@ -1,0 +1,43 @@
+package drill
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"holon.dev/holon/kv"
+)
+
+// Ensure that the crash drill's check of the calls in flight at a kill
+// breaks, naming its invariant, when such a call was billed or still
+// holds, and holds when the restart closed it as it must.
+func TestDrill_CheckRestarted_Breaks(t *testing.T) {
+	restarted := "gateway_restarted"
+	for _, tc := range []struct {
+		name   string
+		r      *kv.Receipt
+		holds  []*kv.Hold
+		broken bool
+	}{
+		{"closed unbilled", &kv.Receipt{ID: "r1", Status: "failed", Error: &restarted}, nil, false},
+		{"billed", &kv.Receipt{ID: "r1", Status: "succeeded", Billed: true}, nil, true},
+		{"still holding", &kv.Receipt{ID: "r1", Status: "failed", Error: &restarted}, []*kv.Hold{{Receipt: "r1"}}, true},
+		{"missing", nil, nil, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out bytes.Buffer
+			d := &drill{name: "test", o: Options{Out: &out}, counts: map[string]int64{}}
+			v := &storeView{receipts: map[string]*kv.Receipt{}, settles: map[string]int{}, holds: tc.holds}
+			if tc.r != nil {
+				v.receipts["r1"] = tc.r
+			}
+			d.checkRestarted(v, []string{"r1"}, 1)
+			if got := len(d.broken) > 0; got != tc.broken {
+				t.Fatalf("broken %v, want %v: %s", got, tc.broken, out.String())
+			}
+			if tc.broken && !strings.Contains(out.String(), "BROKEN") {
+				t.Errorf("the break is not printed: %q", out.String())
+			}
+		})
+	}
+}

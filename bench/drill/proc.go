@@ -1,0 +1,225 @@
+package drill
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// gatewayProc is the real `holon serve --hosted` in a child process. Its
+// address, store and settings stay the same across restarts, as on a host
+// whose service manager restarts it.
+type gatewayProc struct {
+	holon, db, addr, url string
+	adminKey             string
+	env                  []string
+	// bodyTimeout is --body-timeout (5s when 0).
+	bodyTimeout time.Duration
+	// limitFile, when set, caps the size of any file the child writes
+	// (RLIMIT_FSIZE), as a full disk would.
+	limitFile uint64
+
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	stderr *lockedBuffer
+	exited chan struct{}
+	err    error
+	starts int
+}
+
+// newGateway prepares a gateway on db with the drill's webhook agents
+// (registry, a directory of holon.yaml files) and env added to its
+// environment. Private endpoints are allowed: the drill's agents are on
+// loopback.
+func newGateway(holon, db, registry string, env ...string) (*gatewayProc, error) {
+	addr, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	key := make([]byte, 24)
+	_, _ = rand.Read(key)
+	g := &gatewayProc{holon: holon, db: db, addr: addr, url: "http://" + addr, adminKey: "adm_" + hex.EncodeToString(key)}
+	g.env = append(childEnv(),
+		"HOLON_ADMIN_KEY="+g.adminKey,
+		"HOLON_ALLOW_PRIVATE_ENDPOINTS=1",
+		"HOLON_PUBLIC_URL="+g.url,
+		"HOLON_REGISTRY="+registry,
+		"HOLON_RATE_ACCOUNT=10000000/min",
+		"HOLON_RATE_ADDRESS=10000000/min",
+		"HOLON_RATE_SIGNUP=100000/h",
+	)
+	g.env = append(g.env, env...)
+	return g, nil
+}
+
+// start execs the gateway and waits until /healthz answers 200.
+func (g *gatewayProc) start(ctx context.Context) error {
+	g.mu.Lock()
+	bt := g.bodyTimeout
+	if bt == 0 {
+		bt = 5 * time.Second
+	}
+	cmd := exec.Command(g.holon, "serve", "--hosted", "--db", g.db, "--addr", g.addr, "--shutdown-timeout", "5s", "--body-timeout", bt.String())
+	cmd.Dir = filepath.Dir(g.db)
+	cmd.Env = g.env
+	stderr := &lockedBuffer{}
+	cmd.Stderr = stderr
+	if err := g.startCmd(cmd); err != nil {
+		g.mu.Unlock()
+		return fmt.Errorf("start holon serve: %w", err)
+	}
+	exited := make(chan struct{})
+	g.cmd, g.stderr, g.exited, g.err = cmd, stderr, exited, nil
+	g.starts++
+	g.mu.Unlock()
+	go func() {
+		err := cmd.Wait()
+		g.mu.Lock()
+		g.err = err
+		g.mu.Unlock()
+		close(exited)
+	}()
+	client := &http.Client{Timeout: time.Second}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		resp, err := client.Get(g.url + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		select {
+		case <-exited:
+			return fmt.Errorf("holon serve exited before serving (%v):\n%s", g.exitErr(), tail(stderr.String(), 2000))
+		case <-ctx.Done():
+			g.kill()
+			return ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			g.kill()
+			return fmt.Errorf("holon serve did not serve within 60s:\n%s", tail(stderr.String(), 2000))
+		}
+	}
+}
+
+// kill SIGKILLs the gateway and waits for it to be gone.
+func (g *gatewayProc) kill() {
+	g.mu.Lock()
+	cmd, exited := g.cmd, g.exited
+	g.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	_ = cmd.Process.Signal(syscall.SIGKILL)
+	<-exited
+}
+
+// stop asks the gateway to stop (SIGTERM) and waits; an exit other than 0
+// is an error.
+func (g *gatewayProc) stop() error {
+	g.mu.Lock()
+	cmd, exited := g.cmd, g.exited
+	g.mu.Unlock()
+	if cmd == nil {
+		return nil
+	}
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-exited:
+	case <-time.After(30 * time.Second):
+		g.kill()
+		return errors.New("holon serve did not stop within 30s of SIGTERM")
+	}
+	if err := g.exitErr(); err != nil {
+		return fmt.Errorf("holon serve stopped with %v:\n%s", err, tail(g.stderr.String(), 2000))
+	}
+	return nil
+}
+
+// exitErr is how the last process ended (nil: exit 0, or still running).
+func (g *gatewayProc) exitErr() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.err
+}
+
+// logs is what the last process wrote to stderr.
+func (g *gatewayProc) logs() string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.stderr == nil {
+		return ""
+	}
+	return g.stderr.String()
+}
+
+// done is closed when the last process has exited.
+func (g *gatewayProc) done() <-chan struct{} {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.exited
+}
+
+// childEnv is this process's environment without any HOLON_ setting.
+func childEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "HOLON_") {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+func freePort() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
+// lockedBuffer is a bytes.Buffer safe for the writer and a reader.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.b.Len() > 4<<20 { // keep the tail only
+		rest := append([]byte(nil), l.b.Bytes()[l.b.Len()-(1<<20):]...)
+		l.b.Reset()
+		l.b.Write(rest)
+	}
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return "…" + s[len(s)-n:]
+}
