@@ -7,6 +7,8 @@
 // goroutines over real loopback HTTP:
 //
 //	calls     durable settled calls/s through POST /v0/calls, in-process dev agent, 64 clients, fsync on
+//	hosted    the same load on a hosted gateway, agent keys and an Idempotency-Key on every call: a share of row 1
+//	limit     the same load on the smallest durable server doing the same durable work (kv/limit): row 1 as a share of it
 //	postgres  the same settlement in a PostgreSQL-backed design (one transaction each, pipelined, 64 connections)
 //	mcp       a real MCP agent on loopback, through the gateway against directly: latency at 1 client, throughput at 32
 //	startup   start-up of the real binary on a store of 1,000,000 receipts, its RSS, and the newest 50 receipts of a mandate
@@ -29,7 +31,7 @@ import (
 )
 
 // Rows are the rows a bench can run, in the order it runs them.
-var Rows = []string{"calls", "postgres", "mcp", "startup", "inflight"}
+var Rows = []string{"calls", "limit", "hosted", "postgres", "mcp", "startup", "inflight"}
 
 // Options size and select a bench run.
 type Options struct {
@@ -164,16 +166,22 @@ func Run(ctx context.Context, o Options) error {
 }
 
 // bench carries what one row leaves for another: the calls row's
-// throughput for the PostgreSQL ratio.
+// throughput for the ratios of the rows after it.
 type bench struct {
 	o         Options
 	callsRate float64
+	// callsUpdates is row 1's store updates per call.
+	callsUpdates float64
 }
 
 func (b *bench) run(ctx context.Context, row string) ([]*Result, error) {
 	switch row {
 	case "calls":
 		return b.calls(ctx)
+	case "limit":
+		return b.limitRow(ctx)
+	case "hosted":
+		return b.hosted(ctx)
 	case "postgres":
 		return b.postgres(ctx)
 	case "mcp":

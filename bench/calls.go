@@ -75,6 +75,7 @@ func (b *bench) calls(ctx context.Context) ([]*Result, error) {
 		return nil, err
 	}
 	b.callsRate = lr.Rate()
+	b.callsUpdates = float64(st1.Updates-st0.Updates) / float64(max(answered200, 1))
 	p50, p99 := lr.Lat.P(0.50), lr.Lat.P(0.99)
 	res.Measured = fmt.Sprintf("%s calls/s (%s calls in %.1fs), p50 %s, p99 %s",
 		thousands(int64(lr.Rate())), thousands(int64(lr.Calls)), lr.Elapsed.Seconds(), ms(p50), ms(p99))
@@ -185,12 +186,16 @@ func startProfile(o Options, name string) (stop func() string, err error) {
 }
 
 // postBilledCall makes one POST /v0/calls and requires a billed success.
-func postBilledCall(ctx context.Context, client *http.Client, base string, body []byte) error {
+// Headers, when given, are sent too (name, value, name, value…).
+func postBilledCall(ctx context.Context, client *http.Client, base string, body []byte, headers ...string) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v0/calls", bytes.NewReader(body))
 	if err != nil {
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
 	resp, err := client.Do(req)
 	if err != nil {
 		return err
