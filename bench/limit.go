@@ -35,19 +35,8 @@ func (b *bench) limitRow(ctx context.Context) ([]*Result, error) {
 		return nil, err
 	}
 	defer y.close()
-	client := httpClient(o.Clients)
-	bodies := make([][]byte, o.Clients)
-	for c := range bodies {
-		bodies[c] = fmt.Appendf(nil, `{"mandate":%q,"agent":%q,"input":{"n":%d}}`, mandateID(c), agentEcho, c)
-	}
-	var answered atomic.Int64
-	lr, err := runLoad(ctx, o.Clients, warmUp(o), o.Duration, func(ctx context.Context, c int) error {
-		if err := postBilledCall(ctx, client, y.url, bodies[c]); err != nil {
-			return err
-		}
-		answered.Add(1)
-		return nil
-	})
+	dc := newDevCaller(y.url, o.Clients)
+	lr, err := runLoad(ctx, o.Clients, warmUp(o), o.Duration, dc.call)
 	if err != nil {
 		return nil, fmt.Errorf("yardstick: %w", err)
 	}
@@ -56,7 +45,7 @@ func (b *bench) limitRow(ctx context.Context) ([]*Result, error) {
 		return nil, err
 	}
 	price := journal.MustParseAmount(callPrice)
-	n := int(answered.Load())
+	n := int(dc.answered())
 	if t.Sum != 0 || t.Receipts != n || t.Entries != n || t.Keys != n || t.Spent != journal.Amount(n)*price {
 		return nil, fmt.Errorf("yardstick: %d calls answered, but %d receipts, %d entries, %d keys, balances sum to %s, budgets spent %s",
 			n, t.Receipts, t.Entries, t.Keys, t.Sum, t.Spent)
