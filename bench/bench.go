@@ -46,7 +46,7 @@ type Options struct {
 	MCPClients int
 	// LatencyCalls is how many calls each side makes at concurrency 1.
 	LatencyCalls int
-	// Receipts is the size of the start-up store (1,000,000).
+	// Receipts is the size of the start-up and backup stores (1,000,000).
 	Receipts int
 	// InFlight is how many calls the memory row holds in flight (2,000).
 	InFlight int

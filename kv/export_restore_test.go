@@ -170,6 +170,45 @@ func TestRestore_Refuses(t *testing.T) {
 	}
 }
 
+// Ensure that an export of a serving store is the store as of its start,
+// while a write commits in the middle of it, and that it leaves no file
+// beside the store (it streams from a copy of the file).
+func TestStore_Export_WhileWriting(t *testing.T) {
+	dir := t.TempDir()
+	s, err := kv.Open(filepath.Join(dir, "holon.db"), kv.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	populate(t, s)
+	want := export(t, s)
+	var got exported
+	first := true
+	err = s.Export(func(sn kv.Snapshot) error { got.snap = sn; return nil }, func(b string, k, v []byte) error {
+		if first {
+			first = false
+			credit(t, s, "carol", "1.00") // commits while the export runs
+			if es, _ := os.ReadDir(dir); len(es) != 1 {
+				t.Errorf("%d files beside the store during the export, want none", len(es)-1)
+			}
+		}
+		got.rows = append(got.rows, kv.Row{Bucket: b, Key: bytes.Clone(k), Value: bytes.Clone(v)})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Error("the export saw a write committed after it began")
+	}
+	if balance(t, s, "carol") != amt("1.00") {
+		t.Error("the write during the export was lost")
+	}
+	if es, _ := os.ReadDir(dir); len(es) != 1 {
+		t.Errorf("%d files beside the store after the export, want none", len(es)-1)
+	}
+}
+
 // Ensure that a restore cut short after several of its batches were
 // committed leaves the target untouched: no file at a new target, an empty
 // store unchanged, no temporary file; and that the same feed in small
