@@ -7,13 +7,13 @@
 // goroutines over real loopback HTTP:
 //
 //	calls     durable settled calls/s through POST /v0/calls, in-process dev agent, 64 clients, fsync on
-//	hosted    the same load on a hosted gateway, agent keys and an Idempotency-Key on every call: a share of row 1
 //	limit     the same load on the smallest durable server doing the same durable work (kv/limit): row 1 as a share of it
-//	postgres  the same settlement in a PostgreSQL-backed design (one transaction each, pipelined, 64 connections)
+//	hosted    the same load on a hosted gateway, agent keys and an Idempotency-Key on every call: a share of row 1
+//	postgres  a settled call in PostgreSQL built by its experts (postgres.sql: one transaction through a prepared function, a pool of one connection per core)
 //	mcp       a real MCP agent on loopback, through the gateway against directly: latency at 1 client, throughput at 32
 //	startup   start-up of the real binary on a store of 1,000,000 receipts, its RSS, and the newest 50 receipts of a mandate
-//	backup    settled calls' p99 during a live backup of a store of 1,000,000 settled calls; then restoring it: time and peak heap
 //	inflight  memory for 2,000 calls in flight to a slow agent, in a child gateway process
+//	backup    settled calls' p99 during a live backup of a store of 1,000,000 settled calls; then restoring it: time and peak heap
 //
 // A row that misses its target says MISSED, with what the measurements
 // around it show. The bench fails (an error) only when something is wrong
@@ -32,7 +32,7 @@ import (
 )
 
 // Rows are the rows a bench can run, in the order it runs them.
-var Rows = []string{"calls", "limit", "hosted", "postgres", "mcp", "startup", "backup", "inflight"}
+var Rows = []string{"calls", "limit", "hosted", "postgres", "mcp", "startup", "inflight", "backup"}
 
 // Options size and select a bench run.
 type Options struct {
