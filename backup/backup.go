@@ -1,6 +1,6 @@
-// Package backup copies a Holon store out and back in: a JSONL dump taken
-// from one read transaction while the gateway serves, a restore into an
-// empty store in one transaction, an offline integrity check, and the
+// Package backup copies a Holon store out and back in: a JSONL dump of one
+// consistent moment taken while the gateway serves, an all-or-nothing
+// restore into a new or empty store, an offline integrity check, and the
 // PostgreSQL schema and loader that are the way out of the host.
 //
 // # The format

@@ -35,16 +35,18 @@ var pgSchema string
 // pool connection, debited by a guarded UPDATE; every foreign-key column
 // indexed; prepared statements; the server's durable defaults (fsync,
 // synchronous_commit on). Clients goroutines share a pool whose size is
-// the best of a short probe from one connection per core up: with
+// the best of a short probe from one connection per core to one per
+// client: with
 // synchronous commits, more backends share each WAL flush, and on a slow
 // disk that can beat a pool sized to the cores.
 func (b *bench) postgres(ctx context.Context) ([]*Result, error) {
 	o := b.o
-	// The pool's size: the best of a short probe at 1 to 16 connections
-	// per core, as its experts would size it on this machine.
-	var sizes []int
-	for per := 1; per <= 16; per *= 2 {
-		sizes = append(sizes, per*runtime.NumCPU())
+	// The pool's size: the best of a short probe from one connection per
+	// core up to one per client, as its experts would size it on this
+	// machine.
+	sizes := []int{min(runtime.NumCPU(), o.Clients)}
+	for n := 2 * sizes[0]; n <= o.Clients; n *= 2 {
+		sizes = append(sizes, n)
 	}
 	res := &Result{
 		Name:   fmt.Sprintf("[2] a settled call in PostgreSQL built by its experts: one transaction through a prepared function, %d clients on a pool of connections, fsync on", o.Clients),
