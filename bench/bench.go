@@ -136,8 +136,8 @@ func Run(ctx context.Context, o Options) error {
 	if o.Quick {
 		mode = "quick (scaled down: figures are not comparable with the targets)"
 	}
-	fmt.Fprintf(o.Out, "holon bench, %s: %s %s/%s, %d CPUs, GOMAXPROCS %d, work dir %s\n\n",
-		mode, runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.GOMAXPROCS(0), o.Dir)
+	fmt.Fprintf(o.Out, "holon bench, %s: %s %s/%s, %d CPUs, GOMAXPROCS %d, work dir %s%s\n\n",
+		mode, runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.GOMAXPROCS(0), o.Dir, loadAverage())
 	b := &bench{o: o}
 	var results []*Result
 	var failed []string
@@ -160,6 +160,9 @@ func Run(ctx context.Context, o Options) error {
 		}
 	}
 	writeSummary(o.Out, results)
+	if la := loadAverage(); la != "" {
+		fmt.Fprintf(o.Out, "   %s at the end (other work on the machine slows every figure)\n", strings.TrimPrefix(la, ", "))
+	}
 	if len(failed) > 0 {
 		return fmt.Errorf("%d row(s) failed: %s", len(failed), strings.Join(failed, "; "))
 	}
@@ -224,4 +227,14 @@ func writeSummary(w io.Writer, rs []*Result) {
 		}
 		fmt.Fprintf(w, "    %-8s %s\n", v, r.Name)
 	}
+}
+
+// loadAverage is the machine's load average (", load average 1m 5m 15m"),
+// or "" where /proc does not say.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); err == nil && len(f) >= 3 {
+		return fmt.Sprintf(", load average %s %s %s", f[0], f[1], f[2])
+	}
+	return ""
 }
