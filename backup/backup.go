@@ -92,6 +92,10 @@ type Options struct {
 	// Progress, when set, is called every few thousand rows and at the
 	// end with the rows written so far and the total.
 	Progress func(done, total int64)
+	// Background paces a backup taken while the gateway serves: it rests
+	// as long as it worked, so that it takes at most half of a core from
+	// the calls (and twice as long).
+	Background bool
 }
 
 // Summary describes a backup written or read.
@@ -112,6 +116,9 @@ const progressEvery = 4096
 // of its own. Alone, it loses nothing by yielding.
 const yieldEvery = 256
 
+// restAfter is how long a background backup works between rests.
+const restAfter = 2 * time.Millisecond
+
 // Write streams a backup of s to w from one read transaction. The gateway
 // keeps serving meanwhile. On an error the output lacks its trailer, so
 // any reader sees it as truncated.
@@ -126,6 +133,7 @@ func Write(w io.Writer, s *kv.Store, opts Options) (Summary, error) {
 	var sum Summary
 	var line []byte
 	var done int64
+	rested := time.Now()
 	emit := func(b []byte) error {
 		h.Write(b)
 		_, err := bw.Write(b)
@@ -154,7 +162,12 @@ func Write(w io.Writer, s *kv.Store, opts Options) (Summary, error) {
 			opts.Progress(done, sum.Header.Rows)
 		}
 		if done%yieldEvery == 0 {
-			runtime.Gosched()
+			if worked := time.Since(rested); opts.Background && worked >= restAfter {
+				time.Sleep(worked)
+				rested = time.Now()
+			} else {
+				runtime.Gosched()
+			}
 		}
 		return nil
 	})
