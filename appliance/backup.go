@@ -30,7 +30,7 @@ func BackupHandler(store *kv.Store) http.Handler {
 			return
 		}
 		ww := &startedWriter{w: w}
-		if _, err := backup.Write(ww, store, backup.Options{Gateway: buildVersion()}); err != nil {
+		if _, err := backup.Write(ww, store, backup.Options{Gateway: buildVersion(), Background: true}); err != nil {
 			if !ww.started {
 				http.Error(w, err.Error(), http.StatusInternalServerError)
 				return

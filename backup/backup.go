@@ -1,6 +1,6 @@
-// Package backup copies a Holon store out and back in: a JSONL dump taken
-// from one read transaction while the gateway serves, a restore into an
-// empty store in one transaction, an offline integrity check, and the
+// Package backup copies a Holon store out and back in: a JSONL dump of one
+// consistent moment taken while the gateway serves, an all-or-nothing
+// restore into a new or empty store, an offline integrity check, and the
 // PostgreSQL schema and loader that are the way out of the host.
 //
 // # The format
@@ -46,6 +46,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"runtime"
 	"strconv"
 	"time"
 	"unicode/utf8"
@@ -103,6 +104,10 @@ type Options struct {
 	// Progress, when set, is called every few thousand rows and at the
 	// end with the rows written so far and the total.
 	Progress func(done, total int64)
+	// Background paces a backup taken while the gateway serves: it rests
+	// as long as it worked, so that it takes at most half of a core from
+	// the calls (and twice as long).
+	Background bool
 }
 
 // Summary describes a backup written or read.
@@ -115,6 +120,16 @@ type Summary struct {
 
 // progressEvery is how many rows pass between progress calls.
 const progressEvery = 4096
+
+// yieldEvery is how many rows a backup encodes between yields. A backup is
+// background work: every so often it lets the goroutines serving calls
+// (the store's one writer first of all) run before it goes on, so that on
+// a small machine it takes the CPU the calls leave idle rather than a core
+// of its own. Alone, it loses nothing by yielding.
+const yieldEvery = 256
+
+// restAfter is how long a background backup works between rests.
+const restAfter = 2 * time.Millisecond
 
 // Write streams a backup of s to w from one read transaction. The gateway
 // keeps serving meanwhile. On an error the output lacks its trailer, so
@@ -130,6 +145,7 @@ func Write(w io.Writer, s *kv.Store, opts Options) (Summary, error) {
 	var sum Summary
 	var line []byte
 	var done int64
+	rested := time.Now()
 	emit := func(b []byte) error {
 		h.Write(b)
 		_, err := bw.Write(b)
@@ -166,6 +182,14 @@ func Write(w io.Writer, s *kv.Store, opts Options) (Summary, error) {
 		done++
 		if opts.Progress != nil && done%progressEvery == 0 {
 			opts.Progress(done, sum.Header.Rows)
+		}
+		if done%yieldEvery == 0 {
+			if worked := time.Since(rested); opts.Background && worked >= restAfter {
+				time.Sleep(worked)
+				rested = time.Now()
+			} else {
+				runtime.Gosched()
+			}
 		}
 		return nil
 	})

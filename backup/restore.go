@@ -9,9 +9,10 @@ import (
 	"holon.dev/holon/kv"
 )
 
-// Restore loads a backup into a new store at path, in one transaction,
-// counters and sequences included. The target must be missing or an empty
-// store. Nothing is committed unless the whole file checks out (header,
+// Restore loads a backup into a new store at path, counters and sequences
+// included. The target must be missing or an empty store. The rows go into
+// a temporary file in transactions of a bounded size (memory stays flat),
+// which replaces the target only once the whole file checked out (header,
 // rows, counts, checksum): a truncated, corrupted or unknown-version
 // backup, or a non-empty target, leaves the target as it was and no file
 // behind. progress, when set, gets the rows read and the total.

@@ -7,11 +7,14 @@
 // goroutines over real loopback HTTP:
 //
 //	calls     durable settled calls/s through POST /v0/calls, in-process dev agent, 64 clients, fsync on
-//	postgres  the same settlement in a PostgreSQL-backed design (one transaction each, pipelined, 64 connections)
+//	limit     the same load on the smallest durable server doing the same durable work (kv/limit): row 1 as a share of it
+//	hosted    the same load on a hosted gateway, agent keys and an Idempotency-Key on every call: a share of row 1
+//	postgres  a settled call in PostgreSQL built by its experts (postgres.sql: one transaction through a prepared function, a pool of one connection per core)
 //	mcp       a real MCP agent on loopback, through the gateway against directly: latency at 1 client, throughput at 32
 //	startup   start-up of the real binary on a store of 1,000,000 receipts, its RSS, and the newest 50 receipts of a mandate
 //	inflight  memory for 2,000 calls in flight to a slow agent, in a child gateway process
 //	catalog   GET /v0/agents?q= and GET /v0/catalog with 10,000 registered versions (catalog.go)
+//	backup    settled calls' p99 during a live backup of a store of 1,000,000 settled calls; then restoring it: time and peak heap
 //
 // A row that misses its target says MISSED, with what the measurements
 // around it show. The bench fails (an error) only when something is wrong
@@ -30,7 +33,7 @@ import (
 )
 
 // Rows are the rows a bench can run, in the order it runs them.
-var Rows = []string{"calls", "postgres", "mcp", "startup", "inflight", "catalog"}
+var Rows = []string{"calls", "limit", "hosted", "postgres", "mcp", "startup", "inflight", "catalog", "backup"}
 
 // Options size and select a bench run.
 type Options struct {
@@ -44,7 +47,7 @@ type Options struct {
 	MCPClients int
 	// LatencyCalls is how many calls each side makes at concurrency 1.
 	LatencyCalls int
-	// Receipts is the size of the start-up store (1,000,000).
+	// Receipts is the size of the start-up and backup stores (1,000,000).
 	Receipts int
 	// InFlight is how many calls the memory row holds in flight (2,000).
 	InFlight int
@@ -134,8 +137,8 @@ func Run(ctx context.Context, o Options) error {
 	if o.Quick {
 		mode = "quick (scaled down: figures are not comparable with the targets)"
 	}
-	fmt.Fprintf(o.Out, "holon bench, %s: %s %s/%s, %d CPUs, GOMAXPROCS %d, work dir %s\n\n",
-		mode, runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.GOMAXPROCS(0), o.Dir)
+	fmt.Fprintf(o.Out, "holon bench, %s: %s %s/%s, %d CPUs, GOMAXPROCS %d, work dir %s%s\n\n",
+		mode, runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.GOMAXPROCS(0), o.Dir, loadAverage())
 	b := &bench{o: o}
 	var results []*Result
 	var failed []string
@@ -158,6 +161,9 @@ func Run(ctx context.Context, o Options) error {
 		}
 	}
 	writeSummary(o.Out, results)
+	if la := loadAverage(); la != "" {
+		fmt.Fprintf(o.Out, "   %s at the end (other work on the machine slows every figure)\n", strings.TrimPrefix(la, ", "))
+	}
 	if len(failed) > 0 {
 		return fmt.Errorf("%d row(s) failed: %s", len(failed), strings.Join(failed, "; "))
 	}
@@ -165,22 +171,30 @@ func Run(ctx context.Context, o Options) error {
 }
 
 // bench carries what one row leaves for another: the calls row's
-// throughput for the PostgreSQL ratio.
+// throughput for the ratios of the rows after it.
 type bench struct {
 	o         Options
 	callsRate float64
+	// callsUpdates is row 1's store updates per call.
+	callsUpdates float64
 }
 
 func (b *bench) run(ctx context.Context, row string) ([]*Result, error) {
 	switch row {
 	case "calls":
 		return b.calls(ctx)
+	case "limit":
+		return b.limitRow(ctx)
+	case "hosted":
+		return b.hosted(ctx)
 	case "postgres":
 		return b.postgres(ctx)
 	case "mcp":
 		return b.mcp(ctx)
 	case "startup":
 		return b.startup(ctx)
+	case "backup":
+		return b.liveBackup(ctx)
 	case "inflight":
 		return b.inflight(ctx)
 	case "catalog":
@@ -216,4 +230,14 @@ func writeSummary(w io.Writer, rs []*Result) {
 		}
 		fmt.Fprintf(w, "    %-8s %s\n", v, r.Name)
 	}
+}
+
+// loadAverage is the machine's load average (", load average 1m 5m 15m"),
+// or "" where /proc does not say.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); err == nil && len(f) >= 3 {
+		return fmt.Sprintf(", load average %s %s %s", f[0], f[1], f[2])
+	}
+	return ""
 }

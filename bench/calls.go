@@ -38,20 +38,7 @@ func (b *bench) calls(ctx context.Context) ([]*Result, error) {
 		Name:   fmt.Sprintf("[1] durable settled calls/s: POST /v0/calls, in-process dev agent, %d concurrent clients, fsync on", o.Clients),
 		Target: fmt.Sprintf("≥ %s calls/s, p99 ≤ %s", thousands(targetCallsRate), ms(targetCallsP99)),
 	}
-	client := httpClient(o.Clients)
-	bodies := make([][]byte, o.Clients)
-	for c := range bodies {
-		bodies[c] = fmt.Appendf(nil, `{"mandate":%q,"agent":%q,"input":{"n":%d}}`, mandateID(c), agentEcho, c)
-	}
-	var answered200 int64
-	counts := make([]int64, o.Clients)
-	call := func(ctx context.Context, c int) error {
-		if err := postBilledCall(ctx, client, g.url, bodies[c]); err != nil {
-			return err
-		}
-		counts[c]++
-		return nil
-	}
+	dc := newDevCaller(g.url, o.Clients)
 	before, err := g.money()
 	if err != nil {
 		return nil, err
@@ -61,20 +48,19 @@ func (b *bench) calls(ctx context.Context) ([]*Result, error) {
 		return nil, err
 	}
 	st0, cpu0, t0 := g.Store().Stats(), cpuTime(), time.Now()
-	lr, err := runLoad(ctx, o.Clients, warmUp(o), o.Duration, call)
+	lr, err := runLoad(ctx, o.Clients, warmUp(o), o.Duration, dc.call)
 	st1, cpu1, t1 := g.Store().Stats(), cpuTime(), time.Now()
 	prof := stop()
 	if err != nil {
 		return nil, err
 	}
-	for _, n := range counts {
-		answered200 += n
-	}
+	answered200 := dc.answered()
 	checked, err := g.checkMoney(before, int(answered200))
 	if err != nil {
 		return nil, err
 	}
 	b.callsRate = lr.Rate()
+	b.callsUpdates = float64(st1.Updates-st0.Updates) / float64(max(answered200, 1))
 	p50, p99 := lr.Lat.P(0.50), lr.Lat.P(0.99)
 	res.Measured = fmt.Sprintf("%s calls/s (%s calls in %.1fs), p50 %s, p99 %s",
 		thousands(int64(lr.Rate())), thousands(int64(lr.Calls)), lr.Elapsed.Seconds(), ms(p50), ms(p99))
@@ -85,6 +71,41 @@ func (b *bench) calls(ctx context.Context) ([]*Result, error) {
 	}
 	res.judge(lr.Rate() >= targetCallsRate && p99 <= targetCallsP99, w.why())
 	return []*Result{res}, nil
+}
+
+// devCaller makes row 1's calls: client c calls bench/echo under mandate
+// c, each call required to answer 200, billed; it counts those answered.
+type devCaller struct {
+	client *http.Client
+	url    string
+	bodies [][]byte
+	counts []int64
+}
+
+func newDevCaller(url string, clients int) *devCaller {
+	d := &devCaller{client: httpClient(clients), url: url, bodies: make([][]byte, clients), counts: make([]int64, clients)}
+	for c := range d.bodies {
+		d.bodies[c] = fmt.Appendf(nil, `{"mandate":%q,"agent":%q,"input":{"n":%d}}`, mandateID(c), agentEcho, c)
+	}
+	return d
+}
+
+// call makes one call as client c (one goroutine per client).
+func (d *devCaller) call(ctx context.Context, c int) error {
+	if err := postBilledCall(ctx, d.client, d.url, d.bodies[c]); err != nil {
+		return err
+	}
+	d.counts[c]++
+	return nil
+}
+
+// answered is how many calls answered 200, billed (once the load is over).
+func (d *devCaller) answered() int64 {
+	var n int64
+	for _, c := range d.counts {
+		n += c
+	}
+	return n
 }
 
 func warmUp(o Options) time.Duration {
@@ -185,12 +206,16 @@ func startProfile(o Options, name string) (stop func() string, err error) {
 }
 
 // postBilledCall makes one POST /v0/calls and requires a billed success.
-func postBilledCall(ctx context.Context, client *http.Client, base string, body []byte) error {
+// Headers, when given, are sent too (name, value, name, value…).
+func postBilledCall(ctx context.Context, client *http.Client, base string, body []byte, headers ...string) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v0/calls", bytes.NewReader(body))
 	if err != nil {
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
 	resp, err := client.Do(req)
 	if err != nil {
 		return err

@@ -5,11 +5,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"path/filepath"
 	"runtime/metrics"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -92,7 +90,7 @@ func (b *bench) catalog(ctx context.Context) ([]*Result, error) {
 			Notes: []string{
 				fmt.Sprintf("versions registered with App.RegisterVersion (store record + registry, as publishing does) in %s", registered.Round(time.Millisecond)),
 				fmt.Sprintf("%d bytes of answer, the last one; one client, sequential, over loopback HTTP", results),
-				fmt.Sprintf("%s of CPU and %s allocated per request (gateway and client, Go's own count); load average %s: the machine's other work shows in the tail", ms(cpu), thousands(int64(alloc))+" B", loadAverage()),
+				fmt.Sprintf("%s of CPU and %s allocated per request (gateway and client, Go's own count)%s: the machine's other work shows in the tail", ms(cpu), thousands(int64(alloc))+" B", loadAverage()),
 			},
 		}
 		r.judge(lat.P(0.99) <= catalogTarget, "the answer scans the registry's latest versions on every request")
@@ -166,15 +164,6 @@ func heapAllocs() uint64 {
 		return s[0].Value.Uint64()
 	}
 	return 0
-}
-
-// loadAverage is the 1-minute load average, or "unknown".
-func loadAverage() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if f := strings.Fields(string(b)); err == nil && len(f) > 0 {
-		return f[0]
-	}
-	return "unknown"
 }
 
 // getCount GETs url and returns the body's length; anything but 200 is an error.

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/time/rate"
+
 	"holon.dev/holon/appliance"
 	"holon.dev/holon/gateway"
 	"holon.dev/holon/journal"
@@ -42,7 +44,16 @@ type gatewayConfig struct {
 	slow *slowAgent
 	// control, when set, serves /bench/ beside the API.
 	control http.Handler
+	// hosted runs the gateway hosted (accounts, keys, scoping), with the
+	// admin key adminKey and no rate limit; its payers sign up through the
+	// API (see hosted.go), so no mandate files are written.
+	hosted bool
+	// db, when set, is the store to open instead of a new one in dir.
+	db string
 }
+
+// adminKey is the hosted bench gateway's operator key.
+const adminKey = "bench-admin-key-0123456789abcdefghijklmnopqrstuvwxyz"
 
 // benchGateway is an appliance (dev mode, fsync on) served over loopback HTTP.
 type benchGateway struct {
@@ -85,7 +96,7 @@ allow: {agents: ["bench/*"]}
 	if slow == nil {
 		slow = newSlowAgent()
 	}
-	app, err := appliance.Open(ctx, appliance.Config{
+	acfg := appliance.Config{
 		DB:                    filepath.Join(cfg.dir, "holon.db"),
 		Registry:              []string{reg},
 		MandatesDir:           mand,
@@ -96,7 +107,18 @@ allow: {agents: ["bench/*"]}
 			"bench-echo": func(_ context.Context, in json.RawMessage, _ *gateway.Ctx) (any, error) { return in, nil },
 			"bench-slow": slow.run,
 		},
-	})
+	}
+	if cfg.db != "" {
+		acfg.DB = cfg.db
+	}
+	if cfg.hosted {
+		acfg.Hosted, acfg.AdminKey, acfg.MandatesDir = true, adminKey, ""
+		acfg.Limits = appliance.Limits{
+			Account: appliance.Limit{Rate: rate.Inf}, Address: appliance.Limit{Rate: rate.Inf},
+			Signup: appliance.Limit{Rate: rate.Inf}, MaxTracked: 1000,
+		}
+	}
+	app, err := appliance.Open(ctx, acfg)
 	if err != nil {
 		return nil, fmt.Errorf("open the bench gateway: %w", err)
 	}

@@ -26,6 +26,12 @@ func (r loadResult) Rate() float64 { return float64(r.Calls) / r.Elapsed.Seconds
 // window of length dur. do gets the client's number; an error stops the
 // load and is returned (the first one).
 func runLoad(ctx context.Context, clients int, warm, dur time.Duration, do func(ctx context.Context, client int) error) (loadResult, error) {
+	return runLoadDuring(ctx, clients, warm, func(ctx context.Context) { sleep(ctx, dur) }, do)
+}
+
+// runLoadDuring is runLoad with a window that lasts as long as window runs
+// (it must return when its ctx is done).
+func runLoadDuring(ctx context.Context, clients int, warm time.Duration, window func(context.Context), do func(ctx context.Context, client int) error) (loadResult, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var (
@@ -61,7 +67,7 @@ func runLoad(ctx context.Context, clients int, warm, dur time.Duration, do func(
 	sleep(ctx, warm)
 	measuring.Store(true)
 	start := time.Now()
-	sleep(ctx, dur)
+	window(ctx)
 	measuring.Store(false)
 	elapsed := time.Since(start)
 	stopping.Store(true)

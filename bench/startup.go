@@ -42,7 +42,7 @@ func (b *bench) startup(ctx context.Context) ([]*Result, error) {
 	dir := filepath.Join(o.Dir, "startup")
 	path := filepath.Join(dir, "holon.db")
 	t := time.Now()
-	size, err := buildReceipts(ctx, path, o.Receipts)
+	size, err := buildReceipts(ctx, path, o.Receipts, false)
 	if err != nil {
 		return nil, fmt.Errorf("build the store: %w", err)
 	}
@@ -144,8 +144,10 @@ func benchMandate(i int) string { return fmt.Sprintf("m%d/bench", i) }
 
 // buildReceipts writes n finished receipts over 4 mandates, as a gateway
 // leaves them, in large transactions without fsync, and returns the file's
-// size.
-func buildReceipts(ctx context.Context, path string, n int) (int64, error) {
+// size. Settled also writes what a settlement writes beside the receipt:
+// its journal entry and balances (the payers funded first) and its call
+// event and agent record.
+func buildReceipts(ctx context.Context, path string, n int, settled bool) (int64, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return 0, err
 	}
@@ -161,6 +163,24 @@ func buildReceipts(ctx context.Context, path string, n int) (int64, error) {
 	}
 	agent := agentEcho + "@1.0.0"
 	created := time.Now().UTC().Add(-time.Duration(n) * time.Millisecond)
+	if settled {
+		err := s.Update(ctx, func(tx *kv.Tx) error {
+			for m := range 4 {
+				e, err := journal.Transfer(fmt.Sprintf("signup:m%d", m), "external:demo-credit", fmt.Sprintf("m%d", m), journal.MustParseAmount("1000000"))
+				if err != nil {
+					return err
+				}
+				if _, err := tx.AppendEntry(e); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			s.Close()
+			return 0, err
+		}
+	}
 	const perTx = 50_000
 	for start := 0; start < n; start += perTx {
 		err := s.Update(ctx, func(tx *kv.Tx) error {
@@ -177,6 +197,19 @@ func buildReceipts(ctx context.Context, path string, n int) (int64, error) {
 					Created: created.Add(time.Duration(i) * time.Millisecond),
 				}
 				if err := tx.PutReceipt(r); err != nil {
+					return err
+				}
+				if !settled {
+					continue
+				}
+				e, err := journal.Settlement("settle:"+id, r.Payer, shares)
+				if err != nil {
+					return err
+				}
+				if _, err := tx.AppendEntry(e); err != nil {
+					return err
+				}
+				if err := tx.AppendEvent(&kv.Event{Receipt: id, Agent: agent, Status: "succeeded", DurationMS: 3, Billed: price, Currency: "EUR", Time: r.Created}, true); err != nil {
 					return err
 				}
 			}

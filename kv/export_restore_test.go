@@ -170,6 +170,103 @@ func TestRestore_Refuses(t *testing.T) {
 	}
 }
 
+// Ensure that an export of a serving store is the store as of its start,
+// while a write commits in the middle of it, and that it leaves no file
+// beside the store (it streams from a copy of the file).
+func TestStore_Export_WhileWriting(t *testing.T) {
+	dir := t.TempDir()
+	s, err := kv.Open(filepath.Join(dir, "holon.db"), kv.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	populate(t, s)
+	want := export(t, s)
+	var got exported
+	first := true
+	err = s.Export(func(sn kv.Snapshot) error { got.snap = sn; return nil }, func(b string, k, v []byte) error {
+		if first {
+			first = false
+			credit(t, s, "carol", "1.00") // commits while the export runs
+			if es, _ := os.ReadDir(dir); len(es) != 1 {
+				t.Errorf("%d files beside the store during the export, want none", len(es)-1)
+			}
+		}
+		got.rows = append(got.rows, kv.Row{Bucket: b, Key: bytes.Clone(k), Value: bytes.Clone(v)})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Error("the export saw a write committed after it began")
+	}
+	if balance(t, s, "carol") != amt("1.00") {
+		t.Error("the write during the export was lost")
+	}
+	if es, _ := os.ReadDir(dir); len(es) != 1 {
+		t.Errorf("%d files beside the store after the export, want none", len(es)-1)
+	}
+}
+
+// Ensure that a restore cut short after several of its batches were
+// committed leaves the target untouched: no file at a new target, an empty
+// store unchanged, no temporary file; and that the same feed in small
+// batches, not cut short, restores the whole store.
+func TestRestore_CutShort(t *testing.T) {
+	src := mustOpen(t, kv.Options{NoSync: true})
+	populate(t, src)
+	e := export(t, src)
+	cut := func(after int) func() (kv.Row, error) {
+		next, n := feed(e.rows), 0
+		return func() (kv.Row, error) {
+			if n++; n > after {
+				return kv.Row{}, errors.New("read: connection reset")
+			}
+			return next()
+		}
+	}
+	const batch = 64 // bytes: a handful of rows per transaction
+	dir := t.TempDir()
+	target := filepath.Join(dir, "new.db")
+	err := kv.RestoreInBatchesForTest(target, e.snap, cut(len(e.rows)-1), batch)
+	if err == nil || !strings.Contains(err.Error(), "connection reset") {
+		t.Fatalf("error %v, want the feed's", err)
+	}
+	if es, _ := os.ReadDir(dir); len(es) != 0 {
+		t.Fatalf("a restore cut short left %s behind", es[0].Name())
+	}
+
+	empty := filepath.Join(dir, "empty.db")
+	s, err := kv.Open(empty, kv.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	before, _ := os.ReadFile(empty)
+	if err := kv.RestoreInBatchesForTest(empty, e.snap, cut(len(e.rows)/2), batch); err == nil {
+		t.Fatal("a restore cut short succeeded")
+	}
+	if after, _ := os.ReadFile(empty); !bytes.Equal(before, after) {
+		t.Error("a restore cut short changed the empty store")
+	}
+	if es, _ := os.ReadDir(dir); len(es) != 1 {
+		t.Errorf("%d files in the directory, want the empty store alone", len(es))
+	}
+
+	if err := kv.RestoreInBatchesForTest(target, e.snap, feed(e.rows), batch); err != nil {
+		t.Fatal(err)
+	}
+	ro, err := kv.OpenReadOnly(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	if got := export(t, ro); !reflect.DeepEqual(got, e) {
+		t.Error("the store restored in small batches differs")
+	}
+}
+
 // Ensure that Restore refuses a store that holds anything, leaving it as it
 // was, and accepts one that only has its schema.
 func TestRestore_Target(t *testing.T) {

@@ -21,3 +21,9 @@ func (s *Store) ClosedForTest() bool {
 	defer s.closeMu.RUnlock()
 	return s.closed
 }
+
+// RestoreInBatchesForTest is Restore with transactions of batchBytes, so a
+// test can cut a restore short after several batches were committed.
+func RestoreInBatchesForTest(path string, snap Snapshot, next func() (Row, error), batchBytes int) error {
+	return restore(path, snap, next, batchBytes)
+}

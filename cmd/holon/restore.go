@@ -32,10 +32,11 @@ func (c *restoreCommand) Run(ctx context.Context, args []string) error {
 	fs.Usage = func() {
 		fmt.Fprintln(c.stderr, `Usage: holon restore --in FILE.jsonl (--db NEW.db | --to-postgres URL)
 
-Loads a backup written by holon backup, in one transaction, counters and
-sequences included. Nothing is written unless the whole file checks out:
-a truncated or altered file, an unknown format version, or a target that
-is not empty is refused and leaves the target as it was.
+Loads a backup written by holon backup, counters and sequences included,
+with memory that does not grow with the store. Nothing is written unless
+the whole file checks out: a truncated or altered file, an unknown format
+version, or a target that is not empty is refused and leaves the target
+as it was.
 
 --db creates a new store (stop any gateway using that path first).
 --to-postgres applies Holon's PostgreSQL schema to an empty database and

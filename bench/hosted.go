@@ -1,0 +1,139 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"path/filepath"
+	"strconv"
+)
+
+// targetHostedRatio is the share of row 1's throughput a hosted gateway
+// must keep with agent keys and an Idempotency-Key on every call.
+const targetHostedRatio = 0.8
+
+// hosted measures row 1's load on a hosted gateway: the payers signed up
+// through the API, each calling with an agent key bound to its mandate and
+// a fresh Idempotency-Key on every call (rate limits on, at no limit).
+func (b *bench) hosted(ctx context.Context) ([]*Result, error) {
+	o := b.o
+	res := &Result{
+		Name:   fmt.Sprintf("[1b] the same through a hosted gateway (--hosted): agent keys, an Idempotency-Key on every call, %d clients", o.Clients),
+		Target: fmt.Sprintf("≥ %.1f × row 1 (dev mode)", targetHostedRatio),
+	}
+	g, err := openGateway(ctx, gatewayConfig{dir: filepath.Join(o.Dir, "hosted"), hosted: true})
+	if err != nil {
+		return nil, err
+	}
+	defer g.Close()
+	client := httpClient(o.Clients)
+	keys := make([]string, benchPayers)
+	for i := range keys {
+		if keys[i], err = hostedPayer(ctx, client, g.url, fmt.Sprintf("bench%02d", i)); err != nil {
+			return nil, err
+		}
+	}
+	bodies := make([][]byte, o.Clients)
+	for c := range bodies {
+		bodies[c] = fmt.Appendf(nil, `{"mandate":"bench%02d/bench","agent":%q,"input":{"n":%d}}`, c%benchPayers, agentEcho, c)
+	}
+	counts := make([]int64, o.Clients)
+	before, err := g.money()
+	if err != nil {
+		return nil, err
+	}
+	st0 := g.Store().Stats()
+	lr, err := runLoad(ctx, o.Clients, warmUp(o), o.Duration, func(ctx context.Context, c int) error {
+		counts[c]++
+		idem := "bench-" + strconv.Itoa(c) + "-" + strconv.FormatInt(counts[c], 10)
+		if err := postBilledCall(ctx, client, g.url, bodies[c], "Authorization", "Bearer "+keys[c%benchPayers], "Idempotency-Key", idem); err != nil {
+			counts[c]--
+			return err
+		}
+		return nil
+	})
+	st1 := g.Store().Stats()
+	if err != nil {
+		return nil, fmt.Errorf("hosted calls: %w", err)
+	}
+	var answered int64
+	for _, n := range counts {
+		answered += n
+	}
+	checked, err := g.checkMoney(before, int(answered))
+	if err != nil {
+		return nil, err
+	}
+	w := writerShare(st0, st1)
+	res.Measured = fmt.Sprintf("%s calls/s, p50 %s, p99 %s", thousands(int64(lr.Rate())), ms(lr.Lat.P(0.5)), ms(lr.Lat.P(0.99)))
+	res.Notes = append(res.Notes, w.String(), checked)
+	if b.callsRate == 0 {
+		res.Verdict = "skipped: the ratio needs row 1 (--rows calls,hosted)"
+		return []*Result{res}, nil
+	}
+	ratio := lr.Rate() / b.callsRate
+	res.Measured += fmt.Sprintf("; %.2f × row 1's %s calls/s", ratio, thousands(int64(b.callsRate)))
+	res.judge(ratio >= targetHostedRatio, fmt.Sprintf("%.1f store updates per call against row 1's %.1f (the idempotency key's claim and outcome are updates of their own, each a commit the call waits for); %s", float64(w.d.Updates)/float64(max(answered, 1)), b.callsUpdates, w.why()))
+	return []*Result{res}, nil
+}
+
+// hostedPayer signs an account up, gives it a mandate for the bench's
+// agents and returns an agent key bound to it.
+func hostedPayer(ctx context.Context, client *http.Client, base, handle string) (string, error) {
+	var signup struct {
+		HumanKey string `json:"human_key"`
+	}
+	if err := postJSON(ctx, client, base+"/v0/signup", "", map[string]any{"handle": handle, "email": handle + "@example.com"}, &signup); err != nil {
+		return "", err
+	}
+	mandate := map[string]any{"id": "bench", "grantee": handle + "/assistant",
+		"budget": map[string]any{"total": "1000000.00", "per_call": "1.00"}, "allow": map[string]any{"agents": []string{"bench/*"}}}
+	if err := postJSON(ctx, client, base+"/v0/mandates", signup.HumanKey, mandate, nil); err != nil {
+		return "", err
+	}
+	var key struct {
+		Key string `json:"key"`
+	}
+	if err := postJSON(ctx, client, base+"/v0/keys", signup.HumanKey, map[string]any{"mandate": handle + "/bench"}, &key); err != nil {
+		return "", err
+	}
+	if key.Key == "" {
+		return "", fmt.Errorf("POST /v0/keys for %s: no key", handle)
+	}
+	return key.Key, nil
+}
+
+// postJSON posts body as JSON with a bearer key and decodes a 2xx answer into out.
+func postJSON(ctx context.Context, client *http.Client, url, key string, body, out any) error {
+	b, err := json.Marshal(body)
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(b))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	answer, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("POST %s: %s: %s", url, resp.Status, answer)
+	}
+	if out != nil {
+		return json.Unmarshal(answer, out)
+	}
+	return nil
+}
