@@ -38,7 +38,7 @@ func (b *bench) liveBackup(ctx context.Context) ([]*Result, error) {
 	dir := filepath.Join(o.Dir, "backup")
 	db := filepath.Join(dir, "holon.db")
 	t := time.Now()
-	size, err := buildReceipts(ctx, db, o.Receipts, true)
+	size, err := buildReceipts(ctx, db, o.Receipts)
 	if err != nil {
 		return nil, fmt.Errorf("build the store: %w", err)
 	}

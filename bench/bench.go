@@ -13,7 +13,7 @@
 //	mcp       a real MCP agent on loopback, through the gateway against directly: latency at 1 client, throughput at 32
 //	startup   start-up of the real binary on a store of 1,000,000 receipts, its RSS, and the newest 50 receipts of a mandate
 //	inflight  memory for 2,000 calls in flight to a slow agent, in a child gateway process
-//	catalog   GET /v0/agents?q= and GET /v0/catalog with 10,000 registered versions (catalog.go)
+//	catalog   GET /v0/agents?q= and GET /v0/catalog with 10,000 registered versions (catalog.go); settled calls' p99 with versions published beside them against without (publish.go)
 //	backup    settled calls' p99 during a live backup of a store of 1,000,000 settled calls; then restoring it: time and peak heap
 //
 // A row that misses its target says MISSED, with what the measurements

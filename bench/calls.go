@@ -65,7 +65,8 @@ func (b *bench) calls(ctx context.Context) ([]*Result, error) {
 	res.Measured = fmt.Sprintf("%s calls/s (%s calls in %.1fs), p50 %s, p99 %s",
 		thousands(int64(lr.Rate())), thousands(int64(lr.Calls)), lr.Elapsed.Seconds(), ms(p50), ms(p99))
 	w := writerShare(st0, st1)
-	res.Notes = append(res.Notes, w.String(), cpuNote(cpu1-cpu0, t1.Sub(t0), answered200), checked)
+	res.Notes = append(res.Notes, w.String(), fmt.Sprintf("%.1f store updates and %.2f commits per call answered; a caller waits for one durable commit, its settlement's (the reservation is applied in that commit or an earlier one, not waited for)",
+		b.callsUpdates, float64(w.d.Commits)/float64(max(answered200, 1))), cpuNote(cpu1-cpu0, t1.Sub(t0), answered200), checked)
 	if prof != "" {
 		res.Notes = append(res.Notes, prof)
 	}

@@ -24,17 +24,18 @@ const (
 	catalogTopics = 1000
 )
 
-// catalogManifest is bench agent i: its summary names its topic.
-func catalogManifest(i int) string {
-	return fmt.Sprintf(`id: cat%05d/agent
+// catalogManifest is bench agent i, listed as id with capability: its
+// summary names its topic.
+func catalogManifest(id string, i int, capability string) string {
+	return fmt.Sprintf(`id: %s
 version: 1.0.0
 summary: Catalogue bench agent %d, about topic-%04d.
 license: proprietary
-capabilities: [bench.topic%d]
+capabilities: [%s]
 interface: {input: {type: object}, output: {type: object}}
 pricing: {model: per_run, amount: %q, currency: EUR}
 runtime: {kind: dev, tool: bench-echo}
-`, i, i, i%catalogTopics, i%10, callPrice)
+`, id, i, i%catalogTopics, capability, callPrice)
 }
 
 // catalog registers the versions through App.RegisterVersion (what
@@ -96,7 +97,22 @@ func (b *bench) catalog(ctx context.Context) ([]*Result, error) {
 		r.judge(lat.P(0.99) <= catalogTarget, "the answer scans the registry's latest versions on every request")
 		out = append(out, r)
 	}
-	return out, nil
+	beside, err := b.publishBeside(ctx, g)
+	if err != nil {
+		return nil, err
+	}
+	return append(out, beside), nil
+}
+
+// publishOne lists agent id (bench agent i) through App.RegisterVersion,
+// the path publishing takes (listVersion: the store record, the registry,
+// the evaluation queued).
+func publishOne(ctx context.Context, g *benchGateway, id string, i int, capability string) error {
+	m, err := gateway.ParseManifest([]byte(catalogManifest(id, i, capability)))
+	if err != nil {
+		return err
+	}
+	return g.app.RegisterVersion(ctx, m)
 }
 
 // registerMany registers n catalogue agents, 16 at a time (the store groups
@@ -110,10 +126,7 @@ func registerMany(ctx context.Context, g *benchGateway, n int) error {
 		go func() {
 			defer wg.Done()
 			for i := range next {
-				m, err := gateway.ParseManifest([]byte(catalogManifest(i)))
-				if err == nil {
-					err = g.app.RegisterVersion(ctx, m)
-				}
+				err := publishOne(ctx, g, fmt.Sprintf("cat%05d/agent", i), i, fmt.Sprintf("bench.topic%d", i%10))
 				if err != nil {
 					select {
 					case errs <- fmt.Errorf("register %d: %w", i, err):

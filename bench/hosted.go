@@ -76,7 +76,12 @@ func (b *bench) hosted(ctx context.Context) ([]*Result, error) {
 	}
 	ratio := lr.Rate() / b.callsRate
 	res.Measured += fmt.Sprintf("; %.2f × row 1's %s calls/s", ratio, thousands(int64(b.callsRate)))
-	res.judge(ratio >= targetHostedRatio, fmt.Sprintf("%.1f store updates per call against row 1's %.1f (the idempotency key's claim and outcome are updates of their own, each a commit the call waits for); %s", float64(w.d.Updates)/float64(max(answered, 1)), b.callsUpdates, w.why()))
+	perCall := float64(w.d.Updates) / float64(max(answered, 1))
+	extra := "no update of its own (its claim rides in the reservation's transaction, its outcome in the settlement's), and the caller waits for one durable commit, its settlement's, as in row 1; what a hosted call adds is work inside those updates (the key's records) and before them (the agent key's check)"
+	if perCall > b.callsUpdates+0.05 {
+		extra = fmt.Sprintf("%.1f updates per call beyond row 1's, each run by the one writer", perCall-b.callsUpdates)
+	}
+	res.judge(ratio >= targetHostedRatio, fmt.Sprintf("%.1f store updates per call against row 1's %.1f: the Idempotency-Key costs %s; %s", perCall, b.callsUpdates, extra, w.why()))
 	return []*Result{res}, nil
 }
 

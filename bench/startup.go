@@ -30,7 +30,7 @@ const (
 	newestQueries  = 200
 )
 
-// startup builds a store of Receipts receipts (fast: large transactions,
+// startup builds a store of Receipts settled calls (fast: large transactions,
 // no fsync), then starts the real binary on it (holon serve) a few times:
 // the time from exec to the first 200 on /healthz, the process's RSS once
 // serving, and the newest 50 receipts of one mandate through the API.
@@ -42,11 +42,11 @@ func (b *bench) startup(ctx context.Context) ([]*Result, error) {
 	dir := filepath.Join(o.Dir, "startup")
 	path := filepath.Join(dir, "holon.db")
 	t := time.Now()
-	size, err := buildReceipts(ctx, path, o.Receipts, false)
+	size, err := buildReceipts(ctx, path, o.Receipts)
 	if err != nil {
 		return nil, fmt.Errorf("build the store: %w", err)
 	}
-	built := fmt.Sprintf("store of %s receipts (%s file) built in %.1fs", thousands(int64(o.Receipts)), mb(float64(size)), time.Since(t).Seconds())
+	built := fmt.Sprintf("store of %s settled calls (receipts, journal, events; %s file) built in %.1fs", thousands(int64(o.Receipts)), mb(float64(size)), time.Since(t).Seconds())
 	var times []time.Duration
 	var rss []int64
 	var first time.Duration
@@ -142,12 +142,12 @@ func joinMS(ds []time.Duration) string {
 
 func benchMandate(i int) string { return fmt.Sprintf("m%d/bench", i) }
 
-// buildReceipts writes n finished receipts over 4 mandates, as a gateway
-// leaves them, in large transactions without fsync, and returns the file's
-// size. Settled also writes what a settlement writes beside the receipt:
-// its journal entry and balances (the payers funded first) and its call
-// event and agent record.
-func buildReceipts(ctx context.Context, path string, n int, settled bool) (int64, error) {
+// buildReceipts writes n settled calls over 4 mandates, as a gateway
+// leaves them (so that holon verify passes on the store), in large
+// transactions without fsync, and returns the file's size: each receipt
+// with what its settlement writes beside it, its journal entry and
+// balances (the payers funded first) and its call event and agent record.
+func buildReceipts(ctx context.Context, path string, n int) (int64, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return 0, err
 	}
@@ -163,23 +163,21 @@ func buildReceipts(ctx context.Context, path string, n int, settled bool) (int64
 	}
 	agent := agentEcho + "@1.0.0"
 	created := time.Now().UTC().Add(-time.Duration(n) * time.Millisecond)
-	if settled {
-		err := s.Update(ctx, func(tx *kv.Tx) error {
-			for m := range 4 {
-				e, err := journal.Transfer(fmt.Sprintf("signup:m%d", m), "external:demo-credit", fmt.Sprintf("m%d", m), journal.MustParseAmount("1000000"))
-				if err != nil {
-					return err
-				}
-				if _, err := tx.AppendEntry(e); err != nil {
-					return err
-				}
+	err = s.Update(ctx, func(tx *kv.Tx) error {
+		for m := range 4 {
+			e, err := journal.Transfer(fmt.Sprintf("signup:m%d", m), "external:demo-credit", fmt.Sprintf("m%d", m), journal.MustParseAmount("1000000"))
+			if err != nil {
+				return err
 			}
-			return nil
-		})
-		if err != nil {
-			s.Close()
-			return 0, err
+			if _, err := tx.AppendEntry(e); err != nil {
+				return err
+			}
 		}
+		return nil
+	})
+	if err != nil {
+		s.Close()
+		return 0, err
 	}
 	const perTx = 50_000
 	for start := 0; start < n; start += perTx {
@@ -198,9 +196,6 @@ func buildReceipts(ctx context.Context, path string, n int, settled bool) (int64
 				}
 				if err := tx.PutReceipt(r); err != nil {
 					return err
-				}
-				if !settled {
-					continue
 				}
 				e, err := journal.Settlement("settle:"+id, r.Payer, shares)
 				if err != nil {

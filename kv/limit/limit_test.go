@@ -43,7 +43,7 @@ func TestStore_Settle(t *testing.T) {
 	}
 	wg.Wait()
 	var ok, over int
-	settled := "" // a key whose settlement committed (which 50 of 60 is up to the scheduler)
+	settled := "" // a key that settled (which ones did is the scheduler's choice)
 	for i, err := range errs {
 		switch {
 		case err == nil:
