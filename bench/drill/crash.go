@@ -36,15 +36,12 @@ func crashDrill(ctx context.Context, d *drill) error {
 	if err := agents.writeRegistry(registry, agents.standardAgents()...); err != nil {
 		return err
 	}
-	db := filepath.Join(d.dir, "holon.db")
-	g, err := newGateway(d.o.Holon, db, registry)
+	g, err := d.serve(ctx, registry, nil)
 	if err != nil {
 		return err
 	}
-	if err := g.start(ctx); err != nil {
-		return err
-	}
 	defer g.kill()
+	db := g.db
 	c := newAPI(g.url, clients*2)
 	acc, err := c.signup(ctx, "crasher", g.adminKey, "100000.00")
 	if err != nil {

@@ -57,16 +57,12 @@ func hostileDrill(ctx context.Context, d *drill) error {
 	if err := agents.writeRegistry(registry, specs...); err != nil {
 		return err
 	}
-	db := filepath.Join(d.dir, "holon.db")
-	g, err := newGateway(d.o.Holon, db, registry, "HOLON_RATE_SIGNUP=5/h")
+	g, err := d.serve(ctx, registry, func(g *gatewayProc) { g.bodyTimeout = 2 * time.Second }, "HOLON_RATE_SIGNUP=5/h")
 	if err != nil {
 		return err
 	}
-	g.bodyTimeout = 2 * time.Second
-	if err := g.start(ctx); err != nil {
-		return err
-	}
 	defer g.kill()
+	db := g.db
 	c := newAPI(g.url, 16)
 	mal, err := c.signup(ctx, "mallory", g.adminKey, "")
 	if err != nil {

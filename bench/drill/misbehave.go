@@ -103,15 +103,12 @@ func agentsDrill(ctx context.Context, d *drill) error {
 	if err := units.writeManifest(registry); err != nil {
 		return err
 	}
-	db := filepath.Join(d.dir, "holon.db")
-	g, err := newGateway(d.o.Holon, db, registry)
+	g, err := d.serve(ctx, registry, nil)
 	if err != nil {
 		return err
 	}
-	if err := g.start(ctx); err != nil {
-		return err
-	}
 	defer g.kill()
+	db := g.db
 	c := newAPI(g.url, 64)
 	acc, err := c.signup(ctx, "caller", g.adminKey, "100.00")
 	if err != nil {

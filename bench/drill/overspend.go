@@ -35,15 +35,12 @@ func overspendDrill(ctx context.Context, d *drill) error {
 	if err := agents.writeRegistry(registry, agents.standardAgents()...); err != nil {
 		return err
 	}
-	db := filepath.Join(d.dir, "holon.db")
-	g, err := newGateway(d.o.Holon, db, registry)
+	g, err := d.serve(ctx, registry, nil)
 	if err != nil {
 		return err
 	}
-	if err := g.start(ctx); err != nil {
-		return err
-	}
 	defer g.kill()
+	db := g.db
 	c := newAPI(g.url, clients+8)
 	acc, err := c.signup(ctx, "spender", g.adminKey, "") // the signup credit: 5.00
 	if err != nil {

@@ -39,6 +39,23 @@ type gatewayProc struct {
 	starts int
 }
 
+// serve starts the real gateway on a fresh store (holon.db in the drill's
+// directory) with the agents of registry; set, when not nil, adjusts it
+// before it starts. The caller kills it (defer g.kill()).
+func (d *drill) serve(ctx context.Context, registry string, set func(*gatewayProc), env ...string) (*gatewayProc, error) {
+	g, err := newGateway(d.o.Holon, filepath.Join(d.dir, "holon.db"), registry, env...)
+	if err != nil {
+		return nil, err
+	}
+	if set != nil {
+		set(g)
+	}
+	if err := g.start(ctx); err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
 // newGateway prepares a gateway on db with the drill's webhook agents
 // (registry, a directory of holon.yaml files) and env added to its
 // environment. Private endpoints are allowed: the drill's agents are on
