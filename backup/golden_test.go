@@ -13,7 +13,7 @@ import (
 	"holon.dev/holon/kv"
 )
 
-var update_ = flag.Bool("update", false, "rewrite the golden backup files in testdata/")
+var updateGolden = flag.Bool("update", false, "rewrite the golden backup files in testdata/")
 
 // goldenPath is the backup of the fixtures as the code of 2026-12-01 wrote
 // it, before the domain types left kv: what the store writes and what a
@@ -32,7 +32,7 @@ func goldenStore(tb testing.TB) *kv.Store {
 // the store writes every record as it did, and backups hold the same rows.
 func TestBackup_Golden(t *testing.T) {
 	got := writeBackup(t, goldenStore(t))
-	if *update_ {
+	if *updateGolden {
 		if err := os.WriteFile(goldenPath, got, 0o644); err != nil {
 			t.Fatal(err)
 		}
