@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -97,5 +98,39 @@ func TestListAgents_APIAndMCPAgree(t *testing.T) {
 	}
 	if res, out := s.call("search_agents", map[string]any{"cursor": "nope"}); !res.IsError || obj(out["error"])["code"] != "invalid_request" {
 		t.Errorf("search_agents with a bad cursor: %v", out)
+	}
+}
+
+// Ensure that the console's catalogue lists the agents GET /v0/agents
+// lists, in its order, and offers every capability on offer in its filter
+// even when the page is filtered by one.
+func TestListAgents_ConsoleCatalogue(t *testing.T) {
+	ta := newHostedApp(t)
+	ann := ta.signup("ann")
+	b := signIn(t, ta, ann.humanKey)
+	rows := regexp.MustCompile(`<tr><td><a href="/console/agents/([^"]+)">`)
+	ids := func(body string) []string {
+		var out []string
+		for _, m := range rows.FindAllStringSubmatch(body, -1) {
+			out = append(out, m[1])
+		}
+		return out
+	}
+	var want []string
+	for _, a := range ann.human.must(http.StatusOK, "GET", "/v0/agents", nil)["agents"].([]any) {
+		want = append(want, str(obj(a)["id"]))
+	}
+	resp, body := b.get("/console/agents")
+	if got := ids(body); resp.StatusCode != http.StatusOK || !slices.Equal(got, want) {
+		t.Errorf("console catalogue: %d\n%v\nwant the API's\n%v", resp.StatusCode, got, want)
+	}
+	resp, body = b.get("/console/agents?capability=test.echo")
+	if got := ids(body); resp.StatusCode != http.StatusOK || !slices.Equal(got, []string{"test-lab/echo"}) {
+		t.Errorf("console catalogue by test.echo: %d %v", resp.StatusCode, got)
+	}
+	for _, c := range []string{"test.echo", "extraction.table"} {
+		if !strings.Contains(body, `<option value="`+c+`"`) {
+			t.Errorf("filtered by test.echo, the capability filter does not offer %s", c)
+		}
 	}
 }
