@@ -85,9 +85,9 @@ func errorCodes(t *testing.T, dir string) map[string]string {
 					return true
 				}
 				for _, el := range n.Elts {
-					kv, ok := el.(*ast.KeyValueExpr)
-					if k, isIdent := kv.Key.(*ast.Ident); ok && isIdent && k.Name == "Code" {
-						if s, ok := literal(kv.Value); ok {
+					pair, ok := el.(*ast.KeyValueExpr)
+					if k, isIdent := pair.Key.(*ast.Ident); ok && isIdent && k.Name == "Code" {
+						if s, ok := literal(pair.Value); ok {
 							codes[s] = fset.Position(n.Pos()).String()
 						}
 					}
@@ -171,7 +171,7 @@ func TestAPI_Receipts_UnreadableReceipt(t *testing.T) {
 	// corrupted page would leave them.
 	var snap kv.Snapshot
 	var rows []kv.Row
-	err := ta.app.Engine().Store().Export(func(s kv.Snapshot) error { snap = s; return nil },
+	err := kv.Unwrap(ta.app.Engine().Store()).Export(func(s kv.Snapshot) error { snap = s; return nil },
 		func(bucket string, key, value []byte) error {
 			if bucket == "receipts" {
 				value = value[:len(value)/2]
