@@ -36,8 +36,8 @@ type api struct {
 	files *fileStore
 }
 
-func newAPI(e *gateway.Engine, log *slog.Logger, h *hosted) *api {
-	a := &api{engine: e, log: log, router: httprouter.New(), hosted: h, idem: &idempotency{store: e.Store(), now: e.Now}}
+func newAPI(e *gateway.Engine, log *slog.Logger, h *hosted, idem *idempotency) *api {
+	a := &api{engine: e, log: log, router: httprouter.New(), hosted: h, idem: idem}
 	a.routes()
 	return a
 }

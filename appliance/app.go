@@ -52,6 +52,10 @@ type App struct {
 	// files keeps uploads (files.go); filesDone closes when its sweeper ends.
 	files     *fileStore
 	filesDone chan struct{}
+	// idem keeps Idempotency-Keys (idempotency.go); idemDone closes when
+	// its sweeper ends.
+	idem     *idempotency
+	idemDone chan struct{}
 }
 
 // Open checks the configuration, opens the store, loads the agents and
@@ -76,6 +80,9 @@ func Open(ctx context.Context, cfg Config) (*App, error) {
 	}
 	if cfg.PlatformFX == nil {
 		cfg.PlatformFX = DefaultPlatformFX
+	}
+	if cfg.IdempotencyTTL == 0 {
+		cfg.IdempotencyTTL = DefaultIdempotencyTTL
 	}
 	m := newMetrics()
 	store, err := kv.Open(cfg.DB, kv.Options{NoSync: cfg.NoSync, Now: cfg.Now, OnCommit: m.observeBatch, OnFailure: cfg.OnStoreFailure})
@@ -215,7 +222,8 @@ func (a *App) init(ctx context.Context) error {
 	if err := a.initListings(); err != nil {
 		return err
 	}
-	api := newAPI(a.engine, a.log, h)
+	a.idem = &idempotency{store: a.store, now: a.cfg.Now, ttl: a.cfg.IdempotencyTTL}
+	api := newAPI(a.engine, a.log, h, a.idem)
 	api.routeListings(a.listings)
 	api.routeFiles(a.files)
 	a.handler = api
@@ -226,6 +234,8 @@ func (a *App) init(ctx context.Context) error {
 	a.evalsDone = a.startListings(sweepCtx)
 	a.filesDone = make(chan struct{})
 	go a.sweepFilesEvery(sweepCtx, time.Minute)
+	a.idemDone = make(chan struct{})
+	go a.sweepIdempotencyEvery(sweepCtx, idemSweepEvery(a.cfg.IdempotencyTTL))
 	return nil
 }
 
@@ -303,6 +313,7 @@ func (a *App) Close() error {
 		<-a.done
 		<-a.evalsDone
 		<-a.filesDone
+		<-a.idemDone
 	}
 	if a.mcp != nil {
 		a.mcp.Close()
