@@ -123,11 +123,11 @@ func (d *idempotency) claim(scope, key string, body callBody) (*claim, error) {
 	return &claim{idem: d, scope: scope, key: key, hash: hash}, nil
 }
 
-// Check lets a new key through, and a key whose lifetime has passed.
-// A known key with another request is
-// refused (422 idempotency_mismatch), a running one answers 409, one whose
-// call a restart cut short answers 409 idempotency_interrupted, and a
-// finished one stops the call with a *replayError.
+// Check lets a new key through, and a key whose lifetime has passed. A
+// known key with another request is refused (422 idempotency_mismatch), a
+// running one answers 409, one whose call a restart cut short answers 409
+// idempotency_interrupted, and a finished one stops the call with a
+// *replayError.
 func (c *claim) Check(tx *kv.Tx) error {
 	rec, found, err := c.lookup(tx)
 	switch {
@@ -233,8 +233,8 @@ func interrupt(tx *kv.Tx, runKey string, rec idemRecord, now time.Time) error {
 // interruptRunning marks every key whose call was in flight when the last
 // run stopped: a settled call's key is done in its settlement's own
 // transaction, so a key still running was really cut short, and answers
-// 409 idempotency_interrupted for good. It runs at start-up, before
-// serving, and returns how many it marked.
+// 409 idempotency_interrupted for the key's lifetime. It runs at
+// start-up, before serving, and returns how many it marked.
 func interruptRunning(ctx context.Context, store *kv.Store, now time.Time) (int, error) {
 	var n int
 	err := store.Update(ctx, func(tx *kv.Tx) error {
