@@ -209,3 +209,41 @@ func TestIdempotency_NegativeTTL(t *testing.T) {
 		t.Errorf("Check: %v, want --idempotency-ttl refused", err)
 	}
 }
+
+// Ensure that a key a restart interrupted answers 409
+// idempotency_interrupted for its 24 hours, and after them runs as a new
+// key: the call runs and is billed.
+func TestIdempotency_InterruptedKeyExpires(t *testing.T) {
+	ta, clock := newClockedApp(t)
+	ann := ta.signup("ann")
+	slowMandate(ann)
+	c := ann.human.with("Idempotency-Key", "crash-1")
+	answered := make(chan int, 1)
+	oldSrv := ta.srv
+	go func() {
+		status, _ := c.do("POST", "/v0/calls", slowCall(3))
+		answered <- status
+	}()
+	ta.waitStarted()
+	if err := ta.app.Close(); err != nil { // the store closes under the running call
+		t.Fatal(err)
+	}
+	ta.app = nil
+	ta.open()
+	ta.letGo()
+	<-answered
+	oldSrv.Close()
+
+	clock.advance(appliance.DefaultIdempotencyTTL - time.Second)
+	if status, out := c.do("POST", "/v0/calls", slowCall(3)); status != http.StatusConflict || errorCode(out) != "idempotency_interrupted" {
+		t.Errorf("a second before 24 hours: %d %v, want 409 idempotency_interrupted", status, out)
+	}
+	clock.advance(2 * time.Second)
+	out := c.must(http.StatusOK, "POST", "/v0/calls", slowCall(3))
+	if out["replayed"] != nil || str(out["output"]) != "map[n:3]" {
+		t.Errorf("after 24 hours: %v, want the call run anew", out)
+	}
+	if n := ann.human.receiptCount("ann/lab"); n != 2 {
+		t.Errorf("%d receipts, want 2 (the interrupted call and the new one)", n)
+	}
+}
