@@ -15,7 +15,9 @@ import (
 	"testing"
 	"time"
 
+	"holon.dev/holon"
 	"holon.dev/holon/appliance"
+	"holon.dev/holon/backup"
 	"holon.dev/holon/journal"
 	"holon.dev/holon/kv"
 )
@@ -39,7 +41,7 @@ func benchmarkIdempotentCall(b *testing.B, withKey bool) {
 	if err := os.WriteFile(filepath.Join(mandates, "bench.yaml"), []byte(mandate), 0o644); err != nil {
 		b.Fatal(err)
 	}
-	app, err := appliance.Open(context.Background(), appliance.Config{
+	app, err := appliance.Open(context.Background(), appliance.Config{OpenStore: kv.OpenStore, Backup: backup.StoreHandler,
 		DB: filepath.Join(dir, "holon.db"), Registry: []string{"agents", "examples"}, MandatesDir: mandates,
 		SignupCredit: journal.MustParseAmount("1000000.00"), // fsync on, as a gateway runs
 	})
@@ -51,7 +53,7 @@ func benchmarkIdempotentCall(b *testing.B, withKey bool) {
 	defer srv.Close()
 	body := `{"mandate":"bench/m","agent":"holon-labs/company-lookup","input":{"name":"Globex GmbH"}}`
 	var n atomic.Int64
-	store := app.Engine().Store()
+	store := kv.Unwrap(app.Engine().Store())
 	b.SetParallelism(32)
 	before := store.Stats()
 	b.ResetTimer()
@@ -98,7 +100,7 @@ func benchmarkIdempotencySweep(b *testing.B, expired bool) {
 	if expired {
 		now = finished.Add(appliance.DefaultIdempotencyTTL + time.Hour)
 	}
-	app, err := appliance.Open(context.Background(), appliance.Config{
+	app, err := appliance.Open(context.Background(), appliance.Config{OpenStore: kv.OpenStore,
 		DB: filepath.Join(b.TempDir(), "holon.db"), Registry: []string{"agents"},
 		Now: func() time.Time { return now },
 	})
@@ -108,12 +110,12 @@ func benchmarkIdempotencySweep(b *testing.B, expired bool) {
 	defer app.Close()
 	store := app.Engine().Store()
 	fill := func() {
-		err := store.Update(context.Background(), func(tx *kv.Tx) error {
+		err := store.Update(context.Background(), func(tx holon.Tx) error {
 			for i := range keys {
 				sum := sha256.Sum256(fmt.Appendf(nil, "key-%d", i))
 				rec := map[string]any{"state": "done", "request": hex.EncodeToString(sum[:]), "receipt": fmt.Sprintf("r_%024d", i),
 					"status": 200, "started": finished, "finished": finished}
-				if err := tx.Put(kv.BucketIdempotency, "key/"+hex.EncodeToString(sum[:])+"/"+hex.EncodeToString(sum[:16]), rec); err != nil {
+				if err := tx.Put(holon.BucketIdempotency, "key/"+hex.EncodeToString(sum[:])+"/"+hex.EncodeToString(sum[:16]), rec); err != nil {
 					return err
 				}
 			}

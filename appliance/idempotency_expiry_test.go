@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"holon.dev/holon"
 	"holon.dev/holon/appliance"
-	"holon.dev/holon/kv"
 )
 
 // advance moves a fixed clock.
@@ -39,8 +39,8 @@ func keyScope(apiKey string) string {
 func (ta *hostedApp) idemKeys() []string {
 	ta.t.Helper()
 	var keys []string
-	err := ta.app.Engine().Store().View(func(tx *kv.Tx) error {
-		return tx.ForEach(kv.BucketIdempotency, "", func(k string, _ json.RawMessage) (bool, error) {
+	err := ta.app.Engine().Store().View(func(tx holon.Tx) error {
+		return tx.ForEach(holon.BucketIdempotency, "", func(k string, _ json.RawMessage) (bool, error) {
 			keys = append(keys, k)
 			return true, nil
 		})
@@ -172,14 +172,14 @@ func TestIdempotency_SweepBounded(t *testing.T) {
 	ta, clock := newClockedApp(t)
 	store := ta.app.Engine().Store()
 	finished := clock.Now()
-	err := store.Update(context.Background(), func(tx *kv.Tx) error {
+	err := store.Update(context.Background(), func(tx holon.Tx) error {
 		for i := range 11_000 {
 			at := finished
 			if i%11 == 0 {
 				at = finished.Add(2 * time.Hour)
 			}
 			rec := map[string]any{"state": "done", "request": "r", "receipt": fmt.Sprintf("r%d", i), "status": 200, "started": at, "finished": at}
-			if err := tx.Put(kv.BucketIdempotency, fmt.Sprintf("key/scope/%06d", i), rec); err != nil {
+			if err := tx.Put(holon.BucketIdempotency, fmt.Sprintf("key/scope/%06d", i), rec); err != nil {
 				return err
 			}
 		}

@@ -6,7 +6,7 @@ import (
 	"errors"
 	"time"
 
-	"holon.dev/holon/kv"
+	"holon.dev/holon"
 )
 
 // DefaultIdempotencyTTL is how long an Idempotency-Key is kept after its
@@ -51,8 +51,8 @@ func (d *idempotency) sweep(ctx context.Context) (int, error) {
 		now := d.now()
 		var expired []string
 		seen, last := 0, ""
-		err := d.store.View(func(tx *kv.Tx) error {
-			return tx.ForEachAfter(kv.BucketIdempotency, "key/", after, func(k string, raw json.RawMessage) (bool, error) {
+		err := d.store.View(func(tx holon.Tx) error {
+			return tx.ForEachAfter(holon.BucketIdempotency, "key/", after, func(k string, raw json.RawMessage) (bool, error) {
 				seen++
 				last = k
 				var rec idemRecord
@@ -67,12 +67,12 @@ func (d *idempotency) sweep(ctx context.Context) (int, error) {
 		}
 		if len(expired) > 0 {
 			n := 0
-			err := d.store.Update(ctx, func(tx *kv.Tx) error {
+			err := d.store.Update(ctx, func(tx holon.Tx) error {
 				n = 0
 				for _, k := range expired {
 					var rec idemRecord
-					err := tx.Get(kv.BucketIdempotency, k, &rec)
-					if errors.Is(err, kv.ErrNotFound) {
+					err := tx.Get(holon.BucketIdempotency, k, &rec)
+					if errors.Is(err, holon.ErrNotFound) {
 						continue
 					}
 					if err != nil {
@@ -81,7 +81,7 @@ func (d *idempotency) sweep(ctx context.Context) (int, error) {
 					if !d.expired(rec, now) {
 						continue
 					}
-					if err := tx.Delete(kv.BucketIdempotency, k); err != nil {
+					if err := tx.Delete(holon.BucketIdempotency, k); err != nil {
 						return err
 					}
 					n++

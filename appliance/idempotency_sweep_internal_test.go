@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"holon.dev/holon"
 	"holon.dev/holon/kv"
 )
 
@@ -16,25 +17,25 @@ import (
 // fresh and running ones, take at least 20, each within the bound, and
 // the sweep makes no commit besides them.
 func TestIdempotencySweep_BoundedTransactions(t *testing.T) {
-	store, err := kv.Open(filepath.Join(t.TempDir(), "holon.db"), kv.Options{NoSync: true})
+	store, err := kv.OpenStore(filepath.Join(t.TempDir(), "holon.db"), holon.StoreOptions{NoSync: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer store.Close()
 	start := time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC)
-	err = store.Update(context.Background(), func(tx *kv.Tx) error {
+	err = store.Update(context.Background(), func(tx holon.Tx) error {
 		for i := range 12_000 {
 			at := start
 			if i%6 == 5 {
 				at = start.Add(23 * time.Hour) // fresh at the sweep
 			}
 			rec := idemRecord{State: idemDone, Request: "r", Receipt: fmt.Sprintf("r%d", i), Status: 200, Started: at, Finished: &at}
-			if err := tx.Put(kv.BucketIdempotency, idemKey("s", fmt.Sprintf("%06d", i)), rec); err != nil {
+			if err := tx.Put(holon.BucketIdempotency, idemKey("s", fmt.Sprintf("%06d", i)), rec); err != nil {
 				return err
 			}
 			if i%100 == 0 {
 				run := idemRecord{State: idemRunning, Request: "r", Receipt: fmt.Sprintf("q%d", i), Started: start}
-				if err := tx.Put(kv.BucketIdempotency, idemRunKey("s", fmt.Sprintf("q%06d", i)), run); err != nil {
+				if err := tx.Put(holon.BucketIdempotency, idemRunKey("s", fmt.Sprintf("q%06d", i)), run); err != nil {
 					return err
 				}
 			}
@@ -65,9 +66,9 @@ func TestIdempotencySweep_BoundedTransactions(t *testing.T) {
 		t.Errorf("%d transactions deleting %d records, %d commits: want at least 20, deleting %d, one commit each", len(chunks), sum, commits, n)
 	}
 	left := map[string]int{}
-	_ = store.View(func(tx *kv.Tx) error {
+	_ = store.View(func(tx holon.Tx) error {
 		for _, p := range []string{"key/", "run/"} {
-			_ = tx.ForEach(kv.BucketIdempotency, p, func(string, json.RawMessage) (bool, error) { left[p]++; return true, nil })
+			_ = tx.ForEach(holon.BucketIdempotency, p, func(string, json.RawMessage) (bool, error) { left[p]++; return true, nil })
 		}
 		return nil
 	})
