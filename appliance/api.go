@@ -39,8 +39,8 @@ type api struct {
 	backup http.Handler
 }
 
-func newAPI(e *gateway.Engine, log *slog.Logger, h *hosted, backup http.Handler) *api {
-	a := &api{engine: e, log: log, router: httprouter.New(), hosted: h, idem: &idempotency{store: e.Store(), now: e.Now}, backup: backup}
+func newAPI(e *gateway.Engine, log *slog.Logger, h *hosted, idem *idempotency, backup http.Handler) *api {
+	a := &api{engine: e, log: log, router: httprouter.New(), hosted: h, idem: idem, backup: backup}
 	a.routes()
 	return a
 }
