@@ -10,8 +10,9 @@ import (
 // platform's and the authors' accounts, the mandates' budgets, the agents'
 // records and the counters. Each is read and decoded once, changed in
 // memory, and encoded and put once, just before the commit, instead of
-// once per update. A transaction that fails is rolled back with its cache,
-// and the batch is replayed in a new transaction with a new cache, so the
+// once per update. An update that fails is undone in the cache as in bbolt
+// (each change logs how to take it back, undo.go), and a transaction that
+// is rolled back drops its cache (the next one starts a new one), so the
 // cache never outlives what it caches. Every read and write of these
 // buckets in a write transaction goes through it; a raw iteration over one
 // of them flushes it first.
@@ -46,14 +47,18 @@ func cachedGet[T any](m *map[string]*cached[T], key string, read func() (T, erro
 	return v, nil
 }
 
-func cachedPut[T any](m *map[string]*cached[T], key string, v T) {
+// cachedPut changes the cached value of key, logged in tx's undo log.
+func cachedPut[T any](tx *Tx, m *map[string]*cached[T], key string, v T) {
 	if c, ok := (*m)[key]; ok {
+		prev := *c
+		tx.logCache(func() { *c = prev })
 		c.v, c.dirty = v, true
 		return
 	}
 	if *m == nil {
 		*m = make(map[string]*cached[T], 8)
 	}
+	tx.logCache(func() { delete(*m, key) })
 	(*m)[key] = &cached[T]{v: v, dirty: true}
 }
 
@@ -67,25 +72,28 @@ func (tx *Tx) flush() error {
 	put := func(bucket []byte, key string, v any) {
 		b, err := tx.encode(v)
 		if err == nil {
-			err = tx.btx.Bucket(bucket).Put([]byte(key), b)
+			err = tx.put(tx.btx.Bucket(bucket), []byte(key), b)
 		}
 		errs = append(errs, err)
 	}
 	for k, e := range c.accounts {
 		if e.dirty {
 			put(bucketAccounts, k, e.v)
+			tx.logFlushed(&e.dirty)
 			e.dirty = false
 		}
 	}
 	for k, e := range c.budgets {
 		if e.dirty {
 			put(bucketBudgets, k, e.v)
+			tx.logFlushed(&e.dirty)
 			e.dirty = false
 		}
 	}
 	for k, e := range c.records {
 		if e.dirty {
 			put(bucketRecords, k, e.v)
+			tx.logFlushed(&e.dirty)
 			e.dirty = false
 		}
 	}
@@ -93,7 +101,8 @@ func (tx *Tx) flush() error {
 		if e.dirty {
 			v := make([]byte, 8)
 			binary.BigEndian.PutUint64(v, e.v)
-			errs = append(errs, tx.btx.Bucket(bucketCounters).Put([]byte(k), v))
+			errs = append(errs, tx.put(tx.btx.Bucket(bucketCounters), []byte(k), v))
+			tx.logFlushed(&e.dirty)
 			e.dirty = false
 		}
 	}

@@ -111,10 +111,10 @@ func (tx *Tx) AppendEntry(e journal.Entry) (JournalRow, error) {
 	if err := tx.putJournalRow(row); err != nil {
 		return JournalRow{}, err
 	}
-	if err := keys.Put([]byte(e.Key), u64(seq)); err != nil {
+	if err := tx.putNew(keys, []byte(e.Key), u64(seq)); err != nil {
 		return JournalRow{}, err
 	}
-	if err := meta.Put(metaJournalHead, []byte(row.Hash)); err != nil {
+	if err := tx.put(meta, metaJournalHead, []byte(row.Hash)); err != nil {
 		return JournalRow{}, err
 	}
 	for _, l := range e.Lines {
@@ -138,7 +138,7 @@ func (tx *Tx) putJournalRow(row JournalRow) error {
 	if err != nil {
 		return err
 	}
-	return b.Put(key, v)
+	return tx.putNew(b, key, v)
 }
 
 func (tx *Tx) addBalance(account string, delta journal.Amount) error {
@@ -170,7 +170,7 @@ func (tx *Tx) readAccount(name string) (Account, error) {
 
 func (tx *Tx) putAccount(name string, a Account) error {
 	if tx.cache != nil {
-		cachedPut(&tx.cache.accounts, name, a)
+		cachedPut(tx, &tx.cache.accounts, name, a)
 		return nil
 	}
 	return tx.putJSON(bucketAccounts, []byte(name), a)
