@@ -26,6 +26,24 @@ type writeCache struct {
 type cached[T any] struct {
 	v     T
 	dirty bool
+	// saved is the update (Tx.update) that saved in prev and prevDirty the
+	// entry as it was before that update first changed it, so that undo
+	// can restore it; created, when set, is the map that update added the
+	// entry to, under key, and undo takes it out again.
+	saved     uint64
+	prev      T
+	prevDirty bool
+	created   *map[string]*cached[T]
+	key       string
+}
+
+// undo restores the entry as it was before the update that saved it.
+func (c *cached[T]) undo() {
+	if c.created != nil {
+		delete(*c.created, c.key)
+		return
+	}
+	c.v, c.dirty = c.prev, c.prevDirty
 }
 
 func newWriteCache() *writeCache { return &writeCache{} }
@@ -47,19 +65,23 @@ func cachedGet[T any](m *map[string]*cached[T], key string, read func() (T, erro
 	return v, nil
 }
 
-// cachedPut changes the cached value of key, logged in tx's undo log.
+// cachedPut changes the cached value of key, logged in tx's undo log the
+// first time the update changes it.
 func cachedPut[T any](tx *Tx, m *map[string]*cached[T], key string, v T) {
 	if c, ok := (*m)[key]; ok {
-		prev := *c
-		tx.logCache(func() { *c = prev })
+		if c.saved != tx.update {
+			c.saved, c.prev, c.prevDirty, c.created = tx.update, c.v, c.dirty, nil
+			tx.logCache(c)
+		}
 		c.v, c.dirty = v, true
 		return
 	}
 	if *m == nil {
 		*m = make(map[string]*cached[T], 8)
 	}
-	tx.logCache(func() { delete(*m, key) })
-	(*m)[key] = &cached[T]{v: v, dirty: true}
+	c := &cached[T]{v: v, dirty: true, saved: tx.update, created: m, key: key}
+	tx.logCache(c)
+	(*m)[key] = c
 }
 
 // flush writes what changed since the last flush.

@@ -81,6 +81,11 @@ type Tx struct {
 	// while logging: in the writer's transactions, while updates run.
 	undo    []undoStep
 	logging bool
+	// update numbers the updates of the transaction (from 1), for the
+	// write cache's undo.
+	update uint64
+	// cursors are the cursors the undo log reads old values with.
+	cursors map[*bolt.Bucket]*bolt.Cursor
 }
 
 // Now is the store's clock.

@@ -24,9 +24,9 @@ type undoStep struct {
 	// seq, when isSeq, is the bucket's sequence before NextSequence.
 	seq   uint64
 	isSeq bool
-	// fn, when set, takes back a change of the write cache instead; and
+	// cache, when set, is a write cache entry to restore instead; and
 	// dirty, when set, marks again a cache entry a flush wrote as changed.
-	fn    func()
+	cache interface{ undo() }
 	dirty *bool
 }
 
@@ -35,7 +35,16 @@ func (tx *Tx) logValue(b *bolt.Bucket, key []byte) {
 	if !tx.logging {
 		return
 	}
-	k, v := b.Cursor().Seek(key)
+	c := tx.cursors[b]
+	if c == nil {
+		// One cursor per bucket and transaction: each Seek starts afresh.
+		if tx.cursors == nil {
+			tx.cursors = make(map[*bolt.Bucket]*bolt.Cursor, 8)
+		}
+		c = b.Cursor()
+		tx.cursors[b] = c
+	}
+	k, v := c.Seek(key)
 	if k != nil && bytes.Equal(k, key) {
 		tx.undo = append(tx.undo, undoStep{b: b, key: k, old: v, existed: true})
 		return
@@ -75,10 +84,11 @@ func (tx *Tx) nextSeq(bucket []byte) (uint64, error) {
 	return b.NextSequence()
 }
 
-// logCache logs how to take back a change of the write cache.
-func (tx *Tx) logCache(fn func()) {
+// logCache logs a write cache entry that saved how it was before the
+// current update changed it.
+func (tx *Tx) logCache(c interface{ undo() }) {
 	if tx.logging {
-		tx.undo = append(tx.undo, undoStep{fn: fn})
+		tx.undo = append(tx.undo, undoStep{cache: c})
 	}
 }
 
@@ -92,8 +102,12 @@ func (tx *Tx) logFlushed(dirty *bool) {
 
 // beginUpdate starts the undo log of the next update.
 func (tx *Tx) beginUpdate() {
+	if tx.undo == nil {
+		tx.undo = make([]undoStep, 0, 32)
+	}
 	clear(tx.undo)
 	tx.undo, tx.logging = tx.undo[:0], true
+	tx.update++
 }
 
 // endUpdates stops the log once the last update ran: what the transaction
@@ -107,8 +121,8 @@ func (tx *Tx) undoUpdate() error {
 		u := tx.undo[i]
 		var err error
 		switch {
-		case u.fn != nil:
-			u.fn()
+		case u.cache != nil:
+			u.cache.undo()
 		case u.dirty != nil:
 			*u.dirty = true
 		case u.isSeq:
