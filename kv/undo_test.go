@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"holon.dev/holon"
 	"holon.dev/holon/kv"
 )
 
@@ -131,10 +132,10 @@ func TestStore_Update_UndoEveryWrite(t *testing.T) {
 		e := transfer(t, key, from, to, amount)
 		return func(tx *kv.Tx) error { _, err := tx.AppendEntry(e); return err }
 	}
-	doc := func(v string) kv.Doc { return kv.Doc{Doc: json.RawMessage(`{"v":"` + v + `"}`), Created: at} }
+	doc := func(v string) holon.Doc { return holon.Doc{Doc: json.RawMessage(`{"v":"` + v + `"}`), Created: at} }
 	receipt := func(id, status string) func(*kv.Tx) error {
 		return func(tx *kv.Tx) error {
-			return tx.PutReceipt(&kv.Receipt{ID: id, Mandate: "ann/m", Caller: "ann", Agent: &agent, Status: status, Created: at})
+			return tx.PutReceipt(&holon.Receipt{ID: id, Mandate: "ann/m", Caller: "ann", Agent: &agent, Status: status, Created: at})
 		}
 	}
 	newReceipt := func(tx *kv.Tx) error {
@@ -149,10 +150,10 @@ func TestStore_Update_UndoEveryWrite(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		return tx.PutApproval(&kv.Approval{ID: id, Mandate: "ann/m", Caller: "ann", Agent: agent, Status: "pending", Created: at})
+		return tx.PutApproval(&holon.Approval{ID: id, Mandate: "ann/m", Caller: "ann", Agent: agent, Status: "pending", Created: at})
 	}
 	event := func(tx *kv.Tx) error {
-		return tx.AppendEvent(&kv.Event{Receipt: "r1", Agent: agent, Status: "succeeded", DurationMS: 40, Time: at}, true)
+		return tx.AppendEvent(&holon.Event{Receipt: "r1", Agent: agent, Status: "succeeded", DurationMS: 40, Time: at}, true)
 	}
 	counter := func(name string, d int64) func(*kv.Tx) error {
 		return func(tx *kv.Tx) error { _, err := tx.AddCounter(name, d); return err }
@@ -162,19 +163,19 @@ func TestStore_Update_UndoEveryWrite(t *testing.T) {
 		entry("signup:bob", "external:demo-credit", "bob", "10"),
 		newReceipt,
 		func(tx *kv.Tx) error {
-			return tx.PutHold(&kv.Hold{Receipt: "r1", Payer: "ann", Amount: amt("1"), Mandate: "ann/m", Reserved: amt("1"), Started: at})
+			return tx.PutHold(&holon.Hold{Receipt: "r1", Payer: "ann", Amount: amt("1"), Mandate: "ann/m", Reserved: amt("1"), Started: at})
 		},
 		func(tx *kv.Tx) error { return tx.AddHeld("ann", amt("1")) },
 		func(tx *kv.Tx) error { return tx.AddBudget("ann/m", 0, amt("1")) },
-		func(tx *kv.Tx) error { return tx.Put(kv.BucketUsers, "ann", doc("ann")) },
-		func(tx *kv.Tx) error { return tx.Put(kv.BucketUsers, "zed", doc("zed")) },
+		func(tx *kv.Tx) error { return tx.Put(holon.BucketUsers, "ann", doc("ann")) },
+		func(tx *kv.Tx) error { return tx.Put(holon.BucketUsers, "zed", doc("zed")) },
 		func(tx *kv.Tx) error { return tx.PutMandate("ann/m", doc("m")) },
 		func(tx *kv.Tx) error { return tx.PutAgent(agent, doc("agent")) },
 		event,
 		func(tx *kv.Tx) error { return tx.AddEarnings(agent, "EUR", 1, amt("0.5"), 0) },
 		func(tx *kv.Tx) error { return tx.AddLatency(agent, 100) },
 		approval,
-		func(tx *kv.Tx) error { _, err := tx.Append(kv.BucketModLog, doc("first")); return err },
+		func(tx *kv.Tx) error { _, err := tx.Append(holon.BucketModLog, doc("first")); return err },
 	)
 	good1 := steps(
 		entry("admin-credit:g1", "external:demo-credit", "ann", "1"),
@@ -195,10 +196,10 @@ func TestStore_Update_UndoEveryWrite(t *testing.T) {
 		func(tx *kv.Tx) error { return tx.ForEachCounter(func(string, uint64) error { return nil }) },
 		func(tx *kv.Tx) error { return tx.AddHeld("ann", amt("2")) },
 		counter("g", 1),
-		func(tx *kv.Tx) error { return tx.Put(kv.BucketUsers, "ann", doc("changed")) },
-		func(tx *kv.Tx) error { return tx.Put(kv.BucketUsers, "new", doc("new")) },
-		func(tx *kv.Tx) error { return tx.Delete(kv.BucketUsers, "zed") },
-		func(tx *kv.Tx) error { _, err := tx.Append(kv.BucketModLog, doc("bad")); return err },
+		func(tx *kv.Tx) error { return tx.Put(holon.BucketUsers, "ann", doc("changed")) },
+		func(tx *kv.Tx) error { return tx.Put(holon.BucketUsers, "new", doc("new")) },
+		func(tx *kv.Tx) error { return tx.Delete(holon.BucketUsers, "zed") },
+		func(tx *kv.Tx) error { _, err := tx.Append(holon.BucketModLog, doc("bad")); return err },
 		func(tx *kv.Tx) error { return tx.PutMandate("ann/m", doc("changed")) },
 		func(tx *kv.Tx) error { return tx.PutAgent("lena/new@1.0.0", doc("new")) },
 		func(tx *kv.Tx) error { return tx.AddEarnings(agent, "EUR", 1, amt("1"), 0) },
@@ -208,14 +209,14 @@ func TestStore_Update_UndoEveryWrite(t *testing.T) {
 	)
 	good2 := steps(
 		func(tx *kv.Tx) error {
-			var d kv.Doc
-			return tx.Get(kv.BucketUsers, "zed", &d) // deleted by the undone update
+			var d holon.Doc
+			return tx.Get(holon.BucketUsers, "zed", &d) // deleted by the undone update
 		},
 		entry("admin-credit:g2", "ann", "bob", "1"),
 		func(tx *kv.Tx) error { return tx.AddHeld("ann", amt("1")) },
 		counter("g", 1),
 		newReceipt, approval, event,
-		func(tx *kv.Tx) error { _, err := tx.Append(kv.BucketModLog, doc("good")); return err },
+		func(tx *kv.Tx) error { _, err := tx.Append(holon.BucketModLog, doc("good")); return err },
 	)
 
 	with, without := mustOpen(t, opts), mustOpen(t, opts)

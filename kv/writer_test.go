@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"holon.dev/holon"
 	"holon.dev/holon/journal"
 	"holon.dev/holon/kv"
 )
@@ -73,7 +74,7 @@ func failingHalf(tb testing.TB, round, n int, runs []atomic.Int32, panics bool) 
 			if i%2 == 0 {
 				return nil
 			}
-			if err := tx.PutMandate(fmt.Sprintf("m%d:%d", round, i), kv.Doc{Doc: json.RawMessage(`{}`)}); err != nil {
+			if err := tx.PutMandate(fmt.Sprintf("m%d:%d", round, i), holon.Doc{Doc: json.RawMessage(`{}`)}); err != nil {
 				return err
 			}
 			if panics {
