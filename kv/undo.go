@@ -136,6 +136,7 @@ func (tx *Tx) undoUpdate() error {
 			return err
 		}
 	}
-	tx.beginUpdate()
+	clear(tx.undo)
+	tx.undo = tx.undo[:0]
 	return nil
 }
