@@ -60,8 +60,9 @@ type StoreStats struct {
 	// largest.
 	Commits, Updates uint64
 	MaxBatch         int
-	// Replays counts the commits whose updates had to be run again because
-	// one of them failed.
+	// Replays counts the write transactions rolled back because one of
+	// their updates panicked, whose other updates then ran again (an update
+	// that fails is undone alone, and nothing runs again).
 	Replays uint64
 }
 
@@ -105,8 +106,8 @@ type JournalTx interface {
 	Account(name string) (Account, error)
 	// ForEachAccount calls fn for every account, in name order.
 	ForEachAccount(fn func(name string, a Account) error) error
-	// AddHeld moves what is held on an account; held never goes below zero
-	// nor above the balance of an account that must stay positive.
+	// AddHeld moves what is held on an account by delta (positive to hold,
+	// negative to release); what is held never goes below zero.
 	AddHeld(account string, delta journal.Amount) error
 }
 
