@@ -1,11 +1,13 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"errors"
 	"fmt"
 	"math/big"
+	"math/bits"
 	"slices"
 	"sort"
 	"strings"
@@ -240,11 +242,43 @@ func compareRank(a, b rankKey) int {
 		return -1
 	}
 	if a.cps != nil {
-		if c := a.cps.Cmp(b.cps); c != 0 {
+		if c := compareRat(a.cps, b.cps); c != 0 {
 			return c
 		}
 	}
 	return strings.Compare(a.id, b.id)
+}
+
+// compareRat is a.Cmp(b) without its allocations when both fractions'
+// parts fit in 64 bits (every cost per success of a real record): the
+// cross products are compared in 128 bits. Ranking compares n log n pairs.
+func compareRat(a, b *big.Rat) int {
+	an, ad, aok := ratParts(a)
+	bn, bd, bok := ratParts(b)
+	if !aok || !bok {
+		return a.Cmp(b)
+	}
+	h1, l1 := bits.Mul64(an, bd)
+	h2, l2 := bits.Mul64(bn, ad)
+	switch {
+	case h1 != h2:
+		return cmp.Compare(h1, h2)
+	default:
+		return cmp.Compare(l1, l2)
+	}
+}
+
+func ratParts(r *big.Rat) (num, den uint64, ok bool) {
+	if !r.Num().IsUint64() {
+		return 0, 0, false
+	}
+	if r.IsInt() { // Denom would allocate a 1
+		return r.Num().Uint64(), 1, true
+	}
+	if !r.Denom().IsUint64() {
+		return 0, 0, false
+	}
+	return r.Num().Uint64(), r.Denom().Uint64(), true
 }
 
 // A cursor is the rank key of a page's last agent, so the next page starts
