@@ -65,13 +65,21 @@ func (tx *Tx) NewApprovalID() (string, error) {
 	return "a" + strconv.FormatUint(n, 10), nil
 }
 
-// PutApproval writes an approval.
+// PutApproval writes an approval (a new one, or its new state), and
+// indexes a new one under its mandate.
 func (tx *Tx) PutApproval(a *Approval) error {
 	seq, ok := ApprovalSeq(a.ID)
 	if !ok {
 		return ErrNotFound
 	}
-	return tx.putJSON(bucketApprovals, u64(seq), a)
+	isNew := tx.btx.Bucket(bucketApprovals).Get(u64(seq)) == nil
+	if err := tx.putJSON(bucketApprovals, u64(seq), a); err != nil {
+		return err
+	}
+	if !isNew {
+		return nil
+	}
+	return tx.indexApproval(a, seq)
 }
 
 // Approval reads one approval.
