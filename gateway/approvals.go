@@ -109,7 +109,9 @@ func (e *Engine) Approval(ctx context.Context, id string) (*kv.Approval, error) 
 	return ap, nil
 }
 
-// Approvals lists approvals newest first, those keep accepts, at most limit.
+// Approvals lists approvals newest first, those keep accepts, at most
+// limit. It reads every approval until it has limit: a listing uses
+// ApprovalsOf.
 func (e *Engine) Approvals(keep func(*kv.Approval) bool, limit int) ([]*kv.Approval, error) {
 	var out []*kv.Approval
 	err := e.store.View(func(tx *kv.Tx) error {
@@ -118,6 +120,58 @@ func (e *Engine) Approvals(keep func(*kv.Approval) bool, limit int) ([]*kv.Appro
 		return err
 	})
 	return out, err
+}
+
+// approvalScan is how many approvals one page of a listing reads at most
+// (the status filter may drop most of them): past that the page ends, with
+// a next cursor.
+const approvalScan = 2000
+
+// ApprovalsOf lists the approvals of mandates newest first, before the
+// approval id `before` ("" for the newest), at most limit: the open ones
+// (pending or granted) when status is "", every one with "all", else
+// those with that status. Approvals past their expiry are left out until
+// the sweep marks them expired. It reads only those mandates' approvals,
+// at most approvalScan of them: Next continues the listing.
+func (e *Engine) ApprovalsOf(mandates []string, status, before string, limit int) (kv.ApprovalPage, error) {
+	return e.approvalPage(status, before, func(tx *kv.Tx, keep func(*kv.Approval) bool) (kv.ApprovalPage, error) {
+		return tx.ApprovalsOf(mandates, before, keep, limit, approvalScan)
+	})
+}
+
+// AllApprovals is ApprovalsOf for every mandate (a dev gateway's listing).
+func (e *Engine) AllApprovals(status, before string, limit int) (kv.ApprovalPage, error) {
+	return e.approvalPage(status, before, func(tx *kv.Tx, keep func(*kv.Approval) bool) (kv.ApprovalPage, error) {
+		return tx.ApprovalsBefore(before, keep, limit, approvalScan)
+	})
+}
+
+// approvalPage checks the cursor and runs read with the status filter.
+func (e *Engine) approvalPage(status, before string, read func(*kv.Tx, func(*kv.Approval) bool) (kv.ApprovalPage, error)) (kv.ApprovalPage, error) {
+	if _, ok := kv.ApprovalSeq(before); before != "" && !ok {
+		return kv.ApprovalPage{}, Errorf(CodeInvalidRequest, "before must be an approval id such as a42")
+	}
+	keep := func(a *kv.Approval) bool {
+		if e.expired(a) {
+			return false
+		}
+		switch status {
+		case "":
+			return a.Status == kv.ApprovalPending || a.Status == kv.ApprovalGranted
+		case "all":
+			return true
+		}
+		return a.Status == status
+	}
+	var page kv.ApprovalPage
+	err := e.store.View(func(tx *kv.Tx) (err error) {
+		page, err = read(tx, keep)
+		return err
+	})
+	if page.Approvals == nil {
+		page.Approvals = []*kv.Approval{}
+	}
+	return page, err
 }
 
 // Decide answers a pending approval: reject it, grant it, or approve and

@@ -271,7 +271,18 @@ func (e *Engine) Receipts(mandate, before string, limit int) (kv.ReceiptPage, er
 	return p, nil
 }
 
-// Accounts lists every account's balance and holds.
+// Account reads one account's balance and holds (zero for an account
+// nothing was journaled to yet).
+func (e *Engine) Account(name string) (kv.Account, error) {
+	var a kv.Account
+	err := e.store.View(func(tx *kv.Tx) (err error) {
+		a, err = tx.Account(name)
+		return err
+	})
+	return a, err
+}
+
+// Accounts lists every account's balance and holds: the operator's view.
 func (e *Engine) Accounts() (map[string]kv.Account, error) {
 	out := map[string]kv.Account{}
 	err := e.store.View(func(tx *kv.Tx) error {
