@@ -21,8 +21,8 @@ func approvalIDs(out map[string]any) (string, string) {
 // Ensure that GET /v0/approvals shows a human the approvals of all its
 // mandates merged newest first, and nobody else's; an agent key those of
 // its mandate; that status and mandate filter them, that limit and before
-// page them with next losing nothing, and that a bad cursor or limit is a
-// 400 invalid_request.
+// page them with next losing nothing, and that a bad cursor, limit or
+// status is a 400 invalid_request.
 func TestAPI_Approvals_Pages(t *testing.T) {
 	ta := newHostedApp(t)
 	ann, bob := ta.signup("ann"), ta.signup("bob")
@@ -78,7 +78,7 @@ func TestAPI_Approvals_Pages(t *testing.T) {
 		}
 	}
 
-	for _, q := range []string{"?before=r1", "?before=a", "?limit=0", "?limit=201", "?limit=x"} {
+	for _, q := range []string{"?before=r1", "?before=a", "?limit=0", "?limit=201", "?limit=x", "?status=open"} {
 		if status, out := ann.human.do("GET", "/v0/approvals"+q, nil); status != http.StatusBadRequest || errorCode(out) != "invalid_request" {
 			t.Errorf("GET /v0/approvals%s: %d %s, want 400 invalid_request", q, status, errorCode(out))
 		}

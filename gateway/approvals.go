@@ -146,10 +146,18 @@ func (e *Engine) AllApprovals(status, before string, limit int) (kv.ApprovalPage
 	})
 }
 
-// approvalPage checks the cursor and runs read with the status filter.
+// approvalPage checks the status and the cursor, and runs read with the
+// status filter.
 func (e *Engine) approvalPage(status, before string, read func(*kv.Tx, func(*kv.Approval) bool) (kv.ApprovalPage, error)) (kv.ApprovalPage, error) {
 	if _, ok := kv.ApprovalSeq(before); before != "" && !ok {
 		return kv.ApprovalPage{}, Errorf(CodeInvalidRequest, "before must be an approval id such as a42")
+	}
+	switch status {
+	case "", "all", kv.ApprovalPending, kv.ApprovalGranted, kv.ApprovalUsed, kv.ApprovalRejected, kv.ApprovalExpired:
+	default:
+		// A status no approval has would read the whole store, a page of
+		// nothing at a time.
+		return kv.ApprovalPage{}, Errorf(CodeInvalidRequest, "status must be pending, granted, used, rejected, expired or all")
 	}
 	keep := func(a *kv.Approval) bool {
 		if e.expired(a) {
