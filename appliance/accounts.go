@@ -10,12 +10,12 @@ import (
 
 	"github.com/julienschmidt/httprouter"
 
+	"holon.dev/holon"
 	"holon.dev/holon/gateway"
 	"holon.dev/holon/journal"
-	"holon.dev/holon/kv"
 )
 
-// account is a hosted account (kv.BucketUsers, by handle). Its money is
+// account is a hosted account (holon.BucketUsers, by handle). Its money is
 // the journal account of the same name.
 type account struct {
 	Handle  string    `json:"handle"`
@@ -34,7 +34,7 @@ type disabledMark struct {
 	Reason string    `json:"reason"`
 }
 
-// emailRecord maps a normalized email to its account (kv.BucketEmails):
+// emailRecord maps a normalized email to its account (holon.BucketEmails):
 // one account per email, and a disabled account's email stays barred.
 type emailRecord struct {
 	Handle   string `json:"handle"`
@@ -107,7 +107,7 @@ func normalizeEmail(s string) (string, error) {
 // accountMandates lists an account's root mandates.
 func (h *hosted) accountMandates(handle string) ([]string, error) {
 	var acct account
-	err := h.store.View(func(tx *kv.Tx) error { return tx.Get(kv.BucketUsers, handle, &acct) })
+	err := h.store.View(func(tx holon.Tx) error { return tx.Get(holon.BucketUsers, handle, &acct) })
 	if err != nil {
 		return nil, fmt.Errorf("account %s: %w", handle, err)
 	}
@@ -185,7 +185,7 @@ func (h *hosted) createAccount(r *http.Request, handle, email string) (*signupAn
 		if err != nil {
 			return nil, err
 		}
-		err = h.store.Update(r.Context(), func(tx *kv.Tx) error {
+		err = h.store.Update(r.Context(), func(tx holon.Tx) error {
 			if err := h.putNewAccount(tx, account{Handle: handle, Email: email}); err != nil {
 				return err
 			}
@@ -211,25 +211,25 @@ func (h *hosted) createAccount(r *http.Request, handle, email string) (*signupAn
 // putNewAccount stores a new account (handle, email and, from a GitHub
 // sign-in, its link), its email, and its starter mandate with the signup
 // credit, refusing a handle or an email already taken.
-func (h *hosted) putNewAccount(tx *kv.Tx, acct account) error {
+func (h *hosted) putNewAccount(tx holon.Tx, acct account) error {
 	if err := handleFree(tx, acct.Handle); err != nil {
 		return err
 	}
 	var er emailRecord
-	switch err := tx.Get(kv.BucketEmails, acct.Email, &er); {
+	switch err := tx.Get(holon.BucketEmails, acct.Email, &er); {
 	case err == nil && er.Disabled:
 		return gateway.Errorf(CodeEmailDisabled, "this email belongs to a disabled account and cannot sign up again")
 	case err == nil:
 		return gateway.Errorf(CodeEmailTaken, "this email has an account already: use its keys")
-	case !errors.Is(err, kv.ErrNotFound):
+	case !errors.Is(err, holon.ErrNotFound):
 		return err
 	}
 	sandbox := h.starterMandate(acct.Handle)
 	acct.Created, acct.Mandates = h.now().UTC(), []string{sandbox.ID}
-	if err := tx.Put(kv.BucketUsers, acct.Handle, acct); err != nil {
+	if err := tx.Put(holon.BucketUsers, acct.Handle, acct); err != nil {
 		return err
 	}
-	if err := tx.Put(kv.BucketEmails, acct.Email, emailRecord{Handle: acct.Handle}); err != nil {
+	if err := tx.Put(holon.BucketEmails, acct.Email, emailRecord{Handle: acct.Handle}); err != nil {
 		return err
 	}
 	return h.engine.PutMandateTx(tx, sandbox)
@@ -238,12 +238,12 @@ func (h *hosted) putNewAccount(tx *kv.Tx, acct account) error {
 // handleFree refuses a handle that has an account, money or mandates
 // already (an operator's mandates directory can name accounts that never
 // signed up: their money is not up for grabs).
-func handleFree(tx *kv.Tx, handle string) error {
+func handleFree(tx holon.Tx, handle string) error {
 	taken := gateway.Errorf(CodeHandleTaken, "the handle %q is taken: pick another", handle)
 	var acct account
-	if err := tx.Get(kv.BucketUsers, handle, &acct); err == nil {
+	if err := tx.Get(holon.BucketUsers, handle, &acct); err == nil {
 		return taken
-	} else if !errors.Is(err, kv.ErrNotFound) {
+	} else if !errors.Is(err, holon.ErrNotFound) {
 		return err
 	}
 	if tx.HasEntry("signup:" + handle) {
@@ -253,7 +253,7 @@ func handleFree(tx *kv.Tx, handle string) error {
 	if err != nil {
 		return err
 	}
-	if bal != (kv.Account{}) {
+	if bal != (holon.Account{}) {
 		return taken
 	}
 	if _, err := tx.Mandate(handle + "/sandbox"); err == nil {
@@ -284,9 +284,9 @@ func (a *api) me(w http.ResponseWriter, r *http.Request, _ httprouter.Params, p 
 	h := a.hosted
 	var acct account
 	var keys []*keyRecord
-	var bal kv.Account
-	err := h.store.View(func(tx *kv.Tx) error {
-		if err := tx.Get(kv.BucketUsers, p.account, &acct); err != nil {
+	var bal holon.Account
+	err := h.store.View(func(tx holon.Tx) error {
+		if err := tx.Get(holon.BucketUsers, p.account, &acct); err != nil {
 			return err
 		}
 		var err error

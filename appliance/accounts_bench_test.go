@@ -6,8 +6,8 @@ import (
 	"net/http"
 	"testing"
 
+	"holon.dev/holon"
 	"holon.dev/holon/journal"
-	"holon.dev/holon/kv"
 )
 
 // BenchmarkAPI_Accounts_Human is GET /v0/accounts with a human key on a
@@ -15,7 +15,7 @@ import (
 func BenchmarkAPI_Accounts_Human(b *testing.B) {
 	ta := newHostedApp(b)
 	ann := ta.signup("ann")
-	err := ta.app.Engine().Store().Update(context.Background(), func(tx *kv.Tx) error {
+	err := ta.app.Engine().Store().Update(context.Background(), func(tx holon.Tx) error {
 		for i := range 20_000 {
 			e, err := journal.Transfer(fmt.Sprintf("bench:%d", i), "external:demo-credit", fmt.Sprintf("acct%05d", i), journal.MustParseAmount("1.00"))
 			if err != nil {

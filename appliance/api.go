@@ -15,9 +15,9 @@ import (
 
 	"github.com/julienschmidt/httprouter"
 
+	"holon.dev/holon"
 	"holon.dev/holon/gateway"
 	"holon.dev/holon/journal"
-	"holon.dev/holon/kv"
 )
 
 // maxRequestBody bounds a request body (a call's input included).
@@ -35,10 +35,13 @@ type api struct {
 	idem *idempotency
 	// files keeps uploads (files_api.go); nil until routeFiles.
 	files *fileStore
+	// backup streams the live backup (Config.Backup); nil leaves
+	// GET /v0/admin/backup out.
+	backup http.Handler
 }
 
-func newAPI(e *gateway.Engine, log *slog.Logger, h *hosted) *api {
-	a := &api{engine: e, log: log, router: httprouter.New(), hosted: h, idem: &idempotency{store: e.Store(), now: e.Now}}
+func newAPI(e *gateway.Engine, log *slog.Logger, h *hosted, backup http.Handler) *api {
+	a := &api{engine: e, log: log, router: httprouter.New(), hosted: h, idem: &idempotency{store: e.Store(), now: e.Now}, backup: backup}
 	a.routes()
 	return a
 }
@@ -59,10 +62,11 @@ func (a *api) routes() {
 	a.mountMCP()
 	// The live backup: every row, so the operator's alone (open on a dev
 	// gateway, like everything there).
-	backupHandler := BackupHandler(a.engine.Store())
-	a.handle("GET", "/v0/admin/backup", accessAdmin, func(w http.ResponseWriter, r *http.Request, _ httprouter.Params, _ *principal) {
-		backupHandler.ServeHTTP(w, r)
-	})
+	if a.backup != nil {
+		a.handle("GET", "/v0/admin/backup", accessAdmin, func(w http.ResponseWriter, r *http.Request, _ httprouter.Params, _ *principal) {
+			a.backup.ServeHTTP(w, r)
+		})
+	}
 	if a.hosted != nil {
 		a.hostedRoutes()
 	}
@@ -100,19 +104,19 @@ func (a *api) hostedRoutes() {
 // receiptStatus maps a call's receipt to the HTTP status of POST /v0/calls:
 // 200 succeeded, 202 pending approval, 403 denied, 422 input rejected, 502
 // the agent failed (500 when the gateway itself did).
-func receiptStatus(r *kv.Receipt) int {
+func receiptStatus(r *holon.Receipt) int {
 	code := ""
 	if r.Error != nil {
 		code = *r.Error
 	}
 	switch r.Status {
-	case gateway.StatusSucceeded:
+	case holon.StatusSucceeded:
 		return http.StatusOK
-	case gateway.StatusPendingApproval:
+	case holon.StatusPendingApproval:
 		return http.StatusAccepted
-	case gateway.StatusRejected:
+	case holon.StatusRejected:
 		return http.StatusUnprocessableEntity
-	case gateway.StatusDenied:
+	case holon.StatusDenied:
 		switch code {
 		case gateway.CodeNotFound:
 			return http.StatusNotFound
@@ -219,8 +223,8 @@ type callBody struct {
 // callAnswer is the answer of POST /v0/calls and of approve-and-run.
 type callAnswer struct {
 	Output   json.RawMessage `json:"output"`
-	Receipt  *kv.Receipt     `json:"receipt"`
-	Approval *kv.Approval    `json:"approval,omitempty"`
+	Receipt  *holon.Receipt  `json:"receipt"`
+	Approval *holon.Approval `json:"approval,omitempty"`
 	Error    *gateway.Error  `json:"error,omitempty"`
 	// Replayed is set on the answer to a call re-sent with an
 	// Idempotency-Key already used: nothing ran again.
@@ -352,7 +356,7 @@ func (a *api) replay(w http.ResponseWriter, r *http.Request, rec *idemRecord) {
 	if rc.Error != nil {
 		ans.Error = &gateway.Error{Code: *rc.Error, Msg: "replayed: the original call ended with " + *rc.Error}
 	}
-	if rc.Status == gateway.StatusPendingApproval && rc.Approval != nil {
+	if rc.Status == holon.StatusPendingApproval && rc.Approval != nil {
 		if ap, err := a.engine.Approval(r.Context(), *rc.Approval); err == nil {
 			ans.Approval = redactApproval(ap)
 		}
@@ -362,7 +366,7 @@ func (a *api) replay(w http.ResponseWriter, r *http.Request, rec *idemRecord) {
 
 // redactApproval copies an approval for the wire. The input stays: the
 // human approving must see what they approve.
-func redactApproval(ap *kv.Approval) *kv.Approval {
+func redactApproval(ap *holon.Approval) *holon.Approval {
 	c := *ap
 	return &c
 }
@@ -383,7 +387,7 @@ func (a *api) listApprovals(w http.ResponseWriter, r *http.Request, _ httprouter
 		a.fail(w, r, err)
 		return
 	}
-	var page kv.ApprovalPage
+	var page holon.ApprovalPage
 	switch {
 	case mandate != "" && !p.seesMandate(mandate):
 		a.fail(w, r, notFound("no mandate %s", mandate))
@@ -411,7 +415,7 @@ func (a *api) listApprovals(w http.ResponseWriter, r *http.Request, _ httprouter
 }
 
 // approval reads an approval within the principal's scope.
-func (a *api) approval(r *http.Request, id string, p *principal) (*kv.Approval, error) {
+func (a *api) approval(r *http.Request, id string, p *principal) (*holon.Approval, error) {
 	ap, err := a.engine.Approval(r.Context(), id)
 	if err != nil {
 		return nil, err
@@ -489,7 +493,7 @@ func (a *api) listReceipts(w http.ResponseWriter, r *http.Request, _ httprouter.
 	}
 	mandate, before := q.Get("mandate"), q.Get("before")
 	if before != "" {
-		if _, ok := kv.ReceiptSeq(before); !ok {
+		if _, ok := holon.ReceiptSeq(before); !ok {
 			a.fail(w, r, gateway.Errorf(gateway.CodeInvalidRequest, "before must be a receipt id such as r42"))
 			return
 		}
@@ -499,17 +503,17 @@ func (a *api) listReceipts(w http.ResponseWriter, r *http.Request, _ httprouter.
 		a.fail(w, r, err)
 		return
 	}
-	var fetch func(before string, limit int) (kv.ReceiptPage, error)
+	var fetch func(before string, limit int) (holon.ReceiptPage, error)
 	switch {
 	case mandate != "" && !p.seesMandate(mandate):
 		a.fail(w, r, notFound("no mandate %s", mandate))
 		return
 	case mandate != "" || p.kind == kindDev:
-		fetch = func(before string, limit int) (kv.ReceiptPage, error) {
+		fetch = func(before string, limit int) (holon.ReceiptPage, error) {
 			return a.engine.Receipts(mandate, before, limit)
 		}
 	case p.kind == KindAgent:
-		fetch = func(before string, limit int) (kv.ReceiptPage, error) {
+		fetch = func(before string, limit int) (holon.ReceiptPage, error) {
 			return a.engine.Receipts(p.mandate, before, limit)
 		}
 	default:
@@ -518,11 +522,11 @@ func (a *api) listReceipts(w http.ResponseWriter, r *http.Request, _ httprouter.
 			a.fail(w, r, err)
 			return
 		}
-		fetch = func(before string, limit int) (kv.ReceiptPage, error) { return a.receiptsOf(roots, before, limit) }
+		fetch = func(before string, limit int) (holon.ReceiptPage, error) { return a.receiptsOf(roots, before, limit) }
 	}
 	var page receiptPageView
 	if filter.empty() {
-		var kp kv.ReceiptPage
+		var kp holon.ReceiptPage
 		kp, err = fetch(before, limit)
 		page = receiptPageView{Receipts: kp.Receipts, Next: kp.Next}
 	} else {
@@ -533,30 +537,30 @@ func (a *api) listReceipts(w http.ResponseWriter, r *http.Request, _ httprouter.
 		return
 	}
 	if page.Receipts == nil {
-		page.Receipts = []*kv.Receipt{}
+		page.Receipts = []*holon.Receipt{}
 	}
 	writeJSON(w, http.StatusOK, page)
 }
 
 // receiptsOf pages the receipts of several mandates together, newest first:
 // each mandate's own index gives its newest page, and the pages merge.
-func (a *api) receiptsOf(mandates []string, before string, limit int) (kv.ReceiptPage, error) {
-	var all []*kv.Receipt
+func (a *api) receiptsOf(mandates []string, before string, limit int) (holon.ReceiptPage, error) {
+	var all []*holon.Receipt
 	more := false // some mandate has receipts older than its page
 	for _, m := range mandates {
 		p, err := a.engine.Receipts(m, before, limit)
 		if err != nil {
-			return kv.ReceiptPage{}, err
+			return holon.ReceiptPage{}, err
 		}
 		all = append(all, p.Receipts...)
 		more = more || p.Next != ""
 	}
 	sort.Slice(all, func(i, j int) bool {
-		si, _ := kv.ReceiptSeq(all[i].ID)
-		sj, _ := kv.ReceiptSeq(all[j].ID)
+		si, _ := holon.ReceiptSeq(all[i].ID)
+		sj, _ := holon.ReceiptSeq(all[j].ID)
 		return si > sj
 	})
-	var page kv.ReceiptPage
+	var page holon.ReceiptPage
 	// A mandate with receipts older than its page means a next page, even
 	// when the merged page does not overflow.
 	if more || len(all) > limit {
@@ -569,7 +573,7 @@ func (a *api) receiptsOf(mandates []string, before string, limit int) (kv.Receip
 
 // receiptTree is a receipt with its children's trees.
 type receiptTree struct {
-	Receipt  *kv.Receipt    `json:"receipt"`
+	Receipt  *holon.Receipt `json:"receipt"`
 	Children []*receiptTree `json:"children"`
 }
 
@@ -762,7 +766,7 @@ func contains(xs []string, x string) bool {
 // agentDetail is GET /v0/agents/{ns}/{name}[@range].
 type agentDetail struct {
 	Manifest *gateway.Manifest `json:"manifest"`
-	Record   kv.Record         `json:"record"`
+	Record   holon.Record      `json:"record"`
 	Versions []string          `json:"versions"`
 }
 

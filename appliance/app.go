@@ -17,9 +17,9 @@ import (
 	"strings"
 	"time"
 
+	"holon.dev/holon"
 	"holon.dev/holon/appliance/agents"
 	"holon.dev/holon/gateway"
-	"holon.dev/holon/kv"
 )
 
 //go:embed demo/*.yaml
@@ -28,7 +28,7 @@ var demoMandates embed.FS
 // App is a running appliance: store, engine and HTTP handler.
 type App struct {
 	cfg     Config
-	store   *kv.Store
+	store   holon.Store
 	engine  *gateway.Engine
 	log     *slog.Logger
 	handler http.Handler
@@ -77,8 +77,11 @@ func Open(ctx context.Context, cfg Config) (*App, error) {
 	if cfg.PlatformFX == nil {
 		cfg.PlatformFX = DefaultPlatformFX
 	}
+	if cfg.OpenStore == nil {
+		return nil, errors.New("appliance: Config.OpenStore is not set (kv.OpenStore opens the embedded store)")
+	}
 	m := newMetrics()
-	store, err := kv.Open(cfg.DB, kv.Options{NoSync: cfg.NoSync, Now: cfg.Now, OnCommit: m.observeBatch, OnFailure: cfg.OnStoreFailure})
+	store, err := cfg.OpenStore(cfg.DB, holon.StoreOptions{NoSync: cfg.NoSync, Now: cfg.Now, OnCommit: m.observeBatch, OnFailure: cfg.OnStoreFailure})
 	if err != nil {
 		return nil, err
 	}
@@ -215,7 +218,11 @@ func (a *App) init(ctx context.Context) error {
 	if err := a.initListings(); err != nil {
 		return err
 	}
-	api := newAPI(a.engine, a.log, h)
+	var backup http.Handler
+	if a.cfg.Backup != nil {
+		backup = a.cfg.Backup(a.store)
+	}
+	api := newAPI(a.engine, a.log, h, backup)
 	api.routeListings(a.listings)
 	api.routeFiles(a.files)
 	a.handler = api

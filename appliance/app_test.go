@@ -15,7 +15,9 @@ import (
 	"testing"
 	"time"
 
+	"holon.dev/holon"
 	"holon.dev/holon/appliance"
+	"holon.dev/holon/backup"
 	"holon.dev/holon/journal"
 	"holon.dev/holon/kv"
 )
@@ -47,7 +49,7 @@ func (c *fixedClock) Now() time.Time {
 // chain is intact), no hold is left, nothing is reserved or held.
 func newTestApp(t *testing.T, mandatesDir string, now func() time.Time) *testApp {
 	t.Helper()
-	cfg := appliance.Config{
+	cfg := appliance.Config{OpenStore: kv.OpenStore, Backup: backup.StoreHandler,
 		DB:           filepath.Join(t.TempDir(), "holon.db"),
 		Registry:     []string{"agents", "examples"},
 		MandatesDir:  mandatesDir,
@@ -71,10 +73,10 @@ func newTestApp(t *testing.T, mandatesDir string, now func() time.Time) *testApp
 }
 
 // checkMoney asserts the store's money invariants.
-func checkMoney(t testing.TB, s *kv.Store) {
+func checkMoney(t testing.TB, s holon.Store) {
 	t.Helper()
-	err := s.View(func(tx *kv.Tx) error {
-		if err := tx.VerifyJournal(); err != nil {
+	err := s.View(func(tx holon.Tx) error {
+		if err := tx.(interface{ VerifyJournal() error }).VerifyJournal(); err != nil {
 			return err
 		}
 		holds, err := tx.Holds()
@@ -84,7 +86,7 @@ func checkMoney(t testing.TB, s *kv.Store) {
 		if len(holds) > 0 {
 			return fmt.Errorf("%d holds left behind, first %s", len(holds), holds[0].Receipt)
 		}
-		return tx.ForEachAccount(func(name string, a kv.Account) error {
+		return tx.ForEachAccount(func(name string, a holon.Account) error {
 			if a.Held != 0 {
 				return fmt.Errorf("account %s still holds %s", name, a.Held)
 			}
@@ -203,7 +205,7 @@ func TestBlogRun(t *testing.T) {
 	}
 
 	// The receipts agree with the journal, entry by entry.
-	err := ta.app.Engine().Store().View(func(tx *kv.Tx) error {
+	err := ta.app.Engine().Store().View(func(tx holon.Tx) error {
 		for _, id := range []string{"r2", "r3", "r4"} {
 			r, err := tx.Receipt(id)
 			if err != nil {

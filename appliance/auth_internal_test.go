@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"holon.dev/holon"
+	"holon.dev/holon/backup"
 	"holon.dev/holon/kv"
 )
 
@@ -19,7 +21,7 @@ func TestAuthenticate_ExpiringKey(t *testing.T) {
 	var clock atomic.Pointer[time.Time]
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	clock.Store(&now)
-	app, err := Open(context.Background(), Config{
+	app, err := Open(context.Background(), Config{OpenStore: kv.OpenStore, Backup: backup.StoreHandler,
 		DB: filepath.Join(t.TempDir(), "holon.db"), Registry: []string{"agents"}, NoSync: true, Hosted: true,
 		Now: func() time.Time { return *clock.Load() },
 	})
@@ -34,8 +36,8 @@ func TestAuthenticate_ExpiringKey(t *testing.T) {
 	}
 	exp := now.Add(30 * 24 * time.Hour)
 	rec.Expires = &exp
-	err = app.store.Update(context.Background(), func(tx *kv.Tx) error {
-		if err := tx.Put(kv.BucketUsers, "gh-user", account{Handle: "gh-user", Email: "gh@example.com", Created: now}); err != nil {
+	err = app.store.Update(context.Background(), func(tx holon.Tx) error {
+		if err := tx.Put(holon.BucketUsers, "gh-user", account{Handle: "gh-user", Email: "gh@example.com", Created: now}); err != nil {
 			return err
 		}
 		return putKey(tx, rec)

@@ -9,9 +9,9 @@ import (
 
 	"github.com/julienschmidt/httprouter"
 
+	"holon.dev/holon"
 	"holon.dev/holon/gateway"
 	"holon.dev/holon/journal"
-	"holon.dev/holon/kv"
 )
 
 // Catalogue paging: GET /v0/catalog answers at most catalogMaxLimit agents
@@ -131,7 +131,7 @@ func (l *listings) catalog(w http.ResponseWriter, r *http.Request, _ httprouter.
 		page = append(page, v)
 	}
 	out := make([]catalogEntry, 0, len(page))
-	err := l.engine.Store().View(func(tx *kv.Tx) error {
+	err := l.engine.Store().View(func(tx holon.Tx) error {
 		for _, v := range page {
 			e, err := l.entry(tx, v)
 			if err != nil {
@@ -149,7 +149,7 @@ func (l *listings) catalog(w http.ResponseWriter, r *http.Request, _ httprouter.
 }
 
 // entry builds one version's catalogue entry from its counters.
-func (l *listings) entry(tx *kv.Tx, v *gateway.AgentVersion) (catalogEntry, error) {
+func (l *listings) entry(tx holon.Tx, v *gateway.AgentVersion) (catalogEntry, error) {
 	m := v.Manifest
 	e := catalogEntry{ID: m.ID, Version: m.Version, Declared: declared(v)}
 	rec, err := tx.Record(m.Ref())
@@ -199,7 +199,7 @@ func declared(v *gateway.AgentVersion) catalogDeclared {
 }
 
 // successRate is succeeded/runs to four decimals, rounded down (no float).
-func successRate(rec kv.Record) *string {
+func successRate(rec holon.Record) *string {
 	if rec.Runs == 0 {
 		return nil
 	}

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"holon.dev/holon/appliance"
+	"holon.dev/holon/backup"
+	"holon.dev/holon/kv"
 )
 
 // Ensure that the catalogue pages through every listed agent in id order,
@@ -65,7 +67,7 @@ func TestEvaluate_BadPrivateSuite(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "extraction.table", "suite.yaml"), []byte("capability: extraction.table\ncases:\n  - id: a\n    input: {}\n    expect: {}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, err := appliance.Open(t.Context(), appliance.Config{DB: filepath.Join(t.TempDir(), "h.db"), Registry: []string{"agents"}, NoSync: true, PrivateEvals: dir})
+	_, err := appliance.Open(t.Context(), appliance.Config{OpenStore: kv.OpenStore, Backup: backup.StoreHandler, DB: filepath.Join(t.TempDir(), "h.db"), Registry: []string{"agents"}, NoSync: true, PrivateEvals: dir})
 	if err == nil || !strings.Contains(err.Error(), "extraction.table/suite.yaml") || !strings.Contains(err.Error(), "exactly one of output_contains and error") {
 		t.Errorf("a bad private suite: %v", err)
 	}

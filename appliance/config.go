@@ -19,6 +19,7 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"holon.dev/holon"
 	"holon.dev/holon/appliance/agents"
 	"holon.dev/holon/gateway"
 	"holon.dev/holon/journal"
@@ -36,8 +37,15 @@ const minSecretLen = 32
 
 // Config is everything the appliance needs, passed down explicitly.
 type Config struct {
-	// DB is the path of the bbolt file.
+	// DB is the path of the store.
 	DB string
+	// OpenStore opens the store at DB (kv.OpenStore, wired by cmd/holon):
+	// the appliance knows the store only as a holon.Store.
+	OpenStore holon.OpenStore
+	// Backup, when set, makes the handler of GET /v0/admin/backup for the
+	// store opened (backup.Handler, wired by cmd/holon); without it the
+	// endpoint is not mounted.
+	Backup func(holon.Store) http.Handler
 	// Registry lists where agents come from: "agents" (the shipped ones),
 	// "examples" (the demo agents), or directories of holon.yaml files.
 	Registry []string

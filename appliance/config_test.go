@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"holon.dev/holon/appliance"
+	"holon.dev/holon/backup"
+	"holon.dev/holon/kv"
 )
 
 // productionEnv is a complete production environment.
@@ -28,7 +30,7 @@ func productionEnv() map[string]string {
 // opens it.
 func openWithEnv(t *testing.T, env map[string]string, hosted bool, db string) (*appliance.App, error) {
 	t.Helper()
-	cfg := appliance.Config{DB: db, Hosted: hosted, NoSync: true}
+	cfg := appliance.Config{OpenStore: kv.OpenStore, Backup: backup.StoreHandler, DB: db, Hosted: hosted, NoSync: true}
 	if err := appliance.ConfigFromEnv(func(k string) string { return env[k] }, &cfg); err != nil {
 		return nil, err
 	}

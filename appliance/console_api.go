@@ -7,16 +7,16 @@ import (
 
 	"github.com/julienschmidt/httprouter"
 
+	"holon.dev/holon"
 	"holon.dev/holon/gateway"
-	"holon.dev/holon/kv"
 )
 
 // devMandates is GET /v0/mandates on a dev gateway: every root mandate
 // with its budget (a hosted gateway lists the account's own).
 func (a *api) devMandates(w http.ResponseWriter, r *http.Request, _ httprouter.Params, _ *principal) {
 	var ids []string
-	err := a.engine.Store().View(func(tx *kv.Tx) error {
-		return tx.ForEachMandate(func(id string, _ kv.Doc) error {
+	err := a.engine.Store().View(func(tx holon.Tx) error {
+		return tx.ForEachMandate(func(id string, _ holon.Doc) error {
 			if i := strings.LastIndex(id, ".r"); i < 0 || !derivedFrom(id, id[:i]) {
 				ids = append(ids, id)
 			}
@@ -56,11 +56,11 @@ type healthView struct {
 func (a *api) storeHealth(w http.ResponseWriter, r *http.Request, _ httprouter.Params, _ *principal) {
 	s := a.engine.Store()
 	st := s.Stats()
-	hv := healthView{SizeBytes: s.Size(), Commits: st.Commits, Updates: st.Updates, MaxBatch: st.MaxBatch}
+	hv := healthView{SizeBytes: st.SizeBytes, Commits: st.Commits, Updates: st.Updates, MaxBatch: st.MaxBatch}
 	if st.Commits > 0 {
 		hv.MeanBatch = float64(st.Updates) / float64(st.Commits)
 	}
-	err := s.View(func(tx *kv.Tx) error {
+	err := s.View(func(tx holon.Tx) error {
 		holds, err := tx.Holds()
 		hv.HoldsOpen, hv.Receipts = len(holds), tx.Counter("receipts")
 		return err

@@ -11,7 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"holon.dev/holon"
 	"holon.dev/holon/appliance"
+	"holon.dev/holon/backup"
 	"holon.dev/holon/journal"
 	"holon.dev/holon/kv"
 )
@@ -20,7 +22,7 @@ import (
 // hundred failed and not billed, a millisecond apart, in large
 // transactions; it returns when the first was created.
 func fillReceipts(b *testing.B, path string, n int) time.Time {
-	s, err := kv.Open(path, kv.Options{NoSync: true})
+	s, err := kv.OpenStore(path, holon.StoreOptions{NoSync: true})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -35,20 +37,20 @@ func fillReceipts(b *testing.B, path string, n int) time.Time {
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	const perTx = 50_000
 	for first := 0; first < n; first += perTx {
-		err := s.Update(context.Background(), func(tx *kv.Tx) error {
+		err := s.Update(context.Background(), func(tx holon.Tx) error {
 			for i := first; i < min(first+perTx, n); i++ {
 				id, err := tx.NewReceiptID()
 				if err != nil {
 					return err
 				}
-				r := &kv.Receipt{
+				r := &holon.Receipt{
 					ID: id, Mandate: "alice/sandbox", Caller: "alice/assistant", Agent: &agent, Status: "succeeded",
 					WorstCase: &price, Currency: "EUR", Payer: "alice", Billed: true,
-					Cost: kv.Cost{Own: price, Total: price}, Splits: shares, Children: []string{}, DurationMS: 1,
+					Cost: holon.Cost{Own: price, Total: price}, Splits: shares, Children: []string{}, DurationMS: 1,
 					Created: start.Add(time.Duration(i) * time.Millisecond),
 				}
 				if i%100 == 99 {
-					r.Status, r.Error, r.Billed, r.Cost, r.Splits = "failed", &failed, false, kv.Cost{}, []journal.Share{}
+					r.Status, r.Error, r.Billed, r.Cost, r.Splits = "failed", &failed, false, holon.Cost{}, []journal.Share{}
 				}
 				if err := tx.PutReceipt(r); err != nil {
 					return err
@@ -77,7 +79,7 @@ func BenchmarkConsole_Receipts(b *testing.B) {
 	}
 	path := filepath.Join(b.TempDir(), "holon.db")
 	start := fillReceipts(b, path, n)
-	app, err := appliance.Open(context.Background(), appliance.Config{DB: path, Registry: []string{"agents", "examples"},
+	app, err := appliance.Open(context.Background(), appliance.Config{OpenStore: kv.OpenStore, Backup: backup.StoreHandler, DB: path, Registry: []string{"agents", "examples"},
 		SignupCredit: journal.MustParseAmount("5.00"), NoSync: true})
 	if err != nil {
 		b.Fatal(err)

@@ -12,15 +12,15 @@ import (
 	"net/http"
 	"time"
 
+	"holon.dev/holon"
 	"holon.dev/holon/gateway"
-	"holon.dev/holon/kv"
 	"holon.dev/holon/webui"
 )
 
 // Console sessions. A browser that signs in (a pasted key, an email
 // signup, a GitHub exchange) gets a random session id in the SessionCookie
 // cookie: HttpOnly, SameSite=Strict, Secure on https. The store keeps only
-// the id's SHA-256 (kv.BucketSessions), with the hash of the key that
+// the id's SHA-256 (holon.BucketSessions), with the hash of the key that
 // signed in, never the key itself. Every request re-checks that key, so a
 // revoked key, an expired one or a disabled account ends its sessions at
 // once.
@@ -40,7 +40,7 @@ const SessionCookie = "holon_session"
 // that expires earlier ends it earlier).
 const sessionTTL = 7 * 24 * time.Hour
 
-// sessionRecord is a console session (kv.BucketSessions, by the SHA-256
+// sessionRecord is a console session (holon.BucketSessions, by the SHA-256
 // of its id).
 type sessionRecord struct {
 	// Kind is KindHuman or "admin".
@@ -70,8 +70,8 @@ func (a *api) sessionPrincipal(r *http.Request) (*principal, error) {
 		return nil, nil
 	}
 	var s sessionRecord
-	err = h.store.View(func(tx *kv.Tx) error { return tx.Get(kv.BucketSessions, sessionKey(c.Value), &s) })
-	if errors.Is(err, kv.ErrNotFound) {
+	err = h.store.View(func(tx holon.Tx) error { return tx.Get(holon.BucketSessions, sessionKey(c.Value), &s) })
+	if errors.Is(err, holon.ErrNotFound) {
 		return nil, nil
 	}
 	if err != nil {
@@ -130,19 +130,19 @@ func (a *api) startSession(w http.ResponseWriter, r *http.Request, key string) (
 	if err != nil {
 		return nil, err
 	}
-	err = h.store.Update(r.Context(), func(tx *kv.Tx) error {
+	err = h.store.Update(r.Context(), func(tx holon.Tx) error {
 		// A sign-in replaces the browser's earlier session (no session
 		// outlives the one that took its place), and clears some expired
 		// ones, so that the bucket holds live sessions only.
 		if c, err := r.Cookie(SessionCookie); err == nil && c.Value != "" && len(c.Value) <= 64 {
-			if err := tx.Delete(kv.BucketSessions, sessionKey(c.Value)); err != nil {
+			if err := tx.Delete(holon.BucketSessions, sessionKey(c.Value)); err != nil {
 				return err
 			}
 		}
 		if err := dropExpiredSessions(tx, now, 100); err != nil {
 			return err
 		}
-		return tx.Put(kv.BucketSessions, sessionKey(id), s)
+		return tx.Put(holon.BucketSessions, sessionKey(id), s)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("store console session: %w", err)
@@ -160,7 +160,7 @@ func (a *api) endSession(w http.ResponseWriter, r *http.Request) error {
 		return nil
 	}
 	if c, err := r.Cookie(SessionCookie); err == nil && c.Value != "" && len(c.Value) <= 64 {
-		err := a.hosted.store.Update(r.Context(), func(tx *kv.Tx) error { return tx.Delete(kv.BucketSessions, sessionKey(c.Value)) })
+		err := a.hosted.store.Update(r.Context(), func(tx holon.Tx) error { return tx.Delete(holon.BucketSessions, sessionKey(c.Value)) })
 		if err != nil {
 			return fmt.Errorf("end console session: %w", err)
 		}
@@ -176,9 +176,9 @@ func (a *api) secureCookies(r *http.Request) bool {
 }
 
 // dropExpiredSessions deletes up to max sessions that have expired.
-func dropExpiredSessions(tx *kv.Tx, now time.Time, max int) error {
+func dropExpiredSessions(tx holon.Tx, now time.Time, max int) error {
 	var expired []string
-	err := tx.ForEach(kv.BucketSessions, "", func(key string, raw json.RawMessage) (bool, error) {
+	err := tx.ForEach(holon.BucketSessions, "", func(key string, raw json.RawMessage) (bool, error) {
 		var s sessionRecord
 		if err := json.Unmarshal(raw, &s); err != nil {
 			return false, err
@@ -190,7 +190,7 @@ func dropExpiredSessions(tx *kv.Tx, now time.Time, max int) error {
 	})
 	for _, key := range expired {
 		if err == nil {
-			err = tx.Delete(kv.BucketSessions, key)
+			err = tx.Delete(holon.BucketSessions, key)
 		}
 	}
 	return err

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"holon.dev/holon"
 	"holon.dev/holon/appliance"
-	"holon.dev/holon/kv"
 )
 
 // browser is a cookie-keeping HTTP client that does not follow redirects,
@@ -188,8 +188,8 @@ func TestConsole_SessionLifetime(t *testing.T) {
 	ann := ta.signup("ann")
 	sessions := func() int {
 		n := 0
-		_ = ta.app.Engine().Store().View(func(tx *kv.Tx) error {
-			return tx.ForEach(kv.BucketSessions, "", func(string, json.RawMessage) (bool, error) { n++; return true, nil })
+		_ = ta.app.Engine().Store().View(func(tx holon.Tx) error {
+			return tx.ForEach(holon.BucketSessions, "", func(string, json.RawMessage) (bool, error) { n++; return true, nil })
 		})
 		return n
 	}

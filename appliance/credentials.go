@@ -16,8 +16,8 @@ import (
 
 	"github.com/julienschmidt/httprouter"
 
+	"holon.dev/holon"
 	"holon.dev/holon/gateway"
-	"holon.dev/holon/kv"
 )
 
 // Endpoint credentials (gateway.md §6 "Authentication"): the token an
@@ -35,7 +35,7 @@ const credentialPurpose = "holon/endpoint-credentials/v1"
 // maxTokenLen bounds an endpoint token.
 const maxTokenLen = 4096
 
-// credentialRecord is a sealed token (kv.BucketCredentials, by agent id).
+// credentialRecord is a sealed token (holon.BucketCredentials, by agent id).
 type credentialRecord struct {
 	V      int       `json:"v"`
 	Nonce  []byte    `json:"nonce"`
@@ -47,7 +47,7 @@ type credentialRecord struct {
 // memory for the runners (the store holds them sealed only).
 type vault struct {
 	aead  cipher.AEAD // nil without HOLON_FILE_SECRET
-	store *kv.Store
+	store holon.Store
 	rand  io.Reader
 	mu    sync.RWMutex
 	open  map[string]string
@@ -56,7 +56,7 @@ type vault struct {
 // newVault derives the key and opens every stored token. A token that
 // does not open (HOLON_FILE_SECRET changed) is left out and logged by
 // agent id: its author sets it again.
-func newVault(secret []byte, store *kv.Store, rand io.Reader, log *slog.Logger) (*vault, error) {
+func newVault(secret []byte, store holon.Store, rand io.Reader, log *slog.Logger) (*vault, error) {
 	v := &vault{store: store, rand: rand, open: map[string]string{}}
 	if len(secret) == 0 {
 		return v, nil
@@ -72,8 +72,8 @@ func newVault(secret []byte, store *kv.Store, rand io.Reader, log *slog.Logger) 
 	if v.aead, err = cipher.NewGCM(block); err != nil {
 		return nil, err
 	}
-	err = store.View(func(tx *kv.Tx) error {
-		return tx.ForEach(kv.BucketCredentials, "", func(id string, raw json.RawMessage) (bool, error) {
+	err = store.View(func(tx holon.Tx) error {
+		return tx.ForEach(holon.BucketCredentials, "", func(id string, raw json.RawMessage) (bool, error) {
 			var rec credentialRecord
 			if err := json.Unmarshal(raw, &rec); err != nil {
 				return false, fmt.Errorf("credential of %s: %w", id, err)
@@ -172,7 +172,7 @@ func (a *api) putCredential(w http.ResponseWriter, r *http.Request, ps httproute
 		a.fail(w, r, err)
 		return
 	}
-	if err := v.store.Update(r.Context(), func(tx *kv.Tx) error { return tx.Put(kv.BucketCredentials, id, rec) }); err != nil {
+	if err := v.store.Update(r.Context(), func(tx holon.Tx) error { return tx.Put(holon.BucketCredentials, id, rec) }); err != nil {
 		a.fail(w, r, err)
 		return
 	}
@@ -190,14 +190,14 @@ func (a *api) deleteCredential(w http.ResponseWriter, r *http.Request, ps httpro
 		a.fail(w, r, err)
 		return
 	}
-	err = v.store.Update(r.Context(), func(tx *kv.Tx) error {
+	err = v.store.Update(r.Context(), func(tx holon.Tx) error {
 		var rec credentialRecord
-		if err := tx.Get(kv.BucketCredentials, id, &rec); errors.Is(err, kv.ErrNotFound) {
+		if err := tx.Get(holon.BucketCredentials, id, &rec); errors.Is(err, holon.ErrNotFound) {
 			return notFound("%s has no credential set", id)
 		} else if err != nil {
 			return err
 		}
-		return tx.Delete(kv.BucketCredentials, id)
+		return tx.Delete(holon.BucketCredentials, id)
 	})
 	if err != nil {
 		a.fail(w, r, err)

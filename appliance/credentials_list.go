@@ -6,8 +6,7 @@ import (
 	"time"
 
 	"github.com/julienschmidt/httprouter"
-
-	"holon.dev/holon/kv"
+	"holon.dev/holon"
 )
 
 // credentialStatus is one agent's endpoint credential as its author sees
@@ -25,8 +24,8 @@ type credentialStatus struct {
 func (a *api) listCredentials(w http.ResponseWriter, r *http.Request, _ httprouter.Params, p *principal) {
 	v := a.hosted.vault
 	out := []credentialStatus{}
-	err := v.store.View(func(tx *kv.Tx) error {
-		return tx.ForEach(kv.BucketCredentials, p.account+"/", func(id string, raw json.RawMessage) (bool, error) {
+	err := v.store.View(func(tx holon.Tx) error {
+		return tx.ForEach(holon.BucketCredentials, p.account+"/", func(id string, raw json.RawMessage) (bool, error) {
 			var rec credentialRecord
 			if err := json.Unmarshal(raw, &rec); err != nil {
 				return false, err

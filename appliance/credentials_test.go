@@ -19,6 +19,7 @@ import (
 	"holon.dev/holon/appliance"
 	"holon.dev/holon/backup"
 	"holon.dev/holon/gateway"
+	"holon.dev/holon/kv"
 )
 
 // authorServer is an author's server on loopback over https: an MCP
@@ -254,7 +255,7 @@ func TestPublish_BackupRestore(t *testing.T) {
 		t.Fatal(err)
 	}
 	g.restart(func(c *appliance.Config) { c.DB = restored })
-	rep, err := backup.Verify(g.app.Engine().Store())
+	rep, err := backup.Verify(kv.Unwrap(g.app.Engine().Store()))
 	if err != nil || !rep.OK() {
 		var out bytes.Buffer
 		rep.WriteTo(&out)

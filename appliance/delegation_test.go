@@ -17,6 +17,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"holon.dev/holon"
 	"holon.dev/holon/appliance/agents"
 	"holon.dev/holon/gateway"
 	"holon.dev/holon/journal"
@@ -72,7 +73,7 @@ func newDelegationGateway(t *testing.T, remote ...*gateway.Manifest) *delegation
 	dev := gateway.NewDevRuntime()
 	agents.Register(dev)
 	runner := gateway.NewMCPRunner(gateway.RemoteConfig{Guard: gateway.NetGuard{AllowPrivate: true}})
-	s, err := kv.Open(filepath.Join(t.TempDir(), "holon.db"), kv.Options{})
+	s, err := kv.OpenStore(filepath.Join(t.TempDir(), "holon.db"), holon.StoreOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,8 +103,8 @@ func newDelegationGateway(t *testing.T, remote ...*gateway.Manifest) *delegation
 	t.Cleanup(func() {
 		g.srv.Close()
 		runner.Close()
-		if err := s.View(func(tx *kv.Tx) error {
-			if err := tx.VerifyJournal(); err != nil {
+		if err := s.View(func(tx holon.Tx) error {
+			if err := tx.(interface{ VerifyJournal() error }).VerifyJournal(); err != nil {
 				t.Errorf("journal: %v", err)
 			}
 			hs, err := tx.Holds()
@@ -196,7 +197,7 @@ func TestDelegatedCalls_InvoicePipelineOverMCP(t *testing.T) {
 	g := newDelegationGateway(t, remote...)
 	res := g.call(t, "holon-labs/invoice-pipeline", `{"text":"ACME Corp\nWidgets, 2, 10.00\nGadgets, 1, 25.50\nShipping, 1, 5.00"}`)
 	r := res.Receipt
-	if r.Status != gateway.StatusSucceeded {
+	if r.Status != holon.StatusSucceeded {
 		t.Fatalf("pipeline: %s %v (%s)", r.Status, r.Error, res.Message)
 	}
 	if got := r.Cost.Own.String() + " " + r.Cost.Downstream.String() + " " + r.Cost.Total.String(); got != "0.10 0.092 0.192" {
@@ -210,7 +211,7 @@ func TestDelegatedCalls_InvoicePipelineOverMCP(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if c.Parent == nil || *c.Parent != r.ID || c.Status != gateway.StatusSucceeded || c.Payer != "dora" {
+		if c.Parent == nil || *c.Parent != r.ID || c.Status != holon.StatusSucceeded || c.Payer != "dora" {
 			t.Errorf("child %s: parent %v status %s payer %s", id, c.Parent, c.Status, c.Payer)
 		}
 	}
@@ -298,7 +299,7 @@ downstream: {mode: passthrough, cap: "1.00"}
 	}
 	g = newDelegationGateway(t, m)
 	res := g.call(t, "acme/orch", `{}`)
-	if res.Receipt.Status != gateway.StatusSucceeded {
+	if res.Receipt.Status != holon.StatusSucceeded {
 		t.Fatalf("orchestrator: %s (%s)", res.Receipt.Status, res.Message)
 	}
 	got := <-results

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"holon.dev/holon"
 	"holon.dev/holon/appliance"
-	"holon.dev/holon/kv"
 )
 
 const siteURL = "https://site.example"
@@ -47,7 +47,7 @@ func TestDemo(t *testing.T) {
 		t.Errorf("the demo was measured: %v", m)
 	}
 	var receipts uint64
-	if err := ta.app.Engine().Store().View(func(tx *kv.Tx) error { receipts = tx.Counter("receipts"); return nil }); err != nil || receipts != 0 {
+	if err := ta.app.Engine().Store().View(func(tx holon.Tx) error { receipts = tx.Counter("receipts"); return nil }); err != nil || receipts != 0 {
 		t.Errorf("the demo left %d receipts (%v)", receipts, err)
 	}
 

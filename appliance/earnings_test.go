@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"holon.dev/holon"
 	"holon.dev/holon/backup"
 	"holon.dev/holon/gateway"
 	"holon.dev/holon/journal"
@@ -46,11 +47,11 @@ data: { retention: none, regions: [eu], training: false }
 
 // earnedByAccount sums, per account, what the settle entries of the
 // journal paid it (the payer's own debit put back when it is also paid).
-func earnedByAccount(t *testing.T, s *kv.Store) map[string]journal.Amount {
+func earnedByAccount(t *testing.T, s holon.Store) map[string]journal.Amount {
 	t.Helper()
 	out := map[string]journal.Amount{}
-	err := s.View(func(tx *kv.Tx) error {
-		return tx.ForEachEntry(0, func(row kv.JournalRow) (bool, error) {
+	err := s.View(func(tx holon.Tx) error {
+		return tx.ForEachEntry(0, func(row holon.JournalRow) (bool, error) {
 			if !strings.HasPrefix(row.Key, "settle:") {
 				return true, nil
 			}
@@ -132,7 +133,7 @@ func TestEarnings_ForkChain(t *testing.T) {
 	// holon verify checks the counters against the journal, and catches
 	// one that drifted by a micro-unit.
 	store := ta.app.Engine().Store()
-	rep, err := backup.Verify(store)
+	rep, err := backup.Verify(kv.Unwrap(store))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +143,7 @@ func TestEarnings_ForkChain(t *testing.T) {
 	if c := rep.Check(backup.CheckLatency); !c.OK() || !strings.Contains(c.Covered, "3 histograms") {
 		t.Errorf("verify latency: %+v", c)
 	}
-	if err := store.Update(ctx, func(tx *kv.Tx) error {
+	if err := store.Update(ctx, func(tx holon.Tx) error {
 		if err := tx.AddLatency("ann/echo@1.0.0", 99_999); err != nil {
 			return err
 		}
@@ -150,7 +151,7 @@ func TestEarnings_ForkChain(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if rep, err = backup.Verify(store); err != nil {
+	if rep, err = backup.Verify(kv.Unwrap(store)); err != nil {
 		t.Fatal(err)
 	}
 	if c := rep.Check(backup.CheckEarnings); c.OK() || !strings.Contains(strings.Join(c.Problems, "\n"), "account cai") {

@@ -10,7 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"holon.dev/holon"
 	"holon.dev/holon/appliance"
+	"holon.dev/holon/backup"
 	"holon.dev/holon/kv"
 )
 
@@ -122,14 +124,14 @@ func TestEvaluate_FixturesArePlatformFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	ta.shutdown(true)
-	s, err := kv.Open(ta.cfg.DB, kv.Options{})
+	s, err := kv.OpenStore(ta.cfg.DB, holon.StoreOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
 	platform := 0
-	if err := s.View(func(tx *kv.Tx) error {
-		return tx.ForEach(kv.BucketFiles, "f/", func(_ string, raw json.RawMessage) (bool, error) {
+	if err := s.View(func(tx holon.Tx) error {
+		return tx.ForEach(holon.BucketFiles, "f/", func(_ string, raw json.RawMessage) (bool, error) {
 			var rec struct{ Owner string }
 			if err := json.Unmarshal(raw, &rec); err != nil {
 				return false, err
@@ -151,7 +153,7 @@ func TestEvaluate_FixturesArePlatformFiles(t *testing.T) {
 // with a message naming the case and the missing file.
 func TestEvaluate_MissingFixture(t *testing.T) {
 	private := writeSuite(t, "data.profile.csv", fixtureSuite, map[string][]byte{"members.csv": membersCSV})
-	_, err := appliance.Open(t.Context(), appliance.Config{DB: filepath.Join(t.TempDir(), "h.db"), Registry: []string{"agents"}, NoSync: true, PrivateEvals: private})
+	_, err := appliance.Open(t.Context(), appliance.Config{OpenStore: kv.OpenStore, Backup: backup.StoreHandler, DB: filepath.Join(t.TempDir(), "h.db"), Registry: []string{"agents"}, NoSync: true, PrivateEvals: private})
 	if err == nil || !strings.Contains(err.Error(), "holdout-secret-5") || !strings.Contains(err.Error(), "no file holdout/zebra.csv in data.profile.csv/files/") {
 		t.Errorf("a suite with a missing fixture: %v", err)
 	}

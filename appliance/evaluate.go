@@ -10,8 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"holon.dev/holon"
 	"holon.dev/holon/gateway"
-	"holon.dev/holon/kv"
 )
 
 // Evaluation bounds: how many versions are evaluated at once, how long one
@@ -25,7 +25,7 @@ const (
 )
 
 // evalQueued is a version waiting for (or in) its evaluation
-// (kv.BucketEvalQueue, keyed by ref). It stays until the run's result is
+// (holon.BucketEvalQueue, keyed by ref). It stays until the run's result is
 // written, in the same transaction, so a run cut short by a restart is run
 // again.
 type evalQueued struct {
@@ -36,7 +36,7 @@ type evalQueued struct {
 	Attempts int `json:"attempts"`
 }
 
-// EvalResult is a version's last evaluation (kv.BucketEvals, keyed by ref).
+// EvalResult is a version's last evaluation (holon.BucketEvals, keyed by ref).
 // Hidden cases are kept as counts only: neither their ids nor what
 // differed is stored, so no view can show them.
 type EvalResult struct {
@@ -81,7 +81,7 @@ type CaseResult struct {
 // bounded in time, from a queue kept in the store.
 type evaluator struct {
 	engine *gateway.Engine
-	store  *kv.Store
+	store  holon.Store
 	suites map[string]*evalSuite
 	log    *slog.Logger
 	now    func() time.Time
@@ -121,8 +121,8 @@ func (ev *evaluator) enqueue(ctx context.Context, ref string) error {
 	if len(ev.suitesFor(v.Manifest)) == 0 {
 		return nil
 	}
-	err := ev.store.Update(ctx, func(tx *kv.Tx) error {
-		return tx.Put(kv.BucketEvalQueue, ref, evalQueued{Ref: ref, Enqueued: ev.now().UTC()})
+	err := ev.store.Update(ctx, func(tx holon.Tx) error {
+		return tx.Put(holon.BucketEvalQueue, ref, evalQueued{Ref: ref, Enqueued: ev.now().UTC()})
 	})
 	if err != nil {
 		return fmt.Errorf("queue evaluation of %s: %w", ref, err)
@@ -150,8 +150,8 @@ func (ev *evaluator) suitesFor(m *gateway.Manifest) []*evalSuite {
 // restore gives every listed version its last result's verdict: at
 // start-up, after the registry is loaded (published versions included).
 func (ev *evaluator) restore() error {
-	return ev.store.View(func(tx *kv.Tx) error {
-		return tx.ForEach(kv.BucketEvals, "", func(ref string, raw json.RawMessage) (bool, error) {
+	return ev.store.View(func(tx holon.Tx) error {
+		return tx.ForEach(holon.BucketEvals, "", func(ref string, raw json.RawMessage) (bool, error) {
 			var res EvalResult
 			if err := json.Unmarshal(raw, &res); err != nil {
 				return false, fmt.Errorf("evaluation of %s: %w", ref, err)
@@ -163,10 +163,10 @@ func (ev *evaluator) restore() error {
 }
 
 // result reads a version's last evaluation (nil when it has none).
-func (ev *evaluator) result(tx *kv.Tx, ref string) (*EvalResult, error) {
+func (ev *evaluator) result(tx holon.Tx, ref string) (*EvalResult, error) {
 	var res EvalResult
-	if err := tx.Get(kv.BucketEvals, ref, &res); err != nil {
-		if errors.Is(err, kv.ErrNotFound) {
+	if err := tx.Get(holon.BucketEvals, ref, &res); err != nil {
+		if errors.Is(err, holon.ErrNotFound) {
 			return nil, nil
 		}
 		return nil, err
@@ -175,9 +175,9 @@ func (ev *evaluator) result(tx *kv.Tx, ref string) (*EvalResult, error) {
 }
 
 // queued reports whether a version waits for (or is in) an evaluation.
-func (ev *evaluator) queued(tx *kv.Tx, ref string) bool {
+func (ev *evaluator) queued(tx holon.Tx, ref string) bool {
 	var q evalQueued
-	return tx.Get(kv.BucketEvalQueue, ref, &q) == nil
+	return tx.Get(holon.BucketEvalQueue, ref, &q) == nil
 }
 
 // run dispatches queued versions to at most evalWorkers runs until ctx is
@@ -201,8 +201,8 @@ func (ev *evaluator) run(ctx context.Context) {
 // workers are free.
 func (ev *evaluator) dispatch(ctx context.Context) error {
 	var refs []string
-	err := ev.store.View(func(tx *kv.Tx) error {
-		return tx.ForEach(kv.BucketEvalQueue, "", func(ref string, _ json.RawMessage) (bool, error) {
+	err := ev.store.View(func(tx holon.Tx) error {
+		return tx.ForEach(holon.BucketEvalQueue, "", func(ref string, _ json.RawMessage) (bool, error) {
 			refs = append(refs, ref)
 			return true, nil
 		})
@@ -241,15 +241,15 @@ func (ev *evaluator) dispatch(ctx context.Context) error {
 // stopped by shutdown writes nothing and stays queued.
 func (ev *evaluator) evaluate(ctx context.Context, ref string) {
 	var q evalQueued
-	err := ev.store.Update(ctx, func(tx *kv.Tx) error {
-		if err := tx.Get(kv.BucketEvalQueue, ref, &q); err != nil {
+	err := ev.store.Update(ctx, func(tx holon.Tx) error {
+		if err := tx.Get(holon.BucketEvalQueue, ref, &q); err != nil {
 			return err
 		}
 		q.Attempts++
-		return tx.Put(kv.BucketEvalQueue, ref, q)
+		return tx.Put(holon.BucketEvalQueue, ref, q)
 	})
 	if err != nil {
-		if ctx.Err() == nil && !errors.Is(err, kv.ErrNotFound) {
+		if ctx.Err() == nil && !errors.Is(err, holon.ErrNotFound) {
 			ev.log.Error("start evaluation", "ref", ref, "err", err)
 		}
 		return
@@ -291,13 +291,13 @@ func (ev *evaluator) evaluate(ctx context.Context, ref string) {
 // finish writes a result (nil: none) and takes the version off the queue,
 // in one transaction, then lets admission know the verdict.
 func (ev *evaluator) finish(ctx context.Context, ref string, res *EvalResult) {
-	err := ev.store.Update(ctx, func(tx *kv.Tx) error {
+	err := ev.store.Update(ctx, func(tx holon.Tx) error {
 		if res != nil {
-			if err := tx.Put(kv.BucketEvals, ref, res); err != nil {
+			if err := tx.Put(holon.BucketEvals, ref, res); err != nil {
 				return err
 			}
 		}
-		return tx.Delete(kv.BucketEvalQueue, ref)
+		return tx.Delete(holon.BucketEvalQueue, ref)
 	})
 	if err != nil {
 		if ctx.Err() == nil {
@@ -372,8 +372,8 @@ func (ev *evaluator) runCase(ctx context.Context, v *gateway.AgentVersion, c eva
 func (ev *evaluator) waitIdle(ctx context.Context) error {
 	for {
 		empty := true
-		if err := ev.store.View(func(tx *kv.Tx) error {
-			return tx.ForEach(kv.BucketEvalQueue, "", func(string, json.RawMessage) (bool, error) {
+		if err := ev.store.View(func(tx holon.Tx) error {
+			return tx.ForEach(holon.BucketEvalQueue, "", func(string, json.RawMessage) (bool, error) {
 				empty = false
 				return false, nil
 			})
@@ -401,7 +401,7 @@ func (ev *evaluator) waitIdle(ctx context.Context) error {
 func (ev *evaluator) enqueueStale(ctx context.Context) error {
 	reg := ev.engine.Registry()
 	var stale []string
-	err := ev.store.View(func(tx *kv.Tx) error {
+	err := ev.store.View(func(tx holon.Tx) error {
 		for _, latest := range reg.Latest() {
 			for _, v := range reg.Versions(latest.Manifest.ID) {
 				suites := ev.suitesFor(v.Manifest)
@@ -424,9 +424,9 @@ func (ev *evaluator) enqueueStale(ctx context.Context) error {
 		return err
 	}
 	now := ev.now().UTC()
-	return ev.store.Update(ctx, func(tx *kv.Tx) error {
+	return ev.store.Update(ctx, func(tx holon.Tx) error {
 		for _, ref := range stale {
-			if err := tx.Put(kv.BucketEvalQueue, ref, evalQueued{Ref: ref, Enqueued: now}); err != nil {
+			if err := tx.Put(holon.BucketEvalQueue, ref, evalQueued{Ref: ref, Enqueued: now}); err != nil {
 				return err
 			}
 		}

@@ -18,8 +18,8 @@ import (
 	"sync"
 	"time"
 
+	"holon.dev/holon"
 	"holon.dev/holon/gateway"
-	"holon.dev/holon/kv"
 )
 
 // Uploaded files (gateway.md §7 "Files", spec/files.md).
@@ -117,7 +117,7 @@ func expiryPrefix(t time.Time) string { return fmt.Sprintf("x/%020d/", t.UnixNan
 
 // fileStore keeps uploaded files: records in the store, bytes in dir.
 type fileStore struct {
-	store  *kv.Store
+	store  holon.Store
 	dir    string
 	now    func() time.Time
 	rand   io.Reader
@@ -140,7 +140,7 @@ func filesDir(cfg Config) string {
 	return cfg.DB + ".files"
 }
 
-func openFileStore(cfg Config, store *kv.Store, links *linkSigner) (*fileStore, error) {
+func openFileStore(cfg Config, store holon.Store, links *linkSigner) (*fileStore, error) {
 	st := &fileStore{store: store, dir: filesDir(cfg), now: cfg.Now, rand: cfg.Rand, log: cfg.Logger, noSync: cfg.NoSync,
 		links: links, publicURL: strings.TrimRight(cfg.PublicURL, "/"), perFile: MaxFileSize, perAccount: MaxAccountFiles}
 	for _, d := range []string{st.dir, filepath.Join(st.dir, "blobs"), filepath.Join(st.dir, "tmp")} {
@@ -177,10 +177,10 @@ func refused(status int, code, format string, args ...any) error {
 }
 
 // usage is the bytes of an account's live files.
-func usage(tx *kv.Tx, account string) (int64, error) {
+func usage(tx holon.Tx, account string) (int64, error) {
 	var u usageRecord
-	err := tx.Get(kv.BucketFiles, usageKey(account), &u)
-	if errors.Is(err, kv.ErrNotFound) {
+	err := tx.Get(holon.BucketFiles, usageKey(account), &u)
+	if errors.Is(err, holon.ErrNotFound) {
 		return 0, nil
 	}
 	return u.Bytes, err
@@ -195,7 +195,7 @@ func (s *fileStore) put(ctx context.Context, owner, contentType string, declared
 	platform := owner == PlatformFileOwner
 	var used int64
 	if !platform {
-		if err := s.store.View(func(tx *kv.Tx) error {
+		if err := s.store.View(func(tx holon.Tx) error {
 			var err error
 			used, err = usage(tx, owner)
 			return err
@@ -278,15 +278,15 @@ func (s *fileStore) put(ctx context.Context, owner, contentType string, declared
 		}
 	}
 	placed = true
-	err = s.store.Update(ctx, func(tx *kv.Tx) error {
+	err = s.store.Update(ctx, func(tx holon.Tx) error {
 		if platform {
 			// The same fixture stored again (every start-up): the record
 			// there already serves it, and its blob keeps one reference.
 			var old fileRecord
-			if err := tx.Get(kv.BucketFiles, fileKey(rec.ID), &old); err == nil {
+			if err := tx.Get(holon.BucketFiles, fileKey(rec.ID), &old); err == nil {
 				*rec = old
 				return nil
-			} else if !errors.Is(err, kv.ErrNotFound) {
+			} else if !errors.Is(err, holon.ErrNotFound) {
 				return err
 			}
 		} else {
@@ -298,25 +298,25 @@ func (s *fileStore) put(ctx context.Context, owner, contentType string, declared
 			if used+rec.Size > s.perAccount {
 				return quotaFull()
 			}
-			if err := tx.Put(kv.BucketFiles, usageKey(owner), usageRecord{Bytes: used + rec.Size}); err != nil {
+			if err := tx.Put(holon.BucketFiles, usageKey(owner), usageRecord{Bytes: used + rec.Size}); err != nil {
 				return err
 			}
-			if err := tx.Put(kv.BucketFiles, expiryPrefix(*rec.Expires)+rec.ID, struct{}{}); err != nil {
+			if err := tx.Put(holon.BucketFiles, expiryPrefix(*rec.Expires)+rec.ID, struct{}{}); err != nil {
 				return err
 			}
-			if err := tx.Put(kv.BucketFiles, ownerKey(rec), struct{}{}); err != nil {
+			if err := tx.Put(holon.BucketFiles, ownerKey(rec), struct{}{}); err != nil {
 				return err
 			}
 		}
 		var refs blobRefs
-		if err := tx.Get(kv.BucketFiles, blobKey(rec.SHA256), &refs); err != nil && !errors.Is(err, kv.ErrNotFound) {
+		if err := tx.Get(holon.BucketFiles, blobKey(rec.SHA256), &refs); err != nil && !errors.Is(err, holon.ErrNotFound) {
 			return err
 		}
 		refs.Refs++
-		if err := tx.Put(kv.BucketFiles, blobKey(rec.SHA256), refs); err != nil {
+		if err := tx.Put(holon.BucketFiles, blobKey(rec.SHA256), refs); err != nil {
 			return err
 		}
-		return tx.Put(kv.BucketFiles, fileKey(rec.ID), rec)
+		return tx.Put(holon.BucketFiles, fileKey(rec.ID), rec)
 	})
 	if err != nil {
 		s.removeUnreferencedLocked([]string{rec.SHA256})
@@ -346,9 +346,9 @@ func syncDir(dir string) {
 // record reads a file record; ok is false when there is none.
 func (s *fileStore) record(id string) (*fileRecord, bool, error) {
 	var rec fileRecord
-	err := s.store.View(func(tx *kv.Tx) error { return tx.Get(kv.BucketFiles, fileKey(id), &rec) })
+	err := s.store.View(func(tx holon.Tx) error { return tx.Get(holon.BucketFiles, fileKey(id), &rec) })
 	switch {
-	case errors.Is(err, kv.ErrNotFound):
+	case errors.Is(err, holon.ErrNotFound):
 		return nil, false, nil
 	case err != nil:
 		return nil, false, err
@@ -371,18 +371,18 @@ func validFileID(id string) bool {
 func (s *fileStore) Links(ctx context.Context, account string, handles []string, evaluation bool) (map[string]gateway.FileLink, error) {
 	now := s.now()
 	out := make(map[string]gateway.FileLink, len(handles))
-	err := s.store.View(func(tx *kv.Tx) error {
+	err := s.store.View(func(tx holon.Tx) error {
 		for _, h := range handles {
 			id := strings.TrimPrefix(h, gateway.FileHandlePrefix)
 			var rec fileRecord
 			err := errFileNotFound(h)
 			if validFileID(id) {
-				if gerr := tx.Get(kv.BucketFiles, fileKey(id), &rec); gerr == nil {
+				if gerr := tx.Get(holon.BucketFiles, fileKey(id), &rec); gerr == nil {
 					mine := rec.Owner == account || (rec.Owner == PlatformFileOwner && evaluation)
 					if mine && rec.live(now) {
 						err = nil
 					}
-				} else if !errors.Is(gerr, kv.ErrNotFound) {
+				} else if !errors.Is(gerr, holon.ErrNotFound) {
 					return gerr
 				}
 			}
@@ -430,9 +430,9 @@ func (s *fileStore) sweep(ctx context.Context) (int, error) {
 	for {
 		now := s.now()
 		var keys []string
-		err := s.store.View(func(tx *kv.Tx) error {
+		err := s.store.View(func(tx holon.Tx) error {
 			end := expiryPrefix(now.Add(time.Nanosecond)) // expired: expiry <= now
-			return tx.ForEach(kv.BucketFiles, "x/", func(key string, _ json.RawMessage) (bool, error) {
+			return tx.ForEach(holon.BucketFiles, "x/", func(key string, _ json.RawMessage) (bool, error) {
 				if key >= end {
 					return false, nil
 				}
@@ -444,24 +444,24 @@ func (s *fileStore) sweep(ctx context.Context) (int, error) {
 			return deleted, err
 		}
 		var gone []string
-		err = s.store.Update(ctx, func(tx *kv.Tx) error {
+		err = s.store.Update(ctx, func(tx holon.Tx) error {
 			gone = gone[:0]
 			for _, key := range keys {
 				id := key[strings.LastIndexByte(key, '/')+1:]
-				if err := tx.Delete(kv.BucketFiles, key); err != nil {
+				if err := tx.Delete(holon.BucketFiles, key); err != nil {
 					return err
 				}
 				var rec fileRecord
-				if err := tx.Get(kv.BucketFiles, fileKey(id), &rec); errors.Is(err, kv.ErrNotFound) {
+				if err := tx.Get(holon.BucketFiles, fileKey(id), &rec); errors.Is(err, holon.ErrNotFound) {
 					continue
 				} else if err != nil {
 					return err
 				}
-				if err := tx.Delete(kv.BucketFiles, fileKey(id)); err != nil {
+				if err := tx.Delete(holon.BucketFiles, fileKey(id)); err != nil {
 					return err
 				}
 				if rec.Expires != nil {
-					if err := tx.Delete(kv.BucketFiles, ownerKey(&rec)); err != nil {
+					if err := tx.Delete(holon.BucketFiles, ownerKey(&rec)); err != nil {
 						return err
 					}
 				}
@@ -470,21 +470,21 @@ func (s *fileStore) sweep(ctx context.Context) (int, error) {
 					return err
 				}
 				if used -= rec.Size; used > 0 {
-					err = tx.Put(kv.BucketFiles, usageKey(rec.Owner), usageRecord{Bytes: used})
+					err = tx.Put(holon.BucketFiles, usageKey(rec.Owner), usageRecord{Bytes: used})
 				} else {
-					err = tx.Delete(kv.BucketFiles, usageKey(rec.Owner))
+					err = tx.Delete(holon.BucketFiles, usageKey(rec.Owner))
 				}
 				if err != nil {
 					return err
 				}
 				var refs blobRefs
-				if err := tx.Get(kv.BucketFiles, blobKey(rec.SHA256), &refs); err != nil && !errors.Is(err, kv.ErrNotFound) {
+				if err := tx.Get(holon.BucketFiles, blobKey(rec.SHA256), &refs); err != nil && !errors.Is(err, holon.ErrNotFound) {
 					return err
 				}
 				if refs.Refs--; refs.Refs > 0 {
-					err = tx.Put(kv.BucketFiles, blobKey(rec.SHA256), refs)
+					err = tx.Put(holon.BucketFiles, blobKey(rec.SHA256), refs)
 				} else {
-					err = tx.Delete(kv.BucketFiles, blobKey(rec.SHA256))
+					err = tx.Delete(holon.BucketFiles, blobKey(rec.SHA256))
 					gone = append(gone, rec.SHA256)
 				}
 				if err != nil {
@@ -509,10 +509,10 @@ func (s *fileStore) removeUnreferencedLocked(shas []string) {
 	if len(shas) == 0 {
 		return
 	}
-	_ = s.store.View(func(tx *kv.Tx) error {
+	_ = s.store.View(func(tx holon.Tx) error {
 		for _, sha := range shas {
 			var refs blobRefs
-			if err := tx.Get(kv.BucketFiles, blobKey(sha), &refs); errors.Is(err, kv.ErrNotFound) {
+			if err := tx.Get(holon.BucketFiles, blobKey(sha), &refs); errors.Is(err, holon.ErrNotFound) {
 				if err := os.Remove(s.blobPath(sha)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 					s.log.Error("remove a deleted file's bytes", "err", err)
 				}

@@ -11,13 +11,15 @@ import (
 	"testing"
 
 	"holon.dev/holon/appliance"
+	"holon.dev/holon/backup"
 	"holon.dev/holon/journal"
+	"holon.dev/holon/kv"
 )
 
 // benchStore is a dev gateway's store holding n files of 40 KB each.
 func benchStore(b *testing.B, n int) appliance.Config {
 	b.Helper()
-	cfg := appliance.Config{DB: filepath.Join(b.TempDir(), "holon.db"), Registry: []string{"agents", "examples"},
+	cfg := appliance.Config{OpenStore: kv.OpenStore, Backup: backup.StoreHandler, DB: filepath.Join(b.TempDir(), "holon.db"), Registry: []string{"agents", "examples"},
 		SignupCredit: journal.MustParseAmount("1000.00"), NoSync: true}
 	app, err := appliance.Open(context.Background(), cfg)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"holon.dev/holon"
 	"holon.dev/holon/gateway"
 )
 
@@ -103,7 +104,7 @@ func TestFiles_PlatformFiles(t *testing.T) {
 	}
 	res, err := fa.app.Engine().Call(gateway.WithEvaluation(context.Background()), gateway.CallInput{
 		Mandate: mandate, Agent: "holon-labs/text-tables", Input: json.RawMessage(`{"file":"` + fixture + `"}`)})
-	if err != nil || res.Receipt.Status != gateway.StatusSucceeded || !strings.Contains(string(res.Output), "Bolt") {
+	if err != nil || res.Receipt.Status != holon.StatusSucceeded || !strings.Contains(string(res.Output), "Bolt") {
 		t.Errorf("an evaluation run with the fixture: %v %+v %s %s", err, res.Receipt, res.Output, res.Message)
 	}
 	// Platform files do not expire with uploads.
@@ -113,7 +114,7 @@ func TestFiles_PlatformFiles(t *testing.T) {
 	}
 	res, err = fa.app.Engine().Call(gateway.WithEvaluation(context.Background()), gateway.CallInput{
 		Mandate: mandate, Agent: "holon-labs/text-tables", Input: json.RawMessage(`{"file":"` + fixture + `"}`)})
-	if err != nil || res.Receipt.Status != gateway.StatusSucceeded {
+	if err != nil || res.Receipt.Status != holon.StatusSucceeded {
 		t.Errorf("the fixture two days on: %v %+v", err, res.Receipt)
 	}
 }

@@ -11,8 +11,8 @@ import (
 
 	"github.com/julienschmidt/httprouter"
 
+	"holon.dev/holon"
 	"holon.dev/holon/gateway"
-	"holon.dev/holon/kv"
 )
 
 // GET /v0/files lists the caller's live files, soonest to expire first,
@@ -64,19 +64,19 @@ func (a *api) listFiles(w http.ResponseWriter, r *http.Request, _ httprouter.Par
 	now := a.files.now()
 	out := []listedFile{}
 	next := ""
-	err := a.engine.Store().View(func(tx *kv.Tx) error {
+	err := a.engine.Store().View(func(tx holon.Tx) error {
 		cursor := ""
 		if after != "" {
 			cursor = "o/" + after
 		}
-		return tx.ForEachAfter(kv.BucketFiles, prefix, cursor, func(key string, _ json.RawMessage) (bool, error) {
+		return tx.ForEachAfter(holon.BucketFiles, prefix, cursor, func(key string, _ json.RawMessage) (bool, error) {
 			if len(out) == limit {
 				next = strings.TrimPrefix(cursor, "o/")
 				return false, nil
 			}
 			cursor = key
 			var rec fileRecord
-			if err := tx.Get(kv.BucketFiles, fileKey(key[strings.LastIndexByte(key, '/')+1:]), &rec); errors.Is(err, kv.ErrNotFound) {
+			if err := tx.Get(holon.BucketFiles, fileKey(key[strings.LastIndexByte(key, '/')+1:]), &rec); errors.Is(err, holon.ErrNotFound) {
 				return true, nil
 			} else if err != nil {
 				return false, err

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"holon.dev/holon/kv"
+	"holon.dev/holon"
 )
 
 // handlesOf lists the handles of a GET /v0/files page.
@@ -99,8 +99,8 @@ func TestFiles_List(t *testing.T) {
 func fileIndexKeys(t *testing.T, fa *filesApp) []string {
 	t.Helper()
 	var keys []string
-	err := fa.app.Engine().Store().View(func(tx *kv.Tx) error {
-		return tx.ForEach(kv.BucketFiles, "o/", func(key string, _ json.RawMessage) (bool, error) {
+	err := fa.app.Engine().Store().View(func(tx holon.Tx) error {
+		return tx.ForEach(holon.BucketFiles, "o/", func(key string, _ json.RawMessage) (bool, error) {
 			keys = append(keys, key)
 			return true, nil
 		})

@@ -9,15 +9,15 @@ import (
 	"strings"
 	"time"
 
+	"holon.dev/holon"
 	"holon.dev/holon/gateway"
 	"holon.dev/holon/journal"
-	"holon.dev/holon/kv"
 )
 
 // hosted is what a hosted gateway adds to the API: accounts, keys,
 // principals, rate limits and moderation (gateway.md §7).
 type hosted struct {
-	store  *kv.Store
+	store  holon.Store
 	engine *gateway.Engine
 	log    *slog.Logger
 	now    func() time.Time
@@ -49,7 +49,7 @@ type hosted struct {
 	list func(ctx context.Context, m *gateway.Manifest) (time.Time, error)
 }
 
-func newHosted(cfg Config, store *kv.Store, engine *gateway.Engine, log *slog.Logger, now func() time.Time, rand io.Reader, authors map[string]bool, shipped []string) *hosted {
+func newHosted(cfg Config, store holon.Store, engine *gateway.Engine, log *slog.Logger, now func() time.Time, rand io.Reader, authors map[string]bool, shipped []string) *hosted {
 	h := &hosted{
 		store: store, engine: engine, log: log, now: now, rand: rand,
 		limits:  newLimiters(cfg.Limits, cfg.TrustProxy != nil && *cfg.TrustProxy, now),

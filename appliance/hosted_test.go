@@ -19,8 +19,10 @@ import (
 	"golang.org/x/time/rate"
 
 	"holon.dev/holon/appliance"
+	"holon.dev/holon/backup"
 	"holon.dev/holon/gateway"
 	"holon.dev/holon/journal"
+	"holon.dev/holon/kv"
 )
 
 // testAdminKey is the operator's key in hosted tests.
@@ -138,7 +140,7 @@ var unlimited = appliance.Limits{
 func newHostedApp(t testing.TB, opts ...func(*appliance.Config)) *hostedApp {
 	t.Helper()
 	ta := &hostedApp{t: t, logs: &lockedBuffer{}, started: make(chan struct{}, 1000), release: make(chan struct{})}
-	ta.cfg = appliance.Config{
+	ta.cfg = appliance.Config{OpenStore: kv.OpenStore, Backup: backup.StoreHandler,
 		DB:           filepath.Join(t.TempDir(), "holon.db"),
 		Registry:     []string{"agents", "examples", writeRegistry(t, testRegistry)},
 		SignupCredit: journal.MustParseAmount("5.00"),

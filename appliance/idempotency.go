@@ -9,8 +9,8 @@ import (
 	"fmt"
 	"time"
 
+	"holon.dev/holon"
 	"holon.dev/holon/gateway"
-	"holon.dev/holon/kv"
 )
 
 // Idempotency-Key states.
@@ -39,7 +39,7 @@ type idemRecord struct {
 	Finished *time.Time `json:"finished,omitempty"`
 }
 
-// Records live in kv.BucketIdempotency: a call in flight under
+// Records live in holon.BucketIdempotency: a call in flight under
 // "run/<scope>/<key>" (few, and together, so that claiming a key rewrites
 // one small region of the index and start-up finds the calls a restart cut
 // short without scanning every key ever used), a finished or interrupted
@@ -56,7 +56,7 @@ func idemRunKey(scope, key string) string { return "run/" + scope + "/" + key }
 // decides each claim, so of any number of concurrent requests with the
 // same key exactly one runs.
 type idempotency struct {
-	store *kv.Store
+	store holon.Store
 	now   func() time.Time
 }
 
@@ -122,7 +122,7 @@ func (d *idempotency) claim(scope, key string, body callBody) (*claim, error) {
 // refused (422 idempotency_mismatch), a running one answers 409, one whose
 // call a restart cut short answers 409 idempotency_interrupted, and a
 // finished one stops the call with a *replayError.
-func (c *claim) Check(tx *kv.Tx) error {
+func (c *claim) Check(tx holon.Tx) error {
 	rec, found, err := c.lookup(tx)
 	switch {
 	case err != nil:
@@ -141,10 +141,10 @@ func (c *claim) Check(tx *kv.Tx) error {
 
 // lookup reads the key's record: finished or interrupted under key/,
 // running under run/.
-func (c *claim) lookup(tx *kv.Tx) (idemRecord, bool, error) {
+func (c *claim) lookup(tx holon.Tx) (idemRecord, bool, error) {
 	var rec idemRecord
-	err := tx.Get(kv.BucketIdempotency, idemKey(c.scope, c.key), &rec)
-	if !errors.Is(err, kv.ErrNotFound) {
+	err := tx.Get(holon.BucketIdempotency, idemKey(c.scope, c.key), &rec)
+	if !errors.Is(err, holon.ErrNotFound) {
 		return rec, err == nil, err
 	}
 	if rec, ok, err := runningRecord(tx, idemRunKey(c.scope, c.key)); ok || err != nil {
@@ -155,12 +155,12 @@ func (c *claim) lookup(tx *kv.Tx) (idemRecord, bool, error) {
 
 // runningRecord reads a run/ entry: the running record, or (a store of the
 // earlier layout) true, whose record is under key/ and was found there.
-func runningRecord(tx *kv.Tx, runKey string) (idemRecord, bool, error) {
+func runningRecord(tx holon.Tx, runKey string) (idemRecord, bool, error) {
 	var raw json.RawMessage
 	var rec idemRecord
-	err := tx.Get(kv.BucketIdempotency, runKey, &raw)
+	err := tx.Get(holon.BucketIdempotency, runKey, &raw)
 	switch {
-	case errors.Is(err, kv.ErrNotFound):
+	case errors.Is(err, holon.ErrNotFound):
 		return rec, false, nil
 	case err != nil:
 		return rec, false, err
@@ -175,21 +175,21 @@ func runningRecord(tx *kv.Tx, runKey string) (idemRecord, bool, error) {
 
 // Record writes the key as running with the call's reservation, or done
 // with the receipt and status that end the call.
-func (c *claim) Record(tx *kv.Tx, r *kv.Receipt) error {
-	if r.Status == gateway.StatusRunning {
+func (c *claim) Record(tx holon.Tx, r *holon.Receipt) error {
+	if r.Status == holon.StatusRunning {
 		c.receipt = r.ID
 		rec := idemRecord{State: idemRunning, Request: c.hash, Receipt: r.ID, Started: r.Created}
-		return tx.Put(kv.BucketIdempotency, idemRunKey(c.scope, c.key), rec)
+		return tx.Put(holon.BucketIdempotency, idemRunKey(c.scope, c.key), rec)
 	}
 	now := c.idem.now().UTC()
 	rec := idemRecord{State: idemDone, Request: c.hash, Receipt: r.ID, Status: receiptStatus(r), Started: r.Created, Finished: &now}
-	if err := tx.Put(kv.BucketIdempotency, idemKey(c.scope, c.key), rec); err != nil {
+	if err := tx.Put(holon.BucketIdempotency, idemKey(c.scope, c.key), rec); err != nil {
 		return err
 	}
 	if c.receipt == "" {
 		return nil
 	}
-	return tx.Delete(kv.BucketIdempotency, idemRunKey(c.scope, c.key))
+	return tx.Delete(holon.BucketIdempotency, idemRunKey(c.scope, c.key))
 }
 
 // abandon marks the key interrupted when the gateway failed (or panicked)
@@ -201,7 +201,7 @@ func (c *claim) abandon(ctx context.Context) {
 		return
 	}
 	now := c.idem.now().UTC()
-	_ = c.idem.store.Update(context.WithoutCancel(ctx), func(tx *kv.Tx) error {
+	_ = c.idem.store.Update(context.WithoutCancel(ctx), func(tx holon.Tx) error {
 		rec, ok, err := runningRecord(tx, idemRunKey(c.scope, c.key))
 		if err != nil || !ok || rec.Receipt != c.receipt {
 			return err
@@ -211,12 +211,12 @@ func (c *claim) abandon(ctx context.Context) {
 }
 
 // interrupt moves a running record to key/ as interrupted.
-func interrupt(tx *kv.Tx, runKey string, rec idemRecord, now time.Time) error {
+func interrupt(tx holon.Tx, runKey string, rec idemRecord, now time.Time) error {
 	rec.State, rec.Finished = idemInterrupted, &now
-	if err := tx.Put(kv.BucketIdempotency, "key/"+runKey[len("run/"):], rec); err != nil {
+	if err := tx.Put(holon.BucketIdempotency, "key/"+runKey[len("run/"):], rec); err != nil {
 		return err
 	}
-	return tx.Delete(kv.BucketIdempotency, runKey)
+	return tx.Delete(holon.BucketIdempotency, runKey)
 }
 
 // interruptRunning marks every key whose call was in flight when the last
@@ -224,12 +224,12 @@ func interrupt(tx *kv.Tx, runKey string, rec idemRecord, now time.Time) error {
 // transaction, so a key still running was really cut short, and answers
 // 409 idempotency_interrupted for good. It runs at start-up, before
 // serving, and returns how many it marked.
-func interruptRunning(ctx context.Context, store *kv.Store, now time.Time) (int, error) {
+func interruptRunning(ctx context.Context, store holon.Store, now time.Time) (int, error) {
 	var n int
-	err := store.Update(ctx, func(tx *kv.Tx) error {
+	err := store.Update(ctx, func(tx holon.Tx) error {
 		n = 0
 		var running []string
-		err := tx.ForEach(kv.BucketIdempotency, "run/", func(k string, _ json.RawMessage) (bool, error) {
+		err := tx.ForEach(holon.BucketIdempotency, "run/", func(k string, _ json.RawMessage) (bool, error) {
 			running = append(running, k)
 			return true, nil
 		})
@@ -244,11 +244,11 @@ func interruptRunning(ctx context.Context, store *kv.Store, now time.Time) (int,
 			}
 			if !ok { // the earlier layout: the record is under key/
 				key := "key/" + rk[len("run/"):]
-				if err := tx.Get(kv.BucketIdempotency, key, &rec); err != nil {
+				if err := tx.Get(holon.BucketIdempotency, key, &rec); err != nil {
 					return err
 				}
 				if rec.State != idemRunning {
-					if err := tx.Delete(kv.BucketIdempotency, rk); err != nil {
+					if err := tx.Delete(holon.BucketIdempotency, rk); err != nil {
 						return err
 					}
 					continue

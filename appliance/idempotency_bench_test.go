@@ -15,7 +15,9 @@ import (
 	"testing"
 
 	"holon.dev/holon/appliance"
+	"holon.dev/holon/backup"
 	"holon.dev/holon/journal"
+	"holon.dev/holon/kv"
 )
 
 // BenchmarkIdempotency_Call measures what an Idempotency-Key costs the
@@ -37,7 +39,7 @@ func benchmarkIdempotentCall(b *testing.B, withKey bool) {
 	if err := os.WriteFile(filepath.Join(mandates, "bench.yaml"), []byte(mandate), 0o644); err != nil {
 		b.Fatal(err)
 	}
-	app, err := appliance.Open(context.Background(), appliance.Config{
+	app, err := appliance.Open(context.Background(), appliance.Config{OpenStore: kv.OpenStore, Backup: backup.StoreHandler,
 		DB: filepath.Join(dir, "holon.db"), Registry: []string{"agents", "examples"}, MandatesDir: mandates,
 		SignupCredit: journal.MustParseAmount("1000000.00"), // fsync on, as a gateway runs
 	})
@@ -49,7 +51,7 @@ func benchmarkIdempotentCall(b *testing.B, withKey bool) {
 	defer srv.Close()
 	body := `{"mandate":"bench/m","agent":"holon-labs/company-lookup","input":{"name":"Globex GmbH"}}`
 	var n atomic.Int64
-	store := app.Engine().Store()
+	store := kv.Unwrap(app.Engine().Store())
 	b.SetParallelism(32)
 	before := store.Stats()
 	b.ResetTimer()

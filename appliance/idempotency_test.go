@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"holon.dev/holon"
 	"holon.dev/holon/appliance"
 	"holon.dev/holon/gateway"
-	"holon.dev/holon/kv"
 )
 
 // slowMandate lets an account's keys call the test agents.
@@ -345,16 +345,16 @@ func TestIdempotency_RestartEarlierLayout(t *testing.T) {
 	c := ann.human.with("Idempotency-Key", "old-1")
 	c.must(http.StatusOK, "POST", "/v0/calls", lookup("ann/sandbox"))
 	// Turn its record back into a running one of the earlier layout.
-	err := ta.app.Engine().Store().Update(context.Background(), func(tx *kv.Tx) error {
+	err := ta.app.Engine().Store().Update(context.Background(), func(tx holon.Tx) error {
 		var rec map[string]any
-		if err := tx.Get(kv.BucketIdempotency, "key/"+scope+"/old-1", &rec); err != nil {
+		if err := tx.Get(holon.BucketIdempotency, "key/"+scope+"/old-1", &rec); err != nil {
 			return err
 		}
 		rec["state"] = "running"
-		if err := tx.Put(kv.BucketIdempotency, "key/"+scope+"/old-1", rec); err != nil {
+		if err := tx.Put(holon.BucketIdempotency, "key/"+scope+"/old-1", rec); err != nil {
 			return err
 		}
-		return tx.Put(kv.BucketIdempotency, "run/"+scope+"/old-1", true)
+		return tx.Put(holon.BucketIdempotency, "run/"+scope+"/old-1", true)
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -363,9 +363,9 @@ func TestIdempotency_RestartEarlierLayout(t *testing.T) {
 	if status, out := c.do("POST", "/v0/calls", lookup("ann/sandbox")); status != http.StatusConflict || errorCode(out) != "idempotency_interrupted" {
 		t.Errorf("the earlier layout's interrupted key: %d %v, want 409 idempotency_interrupted", status, out)
 	}
-	_ = ta.app.Engine().Store().View(func(tx *kv.Tx) error {
+	_ = ta.app.Engine().Store().View(func(tx holon.Tx) error {
 		var v any
-		if err := tx.Get(kv.BucketIdempotency, "run/"+scope+"/old-1", &v); !errors.Is(err, kv.ErrNotFound) {
+		if err := tx.Get(holon.BucketIdempotency, "run/"+scope+"/old-1", &v); !errors.Is(err, holon.ErrNotFound) {
 			t.Errorf("the run/ marker is still there: %v", err)
 		}
 		return nil

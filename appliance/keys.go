@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"holon.dev/holon/kv"
+	"holon.dev/holon"
 )
 
 // Key kinds, as the key's own prefix says (hlk_h_…, hlk_a_…).
@@ -135,7 +135,7 @@ func (k *keyRecord) live(now time.Time) bool {
 	return k.Revoked == nil && (k.Expires == nil || now.Before(*k.Expires))
 }
 
-// Keys are stored under two names in kv.BucketKeys: "hash/<sha256>" holds
+// Keys are stored under two names in holon.BucketKeys: "hash/<sha256>" holds
 // the record (authentication reads it), "acct/<handle>/<prefix>" points
 // to it from its account (listing and revocation read those).
 func keyByHash(hash string) string { return "hash/" + hash }
@@ -148,29 +148,29 @@ var errKeyCollision = errors.New("key prefix collision")
 
 // putKey stores a new key record and its account index; the key's prefix
 // must be new in its account.
-func putKey(tx *kv.Tx, k *keyRecord) error {
+func putKey(tx holon.Tx, k *keyRecord) error {
 	var hash string
-	if err := tx.Get(kv.BucketKeys, keyByAccount(k.Account, k.Prefix), &hash); err == nil {
+	if err := tx.Get(holon.BucketKeys, keyByAccount(k.Account, k.Prefix), &hash); err == nil {
 		return errKeyCollision
-	} else if !errors.Is(err, kv.ErrNotFound) {
+	} else if !errors.Is(err, holon.ErrNotFound) {
 		return err
 	}
 	var old keyRecord
-	if err := tx.Get(kv.BucketKeys, keyByHash(k.Hash), &old); err == nil {
+	if err := tx.Get(holon.BucketKeys, keyByHash(k.Hash), &old); err == nil {
 		return errKeyCollision
-	} else if !errors.Is(err, kv.ErrNotFound) {
+	} else if !errors.Is(err, holon.ErrNotFound) {
 		return err
 	}
-	if err := tx.Put(kv.BucketKeys, keyByHash(k.Hash), k); err != nil {
+	if err := tx.Put(holon.BucketKeys, keyByHash(k.Hash), k); err != nil {
 		return err
 	}
-	return tx.Put(kv.BucketKeys, keyByAccount(k.Account, k.Prefix), k.Hash)
+	return tx.Put(holon.BucketKeys, keyByAccount(k.Account, k.Prefix), k.Hash)
 }
 
 // accountKeys lists an account's key records, live or not, by prefix.
-func accountKeys(tx *kv.Tx, handle string) ([]*keyRecord, error) {
+func accountKeys(tx holon.Tx, handle string) ([]*keyRecord, error) {
 	var hashes []string
-	err := tx.ForEach(kv.BucketKeys, keyByAccount(handle, ""), func(_ string, raw json.RawMessage) (bool, error) {
+	err := tx.ForEach(holon.BucketKeys, keyByAccount(handle, ""), func(_ string, raw json.RawMessage) (bool, error) {
 		var h string
 		if err := json.Unmarshal(raw, &h); err != nil {
 			return false, err
@@ -184,7 +184,7 @@ func accountKeys(tx *kv.Tx, handle string) ([]*keyRecord, error) {
 	out := make([]*keyRecord, 0, len(hashes))
 	for _, h := range hashes {
 		k := new(keyRecord)
-		if err := tx.Get(kv.BucketKeys, keyByHash(h), k); err != nil {
+		if err := tx.Get(holon.BucketKeys, keyByHash(h), k); err != nil {
 			return nil, fmt.Errorf("key %s of %s: %w", h[:8], handle, err)
 		}
 		out = append(out, k)
@@ -193,8 +193,8 @@ func accountKeys(tx *kv.Tx, handle string) ([]*keyRecord, error) {
 }
 
 // revokeKey marks a key revoked at now.
-func revokeKey(tx *kv.Tx, k *keyRecord, now time.Time) error {
+func revokeKey(tx holon.Tx, k *keyRecord, now time.Time) error {
 	t := now.UTC()
 	k.Revoked = &t
-	return tx.Put(kv.BucketKeys, keyByHash(k.Hash), k)
+	return tx.Put(holon.BucketKeys, keyByHash(k.Hash), k)
 }

@@ -10,9 +10,9 @@ import (
 
 	"github.com/julienschmidt/httprouter"
 
+	"holon.dev/holon"
 	"holon.dev/holon/gateway"
 	"holon.dev/holon/journal"
-	"holon.dev/holon/kv"
 )
 
 // hostedCurrency is the currency of every hosted mandate.
@@ -153,21 +153,21 @@ func (a *api) createMandate(w http.ResponseWriter, r *http.Request, _ httprouter
 		a.fail(w, r, err)
 		return
 	}
-	err = h.store.Update(r.Context(), func(tx *kv.Tx) error {
+	err = h.store.Update(r.Context(), func(tx holon.Tx) error {
 		var acct account
-		if err := tx.Get(kv.BucketUsers, p.account, &acct); err != nil {
+		if err := tx.Get(holon.BucketUsers, p.account, &acct); err != nil {
 			return err
 		}
 		if _, err := tx.Mandate(m.ID); err == nil {
 			return gateway.Errorf(CodeMandateExists, "%s exists already: pick another name", m.ID)
-		} else if !errors.Is(err, kv.ErrNotFound) {
+		} else if !errors.Is(err, holon.ErrNotFound) {
 			return err
 		}
 		if len(acct.Mandates) >= maxMandatesPerAccount {
 			return gateway.Errorf(CodeLimitReached, "an account holds at most %d mandates", maxMandatesPerAccount)
 		}
 		acct.Mandates = append(acct.Mandates, m.ID)
-		if err := tx.Put(kv.BucketUsers, p.account, acct); err != nil {
+		if err := tx.Put(holon.BucketUsers, p.account, acct); err != nil {
 			return err
 		}
 		return h.engine.PutMandateTx(tx, m)
@@ -215,9 +215,9 @@ func (a *api) createKey(w http.ResponseWriter, r *http.Request, _ httprouter.Par
 			a.fail(w, r, err)
 			return
 		}
-		err = h.store.Update(r.Context(), func(tx *kv.Tx) error {
+		err = h.store.Update(r.Context(), func(tx holon.Tx) error {
 			var acct account
-			if err := tx.Get(kv.BucketUsers, p.account, &acct); err != nil {
+			if err := tx.Get(holon.BucketUsers, p.account, &acct); err != nil {
 				return err
 			}
 			if !slices.Contains(acct.Mandates, body.Mandate) {
@@ -262,14 +262,14 @@ func (a *api) revokeKey(w http.ResponseWriter, r *http.Request, ps httprouter.Pa
 		return
 	}
 	var rec keyRecord
-	err := h.store.Update(r.Context(), func(tx *kv.Tx) error {
+	err := h.store.Update(r.Context(), func(tx holon.Tx) error {
 		var hash string
-		if err := tx.Get(kv.BucketKeys, keyByAccount(p.account, prefix), &hash); errors.Is(err, kv.ErrNotFound) {
+		if err := tx.Get(holon.BucketKeys, keyByAccount(p.account, prefix), &hash); errors.Is(err, holon.ErrNotFound) {
 			return notFound("no key %s", prefix)
 		} else if err != nil {
 			return err
 		}
-		if err := tx.Get(kv.BucketKeys, keyByHash(hash), &rec); err != nil {
+		if err := tx.Get(holon.BucketKeys, keyByHash(hash), &rec); err != nil {
 			return err
 		}
 		if rec.Revoked != nil {

@@ -12,8 +12,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"holon.dev/holon"
 	"holon.dev/holon/gateway"
-	"holon.dev/holon/kv"
 )
 
 // CodeShuttingDown: the gateway is shutting down and takes no new MCP
@@ -404,13 +404,13 @@ func (m *mcpServer) keyLive(hash string) (bool, error) {
 	}
 	var rec keyRecord
 	var acct account
-	err := h.store.View(func(tx *kv.Tx) error {
-		if err := tx.Get(kv.BucketKeys, keyByHash(hash), &rec); err != nil {
+	err := h.store.View(func(tx holon.Tx) error {
+		if err := tx.Get(holon.BucketKeys, keyByHash(hash), &rec); err != nil {
 			return err
 		}
-		return tx.Get(kv.BucketUsers, rec.Account, &acct)
+		return tx.Get(holon.BucketUsers, rec.Account, &acct)
 	})
-	if errors.Is(err, kv.ErrNotFound) {
+	if errors.Is(err, holon.ErrNotFound) {
 		return false, nil
 	}
 	if err != nil {

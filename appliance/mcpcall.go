@@ -9,9 +9,9 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"holon.dev/holon"
 	"holon.dev/holon/gateway"
 	"holon.dev/holon/journal"
-	"holon.dev/holon/kv"
 )
 
 // CodeApprovalRejected: the human rejected the call in the client's
@@ -31,12 +31,12 @@ type callArgs struct {
 // callAnswerMCP is call_agent's answer when the call succeeded or waits
 // for an approval.
 type callAnswerMCP struct {
-	Status   string        `json:"status"`
-	Agent    string        `json:"agent,omitempty"`
-	Output   string        `json:"output,omitempty"`
-	Receipt  *kv.Receipt   `json:"receipt"`
-	Approval *approvalView `json:"approval,omitempty"`
-	Message  string        `json:"message,omitempty"`
+	Status   string         `json:"status"`
+	Agent    string         `json:"agent,omitempty"`
+	Output   string         `json:"output,omitempty"`
+	Receipt  *holon.Receipt `json:"receipt"`
+	Approval *approvalView  `json:"approval,omitempty"`
+	Message  string         `json:"message,omitempty"`
 }
 
 // callAgent runs a call through engine.Call exactly as POST /v0/calls does
@@ -69,7 +69,7 @@ func (m *mcpServer) callAgent(ctx context.Context, req *mcp.CallToolRequest, c *
 	if err != nil {
 		return m.fail("call_agent", err)
 	}
-	if res.Receipt.Status != gateway.StatusPendingApproval || res.Approval == nil {
+	if res.Receipt.Status != holon.StatusPendingApproval || res.Approval == nil {
 		return callResult(res, nil)
 	}
 	if !c.attended || !canElicit(req.Session) {
@@ -145,7 +145,7 @@ func (m *mcpServer) askHuman(ctx context.Context, req *mcp.CallToolRequest, held
 // approvalMessage is the approval form's text: only what the gateway
 // knows for sure (no author-written text, which could misdescribe the
 // call to the human).
-func approvalMessage(ap *kv.Approval, md *gateway.Mandate) string {
+func approvalMessage(ap *holon.Approval, md *gateway.Mandate) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Your assistant wants to call an agent, and your mandate %s asks you first.\n\n", md.ID)
 	fmt.Fprintf(&b, "Agent: %s\n", ap.Agent)
@@ -166,7 +166,7 @@ func approvalMessage(ap *kv.Approval, md *gateway.Mandate) string {
 func pending(res *gateway.CallResult, why string) *mcp.CallToolResult {
 	ap := res.Approval
 	return toolAnswer(callAnswerMCP{
-		Status:   gateway.StatusPendingApproval,
+		Status:   holon.StatusPendingApproval,
 		Agent:    ap.Agent,
 		Receipt:  escapeReceipt(res.Receipt),
 		Approval: viewApproval(ap),
@@ -177,13 +177,13 @@ func pending(res *gateway.CallResult, why string) *mcp.CallToolResult {
 
 // callResult turns a call's outcome into call_agent's answer: the output
 // wrapped on success, else a tool error with the receipt's code.
-func callResult(res *gateway.CallResult, decided *kv.Approval) *mcp.CallToolResult {
+func callResult(res *gateway.CallResult, decided *holon.Approval) *mcp.CallToolResult {
 	r := escapeReceipt(res.Receipt)
 	agent := ""
 	if r.Agent != nil {
 		agent = *r.Agent
 	}
-	if r.Status == gateway.StatusSucceeded {
+	if r.Status == holon.StatusSucceeded {
 		out := res.Output
 		if len(out) == 0 {
 			out = json.RawMessage("null")
@@ -197,7 +197,7 @@ func callResult(res *gateway.CallResult, decided *kv.Approval) *mcp.CallToolResu
 	}
 	msg := res.Message
 	switch {
-	case r.Status == gateway.StatusFailed && msg != "":
+	case r.Status == holon.StatusFailed && msg != "":
 		// A failed run's message is the agent's words, or the gateway's
 		// quoting them (an endpoint's error, an invalid output).
 		msg = wrapText(tagOutput, agent, msg)

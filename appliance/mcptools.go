@@ -12,9 +12,9 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"holon.dev/holon"
 	"holon.dev/holon/gateway"
 	"holon.dev/holon/journal"
-	"holon.dev/holon/kv"
 )
 
 // mcpTool is one tool of the MCP server: its definition, its compiled
@@ -153,7 +153,7 @@ func toolAnswer(v any) *mcp.CallToolResult {
 type mcpError struct {
 	Error    *gateway.Error `json:"error"`
 	Agent    string         `json:"agent,omitempty"`
-	Receipt  *kv.Receipt    `json:"receipt,omitempty"`
+	Receipt  *holon.Receipt `json:"receipt,omitempty"`
 	Approval *approvalView  `json:"approval,omitempty"`
 }
 
@@ -205,7 +205,7 @@ type mcpAgent struct {
 	WorstCase     journal.Amount `json:"worst_case"`
 	Currency      string         `json:"currency"`
 	NeedsApproval bool           `json:"needs_approval"`
-	Record        kv.Record      `json:"record"`
+	Record        holon.Record   `json:"record"`
 	Denied        *gateway.Error `json:"denied,omitempty"`
 }
 
@@ -391,7 +391,7 @@ func escapeTree(t *receiptTree) {
 	}
 }
 
-func escapeReceipt(r *kv.Receipt) *kv.Receipt {
+func escapeReceipt(r *holon.Receipt) *holon.Receipt {
 	if r == nil || r.Error == nil || !strings.Contains(*r.Error, "<") {
 		return r
 	}
@@ -443,7 +443,7 @@ type approvalView struct {
 	Decided    *time.Time      `json:"decided"`
 }
 
-func viewApproval(ap *kv.Approval) *approvalView {
+func viewApproval(ap *holon.Approval) *approvalView {
 	if ap == nil {
 		return nil
 	}
@@ -471,7 +471,7 @@ func (m *mcpServer) listApprovals(_ context.Context, _ *mcp.CallToolRequest, c *
 }
 
 // approval reads an approval within the caller's scope.
-func (m *mcpServer) approval(ctx context.Context, c *mcpCaller, id string) (*kv.Approval, error) {
+func (m *mcpServer) approval(ctx context.Context, c *mcpCaller, id string) (*holon.Approval, error) {
 	ap, err := m.api.engine.Approval(ctx, id)
 	if err != nil {
 		return nil, err
@@ -496,20 +496,20 @@ func (m *mcpServer) getApproval(ctx context.Context, _ *mcp.CallToolRequest, c *
 }
 
 // approvalNext says what an approval's status means for the caller.
-func approvalNext(ap *kv.Approval) string {
+func approvalNext(ap *holon.Approval) string {
 	switch ap.Status {
-	case kv.ApprovalPending:
+	case holon.ApprovalPending:
 		return fmt.Sprintf("approval %s waits for a human's decision (POST /v0/approvals/%s with the account's human key); it expires at %s", ap.ID, ap.ID, ap.Expires.UTC().Format(time.RFC3339))
-	case kv.ApprovalGranted:
+	case holon.ApprovalGranted:
 		return fmt.Sprintf("approval %s is granted: call call_agent again with the same agent, input and max_cost, and approval: %q", ap.ID, ap.ID)
-	case kv.ApprovalUsed:
+	case holon.ApprovalUsed:
 		if ap.Run != nil {
 			return fmt.Sprintf("approval %s was used: its call is receipt %s (get_receipt); the output of a call approved and run by a human is not kept", ap.ID, *ap.Run)
 		}
 		return fmt.Sprintf("approval %s was used", ap.ID)
-	case kv.ApprovalRejected:
+	case holon.ApprovalRejected:
 		return fmt.Sprintf("approval %s was rejected: the call did not run; do not send it again without asking the user", ap.ID)
-	case kv.ApprovalExpired:
+	case holon.ApprovalExpired:
 		return fmt.Sprintf("approval %s expired without a decision: send the call again to ask anew", ap.ID)
 	}
 	return ""

@@ -15,8 +15,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"holon.dev/holon"
 	"holon.dev/holon/gateway"
-	"holon.dev/holon/kv"
 )
 
 // MetricsPath is where the API serves the metrics: open on a dev gateway,
@@ -76,14 +76,14 @@ func newMetrics() *metrics {
 }
 
 // watchStore adds the families read from the store at each scrape.
-func (m *metrics) watchStore(s *kv.Store) {
+func (m *metrics) watchStore(s holon.Store) {
 	m.reg.MustRegister(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "holon_holds_open",
 			Help: "Holds open: calls reserved and not settled yet.",
 		}, func() float64 {
 			var n int
-			err := s.View(func(tx *kv.Tx) error {
+			err := s.View(func(tx holon.Tx) error {
 				hs, err := tx.Holds()
 				n = len(hs)
 				return err
@@ -96,7 +96,7 @@ func (m *metrics) watchStore(s *kv.Store) {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "holon_store_size_bytes",
 			Help: "Size of the database file.",
-		}, func() float64 { return float64(s.Size()) }),
+		}, func() float64 { return float64(s.Stats().SizeBytes) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "holon_store_commits_total",
 			Help: "Write transactions committed.",
@@ -113,7 +113,7 @@ func (m *metrics) watchStore(s *kv.Store) {
 }
 
 // observeCall counts a call the engine answered.
-func (m *metrics) observeCall(r *kv.Receipt, d time.Duration) {
+func (m *metrics) observeCall(r *holon.Receipt, d time.Duration) {
 	agent := "none"
 	if r.Agent != nil {
 		agent = *r.Agent

@@ -12,6 +12,8 @@ import (
 	"github.com/prometheus/common/model"
 
 	"holon.dev/holon/appliance"
+	"holon.dev/holon/backup"
+	"holon.dev/holon/kv"
 )
 
 // Ensure that on a hosted gateway /metrics answers 401 without the admin
@@ -20,7 +22,7 @@ import (
 // needs no key.
 func TestMetrics_HostedNeedsAdminKey(t *testing.T) {
 	const admin = "aDm1n-K3y-7hG5fD3sA1zX9cV7bN5mQ2wE"
-	app, err := appliance.Open(context.Background(), appliance.Config{
+	app, err := appliance.Open(context.Background(), appliance.Config{OpenStore: kv.OpenStore, Backup: backup.StoreHandler,
 		DB: filepath.Join(t.TempDir(), "holon.db"), NoSync: true, Hosted: true, AdminKey: admin,
 	})
 	if err != nil {

@@ -14,9 +14,9 @@ import (
 
 	"github.com/julienschmidt/httprouter"
 
+	"holon.dev/holon"
 	"holon.dev/holon/gateway"
 	"holon.dev/holon/journal"
-	"holon.dev/holon/kv"
 )
 
 // Moderation actions, as the log names them.
@@ -29,7 +29,7 @@ const (
 // maxReason bounds a moderation reason.
 const maxReason = 1000
 
-// modEntry is one operator action in the moderation log (kv.BucketModLog,
+// modEntry is one operator action in the moderation log (holon.BucketModLog,
 // append-only): what was done, to whom, why and when.
 type modEntry struct {
 	Seq    uint64    `json:"seq"`
@@ -47,7 +47,7 @@ type modEntry struct {
 }
 
 // yankRecord marks an agent version withdrawn by the operator
-// (kv.BucketSettings, "yanked/<ns/name@version>"). Start-up skips it, so a
+// (holon.BucketSettings, "yanked/<ns/name@version>"). Start-up skips it, so a
 // yank outlives restarts whatever the version's source.
 type yankRecord struct {
 	Ref    string    `json:"ref"`
@@ -58,10 +58,10 @@ type yankRecord struct {
 func yankKey(ref string) string { return "yanked/" + ref }
 
 // yankedRefs lists the versions the operator withdrew.
-func yankedRefs(store *kv.Store) ([]string, error) {
+func yankedRefs(store holon.Store) ([]string, error) {
 	var refs []string
-	err := store.View(func(tx *kv.Tx) error {
-		return tx.ForEach(kv.BucketSettings, "yanked/", func(k string, _ json.RawMessage) (bool, error) {
+	err := store.View(func(tx holon.Tx) error {
+		return tx.ForEach(holon.BucketSettings, "yanked/", func(k string, _ json.RawMessage) (bool, error) {
 			refs = append(refs, strings.TrimPrefix(k, "yanked/"))
 			return true, nil
 		})
@@ -128,10 +128,10 @@ func (a *api) adminCredit(w http.ResponseWriter, r *http.Request, _ httprouter.P
 		return
 	}
 	key := "admin-credit:" + id
-	var bal kv.Account
-	err = h.store.Update(r.Context(), func(tx *kv.Tx) error {
+	var bal holon.Account
+	err = h.store.Update(r.Context(), func(tx holon.Tx) error {
 		var acct account
-		if err := tx.Get(kv.BucketUsers, body.Account, &acct); errors.Is(err, kv.ErrNotFound) {
+		if err := tx.Get(holon.BucketUsers, body.Account, &acct); errors.Is(err, holon.ErrNotFound) {
 			return notFound("no account %s", body.Account)
 		} else if err != nil {
 			return err
@@ -140,7 +140,7 @@ func (a *api) adminCredit(w http.ResponseWriter, r *http.Request, _ httprouter.P
 			return err
 		}
 		amt := *body.Amount
-		if _, err := tx.Append(kv.BucketModLog, modEntry{Time: h.now().UTC(), Actor: kindAdmin, Action: actionCredit,
+		if _, err := tx.Append(holon.BucketModLog, modEntry{Time: h.now().UTC(), Actor: kindAdmin, Action: actionCredit,
 			Target: body.Account, Reason: reason, Amount: &amt, Entry: key}); err != nil {
 			return err
 		}
@@ -194,10 +194,10 @@ func (a *api) adminDisable(w http.ResponseWriter, r *http.Request, ps httprouter
 	}
 	now := h.now().UTC()
 	revoked := 0
-	err := h.store.Update(r.Context(), func(tx *kv.Tx) error {
+	err := h.store.Update(r.Context(), func(tx holon.Tx) error {
 		revoked = 0
 		var acct account
-		if err := tx.Get(kv.BucketUsers, handle, &acct); errors.Is(err, kv.ErrNotFound) {
+		if err := tx.Get(holon.BucketUsers, handle, &acct); errors.Is(err, holon.ErrNotFound) {
 			return notFound("no account %s", handle)
 		} else if err != nil {
 			return err
@@ -206,10 +206,10 @@ func (a *api) adminDisable(w http.ResponseWriter, r *http.Request, ps httprouter
 			return gateway.Errorf(CodeAccountDisabled, "%s was disabled already, at %s", handle, acct.Disabled.At.Format(time.RFC3339))
 		}
 		acct.Disabled = &disabledMark{At: now, Reason: reason}
-		if err := tx.Put(kv.BucketUsers, handle, acct); err != nil {
+		if err := tx.Put(holon.BucketUsers, handle, acct); err != nil {
 			return err
 		}
-		if err := tx.Put(kv.BucketEmails, acct.Email, emailRecord{Handle: handle, Disabled: true}); err != nil {
+		if err := tx.Put(holon.BucketEmails, acct.Email, emailRecord{Handle: handle, Disabled: true}); err != nil {
 			return err
 		}
 		keys, err := accountKeys(tx, handle)
@@ -224,7 +224,7 @@ func (a *api) adminDisable(w http.ResponseWriter, r *http.Request, ps httprouter
 				revoked++
 			}
 		}
-		if _, err := tx.Append(kv.BucketModLog, modEntry{Time: now, Actor: kindAdmin, Action: actionDisable,
+		if _, err := tx.Append(holon.BucketModLog, modEntry{Time: now, Actor: kindAdmin, Action: actionDisable,
 			Target: handle, Reason: reason, Agents: yank}); err != nil {
 			return err
 		}
@@ -250,11 +250,11 @@ func (a *api) adminDisable(w http.ResponseWriter, r *http.Request, ps httprouter
 }
 
 // putYank records a yank and logs it.
-func putYank(tx *kv.Tx, ref, reason string, now time.Time) error {
-	if err := tx.Put(kv.BucketSettings, yankKey(ref), yankRecord{Ref: ref, Reason: reason, Time: now}); err != nil {
+func putYank(tx holon.Tx, ref, reason string, now time.Time) error {
+	if err := tx.Put(holon.BucketSettings, yankKey(ref), yankRecord{Ref: ref, Reason: reason, Time: now}); err != nil {
 		return err
 	}
-	_, err := tx.Append(kv.BucketModLog, modEntry{Time: now, Actor: kindAdmin, Action: actionYank, Target: ref, Reason: reason})
+	_, err := tx.Append(holon.BucketModLog, modEntry{Time: now, Actor: kindAdmin, Action: actionYank, Target: ref, Reason: reason})
 	return err
 }
 
@@ -285,7 +285,7 @@ func (a *api) adminYank(w http.ResponseWriter, r *http.Request, ps httprouter.Pa
 	v, ok := a.engine.Registry().Get(ref)
 	if !ok {
 		var yr yankRecord
-		if err := h.store.View(func(tx *kv.Tx) error { return tx.Get(kv.BucketSettings, yankKey(ref), &yr) }); err == nil {
+		if err := h.store.View(func(tx holon.Tx) error { return tx.Get(holon.BucketSettings, yankKey(ref), &yr) }); err == nil {
 			a.fail(w, r, gateway.Errorf(CodeAlreadyYanked, "%s was yanked already, at %s", ref, yr.Time.Format(time.RFC3339)))
 			return
 		}
@@ -297,9 +297,9 @@ func (a *api) adminYank(w http.ResponseWriter, r *http.Request, ps httprouter.Pa
 		return
 	}
 	now := h.now().UTC()
-	err := h.store.Update(r.Context(), func(tx *kv.Tx) error {
+	err := h.store.Update(r.Context(), func(tx holon.Tx) error {
 		var yr yankRecord
-		if err := tx.Get(kv.BucketSettings, yankKey(ref), &yr); err == nil {
+		if err := tx.Get(holon.BucketSettings, yankKey(ref), &yr); err == nil {
 			return gateway.Errorf(CodeAlreadyYanked, "%s was yanked already", ref)
 		}
 		return putYank(tx, ref, reason, now)
@@ -333,8 +333,8 @@ func (a *api) adminAccounts(w http.ResponseWriter, r *http.Request, _ httprouter
 		return
 	}
 	out := []adminAccountView{}
-	err = a.hosted.store.View(func(tx *kv.Tx) error {
-		return tx.ForEach(kv.BucketUsers, "", func(_ string, raw json.RawMessage) (bool, error) {
+	err = a.hosted.store.View(func(tx holon.Tx) error {
+		return tx.ForEach(holon.BucketUsers, "", func(_ string, raw json.RawMessage) (bool, error) {
 			var acct account
 			if err := json.Unmarshal(raw, &acct); err != nil {
 				return false, err
@@ -375,8 +375,8 @@ func (a *api) adminLog(w http.ResponseWriter, r *http.Request, _ httprouter.Para
 	}
 	out := []modEntry{}
 	next := ""
-	err = a.hosted.store.View(func(tx *kv.Tx) error {
-		return tx.ForEach(kv.BucketModLog, "", func(k string, raw json.RawMessage) (bool, error) {
+	err = a.hosted.store.View(func(tx holon.Tx) error {
+		return tx.ForEach(holon.BucketModLog, "", func(k string, raw json.RawMessage) (bool, error) {
 			seq := binary.BigEndian.Uint64([]byte(k))
 			if seq <= after {
 				return true, nil

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"holon.dev/holon"
 	"holon.dev/holon/appliance"
-	"holon.dev/holon/kv"
 )
 
 // listed reports whether GET /v0/agents lists an agent id.
@@ -174,7 +174,7 @@ func TestModeration_Credit(t *testing.T) {
 	if b := ann.balance(); b != "7.50" {
 		t.Errorf("balance %s, want 7.50", b)
 	}
-	err := ta.app.Engine().Store().View(func(tx *kv.Tx) error {
+	err := ta.app.Engine().Store().View(func(tx holon.Tx) error {
 		row, err := tx.EntryByKey(entry)
 		if err == nil && (row.Lines[0].Account != "external:demo-credit" || row.Lines[1].Account != "ann") {
 			t.Errorf("credit entry %+v", row.Lines)

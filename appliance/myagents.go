@@ -7,8 +7,8 @@ import (
 
 	"github.com/julienschmidt/httprouter"
 
+	"holon.dev/holon"
 	"holon.dev/holon/journal"
-	"holon.dev/holon/kv"
 )
 
 // myVersion is one of an author's versions in GET /v0/me/agents: its
@@ -25,7 +25,7 @@ type myVersion struct {
 	Evaluation *EvalResult             `json:"evaluation"`
 	Queued     bool                    `json:"evaluation_queued"`
 	Earnings   map[string]earningsView `json:"earnings"`
-	Record     kv.Record               `json:"record"`
+	Record     holon.Record            `json:"record"`
 }
 
 // earningsView is what a version earned in one currency.
@@ -50,9 +50,9 @@ func (l *listings) myAgents(w http.ResponseWriter, r *http.Request, _ httprouter
 			byRef[m.Ref()] = &myVersion{Ref: m.Ref(), ID: m.ID, Version: m.Version, Listed: true, Published: v.Facts.Published}
 		}
 	}
-	err := l.engine.Store().View(func(tx *kv.Tx) error {
+	err := l.engine.Store().View(func(tx holon.Tx) error {
 		// Versions no longer listed (yanked) still show what they earned.
-		if err := tx.ForEachEarnings(ns, func(ref string, _ kv.Earnings) error {
+		if err := tx.ForEachEarnings(ns, func(ref string, _ holon.Earnings) error {
 			if byRef[ref] == nil {
 				id, version, _ := strings.Cut(ref, "@")
 				byRef[ref] = &myVersion{Ref: ref, ID: id, Version: version}

@@ -17,8 +17,7 @@ import (
 
 	"github.com/julienschmidt/httprouter"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
-
-	"holon.dev/holon/kv"
+	"holon.dev/holon"
 )
 
 // The MCP authorization protocol (revision 2025-11-25) for /mcp: the
@@ -36,7 +35,7 @@ import (
 // refresh token presented again revokes the key, so the whole family
 // stops. Revoking the key, or disabling the account, ends every token of
 // it at its next request. Codes and tokens are stored as SHA-256 hashes
-// only (kv.BucketOAuth), like keys.
+// only (holon.BucketOAuth), like keys.
 const (
 	oauthCodeTTL    = 2 * time.Minute
 	oauthAccessTTL  = time.Hour
@@ -62,7 +61,7 @@ const (
 	oauthConsentPath   = "/console/connect"
 )
 
-// oauthClient is a registered client (kv.BucketOAuth "client/<id>"). Its
+// oauthClient is a registered client (holon.BucketOAuth "client/<id>"). Its
 // name is what it says it is: nobody checked it.
 type oauthClient struct {
 	ID           string    `json:"client_id"`
@@ -335,14 +334,14 @@ func (a *api) registerClient(w http.ResponseWriter, r *http.Request, _ httproute
 			return
 		}
 		c.ID = id[:4+16] // a client id is public: 80 random bits name it
-		err = h.store.Update(r.Context(), func(tx *kv.Tx) error {
+		err = h.store.Update(r.Context(), func(tx holon.Tx) error {
 			var old oauthClient
-			if err := tx.Get(kv.BucketOAuth, oauthClientKey(c.ID), &old); err == nil {
+			if err := tx.Get(holon.BucketOAuth, oauthClientKey(c.ID), &old); err == nil {
 				return errKeyCollision
-			} else if !errors.Is(err, kv.ErrNotFound) {
+			} else if !errors.Is(err, holon.ErrNotFound) {
 				return err
 			}
-			return tx.Put(kv.BucketOAuth, oauthClientKey(c.ID), c)
+			return tx.Put(holon.BucketOAuth, oauthClientKey(c.ID), c)
 		})
 		if errors.Is(err, errKeyCollision) && attempt < 3 {
 			continue
@@ -489,9 +488,9 @@ func redirectMatches(registered []string, requested string) bool {
 func (h *hosted) getClient(id string) (*oauthClient, error) {
 	var c oauthClient
 	if id == "" || len(id) > 64 {
-		return nil, kv.ErrNotFound
+		return nil, holon.ErrNotFound
 	}
-	err := h.store.View(func(tx *kv.Tx) error { return tx.Get(kv.BucketOAuth, oauthClientKey(id), &c) })
+	err := h.store.View(func(tx holon.Tx) error { return tx.Get(holon.BucketOAuth, oauthClientKey(id), &c) })
 	if err != nil {
 		return nil, err
 	}

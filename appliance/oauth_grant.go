@@ -9,8 +9,8 @@ import (
 
 	"github.com/julienschmidt/httprouter"
 
+	"holon.dev/holon"
 	"holon.dev/holon/gateway"
-	"holon.dev/holon/kv"
 )
 
 // Errors of an authorization request that cannot be sent back to the
@@ -71,7 +71,7 @@ var pkceChallenge = regexp.MustCompile(`^[A-Za-z0-9_-]{43}$`)
 func (a *api) checkRequest(r *http.Request, q *authorizationRequest) (*oauthClient, *authorizationAnswer, error) {
 	c, err := a.hosted.getClient(q.ClientID)
 	if err != nil {
-		if errors.Is(err, kv.ErrNotFound) {
+		if errors.Is(err, holon.ErrNotFound) {
 			return nil, nil, gateway.Errorf(CodeOAuthInvalidClient, "the application that sent you here is not registered with this gateway (client_id %q): start connecting again from the application", q.ClientID)
 		}
 		return nil, nil, err
@@ -185,15 +185,15 @@ func (a *api) grantAuthorization(w http.ResponseWriter, r *http.Request, _ httpr
 	rec := oauthCode{Client: c.ID, ClientName: c.Name, RedirectURI: body.RedirectURI, Challenge: body.CodeChallenge,
 		Resource: a.resource(r), Scope: body.Scope, Account: p.account, Mandate: body.Mandate, Ask: body.AskInClient,
 		Expires: now.Add(oauthCodeTTL)}
-	err = h.store.Update(r.Context(), func(tx *kv.Tx) error {
+	err = h.store.Update(r.Context(), func(tx holon.Tx) error {
 		var acct account
-		if err := tx.Get(kv.BucketUsers, p.account, &acct); err != nil {
+		if err := tx.Get(holon.BucketUsers, p.account, &acct); err != nil {
 			return err
 		}
 		if !slices.Contains(acct.Mandates, body.Mandate) {
 			return notFound("no mandate %s among your root mandates", body.Mandate)
 		}
-		return tx.Put(kv.BucketOAuth, oauthSecretKey("code", code), rec)
+		return tx.Put(holon.BucketOAuth, oauthSecretKey("code", code), rec)
 	})
 	if err != nil {
 		a.fail(w, r, err)

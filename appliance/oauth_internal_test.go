@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"holon.dev/holon"
+	"holon.dev/holon/backup"
 	"holon.dev/holon/kv"
 )
 
@@ -14,7 +16,7 @@ import (
 // ones, and keeps a used code as long as the tokens it gave may live.
 func TestOAuth_Prune(t *testing.T) {
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	app, err := Open(context.Background(), Config{
+	app, err := Open(context.Background(), Config{OpenStore: kv.OpenStore, Backup: backup.StoreHandler,
 		DB: filepath.Join(t.TempDir(), "holon.db"), Registry: []string{"agents"}, NoSync: true, Hosted: true,
 		Now: func() time.Time { return now },
 	})
@@ -39,9 +41,9 @@ func TestOAuth_Prune(t *testing.T) {
 		every[i] = byte(i)
 	}
 	h.rand = bytes.NewReader(every)
-	err = app.store.Update(context.Background(), func(tx *kv.Tx) error {
+	err = app.store.Update(context.Background(), func(tx holon.Tx) error {
 		for k, v := range records {
-			if err := tx.Put(kv.BucketOAuth, k, v); err != nil {
+			if err := tx.Put(holon.BucketOAuth, k, v); err != nil {
 				return err
 			}
 		}
@@ -60,10 +62,10 @@ func TestOAuth_Prune(t *testing.T) {
 		oauthSecretKey("access", "live"): true, oauthSecretKey("refresh", "live"): true,
 		oauthClientKey("hoc_kept_regardless"): true,
 	}
-	err = app.store.View(func(tx *kv.Tx) error {
+	err = app.store.View(func(tx holon.Tx) error {
 		for k := range records {
 			var raw map[string]any
-			err := tx.Get(kv.BucketOAuth, k, &raw)
+			err := tx.Get(holon.BucketOAuth, k, &raw)
 			if kept := err == nil; kept != want[k] {
 				t.Errorf("%s: kept %v, want %v (%v)", k, kept, want[k], err)
 			}

@@ -18,8 +18,8 @@ import (
 
 	"github.com/julienschmidt/httprouter"
 
+	"holon.dev/holon"
 	"holon.dev/holon/gateway"
-	"holon.dev/holon/kv"
 )
 
 // tokenAnswer is RFC 6749 §5.1's answer.
@@ -56,7 +56,7 @@ func (a *api) token(w http.ResponseWriter, r *http.Request, _ httprouter.Params)
 		clientID, _ = url.QueryUnescape(u)
 	}
 	c, err := a.hosted.getClient(clientID)
-	if errors.Is(err, kv.ErrNotFound) {
+	if errors.Is(err, holon.ErrNotFound) {
 		a.writeOAuthError(w, r, oauthErrorf("invalid_client", "unknown client_id %q: register the client first (%s)", clientID, oauthRegisterPath))
 		return
 	} else if err != nil {
@@ -119,11 +119,11 @@ func (a *api) exchangeCode(r *http.Request, c *oauthClient, code, verifier, redi
 	for attempt := 0; ; attempt++ {
 		var ans *tokenAnswer
 		var revoked *errRevokedFamily
-		err := h.store.Update(r.Context(), func(tx *kv.Tx) error {
+		err := h.store.Update(r.Context(), func(tx holon.Tx) error {
 			ans, revoked = nil, nil
 			var rec oauthCode
 			ck := oauthSecretKey("code", code)
-			if err := tx.Get(kv.BucketOAuth, ck, &rec); errors.Is(err, kv.ErrNotFound) {
+			if err := tx.Get(holon.BucketOAuth, ck, &rec); errors.Is(err, holon.ErrNotFound) {
 				return oauthErrorf("invalid_grant", "unknown code: it was never issued here")
 			} else if err != nil {
 				return err
@@ -148,7 +148,7 @@ func (a *api) exchangeCode(r *http.Request, c *oauthClient, code, verifier, redi
 				return oauthErrorf("invalid_grant", "code_verifier does not match the code_challenge of the authorization request")
 			}
 			var acct account
-			if err := tx.Get(kv.BucketUsers, rec.Account, &acct); err != nil {
+			if err := tx.Get(holon.BucketUsers, rec.Account, &acct); err != nil {
 				return err
 			}
 			if acct.Disabled != nil {
@@ -181,7 +181,7 @@ func (a *api) exchangeCode(r *http.Request, c *oauthClient, code, verifier, redi
 				return err
 			}
 			rec.Used, rec.KeyHash = &now, key.Hash
-			if err := tx.Put(kv.BucketOAuth, ck, rec); err != nil {
+			if err := tx.Put(holon.BucketOAuth, ck, rec); err != nil {
 				return err
 			}
 			ans, err = a.issueTokens(tx, key, c.ID, rec.Resource, rec.Scope, now)
@@ -210,11 +210,11 @@ func (a *api) refresh(r *http.Request, c *oauthClient, token string) (*tokenAnsw
 	}
 	var ans *tokenAnswer
 	var revoked *errRevokedFamily
-	err := h.store.Update(r.Context(), func(tx *kv.Tx) error {
+	err := h.store.Update(r.Context(), func(tx holon.Tx) error {
 		ans, revoked = nil, nil
 		var rec oauthRefresh
 		rk := oauthSecretKey("refresh", token)
-		if err := tx.Get(kv.BucketOAuth, rk, &rec); errors.Is(err, kv.ErrNotFound) {
+		if err := tx.Get(holon.BucketOAuth, rk, &rec); errors.Is(err, holon.ErrNotFound) {
 			return oauthErrorf("invalid_grant", "unknown refresh token")
 		} else if err != nil {
 			return err
@@ -233,11 +233,11 @@ func (a *api) refresh(r *http.Request, c *oauthClient, token string) (*tokenAnsw
 			return oauthErrorf("invalid_grant", "the refresh token expired: authorize again")
 		}
 		var key keyRecord
-		if err := tx.Get(kv.BucketKeys, keyByHash(rec.KeyHash), &key); err != nil {
+		if err := tx.Get(holon.BucketKeys, keyByHash(rec.KeyHash), &key); err != nil {
 			return err
 		}
 		var acct account
-		if err := tx.Get(kv.BucketUsers, key.Account, &acct); err != nil {
+		if err := tx.Get(holon.BucketUsers, key.Account, &acct); err != nil {
 			return err
 		}
 		switch {
@@ -247,10 +247,10 @@ func (a *api) refresh(r *http.Request, c *oauthClient, token string) (*tokenAnsw
 			return oauthErrorf("invalid_grant", "the account %s is disabled", key.Account)
 		}
 		rec.Used = &now
-		if err := tx.Put(kv.BucketOAuth, rk, rec); err != nil {
+		if err := tx.Put(holon.BucketOAuth, rk, rec); err != nil {
 			return err
 		}
-		if err := tx.Delete(kv.BucketOAuth, rec.Access); err != nil {
+		if err := tx.Delete(holon.BucketOAuth, rec.Access); err != nil {
 			return err
 		}
 		var err error
@@ -267,7 +267,7 @@ func (a *api) refresh(r *http.Request, c *oauthClient, token string) (*tokenAnsw
 }
 
 // issueTokens stores a new access token and refresh token for a key.
-func (a *api) issueTokens(tx *kv.Tx, key *keyRecord, client, resource, scope string, now time.Time) (*tokenAnswer, error) {
+func (a *api) issueTokens(tx holon.Tx, key *keyRecord, client, resource, scope string, now time.Time) (*tokenAnswer, error) {
 	h := a.hosted
 	if err := h.pruneOAuth(tx, now); err != nil {
 		return nil, err
@@ -277,7 +277,7 @@ func (a *api) issueTokens(tx *kv.Tx, key *keyRecord, client, resource, scope str
 	// counting against the account's live keys.
 	exp := now.Add(oauthRefreshTTL)
 	key.Expires = &exp
-	if err := tx.Put(kv.BucketKeys, keyByHash(key.Hash), key); err != nil {
+	if err := tx.Put(holon.BucketKeys, keyByHash(key.Hash), key); err != nil {
 		return nil, err
 	}
 	access, err := h.drawSecret(oauthAccessMarker)
@@ -289,20 +289,20 @@ func (a *api) issueTokens(tx *kv.Tx, key *keyRecord, client, resource, scope str
 		return nil, err
 	}
 	ak := oauthSecretKey("access", access)
-	if err := tx.Put(kv.BucketOAuth, ak, oauthAccess{KeyHash: key.Hash, Prefix: key.Prefix, Resource: resource, Expires: now.Add(oauthAccessTTL)}); err != nil {
+	if err := tx.Put(holon.BucketOAuth, ak, oauthAccess{KeyHash: key.Hash, Prefix: key.Prefix, Resource: resource, Expires: now.Add(oauthAccessTTL)}); err != nil {
 		return nil, err
 	}
 	rt := oauthRefresh{KeyHash: key.Hash, Client: client, Resource: resource, Scope: scope, Expires: now.Add(oauthRefreshTTL), Access: ak}
-	if err := tx.Put(kv.BucketOAuth, oauthSecretKey("refresh", refresh), rt); err != nil {
+	if err := tx.Put(holon.BucketOAuth, oauthSecretKey("refresh", refresh), rt); err != nil {
 		return nil, err
 	}
 	return &tokenAnswer{AccessToken: access, TokenType: "Bearer", ExpiresIn: int64(oauthAccessTTL / time.Second), RefreshToken: refresh, Scope: scope}, nil
 }
 
 // revokeKeyByHash revokes a key (if it is not already).
-func revokeKeyByHash(tx *kv.Tx, hash string, now time.Time) error {
+func revokeKeyByHash(tx holon.Tx, hash string, now time.Time) error {
 	var k keyRecord
-	if err := tx.Get(kv.BucketKeys, keyByHash(hash), &k); err != nil {
+	if err := tx.Get(holon.BucketKeys, keyByHash(hash), &k); err != nil {
 		return fmt.Errorf("revoke key: %w", err)
 	}
 	if k.Revoked != nil {
@@ -321,9 +321,9 @@ func (a *api) tokenPrincipal(r *http.Request, token string) (*principal, error) 
 		return nil, gateway.Errorf(CodeInvalidKey, "the access token is malformed")
 	}
 	var rec oauthAccess
-	err := h.store.View(func(tx *kv.Tx) error { return tx.Get(kv.BucketOAuth, oauthSecretKey("access", token), &rec) })
+	err := h.store.View(func(tx holon.Tx) error { return tx.Get(holon.BucketOAuth, oauthSecretKey("access", token), &rec) })
 	switch {
-	case errors.Is(err, kv.ErrNotFound):
+	case errors.Is(err, holon.ErrNotFound):
 		return nil, gateway.Errorf(CodeInvalidKey, "unknown access token (or one replaced by a refresh): refresh it or authorize again")
 	case err != nil:
 		return nil, fmt.Errorf("authenticate: %w", err)
@@ -341,7 +341,7 @@ func (a *api) tokenPrincipal(r *http.Request, token string) (*principal, error) 
 // store (the slice whose hashes start with two hex digits drawn at
 // random), so that the records of old grants do not pile up while no
 // single request pays for a full scan.
-func (h *hosted) pruneOAuth(tx *kv.Tx, now time.Time) error {
+func (h *hosted) pruneOAuth(tx holon.Tx, now time.Time) error {
 	var b [1]byte
 	if _, err := io.ReadFull(h.rand, b[:]); err != nil {
 		return fmt.Errorf("draw a slice to prune: %w", err)
@@ -349,7 +349,7 @@ func (h *hosted) pruneOAuth(tx *kv.Tx, now time.Time) error {
 	slice := hex.EncodeToString(b[:])
 	var expired []string
 	for _, kind := range []string{"code", "access", "refresh"} {
-		err := tx.ForEach(kv.BucketOAuth, kind+"/"+slice, func(key string, raw json.RawMessage) (bool, error) {
+		err := tx.ForEach(holon.BucketOAuth, kind+"/"+slice, func(key string, raw json.RawMessage) (bool, error) {
 			var rec struct {
 				Expires time.Time  `json:"expires"`
 				Used    *time.Time `json:"used"`
@@ -373,7 +373,7 @@ func (h *hosted) pruneOAuth(tx *kv.Tx, now time.Time) error {
 		}
 	}
 	for _, key := range expired {
-		if err := tx.Delete(kv.BucketOAuth, key); err != nil {
+		if err := tx.Delete(holon.BucketOAuth, key); err != nil {
 			return err
 		}
 	}

@@ -10,8 +10,8 @@ import (
 
 	"github.com/julienschmidt/httprouter"
 
+	"holon.dev/holon"
 	"holon.dev/holon/gateway"
-	"holon.dev/holon/kv"
 )
 
 // Principal kinds besides KindHuman and KindAgent.
@@ -110,7 +110,7 @@ func derivedFrom(id, root string) bool {
 		return false
 	}
 	for _, seg := range strings.Split(rest, ".") {
-		if _, ok := kv.ReceiptSeq(seg); !ok {
+		if _, ok := holon.ReceiptSeq(seg); !ok {
 			return false
 		}
 	}
@@ -218,14 +218,14 @@ func (a *api) authenticate(r *http.Request) (*principal, error) {
 func (h *hosted) keyPrincipal(hash, kind, prefix string) (*principal, error) {
 	var rec keyRecord
 	var acct account
-	err := h.store.View(func(tx *kv.Tx) error {
-		if err := tx.Get(kv.BucketKeys, keyByHash(hash), &rec); err != nil {
+	err := h.store.View(func(tx holon.Tx) error {
+		if err := tx.Get(holon.BucketKeys, keyByHash(hash), &rec); err != nil {
 			return err
 		}
-		return tx.Get(kv.BucketUsers, rec.Account, &acct)
+		return tx.Get(holon.BucketUsers, rec.Account, &acct)
 	})
 	switch {
-	case errors.Is(err, kv.ErrNotFound):
+	case errors.Is(err, holon.ErrNotFound):
 		return nil, gateway.Errorf(CodeInvalidKey, "unknown key %s…: it was never issued here", prefix)
 	case err != nil:
 		return nil, fmt.Errorf("authenticate: %w", err)

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"holon.dev/holon/appliance"
+	"holon.dev/holon/backup"
+	"holon.dev/holon/kv"
 )
 
 // Ensure that a development gateway may be reached over http (holon serve
@@ -21,7 +23,7 @@ func TestConfig_PublicURLScheme(t *testing.T) {
 		{appliance.EnvDevelopment, "ftp://gw.example.com", false},
 		{appliance.EnvProduction, "http://gw.example.com", false},
 	} {
-		cfg := appliance.Config{Env: tc.env, PublicURL: tc.url}
+		cfg := appliance.Config{OpenStore: kv.OpenStore, Backup: backup.StoreHandler, Env: tc.env, PublicURL: tc.url}
 		err := cfg.Check()
 		if got := err == nil || !strings.Contains(err.Error(), "HOLON_PUBLIC_URL"); got != tc.ok {
 			t.Errorf("%s %s: %v, want ok %v", tc.env, tc.url, err, tc.ok)

@@ -16,14 +16,14 @@ import (
 
 	"github.com/julienschmidt/httprouter"
 
+	"holon.dev/holon"
 	"holon.dev/holon/gateway"
-	"holon.dev/holon/kv"
 )
 
 // Publishing (gateway.md §7 "Publishing agents"): POST /v0/agents lists a
 // version of one of the author's agents at once, when every rule holds;
 // DELETE /v0/agents/{ns}/{name}@{version} yanks it. A published version
-// is stored in the store's agents bucket (kv.Doc with Published set, and
+// is stored in the store's agents bucket (holon.Doc with Published set, and
 // Yanked once withdrawn), so backups, restores and the PostgreSQL schema
 // carry it like any agent row, and start-up lists it again.
 //
@@ -129,8 +129,8 @@ func (a *App) loadPublished(reg *gateway.Registry) error {
 		yanked bool
 	}
 	var docs []stored
-	err := a.store.View(func(tx *kv.Tx) error {
-		return tx.ForEachAgent(func(ref string, d kv.Doc) error {
+	err := a.store.View(func(tx holon.Tx) error {
+		return tx.ForEachAgent(func(ref string, d holon.Doc) error {
 			if d.Published {
 				docs = append(docs, stored{ref: ref, doc: bytes.Clone(d.Doc), yanked: d.Yanked != ""})
 			}
@@ -267,11 +267,11 @@ func (a *App) listVersion(ctx context.Context, m *gateway.Manifest) (time.Time, 
 		return time.Time{}, err
 	}
 	ref, now := m.Ref(), a.cfg.Now().UTC()
-	err = a.store.Update(ctx, func(tx *kv.Tx) error {
+	err = a.store.Update(ctx, func(tx holon.Tx) error {
 		if err := versionFree(tx, ref); err != nil {
 			return err
 		}
-		return tx.PutAgent(ref, kv.Doc{Doc: doc, Created: now, Published: true})
+		return tx.PutAgent(ref, holon.Doc{Doc: doc, Created: now, Published: true})
 	})
 	if err != nil {
 		return time.Time{}, err
@@ -294,10 +294,10 @@ func (a *App) listVersion(ctx context.Context, m *gateway.Manifest) (time.Time, 
 
 // versionFree refuses a version published before (yanked or not) or
 // listed by the registry's other sources.
-func versionFree(tx *kv.Tx, ref string) error {
+func versionFree(tx holon.Tx, ref string) error {
 	if _, err := tx.Agent(ref); err == nil {
 		return gateway.Errorf(CodeVersionExists, "%s was published before: versions are immutable and a yank never frees the number; publish a new version", ref)
-	} else if !errors.Is(err, kv.ErrNotFound) {
+	} else if !errors.Is(err, holon.ErrNotFound) {
 		return err
 	}
 	return nil
@@ -311,7 +311,7 @@ func (a *api) checkPublish(ctx context.Context, m *gateway.Manifest, p *principa
 		return gateway.Errorf(CodeNotYourNamespace, "id %s is outside your namespace: publish it as %s/%s", m.ID, p.account, m.Name())
 	}
 	var acct account
-	if err := h.store.View(func(tx *kv.Tx) error { return tx.Get(kv.BucketUsers, p.account, &acct) }); err != nil {
+	if err := h.store.View(func(tx holon.Tx) error { return tx.Get(holon.BucketUsers, p.account, &acct) }); err != nil {
 		return err
 	}
 	if acct.GitHub == nil {
@@ -327,7 +327,7 @@ func (a *api) checkPublish(ctx context.Context, m *gateway.Manifest, p *principa
 	if _, ok := a.engine.Registry().Get(ref); ok {
 		return gateway.Errorf(CodeVersionExists, "%s is listed already: versions are immutable; publish a new version", ref)
 	}
-	if err := h.store.View(func(tx *kv.Tx) error { return versionFree(tx, ref) }); err != nil {
+	if err := h.store.View(func(tx holon.Tx) error { return versionFree(tx, ref) }); err != nil {
 		return err
 	}
 	if _, err := m.CheckLineage(func(ref string) (*gateway.Manifest, bool) {
@@ -436,9 +436,9 @@ func (a *api) yankAgent(w http.ResponseWriter, r *http.Request, ps httprouter.Pa
 		return
 	}
 	now := h.now().UTC()
-	err := h.store.Update(r.Context(), func(tx *kv.Tx) error {
+	err := h.store.Update(r.Context(), func(tx holon.Tx) error {
 		d, err := tx.Agent(ref)
-		if errors.Is(err, kv.ErrNotFound) || err == nil && !d.Published {
+		if errors.Is(err, holon.ErrNotFound) || err == nil && !d.Published {
 			return notFound("you published no version %s", ref)
 		} else if err != nil {
 			return err
@@ -446,7 +446,7 @@ func (a *api) yankAgent(w http.ResponseWriter, r *http.Request, ps httprouter.Pa
 		var yr yankRecord
 		if d.Yanked != "" {
 			return gateway.Errorf(CodeAlreadyYanked, "%s was yanked already, at %s", ref, d.Yanked)
-		} else if err := tx.Get(kv.BucketSettings, yankKey(ref), &yr); err == nil {
+		} else if err := tx.Get(holon.BucketSettings, yankKey(ref), &yr); err == nil {
 			return gateway.Errorf(CodeAlreadyYanked, "%s was withdrawn by the operator, at %s", ref, yr.Time.Format(time.RFC3339))
 		}
 		d.Yanked = now.Format(time.RFC3339)

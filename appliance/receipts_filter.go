@@ -6,8 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"holon.dev/holon"
 	"holon.dev/holon/gateway"
-	"holon.dev/holon/kv"
 )
 
 // maxFilterScan bounds the receipts one filtered page reads: a filter that
@@ -65,7 +65,7 @@ func (f receiptFilter) empty() bool {
 	return f.agent == "" && f.status == "" && f.billed == nil && f.since.IsZero() && f.until.IsZero()
 }
 
-func (f receiptFilter) keep(r *kv.Receipt) bool {
+func (f receiptFilter) keep(r *holon.Receipt) bool {
 	if f.status != "" && r.Status != f.status {
 		return false
 	}
@@ -83,15 +83,15 @@ func (f receiptFilter) keep(r *kv.Receipt) bool {
 // filteredReceipts pages through fetch (newest first) keeping what the
 // filter keeps, reading at most maxFilterScan receipts. Next is set when
 // there is more to read, even if the page is short.
-func (a *api) filteredReceipts(f receiptFilter, before string, limit int, fetch func(before string, limit int) (kv.ReceiptPage, error)) (receiptPageView, error) {
+func (a *api) filteredReceipts(f receiptFilter, before string, limit int, fetch func(before string, limit int) (holon.ReceiptPage, error)) (receiptPageView, error) {
 	var out receiptPageView
-	out.Receipts = []*kv.Receipt{}
+	out.Receipts = []*holon.Receipt{}
 	if !f.until.IsZero() {
 		cursor, none := a.receiptsBefore(f.until)
 		if none {
 			return out, nil // no receipt is that old
 		}
-		if c, _ := kv.ReceiptSeq(cursor); cursor != "" && (before == "" || c < mustSeq(before)) {
+		if c, _ := holon.ReceiptSeq(cursor); cursor != "" && (before == "" || c < mustSeq(before)) {
 			before = cursor
 		}
 	}
@@ -125,9 +125,9 @@ func (a *api) filteredReceipts(f receiptFilter, before string, limit int, fetch 
 // receiptPageView is a page of GET /v0/receipts. Scanned says how many
 // receipts a filtered page read.
 type receiptPageView struct {
-	Receipts []*kv.Receipt `json:"receipts"`
-	Next     string        `json:"next"`
-	Scanned  int           `json:"scanned,omitempty"`
+	Receipts []*holon.Receipt `json:"receipts"`
+	Next     string           `json:"next"`
+	Scanned  int              `json:"scanned,omitempty"`
 }
 
 // receiptsBefore is a cursor ("before" of a page) past every receipt
@@ -137,7 +137,7 @@ type receiptPageView struct {
 // the search cannot read (a gap in the numbers), it gives no cursor and
 // the filter reads from the newest.
 func (a *api) receiptsBefore(t time.Time) (cursor string, none bool) {
-	_ = a.engine.Store().View(func(tx *kv.Tx) error {
+	_ = a.engine.Store().View(func(tx holon.Tx) error {
 		n := tx.Counter("receipts") // r1..rN
 		lo, hi, first := uint64(1), n, n+1
 		for lo <= hi {
@@ -166,6 +166,6 @@ func (a *api) receiptsBefore(t time.Time) (cursor string, none bool) {
 }
 
 func mustSeq(id string) uint64 {
-	n, _ := kv.ReceiptSeq(id)
+	n, _ := holon.ReceiptSeq(id)
 	return n
 }

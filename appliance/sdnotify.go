@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"holon.dev/holon/kv"
+	"holon.dev/holon"
 )
 
 // Notifier tells systemd how the service is doing, through the datagram
@@ -78,10 +78,10 @@ func WatchdogInterval(getenv func(string) string, pid int) (time.Duration, error
 // writer is stuck never returns, so a watchdog that pings only after this
 // returns nil lets systemd restart a gateway that can no longer settle.
 func (a *App) CheckStore(ctx context.Context) error {
-	err := a.store.View(func(tx *kv.Tx) error {
+	err := a.store.View(func(tx holon.Tx) error {
 		var v struct{}
-		err := tx.Get(kv.BucketSettings, "watchdog", &v)
-		if errors.Is(err, kv.ErrNotFound) {
+		err := tx.Get(holon.BucketSettings, "watchdog", &v)
+		if errors.Is(err, holon.ErrNotFound) {
 			return nil
 		}
 		return err
@@ -89,7 +89,7 @@ func (a *App) CheckStore(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("store check, read: %w", err)
 	}
-	if err := a.store.Update(ctx, func(*kv.Tx) error { return nil }); err != nil {
+	if err := a.store.Update(ctx, func(holon.Tx) error { return nil }); err != nil {
 		return fmt.Errorf("store check, write: %w", err)
 	}
 	return nil
@@ -124,7 +124,7 @@ func (a *App) Watchdog(ctx context.Context, n *Notifier, every time.Duration) {
 // HoldsOpen counts the calls in flight: reserved, not settled.
 func (a *App) HoldsOpen() (int, error) {
 	var n int
-	err := a.store.View(func(tx *kv.Tx) error {
+	err := a.store.View(func(tx holon.Tx) error {
 		hs, err := tx.Holds()
 		n = len(hs)
 		return err

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"holon.dev/holon/appliance"
+	"holon.dev/holon/backup"
+	"holon.dev/holon/kv"
 )
 
 // notifySocket is a service manager's end of $NOTIFY_SOCKET: a unixgram
@@ -96,7 +98,7 @@ func TestWatchdogInterval(t *testing.T) {
 // Ensure that the watchdog pings after each successful check of the store,
 // and stops pinging once the store no longer answers.
 func TestApp_Watchdog_PingsOnlyAfterStoreCheck(t *testing.T) {
-	app, err := appliance.Open(context.Background(), appliance.Config{DB: filepath.Join(t.TempDir(), "holon.db"), NoSync: true})
+	app, err := appliance.Open(context.Background(), appliance.Config{OpenStore: kv.OpenStore, Backup: backup.StoreHandler, DB: filepath.Join(t.TempDir(), "holon.db"), NoSync: true})
 	if err != nil {
 		t.Fatal(err)
 	}

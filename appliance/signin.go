@@ -18,8 +18,8 @@ import (
 
 	"github.com/julienschmidt/httprouter"
 
+	"holon.dev/holon"
 	"holon.dev/holon/gateway"
-	"holon.dev/holon/kv"
 )
 
 // Sign in with GitHub (gateway.md §7 "Accounts"): GET /v0/auth/github sends
@@ -137,8 +137,8 @@ func (a *api) githubStart(w http.ResponseWriter, r *http.Request, _ httprouter.P
 		return
 	}
 	now := h.now().UTC()
-	err = h.store.Update(r.Context(), func(tx *kv.Tx) error {
-		return tx.Put(kv.BucketSignIn, hashed("state/", state), signinState{Expires: now.Add(signinStateTTL)})
+	err = h.store.Update(r.Context(), func(tx holon.Tx) error {
+		return tx.Put(holon.BucketSignIn, hashed("state/", state), signinState{Expires: now.Add(signinStateTTL)})
 	})
 	if err != nil {
 		a.fail(w, r, err)
@@ -198,15 +198,15 @@ func (a *api) signIn(r *http.Request) (string, error) {
 	}
 	now := h.now().UTC()
 	var st signinState
-	err = h.store.Update(r.Context(), func(tx *kv.Tx) error {
+	err = h.store.Update(r.Context(), func(tx holon.Tx) error {
 		key := hashed("state/", state)
-		if err := tx.Get(kv.BucketSignIn, key, &st); err != nil {
+		if err := tx.Get(holon.BucketSignIn, key, &st); err != nil {
 			return err
 		}
-		return tx.Delete(kv.BucketSignIn, key) // accepted once
+		return tx.Delete(holon.BucketSignIn, key) // accepted once
 	})
 	switch {
-	case errors.Is(err, kv.ErrNotFound):
+	case errors.Is(err, holon.ErrNotFound):
 		return "", refuseSignin("state_invalid", "the state is unknown or was used already")
 	case err != nil:
 		return "", err
@@ -238,12 +238,12 @@ func (a *api) signIn(r *http.Request) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	err = h.store.Update(r.Context(), func(tx *kv.Tx) error {
+	err = h.store.Update(r.Context(), func(tx holon.Tx) error {
 		handle, isNew, err := h.linkGitHub(tx, gu, now)
 		if err != nil {
 			return err
 		}
-		return tx.Put(kv.BucketSignIn, hashed("code/", code), loginCode{Handle: handle, New: isNew, Expires: now.Add(loginCodeTTL)})
+		return tx.Put(holon.BucketSignIn, hashed("code/", code), loginCode{Handle: handle, New: isNew, Expires: now.Add(loginCodeTTL)})
 	})
 	if err != nil {
 		var ge *gateway.Error
@@ -267,12 +267,12 @@ func githubRefusal(err error) error {
 // has an account already: a sign-in that creates no account.
 func (h *hosted) knownGitHub(gu *githubUser) bool {
 	known := false
-	_ = h.store.View(func(tx *kv.Tx) error {
+	_ = h.store.View(func(tx holon.Tx) error {
 		var handle string
 		var er emailRecord
 		email, err := normalizeEmail(gu.Email)
-		known = tx.Get(kv.BucketSignIn, githubKey(gu.ID), &handle) == nil ||
-			err == nil && tx.Get(kv.BucketEmails, email, &er) == nil
+		known = tx.Get(holon.BucketSignIn, githubKey(gu.ID), &handle) == nil ||
+			err == nil && tx.Get(holon.BucketEmails, email, &er) == nil
 		return nil
 	})
 	return known
@@ -281,12 +281,12 @@ func (h *hosted) knownGitHub(gu *githubUser) bool {
 // linkGitHub finds the account of a GitHub account: the one linked to its
 // id; else the account with its primary verified email, which is linked
 // now; else a new account, handle = the login in lowercase.
-func (h *hosted) linkGitHub(tx *kv.Tx, gu *githubUser, now time.Time) (handle string, isNew bool, err error) {
+func (h *hosted) linkGitHub(tx holon.Tx, gu *githubUser, now time.Time) (handle string, isNew bool, err error) {
 	disabled := gateway.Errorf(CodeAccountDisabled, "this account is disabled: no key is given to it")
 	var acct account
-	switch err := tx.Get(kv.BucketSignIn, githubKey(gu.ID), &handle); {
+	switch err := tx.Get(holon.BucketSignIn, githubKey(gu.ID), &handle); {
 	case err == nil:
-		if err := tx.Get(kv.BucketUsers, handle, &acct); err != nil {
+		if err := tx.Get(holon.BucketUsers, handle, &acct); err != nil {
 			return "", false, fmt.Errorf("account %s of github %d: %w", handle, gu.ID, err)
 		}
 		if acct.Disabled != nil {
@@ -296,8 +296,8 @@ func (h *hosted) linkGitHub(tx *kv.Tx, gu *githubUser, now time.Time) (handle st
 			return "", false, fmt.Errorf("account %s is not linked back to github %d", handle, gu.ID)
 		}
 		acct.GitHub.Login, acct.GitHub.Seen = gu.Login, now // a renamed login follows
-		return handle, false, tx.Put(kv.BucketUsers, handle, acct)
-	case !errors.Is(err, kv.ErrNotFound):
+		return handle, false, tx.Put(holon.BucketUsers, handle, acct)
+	case !errors.Is(err, holon.ErrNotFound):
 		return "", false, err
 	}
 	if gu.Email == "" {
@@ -309,10 +309,10 @@ func (h *hosted) linkGitHub(tx *kv.Tx, gu *githubUser, now time.Time) (handle st
 	}
 	link := &githubLink{ID: gu.ID, Login: gu.Login, Linked: now, Seen: now}
 	var er emailRecord
-	switch err := tx.Get(kv.BucketEmails, email, &er); {
+	switch err := tx.Get(holon.BucketEmails, email, &er); {
 	case err == nil:
 		// An account made with this email, which GitHub has now verified.
-		if err := tx.Get(kv.BucketUsers, er.Handle, &acct); err != nil {
+		if err := tx.Get(holon.BucketUsers, er.Handle, &acct); err != nil {
 			return "", false, fmt.Errorf("account %s of %s: %w", er.Handle, email, err)
 		}
 		switch {
@@ -322,11 +322,11 @@ func (h *hosted) linkGitHub(tx *kv.Tx, gu *githubUser, now time.Time) (handle st
 			return "", false, gateway.Errorf("email_linked_elsewhere", "the account with this email is linked to another GitHub account")
 		}
 		acct.GitHub = link
-		if err := tx.Put(kv.BucketUsers, er.Handle, acct); err != nil {
+		if err := tx.Put(holon.BucketUsers, er.Handle, acct); err != nil {
 			return "", false, err
 		}
-		return er.Handle, false, tx.Put(kv.BucketSignIn, githubKey(gu.ID), er.Handle)
-	case !errors.Is(err, kv.ErrNotFound):
+		return er.Handle, false, tx.Put(holon.BucketSignIn, githubKey(gu.ID), er.Handle)
+	case !errors.Is(err, holon.ErrNotFound):
 		return "", false, err
 	}
 	handle = strings.ToLower(gu.Login)
@@ -336,7 +336,7 @@ func (h *hosted) linkGitHub(tx *kv.Tx, gu *githubUser, now time.Time) (handle st
 	if err := h.putNewAccount(tx, account{Handle: handle, Email: email, GitHub: link}); err != nil {
 		return "", false, err
 	}
-	return handle, true, tx.Put(kv.BucketSignIn, githubKey(gu.ID), handle)
+	return handle, true, tx.Put(holon.BucketSignIn, githubKey(gu.ID), handle)
 }
 
 type exchangeBody struct {
@@ -385,16 +385,16 @@ func (a *api) exchangeLogin(w http.ResponseWriter, r *http.Request, _ httprouter
 			a.fail(w, r, err)
 			return
 		}
-		err = h.store.Update(r.Context(), func(tx *kv.Tx) error {
+		err = h.store.Update(r.Context(), func(tx holon.Tx) error {
 			key := hashed("code/", body.Code)
 			var lc loginCode
-			if err := tx.Get(kv.BucketSignIn, key, &lc); errors.Is(err, kv.ErrNotFound) {
+			if err := tx.Get(holon.BucketSignIn, key, &lc); errors.Is(err, holon.ErrNotFound) {
 				refusal = gateway.Errorf(CodeLoginCodeInvalid, "this login code is unknown or was used already: sign in again at /v0/auth/github")
 				return nil
 			} else if err != nil {
 				return err
 			}
-			if err := tx.Delete(kv.BucketSignIn, key); err != nil { // once, whatever follows
+			if err := tx.Delete(holon.BucketSignIn, key); err != nil { // once, whatever follows
 				return err
 			}
 			if !now.Before(lc.Expires) {
@@ -402,7 +402,7 @@ func (a *api) exchangeLogin(w http.ResponseWriter, r *http.Request, _ httprouter
 				return nil
 			}
 			var acct account
-			if err := tx.Get(kv.BucketUsers, lc.Handle, &acct); err != nil {
+			if err := tx.Get(holon.BucketUsers, lc.Handle, &acct); err != nil {
 				return err
 			}
 			if acct.Disabled != nil {
@@ -448,9 +448,9 @@ func (a *api) exchangeLogin(w http.ResponseWriter, r *http.Request, _ httprouter
 // purgeSignIn deletes the states and codes that expired.
 func (h *hosted) purgeSignIn(now time.Time) (int, error) {
 	var stale []string
-	err := h.store.View(func(tx *kv.Tx) error {
+	err := h.store.View(func(tx holon.Tx) error {
 		for _, prefix := range []string{"state/", "code/"} {
-			err := tx.ForEach(kv.BucketSignIn, prefix, func(k string, raw json.RawMessage) (bool, error) {
+			err := tx.ForEach(holon.BucketSignIn, prefix, func(k string, raw json.RawMessage) (bool, error) {
 				var rec struct {
 					Expires time.Time `json:"expires"`
 				}
@@ -468,9 +468,9 @@ func (h *hosted) purgeSignIn(now time.Time) (int, error) {
 	if err != nil || len(stale) == 0 {
 		return 0, err
 	}
-	return len(stale), h.store.Update(context.Background(), func(tx *kv.Tx) error {
+	return len(stale), h.store.Update(context.Background(), func(tx holon.Tx) error {
 		for _, k := range stale {
-			if err := tx.Delete(kv.BucketSignIn, k); err != nil {
+			if err := tx.Delete(holon.BucketSignIn, k); err != nil {
 				return err
 			}
 		}

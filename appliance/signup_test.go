@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"holon.dev/holon"
 	"holon.dev/holon/appliance"
-	"holon.dev/holon/kv"
 )
 
 var (
@@ -84,7 +84,7 @@ func TestSignup_CreatesAccount(t *testing.T) {
 		t.Errorf("receipt %v", r)
 	}
 
-	err := ta.app.Engine().Store().View(func(tx *kv.Tx) error {
+	err := ta.app.Engine().Store().View(func(tx holon.Tx) error {
 		row, err := tx.EntryByKey("signup:ann")
 		if err != nil {
 			return err
@@ -163,7 +163,7 @@ func TestSignup_OneAccountPerEmail(t *testing.T) {
 			t.Errorf("signup %s %q: %d %v, want %d %s", tc.handle, tc.email, status, out, tc.status, tc.code)
 		}
 	}
-	err := ta.app.Engine().Store().View(func(tx *kv.Tx) error {
+	err := ta.app.Engine().Store().View(func(tx holon.Tx) error {
 		if tx.HasEntry("signup:ann2") {
 			t.Error("a refused signup journaled its credit")
 		}

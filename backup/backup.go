@@ -51,6 +51,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"holon.dev/holon"
 	"holon.dev/holon/kv"
 )
 
@@ -80,7 +81,7 @@ type Header struct {
 // LeftOut are the store's tables a backup leaves out, and why. Readers
 // agree: they refuse a backup that carries rows of one.
 var LeftOut = map[string]string{
-	kv.BucketFiles: "uploaded files are deleted 24 hours after their upload; a backup, kept far longer, carries neither their bytes nor their records, and a restored gateway starts with no files",
+	holon.BucketFiles: "uploaded files are deleted 24 hours after their upload; a backup, kept far longer, carries neither their bytes nor their records, and a restored gateway starts with no files",
 }
 
 // Table is one bucket's count and sequence in a header.

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"holon.dev/holon"
 	"holon.dev/holon/backup"
 	"holon.dev/holon/kv"
 )
@@ -213,7 +214,7 @@ func TestRestore_Target(t *testing.T) {
 	t.Run("not empty", func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "busy.db")
 		busy := openStore(t, path)
-		update(t, busy, func(tx *kv.Tx) error { return tx.Put(kv.BucketSettings, "x", 1) })
+		update(t, busy, func(tx *kv.Tx) error { return tx.Put(holon.BucketSettings, "x", 1) })
 		busy.Close()
 		before, err := os.ReadFile(path)
 		if err != nil {
@@ -270,16 +271,16 @@ func TestWrite_ConsistentWhileWriting(t *testing.T) {
 	fixture(t, s)
 	update(t, s, func(tx *kv.Tx) error {
 		for i := range 5000 {
-			if err := tx.Put(kv.BucketSettings, fmt.Sprintf("filler-%05d", i), map[string]int{"i": i}); err != nil {
+			if err := tx.Put(holon.BucketSettings, fmt.Sprintf("filler-%05d", i), map[string]int{"i": i}); err != nil {
 				return err
 			}
 		}
 		// Grow the file and free the space again, so that the write below
 		// finds free pages and needs no remap (which would wait for the
 		// backup's transaction).
-		return tx.Put(kv.BucketSettings, "blob", strings.Repeat("x", 8<<20))
+		return tx.Put(holon.BucketSettings, "blob", strings.Repeat("x", 8<<20))
 	})
-	update(t, s, func(tx *kv.Tx) error { return tx.Delete(kv.BucketSettings, "blob") })
+	update(t, s, func(tx *kv.Tx) error { return tx.Delete(holon.BucketSettings, "blob") })
 
 	var during bool
 	var once sync.Once

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"holon.dev/holon"
 	"holon.dev/holon/backup"
 	"holon.dev/holon/journal"
 	"holon.dev/holon/kv"
@@ -71,8 +72,8 @@ func buildStore(b *testing.B, path string, n int) {
 				}
 				payer := fmt.Sprintf("payer%02d", i%payers)
 				agent := "lena/extract@1.2.0"
-				r := &kv.Receipt{ID: id, Mandate: payer + "/sandbox", Caller: payer + "/assistant", Agent: &agent, Status: "succeeded",
-					WorstCase: &price, Currency: "EUR", Payer: payer, Billed: true, Cost: kv.Cost{Own: price, Total: price},
+				r := &holon.Receipt{ID: id, Mandate: payer + "/sandbox", Caller: payer + "/assistant", Agent: &agent, Status: "succeeded",
+					WorstCase: &price, Currency: "EUR", Payer: payer, Billed: true, Cost: holon.Cost{Own: price, Total: price},
 					Splits: shares, Children: []string{}, DurationMS: 40, Created: tx.Now()}
 				e, err := journal.Settlement("settle:"+id, payer, shares)
 				if err != nil {
@@ -84,7 +85,7 @@ func buildStore(b *testing.B, path string, n int) {
 				if err := tx.PutReceipt(r); err != nil {
 					return err
 				}
-				if err := tx.AppendEvent(&kv.Event{Receipt: id, Agent: agent, Status: "succeeded", DurationMS: 40, Billed: price, Currency: "EUR", Time: tx.Now()}, true); err != nil {
+				if err := tx.AppendEvent(&holon.Event{Receipt: id, Agent: agent, Status: "succeeded", DurationMS: 40, Billed: price, Currency: "EUR", Time: tx.Now()}, true); err != nil {
 					return err
 				}
 			}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"holon.dev/holon"
 	"holon.dev/holon/backup"
 	"holon.dev/holon/kv"
 )
@@ -21,16 +22,16 @@ func TestBackup_LeavesFilesOut(t *testing.T) {
 	s := openStore(t, "")
 	fixture(t, s)
 	update(t, s, func(tx *kv.Tx) error {
-		return tx.Put(kv.BucketFiles, "f/0123456789abcdef01234567", map[string]any{"owner": "alice", "size": 3})
+		return tx.Put(holon.BucketFiles, "f/0123456789abcdef01234567", map[string]any{"owner": "alice", "size": 3})
 	})
 	good := writeBackup(t, s)
 	sum, err := backup.Check(bytes.NewReader(good))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sum.Header.Tables[kv.BucketFiles].Rows != 0 || !strings.Contains(sum.Header.LeftOut[kv.BucketFiles], "24 hours") ||
+	if sum.Header.Tables[holon.BucketFiles].Rows != 0 || !strings.Contains(sum.Header.LeftOut[holon.BucketFiles], "24 hours") ||
 		bytes.Contains(good, []byte(`{"t":"files"`)) {
-		t.Errorf("files in the backup: %+v, left out %q", sum.Header.Tables[kv.BucketFiles], sum.Header.LeftOut)
+		t.Errorf("files in the backup: %+v, left out %q", sum.Header.Tables[holon.BucketFiles], sum.Header.LeftOut)
 	}
 	path := filepath.Join(t.TempDir(), "restored.db")
 	if _, err := backup.Restore(bytes.NewReader(good), path, nil); err != nil {
@@ -38,7 +39,7 @@ func TestBackup_LeavesFilesOut(t *testing.T) {
 	}
 	restored := openStore(t, path)
 	mustView(t, restored, func(tx *kv.Tx) error {
-		return tx.ForEach(kv.BucketFiles, "", func(key string, _ json.RawMessage) (bool, error) {
+		return tx.ForEach(holon.BucketFiles, "", func(key string, _ json.RawMessage) (bool, error) {
 			t.Errorf("the restored store holds file row %s", key)
 			return true, nil
 		})

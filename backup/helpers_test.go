@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"holon.dev/holon"
 	"holon.dev/holon/backup"
 	"holon.dev/holon/journal"
 	"holon.dev/holon/kv"
@@ -50,7 +51,7 @@ type call struct {
 	mandate, payer, author, agent string
 	status                        string
 	own                           journal.Amount
-	parent                        *kv.Receipt
+	parent                        *holon.Receipt
 	approval                      *string
 	errCode                       string
 }
@@ -58,12 +59,12 @@ type call struct {
 // settle writes a finished call: its receipt (with splits and cost), its
 // settlement entry, its budget's spending, its event and the agent's
 // record; a child is added to its parent's tree.
-func settle(tx *kv.Tx, c call) (*kv.Receipt, error) {
+func settle(tx *kv.Tx, c call) (*holon.Receipt, error) {
 	id, err := tx.NewReceiptID()
 	if err != nil {
 		return nil, err
 	}
-	r := &kv.Receipt{ID: id, Mandate: c.mandate, Caller: c.mandate + "/assistant", Agent: ptr(c.agent), Status: c.status,
+	r := &holon.Receipt{ID: id, Mandate: c.mandate, Caller: c.mandate + "/assistant", Agent: ptr(c.agent), Status: c.status,
 		WorstCase: ptr(c.own), Currency: "EUR", Payer: c.payer, Splits: []journal.Share{}, Children: []string{},
 		Approval: c.approval, DurationMS: 12, Created: tx.Now()}
 	if c.errCode != "" {
@@ -85,7 +86,7 @@ func settle(tx *kv.Tx, c call) (*kv.Receipt, error) {
 			return nil, err
 		}
 		r.Billed, r.Splits = true, shares
-		r.Cost = kv.Cost{Own: c.own, Total: c.own}
+		r.Cost = holon.Cost{Own: c.own, Total: c.own}
 		if err := tx.AddBudget(c.mandate, c.own, 0); err != nil {
 			return nil, err
 		}
@@ -104,7 +105,7 @@ func settle(tx *kv.Tx, c call) (*kv.Receipt, error) {
 		return nil, err
 	}
 	if c.status == "succeeded" || c.status == "failed" {
-		ev := &kv.Event{Receipt: id, Agent: c.agent, Status: c.status, DurationMS: 12, Billed: r.Cost.Own,
+		ev := &holon.Event{Receipt: id, Agent: c.agent, Status: c.status, DurationMS: 12, Billed: r.Cost.Own,
 			Currency: "EUR", Delegated: c.parent != nil, Time: tx.Now()}
 		if r.Error != nil {
 			ev.Error = *r.Error
@@ -134,11 +135,11 @@ func fixture(tb testing.TB, s *kv.Store) {
 				return err
 			}
 			doc := json.RawMessage(`{"id":"` + who + `/sandbox","issuer":"` + who + `","grantee":"` + who + `/assistant","currency":"EUR"}`)
-			if err := tx.PutMandate(who+"/sandbox", kv.Doc{Doc: doc, Created: tx.Now()}); err != nil {
+			if err := tx.PutMandate(who+"/sandbox", holon.Doc{Doc: doc, Created: tx.Now()}); err != nil {
 				return err
 			}
 		}
-		if err := tx.PutAgent("holon-labs/company-lookup@1.0.0", kv.Doc{Doc: json.RawMessage(`{"id":"holon-labs/company-lookup","version":"1.0.0"}`), Created: tx.Now(), Published: true}); err != nil {
+		if err := tx.PutAgent("holon-labs/company-lookup@1.0.0", holon.Doc{Doc: json.RawMessage(`{"id":"holon-labs/company-lookup","version":"1.0.0"}`), Created: tx.Now(), Published: true}); err != nil {
 			return err
 		}
 		return nil
@@ -158,7 +159,7 @@ func fixture(tb testing.TB, s *kv.Store) {
 		}
 		sub := root.Mandate + "~" + root.ID
 		root.SubMandate = &sub
-		if err := tx.PutMandate(sub, kv.Doc{Doc: json.RawMessage(`{"id":"` + sub + `","issuer":"alice","parent":"alice/sandbox"}`), Created: tx.Now()}); err != nil {
+		if err := tx.PutMandate(sub, holon.Doc{Doc: json.RawMessage(`{"id":"` + sub + `","issuer":"alice","parent":"alice/sandbox"}`), Created: tx.Now()}); err != nil {
 			return err
 		}
 		if _, err := settle(tx, call{mandate: sub, payer: "alice", author: "holon-labs", agent: "holon-labs/text-tables@1.0.0", status: "succeeded", own: amt("0.012"), parent: root}); err != nil {
@@ -187,8 +188,8 @@ func fixture(tb testing.TB, s *kv.Store) {
 		if err := tx.PutReceipt(held); err != nil {
 			return err
 		}
-		if err := tx.PutApproval(&kv.Approval{ID: aid, Mandate: "alice/sandbox", Caller: "alice/assistant", Agent: "holon-labs/invoice-pipeline@0.4.0",
-			Capability: "extraction.invoice", InputHash: "sha256:00", WorstCase: amt("3.10"), Currency: "EUR", Receipt: held.ID, Status: kv.ApprovalPending,
+		if err := tx.PutApproval(&holon.Approval{ID: aid, Mandate: "alice/sandbox", Caller: "alice/assistant", Agent: "holon-labs/invoice-pipeline@0.4.0",
+			Capability: "extraction.invoice", InputHash: "sha256:00", WorstCase: amt("3.10"), Currency: "EUR", Receipt: held.ID, Status: holon.ApprovalPending,
 			Created: tx.Now(), Expires: tx.Now().Add(7 * 24 * time.Hour), Input: json.RawMessage(`{"text":"ACME <Corp> & co"}`)}); err != nil {
 			return err
 		}
@@ -209,8 +210,8 @@ func fixture(tb testing.TB, s *kv.Store) {
 		if err != nil {
 			return err
 		}
-		return tx.PutApproval(&kv.Approval{ID: aid2, Mandate: "bob/sandbox", Caller: "bob/assistant", Agent: "holon-labs/company-lookup@1.0.0",
-			InputHash: "sha256:01", WorstCase: amt("0.08"), Currency: "EUR", Receipt: held2.ID, Status: kv.ApprovalUsed,
+		return tx.PutApproval(&holon.Approval{ID: aid2, Mandate: "bob/sandbox", Caller: "bob/assistant", Agent: "holon-labs/company-lookup@1.0.0",
+			InputHash: "sha256:01", WorstCase: amt("0.08"), Currency: "EUR", Receipt: held2.ID, Status: holon.ApprovalUsed,
 			Created: tx.Now(), Expires: tx.Now().Add(time.Hour), Decided: ptr(tx.Now()), Run: &run.ID})
 	})
 	update(tb, s, func(tx *kv.Tx) error {
@@ -219,7 +220,7 @@ func fixture(tb testing.TB, s *kv.Store) {
 		if err != nil {
 			return err
 		}
-		if err := tx.PutHold(&kv.Hold{Receipt: r.ID, Payer: "alice", Amount: amt("0.08"), Mandate: "alice/sandbox", Reserved: amt("0.08"), Started: tx.Now()}); err != nil {
+		if err := tx.PutHold(&holon.Hold{Receipt: r.ID, Payer: "alice", Amount: amt("0.08"), Mandate: "alice/sandbox", Reserved: amt("0.08"), Started: tx.Now()}); err != nil {
 			return err
 		}
 		if err := tx.AddHeld("alice", amt("0.08")); err != nil {
@@ -228,13 +229,13 @@ func fixture(tb testing.TB, s *kv.Store) {
 		return tx.AddBudget("alice/sandbox", 0, amt("0.08"))
 	})
 	update(tb, s, func(tx *kv.Tx) error {
-		if err := tx.Put(kv.BucketUsers, "alice", map[string]any{"handle": "alice", "email": "alice@example.com"}); err != nil {
+		if err := tx.Put(holon.BucketUsers, "alice", map[string]any{"handle": "alice", "email": "alice@example.com"}); err != nil {
 			return err
 		}
-		if err := tx.Put(kv.BucketSettings, "weird \"key\" \\ é", map[string]any{"on": true}); err != nil {
+		if err := tx.Put(holon.BucketSettings, "weird \"key\" \\ é", map[string]any{"on": true}); err != nil {
 			return err
 		}
-		_, err := tx.Append(kv.BucketModLog, map[string]any{"action": "disable", "reason": "spam"})
+		_, err := tx.Append(holon.BucketModLog, map[string]any{"action": "disable", "reason": "spam"})
 		return err
 	})
 }

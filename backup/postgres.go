@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"holon.dev/holon"
 	"holon.dev/holon/journal"
 	"holon.dev/holon/kv"
 )
@@ -147,8 +148,8 @@ var pgTables = map[string]pgTable{
 	"call_events": {"call_events", eventColumns, convertEvent},
 	"records":     {"agent_records", []string{"agent", "runs", "succeeded", "billed", "duration_ms"}, convertRecord},
 	// Publishing (postgres_publish.go).
-	kv.BucketCredentials: {"credentials", credentialColumns, convertCredential},
-	kv.BucketSignIn:      {"signin", signinColumns, convertSignIn},
+	holon.BucketCredentials: {"credentials", credentialColumns, convertCredential},
+	holon.BucketSignIn:      {"signin", signinColumns, convertSignIn},
 }
 
 var appDocs = pgTable{"app_docs", []string{"bucket", "key", "key_bytes", "doc", "raw"}, convertAppDoc}
@@ -362,7 +363,7 @@ func docColumns(key string) []string {
 }
 
 func convertAccount(r kv.Row) ([]any, error) {
-	var a kv.Account
+	var a holon.Account
 	if err := decode(r.Value, &a); err != nil {
 		return nil, err
 	}
@@ -370,7 +371,7 @@ func convertAccount(r kv.Row) ([]any, error) {
 }
 
 func convertDoc(r kv.Row) ([]any, error) {
-	var d kv.Doc
+	var d holon.Doc
 	if err := decode(r.Value, &d); err != nil {
 		return nil, err
 	}
@@ -381,7 +382,7 @@ func convertDoc(r kv.Row) ([]any, error) {
 }
 
 func convertBudget(r kv.Row) ([]any, error) {
-	var b kv.Budget
+	var b holon.Budget
 	if err := decode(r.Value, &b); err != nil {
 		return nil, err
 	}
@@ -407,7 +408,7 @@ func convertMeta(r kv.Row) ([]any, error) {
 }
 
 func convertJournal(r kv.Row) ([]any, error) {
-	var row kv.JournalRow
+	var row holon.JournalRow
 	if err := decode(r.Value, &row); err != nil {
 		return nil, err
 	}
@@ -430,11 +431,11 @@ var receiptColumns = []string{"id", "seq", "parent", "mandate", "caller", "agent
 	"splits", "children", "duration_ms", "created"}
 
 func convertReceipt(r kv.Row) ([]any, error) {
-	var rc kv.Receipt
+	var rc holon.Receipt
 	if err := decode(r.Value, &rc); err != nil {
 		return nil, err
 	}
-	seq, ok := kv.ReceiptSeq(rc.ID)
+	seq, ok := holon.ReceiptSeq(rc.ID)
 	if !ok || len(r.Key) != 8 || binary.BigEndian.Uint64(r.Key) != seq {
 		return nil, fmt.Errorf("receipt %q is stored under another key", rc.ID)
 	}
@@ -464,11 +465,11 @@ var approvalColumns = []string{"id", "seq", "mandate", "caller", "agent", "capab
 	"currency", "receipt", "status", "created", "expires", "decided", "run", "input"}
 
 func convertApproval(r kv.Row) ([]any, error) {
-	var a kv.Approval
+	var a holon.Approval
 	if err := decode(r.Value, &a); err != nil {
 		return nil, err
 	}
-	seq, ok := kv.ApprovalSeq(a.ID)
+	seq, ok := holon.ApprovalSeq(a.ID)
 	if !ok || len(r.Key) != 8 || binary.BigEndian.Uint64(r.Key) != seq {
 		return nil, fmt.Errorf("approval %q is stored under another key", a.ID)
 	}
@@ -488,7 +489,7 @@ var holdColumns = []string{"receipt", "payer", "amount", "mandate", "reserved", 
 	"downstream", "sub_mandate", "started"}
 
 func convertHold(r kv.Row) ([]any, error) {
-	var h kv.Hold
+	var h holon.Hold
 	if err := decode(r.Value, &h); err != nil {
 		return nil, err
 	}
@@ -504,7 +505,7 @@ var eventColumns = []string{"seq", "receipt", "agent", "status", "error", "durat
 	"delegated", "time"}
 
 func convertEvent(r kv.Row) ([]any, error) {
-	var ev kv.Event
+	var ev holon.Event
 	if err := decode(r.Value, &ev); err != nil {
 		return nil, err
 	}
@@ -517,7 +518,7 @@ func convertEvent(r kv.Row) ([]any, error) {
 }
 
 func convertRecord(r kv.Row) ([]any, error) {
-	var rec kv.Record
+	var rec holon.Record
 	if err := decode(r.Value, &rec); err != nil {
 		return nil, err
 	}

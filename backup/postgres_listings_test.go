@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"holon.dev/holon"
 	"holon.dev/holon/backup"
 	"holon.dev/holon/backup/pgtest"
 	"holon.dev/holon/kv"
@@ -28,11 +29,11 @@ func TestLoadPostgres_ListingViews(t *testing.T) {
 		if err := tx.AddLatency("lena/echo@1.0.0", 7); err != nil {
 			return err
 		}
-		if err := tx.Put(kv.BucketEvals, "lena/echo@1.0.0", map[string]any{"ref": "lena/echo@1.0.0", "passed": true,
+		if err := tx.Put(holon.BucketEvals, "lena/echo@1.0.0", map[string]any{"ref": "lena/echo@1.0.0", "passed": true,
 			"finished": time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC), "suites": []any{}}); err != nil {
 			return err
 		}
-		return tx.Put(kv.BucketEvalQueue, "ann/echo@1.0.0", map[string]any{"ref": "ann/echo@1.0.0", "enqueued": time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC), "attempts": 1})
+		return tx.Put(holon.BucketEvalQueue, "ann/echo@1.0.0", map[string]any{"ref": "ann/echo@1.0.0", "enqueued": time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC), "attempts": 1})
 	})
 	url := srv.CreateDB(t, "holon")
 	if _, err := backup.LoadPostgres(ctx, bytes.NewReader(writeBackup(t, s)), url, nil); err != nil {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"holon.dev/holon"
 	"holon.dev/holon/backup"
 	"holon.dev/holon/backup/pgtest"
 	"holon.dev/holon/journal"
@@ -44,7 +45,7 @@ func TestLoadPostgres(t *testing.T) {
 		want := map[string][2]int64{}
 		var counters = map[string]uint64{}
 		mustView(t, s, func(tx *kv.Tx) error {
-			if err := tx.ForEachAccount(func(name string, a kv.Account) error {
+			if err := tx.ForEachAccount(func(name string, a holon.Account) error {
 				want[name] = [2]int64{a.Balance.Micros(), a.Held.Micros()}
 				return nil
 			}); err != nil {
@@ -250,18 +251,18 @@ func queryRow(t *testing.T, conn *pgx.Conn, sql string, dst ...any) {
 // or the loader would drop it.
 func TestLoadPostgres_CoversEveryField(t *testing.T) {
 	mapped := map[reflect.Type][]string{
-		reflect.TypeFor[kv.Receipt]():    {"id", "parent", "mandate", "caller", "agent", "status", "error", "approval", "worst_case", "currency", "payer", "sub_mandate", "billed", "cost", "splits", "children", "duration_ms", "created"},
-		reflect.TypeFor[kv.Cost]():       {"own", "downstream", "total"},
-		reflect.TypeFor[kv.Approval]():   {"id", "mandate", "caller", "agent", "capability", "input_hash", "max_cost", "worst_case", "currency", "receipt", "status", "created", "expires", "decided", "run", "input"},
-		reflect.TypeFor[kv.Hold]():       {"receipt", "payer", "amount", "mandate", "reserved", "funder", "parent", "children", "downstream", "sub_mandate", "started"},
-		reflect.TypeFor[kv.Event]():      {"seq", "receipt", "agent", "status", "error", "duration_ms", "billed", "currency", "delegated", "time"},
-		reflect.TypeFor[kv.Record]():     {"runs", "succeeded", "billed", "duration_ms"},
-		reflect.TypeFor[kv.Account]():    {"balance", "held"},
-		reflect.TypeFor[kv.Budget]():     {"spent", "reserved"},
-		reflect.TypeFor[kv.Doc]():        {"doc", "created", "published", "yanked", "revoked"},
-		reflect.TypeFor[kv.JournalRow](): {"seq", "key", "time", "lines", "prev", "hash"},
-		reflect.TypeFor[journal.Line]():  {"account", "amount"},
-		reflect.TypeFor[journal.Share](): {"to", "amount"},
+		reflect.TypeFor[holon.Receipt]():    {"id", "parent", "mandate", "caller", "agent", "status", "error", "approval", "worst_case", "currency", "payer", "sub_mandate", "billed", "cost", "splits", "children", "duration_ms", "created"},
+		reflect.TypeFor[holon.Cost]():       {"own", "downstream", "total"},
+		reflect.TypeFor[holon.Approval]():   {"id", "mandate", "caller", "agent", "capability", "input_hash", "max_cost", "worst_case", "currency", "receipt", "status", "created", "expires", "decided", "run", "input"},
+		reflect.TypeFor[holon.Hold]():       {"receipt", "payer", "amount", "mandate", "reserved", "funder", "parent", "children", "downstream", "sub_mandate", "started"},
+		reflect.TypeFor[holon.Event]():      {"seq", "receipt", "agent", "status", "error", "duration_ms", "billed", "currency", "delegated", "time"},
+		reflect.TypeFor[holon.Record]():     {"runs", "succeeded", "billed", "duration_ms"},
+		reflect.TypeFor[holon.Account]():    {"balance", "held"},
+		reflect.TypeFor[holon.Budget]():     {"spent", "reserved"},
+		reflect.TypeFor[holon.Doc]():        {"doc", "created", "published", "yanked", "revoked"},
+		reflect.TypeFor[holon.JournalRow](): {"seq", "key", "time", "lines", "prev", "hash"},
+		reflect.TypeFor[journal.Line]():     {"account", "amount"},
+		reflect.TypeFor[journal.Share]():    {"to", "amount"},
 	}
 	for typ, want := range mapped {
 		var got []string

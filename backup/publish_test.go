@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"holon.dev/holon"
 	"holon.dev/holon/backup"
 	"holon.dev/holon/backup/pgtest"
 	"holon.dev/holon/kv"
@@ -24,25 +25,25 @@ func publishingFixture(tb testing.TB, s *kv.Store) {
 		for ref, yanked := range map[string]string{"lena/tool@1.0.0": "", "lena/tool@1.1.0": "2026-12-01T12:05:00Z"} {
 			id, v, _ := strings.Cut(ref, "@")
 			doc, _ := json.Marshal(map[string]any{"id": id, "version": v, "license": "proprietary"})
-			if err := tx.PutAgent(ref, kv.Doc{Doc: doc, Created: tx.Now(), Published: true, Yanked: yanked}); err != nil {
+			if err := tx.PutAgent(ref, holon.Doc{Doc: doc, Created: tx.Now(), Published: true, Yanked: yanked}); err != nil {
 				return err
 			}
 		}
-		if err := tx.Put(kv.BucketCredentials, "lena/tool", map[string]any{"v": 1, "nonce": bytes.Repeat([]byte{7}, 12),
+		if err := tx.Put(holon.BucketCredentials, "lena/tool", map[string]any{"v": 1, "nonce": bytes.Repeat([]byte{7}, 12),
 			"sealed": bytes.Repeat([]byte{9}, 40), "set": tx.Now()}); err != nil {
 			return err
 		}
-		if err := tx.Put(kv.BucketUsers, "lena", map[string]any{"handle": "lena", "email": "lena@example.com",
+		if err := tx.Put(holon.BucketUsers, "lena", map[string]any{"handle": "lena", "email": "lena@example.com",
 			"github": map[string]any{"id": 101, "login": "lena"}}); err != nil {
 			return err
 		}
-		if err := tx.Put(kv.BucketSignIn, "github/101", "lena"); err != nil {
+		if err := tx.Put(holon.BucketSignIn, "github/101", "lena"); err != nil {
 			return err
 		}
-		if err := tx.Put(kv.BucketSignIn, "state/"+strings.Repeat("a", 64), map[string]any{"expires": exp}); err != nil {
+		if err := tx.Put(holon.BucketSignIn, "state/"+strings.Repeat("a", 64), map[string]any{"expires": exp}); err != nil {
 			return err
 		}
-		return tx.Put(kv.BucketSignIn, "code/"+strings.Repeat("b", 64), map[string]any{"handle": "lena", "new": true, "expires": exp})
+		return tx.Put(holon.BucketSignIn, "code/"+strings.Repeat("b", 64), map[string]any{"handle": "lena", "new": true, "expires": exp})
 	})
 }
 
@@ -60,16 +61,16 @@ func TestVerify_Published(t *testing.T) {
 		t.Fatalf("published check on a good store: %+v", c)
 	}
 	update(t, s, func(tx *kv.Tx) error {
-		if err := tx.PutAgent("lena/other@2.0.0", kv.Doc{Doc: json.RawMessage(`{"id":"lena/other","version":"1.0.0"}`), Published: true}); err != nil {
+		if err := tx.PutAgent("lena/other@2.0.0", holon.Doc{Doc: json.RawMessage(`{"id":"lena/other","version":"1.0.0"}`), Published: true}); err != nil {
 			return err
 		}
-		if err := tx.Put(kv.BucketCredentials, "lena/plain", map[string]any{"token": "in-clear"}); err != nil {
+		if err := tx.Put(holon.BucketCredentials, "lena/plain", map[string]any{"token": "in-clear"}); err != nil {
 			return err
 		}
-		if err := tx.Put(kv.BucketSignIn, "github/102", "ghost"); err != nil {
+		if err := tx.Put(holon.BucketSignIn, "github/102", "ghost"); err != nil {
 			return err
 		}
-		return tx.Put(kv.BucketSignIn, "code/not-a-hash", map[string]any{"handle": "lena", "expires": time.Now()})
+		return tx.Put(holon.BucketSignIn, "code/not-a-hash", map[string]any{"handle": "lena", "expires": time.Now()})
 	})
 	rep, err = backup.Verify(s)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"holon.dev/holon"
 	"holon.dev/holon/journal"
 	"holon.dev/holon/kv"
 )
@@ -186,7 +187,7 @@ func (v *verifier) journal() error {
 	v.sums = map[string]journal.Amount{}
 	prev := ""
 	var want uint64 = 1
-	err := v.tx.ForEachEntry(0, func(row kv.JournalRow) (bool, error) {
+	err := v.tx.ForEachEntry(0, func(row holon.JournalRow) (bool, error) {
 		v.rows++
 		if row.Seq != want {
 			c.fail("row %d is missing (the next row is %d): rows were removed", want, row.Seq)
@@ -203,7 +204,7 @@ func (v *verifier) journal() error {
 		if row.Prev != prev {
 			c.fail("row %d: its prev hash is not the hash of the row before: a row before it was altered or removed", row.Seq)
 		}
-		if kv.RowHash(row.Prev, row.Seq, row.Key, row.Time, row.Lines) != row.Hash {
+		if journal.RowHash(row.Prev, row.Seq, row.Key, row.Time, row.Lines) != row.Hash {
 			c.fail("row %d (%s): its content does not match its hash: the row was altered", row.Seq, row.Key)
 		}
 		prev = row.Hash
@@ -236,7 +237,7 @@ func (v *verifier) balances() error {
 	var total journal.Amount
 	n := 0
 	seen := map[string]bool{}
-	err := v.tx.ForEachAccount(func(name string, a kv.Account) error {
+	err := v.tx.ForEachAccount(func(name string, a holon.Account) error {
 		n++
 		seen[name] = true
 		if a.Balance != v.sums[name] {
@@ -265,9 +266,9 @@ func (v *verifier) receipts() error {
 	settle, trees, holds := v.c[CheckSettlements], v.c[CheckTrees], v.c[CheckHolds]
 	appr := v.c[CheckApprovals]
 	v.byMandate = map[string]uint64{}
-	err := v.tx.ForEachReceipt(func(r *kv.Receipt) error {
+	err := v.tx.ForEachReceipt(func(r *holon.Receipt) error {
 		v.nReceipts++
-		seq, _ := kv.ReceiptSeq(r.ID)
+		seq, _ := holon.ReceiptSeq(r.ID)
 		v.maxReceipt = max(v.maxReceipt, seq)
 		v.byMandate[r.Mandate]++
 		if err := v.settlement(settle, r); err != nil {
@@ -278,7 +279,7 @@ func (v *verifier) receipts() error {
 		}
 		_, err := v.tx.Hold(r.ID)
 		hasHold := err == nil
-		if err != nil && !errors.Is(err, kv.ErrNotFound) {
+		if err != nil && !errors.Is(err, holon.ErrNotFound) {
 			return err
 		}
 		if r.Status == statusRunning {
@@ -303,11 +304,11 @@ func (v *verifier) receipts() error {
 }
 
 // settlement checks that a receipt and its settle entry agree.
-func (v *verifier) settlement(c *CheckResult, r *kv.Receipt) error {
+func (v *verifier) settlement(c *CheckResult, r *holon.Receipt) error {
 	key := "settle:" + r.ID
 	row, err := v.tx.EntryByKey(key)
 	has := err == nil
-	if err != nil && !errors.Is(err, kv.ErrNotFound) {
+	if err != nil && !errors.Is(err, holon.ErrNotFound) {
 		return err
 	}
 	if !r.Billed || r.Cost.Own <= 0 {
@@ -347,14 +348,14 @@ func (v *verifier) settlement(c *CheckResult, r *kv.Receipt) error {
 }
 
 // tree checks a receipt's place in its tree.
-func (v *verifier) tree(c *CheckResult, r *kv.Receipt) error {
+func (v *verifier) tree(c *CheckResult, r *holon.Receipt) error {
 	if r.Cost.Total != r.Cost.Own+r.Cost.Downstream {
 		c.fail("receipt %s: cost.total %s is not own %s + downstream %s", r.ID, r.Cost.Total, r.Cost.Own, r.Cost.Downstream)
 	}
 	if r.Parent != nil {
 		p, err := v.tx.Receipt(*r.Parent)
 		switch {
-		case errors.Is(err, kv.ErrNotFound):
+		case errors.Is(err, holon.ErrNotFound):
 			c.fail("receipt %s: its parent %s does not exist", r.ID, *r.Parent)
 		case err != nil:
 			return err
@@ -388,7 +389,7 @@ func (v *verifier) tree(c *CheckResult, r *kv.Receipt) error {
 	var sum journal.Amount
 	for _, id := range children {
 		ch, err := v.tx.Receipt(id)
-		if errors.Is(err, kv.ErrNotFound) {
+		if errors.Is(err, holon.ErrNotFound) {
 			c.fail("receipt %s: its child %s does not exist", r.ID, id)
 			continue
 		}
@@ -423,7 +424,7 @@ func (v *verifier) holds() error {
 	for _, h := range hs {
 		r, err := v.tx.Receipt(h.Receipt)
 		switch {
-		case errors.Is(err, kv.ErrNotFound):
+		case errors.Is(err, holon.ErrNotFound):
 			c.fail("hold %s: its receipt does not exist", h.Receipt)
 		case err != nil:
 			return err
@@ -436,7 +437,7 @@ func (v *verifier) holds() error {
 		held[h.Payer] += h.Amount
 		reserved[h.Mandate] += h.Reserved
 	}
-	err = v.tx.ForEachAccount(func(name string, a kv.Account) error {
+	err = v.tx.ForEachAccount(func(name string, a holon.Account) error {
 		if a.Held != held[name] {
 			c.fail("account %s holds %s, its calls in flight hold %s", name, a.Held, held[name])
 		}
@@ -451,7 +452,7 @@ func (v *verifier) holds() error {
 			c.fail("calls in flight hold %s on %s, which has no account", held[name], name)
 		}
 	}
-	err = v.tx.ForEachBudget(func(mandate string, b kv.Budget) error {
+	err = v.tx.ForEachBudget(func(mandate string, b holon.Budget) error {
 		if b.Reserved != reserved[mandate] {
 			c.fail("mandate %s reserves %s, its calls in flight reserve %s", mandate, b.Reserved, reserved[mandate])
 		}
@@ -474,14 +475,14 @@ func (v *verifier) approvals() error {
 	c := v.c[CheckApprovals]
 	n := 0
 	indexed := v.tx.ApprovalIndexRows()
-	err := v.tx.ForEachApproval(func(a *kv.Approval) error {
+	err := v.tx.ForEachApproval(func(a *holon.Approval) error {
 		n++
-		seq, _ := kv.ApprovalSeq(a.ID)
+		seq, _ := holon.ApprovalSeq(a.ID)
 		v.maxApproval = max(v.maxApproval, seq)
 		if !v.tx.HasReceipt(a.Receipt) {
 			c.fail("approval %s: its receipt %s does not exist", a.ID, a.Receipt)
 		}
-		if a.Status == kv.ApprovalUsed {
+		if a.Status == holon.ApprovalUsed {
 			if a.Run == nil {
 				c.fail("approval %s is used but names no run", a.ID)
 			} else if r, err := v.tx.Receipt(*a.Run); err != nil {
@@ -490,7 +491,7 @@ func (v *verifier) approvals() error {
 				c.fail("approval %s let %s through, whose receipt does not name it", a.ID, *a.Run)
 			}
 		}
-		if len(a.Input) > 0 && a.Status != kv.ApprovalPending && a.Status != kv.ApprovalGranted {
+		if len(a.Input) > 0 && a.Status != holon.ApprovalPending && a.Status != holon.ApprovalGranted {
 			c.fail("approval %s is %s but still keeps its input", a.ID, a.Status)
 		}
 		if indexed >= 0 && !v.tx.ApprovalIndexed(a.Mandate, a.ID) {
@@ -514,13 +515,13 @@ func (v *verifier) approvals() error {
 
 func (v *verifier) records() error {
 	c := v.c[CheckRecords]
-	sums := map[string]*kv.Record{}
+	sums := map[string]*holon.Record{}
 	var events int64
-	err := v.tx.ForEachEvent(func(ev *kv.Event) error {
+	err := v.tx.ForEachEvent(func(ev *holon.Event) error {
 		events++
 		r := sums[ev.Agent]
 		if r == nil {
-			r = &kv.Record{}
+			r = &holon.Record{}
 			sums[ev.Agent] = r
 		}
 		r.Runs++
@@ -539,11 +540,11 @@ func (v *verifier) records() error {
 		return err
 	}
 	n := 0
-	err = v.tx.ForEachRecord(func(agent string, r kv.Record) error {
+	err = v.tx.ForEachRecord(func(agent string, r holon.Record) error {
 		n++
 		want := sums[agent]
 		if want == nil {
-			want = &kv.Record{}
+			want = &holon.Record{}
 		}
 		if r != *want {
 			c.fail("agent %s: record says %d runs, %d succeeded, %s billed, %d ms; its events add up to %d, %d, %s, %d ms",

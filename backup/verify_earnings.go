@@ -6,8 +6,8 @@ import (
 	"slices"
 	"strings"
 
+	"holon.dev/holon"
 	"holon.dev/holon/journal"
-	"holon.dev/holon/kv"
 )
 
 // statusGatewayRestarted is the error of a call closed at start-up, which
@@ -30,7 +30,7 @@ func (v *verifier) earnings() error {
 	counted := map[string]journal.Amount{}
 	calls := map[string]int64{}
 	refs := 0
-	err := v.tx.ForEachEarnings("", func(ref string, e kv.Earnings) error {
+	err := v.tx.ForEachEarnings("", func(ref string, e holon.Earnings) error {
 		refs++
 		ns, _, _ := strings.Cut(ref, "/")
 		for _, x := range e {
@@ -53,12 +53,12 @@ func (v *verifier) earnings() error {
 	paid := map[string]journal.Amount{}
 	settled := map[string]int64{}
 	entries := 0
-	err = v.tx.ForEachReceipt(func(r *kv.Receipt) error {
+	err = v.tx.ForEachReceipt(func(r *holon.Receipt) error {
 		if !r.Billed || r.Cost.Own <= 0 || r.Agent == nil {
 			return nil
 		}
 		row, err := v.tx.EntryByKey("settle:" + r.ID)
-		if errors.Is(err, kv.ErrNotFound) {
+		if errors.Is(err, holon.ErrNotFound) {
 			return nil // nothing moved (the settlements check says whether that is right)
 		}
 		if err != nil {
@@ -104,27 +104,27 @@ func (v *verifier) latency() error {
 	c := v.c[CheckLatency]
 	from, started := v.tx.LatencyFrom()
 	want := map[string][]int64{}
-	err := v.tx.ForEachEvent(func(ev *kv.Event) error {
+	err := v.tx.ForEachEvent(func(ev *holon.Event) error {
 		if !started || ev.Seq < from || ev.Error == statusGatewayRestarted {
 			return nil
 		}
 		h := want[ev.Agent]
 		if h == nil {
-			h = make([]int64, len(kv.LatencyBoundsMS)+1)
+			h = make([]int64, len(holon.LatencyBoundsMS)+1)
 			want[ev.Agent] = h
 		}
-		h[kv.LatencyBucket(ev.DurationMS)]++
+		h[holon.LatencyBucket(ev.DurationMS)]++
 		return nil
 	})
 	if err != nil {
 		return err
 	}
 	n := 0
-	err = v.tx.ForEachLatency(func(ref string, l kv.Latency) error {
+	err = v.tx.ForEachLatency(func(ref string, l holon.Latency) error {
 		n++
 		w := want[ref]
 		if w == nil {
-			w = make([]int64, len(kv.LatencyBoundsMS)+1)
+			w = make([]int64, len(holon.LatencyBoundsMS)+1)
 		}
 		if !slices.Equal(l.Counts, w) {
 			c.fail("%s: latency histogram %v, its settled events make %v", ref, l.Counts, w)

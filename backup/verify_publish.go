@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"holon.dev/holon/kv"
+	"holon.dev/holon"
 )
 
 // CheckPublished is the check of published versions, endpoint credentials
@@ -60,7 +60,7 @@ var (
 func (v *verifier) published() error {
 	c := v.c[CheckPublished]
 	versions, yanked := 0, 0
-	err := v.tx.ForEachAgent(func(ref string, d kv.Doc) error {
+	err := v.tx.ForEachAgent(func(ref string, d holon.Doc) error {
 		if !d.Published {
 			return nil
 		}
@@ -81,7 +81,7 @@ func (v *verifier) published() error {
 		return err
 	}
 	creds := 0
-	err = v.tx.ForEach(kv.BucketCredentials, "", func(id string, raw json.RawMessage) (bool, error) {
+	err = v.tx.ForEach(holon.BucketCredentials, "", func(id string, raw json.RawMessage) (bool, error) {
 		creds++
 		var cr sealedCredential
 		switch err := json.Unmarshal(raw, &cr); {
@@ -98,7 +98,7 @@ func (v *verifier) published() error {
 		return err
 	}
 	links, pending := 0, 0
-	err = v.tx.ForEach(kv.BucketSignIn, "", func(key string, raw json.RawMessage) (bool, error) {
+	err = v.tx.ForEach(holon.BucketSignIn, "", func(key string, raw json.RawMessage) (bool, error) {
 		kind, rest, _ := strings.Cut(key, "/")
 		switch kind {
 		case "github":
@@ -111,7 +111,7 @@ func (v *verifier) published() error {
 				c.fail("sign-in link %s: not a GitHub id", key)
 			case json.Unmarshal(raw, &handle) != nil:
 				c.fail("sign-in link %s: not a handle", key)
-			case v.tx.Get(kv.BucketUsers, handle, &u) != nil:
+			case v.tx.Get(holon.BucketUsers, handle, &u) != nil:
 				c.fail("sign-in link %s: account %s does not exist", key, handle)
 			case u.GitHub == nil || u.GitHub.ID != id:
 				c.fail("sign-in link %s: account %s is not linked back to GitHub id %d", key, handle, id)
@@ -124,7 +124,7 @@ func (v *verifier) published() error {
 				c.fail("sign-in %s %s: not stored by its SHA-256", kind, key)
 			case json.Unmarshal(raw, &r) != nil || r.Expires.IsZero():
 				c.fail("sign-in %s %s: no expiry", kind, key)
-			case kind == "code" && v.tx.Get(kv.BucketUsers, r.Handle, &linkedUser{}) != nil:
+			case kind == "code" && v.tx.Get(holon.BucketUsers, r.Handle, &linkedUser{}) != nil:
 				c.fail("login code %s: account %q does not exist", key, r.Handle)
 			}
 		default:

@@ -15,7 +15,9 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"holon.dev/holon"
 	"holon.dev/holon/appliance"
+	"holon.dev/holon/backup"
 	"holon.dev/holon/gateway"
 	"holon.dev/holon/journal"
 	"holon.dev/holon/kv"
@@ -58,8 +60,11 @@ const adminKey = "bench-admin-key-0123456789abcdefghijklmnopqrstuvwxyz"
 // benchGateway is an appliance (dev mode, fsync on) served over loopback HTTP.
 type benchGateway struct {
 	app *appliance.App
-	srv *http.Server
-	url string
+	// store is the bbolt store under the gateway, for its writer's
+	// statistics and the journal check.
+	store *kv.Store
+	srv   *http.Server
+	url   string
 }
 
 // openGateway writes the bench's manifests and mandates under cfg.dir,
@@ -96,8 +101,18 @@ allow: {agents: ["bench/*"]}
 	if slow == nil {
 		slow = newSlowAgent()
 	}
+	var store *kv.Store
 	acfg := appliance.Config{
-		DB:                    filepath.Join(cfg.dir, "holon.db"),
+		DB: filepath.Join(cfg.dir, "holon.db"),
+		OpenStore: func(path string, o holon.StoreOptions) (holon.Store, error) {
+			s, err := kv.Open(path, kv.OptionsOf(o))
+			store = s
+			if err != nil {
+				return nil, err
+			}
+			return s.Holon(), nil
+		},
+		Backup:                backup.StoreHandler,
 		Registry:              []string{reg},
 		MandatesDir:           mand,
 		SignupCredit:          journal.MustParseAmount("1000000.00"),
@@ -134,7 +149,7 @@ allow: {agents: ["bench/*"]}
 		mux.Handle("/bench/", cfg.control)
 		h = mux
 	}
-	g := &benchGateway{app: app, url: url, srv: &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}}
+	g := &benchGateway{app: app, store: store, url: url, srv: &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}}
 	go func() { _ = g.srv.Serve(ln) }()
 	return g, nil
 }
@@ -159,7 +174,7 @@ func (g *benchGateway) Close() error {
 }
 
 // Store is the gateway's store.
-func (g *benchGateway) Store() *kv.Store { return g.app.Engine().Store() }
+func (g *benchGateway) Store() *kv.Store { return g.store }
 
 // moneyState is what the money check compares before and after a load.
 type moneyState struct {

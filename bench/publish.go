@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"holon.dev/holon"
 	"holon.dev/holon/kv"
 )
 
@@ -70,7 +71,7 @@ func (b *bench) publishBeside(ctx context.Context, g *benchGateway) (*Result, er
 	evalWait := time.Since(evalStart)
 	var evaluated int
 	if err := g.Store().View(func(tx *kv.Tx) error {
-		return tx.ForEach(kv.BucketEvals, "pub", func(string, json.RawMessage) (bool, error) {
+		return tx.ForEach(holon.BucketEvals, "pub", func(string, json.RawMessage) (bool, error) {
 			evaluated++
 			return true, nil
 		})

@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"holon.dev/holon"
 	"holon.dev/holon/journal"
 	"holon.dev/holon/kv"
 )
@@ -188,10 +189,10 @@ func buildReceipts(ctx context.Context, path string, n int) (int64, error) {
 					return err
 				}
 				m := i % 4
-				r := &kv.Receipt{
+				r := &holon.Receipt{
 					ID: id, Mandate: benchMandate(m), Caller: fmt.Sprintf("m%d/client", m), Agent: &agent,
 					Status: "succeeded", WorstCase: &price, Currency: "EUR", Payer: fmt.Sprintf("m%d", m), Billed: true,
-					Cost: kv.Cost{Own: price, Total: price}, Splits: shares, Children: []string{}, DurationMS: 3,
+					Cost: holon.Cost{Own: price, Total: price}, Splits: shares, Children: []string{}, DurationMS: 3,
 					Created: created.Add(time.Duration(i) * time.Millisecond),
 				}
 				if err := tx.PutReceipt(r); err != nil {
@@ -204,7 +205,7 @@ func buildReceipts(ctx context.Context, path string, n int) (int64, error) {
 				if _, err := tx.AppendEntry(e); err != nil {
 					return err
 				}
-				if err := tx.AppendEvent(&kv.Event{Receipt: id, Agent: agent, Status: "succeeded", DurationMS: 3, Billed: price, Currency: "EUR", Time: r.Created}, true); err != nil {
+				if err := tx.AppendEvent(&holon.Event{Receipt: id, Agent: agent, Status: "succeeded", DurationMS: 3, Billed: price, Currency: "EUR", Time: r.Created}, true); err != nil {
 					return err
 				}
 			}

@@ -5,15 +5,15 @@ import (
 	"errors"
 	"fmt"
 
+	"holon.dev/holon"
 	"holon.dev/holon/journal"
-	"holon.dev/holon/kv"
 )
 
 // newApproval creates the pending approval of a held call, bound to the
 // mandate, the exact version, the input's canonical hash and max_cost. It
 // keeps the input (validated already) until the approval is used,
 // rejected or expires.
-func (e *Engine) newApproval(tx *kv.Tx, r *kv.Receipt, m *Mandate, a *Manifest, sp callSpec, worst journal.Amount) (*kv.Approval, error) {
+func (e *Engine) newApproval(tx holon.Tx, r *holon.Receipt, m *Mandate, a *Manifest, sp callSpec, worst journal.Amount) (*holon.Approval, error) {
 	hash, err := InputHash(sp.input)
 	if err != nil {
 		return nil, err
@@ -23,10 +23,10 @@ func (e *Engine) newApproval(tx *kv.Tx, r *kv.Receipt, m *Mandate, a *Manifest, 
 		return nil, err
 	}
 	now := e.now().UTC()
-	ap := &kv.Approval{
+	ap := &holon.Approval{
 		ID: id, Mandate: m.ID, Caller: r.Caller, Agent: a.Ref(), Capability: sp.capability, InputHash: hash,
 		MaxCost: sp.maxCost, WorstCase: worst, Currency: m.Currency, Receipt: r.ID,
-		Status: kv.ApprovalPending, Created: now, Expires: now.Add(ApprovalTTL),
+		Status: holon.ApprovalPending, Created: now, Expires: now.Add(ApprovalTTL),
 		Input: append([]byte(nil), sp.input...),
 	}
 	return ap, tx.PutApproval(ap)
@@ -34,7 +34,7 @@ func (e *Engine) newApproval(tx *kv.Tx, r *kv.Receipt, m *Mandate, a *Manifest, 
 
 // bindApproval checks that the approval a call names lets exactly this call
 // through. It returns the approval, or the refusal's code and message.
-func (e *Engine) bindApproval(tx *kv.Tx, sp callSpec, m *Mandate, a *Manifest) (*kv.Approval, string, string) {
+func (e *Engine) bindApproval(tx holon.Tx, sp callSpec, m *Mandate, a *Manifest) (*holon.Approval, string, string) {
 	ap, err := tx.Approval(sp.approval)
 	if err != nil {
 		return nil, CodeInvalidApproval, fmt.Sprintf("no approval %s", sp.approval)
@@ -43,8 +43,8 @@ func (e *Engine) bindApproval(tx *kv.Tx, sp callSpec, m *Mandate, a *Manifest) (
 		return nil, CodeInvalidApproval, fmt.Sprintf("approval %s expired at %s", ap.ID, ap.Expires.Format("2006-01-02T15:04:05Z"))
 	}
 	switch {
-	case ap.Status == kv.ApprovalGranted:
-	case ap.Status == kv.ApprovalPending && sp.preApproved:
+	case ap.Status == holon.ApprovalGranted:
+	case ap.Status == holon.ApprovalPending && sp.preApproved:
 	default:
 		return nil, CodeInvalidApproval, fmt.Sprintf("approval %s is %s, not granted", ap.ID, ap.Status)
 	}
@@ -74,8 +74,8 @@ func capString(a *journal.Amount) string {
 }
 
 // expired reports whether an undecided approval is past its expiry.
-func (e *Engine) expired(ap *kv.Approval) bool {
-	return (ap.Status == kv.ApprovalPending || ap.Status == kv.ApprovalGranted) && !e.now().Before(ap.Expires)
+func (e *Engine) expired(ap *holon.Approval) bool {
+	return (ap.Status == holon.ApprovalPending || ap.Status == holon.ApprovalGranted) && !e.now().Before(ap.Expires)
 }
 
 // ApprovalDecision is what POST /v0/approvals/{id} asks: approve and run
@@ -87,14 +87,14 @@ type ApprovalDecision struct {
 }
 
 // Approval reads one approval, expiring it first if its time has come.
-func (e *Engine) Approval(ctx context.Context, id string) (*kv.Approval, error) {
-	var ap *kv.Approval
-	err := e.store.View(func(tx *kv.Tx) error {
+func (e *Engine) Approval(ctx context.Context, id string) (*holon.Approval, error) {
+	var ap *holon.Approval
+	err := e.store.View(func(tx holon.Tx) error {
 		var err error
 		ap, err = tx.Approval(id)
 		return err
 	})
-	if errors.Is(err, kv.ErrNotFound) {
+	if errors.Is(err, holon.ErrNotFound) {
 		return nil, Errorf(CodeNotFound, "no approval %s", id)
 	}
 	if err != nil {
@@ -112,11 +112,11 @@ func (e *Engine) Approval(ctx context.Context, id string) (*kv.Approval, error) 
 // Approvals lists approvals newest first, those keep accepts, at most
 // limit. It reads every approval until it has limit: a listing uses
 // ApprovalsOf.
-func (e *Engine) Approvals(keep func(*kv.Approval) bool, limit int) ([]*kv.Approval, error) {
-	var out []*kv.Approval
-	err := e.store.View(func(tx *kv.Tx) error {
+func (e *Engine) Approvals(keep func(*holon.Approval) bool, limit int) ([]*holon.Approval, error) {
+	var out []*holon.Approval
+	err := e.store.View(func(tx holon.Tx) error {
 		var err error
-		out, err = tx.Approvals(func(a *kv.Approval) bool { return !e.expired(a) && keep(a) }, limit)
+		out, err = tx.Approvals(func(a *holon.Approval) bool { return !e.expired(a) && keep(a) }, limit)
 		return err
 	})
 	return out, err
@@ -133,76 +133,76 @@ const approvalScan = 2000
 // those with that status. Approvals past their expiry are left out until
 // the sweep marks them expired. It reads only those mandates' approvals,
 // at most approvalScan of them: Next continues the listing.
-func (e *Engine) ApprovalsOf(mandates []string, status, before string, limit int) (kv.ApprovalPage, error) {
-	return e.approvalPage(status, before, func(tx *kv.Tx, keep func(*kv.Approval) bool) (kv.ApprovalPage, error) {
+func (e *Engine) ApprovalsOf(mandates []string, status, before string, limit int) (holon.ApprovalPage, error) {
+	return e.approvalPage(status, before, func(tx holon.Tx, keep func(*holon.Approval) bool) (holon.ApprovalPage, error) {
 		return tx.ApprovalsOf(mandates, before, keep, limit, approvalScan)
 	})
 }
 
 // AllApprovals is ApprovalsOf for every mandate (a dev gateway's listing).
-func (e *Engine) AllApprovals(status, before string, limit int) (kv.ApprovalPage, error) {
-	return e.approvalPage(status, before, func(tx *kv.Tx, keep func(*kv.Approval) bool) (kv.ApprovalPage, error) {
+func (e *Engine) AllApprovals(status, before string, limit int) (holon.ApprovalPage, error) {
+	return e.approvalPage(status, before, func(tx holon.Tx, keep func(*holon.Approval) bool) (holon.ApprovalPage, error) {
 		return tx.ApprovalsBefore(before, keep, limit, approvalScan)
 	})
 }
 
 // approvalPage checks the status and the cursor, and runs read with the
 // status filter.
-func (e *Engine) approvalPage(status, before string, read func(*kv.Tx, func(*kv.Approval) bool) (kv.ApprovalPage, error)) (kv.ApprovalPage, error) {
-	if _, ok := kv.ApprovalSeq(before); before != "" && !ok {
-		return kv.ApprovalPage{}, Errorf(CodeInvalidRequest, "before must be an approval id such as a42")
+func (e *Engine) approvalPage(status, before string, read func(holon.Tx, func(*holon.Approval) bool) (holon.ApprovalPage, error)) (holon.ApprovalPage, error) {
+	if _, ok := holon.ApprovalSeq(before); before != "" && !ok {
+		return holon.ApprovalPage{}, Errorf(CodeInvalidRequest, "before must be an approval id such as a42")
 	}
 	switch status {
-	case "", "all", kv.ApprovalPending, kv.ApprovalGranted, kv.ApprovalUsed, kv.ApprovalRejected, kv.ApprovalExpired:
+	case "", "all", holon.ApprovalPending, holon.ApprovalGranted, holon.ApprovalUsed, holon.ApprovalRejected, holon.ApprovalExpired:
 	default:
 		// A status no approval has would read the whole store, a page of
 		// nothing at a time.
-		return kv.ApprovalPage{}, Errorf(CodeInvalidRequest, "status must be pending, granted, used, rejected, expired or all")
+		return holon.ApprovalPage{}, Errorf(CodeInvalidRequest, "status must be pending, granted, used, rejected, expired or all")
 	}
-	keep := func(a *kv.Approval) bool {
+	keep := func(a *holon.Approval) bool {
 		if e.expired(a) {
 			return false
 		}
 		switch status {
 		case "":
-			return a.Status == kv.ApprovalPending || a.Status == kv.ApprovalGranted
+			return a.Status == holon.ApprovalPending || a.Status == holon.ApprovalGranted
 		case "all":
 			return true
 		}
 		return a.Status == status
 	}
-	var page kv.ApprovalPage
-	err := e.store.View(func(tx *kv.Tx) (err error) {
+	var page holon.ApprovalPage
+	err := e.store.View(func(tx holon.Tx) (err error) {
 		page, err = read(tx, keep)
 		return err
 	})
 	if page.Approvals == nil {
-		page.Approvals = []*kv.Approval{}
+		page.Approvals = []*holon.Approval{}
 	}
 	return page, err
 }
 
 // Decide answers a pending approval: reject it, grant it, or approve and
 // run exactly the call that was held.
-func (e *Engine) Decide(ctx context.Context, id string, d ApprovalDecision) (*kv.Approval, *CallResult, error) {
+func (e *Engine) Decide(ctx context.Context, id string, d ApprovalDecision) (*holon.Approval, *CallResult, error) {
 	ap, err := e.Approval(ctx, id)
 	if err != nil {
 		return nil, nil, err
 	}
-	if ap.Status != kv.ApprovalPending {
+	if ap.Status != holon.ApprovalPending {
 		return ap, nil, Errorf(CodeInvalidApproval, "approval %s is %s: it can be decided once", id, ap.Status)
 	}
 	if d.Reject || d.NoRun {
-		status := kv.ApprovalGranted
+		status := holon.ApprovalGranted
 		if d.Reject {
-			status = kv.ApprovalRejected
+			status = holon.ApprovalRejected
 		}
-		err := e.store.Update(ctx, func(tx *kv.Tx) error {
+		err := e.store.Update(ctx, func(tx holon.Tx) error {
 			ap, err = tx.Approval(id)
 			if err != nil {
 				return err
 			}
-			if ap.Status != kv.ApprovalPending {
+			if ap.Status != holon.ApprovalPending {
 				return Errorf(CodeInvalidApproval, "approval %s is %s: it can be decided once", id, ap.Status)
 			}
 			now := e.now().UTC()
@@ -233,7 +233,7 @@ func (e *Engine) Decide(ctx context.Context, id string, d ApprovalDecision) (*kv
 
 // expire marks an approval expired and forgets its input.
 func (e *Engine) expire(ctx context.Context, id string) error {
-	return e.store.Update(ctx, func(tx *kv.Tx) error {
+	return e.store.Update(ctx, func(tx holon.Tx) error {
 		ap, err := tx.Approval(id)
 		if err != nil {
 			return err
@@ -241,7 +241,7 @@ func (e *Engine) expire(ctx context.Context, id string) error {
 		if !e.expired(ap) {
 			return nil
 		}
-		ap.Status, ap.Input = kv.ApprovalExpired, nil
+		ap.Status, ap.Input = holon.ApprovalExpired, nil
 		return tx.PutApproval(ap)
 	})
 }
@@ -251,7 +251,7 @@ func (e *Engine) expire(ctx context.Context, id string) error {
 // it expired.
 func (e *Engine) ExpireApprovals(ctx context.Context) (int, error) {
 	var ids []string
-	err := e.store.View(func(tx *kv.Tx) error {
+	err := e.store.View(func(tx holon.Tx) error {
 		stale, err := tx.Approvals(e.expired, 1<<30)
 		for _, a := range stale {
 			ids = append(ids, a.ID)

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"holon.dev/holon"
 	"holon.dev/holon/journal"
 )
 
@@ -47,16 +48,6 @@ type Outcome struct {
 	Quote any
 }
 
-// Run statuses on a receipt.
-const (
-	StatusSucceeded       = "succeeded"
-	StatusFailed          = "failed"
-	StatusDenied          = "denied"
-	StatusPendingApproval = "pending_approval"
-	StatusRejected        = "rejected"
-	StatusRunning         = "running"
-)
-
 // Bill is the billing decision for one run's own work (delegated calls are
 // billed on their own receipts).
 type Bill struct {
@@ -79,7 +70,7 @@ type Bill struct {
 // the agent's currency and, converted at rate and capped at maxCost (in the
 // mandate's currency), in the payer's.
 func DecideBilling(a *Manifest, out Outcome, maxCost *journal.Amount, rate journal.Rate) Bill {
-	failed := func(code string) Bill { return Bill{Status: StatusFailed, Error: code} }
+	failed := func(code string) Bill { return Bill{Status: holon.StatusFailed, Error: code} }
 	switch out.Kind {
 	case OutcomeOutput:
 	case OutcomeError:
@@ -121,9 +112,9 @@ func DecideBilling(a *Manifest, out Outcome, maxCost *journal.Amount, rate journ
 	if maxCost != nil {
 		charge = journal.Min(charge, *maxCost)
 	}
-	b := Bill{Status: StatusSucceeded, Billed: true, Price: price, Charge: charge}
+	b := Bill{Status: holon.StatusSucceeded, Billed: true, Price: price, Charge: charge}
 	if out.Kind == OutcomeError {
-		b.Status, b.Error = StatusFailed, out.Code
+		b.Status, b.Error = holon.StatusFailed, out.Code
 	}
 	return b
 }

@@ -5,6 +5,7 @@ import (
 	"math"
 	"testing"
 
+	"holon.dev/holon"
 	"holon.dev/holon/gateway"
 	"holon.dev/holon/journal"
 )
@@ -35,35 +36,35 @@ func TestDecideBilling(t *testing.T) {
 		billed bool
 	}{
 		{name: "valid output", a: success, out: gateway.Outcome{Kind: gateway.OutcomeOutput},
-			status: gateway.StatusSucceeded, billed: true},
+			status: holon.StatusSucceeded, billed: true},
 		{name: "valid output under attempt", a: attempt, out: gateway.Outcome{Kind: gateway.OutcomeOutput},
-			status: gateway.StatusSucceeded, billed: true},
+			status: holon.StatusSucceeded, billed: true},
 		{name: "declared billed error under attempt", a: attempt, out: gateway.Outcome{Kind: gateway.OutcomeError, Code: "partial"},
-			status: gateway.StatusFailed, code: "partial", billed: true},
+			status: holon.StatusFailed, code: "partial", billed: true},
 		{name: "declared billed error under success", a: success, out: gateway.Outcome{Kind: gateway.OutcomeError, Code: "partial"},
-			status: gateway.StatusFailed, code: "partial"},
+			status: holon.StatusFailed, code: "partial"},
 		{name: "declared billed error, charge_on defaulted", a: byDefault, out: gateway.Outcome{Kind: gateway.OutcomeError, Code: "partial"},
-			status: gateway.StatusFailed, code: "partial"},
+			status: holon.StatusFailed, code: "partial"},
 		{name: "declared non-billed error under attempt", a: attempt, out: gateway.Outcome{Kind: gateway.OutcomeError, Code: "no_table_found"},
-			status: gateway.StatusFailed, code: "no_table_found"},
+			status: holon.StatusFailed, code: "no_table_found"},
 		{name: "over_budget under attempt", a: attempt, out: gateway.Outcome{Kind: gateway.OutcomeError, Code: "over_budget"},
-			status: gateway.StatusFailed, code: "over_budget"},
+			status: holon.StatusFailed, code: "over_budget"},
 		{name: "undeclared error under attempt", a: attempt, out: gateway.Outcome{Kind: gateway.OutcomeError, Code: "weird"},
-			status: gateway.StatusFailed, code: gateway.CodeAgentError},
+			status: holon.StatusFailed, code: gateway.CodeAgentError},
 		{name: "undeclared reserved code", a: attempt, out: gateway.Outcome{Kind: gateway.OutcomeError, Code: gateway.CodeGatewayError},
-			status: gateway.StatusFailed, code: gateway.CodeAgentError},
+			status: holon.StatusFailed, code: gateway.CodeAgentError},
 		{name: "crash", a: attempt, out: gateway.Outcome{Kind: gateway.OutcomeCrash},
-			status: gateway.StatusFailed, code: gateway.CodeAgentError},
+			status: holon.StatusFailed, code: gateway.CodeAgentError},
 		{name: "timeout", a: attempt, out: gateway.Outcome{Kind: gateway.OutcomeTimeout},
-			status: gateway.StatusFailed, code: gateway.CodeTimeout},
+			status: holon.StatusFailed, code: gateway.CodeTimeout},
 		{name: "invalid output", a: attempt, out: gateway.Outcome{Kind: gateway.OutcomeInvalidOutput},
-			status: gateway.StatusFailed, code: gateway.CodeInvalidOutput},
+			status: holon.StatusFailed, code: gateway.CodeInvalidOutput},
 		{name: "runtime unavailable", a: attempt, out: gateway.Outcome{Kind: gateway.OutcomeUnavailable},
-			status: gateway.StatusFailed, code: gateway.CodeRuntimeUnavailable},
+			status: holon.StatusFailed, code: gateway.CodeRuntimeUnavailable},
 		{name: "gateway error", a: attempt, out: gateway.Outcome{Kind: gateway.OutcomeGatewayError},
-			status: gateway.StatusFailed, code: gateway.CodeGatewayError},
+			status: holon.StatusFailed, code: gateway.CodeGatewayError},
 		{name: "file not found", a: attempt, out: gateway.Outcome{Kind: gateway.OutcomeFileNotFound},
-			status: gateway.StatusFailed, code: gateway.CodeFileNotFound},
+			status: holon.StatusFailed, code: gateway.CodeFileNotFound},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			b := gateway.DecideBilling(tt.a, tt.out, nil, journal.One)
@@ -197,12 +198,12 @@ func TestDecideBilling_Price(t *testing.T) {
 			}
 			b := gateway.DecideBilling(a, tt.out, amountPtr(t, tt.maxCost), rate)
 			if tt.code != "" {
-				if b.Billed || b.Status != gateway.StatusFailed || b.Error != tt.code || b.Charge != 0 || b.Price != 0 {
+				if b.Billed || b.Status != holon.StatusFailed || b.Error != tt.code || b.Charge != 0 || b.Price != 0 {
 					t.Fatalf("got %+v, want failed %s, not billed", b, tt.code)
 				}
 				return
 			}
-			if !b.Billed || b.Status != gateway.StatusSucceeded || b.Error != "" {
+			if !b.Billed || b.Status != holon.StatusSucceeded || b.Error != "" {
 				t.Fatalf("got %s %q billed %t, want succeeded and billed", b.Status, b.Error, b.Billed)
 			}
 			if b.Price.String() != tt.price || b.Charge.String() != tt.charge {
@@ -218,7 +219,7 @@ func TestDecideBilling_BilledError(t *testing.T) {
 	a := overlayManifest(t, erring+`pricing: {model: per_unit, amount: "0.004", unit: page, max: "0.02", currency: USD, charge_on: attempt}`)
 	rate := journal.MustParseRate("1.1")
 	b := gateway.DecideBilling(a, gateway.Outcome{Kind: gateway.OutcomeError, Code: "partial", Units: float64(3)}, nil, rate)
-	if !b.Billed || b.Status != gateway.StatusFailed || b.Error != "partial" || b.Price.String() != "0.012" || b.Charge.String() != "0.0132" {
+	if !b.Billed || b.Status != holon.StatusFailed || b.Error != "partial" || b.Price.String() != "0.012" || b.Charge.String() != "0.0132" {
 		t.Errorf("with units: got %+v, want failed partial, billed 0.012 → 0.0132", b)
 	}
 	b = gateway.DecideBilling(a, gateway.Outcome{Kind: gateway.OutcomeError, Code: "partial"}, nil, rate)

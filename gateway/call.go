@@ -9,8 +9,8 @@ import (
 	"sort"
 	"time"
 
+	"holon.dev/holon"
 	"holon.dev/holon/journal"
-	"holon.dev/holon/kv"
 )
 
 // Codes beyond the documents.
@@ -47,8 +47,8 @@ type CallInput struct {
 // receipt always.
 type CallResult struct {
 	Output   json.RawMessage
-	Receipt  *kv.Receipt
-	Approval *kv.Approval
+	Receipt  *holon.Receipt
+	Approval *holon.Approval
 	// Message says in words why a call failed or was denied; it comes from
 	// the gateway or the agent and is never stored.
 	Message string
@@ -113,18 +113,18 @@ func (e *Engine) call(ctx context.Context, sp callSpec) (res *CallResult, err er
 	m, v, d, err := e.resolve(sp)
 	var noMandate *mandateError
 	switch {
-	case errors.As(err, &noMandate) && errors.Is(noMandate.err, kv.ErrNotFound):
-		return e.refuse(ctx, sp, nil, nil, StatusDenied, CodeMandateInactive, fmt.Sprintf("no mandate %s", sp.mandateID))
+	case errors.As(err, &noMandate) && errors.Is(noMandate.err, holon.ErrNotFound):
+		return e.refuse(ctx, sp, nil, nil, holon.StatusDenied, CodeMandateInactive, fmt.Sprintf("no mandate %s", sp.mandateID))
 	case errors.As(err, &noMandate):
 		return nil, noMandate.err
 	case err != nil:
-		return e.refuse(ctx, sp, m, nil, StatusDenied, ErrorCode(err), errorMessage(err))
+		return e.refuse(ctx, sp, m, nil, holon.StatusDenied, ErrorCode(err), errorMessage(err))
 	}
 	if d.Verdict == VerdictDeny {
-		return e.refuse(ctx, sp, m, v, StatusDenied, d.Reason, d.Msg)
+		return e.refuse(ctx, sp, m, v, holon.StatusDenied, d.Reason, d.Msg)
 	}
 	if err := v.Manifest.input.ValidateJSON(sp.input); err != nil {
-		return e.refuse(ctx, sp, m, v, StatusRejected, CodeRejectedInput,
+		return e.refuse(ctx, sp, m, v, holon.StatusRejected, CodeRejectedInput,
 			fmt.Sprintf("input does not match %s's interface.input: %v", v.Manifest.Ref(), err))
 	}
 	e.step(StepAdmitted, "")
@@ -132,7 +132,7 @@ func (e *Engine) call(ctx context.Context, sp callSpec) (res *CallResult, err er
 	if err != nil {
 		return nil, err
 	}
-	if rs.receipt.Status != StatusRunning {
+	if rs.receipt.Status != holon.StatusRunning {
 		return &CallResult{Receipt: rs.receipt, Approval: rs.approval, Message: rs.msg}, nil
 	}
 	return e.run(ctx, m, v, sp, rs, start)
@@ -173,10 +173,10 @@ func (e *Engine) resolve(sp callSpec) (*Mandate, *AgentVersion, Decision, error)
 		candErr = Errorf(CodeNotFound, "no listed agent implements %s", sp.capability)
 	}
 	m := sp.mandate
-	var budget kv.Budget
+	var budget holon.Budget
 	var loadErr error
-	records := make([]kv.Record, len(cands))
-	err := e.store.View(func(tx *kv.Tx) error {
+	records := make([]holon.Record, len(cands))
+	err := e.store.View(func(tx holon.Tx) error {
 		if m == nil {
 			if m, loadErr = e.loadMandate(tx, sp.mandateID); loadErr != nil {
 				return nil
@@ -254,7 +254,7 @@ func (e *Engine) resolve(sp callSpec) (*Mandate, *AgentVersion, Decision, error)
 // and successes of its measured record rec (require.min_success_rate).
 // Calls are admitted on it, and listings that say whether a mandate
 // allows a version (CheckListing) must use it too.
-func (v *AgentVersion) Measured(rec kv.Record) AgentFacts {
+func (v *AgentVersion) Measured(rec holon.Record) AgentFacts {
 	f := v.Facts
 	f.Runs, f.Succeeded = rec.Runs, rec.Succeeded
 	return f
@@ -262,7 +262,7 @@ func (v *AgentVersion) Measured(rec kv.Record) AgentFacts {
 
 // costPerSuccess ranks implementers: the call's worst case times runs over
 // successful runs; an agent without a record counts as always succeeding.
-func costPerSuccess(worst journal.Amount, rec kv.Record) *big.Rat {
+func costPerSuccess(worst journal.Amount, rec holon.Record) *big.Rat {
 	if rec.Runs == 0 {
 		return new(big.Rat).SetInt64(int64(worst))
 	}
@@ -282,8 +282,8 @@ func (e *Engine) callRequest(m *Mandate, sp callSpec) CallRequest {
 }
 
 // newReceipt starts a receipt with every field set.
-func (e *Engine) newReceipt(id string, m *Mandate, sp callSpec, v *AgentVersion) *kv.Receipt {
-	r := &kv.Receipt{
+func (e *Engine) newReceipt(id string, m *Mandate, sp callSpec, v *AgentVersion) *holon.Receipt {
+	r := &holon.Receipt{
 		ID:       id,
 		Mandate:  sp.mandateID,
 		Caller:   sp.caller,
@@ -312,9 +312,9 @@ func (e *Engine) newReceipt(id string, m *Mandate, sp callSpec, v *AgentVersion)
 // refuse writes the receipt of a call that never ran: denied, rejected
 // input, or unresolvable.
 func (e *Engine) refuse(ctx context.Context, sp callSpec, m *Mandate, v *AgentVersion, status, code, msg string) (*CallResult, error) {
-	var r *kv.Receipt
+	var r *holon.Receipt
 	var stop error
-	err := e.store.Update(ctx, func(tx *kv.Tx) error {
+	err := e.store.Update(ctx, func(tx holon.Tx) error {
 		if stop = checkClaim(tx, sp.claim); stop != nil {
 			return nil
 		}
@@ -343,13 +343,13 @@ func (e *Engine) refuse(ctx context.Context, sp callSpec, m *Mandate, v *AgentVe
 
 // reservation is what the reserve step decided and wrote.
 type reservation struct {
-	receipt  *kv.Receipt
-	approval *kv.Approval
+	receipt  *holon.Receipt
+	approval *holon.Approval
 	sub      *Mandate
 	msg      string
 	// commit is the reservation's durability: done already, unless the
 	// call runs an in-process agent.
-	commit *kv.Commit
+	commit holon.Commit
 }
 
 // reserve runs admission again on the live budget and, in the same
@@ -361,7 +361,7 @@ func (e *Engine) reserve(ctx context.Context, m *Mandate, v *AgentVersion, sp ca
 	a := v.Manifest
 	var rs *reservation
 	req := e.callRequest(m, sp)
-	write := func(tx *kv.Tx) error {
+	write := func(tx holon.Tx) error {
 		id, err := tx.NewReceiptID()
 		if err != nil {
 			return err
@@ -388,25 +388,25 @@ func (e *Engine) reserve(ctx context.Context, m *Mandate, v *AgentVersion, sp ca
 			w := d.WorstCase
 			r.WorstCase = &w
 		}
-		var appr *kv.Approval
+		var appr *holon.Approval
 		if sp.approval != "" && d.Verdict != VerdictDeny {
 			var code, msg string
 			appr, code, msg = e.bindApproval(tx, sp, m, a)
 			if appr == nil {
-				return finish(StatusDenied, code, msg)
+				return finish(holon.StatusDenied, code, msg)
 			}
 			r.Approval = &appr.ID
 			d.Verdict = VerdictAllow
 		}
 		switch d.Verdict {
 		case VerdictDeny:
-			return finish(StatusDenied, d.Reason, d.Msg)
+			return finish(holon.StatusDenied, d.Reason, d.Msg)
 		case VerdictApprove:
 			if rs.approval, err = e.newApproval(tx, r, m, a, sp, d.WorstCase); err != nil {
 				return err
 			}
 			r.Approval = &rs.approval.ID
-			r.Status = StatusPendingApproval
+			r.Status = holon.StatusPendingApproval
 			rs.msg = fmt.Sprintf("the worst case %s %s is above the mandate's approval threshold: approval %s is pending", d.WorstCase, m.Currency, rs.approval.ID)
 			return tx.PutReceipt(r)
 		}
@@ -421,7 +421,7 @@ func (e *Engine) reserve(ctx context.Context, m *Mandate, v *AgentVersion, sp ca
 				return err
 			}
 			if acct.Available() < w {
-				return finish(StatusDenied, CodeInsufficientFunds,
+				return finish(holon.StatusDenied, CodeInsufficientFunds,
 					fmt.Sprintf("%s has %s available, the worst case is %s", r.Payer, acct.Available(), w))
 			}
 		}
@@ -429,19 +429,19 @@ func (e *Engine) reserve(ctx context.Context, m *Mandate, v *AgentVersion, sp ca
 			left := m.Total() - b.Spent - b.Reserved
 			sub, err := DeriveSubMandate(m, a, r.ID, sp.maxCost, left)
 			if err != nil {
-				return finish(StatusFailed, CodeGatewayError, errorMessage(err))
+				return finish(holon.StatusFailed, CodeGatewayError, errorMessage(err))
 			}
 			raw, err := json.Marshal(sub)
 			if err != nil {
 				return err
 			}
-			if err := tx.PutMandate(sub.ID, kv.Doc{Doc: raw, Created: r.Created}); err != nil {
+			if err := tx.PutMandate(sub.ID, holon.Doc{Doc: raw, Created: r.Created}); err != nil {
 				return err
 			}
 			rs.sub = sub
 			r.SubMandate = &sub.ID
 		}
-		hold := &kv.Hold{Receipt: r.ID, Payer: r.Payer, Mandate: m.ID, Reserved: w, Funder: funder, Started: r.Created}
+		hold := &holon.Hold{Receipt: r.ID, Payer: r.Payer, Mandate: m.ID, Reserved: w, Funder: funder, Started: r.Created}
 		if funder == "" {
 			hold.Amount = w
 			if err := tx.AddHeld(r.Payer, w); err != nil {
@@ -462,7 +462,7 @@ func (e *Engine) reserve(ctx context.Context, m *Mandate, v *AgentVersion, sp ca
 		}
 		if appr != nil {
 			now := e.now().UTC()
-			appr.Status, appr.Input, appr.Run = kv.ApprovalUsed, nil, &r.ID
+			appr.Status, appr.Input, appr.Run = holon.ApprovalUsed, nil, &r.ID
 			if appr.Decided == nil {
 				appr.Decided = &now
 			}
@@ -470,11 +470,11 @@ func (e *Engine) reserve(ctx context.Context, m *Mandate, v *AgentVersion, sp ca
 				return err
 			}
 		}
-		r.Status = StatusRunning
+		r.Status = holon.StatusRunning
 		return tx.PutReceipt(r)
 	}
 	var stop error
-	c, err := e.store.Apply(ctx, func(tx *kv.Tx) error {
+	c, err := e.store.Apply(ctx, func(tx holon.Tx) error {
 		rs = &reservation{}
 		if stop = checkClaim(tx, sp.claim); stop != nil {
 			return nil
@@ -531,7 +531,7 @@ func (e *Engine) run(ctx context.Context, m *Mandate, v *AgentVersion, sp callSp
 		return nil, err
 	}
 	out := &CallResult{Receipt: r, Message: res.Message}
-	if r.Status == StatusSucceeded {
+	if r.Status == holon.StatusSucceeded {
 		out.Output = res.Output
 	} else if out.Message == "" && r.Error != nil {
 		out.Message = *r.Error
@@ -541,7 +541,7 @@ func (e *Engine) run(ctx context.Context, m *Mandate, v *AgentVersion, sp callSp
 
 // linkChild adds a downstream call to its parent's tree, whatever became of
 // it: refused and failed children are part of the receipt tree too.
-func linkChild(tx *kv.Tx, parent *runState, id string) error {
+func linkChild(tx holon.Tx, parent *runState, id string) error {
 	if parent == nil {
 		return nil
 	}

@@ -1,13 +1,13 @@
 package gateway
 
-import "holon.dev/holon/kv"
+import "holon.dev/holon"
 
 // This file holds how the lifecycle keeps the durability rule (README
 // "Durability"): a call's state is durable before any effect leaves the
 // process (a request to a remote agent, an approval a human will see) and
 // before the caller is answered; nothing else waits for an fsync.
 //
-// The reservation is written with kv.Store.Apply. A call to an in-process
+// The reservation is written with holon.Store.Apply. A call to an in-process
 // agent runs as soon as the reservation is applied: if the process dies
 // before that commit, the call leaves no trace anywhere, and its
 // settlement, which the caller waits for, is in the same commit or a later
@@ -47,11 +47,11 @@ type Claim interface {
 	// receipt. An error stops the call there: nothing is written, and Call
 	// returns the error once that transaction is durable (so that what it
 	// read of an earlier call is durable too).
-	Check(tx *kv.Tx) error
+	Check(tx holon.Tx) error
 	// Record runs in every transaction that writes the call's receipt
 	// after Check: the reservation (receipt running), or the receipt of
 	// the call's end (a refusal, a pending approval, a settlement).
-	Record(tx *kv.Tx, r *kv.Receipt) error
+	Record(tx holon.Tx, r *holon.Receipt) error
 }
 
 // InProcess is implemented by a Runner whose agents run inside the
@@ -78,7 +78,7 @@ func (e *Engine) step(name, receipt string) {
 
 // durable waits for a commit that an answer or an effect depends on; a
 // failure breaks the store, and the process must stop.
-func (e *Engine) durable(c *kv.Commit) error {
+func (e *Engine) durable(c holon.Commit) error {
 	if err := c.Wait(); err != nil {
 		e.fail(err)
 		return err
@@ -87,7 +87,7 @@ func (e *Engine) durable(c *kv.Commit) error {
 }
 
 // checkClaim runs a call's Idempotency-Key check, if it has one.
-func checkClaim(tx *kv.Tx, c Claim) error {
+func checkClaim(tx holon.Tx, c Claim) error {
 	if c == nil {
 		return nil
 	}
@@ -96,7 +96,7 @@ func checkClaim(tx *kv.Tx, c Claim) error {
 
 // recordClaim records a call's receipt under its Idempotency-Key, if it
 // has one.
-func recordClaim(tx *kv.Tx, c Claim, r *kv.Receipt) error {
+func recordClaim(tx holon.Tx, c Claim, r *holon.Receipt) error {
 	if c == nil {
 		return nil
 	}
@@ -105,12 +105,12 @@ func recordClaim(tx *kv.Tx, c Claim, r *kv.Receipt) error {
 
 // reserved waits, when the rule wants it, for the reservation's commit:
 // always, but for a call about to run an in-process agent.
-func (e *Engine) reserved(rs *reservation, c *kv.Commit, stop error, kind string) (*reservation, error) {
+func (e *Engine) reserved(rs *reservation, c holon.Commit, stop error, kind string) (*reservation, error) {
 	rs.commit = c
 	if stop == nil {
 		e.step(StepReserveApplied, rs.receipt.ID)
 	}
-	if stop == nil && rs.receipt.Status == StatusRunning && e.inProcess(kind) {
+	if stop == nil && rs.receipt.Status == holon.StatusRunning && e.inProcess(kind) {
 		if e.onStep != nil {
 			go func() {
 				if c.Wait() == nil {

@@ -3,8 +3,8 @@ package gateway
 import (
 	"fmt"
 
+	"holon.dev/holon"
 	"holon.dev/holon/journal"
-	"holon.dev/holon/kv"
 )
 
 // countSettled updates the per-version counters a settlement feeds, in the
@@ -12,7 +12,7 @@ import (
 // money moved (journaled is true), each lineage level's earnings, from the
 // same split as the entry's lines. Earnings are therefore read, never
 // computed from the journal, and holon verify checks them against it.
-func countSettled(tx *kv.Tx, v *AgentVersion, r *kv.Receipt, charge journal.Amount, journaled bool) error {
+func countSettled(tx holon.Tx, v *AgentVersion, r *holon.Receipt, charge journal.Amount, journaled bool) error {
 	ref := v.Manifest.Ref()
 	if err := tx.AddLatency(ref, r.DurationMS); err != nil {
 		return err

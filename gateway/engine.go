@@ -11,8 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"holon.dev/holon"
 	"holon.dev/holon/journal"
-	"holon.dev/holon/kv"
 )
 
 // DefaultSignupCredit is the demo credit every new account gets (5.00).
@@ -27,7 +27,7 @@ const ApprovalTTL = 7 * 24 * time.Hour
 
 // Config wires an Engine.
 type Config struct {
-	Store    *kv.Store
+	Store    holon.Store
 	Registry *Registry
 	// Runners maps runtime.kind to the runner of that kind.
 	Runners map[string]Runner
@@ -45,7 +45,7 @@ type Config struct {
 	// delegated or approved-and-run): its receipt as answered and how long
 	// the engine took. Metrics use it; it must return quickly and never
 	// keep the receipt.
-	OnCall func(r *kv.Receipt, d time.Duration)
+	OnCall func(r *holon.Receipt, d time.Duration)
 	// PublicURL is the gateway's public origin (HOLON_PUBLIC_URL): remote
 	// orchestrators make their delegated calls at <PublicURL>/v0/calls.
 	// Empty: remote agents that declare calls fail with gateway_error.
@@ -61,14 +61,14 @@ type Config struct {
 
 // Engine runs the call lifecycle of gateway.md §1 on a store.
 type Engine struct {
-	store    *kv.Store
+	store    holon.Store
 	registry *Registry
 	runners  map[string]Runner
 	now      func() time.Time
 	credit   journal.Amount
 	log      *slog.Logger
 	fail     func(error)
-	onCall   func(*kv.Receipt, time.Duration)
+	onCall   func(*holon.Receipt, time.Duration)
 	onStep   func(step, receipt string)
 
 	mandatesMu sync.RWMutex
@@ -122,7 +122,7 @@ func New(cfg Config) *Engine {
 func (e *Engine) Registry() *Registry { return e.registry }
 
 // Store is the engine's store.
-func (e *Engine) Store() *kv.Store { return e.store }
+func (e *Engine) Store() holon.Store { return e.store }
 
 // PutMandate stores a root mandate (replacing one with the same id) and
 // gives its issuer the signup credit once.
@@ -134,13 +134,13 @@ func (e *Engine) PutMandate(ctx context.Context, m *Mandate) error {
 	if err != nil {
 		return err
 	}
-	return e.store.Update(ctx, func(tx *kv.Tx) error {
+	return e.store.Update(ctx, func(tx holon.Tx) error {
 		d, err := tx.Mandate(m.ID)
 		created := e.now().UTC()
 		if err == nil {
 			created = d.Created
 		}
-		if err := tx.PutMandate(m.ID, kv.Doc{Doc: raw, Created: created, Revoked: m.Revoked}); err != nil {
+		if err := tx.PutMandate(m.ID, holon.Doc{Doc: raw, Created: created, Revoked: m.Revoked}); err != nil {
 			return err
 		}
 		return e.grantSignupCredit(tx, m.Issuer)
@@ -149,7 +149,7 @@ func (e *Engine) PutMandate(ctx context.Context, m *Mandate) error {
 
 // grantSignupCredit journals the demo credit of an account once
 // (idempotency key signup:<handle>).
-func (e *Engine) grantSignupCredit(tx *kv.Tx, account string) error {
+func (e *Engine) grantSignupCredit(tx holon.Tx, account string) error {
 	key := "signup:" + account
 	if e.credit <= 0 || tx.HasEntry(key) || !ValidHandle(account) {
 		return nil
@@ -168,7 +168,7 @@ func (e *Engine) Credit(ctx context.Context, key, account string, amount journal
 	if err != nil {
 		return Errorf(CodeInvalidRequest, "%v", err)
 	}
-	return e.store.Update(ctx, func(tx *kv.Tx) error {
+	return e.store.Update(ctx, func(tx holon.Tx) error {
 		_, err := tx.AppendEntry(entry)
 		return err
 	})
@@ -179,10 +179,10 @@ func (e *Engine) Credit(ctx context.Context, key, account string, amount journal
 // parsed mandate is reused without decoding anything. Root mandates are
 // kept (at most maxCachedMandates); a derived sub-mandate serves one run
 // and is not.
-func (e *Engine) loadMandate(tx *kv.Tx, id string) (*Mandate, error) {
-	stored := tx.MandateEncoding(id)
+func (e *Engine) loadMandate(tx holon.Tx, id string) (*Mandate, error) {
+	stored := tx.MandateRevision(id)
 	if stored == nil {
-		return nil, kv.ErrNotFound
+		return nil, holon.ErrNotFound
 	}
 	e.mandatesMu.RLock()
 	c, ok := e.mandates[id]
@@ -225,7 +225,7 @@ type MandateState struct {
 // reserved and remaining budget.
 func (e *Engine) Mandate(id string) (*MandateState, error) {
 	var st *MandateState
-	err := e.store.View(func(tx *kv.Tx) error {
+	err := e.store.View(func(tx holon.Tx) error {
 		m, err := e.loadMandate(tx, id)
 		if err != nil {
 			return err
@@ -237,30 +237,30 @@ func (e *Engine) Mandate(id string) (*MandateState, error) {
 		st = &MandateState{Mandate: m, Spent: b.Spent, Reserved: b.Reserved, Remaining: m.Total() - b.Spent - b.Reserved}
 		return nil
 	})
-	if errors.Is(err, kv.ErrNotFound) {
+	if errors.Is(err, holon.ErrNotFound) {
 		return nil, Errorf(CodeNotFound, "no mandate %s", id)
 	}
 	return st, err
 }
 
 // Receipt reads one receipt.
-func (e *Engine) Receipt(id string) (*kv.Receipt, error) {
-	var r *kv.Receipt
-	err := e.store.View(func(tx *kv.Tx) error {
+func (e *Engine) Receipt(id string) (*holon.Receipt, error) {
+	var r *holon.Receipt
+	err := e.store.View(func(tx holon.Tx) error {
 		var err error
 		r, err = tx.Receipt(id)
 		return err
 	})
-	if errors.Is(err, kv.ErrNotFound) {
+	if errors.Is(err, holon.ErrNotFound) {
 		return nil, Errorf(CodeNotFound, "no receipt %s", id)
 	}
 	return r, err
 }
 
 // Receipts lists receipts newest first (of one mandate when mandate is set).
-func (e *Engine) Receipts(mandate, before string, limit int) (kv.ReceiptPage, error) {
-	var p kv.ReceiptPage
-	err := e.store.View(func(tx *kv.Tx) error {
+func (e *Engine) Receipts(mandate, before string, limit int) (holon.ReceiptPage, error) {
+	var p holon.ReceiptPage
+	err := e.store.View(func(tx holon.Tx) error {
 		var err error
 		p, err = tx.Receipts(mandate, before, limit)
 		return err
@@ -273,9 +273,9 @@ func (e *Engine) Receipts(mandate, before string, limit int) (kv.ReceiptPage, er
 
 // Account reads one account's balance and holds (zero for an account
 // nothing was journaled to yet).
-func (e *Engine) Account(name string) (kv.Account, error) {
-	var a kv.Account
-	err := e.store.View(func(tx *kv.Tx) (err error) {
+func (e *Engine) Account(name string) (holon.Account, error) {
+	var a holon.Account
+	err := e.store.View(func(tx holon.Tx) (err error) {
 		a, err = tx.Account(name)
 		return err
 	})
@@ -283,10 +283,10 @@ func (e *Engine) Account(name string) (kv.Account, error) {
 }
 
 // Accounts lists every account's balance and holds: the operator's view.
-func (e *Engine) Accounts() (map[string]kv.Account, error) {
-	out := map[string]kv.Account{}
-	err := e.store.View(func(tx *kv.Tx) error {
-		return tx.ForEachAccount(func(name string, a kv.Account) error {
+func (e *Engine) Accounts() (map[string]holon.Account, error) {
+	out := map[string]holon.Account{}
+	err := e.store.View(func(tx holon.Tx) error {
+		return tx.ForEachAccount(func(name string, a holon.Account) error {
 			out[name] = a
 			return nil
 		})
@@ -295,9 +295,9 @@ func (e *Engine) Accounts() (map[string]kv.Account, error) {
 }
 
 // Record returns an agent version's measured record.
-func (e *Engine) Record(ref string) (kv.Record, error) {
-	var r kv.Record
-	err := e.store.View(func(tx *kv.Tx) error {
+func (e *Engine) Record(ref string) (holon.Record, error) {
+	var r holon.Record
+	err := e.store.View(func(tx holon.Tx) error {
 		var err error
 		r, err = tx.Record(ref)
 		return err

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"holon.dev/holon"
 	"holon.dev/holon/gateway"
-	"holon.dev/holon/kv"
 )
 
 // carefulMandate asks a human for every call whose worst case is above 0.05.
@@ -53,11 +53,11 @@ func approvalEngine(t *testing.T, clock *testClock, agents ...string) (*testEngi
 }
 
 // hold makes a call that needs approval and returns its pending approval.
-func hold(t *testing.T, te *testEngine, in gateway.CallInput) *kv.Approval {
+func hold(t *testing.T, te *testEngine, in gateway.CallInput) *holon.Approval {
 	t.Helper()
 	res := te.call(t, in)
-	wantReceipt(t, res.Receipt, gateway.StatusPendingApproval, "", false, "0")
-	if res.Approval == nil || res.Approval.Status != kv.ApprovalPending {
+	wantReceipt(t, res.Receipt, holon.StatusPendingApproval, "", false, "0")
+	if res.Approval == nil || res.Approval.Status != holon.ApprovalPending {
 		t.Fatalf("approval %+v, want a pending one", res.Approval)
 	}
 	if st := te.mandate(t, in.Mandate); st.Reserved != 0 {
@@ -73,7 +73,7 @@ func hold(t *testing.T, te *testEngine, in gateway.CallInput) *kv.Approval {
 func wantInvalidApproval(t *testing.T, te *testEngine, in gateway.CallInput) {
 	t.Helper()
 	res := te.call(t, in)
-	wantReceipt(t, res.Receipt, gateway.StatusDenied, gateway.CodeInvalidApproval, false, "0")
+	wantReceipt(t, res.Receipt, holon.StatusDenied, gateway.CodeInvalidApproval, false, "0")
 }
 
 // Ensure that approving with {} runs exactly the call that was held, once:
@@ -96,14 +96,14 @@ func TestEngine_Approval_ApproveAndRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := res.Receipt
-	wantReceipt(t, r, gateway.StatusSucceeded, "", true, "0.10")
+	wantReceipt(t, r, holon.StatusSucceeded, "", true, "0.10")
 	if r.Approval == nil || *r.Approval != ap.ID || r.Agent == nil || *r.Agent != ap.Agent || r.WorstCase == nil || *r.WorstCase != eur("0.10") {
 		t.Errorf("run receipt approval %v agent %v worst %v", r.Approval, r.Agent, r.WorstCase)
 	}
 	if got := rec.ran(); len(got) != 1 || got[0] != `{"doc":"q4","n":1}` {
 		t.Errorf("the agent ran on %q, want the held input once", got)
 	}
-	if used.Status != kv.ApprovalUsed || len(used.Input) != 0 || used.Run == nil || *used.Run != r.ID || used.Decided == nil {
+	if used.Status != holon.ApprovalUsed || len(used.Input) != 0 || used.Run == nil || *used.Run != r.ID || used.Decided == nil {
 		t.Errorf("approval after the run %+v", used)
 	}
 	if stored := te.approval(t, ap.ID); len(stored.Input) != 0 {
@@ -134,7 +134,7 @@ func TestEngine_Approval_Grant(t *testing.T) {
 	if err != nil || res != nil {
 		t.Fatalf("grant: %v, ran %v", err, res)
 	}
-	if granted.Status != kv.ApprovalGranted || string(granted.Input) != `{"n":1,"k":"v"}` {
+	if granted.Status != holon.ApprovalGranted || string(granted.Input) != `{"n":1,"k":"v"}` {
 		t.Errorf("granted approval %+v", granted)
 	}
 	if len(rec.ran()) != 0 {
@@ -168,11 +168,11 @@ func TestEngine_Approval_Grant(t *testing.T) {
 	// The same input written another way is the same call (canonical JSON).
 	in.Input = json.RawMessage(` { "k" : "v", "n" : 1.0 } `)
 	res = te.call(t, in)
-	wantReceipt(t, res.Receipt, gateway.StatusSucceeded, "", true, "0.10")
+	wantReceipt(t, res.Receipt, holon.StatusSucceeded, "", true, "0.10")
 	if res.Receipt.Approval == nil || *res.Receipt.Approval != ap.ID {
 		t.Errorf("receipt approval %v", res.Receipt.Approval)
 	}
-	if used := te.approval(t, ap.ID); used.Status != kv.ApprovalUsed || len(used.Input) != 0 {
+	if used := te.approval(t, ap.ID); used.Status != holon.ApprovalUsed || len(used.Input) != 0 {
 		t.Errorf("approval after use %+v", used)
 	}
 	wantInvalidApproval(t, te, in)
@@ -201,7 +201,7 @@ func TestEngine_Approval_NewVersion(t *testing.T) {
 	wantInvalidApproval(t, te, in)
 	in.Agent = "acme/echo@1.0.0"
 	res := te.call(t, in)
-	wantReceipt(t, res.Receipt, gateway.StatusSucceeded, "", true, "0.10")
+	wantReceipt(t, res.Receipt, holon.StatusSucceeded, "", true, "0.10")
 }
 
 // Ensure that a rejected approval forgets its input at once and can never
@@ -214,7 +214,7 @@ func TestEngine_Approval_Reject(t *testing.T) {
 	if err != nil || res != nil {
 		t.Fatalf("reject: %v, ran %v", err, res)
 	}
-	if rejected.Status != kv.ApprovalRejected || len(rejected.Input) != 0 || rejected.Decided == nil {
+	if rejected.Status != holon.ApprovalRejected || len(rejected.Input) != 0 || rejected.Decided == nil {
 		t.Errorf("rejected approval %+v", rejected)
 	}
 	if stored := te.approval(t, ap.ID); len(stored.Input) != 0 {
@@ -248,7 +248,7 @@ func TestEngine_Approval_Expiry(t *testing.T) {
 	if n, err := te.eng.ExpireApprovals(context.Background()); err != nil || n != 0 {
 		t.Fatalf("a second before 7 days: expired %d, %v", n, err)
 	}
-	if ap := te.approval(t, pending.ID); ap.Status != kv.ApprovalPending || len(ap.Input) == 0 {
+	if ap := te.approval(t, pending.ID); ap.Status != holon.ApprovalPending || len(ap.Input) == 0 {
 		t.Errorf("before expiry %+v", ap)
 	}
 
@@ -258,7 +258,7 @@ func TestEngine_Approval_Expiry(t *testing.T) {
 	}
 	for _, id := range []string{pending.ID, granted.ID} {
 		ap := te.approval(t, id)
-		if ap.Status != kv.ApprovalExpired || len(ap.Input) != 0 {
+		if ap.Status != holon.ApprovalExpired || len(ap.Input) != 0 {
 			t.Errorf("%s after expiry: %s, input %s", id, ap.Status, ap.Input)
 		}
 		if _, _, err := te.eng.Decide(context.Background(), id, gateway.ApprovalDecision{}); gateway.ErrorCode(err) != gateway.CodeInvalidApproval {
@@ -273,7 +273,7 @@ func TestEngine_Approval_Expiry(t *testing.T) {
 	if n, err := te.eng.ExpireApprovals(context.Background()); err != nil || n != 0 {
 		t.Errorf("expired again: %d, %v", n, err)
 	}
-	if aps, err := te.eng.Approvals(func(*kv.Approval) bool { return true }, 10); err != nil || len(aps) != 2 {
+	if aps, err := te.eng.Approvals(func(*holon.Approval) bool { return true }, 10); err != nil || len(aps) != 2 {
 		t.Errorf("Approvals: %d, %v", len(aps), err)
 	}
 }
@@ -285,7 +285,7 @@ func TestEngine_Approval_ExpiresOnRead(t *testing.T) {
 	te, _ := approvalEngine(t, clock, agentEcho)
 	ap := hold(t, te, gateway.CallInput{Mandate: "alice/careful", Agent: "acme/echo"})
 	clock.Advance(gateway.ApprovalTTL)
-	if got := te.approval(t, ap.ID); got.Status != kv.ApprovalExpired || len(got.Input) != 0 {
+	if got := te.approval(t, ap.ID); got.Status != holon.ApprovalExpired || len(got.Input) != 0 {
 		t.Errorf("read after expiry: %+v", got)
 	}
 	if _, err := te.eng.Approval(context.Background(), "a999"); gateway.ErrorCode(err) != gateway.CodeNotFound {
@@ -307,7 +307,7 @@ func TestEngine_Approval_CapabilityCall(t *testing.T) {
 		t.Fatal(err)
 	}
 	in.Approval = ap.ID
-	wantReceipt(t, te.call(t, in).Receipt, gateway.StatusSucceeded, "", true, "0.10")
+	wantReceipt(t, te.call(t, in).Receipt, holon.StatusSucceeded, "", true, "0.10")
 
 	in.Approval = ""
 	ap = hold(t, te, in)
@@ -315,5 +315,5 @@ func TestEngine_Approval_CapabilityCall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantReceipt(t, res.Receipt, gateway.StatusSucceeded, "", true, "0.10")
+	wantReceipt(t, res.Receipt, holon.StatusSucceeded, "", true, "0.10")
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"holon.dev/holon"
 	"holon.dev/holon/gateway"
 )
 
@@ -34,7 +35,7 @@ func benchmarkEngineCall(b *testing.B, callers int, noSync bool) {
 	})
 	in := gateway.CallInput{Mandate: "alice/bench", Agent: "acme/echo", Input: json.RawMessage(`{"n":1}`)}
 	b.SetParallelism((callers + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
-	before := te.store.Stats()
+	before := te.kv.Stats()
 	cpu0 := cpuTime()
 	b.ResetTimer()
 	start := time.Now()
@@ -45,7 +46,7 @@ func benchmarkEngineCall(b *testing.B, callers int, noSync bool) {
 				b.Error(err)
 				return
 			}
-			if res.Receipt.Status != gateway.StatusSucceeded {
+			if res.Receipt.Status != holon.StatusSucceeded {
 				b.Errorf("%s: %s/%s", res.Receipt.ID, res.Receipt.Status, errCode(res.Receipt))
 				return
 			}
@@ -54,7 +55,7 @@ func benchmarkEngineCall(b *testing.B, callers int, noSync bool) {
 	elapsed := time.Since(start)
 	b.StopTimer()
 	cpu := cpuTime() - cpu0
-	after := te.store.Stats()
+	after := te.kv.Stats()
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "calls/s")
 	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-µs/call")
 	if commits := after.Commits - before.Commits; commits > 0 {

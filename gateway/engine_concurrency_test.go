@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"holon.dev/holon"
 	"holon.dev/holon/gateway"
 )
 
@@ -66,8 +67,8 @@ func TestEngine_Call_ConcurrentBudget(t *testing.T) {
 	close(stop)
 	<-sampled
 
-	want := map[string]int{gateway.StatusSucceeded + "/": 33, gateway.StatusDenied + "/" + gateway.CodeOverBudget: calls - 33}
-	if len(statuses) != len(want) || statuses[gateway.StatusSucceeded+"/"] != 33 {
+	want := map[string]int{holon.StatusSucceeded + "/": 33, holon.StatusDenied + "/" + gateway.CodeOverBudget: calls - 33}
+	if len(statuses) != len(want) || statuses[holon.StatusSucceeded+"/"] != 33 {
 		t.Errorf("outcomes %v, want %v", statuses, want)
 	}
 	if len(ids) != calls {

@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"holon.dev/holon"
 	"holon.dev/holon/gateway"
 	"holon.dev/holon/journal"
-	"holon.dev/holon/kv"
 )
 
 // orchestrate calls an orchestrator with a script and returns its result and
@@ -28,9 +28,9 @@ func orchestrate(t *testing.T, te *testEngine, in gateway.CallInput, calls ...sc
 }
 
 // children reads a receipt's children, in order.
-func (te *testEngine) children(t *testing.T, r *kv.Receipt) []*kv.Receipt {
+func (te *testEngine) children(t *testing.T, r *holon.Receipt) []*holon.Receipt {
 	t.Helper()
-	var out []*kv.Receipt
+	var out []*holon.Receipt
 	for _, id := range r.Children {
 		out = append(out, te.receipt(t, id))
 	}
@@ -55,7 +55,7 @@ func TestEngine_Delegation_Passthrough(t *testing.T) {
 		scriptCall{Capability: "text.echo"},
 	)
 	p := res.Receipt
-	wantReceipt(t, p, gateway.StatusSucceeded, "", true, "0.10")
+	wantReceipt(t, p, holon.StatusSucceeded, "", true, "0.10")
 	if p.WorstCase == nil || *p.WorstCase != eur("1.10") {
 		t.Errorf("worst case %v, want price + cap = 1.10", p.WorstCase)
 	}
@@ -69,12 +69,12 @@ func TestEngine_Delegation_Passthrough(t *testing.T) {
 
 	type want struct{ status, code, own string }
 	wants := []want{
-		{gateway.StatusSucceeded, "", "0.10"},
-		{gateway.StatusSucceeded, "", "0.30"},
-		{gateway.StatusDenied, gateway.CodeNotDeclared, "0"},
-		{gateway.StatusDenied, gateway.CodeNotDeclared, "0"},
-		{gateway.StatusRejected, gateway.CodeRejectedInput, "0"},
-		{gateway.StatusSucceeded, "", "0.10"},
+		{holon.StatusSucceeded, "", "0.10"},
+		{holon.StatusSucceeded, "", "0.30"},
+		{holon.StatusDenied, gateway.CodeNotDeclared, "0"},
+		{holon.StatusDenied, gateway.CodeNotDeclared, "0"},
+		{holon.StatusRejected, gateway.CodeRejectedInput, "0"},
+		{holon.StatusSucceeded, "", "0.10"},
 	}
 	kids := te.children(t, p)
 	if len(kids) != len(wants) || len(out.Results) != len(wants) {
@@ -82,7 +82,7 @@ func TestEngine_Delegation_Passthrough(t *testing.T) {
 	}
 	for i, c := range kids {
 		w := wants[i]
-		wantReceipt(t, c, w.status, w.code, w.status == gateway.StatusSucceeded, w.own)
+		wantReceipt(t, c, w.status, w.code, w.status == holon.StatusSucceeded, w.own)
 		if c.Parent == nil || *c.Parent != p.ID || c.Mandate != sub || c.Payer != "alice" || c.Caller != "acme/orch@1.0.0" {
 			t.Errorf("child %d: parent %v mandate %s payer %s caller %s", i, c.Parent, c.Mandate, c.Payer, c.Caller)
 		}
@@ -90,7 +90,7 @@ func TestEngine_Delegation_Passthrough(t *testing.T) {
 			t.Errorf("child %d (%s/%s): the receipt names no agent", i, c.Status, errCode(c))
 		}
 		o := out.Results[i]
-		if o.Receipt != c.ID || o.Status != c.Status || o.Error != errCode(c) || o.OK != (c.Status == gateway.StatusSucceeded) {
+		if o.Receipt != c.ID || o.Status != c.Status || o.Error != errCode(c) || o.OK != (c.Status == holon.StatusSucceeded) {
 			t.Errorf("child %d: the orchestrator saw %+v, the receipt says %s %s/%s", i, o, c.ID, c.Status, errCode(c))
 		}
 	}
@@ -123,15 +123,15 @@ func TestEngine_Delegation_Nested(t *testing.T) {
 	res, out := orchestrate(t, te, gateway.CallInput{Mandate: "alice/main", Agent: "acme/orch"},
 		scriptCall{Agent: "acme/orch2", Input: script(scriptCall{Agent: "acme/echo"})})
 	p := res.Receipt
-	wantReceipt(t, p, gateway.StatusSucceeded, "", true, "0.10")
+	wantReceipt(t, p, holon.StatusSucceeded, "", true, "0.10")
 	if len(out.Results) != 1 || !out.Results[0].OK {
 		t.Fatalf("outcomes %+v", out.Results)
 	}
 	kids := te.children(t, p)
 	mid := kids[0]
-	wantReceipt(t, mid, gateway.StatusSucceeded, "", true, "0.05")
+	wantReceipt(t, mid, holon.StatusSucceeded, "", true, "0.05")
 	leaf := te.children(t, mid)[0]
-	wantReceipt(t, leaf, gateway.StatusSucceeded, "", true, "0.10")
+	wantReceipt(t, leaf, holon.StatusSucceeded, "", true, "0.10")
 	if mid.Cost.Total != eur("0.15") || p.Cost.Total != eur("0.25") {
 		t.Errorf("totals: orch2 %s, orch %s; want 0.15 and 0.25", mid.Cost.Total, p.Cost.Total)
 	}
@@ -172,7 +172,7 @@ func TestEngine_Delegation_Cap(t *testing.T) {
 			te := newEngine(t, allAgents, testHandlers(), mainMandate)
 			res, out := orchestrate(t, te, gateway.CallInput{Mandate: "alice/main", Agent: "acme/orch", MaxCost: eurPtr(c.maxCost)}, echoes(c.calls)...)
 			p := res.Receipt
-			wantReceipt(t, p, gateway.StatusSucceeded, "", true, "0.10")
+			wantReceipt(t, p, holon.StatusSucceeded, "", true, "0.10")
 			for i, o := range out.Results {
 				if ok := i < c.paid; o.OK != ok || !ok && o.Error != gateway.CodeOverBudget {
 					t.Errorf("call %d: %+v", i, o)
@@ -200,7 +200,7 @@ func TestEngine_Delegation_Included(t *testing.T) {
 	res, out := orchestrate(t, te, gateway.CallInput{Mandate: "alice/main", Agent: "acme/orch-inc"},
 		scriptCall{Agent: "acme/echo"})
 	p := res.Receipt
-	wantReceipt(t, p, gateway.StatusSucceeded, "", true, "0.50")
+	wantReceipt(t, p, holon.StatusSucceeded, "", true, "0.50")
 	if len(out.Results) != 1 || !out.Results[0].OK {
 		t.Fatalf("outcomes %+v", out.Results)
 	}
@@ -208,7 +208,7 @@ func TestEngine_Delegation_Included(t *testing.T) {
 		t.Errorf("cost %+v, want the own price only", p.Cost)
 	}
 	c := te.children(t, p)[0]
-	wantReceipt(t, c, gateway.StatusSucceeded, "", true, "0.10")
+	wantReceipt(t, c, holon.StatusSucceeded, "", true, "0.10")
 	if c.Payer != "acme" || c.Mandate != "alice/main."+p.ID {
 		t.Errorf("child payer %s mandate %s, want acme under the sub-mandate", c.Payer, c.Mandate)
 	}
@@ -230,7 +230,7 @@ func TestEngine_Delegation_Included(t *testing.T) {
 		te := newEngine(t, allAgents, testHandlers(), mainMandate)
 		res, out := orchestrate(t, te, gateway.CallInput{Mandate: "alice/main", Agent: "acme/orch-inc"},
 			scriptCall{Agent: "acme/echo"})
-		wantReceipt(t, res.Receipt, gateway.StatusSucceeded, "", true, "0.50")
+		wantReceipt(t, res.Receipt, holon.StatusSucceeded, "", true, "0.50")
 		if len(out.Results) != 1 || out.Results[0].Error != gateway.CodeInsufficientFunds {
 			t.Errorf("outcomes %+v, want insufficient_funds", out.Results)
 		}
@@ -243,12 +243,12 @@ func TestEngine_Delegation_Included(t *testing.T) {
 func TestEngine_Delegation_ApprovalRequired(t *testing.T) {
 	te := newEngine(t, allAgents, testHandlers(), mandateWith("careful", `approval: {above: "0.05"}`))
 	res, _ := orchestrate(t, te, gateway.CallInput{Mandate: "alice/careful", Agent: "acme/orch"}, scriptCall{Agent: "acme/echo"})
-	wantReceipt(t, res.Receipt, gateway.StatusPendingApproval, "", false, "0")
+	wantReceipt(t, res.Receipt, holon.StatusPendingApproval, "", false, "0")
 	_, run, err := te.eng.Decide(context.Background(), res.Approval.ID, gateway.ApprovalDecision{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantReceipt(t, run.Receipt, gateway.StatusSucceeded, "", true, "0.10")
+	wantReceipt(t, run.Receipt, holon.StatusSucceeded, "", true, "0.10")
 	var out scriptOutput
 	if err := json.Unmarshal(run.Output, &out); err != nil {
 		t.Fatal(err)
@@ -257,11 +257,11 @@ func TestEngine_Delegation_ApprovalRequired(t *testing.T) {
 		t.Fatalf("outcomes %+v, want approval_required", out.Results)
 	}
 	c := te.children(t, run.Receipt)[0]
-	wantReceipt(t, c, gateway.StatusDenied, gateway.CodeApprovalRequired, false, "0")
+	wantReceipt(t, c, holon.StatusDenied, gateway.CodeApprovalRequired, false, "0")
 	if c.Approval != nil {
 		t.Errorf("a delegated call created approval %s", *c.Approval)
 	}
-	aps, err := te.eng.Approvals(func(*kv.Approval) bool { return true }, 10)
+	aps, err := te.eng.Approvals(func(*holon.Approval) bool { return true }, 10)
 	if err != nil || len(aps) != 1 {
 		t.Errorf("approvals %v, %v; want only the root call's", aps, err)
 	}
@@ -272,11 +272,11 @@ func TestEngine_Delegation_ApprovalRequired(t *testing.T) {
 func TestEngine_Delegation_Depth(t *testing.T) {
 	te := newEngine(t, allAgents, testHandlers(), mandateWith("flat", "delegation: {max_depth: 0}"))
 	res, out := orchestrate(t, te, gateway.CallInput{Mandate: "alice/flat", Agent: "acme/orch"}, scriptCall{Agent: "acme/echo"})
-	wantReceipt(t, res.Receipt, gateway.StatusSucceeded, "", true, "0.10")
+	wantReceipt(t, res.Receipt, holon.StatusSucceeded, "", true, "0.10")
 	if len(out.Results) != 1 || out.Results[0].Error != gateway.CodeDelegationDepth {
 		t.Fatalf("outcomes %+v, want delegation_depth", out.Results)
 	}
-	wantReceipt(t, te.children(t, res.Receipt)[0], gateway.StatusDenied, gateway.CodeDelegationDepth, false, "0")
+	wantReceipt(t, te.children(t, res.Receipt)[0], holon.StatusDenied, gateway.CodeDelegationDepth, false, "0")
 	if te.ran("echo") != 0 {
 		t.Error("the child ran")
 	}
@@ -314,7 +314,7 @@ func TestEngine_Delegation_ParentTimeoutWaitsForChild(t *testing.T) {
 	}
 	child := te.receipt(t, childID)
 	parent := te.receipt(t, *child.Parent)
-	if child.Status != gateway.StatusRunning || parent.Status != gateway.StatusRunning {
+	if child.Status != holon.StatusRunning || parent.Status != holon.StatusRunning {
 		t.Errorf("while the child runs: parent %s, child %s; want both running", parent.Status, child.Status)
 	}
 	if n := len(te.holds(t)); n != 2 {
@@ -327,11 +327,11 @@ func TestEngine_Delegation_ParentTimeoutWaitsForChild(t *testing.T) {
 		t.FailNow()
 	}
 	p := res.Receipt
-	wantReceipt(t, p, gateway.StatusFailed, gateway.CodeTimeout, false, "0")
+	wantReceipt(t, p, holon.StatusFailed, gateway.CodeTimeout, false, "0")
 	if p.Cost.Downstream != eur("0.05") || p.Cost.Total != eur("0.05") || !reflect.DeepEqual(p.Children, []string{childID}) {
 		t.Errorf("parent cost %+v children %v, want the child's 0.05", p.Cost, p.Children)
 	}
-	wantReceipt(t, te.receipt(t, childID), gateway.StatusSucceeded, "", true, "0.05")
+	wantReceipt(t, te.receipt(t, childID), holon.StatusSucceeded, "", true, "0.05")
 	if a := te.account(t, "alice"); a.Balance != eur("99.95") || a.Held != 0 {
 		t.Errorf("alice %+v, want 99.95 and nothing held", a)
 	}
@@ -339,8 +339,8 @@ func TestEngine_Delegation_ParentTimeoutWaitsForChild(t *testing.T) {
 		t.Errorf("mandate spent %s reserved %s", st.Spent, st.Reserved)
 	}
 	// The child's run was recorded before the parent's.
-	var events []*kv.Event
-	if err := te.store.View(func(tx *kv.Tx) error {
+	var events []*holon.Event
+	if err := te.store.View(func(tx holon.Tx) error {
 		var err error
 		events, err = tx.Events(0, 10)
 		return err
@@ -385,7 +385,7 @@ func TestEngine_Delegation_NeverAboveWorstCase(t *testing.T) {
 	if st := te.mandate(t, "alice/exact."+p.ID); st.Mandate.Total() != eur("0.277037") {
 		t.Errorf("sub-mandate budget %s, want 0.277037", st.Mandate.Total())
 	}
-	if p.Status != gateway.StatusSucceeded || p.Cost.Total != *p.WorstCase {
+	if p.Status != holon.StatusSucceeded || p.Cost.Total != *p.WorstCase {
 		t.Errorf("%s: cost %+v above the worst case %s", p.Status, p.Cost, p.WorstCase)
 	}
 	if st := te.mandate(t, "alice/exact"); st.Spent > st.Mandate.Total() {

@@ -7,8 +7,8 @@ import (
 	"sync"
 	"testing"
 
+	"holon.dev/holon"
 	"holon.dev/holon/gateway"
-	"holon.dev/holon/kv"
 )
 
 // durabilityProbe is a runner of remote agents (kind webhook) that looks,
@@ -16,7 +16,7 @@ import (
 // reader sees committed state only, so the hold is there iff the
 // reservation is committed.
 type durabilityProbe struct {
-	store func() *kv.Store
+	store func() holon.Store
 	mu    sync.Mutex
 	saw   map[string]bool
 }
@@ -28,8 +28,8 @@ func (p *durabilityProbe) Run(_ context.Context, inv *gateway.Invocation) gatewa
 	return gateway.RunResult{Output: json.RawMessage(`{}`), Outcome: gateway.Outcome{Kind: gateway.OutcomeOutput}}
 }
 
-func holdCommitted(s *kv.Store, receipt string) bool {
-	err := s.View(func(tx *kv.Tx) error {
+func holdCommitted(s holon.Store, receipt string) bool {
+	err := s.View(func(tx holon.Tx) error {
 		_, err := tx.Hold(receipt)
 		return err
 	})
@@ -66,7 +66,7 @@ pricing: {model: per_run, amount: "0.10", currency: EUR}
 runtime: {kind: dev}
 `)
 	te = newEngine(t, []string{remote, durable}, h, mainMandate)
-	probe.store = func() *kv.Store { return te.store }
+	probe.store = func() holon.Store { return te.store }
 	te.runners[gateway.RuntimeWebhook] = probe
 
 	var wg sync.WaitGroup
@@ -83,7 +83,7 @@ runtime: {kind: dev}
 			switch {
 			case err != nil:
 				errs <- err
-			case res.Receipt.Status != gateway.StatusSucceeded:
+			case res.Receipt.Status != holon.StatusSucceeded:
 				errs <- errors.New(res.Receipt.ID + " " + res.Receipt.Status)
 			}
 		}()

@@ -3,8 +3,8 @@ package gateway
 import (
 	"encoding/json"
 
+	"holon.dev/holon"
 	"holon.dev/holon/journal"
-	"holon.dev/holon/kv"
 )
 
 // PutMandateTx is PutMandate inside a caller's write transaction, so that
@@ -12,7 +12,7 @@ import (
 // with it (a signup's account, keys and credit) in one commit. Like
 // PutMandate, it replaces a mandate with the same id and gives the issuer
 // the signup credit once.
-func (e *Engine) PutMandateTx(tx *kv.Tx, m *Mandate) error {
+func (e *Engine) PutMandateTx(tx holon.Tx, m *Mandate) error {
 	if err := m.Validate(); err != nil {
 		return err
 	}
@@ -25,7 +25,7 @@ func (e *Engine) PutMandateTx(tx *kv.Tx, m *Mandate) error {
 	if err == nil {
 		created = d.Created
 	}
-	if err := tx.PutMandate(m.ID, kv.Doc{Doc: raw, Created: created, Revoked: m.Revoked}); err != nil {
+	if err := tx.PutMandate(m.ID, holon.Doc{Doc: raw, Created: created, Revoked: m.Revoked}); err != nil {
 		return err
 	}
 	return e.grantSignupCredit(tx, m.Issuer)
@@ -34,10 +34,10 @@ func (e *Engine) PutMandateTx(tx *kv.Tx, m *Mandate) error {
 // CreditTx is Credit inside a caller's write transaction: demo credit from
 // external:demo-credit to an account, journaled under key (unique), so an
 // operator's top-up and its moderation log entry commit together.
-func (e *Engine) CreditTx(tx *kv.Tx, key, account string, amount journal.Amount) (kv.JournalRow, error) {
+func (e *Engine) CreditTx(tx holon.Tx, key, account string, amount journal.Amount) (holon.JournalRow, error) {
 	entry, err := journal.Transfer(key, DemoCreditAccount, account, amount)
 	if err != nil {
-		return kv.JournalRow{}, Errorf(CodeInvalidRequest, "%v", err)
+		return holon.JournalRow{}, Errorf(CodeInvalidRequest, "%v", err)
 	}
 	return tx.AppendEntry(entry)
 }

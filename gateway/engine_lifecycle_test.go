@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"holon.dev/holon"
 	"holon.dev/holon/gateway"
 	"holon.dev/holon/journal"
-	"holon.dev/holon/kv"
 )
 
 // Ensure that a successful call is billed its price, split 10% to the
@@ -20,7 +20,7 @@ func TestEngine_Call_Succeeded(t *testing.T) {
 	res := te.call(t, gateway.CallInput{Mandate: "alice/main", Agent: "acme/echo", Input: json.RawMessage(`{"x":1}`)})
 
 	r := res.Receipt
-	wantReceipt(t, r, gateway.StatusSucceeded, "", true, "0.10")
+	wantReceipt(t, r, holon.StatusSucceeded, "", true, "0.10")
 	if string(res.Output) != `{"x":1}` {
 		t.Errorf("output %s, want the input back", res.Output)
 	}
@@ -86,85 +86,85 @@ type lifecycleCase struct {
 // mandate's rate rounded up.
 func TestEngine_Call_Lifecycle(t *testing.T) {
 	cases := []lifecycleCase{
-		{name: "free agent", agent: "acme/free", status: gateway.StatusSucceeded, billed: true, own: "0"},
-		{name: "by capability", capability: "text.echo", status: gateway.StatusSucceeded, billed: true, own: "0.10",
+		{name: "free agent", agent: "acme/free", status: holon.StatusSucceeded, billed: true, own: "0"},
+		{name: "by capability", capability: "text.echo", status: holon.StatusSucceeded, billed: true, own: "0.10",
 			check: func(t *testing.T, _ *testEngine, res *gateway.CallResult) {
 				if a := res.Receipt.Agent; a == nil || *a != "acme/echo@1.0.0" {
 					t.Errorf("capability text.echo resolved to %v", a)
 				}
 			}},
-		{name: "unknown mandate", mandateID: "alice/nope", agent: "acme/echo", status: gateway.StatusDenied, code: gateway.CodeMandateInactive},
+		{name: "unknown mandate", mandateID: "alice/nope", agent: "acme/echo", status: holon.StatusDenied, code: gateway.CodeMandateInactive},
 		{name: "revoked mandate", mandate: mandateWith("m", "revoked: true"), agent: "acme/echo",
-			status: gateway.StatusDenied, code: gateway.CodeMandateInactive},
+			status: holon.StatusDenied, code: gateway.CodeMandateInactive},
 		{name: "expired mandate", mandate: mandateWith("m", `expires: "2020-01-01T00:00:00Z"`), agent: "acme/echo",
-			status: gateway.StatusDenied, code: gateway.CodeMandateInactive},
+			status: holon.StatusDenied, code: gateway.CodeMandateInactive},
 		{name: "denied agent", mandate: mandateWith("m", `deny: {agents: ["acme/echo"]}`), agent: "acme/echo",
-			status: gateway.StatusDenied, code: gateway.CodeDeniedByMandate},
+			status: holon.StatusDenied, code: gateway.CodeDeniedByMandate},
 		{name: "not allowed", mandate: mandateWith("m", `allow: {agents: ["acme/units"]}`), agent: "acme/echo",
-			status: gateway.StatusDenied, code: gateway.CodeNotAllowed},
+			status: holon.StatusDenied, code: gateway.CodeNotAllowed},
 		{name: "data policy", mandate: mandateWith("m", `data: {regions: [eu]}`), agent: "acme/echo",
-			status: gateway.StatusDenied, code: gateway.CodeDataPolicy},
+			status: holon.StatusDenied, code: gateway.CodeDataPolicy},
 		{name: "no fx rate", mandate: mandateWith("m", "fx: {}"), agent: "acme/usd",
-			status: gateway.StatusDenied, code: gateway.CodeNoFxRate},
+			status: holon.StatusDenied, code: gateway.CodeNoFxRate},
 		{name: "below fixed price", agent: "acme/echo", maxCost: "0.09",
-			status: gateway.StatusDenied, code: gateway.CodeBelowFixedPrice},
+			status: holon.StatusDenied, code: gateway.CodeBelowFixedPrice},
 		{name: "over per call", mandate: mandateWith("m", `budget: {total: "10.00", per_call: "0.09"}`), agent: "acme/echo",
-			status: gateway.StatusDenied, code: gateway.CodeOverPerCall},
+			status: holon.StatusDenied, code: gateway.CodeOverPerCall},
 		{name: "over budget", mandate: mandateWith("m", `budget: {total: "0.09"}`), agent: "acme/echo",
-			status: gateway.StatusDenied, code: gateway.CodeOverBudget},
+			status: holon.StatusDenied, code: gateway.CodeOverBudget},
 		{name: "insufficient funds", credit: "0.09", agent: "acme/echo",
-			status: gateway.StatusDenied, code: gateway.CodeInsufficientFunds, worst: "0.10"},
-		{name: "unknown agent", agent: "acme/nothing", status: gateway.StatusDenied, code: gateway.CodeNotFound},
-		{name: "unknown capability", capability: "text.nothing", status: gateway.StatusDenied, code: gateway.CodeNotFound},
+			status: holon.StatusDenied, code: gateway.CodeInsufficientFunds, worst: "0.10"},
+		{name: "unknown agent", agent: "acme/nothing", status: holon.StatusDenied, code: gateway.CodeNotFound},
+		{name: "unknown capability", capability: "text.nothing", status: holon.StatusDenied, code: gateway.CodeNotFound},
 		{name: "pending approval", mandate: mandateWith("m", `approval: {above: "0.05"}`), agent: "acme/echo", input: `{"doc":"q4"}`,
-			status: gateway.StatusPendingApproval, worst: "0.10",
+			status: holon.StatusPendingApproval, worst: "0.10",
 			check: func(t *testing.T, te *testEngine, res *gateway.CallResult) {
 				ap := res.Approval
 				if ap == nil || res.Receipt.Approval == nil || *res.Receipt.Approval != ap.ID {
 					t.Fatalf("approval %+v, receipt names %v", ap, res.Receipt.Approval)
 				}
 				stored := te.approval(t, ap.ID)
-				if stored.Status != kv.ApprovalPending || string(stored.Input) != `{"doc":"q4"}` ||
+				if stored.Status != holon.ApprovalPending || string(stored.Input) != `{"doc":"q4"}` ||
 					stored.Agent != "acme/echo@1.0.0" || stored.WorstCase != eur("0.10") || stored.Mandate != "alice/m" {
 					t.Errorf("stored approval %+v", stored)
 				}
 			}},
 		{name: "rejected input", agent: "acme/strict", input: `{"text":3}`,
-			status: gateway.StatusRejected, code: gateway.CodeRejectedInput},
+			status: holon.StatusRejected, code: gateway.CodeRejectedInput},
 		{name: "declared billed error, charge_on attempt", agent: "acme/declared", input: `{"code":"quota"}`,
-			status: gateway.StatusFailed, code: "quota", billed: true, own: "0.10"},
+			status: holon.StatusFailed, code: "quota", billed: true, own: "0.10"},
 		{name: "declared unbilled error, charge_on attempt", agent: "acme/declared", input: `{"code":"bad_doc"}`,
-			status: gateway.StatusFailed, code: "bad_doc"},
+			status: holon.StatusFailed, code: "bad_doc"},
 		{name: "declared billed error, charge_on success", agent: "acme/declared-s", input: `{"code":"quota"}`,
-			status: gateway.StatusFailed, code: "quota"},
+			status: holon.StatusFailed, code: "quota"},
 		{name: "undeclared error", agent: "acme/declared", input: `{"code":"made_up"}`,
-			status: gateway.StatusFailed, code: gateway.CodeAgentError},
+			status: holon.StatusFailed, code: gateway.CodeAgentError},
 		{name: "crash", agent: "acme/crash", input: `{"mode":"error"}`,
-			status: gateway.StatusFailed, code: gateway.CodeAgentError},
+			status: holon.StatusFailed, code: gateway.CodeAgentError},
 		{name: "panic", agent: "acme/crash", input: `{"mode":"panic"}`,
-			status: gateway.StatusFailed, code: gateway.CodeAgentError},
+			status: holon.StatusFailed, code: gateway.CodeAgentError},
 		{name: "invalid output", agent: "acme/bad-output", input: `{"number":1}`,
-			status: gateway.StatusFailed, code: gateway.CodeInvalidOutput},
+			status: holon.StatusFailed, code: gateway.CodeInvalidOutput},
 		{name: "per unit", agent: "acme/units", input: `{"units":3}`,
-			status: gateway.StatusSucceeded, billed: true, own: "0.30", worst: "3.00"},
+			status: holon.StatusSucceeded, billed: true, own: "0.30", worst: "3.00"},
 		{name: "per unit capped at max", agent: "acme/units", input: `{"units":1000}`,
-			status: gateway.StatusSucceeded, billed: true, own: "3.00"},
+			status: holon.StatusSucceeded, billed: true, own: "3.00"},
 		{name: "per unit capped at max_cost", agent: "acme/units", input: `{"units":5}`, maxCost: "0.25",
-			status: gateway.StatusSucceeded, billed: true, own: "0.25", worst: "0.25",
+			status: holon.StatusSucceeded, billed: true, own: "0.25", worst: "0.25",
 			check: func(t *testing.T, _ *testEngine, res *gateway.CallResult) {
 				if string(res.Output) != `{"capped":true,"max_cost":"0.25"}` {
 					t.Errorf("the agent saw %s, want max_cost 0.25", res.Output)
 				}
 			}},
-		{name: "no units", agent: "acme/units", input: `{}`, status: gateway.StatusFailed, code: gateway.CodeInvalidUnits},
-		{name: "negative units", agent: "acme/units", input: `{"units":-1}`, status: gateway.StatusFailed, code: gateway.CodeInvalidUnits},
-		{name: "quote", agent: "acme/quote", input: `{"quote":"0.35"}`, status: gateway.StatusSucceeded, billed: true, own: "0.35"},
-		{name: "quote capped at max", agent: "acme/quote", input: `{"quote":"5"}`, status: gateway.StatusSucceeded, billed: true, own: "2.00"},
-		{name: "invalid quote", agent: "acme/quote", input: `{"quote":"a lot"}`, status: gateway.StatusFailed, code: gateway.CodeInvalidQuote},
-		{name: "no quote", agent: "acme/quote", input: `{}`, status: gateway.StatusFailed, code: gateway.CodeInvalidQuote},
-		{name: "handler not compiled in", agent: "acme/ghost", status: gateway.StatusFailed, code: gateway.CodeRuntimeUnavailable},
-		{name: "no runner for the kind", agent: "acme/remote", status: gateway.StatusFailed, code: gateway.CodeRuntimeUnavailable},
-		{name: "fx rounded up", agent: "acme/usd", status: gateway.StatusSucceeded, billed: true, own: "0.092346", worst: "0.092346",
+		{name: "no units", agent: "acme/units", input: `{}`, status: holon.StatusFailed, code: gateway.CodeInvalidUnits},
+		{name: "negative units", agent: "acme/units", input: `{"units":-1}`, status: holon.StatusFailed, code: gateway.CodeInvalidUnits},
+		{name: "quote", agent: "acme/quote", input: `{"quote":"0.35"}`, status: holon.StatusSucceeded, billed: true, own: "0.35"},
+		{name: "quote capped at max", agent: "acme/quote", input: `{"quote":"5"}`, status: holon.StatusSucceeded, billed: true, own: "2.00"},
+		{name: "invalid quote", agent: "acme/quote", input: `{"quote":"a lot"}`, status: holon.StatusFailed, code: gateway.CodeInvalidQuote},
+		{name: "no quote", agent: "acme/quote", input: `{}`, status: holon.StatusFailed, code: gateway.CodeInvalidQuote},
+		{name: "handler not compiled in", agent: "acme/ghost", status: holon.StatusFailed, code: gateway.CodeRuntimeUnavailable},
+		{name: "no runner for the kind", agent: "acme/remote", status: holon.StatusFailed, code: gateway.CodeRuntimeUnavailable},
+		{name: "fx rounded up", agent: "acme/usd", status: holon.StatusSucceeded, billed: true, own: "0.092346", worst: "0.092346",
 			check: func(t *testing.T, _ *testEngine, res *gateway.CallResult) {
 				// 0.10 USD × 0.923457 = 0.0923457 EUR, rounded up.
 				want := []journal.Share{{To: "holon", Amount: eur("0.009234")}, {To: "acme", Amount: eur("0.083112")}}
@@ -214,10 +214,10 @@ func (c lifecycleCase) run(t *testing.T) {
 	if r.Mandate != id || r.Cost.Total != r.Cost.Own {
 		t.Errorf("receipt mandate %s cost %+v", r.Mandate, r.Cost)
 	}
-	if c.status != gateway.StatusSucceeded && res.Message == "" {
+	if c.status != holon.StatusSucceeded && res.Message == "" {
 		t.Error("no message says why")
 	}
-	if c.status == gateway.StatusSucceeded && res.Output == nil {
+	if c.status == holon.StatusSucceeded && res.Output == nil {
 		t.Error("no output")
 	}
 
@@ -227,7 +227,7 @@ func (c lifecycleCase) run(t *testing.T) {
 	}
 	wantRan := 1
 	switch {
-	case c.status != gateway.StatusSucceeded && c.status != gateway.StatusFailed,
+	case c.status != holon.StatusSucceeded && c.status != holon.StatusFailed,
 		c.code == gateway.CodeRuntimeUnavailable:
 		wantRan = 0
 	}
@@ -278,7 +278,7 @@ func TestEngine_Call_Timeout(t *testing.T) {
 			close(release)
 			elapsed := time.Since(start)
 
-			wantReceipt(t, res.Receipt, gateway.StatusFailed, gateway.CodeTimeout, false, "0")
+			wantReceipt(t, res.Receipt, holon.StatusFailed, gateway.CodeTimeout, false, "0")
 			if elapsed < time.Second || elapsed > 10*time.Second {
 				t.Errorf("the call took %v, want about the 1 s timeout", elapsed)
 			}
@@ -303,7 +303,7 @@ func TestEngine_Call_GatewayError(t *testing.T) {
 		t.Parallel()
 		te := newEngine(t, allAgents, testHandlers(), mainMandate)
 		res := te.call(t, gateway.CallInput{Mandate: "alice/main", Agent: "acme/orch-wide", Input: script()})
-		wantReceipt(t, res.Receipt, gateway.StatusFailed, gateway.CodeGatewayError, false, "0")
+		wantReceipt(t, res.Receipt, holon.StatusFailed, gateway.CodeGatewayError, false, "0")
 		if te.ran("script") != 0 {
 			t.Error("the orchestrator ran without a valid sub-mandate")
 		}
@@ -347,7 +347,7 @@ func TestEngine_Call_GatewayError(t *testing.T) {
 		if res == nil {
 			t.FailNow()
 		}
-		wantReceipt(t, res.Receipt, gateway.StatusFailed, gateway.CodeGatewayError, false, "0")
+		wantReceipt(t, res.Receipt, holon.StatusFailed, gateway.CodeGatewayError, false, "0")
 		if len(res.Output) != 0 {
 			t.Errorf("output %s returned for a call that was not billed", res.Output)
 		}
@@ -378,14 +378,14 @@ func TestEngine_Call_InsufficientFundsCountsHolds(t *testing.T) {
 	}()
 	wait(t, started, "the first call to start")
 	res := te.call(t, gateway.CallInput{Mandate: "alice/main", Agent: "acme/echo"})
-	wantReceipt(t, res.Receipt, gateway.StatusDenied, gateway.CodeInsufficientFunds, false, "0")
+	wantReceipt(t, res.Receipt, holon.StatusDenied, gateway.CodeInsufficientFunds, false, "0")
 	close(release)
 	if res := wait(t, done, "the first call to end"); res != nil {
-		wantReceipt(t, res.Receipt, gateway.StatusSucceeded, "", true, "0.05")
+		wantReceipt(t, res.Receipt, holon.StatusSucceeded, "", true, "0.05")
 	}
 	res = te.call(t, gateway.CallInput{Mandate: "alice/main", Agent: "acme/echo"})
-	wantReceipt(t, res.Receipt, gateway.StatusDenied, gateway.CodeInsufficientFunds, false, "0")
+	wantReceipt(t, res.Receipt, holon.StatusDenied, gateway.CodeInsufficientFunds, false, "0")
 	// 0.07 is left: a 0.05 call still goes through.
 	res = te.call(t, gateway.CallInput{Mandate: "alice/main", Agent: "acme/hang"})
-	wantReceipt(t, res.Receipt, gateway.StatusSucceeded, "", true, "0.05")
+	wantReceipt(t, res.Receipt, holon.StatusSucceeded, "", true, "0.05")
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"holon.dev/holon"
 	"holon.dev/holon/gateway"
 )
 
@@ -47,19 +48,19 @@ func TestEngine_MinSuccessRateFromTheRecord(t *testing.T) {
 	}
 	for i := range 20 {
 		res := call("alice/strict", "acme/flaky@1.0.0", i >= 9)
-		if res.Receipt.Status == gateway.StatusDenied {
+		if res.Receipt.Status == holon.StatusDenied {
 			t.Fatalf("run %d (%d finished before it): denied %s (%s); the requirement applies from 20 runs", i+1, i, *res.Receipt.Error, res.Message)
 		}
 	}
 	res := call("alice/strict", "acme/flaky@1.0.0", false)
-	if res.Receipt.Status != gateway.StatusDenied || res.Receipt.Error == nil || *res.Receipt.Error != gateway.CodeRequirementNotMet ||
+	if res.Receipt.Status != holon.StatusDenied || res.Receipt.Error == nil || *res.Receipt.Error != gateway.CodeRequirementNotMet ||
 		!strings.Contains(res.Message, "succeeded 9 of 20 runs") || res.Receipt.Billed {
 		t.Errorf("after 9 of 20: %s %v %q, want denied requirement_not_met, unbilled", res.Receipt.Status, res.Receipt.Error, res.Message)
 	}
-	if res := call("alice/main", "acme/flaky@1.0.0", false); res.Receipt.Status != gateway.StatusSucceeded {
+	if res := call("alice/main", "acme/flaky@1.0.0", false); res.Receipt.Status != holon.StatusSucceeded {
 		t.Errorf("without the requirement: %s (%s)", res.Receipt.Status, res.Message)
 	}
-	if res := call("alice/strict", "acme/flaky@1.1.0", false); res.Receipt.Status != gateway.StatusSucceeded {
+	if res := call("alice/strict", "acme/flaky@1.1.0", false); res.Receipt.Status != holon.StatusSucceeded {
 		t.Errorf("a new version with no runs: %s (%s), want admitted", res.Receipt.Status, res.Message)
 	}
 	if got := te.ran("flaky"); got != 22 {

@@ -7,8 +7,8 @@ import (
 	"reflect"
 	"testing"
 
+	"holon.dev/holon"
 	"holon.dev/holon/gateway"
-	"holon.dev/holon/kv"
 )
 
 // Ensure that a restart closes the calls that were in flight as failed with
@@ -57,10 +57,10 @@ func TestEngine_Recover(t *testing.T) {
 		t.Fatalf("Recover: closed %d, %v; want 5", closed, err)
 	}
 
-	var orch, echo, child *kv.Receipt
+	var orch, echo, child *holon.Receipt
 	for _, id := range hanging {
 		r := te.receipt(t, id)
-		wantReceipt(t, r, gateway.StatusFailed, gateway.CodeGatewayRestarted, false, "0")
+		wantReceipt(t, r, holon.StatusFailed, gateway.CodeGatewayRestarted, false, "0")
 		if r.Parent != nil {
 			child = r
 			orch = te.receipt(t, *r.Parent)
@@ -69,12 +69,12 @@ func TestEngine_Recover(t *testing.T) {
 	if orch == nil {
 		t.Fatal("no hanging call was the orchestrator's child")
 	}
-	wantReceipt(t, orch, gateway.StatusFailed, gateway.CodeGatewayRestarted, false, "0")
+	wantReceipt(t, orch, holon.StatusFailed, gateway.CodeGatewayRestarted, false, "0")
 	if len(orch.Children) != 2 || orch.Children[1] != child.ID {
 		t.Fatalf("orchestrator children %v", orch.Children)
 	}
 	echo = te.receipt(t, orch.Children[0])
-	wantReceipt(t, echo, gateway.StatusSucceeded, "", true, "0.10")
+	wantReceipt(t, echo, holon.StatusSucceeded, "", true, "0.10")
 	if _, ok := te.entry(t, "settle:"+echo.ID); !ok {
 		t.Error("the finished child's settlement is gone")
 	}
@@ -102,7 +102,7 @@ func TestEngine_Recover(t *testing.T) {
 	close(release)
 	for range calls {
 		o := wait(t, outcomes, "an old call to return")
-		if !errors.Is(o.err, kv.ErrClosed) {
+		if !errors.Is(o.err, holon.ErrClosed) {
 			t.Errorf("an old call returned %+v, %v; want kv.ErrClosed", o.res, o.err)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"holon.dev/holon"
 	"holon.dev/holon/gateway"
 	"holon.dev/holon/journal"
 	"holon.dev/holon/kv"
@@ -24,7 +25,8 @@ import (
 // registry and the dev runtime it was built from.
 type testEngine struct {
 	eng     *gateway.Engine
-	store   *kv.Store
+	store   holon.Store
+	kv      *kv.Store // the same store, for its writer's statistics
 	path    string
 	reg     *gateway.Registry
 	dev     *gateway.DevRuntime
@@ -100,8 +102,8 @@ func openEngine(tb testing.TB, cfg engineConfig) *testEngine {
 	if err != nil {
 		tb.Fatalf("open store: %v", err)
 	}
-	te.store = s
-	te.eng = te.newEngineOn(s)
+	te.kv, te.store = s, s.Holon()
+	te.eng = te.newEngineOn(te.store)
 	tb.Cleanup(func() {
 		s := te.store // the last one opened, after a restart
 		te.checkMoney(tb, s)
@@ -129,12 +131,13 @@ func (te *testEngine) restart(tb testing.TB) (old *gateway.Engine) {
 	if err != nil {
 		tb.Fatalf("reopen: %v", err)
 	}
-	old, te.store, te.eng = te.eng, s, te.newEngineOn(s)
+	te.kv, te.store = s, s.Holon()
+	old, te.eng = te.eng, te.newEngineOn(te.store)
 	return old
 }
 
 // newEngineOn builds an engine like te's on another store (a restart).
-func (te *testEngine) newEngineOn(s *kv.Store) *gateway.Engine {
+func (te *testEngine) newEngineOn(s holon.Store) *gateway.Engine {
 	cfg := gateway.Config{Store: s, Registry: te.reg, Runners: te.runners, SignupCredit: te.credit}
 	if te.clock != nil {
 		cfg.Now = te.clock.Now
@@ -186,7 +189,7 @@ func (te *testEngine) mandate(tb testing.TB, id string) *gateway.MandateState {
 }
 
 // account reads an account's balance and holds.
-func (te *testEngine) account(tb testing.TB, name string) kv.Account {
+func (te *testEngine) account(tb testing.TB, name string) holon.Account {
 	tb.Helper()
 	accts, err := te.eng.Accounts()
 	if err != nil {
@@ -196,7 +199,7 @@ func (te *testEngine) account(tb testing.TB, name string) kv.Account {
 }
 
 // receipt reads a stored receipt.
-func (te *testEngine) receipt(tb testing.TB, id string) *kv.Receipt {
+func (te *testEngine) receipt(tb testing.TB, id string) *holon.Receipt {
 	tb.Helper()
 	r, err := te.eng.Receipt(id)
 	if err != nil {
@@ -206,7 +209,7 @@ func (te *testEngine) receipt(tb testing.TB, id string) *kv.Receipt {
 }
 
 // approval reads an approval.
-func (te *testEngine) approval(tb testing.TB, id string) *kv.Approval {
+func (te *testEngine) approval(tb testing.TB, id string) *holon.Approval {
 	tb.Helper()
 	ap, err := te.eng.Approval(context.Background(), id)
 	if err != nil {
@@ -216,10 +219,10 @@ func (te *testEngine) approval(tb testing.TB, id string) *kv.Approval {
 }
 
 // holds lists the calls in flight.
-func (te *testEngine) holds(tb testing.TB) []*kv.Hold {
+func (te *testEngine) holds(tb testing.TB) []*holon.Hold {
 	tb.Helper()
-	var hs []*kv.Hold
-	if err := te.store.View(func(tx *kv.Tx) error {
+	var hs []*holon.Hold
+	if err := te.store.View(func(tx holon.Tx) error {
 		var err error
 		hs, err = tx.Holds()
 		return err
@@ -230,15 +233,15 @@ func (te *testEngine) holds(tb testing.TB) []*kv.Hold {
 }
 
 // entry reads the journal row with this key; ok is false when there is none.
-func (te *testEngine) entry(tb testing.TB, key string) (kv.JournalRow, bool) {
+func (te *testEngine) entry(tb testing.TB, key string) (holon.JournalRow, bool) {
 	tb.Helper()
-	var row kv.JournalRow
-	err := te.store.View(func(tx *kv.Tx) error {
+	var row holon.JournalRow
+	err := te.store.View(func(tx holon.Tx) error {
 		var err error
 		row, err = tx.EntryByKey(key)
 		return err
 	})
-	if errors.Is(err, kv.ErrNotFound) {
+	if errors.Is(err, holon.ErrNotFound) {
 		return row, false
 	}
 	if err != nil {
@@ -251,10 +254,10 @@ func (te *testEngine) entry(tb testing.TB, key string) (kv.JournalRow, bool) {
 // verifies (entries sum to zero, balances are the sums of their lines, the
 // total is zero); no hold, reservation or held amount is left; and every
 // receipt agrees with the journal and its tree (checkReceipts).
-func (te *testEngine) checkMoney(tb testing.TB, s *kv.Store) {
+func (te *testEngine) checkMoney(tb testing.TB, s holon.Store) {
 	tb.Helper()
-	err := s.View(func(tx *kv.Tx) error {
-		if err := tx.VerifyJournal(); err != nil {
+	err := s.View(func(tx holon.Tx) error {
+		if err := tx.(interface{ VerifyJournal() error }).VerifyJournal(); err != nil {
 			tb.Errorf("journal: %v", err)
 		}
 		holds, err := tx.Holds()
@@ -265,7 +268,7 @@ func (te *testEngine) checkMoney(tb testing.TB, s *kv.Store) {
 			tb.Errorf("hold left for %s: %+v", h.Receipt, h)
 		}
 		spent := map[string]journal.Amount{}
-		err = tx.ForEachMandate(func(id string, _ kv.Doc) error {
+		err = tx.ForEachMandate(func(id string, _ holon.Doc) error {
 			b, err := tx.Budget(id)
 			if err != nil {
 				return err
@@ -279,7 +282,7 @@ func (te *testEngine) checkMoney(tb testing.TB, s *kv.Store) {
 		if err != nil {
 			return err
 		}
-		err = tx.ForEachAccount(func(name string, a kv.Account) error {
+		err = tx.ForEachAccount(func(name string, a holon.Account) error {
 			if a.Held != 0 {
 				tb.Errorf("account %s: %s still held", name, a.Held)
 			}
@@ -302,10 +305,10 @@ func (te *testEngine) checkMoney(tb testing.TB, s *kv.Store) {
 // parent's downstream is the sum of its same-payer children's totals), the
 // tree links both ways, and each mandate's spent is the sum of the totals
 // of the receipts under it.
-func (te *testEngine) checkReceipts(tb testing.TB, tx *kv.Tx, spent map[string]journal.Amount) error {
+func (te *testEngine) checkReceipts(tb testing.TB, tx holon.Tx, spent map[string]journal.Amount) error {
 	tb.Helper()
-	byID := map[string]*kv.Receipt{}
-	var all []*kv.Receipt
+	byID := map[string]*holon.Receipt{}
+	var all []*holon.Receipt
 	for before := ""; ; {
 		page, err := tx.Receipts("", before, 500)
 		if err != nil {
@@ -325,8 +328,8 @@ func (te *testEngine) checkReceipts(tb testing.TB, tx *kv.Tx, spent map[string]j
 	for _, r := range all {
 		totals[r.Mandate] += r.Cost.Total
 		switch r.Status {
-		case gateway.StatusSucceeded, gateway.StatusFailed, gateway.StatusDenied,
-			gateway.StatusPendingApproval, gateway.StatusRejected:
+		case holon.StatusSucceeded, holon.StatusFailed, holon.StatusDenied,
+			holon.StatusPendingApproval, holon.StatusRejected:
 		default:
 			tb.Errorf("%s: status %q at the end of the test", r.ID, r.Status)
 		}
@@ -345,7 +348,7 @@ func (te *testEngine) checkReceipts(tb testing.TB, tx *kv.Tx, spent map[string]j
 		}
 		row, err := tx.EntryByKey("settle:" + r.ID)
 		hasEntry := err == nil
-		if err != nil && !errors.Is(err, kv.ErrNotFound) {
+		if err != nil && !errors.Is(err, holon.ErrNotFound) {
 			return err
 		}
 		switch {
@@ -391,7 +394,7 @@ func (te *testEngine) checkReceipts(tb testing.TB, tx *kv.Tx, spent map[string]j
 		}
 	}
 	journaled := 0
-	err := tx.ForEachEntry(0, func(row kv.JournalRow) (bool, error) {
+	err := tx.ForEachEntry(0, func(row holon.JournalRow) (bool, error) {
 		if strings.HasPrefix(row.Key, "settle:") && !te.foreign[row.Key] {
 			journaled++
 		}
@@ -405,7 +408,7 @@ func (te *testEngine) checkReceipts(tb testing.TB, tx *kv.Tx, spent map[string]j
 
 // settlementLines is what a receipt's settle entry must move: the payer pays
 // cost.own, each split's account receives its amount.
-func settlementLines(r *kv.Receipt) map[string]journal.Amount {
+func settlementLines(r *holon.Receipt) map[string]journal.Amount {
 	want := map[string]journal.Amount{r.Payer: -r.Cost.Own}
 	for _, sh := range r.Splits {
 		want[sh.To] += sh.Amount
@@ -484,7 +487,7 @@ func eurPtr(s string) *journal.Amount {
 }
 
 // errCode is a receipt's error code, "" when it has none.
-func errCode(r *kv.Receipt) string {
+func errCode(r *holon.Receipt) string {
 	if r.Error == nil {
 		return ""
 	}
@@ -492,7 +495,7 @@ func errCode(r *kv.Receipt) string {
 }
 
 // wantReceipt checks a receipt's status, error code, billing and own cost.
-func wantReceipt(tb testing.TB, r *kv.Receipt, status, code string, billed bool, own string) {
+func wantReceipt(tb testing.TB, r *holon.Receipt, status, code string, billed bool, own string) {
 	tb.Helper()
 	if r.Status != status || errCode(r) != code {
 		tb.Errorf("%s: status %s/%s, want %s/%s", r.ID, r.Status, errCode(r), status, code)
@@ -523,16 +526,16 @@ func wait[T any](tb testing.TB, ch <-chan T, what string) T {
 func TestEngineHelper_ChecksMoney(t *testing.T) {
 	te := newEngine(t, []string{agentEcho}, testHandlers(), mainMandate)
 	res := te.call(t, gateway.CallInput{Mandate: "alice/main", Agent: "acme/echo"})
-	wantReceipt(t, res.Receipt, gateway.StatusSucceeded, "", true, "0.10")
+	wantReceipt(t, res.Receipt, holon.StatusSucceeded, "", true, "0.10")
 
 	lie := *res.Receipt
-	lie.ID, lie.Cost = "r99", kv.Cost{Own: eur("0.50"), Total: eur("0.50")}
+	lie.ID, lie.Cost = "r99", holon.Cost{Own: eur("0.50"), Total: eur("0.50")}
 	lie.Splits = []journal.Share{{To: "acme", Amount: eur("0.50")}}
-	if err := te.store.Update(context.Background(), func(tx *kv.Tx) error {
+	if err := te.store.Update(context.Background(), func(tx holon.Tx) error {
 		if err := tx.PutReceipt(&lie); err != nil {
 			return err
 		}
-		return tx.PutHold(&kv.Hold{Receipt: "r98", Payer: "alice", Mandate: "alice/main"})
+		return tx.PutHold(&holon.Hold{Receipt: "r98", Payer: "alice", Mandate: "alice/main"})
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -544,8 +547,8 @@ func TestEngineHelper_ChecksMoney(t *testing.T) {
 		}
 	}
 	// Undo the lie, so that the real check at cleanup passes.
-	if err := te.store.Update(context.Background(), func(tx *kv.Tx) error {
-		lie.Billed, lie.Cost, lie.Splits, lie.Status = false, kv.Cost{}, []journal.Share{}, gateway.StatusDenied
+	if err := te.store.Update(context.Background(), func(tx holon.Tx) error {
+		lie.Billed, lie.Cost, lie.Splits, lie.Status = false, holon.Cost{}, []journal.Share{}, holon.StatusDenied
 		if err := tx.PutReceipt(&lie); err != nil {
 			return err
 		}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"holon.dev/holon"
 	"holon.dev/holon/gateway"
 	"holon.dev/holon/journal"
 	"holon.dev/holon/kv"
@@ -39,7 +40,7 @@ allow: { agents: ["acme/*"], capabilities: ["*"] }
 // rmGateway is an engine on a temporary store with the remote runners.
 type rmGateway struct {
 	eng     *gateway.Engine
-	store   *kv.Store
+	store   holon.Store
 	mcp     *gateway.MCPRunner
 	webhook *gateway.WebhookRunner
 	dev     *gateway.DevRuntime
@@ -87,9 +88,9 @@ func openRemote(t *testing.T, cfg rmConfig) *rmGateway {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g.store = s
+	g.store = s.Holon()
 	g.eng = gateway.New(gateway.Config{
-		Store: s, Registry: reg, SignupCredit: journal.MustParseAmount("100.00"), PublicURL: cfg.publicURL,
+		Store: g.store, Registry: reg, SignupCredit: journal.MustParseAmount("100.00"), PublicURL: cfg.publicURL,
 		Runners: map[string]gateway.Runner{gateway.RuntimeMCP: g.mcp, gateway.RuntimeWebhook: g.webhook, gateway.RuntimeDev: g.dev},
 	})
 	mandate, err := gateway.ParseMandate([]byte(rmMandate))
@@ -112,8 +113,8 @@ func openRemote(t *testing.T, cfg rmConfig) *rmGateway {
 
 func (g *rmGateway) checkMoney(t *testing.T) {
 	t.Helper()
-	err := g.store.View(func(tx *kv.Tx) error {
-		if err := tx.VerifyJournal(); err != nil {
+	err := g.store.View(func(tx holon.Tx) error {
+		if err := tx.(interface{ VerifyJournal() error }).VerifyJournal(); err != nil {
 			t.Errorf("journal: %v", err)
 		}
 		holds, err := tx.Holds()
@@ -123,7 +124,7 @@ func (g *rmGateway) checkMoney(t *testing.T) {
 		for _, h := range holds {
 			t.Errorf("hold left for %s: %+v", h.Receipt, h)
 		}
-		if err := tx.ForEachMandate(func(id string, _ kv.Doc) error {
+		if err := tx.ForEachMandate(func(id string, _ holon.Doc) error {
 			b, err := tx.Budget(id)
 			if err == nil && b.Reserved != 0 {
 				t.Errorf("mandate %s: %s still reserved", id, b.Reserved)
@@ -132,7 +133,7 @@ func (g *rmGateway) checkMoney(t *testing.T) {
 		}); err != nil {
 			return err
 		}
-		return tx.ForEachAccount(func(name string, a kv.Account) error {
+		return tx.ForEachAccount(func(name string, a holon.Account) error {
 			if a.Held != 0 {
 				t.Errorf("account %s: %s still held", name, a.Held)
 			}
@@ -180,7 +181,7 @@ func (b billing) String() string {
 	return fmt.Sprintf("%s/%s billed=%v own=%s", b.status, b.code, b.billed, b.own)
 }
 
-func billingOf(r *kv.Receipt) billing {
+func billingOf(r *holon.Receipt) billing {
 	b := billing{status: r.Status, billed: r.Billed, own: r.Cost.Own.String()}
 	if r.Error != nil {
 		b.code = *r.Error

@@ -5,6 +5,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"holon.dev/holon"
 	"holon.dev/holon/gateway"
 )
 
@@ -19,8 +20,8 @@ func TestEngine_ShippedAgentsExemptFromGuard(t *testing.T) {
 		shipped bool
 		status  string
 	}{
-		{shipped: true, status: gateway.StatusSucceeded},
-		{shipped: false, status: gateway.StatusFailed},
+		{shipped: true, status: holon.StatusSucceeded},
+		{shipped: false, status: holon.StatusFailed},
 	} {
 		g := openRemote(t, rmConfig{
 			manifests: []string{mcpManifest("echo", agent.URL(), "echo", perRun, "")},

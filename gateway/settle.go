@@ -10,8 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"holon.dev/holon"
 	"holon.dev/holon/journal"
-	"holon.dev/holon/kv"
 )
 
 // runState is a call being run: the delegation context its agent's
@@ -28,7 +28,7 @@ type runState struct {
 	// claim is the root call's Idempotency-Key (nil when none, and for a
 	// delegated call); reserved is its reservation's commit.
 	claim    Claim
-	reserved *kv.Commit
+	reserved holon.Commit
 
 	mu       sync.Mutex
 	closed   bool
@@ -84,14 +84,14 @@ func (s *runState) Call(ctx context.Context, t Target, input json.RawMessage) Ca
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		return CallOutcome{Status: StatusDenied, Error: CodeGatewayError,
+		return CallOutcome{Status: holon.StatusDenied, Error: CodeGatewayError,
 			Message: fmt.Sprintf("run %s has ended: no new downstream calls", s.rid)}
 	}
 	s.children.Add(1)
 	s.mu.Unlock()
 	defer s.children.Done()
 	if (t.Agent == "") == (t.Capability == "") {
-		return CallOutcome{Status: StatusDenied, Error: CodeInvalidRequest, Message: "name exactly one of agent and capability"}
+		return CallOutcome{Status: holon.StatusDenied, Error: CodeInvalidRequest, Message: "name exactly one of agent and capability"}
 	}
 	sp := callSpec{
 		mandate:    s.sub,
@@ -106,16 +106,16 @@ func (s *runState) Call(ctx context.Context, t Target, input json.RawMessage) Ca
 		rate, _ := s.mandate.Rate(s.manifest.Currency())
 		mc, err := journal.ConvertUp(*t.MaxCost, rate)
 		if err != nil {
-			return CallOutcome{Status: StatusDenied, Error: CodeInvalidRequest, Message: "max_cost out of range"}
+			return CallOutcome{Status: holon.StatusDenied, Error: CodeInvalidRequest, Message: "max_cost out of range"}
 		}
 		sp.maxCost = &mc
 	}
 	res, err := s.e.call(context.WithoutCancel(ctx), sp)
 	if err != nil {
-		return CallOutcome{Status: StatusFailed, Error: CodeGatewayError, Message: err.Error()}
+		return CallOutcome{Status: holon.StatusFailed, Error: CodeGatewayError, Message: err.Error()}
 	}
 	r := res.Receipt
-	out := CallOutcome{OK: r.Status == StatusSucceeded, Output: res.Output, Receipt: r.ID, Status: r.Status, Message: res.Message}
+	out := CallOutcome{OK: r.Status == holon.StatusSucceeded, Output: res.Output, Receipt: r.ID, Status: r.Status, Message: res.Message}
 	if r.Error != nil {
 		out.Error = *r.Error
 	}
@@ -144,9 +144,9 @@ func (s *runState) finish() {
 // and reservation (and passes the charge up to the calls it draws on),
 // writes the final receipt and the call event, in one transaction. If that
 // fails, the call is closed as gateway_error with nothing billed.
-func (e *Engine) settle(ctx context.Context, st *runState, bill Bill, d time.Duration) (*kv.Receipt, error) {
-	var r *kv.Receipt
-	c, err := e.store.Apply(ctx, func(tx *kv.Tx) error {
+func (e *Engine) settle(ctx context.Context, st *runState, bill Bill, d time.Duration) (*holon.Receipt, error) {
+	var r *holon.Receipt
+	c, err := e.store.Apply(ctx, func(tx holon.Tx) error {
 		var err error
 		r, err = e.settleTx(tx, st, bill, d)
 		return err
@@ -159,13 +159,13 @@ func (e *Engine) settle(ctx context.Context, st *runState, bill Bill, d time.Dur
 		e.step(StepSettleDurable, st.rid)
 		return r, nil
 	}
-	if errors.Is(err, kv.ErrBroken) {
+	if errors.Is(err, holon.ErrBroken) {
 		e.fail(err)
 		return nil, err
 	}
 	e.log.Error("settlement failed; releasing the hold", "receipt", st.rid, "err", err)
-	failed := Bill{Status: StatusFailed, Error: CodeGatewayError}
-	err = e.store.Update(ctx, func(tx *kv.Tx) error {
+	failed := Bill{Status: holon.StatusFailed, Error: CodeGatewayError}
+	err = e.store.Update(ctx, func(tx holon.Tx) error {
 		var err error
 		r, err = e.settleTx(tx, st, failed, d)
 		return err
@@ -177,7 +177,7 @@ func (e *Engine) settle(ctx context.Context, st *runState, bill Bill, d time.Dur
 	return r, nil
 }
 
-func (e *Engine) settleTx(tx *kv.Tx, st *runState, bill Bill, d time.Duration) (*kv.Receipt, error) {
+func (e *Engine) settleTx(tx holon.Tx, st *runState, bill Bill, d time.Duration) (*holon.Receipt, error) {
 	h, err := tx.Hold(st.rid)
 	if err != nil {
 		return nil, fmt.Errorf("hold of %s: %w", st.rid, err)
@@ -225,7 +225,7 @@ func (e *Engine) settleTx(tx *kv.Tx, st *runState, bill Bill, d time.Duration) (
 		r.Error = &code
 	}
 	r.Billed = bill.Billed
-	r.Cost = kv.Cost{Own: charge, Downstream: h.Downstream}
+	r.Cost = holon.Cost{Own: charge, Downstream: h.Downstream}
 	if r.Cost.Total, err = charge.Add(h.Downstream); err != nil {
 		return nil, err
 	}
@@ -248,13 +248,13 @@ func (e *Engine) settleTx(tx *kv.Tx, st *runState, bill Bill, d time.Duration) (
 // counters (journaled: the charge moved money), and the call's
 // Idempotency-Key. A
 // write that must commit with the settlement, or not at all, joins here.
-func (e *Engine) settled(tx *kv.Tx, st *runState, h *kv.Hold, r *kv.Receipt, charge journal.Amount, journaled bool) error {
-	ev := &kv.Event{Receipt: r.ID, Agent: st.manifest.Ref(), Status: r.Status, DurationMS: r.DurationMS,
+func (e *Engine) settled(tx holon.Tx, st *runState, h *holon.Hold, r *holon.Receipt, charge journal.Amount, journaled bool) error {
+	ev := &holon.Event{Receipt: r.ID, Agent: st.manifest.Ref(), Status: r.Status, DurationMS: r.DurationMS,
 		Billed: charge, Currency: r.Currency, Delegated: h.Parent != "", Time: e.now().UTC()}
 	if r.Error != nil {
 		ev.Error = *r.Error
 	}
-	if err := tx.AppendEvent(ev, r.Status == StatusSucceeded); err != nil {
+	if err := tx.AppendEvent(ev, r.Status == holon.StatusSucceeded); err != nil {
 		return err
 	}
 	if err := countSettled(tx, st.version, r, charge, journaled); err != nil {
@@ -267,7 +267,7 @@ func (e *Engine) settled(tx *kv.Tx, st *runState, h *kv.Hold, r *kv.Receipt, cha
 // for each call it draws on (passthrough), moves from that call's
 // reservation and hold to spent; the rest of its own reservation and hold
 // is released.
-func (e *Engine) release(tx *kv.Tx, h *kv.Hold, charge journal.Amount) error {
+func (e *Engine) release(tx holon.Tx, h *holon.Hold, charge journal.Amount) error {
 	if err := tx.AddBudget(h.Mandate, charge, -h.Reserved); err != nil {
 		return err
 	}
@@ -310,7 +310,7 @@ func (e *Engine) release(tx *kv.Tx, h *kv.Hold, charge journal.Amount) error {
 
 // creditParent adds a child's billed total to its parent's downstream cost
 // when the same payer paid it.
-func (e *Engine) creditParent(tx *kv.Tx, h *kv.Hold, r *kv.Receipt) error {
+func (e *Engine) creditParent(tx holon.Tx, h *holon.Hold, r *holon.Receipt) error {
 	if h.Parent == "" || r.Cost.Total == 0 {
 		return nil
 	}
@@ -332,8 +332,8 @@ func (e *Engine) creditParent(tx *kv.Tx, h *kv.Hold, r *kv.Receipt) error {
 // released. Downstream calls that had finished stay paid. It returns how
 // many calls it closed.
 func (e *Engine) Recover(ctx context.Context) (int, error) {
-	var holds []*kv.Hold
-	if err := e.store.View(func(tx *kv.Tx) error {
+	var holds []*holon.Hold
+	if err := e.store.View(func(tx holon.Tx) error {
 		var err error
 		holds, err = tx.Holds()
 		return err
@@ -342,11 +342,11 @@ func (e *Engine) Recover(ctx context.Context) (int, error) {
 	}
 	// Children first: a closed child's billed downstream (its finished
 	// grandchildren) is passed up to its parent, still in flight too.
-	inFlight := map[string]*kv.Hold{}
+	inFlight := map[string]*holon.Hold{}
 	for _, h := range holds {
 		inFlight[h.Receipt] = h
 	}
-	depth := func(h *kv.Hold) int {
+	depth := func(h *holon.Hold) int {
 		d := 0
 		for p := h.Parent; p != "" && d <= len(holds); d++ {
 			ph, ok := inFlight[p]
@@ -359,7 +359,7 @@ func (e *Engine) Recover(ctx context.Context) (int, error) {
 	}
 	sort.SliceStable(holds, func(i, j int) bool { return depth(holds[i]) > depth(holds[j]) })
 	for _, h := range holds {
-		err := e.store.Update(ctx, func(tx *kv.Tx) error {
+		err := e.store.Update(ctx, func(tx holon.Tx) error {
 			h, err := tx.Hold(h.Receipt)
 			if err != nil {
 				return err
@@ -372,8 +372,8 @@ func (e *Engine) Recover(ctx context.Context) (int, error) {
 				return err
 			}
 			code := CodeGatewayRestarted
-			r.Status, r.Error, r.Billed = StatusFailed, &code, false
-			r.Cost = kv.Cost{Downstream: h.Downstream, Total: h.Downstream}
+			r.Status, r.Error, r.Billed = holon.StatusFailed, &code, false
+			r.Cost = holon.Cost{Downstream: h.Downstream, Total: h.Downstream}
 			r.Children = append([]string{}, h.Children...)
 			r.DurationMS = e.now().Sub(h.Started).Milliseconds()
 			if _, err := tx.Hold(h.Parent); h.Parent != "" && err == nil {
@@ -388,7 +388,7 @@ func (e *Engine) Recover(ctx context.Context) (int, error) {
 			if r.Agent != nil {
 				agent = *r.Agent
 			}
-			if err := tx.AppendEvent(&kv.Event{Receipt: r.ID, Agent: agent, Status: r.Status, Error: code,
+			if err := tx.AppendEvent(&holon.Event{Receipt: r.ID, Agent: agent, Status: r.Status, Error: code,
 				DurationMS: r.DurationMS, Currency: r.Currency, Delegated: h.Parent != "", Time: e.now().UTC()}, false); err != nil {
 				return err
 			}

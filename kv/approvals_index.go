@@ -9,6 +9,8 @@ import (
 	"strconv"
 
 	bolt "go.etcd.io/bbolt"
+
+	"holon.dev/holon"
 )
 
 // The approvals of a mandate, newest first, without reading anyone else's:
@@ -18,28 +20,19 @@ import (
 // leaves it out, and buildApprovalIndex writes it again from the approvals
 // at Open (a store from before the index) and at the end of a Restore.
 
-// ApprovalPage is one page of approvals, newest first.
-type ApprovalPage struct {
-	Approvals []*Approval `json:"approvals"`
-	// Next is the cursor for the following (older) page, "" at the end.
-	// A page ends early, with a Next, once it has read its share of
-	// approvals, so a page may hold fewer than asked and still have one.
-	Next string `json:"next"`
-}
-
 // ApprovalsOf lists the approvals of the given mandates newest first, from
 // the index: those before the approval id `before` ("" for the newest) that
 // keep accepts, at most limit (50 when 0). It decodes at most scan
 // approvals (at least limit): past that, the page ends with a Next.
-func (tx *Tx) ApprovalsOf(mandates []string, before string, keep func(*Approval) bool, limit, scan int) (ApprovalPage, error) {
+func (tx *Tx) ApprovalsOf(mandates []string, before string, keep func(*holon.Approval) bool, limit, scan int) (holon.ApprovalPage, error) {
 	start, err := approvalStart(before)
 	if err != nil {
-		return ApprovalPage{}, err
+		return holon.ApprovalPage{}, err
 	}
 	idx := tx.btx.Bucket(bucketApprovalsByMand)
 	if idx == nil {
 		// A store from before the index, opened read-only: scan.
-		return tx.ApprovalsBefore(before, func(a *Approval) bool { return slices.Contains(mandates, a.Mandate) && keep(a) }, limit, scan)
+		return tx.ApprovalsBefore(before, func(a *holon.Approval) bool { return slices.Contains(mandates, a.Mandate) && keep(a) }, limit, scan)
 	}
 	var heads []*indexHead
 	for i, m := range mandates {
@@ -71,10 +64,10 @@ func (tx *Tx) ApprovalsOf(mandates []string, before string, keep func(*Approval)
 
 // ApprovalsBefore lists every mandate's approvals newest first, as
 // ApprovalsOf does for some.
-func (tx *Tx) ApprovalsBefore(before string, keep func(*Approval) bool, limit, scan int) (ApprovalPage, error) {
+func (tx *Tx) ApprovalsBefore(before string, keep func(*holon.Approval) bool, limit, scan int) (holon.ApprovalPage, error) {
 	start, err := approvalStart(before)
 	if err != nil {
-		return ApprovalPage{}, err
+		return holon.ApprovalPage{}, err
 	}
 	c := tx.btx.Bucket(bucketApprovals).Cursor()
 	k, _ := c.Seek(u64(start))
@@ -98,7 +91,7 @@ func approvalStart(before string) (uint64, error) {
 	if before == "" {
 		return 1<<64 - 1, nil
 	}
-	n, ok := ApprovalSeq(before)
+	n, ok := holon.ApprovalSeq(before)
 	if !ok {
 		return 0, fmt.Errorf("cursor %q is not an approval id", before)
 	}
@@ -107,12 +100,12 @@ func approvalStart(before string) (uint64, error) {
 
 // approvalPage reads the approvals next yields (sequence numbers, newest
 // first, 0 at the end) into a page.
-func (tx *Tx) approvalPage(next func() uint64, keep func(*Approval) bool, limit, scan int) (ApprovalPage, error) {
+func (tx *Tx) approvalPage(next func() uint64, keep func(*holon.Approval) bool, limit, scan int) (holon.ApprovalPage, error) {
 	if limit <= 0 {
 		limit = 50
 	}
 	scan = max(scan, limit)
-	var page ApprovalPage
+	var page holon.ApprovalPage
 	var read int
 	var last uint64
 	b := tx.btx.Bucket(bucketApprovals)
@@ -127,7 +120,7 @@ func (tx *Tx) approvalPage(next func() uint64, keep func(*Approval) bool, limit,
 		if v == nil {
 			return page, fmt.Errorf("the approvals index names a%d, which does not exist", seq)
 		}
-		a := new(Approval)
+		a := new(holon.Approval)
 		if err := json.Unmarshal(v, a); err != nil {
 			return page, fmt.Errorf("decode approval a%d: %w", seq, err)
 		}
@@ -171,7 +164,7 @@ func (h *indexHead) at(k []byte) {
 }
 
 // indexApproval adds a new approval to the index.
-func (tx *Tx) indexApproval(a *Approval, seq uint64) error {
+func (tx *Tx) indexApproval(a *holon.Approval, seq uint64) error {
 	return tx.btx.Bucket(bucketApprovalsByMand).Put(mandateIndexKey(a.Mandate, seq), nil)
 }
 
@@ -218,7 +211,7 @@ func buildApprovalIndex(btx *bolt.Tx) error {
 // ApprovalIndexed reports whether the approvals index lists approval id
 // under mandate, for holon verify.
 func (tx *Tx) ApprovalIndexed(mandate, id string) bool {
-	seq, ok := ApprovalSeq(id)
+	seq, ok := holon.ApprovalSeq(id)
 	idx := tx.btx.Bucket(bucketApprovalsByMand)
 	return ok && idx != nil && idx.Get(mandateIndexKey(mandate, seq)) != nil
 }

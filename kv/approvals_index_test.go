@@ -9,6 +9,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"holon.dev/holon"
 	"holon.dev/holon/kv"
 )
 
@@ -23,7 +24,7 @@ func putApprovals(tb testing.TB, s *kv.Store, n int, mandate func(int) string, s
 				if err != nil {
 					return err
 				}
-				if err := tx.PutApproval(&kv.Approval{ID: id, Mandate: mandate(done), Status: status(done)}); err != nil {
+				if err := tx.PutApproval(&holon.Approval{ID: id, Mandate: mandate(done), Status: status(done)}); err != nil {
 					return err
 				}
 			}
@@ -32,7 +33,7 @@ func putApprovals(tb testing.TB, s *kv.Store, n int, mandate func(int) string, s
 	}
 }
 
-func pageString(p kv.ApprovalPage) string {
+func pageString(p holon.ApprovalPage) string {
 	var out []string
 	for _, a := range p.Approvals {
 		out = append(out, a.ID)
@@ -48,17 +49,17 @@ func TestTx_ApprovalsOf(t *testing.T) {
 	// a1..a12: m0, m1, m2 in turn; every fourth (a4, a8, a12) used.
 	putApprovals(t, s, 12, func(i int) string { return fmt.Sprintf("m%d", i%3) }, func(i int) string {
 		if i%4 == 3 {
-			return kv.ApprovalUsed
+			return holon.ApprovalUsed
 		}
-		return kv.ApprovalPending
+		return holon.ApprovalPending
 	})
-	all := func(*kv.Approval) bool { return true }
-	open := func(a *kv.Approval) bool { return a.Status == kv.ApprovalPending }
+	all := func(*holon.Approval) bool { return true }
+	open := func(a *holon.Approval) bool { return a.Status == holon.ApprovalPending }
 	for _, tt := range []struct {
 		name        string
 		mandates    []string
 		before      string
-		keep        func(*kv.Approval) bool
+		keep        func(*holon.Approval) bool
 		limit, scan int
 		want        string
 	}{
@@ -74,13 +75,13 @@ func TestTx_ApprovalsOf(t *testing.T) {
 		{"scan cap", []string{"m0", "m2"}, "", open, 1, 2, "a10 | a10"},
 		// Scan below limit reads limit.
 		{"scan under the limit", []string{"m0"}, "", open, 2, 1, "a10 a7 | a7"},
-		{"scan cap, nothing kept", []string{"m0", "m1", "m2"}, "", func(*kv.Approval) bool { return false }, 2, 5, " | a8"},
+		{"scan cap, nothing kept", []string{"m0", "m1", "m2"}, "", func(*holon.Approval) bool { return false }, 2, 5, " | a8"},
 		{"unknown mandate", []string{"nobody"}, "", all, 10, 100, " | "},
 		{"a prefix of a mandate", []string{"m"}, "", all, 10, 100, " | "},
 		{"no mandates", nil, "", all, 10, 100, " | "},
 		{"before the oldest", []string{"m0"}, "a1", all, 10, 100, " | "},
 	} {
-		var got kv.ApprovalPage
+		var got holon.ApprovalPage
 		mustView(t, s, func(tx *kv.Tx) (err error) {
 			got, err = tx.ApprovalsOf(tt.mandates, tt.before, tt.keep, tt.limit, tt.scan)
 			return err
@@ -97,7 +98,7 @@ func TestTx_ApprovalsOf(t *testing.T) {
 		if pages > 20 {
 			t.Fatal("the pages do not end")
 		}
-		var p kv.ApprovalPage
+		var p holon.ApprovalPage
 		mustView(t, s, func(tx *kv.Tx) (err error) {
 			p, err = tx.ApprovalsOf([]string{"m0", "m2"}, before, open, 2, 3)
 			return err
@@ -129,21 +130,21 @@ func TestTx_ApprovalsOf(t *testing.T) {
 // first, from a cursor, bounded by limit and scan.
 func TestTx_ApprovalsBefore(t *testing.T) {
 	s := mustOpen(t, kv.Options{NoSync: true})
-	putApprovals(t, s, 6, func(i int) string { return fmt.Sprintf("m%d", i%2) }, func(int) string { return kv.ApprovalPending })
-	m1 := func(a *kv.Approval) bool { return a.Mandate == "m1" }
+	putApprovals(t, s, 6, func(i int) string { return fmt.Sprintf("m%d", i%2) }, func(int) string { return holon.ApprovalPending })
+	m1 := func(a *holon.Approval) bool { return a.Mandate == "m1" }
 	for _, tt := range []struct {
 		name, before string
-		keep         func(*kv.Approval) bool
+		keep         func(*holon.Approval) bool
 		limit, scan  int
 		want         string
 	}{
-		{"all", "", func(*kv.Approval) bool { return true }, 10, 100, "a6 a5 a4 a3 a2 a1 | "},
-		{"limit", "", func(*kv.Approval) bool { return true }, 4, 100, "a6 a5 a4 a3 | a3"},
-		{"cursor", "a4", func(*kv.Approval) bool { return true }, 10, 100, "a3 a2 a1 | "},
-		{"cursor past the newest", "a99", func(*kv.Approval) bool { return true }, 2, 100, "a6 a5 | a5"},
+		{"all", "", func(*holon.Approval) bool { return true }, 10, 100, "a6 a5 a4 a3 a2 a1 | "},
+		{"limit", "", func(*holon.Approval) bool { return true }, 4, 100, "a6 a5 a4 a3 | a3"},
+		{"cursor", "a4", func(*holon.Approval) bool { return true }, 10, 100, "a3 a2 a1 | "},
+		{"cursor past the newest", "a99", func(*holon.Approval) bool { return true }, 2, 100, "a6 a5 | a5"},
 		{"filtered, scan cap", "", m1, 2, 2, "a6 | a5"},
 	} {
-		var got kv.ApprovalPage
+		var got holon.ApprovalPage
 		mustView(t, s, func(tx *kv.Tx) (err error) {
 			got, err = tx.ApprovalsBefore(tt.before, tt.keep, tt.limit, tt.scan)
 			return err
@@ -165,10 +166,10 @@ func TestTx_ApprovalsOf_ReadsOnlyTheMandate(t *testing.T) {
 			return "alice/held"
 		}
 		return fmt.Sprintf("bob/m%d", i%50)
-	}, func(int) string { return kv.ApprovalPending })
+	}, func(int) string { return holon.ApprovalPending })
 	var decoded int
-	count := func(a *kv.Approval) bool { decoded++; return a.Mandate == "alice/held" }
-	var page kv.ApprovalPage
+	count := func(a *holon.Approval) bool { decoded++; return a.Mandate == "alice/held" }
+	var page holon.ApprovalPage
 	mustView(t, s, func(tx *kv.Tx) (err error) {
 		page, err = tx.ApprovalsOf([]string{"alice/held"}, "", count, 200, 2000)
 		return err
@@ -192,15 +193,15 @@ func TestStore_Open_BuildsApprovalIndex(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	putApprovals(t, s, 7, func(i int) string { return fmt.Sprintf("m%d", i%2) }, func(int) string { return kv.ApprovalPending })
+	putApprovals(t, s, 7, func(i int) string { return fmt.Sprintf("m%d", i%2) }, func(int) string { return holon.ApprovalPending })
 	err = s.TamperForTest(func(btx *bolt.Tx) error { return btx.DeleteBucket([]byte("approvals_by_mandate")) })
 	if err != nil {
 		t.Fatal(err)
 	}
 	list := func(s *kv.Store) string {
-		var p kv.ApprovalPage
+		var p holon.ApprovalPage
 		mustView(t, s, func(tx *kv.Tx) (err error) {
-			p, err = tx.ApprovalsOf([]string{"m1"}, "", func(*kv.Approval) bool { return true }, 10, 100)
+			p, err = tx.ApprovalsOf([]string{"m1"}, "", func(*holon.Approval) bool { return true }, 10, 100)
 			return err
 		})
 		return pageString(p)
@@ -242,7 +243,7 @@ func TestStore_Open_BuildsApprovalIndex(t *testing.T) {
 	if got := list(s); got != "a6 a4 a2 | " {
 		t.Errorf("after Open: %q, want a6 a4 a2", got)
 	}
-	putApprovals(t, s, 2, func(int) string { return "m1" }, func(int) string { return kv.ApprovalPending })
+	putApprovals(t, s, 2, func(int) string { return "m1" }, func(int) string { return holon.ApprovalPending })
 	if got := list(s); got != "a9 a8 a6 a4 a2 | " {
 		t.Errorf("after two more: %q, want a9 a8 a6 a4 a2", got)
 	}
@@ -252,14 +253,14 @@ func TestStore_Open_BuildsApprovalIndex(t *testing.T) {
 // writes it again from the approvals.
 func TestRestore_BuildsApprovalIndex(t *testing.T) {
 	src := mustOpen(t, kv.Options{NoSync: true})
-	putApprovals(t, src, 5, func(i int) string { return fmt.Sprintf("m%d", i%2) }, func(int) string { return kv.ApprovalGranted })
+	putApprovals(t, src, 5, func(i int) string { return fmt.Sprintf("m%d", i%2) }, func(int) string { return holon.ApprovalGranted })
 	// A decision rewrites an approval: it stays indexed once.
 	mustUpdate(t, src, func(tx *kv.Tx) error {
 		a, err := tx.Approval("a3")
 		if err != nil {
 			return err
 		}
-		a.Status = kv.ApprovalRejected
+		a.Status = holon.ApprovalRejected
 		return tx.PutApproval(a)
 	})
 	e := export(t, src)
@@ -286,7 +287,7 @@ func TestRestore_BuildsApprovalIndex(t *testing.T) {
 		if n := tx.ApprovalIndexRows(); n != 5 {
 			t.Errorf("restored index rows: %d, want 5", n)
 		}
-		p, err := tx.ApprovalsOf([]string{"m0"}, "", func(*kv.Approval) bool { return true }, 10, 100)
+		p, err := tx.ApprovalsOf([]string{"m0"}, "", func(*holon.Approval) bool { return true }, 10, 100)
 		if got := pageString(p); err != nil || got != "a5 a3 a1 | " {
 			t.Errorf("restored m0: %q, %v; want a5 a3 a1", got, err)
 		}
@@ -305,8 +306,8 @@ func BenchmarkTx_ApprovalsOf(b *testing.B) {
 			return "alice/held"
 		}
 		return fmt.Sprintf("bob/m%d", i%100)
-	}, func(int) string { return kv.ApprovalPending })
-	mine := func(a *kv.Approval) bool { return a.Mandate == "alice/held" }
+	}, func(int) string { return holon.ApprovalPending })
+	mine := func(a *holon.Approval) bool { return a.Mandate == "alice/held" }
 	b.Run("scan", func(b *testing.B) {
 		for b.Loop() {
 			mustView(b, s, func(tx *kv.Tx) error {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"holon.dev/holon"
 	"holon.dev/holon/journal"
 	"holon.dev/holon/kv"
 )
@@ -35,12 +36,12 @@ func seedCalls(b *testing.B, s *kv.Store, n int, worst journal.Amount) {
 				payer := fmt.Sprintf("payer%02d", i%benchPayers)
 				mandate := payer + "/sandbox"
 				agent := "lena/extract@1.0.0"
-				r := &kv.Receipt{ID: id, Mandate: mandate, Caller: payer, Agent: &agent, Status: "running",
+				r := &holon.Receipt{ID: id, Mandate: mandate, Caller: payer, Agent: &agent, Status: "running",
 					WorstCase: &worst, Currency: "EUR", Payer: payer, Created: tx.Now()}
 				if err := tx.PutReceipt(r); err != nil {
 					return err
 				}
-				h := &kv.Hold{Receipt: id, Payer: payer, Amount: worst, Mandate: mandate, Reserved: worst, Started: tx.Now()}
+				h := &holon.Hold{Receipt: id, Payer: payer, Amount: worst, Mandate: mandate, Reserved: worst, Started: tx.Now()}
 				if err := tx.PutHold(h); err != nil {
 					return err
 				}
@@ -80,7 +81,7 @@ func settle(s *kv.Store, i int, price journal.Amount) error {
 			return err
 		}
 		r.Status, r.Billed, r.DurationMS = "succeeded", true, 120
-		r.Cost = kv.Cost{Own: price, Total: price}
+		r.Cost = holon.Cost{Own: price, Total: price}
 		r.Splits = shares
 		if err := tx.PutReceipt(r); err != nil {
 			return err
@@ -97,7 +98,7 @@ func settle(s *kv.Store, i int, price journal.Amount) error {
 		if err := tx.DeleteHold(id); err != nil {
 			return err
 		}
-		return tx.AppendEvent(&kv.Event{Receipt: id, Agent: *r.Agent, Status: r.Status, DurationMS: r.DurationMS,
+		return tx.AppendEvent(&holon.Event{Receipt: id, Agent: *r.Agent, Status: r.Status, DurationMS: r.DurationMS,
 			Billed: price, Currency: r.Currency, Time: tx.Now()}, true)
 	})
 }

@@ -3,6 +3,8 @@ package kv
 import (
 	"encoding/binary"
 	"errors"
+
+	"holon.dev/holon"
 )
 
 // writeCache keeps, for one write transaction (one batch of updates), the
@@ -16,9 +18,9 @@ import (
 // buckets in a write transaction goes through it; a raw iteration over one
 // of them flushes it first.
 type writeCache struct {
-	accounts map[string]*cached[Account]
-	budgets  map[string]*cached[Budget]
-	records  map[string]*cached[Record]
+	accounts map[string]*cached[holon.Account]
+	budgets  map[string]*cached[holon.Budget]
+	records  map[string]*cached[holon.Record]
 	counters map[string]*cached[uint64]
 }
 

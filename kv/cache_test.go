@@ -3,6 +3,7 @@ package kv_test
 import (
 	"testing"
 
+	"holon.dev/holon"
 	"holon.dev/holon/kv"
 )
 
@@ -23,7 +24,7 @@ func TestTx_SharedRecords_SeenInTransaction(t *testing.T) {
 			if _, err := tx.AddCounter("calls", 2); err != nil {
 				return err
 			}
-			if err := tx.AppendEvent(&kv.Event{Receipt: "r1", Agent: "acme/a@1.0.0", Status: "succeeded", Billed: amt("0.01"), DurationMS: 5}, true); err != nil {
+			if err := tx.AppendEvent(&holon.Event{Receipt: "r1", Agent: "acme/a@1.0.0", Status: "succeeded", Billed: amt("0.01"), DurationMS: 5}, true); err != nil {
 				return err
 			}
 		}
@@ -31,7 +32,7 @@ func TestTx_SharedRecords_SeenInTransaction(t *testing.T) {
 			t.Errorf("Account in the transaction: held %s, want 1.50", a.Held)
 		}
 		seen := 0
-		if err := tx.ForEachAccount(func(name string, a kv.Account) error {
+		if err := tx.ForEachAccount(func(name string, a holon.Account) error {
 			if name == "alice" {
 				seen++
 				if a.Held != amt("1.50") || a.Balance != amt("10.00") {
@@ -42,7 +43,7 @@ func TestTx_SharedRecords_SeenInTransaction(t *testing.T) {
 		}); err != nil {
 			return err
 		}
-		if err := tx.ForEachBudget(func(m string, b kv.Budget) error {
+		if err := tx.ForEachBudget(func(m string, b holon.Budget) error {
 			if m == "alice/m" {
 				seen++
 				if b.Spent != amt("0.30") || b.Reserved != amt("0.60") {
@@ -64,7 +65,7 @@ func TestTx_SharedRecords_SeenInTransaction(t *testing.T) {
 		}); err != nil {
 			return err
 		}
-		if err := tx.ForEachRecord(func(agent string, r kv.Record) error {
+		if err := tx.ForEachRecord(func(agent string, r holon.Record) error {
 			seen++
 			if r.Runs != 3 || r.Billed != amt("0.03") {
 				t.Errorf("ForEachRecord in the transaction: %+v", r)

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"holon.dev/holon"
 	"holon.dev/holon/journal"
 	"holon.dev/holon/kv"
 )
@@ -27,7 +28,7 @@ func TestTx_AddHeld_NeverNegative(t *testing.T) {
 	mustUpdate(t, s, func(tx *kv.Tx) error { return tx.AddHeld("bob", amt("1")) })
 	mustUpdate(t, s, func(tx *kv.Tx) error { return tx.AddHeld("bob", -amt("0.40")) })
 	err := s.Update(context.Background(), func(tx *kv.Tx) error {
-		if err := tx.PutHold(&kv.Hold{Receipt: "r9", Payer: "bob"}); err != nil {
+		if err := tx.PutHold(&holon.Hold{Receipt: "r9", Payer: "bob"}); err != nil {
 			return err
 		}
 		return tx.AddHeld("bob", -amt("0.61"))
@@ -43,7 +44,7 @@ func TestTx_AddHeld_NeverNegative(t *testing.T) {
 		if err != nil || a.Held != amt("0.60") || a.Balance != amt("5") || a.Available() != amt("4.40") {
 			t.Errorf("bob = %+v, %v; want balance 5.00, held 0.60", a, err)
 		}
-		if _, err := tx.Hold("r9"); !errors.Is(err, kv.ErrNotFound) {
+		if _, err := tx.Hold("r9"); !errors.Is(err, holon.ErrNotFound) {
 			t.Errorf("hold of the refused update: %v, want ErrNotFound", err)
 		}
 		return nil
@@ -59,7 +60,7 @@ func TestTx_Holds(t *testing.T) {
 	s := mustOpen(t, kv.Options{NoSync: true})
 	mustUpdate(t, s, func(tx *kv.Tx) error {
 		for i := 1; i <= 3; i++ {
-			h := &kv.Hold{Receipt: fmt.Sprintf("r%d", i), Payer: "bob", Amount: amt("0.10"),
+			h := &holon.Hold{Receipt: fmt.Sprintf("r%d", i), Payer: "bob", Amount: amt("0.10"),
 				Mandate: "bob/sandbox", Reserved: amt("0.10")}
 			if err := tx.PutHold(h); err != nil {
 				return err
@@ -85,7 +86,7 @@ func TestTx_Holds(t *testing.T) {
 		if fmt.Sprint(got) != "[r1 r3]" {
 			t.Errorf("holds %v, want [r1 r3]", got)
 		}
-		if _, err := tx.Hold("r2"); !errors.Is(err, kv.ErrNotFound) {
+		if _, err := tx.Hold("r2"); !errors.Is(err, holon.ErrNotFound) {
 			t.Errorf("deleted hold: %v, want ErrNotFound", err)
 		}
 		h, err := tx.Hold("r3")
@@ -100,7 +101,7 @@ func TestTx_Holds(t *testing.T) {
 // and that an id must be a<number>.
 func TestTx_Approvals(t *testing.T) {
 	s := mustOpen(t, kv.Options{NoSync: true})
-	statuses := []string{kv.ApprovalPending, kv.ApprovalGranted, kv.ApprovalUsed, kv.ApprovalRejected}
+	statuses := []string{holon.ApprovalPending, holon.ApprovalGranted, holon.ApprovalUsed, holon.ApprovalRejected}
 	mustUpdate(t, s, func(tx *kv.Tx) error {
 		for i := 1; i <= 12; i++ {
 			id, err := tx.NewApprovalID()
@@ -110,24 +111,24 @@ func TestTx_Approvals(t *testing.T) {
 			if want := fmt.Sprintf("a%d", i); id != want {
 				return fmt.Errorf("NewApprovalID = %s, want %s", id, want)
 			}
-			if err := tx.PutApproval(&kv.Approval{ID: id, Mandate: fmt.Sprintf("m%d", i%2), Status: statuses[i%4]}); err != nil {
+			if err := tx.PutApproval(&holon.Approval{ID: id, Mandate: fmt.Sprintf("m%d", i%2), Status: statuses[i%4]}); err != nil {
 				return err
 			}
 		}
 		return nil
 	})
-	ids := func(as []*kv.Approval) string {
+	ids := func(as []*holon.Approval) string {
 		var out []string
 		for _, a := range as {
 			out = append(out, a.ID)
 		}
 		return strings.Join(out, " ")
 	}
-	all := func(*kv.Approval) bool { return true }
-	pending := func(a *kv.Approval) bool { return a.Status == kv.ApprovalPending }
+	all := func(*holon.Approval) bool { return true }
+	pending := func(a *holon.Approval) bool { return a.Status == holon.ApprovalPending }
 	for _, tt := range []struct {
 		name  string
-		keep  func(*kv.Approval) bool
+		keep  func(*holon.Approval) bool
 		limit int
 		want  string
 	}{
@@ -135,11 +136,11 @@ func TestTx_Approvals(t *testing.T) {
 		{"all, more than there are", all, 50, "a12 a11 a10 a9 a8 a7 a6 a5 a4 a3 a2 a1"},
 		{"pending", pending, 2, "a12 a8"},
 		{"pending, all of them", pending, 10, "a12 a8 a4"},
-		{"mandate m1", func(a *kv.Approval) bool { return a.Mandate == "m1" }, 3, "a11 a9 a7"},
-		{"none", func(*kv.Approval) bool { return false }, 10, ""},
+		{"mandate m1", func(a *holon.Approval) bool { return a.Mandate == "m1" }, 3, "a11 a9 a7"},
+		{"none", func(*holon.Approval) bool { return false }, 10, ""},
 		{"zero limit", all, 0, ""},
 	} {
-		var got []*kv.Approval
+		var got []*holon.Approval
 		mustView(t, s, func(tx *kv.Tx) (err error) { got, err = tx.Approvals(tt.keep, tt.limit); return err })
 		if ids(got) != tt.want {
 			t.Errorf("%s: %q, want %q", tt.name, ids(got), tt.want)
@@ -151,21 +152,21 @@ func TestTx_Approvals(t *testing.T) {
 			return err
 		}
 		run := "r7"
-		a.Status, a.Run = kv.ApprovalUsed, &run
+		a.Status, a.Run = holon.ApprovalUsed, &run
 		return tx.PutApproval(a)
 	})
 	mustView(t, s, func(tx *kv.Tx) error {
-		if a, err := tx.Approval("a4"); err != nil || a.Status != kv.ApprovalUsed || a.Run == nil || *a.Run != "r7" {
+		if a, err := tx.Approval("a4"); err != nil || a.Status != holon.ApprovalUsed || a.Run == nil || *a.Run != "r7" {
 			t.Errorf("a4 = %+v, %v; want used by r7", a, err)
 		}
 		for _, id := range []string{"a13", "r1", "a0", "a"} {
-			if _, err := tx.Approval(id); !errors.Is(err, kv.ErrNotFound) {
+			if _, err := tx.Approval(id); !errors.Is(err, holon.ErrNotFound) {
 				t.Errorf("Approval(%q) = %v, want ErrNotFound", id, err)
 			}
 		}
 		return nil
 	})
-	if err := s.Update(context.Background(), func(tx *kv.Tx) error { return tx.PutApproval(&kv.Approval{ID: "x1"}) }); err == nil {
+	if err := s.Update(context.Background(), func(tx *kv.Tx) error { return tx.PutApproval(&holon.Approval{ID: "x1"}) }); err == nil {
 		t.Error("PutApproval(x1): no error")
 	}
 }
@@ -177,7 +178,7 @@ func TestTx_Events_Paging(t *testing.T) {
 	const n = 25
 	mustUpdate(t, s, func(tx *kv.Tx) error {
 		for i := 1; i <= n; i++ {
-			ev := &kv.Event{Receipt: fmt.Sprintf("r%d", i), Agent: "acme/x@1.0.0", Status: "succeeded",
+			ev := &holon.Event{Receipt: fmt.Sprintf("r%d", i), Agent: "acme/x@1.0.0", Status: "succeeded",
 				DurationMS: 10, Billed: amt("0.01"), Currency: "EUR"}
 			if i%5 == 0 {
 				ev.Status, ev.Error, ev.Billed = "failed", "agent_error", 0
@@ -195,7 +196,7 @@ func TestTx_Events_Paging(t *testing.T) {
 	var sizes []int
 	var before uint64
 	for {
-		var page []*kv.Event
+		var page []*holon.Event
 		mustView(t, s, func(tx *kv.Tx) (err error) { page, err = tx.Events(before, 10); return err })
 		sizes = append(sizes, len(page))
 		if len(page) == 0 {
@@ -235,10 +236,10 @@ func TestTx_Events_Paging(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if want := (kv.Record{Runs: 25, Succeeded: 20, Billed: amt("0.20"), DurationMS: 250}); rec != want {
+		if want := (holon.Record{Runs: 25, Succeeded: 20, Billed: amt("0.20"), DurationMS: 250}); rec != want {
 			t.Errorf("record = %+v, want %+v", rec, want)
 		}
-		if rec, err := tx.Record("nobody/x@1.0.0"); err != nil || rec != (kv.Record{}) {
+		if rec, err := tx.Record("nobody/x@1.0.0"); err != nil || rec != (holon.Record{}) {
 			t.Errorf("record of an agent never run = %+v, %v", rec, err)
 		}
 		return nil

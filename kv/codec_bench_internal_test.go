@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"holon.dev/holon"
 	"holon.dev/holon/journal"
 )
 
@@ -12,8 +13,8 @@ import (
 // receipt with encoding/json's.
 func BenchmarkCodec_Receipt(b *testing.B) {
 	agent, w := "bench/echo@1.0.0", journal.MustParseAmount("0.01")
-	r := &Receipt{ID: "r123456", Mandate: "p01/bench", Caller: "p01/client", Agent: &agent, Status: "succeeded",
-		WorstCase: &w, Currency: "EUR", Payer: "p01", Billed: true, Cost: Cost{Own: w, Total: w},
+	r := &holon.Receipt{ID: "r123456", Mandate: "p01/bench", Caller: "p01/client", Agent: &agent, Status: "succeeded",
+		WorstCase: &w, Currency: "EUR", Payer: "p01", Billed: true, Cost: holon.Cost{Own: w, Total: w},
 		Splits:   []journal.Share{{To: "bench", Amount: 9000}, {To: "holon", Amount: 1000}},
 		Children: []string{}, DurationMS: 3, Created: time.Now().UTC()}
 	doc, err := json.Marshal(r)
@@ -22,7 +23,7 @@ func BenchmarkCodec_Receipt(b *testing.B) {
 	}
 	b.Run("decode", func(b *testing.B) {
 		for range b.N {
-			var x Receipt
+			var x holon.Receipt
 			if err := decodeValue(doc, &x); err != nil {
 				b.Fatal(err)
 			}
@@ -30,7 +31,7 @@ func BenchmarkCodec_Receipt(b *testing.B) {
 	})
 	b.Run("decode/encoding-json", func(b *testing.B) {
 		for range b.N {
-			var x Receipt
+			var x holon.Receipt
 			if err := json.Unmarshal(doc, &x); err != nil {
 				b.Fatal(err)
 			}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"holon.dev/holon"
 	"holon.dev/holon/journal"
 )
 
@@ -20,7 +21,7 @@ import (
 
 // hotRecords returns one fresh pointer to each record with a hand-written codec.
 func hotRecords() []any {
-	return []any{&Receipt{}, &Hold{}, &Account{}, &Budget{}, &Record{}, &Event{}, &JournalRow{}, &Doc{}}
+	return []any{&holon.Receipt{}, &holon.Hold{}, &holon.Account{}, &holon.Budget{}, &holon.Record{}, &holon.Event{}, &holon.JournalRow{}, &holon.Doc{}}
 }
 
 var oddStrings = []string{
@@ -97,11 +98,11 @@ func fill(r *rand.Rand, v reflect.Value) {
 // account's balance, a journal line); elsewhere they are refused on read.
 func makeSigned(r *rand.Rand, v any) {
 	switch v := v.(type) {
-	case *Account:
+	case *holon.Account:
 		if r.IntN(2) == 0 {
 			v.Balance = -v.Balance
 		}
-	case *JournalRow:
+	case *holon.JournalRow:
 		for i := range v.Lines {
 			if r.IntN(2) == 0 {
 				v.Lines[i].Amount = -v.Lines[i].Amount
@@ -119,11 +120,11 @@ func TestEncode_SameAsEncodingJSON(t *testing.T) {
 			makeSigned(r, v)
 			arg := v
 			switch v := v.(type) { // putJSON passes these by value
-			case *Account:
+			case *holon.Account:
 				arg = *v
-			case *Budget:
+			case *holon.Budget:
 				arg = *v
-			case *Record:
+			case *holon.Record:
 				arg = *v
 			}
 			want, wantErr := json.Marshal(arg)
@@ -146,7 +147,7 @@ func TestEncode_BadTime(t *testing.T) {
 		time.Date(2026, 1, 1, 0, 0, 0, 0, time.FixedZone("", 24*3600)),
 		time.Date(2026, 1, 1, 0, 0, 0, 0, time.FixedZone("", 3600+7)),
 	} {
-		h := &Hold{Started: tm}
+		h := &holon.Hold{Started: tm}
 		_, wantErr := json.Marshal(h)
 		got, err := encodeValue(nil, h)
 		if (err != nil) != (wantErr != nil) {
@@ -250,9 +251,9 @@ func TestTx_Encode_Arena(t *testing.T) {
 	var vals [][]byte
 	var want []string
 	for i := range 5000 {
-		b := Budget{Spent: journal.Amount(i), Reserved: journal.Amount(i * 7)}
+		b := holon.Budget{Spent: journal.Amount(i), Reserved: journal.Amount(i * 7)}
 		if i%100 == 0 { // now and then one larger than a block's rest
-			r := &Receipt{ID: fmt.Sprintf("r%d", i), Mandate: strings.Repeat("m", 3000)}
+			r := &holon.Receipt{ID: fmt.Sprintf("r%d", i), Mandate: strings.Repeat("m", 3000)}
 			v, err := tx.encode(r)
 			if err != nil {
 				t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"holon.dev/holon"
 	"holon.dev/holon/journal"
 )
 
@@ -17,38 +18,38 @@ import (
 // TestDecode_SameAsEncodingJSON and FuzzDecode hold the fast path to them.
 func decodeValue(data []byte, v any) error {
 	switch v := v.(type) {
-	case *Receipt:
-		var r Receipt
+	case *holon.Receipt:
+		var r holon.Receipt
 		if s := (scan{b: data}); s.receipt(&r) && s.end() {
 			*v = r
 			return nil
 		}
-	case *Hold:
-		var h Hold
+	case *holon.Hold:
+		var h holon.Hold
 		if s := (scan{b: data}); s.hold(&h) && s.end() {
 			*v = h
 			return nil
 		}
-	case *Account:
-		var a Account
+	case *holon.Account:
+		var a holon.Account
 		if s := (scan{b: data}); s.account(&a) && s.end() {
 			*v = a
 			return nil
 		}
-	case *Budget:
-		var b Budget
+	case *holon.Budget:
+		var b holon.Budget
 		if s := (scan{b: data}); s.budget(&b) && s.end() {
 			*v = b
 			return nil
 		}
-	case *Record:
-		var r Record
+	case *holon.Record:
+		var r holon.Record
 		if s := (scan{b: data}); s.record(&r) && s.end() {
 			*v = r
 			return nil
 		}
-	case *Doc:
-		var d Doc
+	case *holon.Doc:
+		var d holon.Doc
 		if s := (scan{b: data}); s.doc(&d) && s.end() {
 			*v = d
 			return nil
@@ -356,7 +357,7 @@ func (s *scan) value() ([]byte, bool) {
 	return s.b[start:s.i], depth == 0 && !inString && s.i > start
 }
 
-func (s *scan) receipt(r *Receipt) bool {
+func (s *scan) receipt(r *holon.Receipt) bool {
 	return s.object(func(key []byte) bool {
 		switch string(key) {
 		case "id":
@@ -416,7 +417,7 @@ func (s *scan) receipt(r *Receipt) bool {
 	})
 }
 
-func (s *scan) hold(h *Hold) bool {
+func (s *scan) hold(h *holon.Hold) bool {
 	return s.object(func(key []byte) bool {
 		switch string(key) {
 		case "receipt":
@@ -446,7 +447,7 @@ func (s *scan) hold(h *Hold) bool {
 	})
 }
 
-func (s *scan) account(a *Account) bool {
+func (s *scan) account(a *holon.Account) bool {
 	seen := false
 	ok := s.object(func(key []byte) bool {
 		switch string(key) {
@@ -462,7 +463,7 @@ func (s *scan) account(a *Account) bool {
 	return ok && seen
 }
 
-func (s *scan) budget(b *Budget) bool {
+func (s *scan) budget(b *holon.Budget) bool {
 	return s.object(func(key []byte) bool {
 		switch string(key) {
 		case "spent":
@@ -474,7 +475,7 @@ func (s *scan) budget(b *Budget) bool {
 	})
 }
 
-func (s *scan) record(r *Record) bool {
+func (s *scan) record(r *holon.Record) bool {
 	return s.object(func(key []byte) bool {
 		switch string(key) {
 		case "runs":
@@ -490,7 +491,7 @@ func (s *scan) record(r *Record) bool {
 	})
 }
 
-func (s *scan) doc(d *Doc) bool {
+func (s *scan) doc(d *holon.Doc) bool {
 	return s.object(func(key []byte) bool {
 		switch string(key) {
 		case "doc":

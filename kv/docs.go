@@ -4,44 +4,21 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-)
 
-// App buckets hold the hosted product's records (accounts, keys,
-// idempotency keys, the moderation log, …) as JSON documents the store does
-// not interpret. They are reached by name through Put/Get/Delete/ForEach/
-// Append; the journal, receipts, budgets and holds are not app buckets, so
-// their rules cannot be bypassed through this door.
-const (
-	BucketUsers       = "users"       // handle → account record
-	BucketEmails      = "emails"      // email → handle
-	BucketKeys        = "keys"        // sha256(key) → key record
-	BucketIdempotency = "idempotency" // key hash + idempotency key → record
-	BucketModLog      = "modlog"      // seq → moderation action (append-only)
-	BucketCredentials = "credentials" // agent id → encrypted endpoint token
-	BucketFiles       = "files"       // file id → file record
-	BucketSettings    = "settings"    // name → value
-	BucketSessions    = "sessions"    // sha256(console session id) → session record
-	BucketEvals       = "evals"       // agent ref → last evaluation
-	BucketEvalQueue   = "eval_queue"  // agent ref → evaluation waiting or running
-	BucketOAuth       = "oauth"       // OAuth clients, and sha256(code or token) → its grant
+	"holon.dev/holon"
 )
-
-// BucketSignIn holds GitHub sign-in state that must outlive a restart:
-// "state/<sha256>" (10 minutes), "code/<sha256>" (2 minutes) and
-// "github/<id>" → handle, the link of a GitHub account to its account.
-const BucketSignIn = "signin"
 
 var appBuckets = map[string]bool{
-	BucketSignIn: true,
-	BucketUsers:  true, BucketEmails: true, BucketKeys: true, BucketIdempotency: true,
-	BucketModLog: true, BucketCredentials: true, BucketFiles: true, BucketSettings: true,
-	BucketSessions: true,
-	BucketEvals:    true, BucketEvalQueue: true,
-	BucketOAuth: true,
+	holon.BucketSignIn: true,
+	holon.BucketUsers:  true, holon.BucketEmails: true, holon.BucketKeys: true, holon.BucketIdempotency: true,
+	holon.BucketModLog: true, holon.BucketCredentials: true, holon.BucketFiles: true, holon.BucketSettings: true,
+	holon.BucketSessions: true,
+	holon.BucketEvals:    true, holon.BucketEvalQueue: true,
+	holon.BucketOAuth: true,
 }
 
 // appendOnly buckets refuse overwrites and deletes.
-var appendOnly = map[string]bool{BucketModLog: true}
+var appendOnly = map[string]bool{holon.BucketModLog: true}
 
 func init() {
 	for name := range appBuckets {

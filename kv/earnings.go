@@ -4,10 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"math"
-	"sort"
 	"strconv"
 
+	"holon.dev/holon"
 	"holon.dev/holon/journal"
 )
 
@@ -20,22 +19,6 @@ var (
 )
 
 func init() { allBuckets = append(allBuckets, bucketEarnings, bucketLatency) }
-
-// Earned is what one version earned in one currency: its author's share of
-// the paid calls made to it, and the royalties its forks paid it.
-type Earned struct {
-	// PaidCalls counts the settlements that paid this version's author a
-	// creator share.
-	PaidCalls int64 `json:"paid_calls"`
-	// Own is the sum of those creator shares (after the royalties the
-	// version itself pays upstream).
-	Own journal.Amount `json:"own"`
-	// Royalties is what forks of this version paid it, at any depth.
-	Royalties journal.Amount `json:"royalties"`
-}
-
-// Earnings is a version's earnings by currency.
-type Earnings map[string]Earned
 
 // metaEarningsFrom is the meta row holding the journal row of the first
 // settlement counted in earnings (decimal text): a store written before
@@ -97,9 +80,9 @@ func (tx *Tx) LatencyFrom() (uint64, bool) { return tx.countsFrom(metaLatencyFro
 func (tx *Tx) EarningsFrom() (uint64, bool) { return tx.countsFrom(metaEarningsFrom) }
 
 // Earnings reads a version's earnings (empty when it never earned).
-func (tx *Tx) Earnings(ref string) (Earnings, error) {
-	e := Earnings{}
-	if err := tx.getJSON(bucketEarnings, []byte(ref), &e); err != nil && err != ErrNotFound {
+func (tx *Tx) Earnings(ref string) (holon.Earnings, error) {
+	e := holon.Earnings{}
+	if err := tx.getJSON(bucketEarnings, []byte(ref), &e); err != nil && err != holon.ErrNotFound {
 		return nil, err
 	}
 	return e, nil
@@ -107,11 +90,11 @@ func (tx *Tx) Earnings(ref string) (Earnings, error) {
 
 // ForEachEarnings calls fn for every version whose ref starts with prefix
 // ("" for all, "lena/" for an author's) that earned, in ref order.
-func (tx *Tx) ForEachEarnings(prefix string, fn func(ref string, e Earnings) error) error {
+func (tx *Tx) ForEachEarnings(prefix string, fn func(ref string, e holon.Earnings) error) error {
 	c := tx.btx.Bucket(bucketEarnings).Cursor()
 	p := []byte(prefix)
 	for k, v := c.Seek(p); k != nil && bytes.HasPrefix(k, p); k, v = c.Next() {
-		e := Earnings{}
+		e := holon.Earnings{}
 		if err := json.Unmarshal(v, &e); err != nil {
 			return fmt.Errorf("decode earnings %s: %w", k, err)
 		}
@@ -120,56 +103,6 @@ func (tx *Tx) ForEachEarnings(prefix string, fn func(ref string, e Earnings) err
 		}
 	}
 	return nil
-}
-
-// LatencyBoundsMS are the upper bounds, in milliseconds, of a latency
-// histogram's buckets; a last bucket counts everything slower.
-var LatencyBoundsMS = []int64{1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 30000, 60000, 120000, 300000}
-
-// Latency is a version's settled runs as a histogram of their durations:
-// Counts[i] runs took at most LatencyBoundsMS[i] (and more than the bound
-// before it); the last count is the slower ones.
-type Latency struct {
-	Counts []int64 `json:"counts"`
-}
-
-// LatencyBucket is the histogram bucket a duration falls in.
-func LatencyBucket(ms int64) int {
-	return sort.Search(len(LatencyBoundsMS), func(i int) bool { return ms <= LatencyBoundsMS[i] })
-}
-
-// Runs is how many runs the histogram counts.
-func (l Latency) Runs() int64 {
-	var n int64
-	for _, c := range l.Counts {
-		n += c
-	}
-	return n
-}
-
-// Quantile is the upper bound (ms) of the bucket holding quantile q (0 < q
-// ≤ 1) of the runs, -1 for a run slower than the last bound, 0 when there
-// are no runs.
-func (l Latency) Quantile(q float64) int64 {
-	n := l.Runs()
-	if n == 0 {
-		return 0
-	}
-	// The rank of the quantile, rounded up: at least that many runs are at
-	// or below the answer.
-	rank := int64(math.Ceil(q * float64(n)))
-	rank = min(max(rank, 1), n)
-	var seen int64
-	for i, c := range l.Counts {
-		seen += c
-		if seen >= rank {
-			if i < len(LatencyBoundsMS) {
-				return LatencyBoundsMS[i]
-			}
-			return -1
-		}
-	}
-	return -1
 }
 
 // metaLatencyFrom is the meta row holding the first call event counted in
@@ -186,18 +119,18 @@ func (tx *Tx) AddLatency(ref string, ms int64) error {
 	if err != nil {
 		return err
 	}
-	l.Counts[LatencyBucket(ms)]++
+	l.Counts[holon.LatencyBucket(ms)]++
 	return tx.putJSON(bucketLatency, []byte(ref), l)
 }
 
 // Latency reads a version's latency histogram (all zero when it never ran).
-func (tx *Tx) Latency(ref string) (Latency, error) {
-	var l Latency
-	if err := tx.getJSON(bucketLatency, []byte(ref), &l); err != nil && err != ErrNotFound {
+func (tx *Tx) Latency(ref string) (holon.Latency, error) {
+	var l holon.Latency
+	if err := tx.getJSON(bucketLatency, []byte(ref), &l); err != nil && err != holon.ErrNotFound {
 		return l, err
 	}
-	if len(l.Counts) != len(LatencyBoundsMS)+1 {
-		grown := make([]int64, len(LatencyBoundsMS)+1)
+	if len(l.Counts) != len(holon.LatencyBoundsMS)+1 {
+		grown := make([]int64, len(holon.LatencyBoundsMS)+1)
 		copy(grown, l.Counts)
 		l.Counts = grown
 	}
@@ -205,9 +138,9 @@ func (tx *Tx) Latency(ref string) (Latency, error) {
 }
 
 // ForEachLatency calls fn for every version's histogram, in ref order.
-func (tx *Tx) ForEachLatency(fn func(ref string, l Latency) error) error {
+func (tx *Tx) ForEachLatency(fn func(ref string, l holon.Latency) error) error {
 	return tx.btx.Bucket(bucketLatency).ForEach(func(k, v []byte) error {
-		var l Latency
+		var l holon.Latency
 		if err := json.Unmarshal(v, &l); err != nil {
 			return fmt.Errorf("decode latency %s: %w", k, err)
 		}

@@ -7,6 +7,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"holon.dev/holon"
 	"holon.dev/holon/journal"
 )
 
@@ -21,26 +22,26 @@ import (
 // by encoding/json for anything else.
 func encodeValue(dst []byte, v any) ([]byte, error) {
 	switch v := v.(type) {
-	case *Receipt:
-		return v.appendJSON(dst)
-	case *Hold:
-		return v.appendJSON(dst)
-	case Account:
-		return v.appendJSON(dst), nil
-	case Budget:
-		return v.appendJSON(dst), nil
-	case Record:
-		return v.appendJSON(dst), nil
-	case *Event:
-		return v.appendJSON(dst)
-	case *JournalRow:
-		return v.appendJSON(dst)
+	case *holon.Receipt:
+		return appendReceipt(dst, v)
+	case *holon.Hold:
+		return appendHold(dst, v)
+	case holon.Account:
+		return appendAccount(dst, v), nil
+	case holon.Budget:
+		return appendBudget(dst, v), nil
+	case holon.Record:
+		return appendRecord(dst, v), nil
+	case *holon.Event:
+		return appendEvent(dst, v)
+	case *holon.JournalRow:
+		return appendJournalRow(dst, v)
 	}
 	b, err := json.Marshal(v)
 	return append(dst, b...), err
 }
 
-func (r *Receipt) appendJSON(b []byte) ([]byte, error) {
+func appendReceipt(b []byte, r *holon.Receipt) ([]byte, error) {
 	var err error
 	b = append(b, `{"id":`...)
 	b = appendString(b, r.ID)
@@ -91,7 +92,7 @@ func (r *Receipt) appendJSON(b []byte) ([]byte, error) {
 	return append(b, '}'), nil
 }
 
-func (h *Hold) appendJSON(b []byte) ([]byte, error) {
+func appendHold(b []byte, h *holon.Hold) ([]byte, error) {
 	var err error
 	b = append(b, `{"receipt":`...)
 	b = appendString(b, h.Receipt)
@@ -128,7 +129,7 @@ func (h *Hold) appendJSON(b []byte) ([]byte, error) {
 	return append(b, '}'), nil
 }
 
-func (a Account) appendJSON(b []byte) []byte {
+func appendAccount(b []byte, a holon.Account) []byte {
 	b = append(b, `{"balance":`...)
 	b = appendAmount(b, a.Balance)
 	b = append(b, `,"held":`...)
@@ -136,7 +137,7 @@ func (a Account) appendJSON(b []byte) []byte {
 	return append(b, '}')
 }
 
-func (bu Budget) appendJSON(b []byte) []byte {
+func appendBudget(b []byte, bu holon.Budget) []byte {
 	b = append(b, `{"spent":`...)
 	b = appendAmount(b, bu.Spent)
 	b = append(b, `,"reserved":`...)
@@ -144,7 +145,7 @@ func (bu Budget) appendJSON(b []byte) []byte {
 	return append(b, '}')
 }
 
-func (r Record) appendJSON(b []byte) []byte {
+func appendRecord(b []byte, r holon.Record) []byte {
 	b = append(b, `{"runs":`...)
 	b = strconv.AppendInt(b, r.Runs, 10)
 	b = append(b, `,"succeeded":`...)
@@ -156,7 +157,7 @@ func (r Record) appendJSON(b []byte) []byte {
 	return append(b, '}')
 }
 
-func (ev *Event) appendJSON(b []byte) ([]byte, error) {
+func appendEvent(b []byte, ev *holon.Event) ([]byte, error) {
 	var err error
 	b = append(b, `{"seq":`...)
 	b = strconv.AppendUint(b, ev.Seq, 10)
@@ -185,7 +186,7 @@ func (ev *Event) appendJSON(b []byte) ([]byte, error) {
 	return append(b, '}'), nil
 }
 
-func (row *JournalRow) appendJSON(b []byte) ([]byte, error) {
+func appendJournalRow(b []byte, row *holon.JournalRow) ([]byte, error) {
 	var err error
 	b = append(b, `{"seq":`...)
 	b = strconv.AppendUint(b, row.Seq, 10)

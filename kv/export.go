@@ -13,6 +13,7 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	"holon.dev/holon"
 )
 
 // Raw access to the whole store, for backups, restores and offline checks.
@@ -199,13 +200,13 @@ func OpenReadOnly(path string) (*Store, error) {
 // reads every row of its bucket: never called by a serving gateway.
 
 // ForEachReceipt calls fn for every receipt, oldest first.
-func (tx *Tx) ForEachReceipt(fn func(*Receipt) error) error {
+func (tx *Tx) ForEachReceipt(fn func(*holon.Receipt) error) error {
 	return tx.btx.Bucket(bucketReceipts).ForEach(func(k, v []byte) error {
-		r := new(Receipt)
+		r := new(holon.Receipt)
 		if err := json.Unmarshal(v, r); err != nil {
 			return fmt.Errorf("decode receipt %x: %w", k, err)
 		}
-		if seq, ok := ReceiptSeq(r.ID); !ok || !bytes.Equal(u64(seq), k) {
+		if seq, ok := holon.ReceiptSeq(r.ID); !ok || !bytes.Equal(u64(seq), k) {
 			return fmt.Errorf("receipt %q is stored under key %x", r.ID, k)
 		}
 		return fn(r)
@@ -213,9 +214,9 @@ func (tx *Tx) ForEachReceipt(fn func(*Receipt) error) error {
 }
 
 // ForEachApproval calls fn for every approval, oldest first.
-func (tx *Tx) ForEachApproval(fn func(*Approval) error) error {
+func (tx *Tx) ForEachApproval(fn func(*holon.Approval) error) error {
 	return tx.btx.Bucket(bucketApprovals).ForEach(func(k, v []byte) error {
-		a := new(Approval)
+		a := new(holon.Approval)
 		if err := json.Unmarshal(v, a); err != nil {
 			return fmt.Errorf("decode approval %x: %w", k, err)
 		}
@@ -224,9 +225,9 @@ func (tx *Tx) ForEachApproval(fn func(*Approval) error) error {
 }
 
 // ForEachEvent calls fn for every call event, oldest first.
-func (tx *Tx) ForEachEvent(fn func(*Event) error) error {
+func (tx *Tx) ForEachEvent(fn func(*holon.Event) error) error {
 	return tx.btx.Bucket(bucketEvents).ForEach(func(k, v []byte) error {
-		ev := new(Event)
+		ev := new(holon.Event)
 		if err := json.Unmarshal(v, ev); err != nil {
 			return fmt.Errorf("decode event %x: %w", k, err)
 		}
@@ -235,12 +236,12 @@ func (tx *Tx) ForEachEvent(fn func(*Event) error) error {
 }
 
 // ForEachRecord calls fn for every agent's measured record.
-func (tx *Tx) ForEachRecord(fn func(agent string, r Record) error) error {
+func (tx *Tx) ForEachRecord(fn func(agent string, r holon.Record) error) error {
 	if err := tx.flush(); err != nil {
 		return err
 	}
 	return tx.btx.Bucket(bucketRecords).ForEach(func(k, v []byte) error {
-		var r Record
+		var r holon.Record
 		if err := json.Unmarshal(v, &r); err != nil {
 			return fmt.Errorf("decode record %s: %w", k, err)
 		}
@@ -249,12 +250,12 @@ func (tx *Tx) ForEachRecord(fn func(agent string, r Record) error) error {
 }
 
 // ForEachBudget calls fn for every mandate's budget.
-func (tx *Tx) ForEachBudget(fn func(mandate string, b Budget) error) error {
+func (tx *Tx) ForEachBudget(fn func(mandate string, b holon.Budget) error) error {
 	if err := tx.flush(); err != nil {
 		return err
 	}
 	return tx.btx.Bucket(bucketBudgets).ForEach(func(k, v []byte) error {
-		var b Budget
+		var b holon.Budget
 		if err := json.Unmarshal(v, &b); err != nil {
 			return fmt.Errorf("decode budget %s: %w", k, err)
 		}
@@ -291,7 +292,7 @@ func (tx *Tx) Sequence(bucket string) uint64 {
 
 // HasReceipt reports whether a receipt exists, without decoding it.
 func (tx *Tx) HasReceipt(id string) bool {
-	seq, ok := ReceiptSeq(id)
+	seq, ok := holon.ReceiptSeq(id)
 	return ok && tx.btx.Bucket(bucketReceipts).Get(u64(seq)) != nil
 }
 

@@ -12,6 +12,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"holon.dev/holon"
 	"holon.dev/holon/kv"
 )
 
@@ -57,17 +58,17 @@ func populate(tb testing.TB, s *kv.Store) {
 			if err != nil {
 				return err
 			}
-			if err := tx.PutReceipt(&kv.Receipt{ID: id, Mandate: "alice/sandbox", Status: "denied", Payer: "alice", Created: tx.Now()}); err != nil {
+			if err := tx.PutReceipt(&holon.Receipt{ID: id, Mandate: "alice/sandbox", Status: "denied", Payer: "alice", Created: tx.Now()}); err != nil {
 				return err
 			}
 		}
 		if _, err := tx.NewApprovalID(); err != nil {
 			return err
 		}
-		if err := tx.Put(kv.BucketUsers, "alice", map[string]string{"handle": "alice"}); err != nil {
+		if err := tx.Put(holon.BucketUsers, "alice", map[string]string{"handle": "alice"}); err != nil {
 			return err
 		}
-		_, err := tx.Append(kv.BucketModLog, map[string]string{"action": "yank"})
+		_, err := tx.Append(holon.BucketModLog, map[string]string{"action": "yank"})
 		return err
 	})
 }
@@ -352,7 +353,7 @@ func TestOpenReadOnly(t *testing.T) {
 	}
 	ro2.Close()
 	mustView(t, ro, func(tx *kv.Tx) error { return tx.VerifyJournal() })
-	if err := ro.Update(t.Context(), func(*kv.Tx) error { return nil }); !errors.Is(err, kv.ErrClosed) {
+	if err := ro.Update(t.Context(), func(*kv.Tx) error { return nil }); !errors.Is(err, holon.ErrClosed) {
 		t.Errorf("update on a read-only store: %v, want ErrClosed", err)
 	}
 	if err := ro.Close(); err != nil {

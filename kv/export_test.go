@@ -1,10 +1,13 @@
 package kv
 
-import bolt "go.etcd.io/bbolt"
+import (
+	bolt "go.etcd.io/bbolt"
+	"holon.dev/holon"
+)
 
 // PutJournalRowForTest exposes the journal's only row write, so a test can
 // show that it refuses to overwrite a row.
-func (tx *Tx) PutJournalRowForTest(row JournalRow) error { return tx.putJournalRow(row) }
+func (tx *Tx) PutJournalRowForTest(row holon.JournalRow) error { return tx.putJournalRow(row) }
 
 // TamperForTest runs fn in a raw bbolt write transaction, bypassing every
 // rule of the store, as an attacker with the file would.

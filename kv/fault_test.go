@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"holon.dev/holon"
 	"holon.dev/holon/kv"
 )
 
@@ -43,7 +44,7 @@ func TestStore_CommitFault_BreaksStore(t *testing.T) {
 			if failures.Load() != 1 {
 				t.Errorf("OnFailure told %d times, want 1", failures.Load())
 			}
-			if err := put("admin-credit:3"); !errors.Is(err, kv.ErrBroken) {
+			if err := put("admin-credit:3"); !errors.Is(err, holon.ErrBroken) {
 				t.Errorf("an update after the failed commit: %v, want ErrBroken", err)
 			}
 			if err := s.Close(); err != nil {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"holon.dev/holon"
 	"holon.dev/holon/journal"
 	"holon.dev/holon/kv"
 )
@@ -78,17 +79,17 @@ func credit(tb testing.TB, s *kv.Store, account, amount string) {
 // balance reads an account's balance.
 func balance(tb testing.TB, s *kv.Store, account string) journal.Amount {
 	tb.Helper()
-	var a kv.Account
+	var a holon.Account
 	mustView(tb, s, func(tx *kv.Tx) (err error) { a, err = tx.Account(account); return err })
 	return a.Balance
 }
 
 // journalRows reads the whole journal, oldest first.
-func journalRows(tb testing.TB, s *kv.Store) []kv.JournalRow {
+func journalRows(tb testing.TB, s *kv.Store) []holon.JournalRow {
 	tb.Helper()
-	var rows []kv.JournalRow
+	var rows []holon.JournalRow
 	mustView(tb, s, func(tx *kv.Tx) error {
-		return tx.ForEachEntry(0, func(r kv.JournalRow) (bool, error) {
+		return tx.ForEachEntry(0, func(r holon.JournalRow) (bool, error) {
 			rows = append(rows, r)
 			return true, nil
 		})

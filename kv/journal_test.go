@@ -12,6 +12,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"holon.dev/holon"
 	"holon.dev/holon/journal"
 	"holon.dev/holon/kv"
 )
@@ -21,7 +22,7 @@ import (
 // that none of its writes is visible afterwards.
 func refusedAndRolledBack(t *testing.T, s *kv.Store, want error, bad func(*kv.Tx) error) {
 	t.Helper()
-	var before kv.Account
+	var before holon.Account
 	var entries uint64
 	mustView(t, s, func(tx *kv.Tx) (err error) {
 		entries = tx.Counter("journal_entries")
@@ -34,7 +35,7 @@ func refusedAndRolledBack(t *testing.T, s *kv.Store, want error, bad func(*kv.Tx
 		if id, err = tx.NewReceiptID(); err != nil {
 			return err
 		}
-		if err := tx.PutReceipt(&kv.Receipt{ID: id, Mandate: "bob/sandbox", Status: "succeeded"}); err != nil {
+		if err := tx.PutReceipt(&holon.Receipt{ID: id, Mandate: "bob/sandbox", Status: "succeeded"}); err != nil {
 			return err
 		}
 		if _, err := tx.AppendEntry(transfer(t, "settle:"+id, "bob", "holon", "0.01")); err != nil {
@@ -46,7 +47,7 @@ func refusedAndRolledBack(t *testing.T, s *kv.Store, want error, bad func(*kv.Tx
 		t.Fatalf("update: got %v, want %v", err, want)
 	}
 	mustView(t, s, func(tx *kv.Tx) error {
-		if _, err := tx.Receipt(id); !errors.Is(err, kv.ErrNotFound) {
+		if _, err := tx.Receipt(id); !errors.Is(err, holon.ErrNotFound) {
 			t.Errorf("receipt %s of the refused update: got %v, want ErrNotFound", id, err)
 		}
 		if n := tx.Counter("receipts"); n != 0 {
@@ -97,7 +98,7 @@ func TestTx_AppendEntry_Invalid(t *testing.T) {
 func TestTx_AppendEntry_DuplicateKey(t *testing.T) {
 	s := mustOpen(t, kv.Options{NoSync: true})
 	credit(t, s, "bob", "5")
-	refusedAndRolledBack(t, s, kv.ErrDuplicateKey, func(tx *kv.Tx) error {
+	refusedAndRolledBack(t, s, holon.ErrDuplicateKey, func(tx *kv.Tx) error {
 		_, err := tx.AppendEntry(transfer(t, "signup:bob", "external:demo-credit", "bob", "7"))
 		return err
 	})
@@ -120,7 +121,7 @@ func TestTx_AppendEntry_DuplicateKeyInBatch(t *testing.T) {
 			defer wg.Done()
 			e := transfer(t, "signup:bob", "external:demo-credit", "bob", a)
 			errs[i] = s.Update(context.Background(), func(tx *kv.Tx) error {
-				if err := tx.PutMandate(fmt.Sprintf("bob/m%d", i), kv.Doc{Doc: json.RawMessage(`{}`)}); err != nil {
+				if err := tx.PutMandate(fmt.Sprintf("bob/m%d", i), holon.Doc{Doc: json.RawMessage(`{}`)}); err != nil {
 					return err
 				}
 				_, err := tx.AppendEntry(e)
@@ -136,7 +137,7 @@ func TestTx_AppendEntry_DuplicateKeyInBatch(t *testing.T) {
 		switch {
 		case err == nil && winner < 0:
 			winner = i
-		case errors.Is(err, kv.ErrDuplicateKey):
+		case errors.Is(err, holon.ErrDuplicateKey):
 		default:
 			t.Fatalf("update %d: %v", i, err)
 		}
@@ -166,7 +167,7 @@ func TestTx_AppendEntry_DuplicateKeyInBatch(t *testing.T) {
 func TestTx_AppendEntry_DuplicateKeyInUpdate(t *testing.T) {
 	s := mustOpen(t, kv.Options{NoSync: true})
 	credit(t, s, "bob", "5")
-	refusedAndRolledBack(t, s, kv.ErrDuplicateKey, func(tx *kv.Tx) error {
+	refusedAndRolledBack(t, s, holon.ErrDuplicateKey, func(tx *kv.Tx) error {
 		if _, err := tx.AppendEntry(transfer(t, "admin-credit:1", "external:demo-credit", "bob", "1")); err != nil {
 			return err
 		}
@@ -192,7 +193,7 @@ func TestTx_PutJournalRow_Overwrite(t *testing.T) {
 	s := mustOpen(t, kv.Options{NoSync: true})
 	credit(t, s, "bob", "5")
 	orig := journalRows(t, s)[0]
-	refusedAndRolledBack(t, s, kv.ErrJournalRowExists, func(tx *kv.Tx) error {
+	refusedAndRolledBack(t, s, holon.ErrJournalRowExists, func(tx *kv.Tx) error {
 		forged := orig
 		forged.Lines = []journal.Line{{Account: "external:demo-credit", Amount: -amt("500")}, {Account: "bob", Amount: amt("500")}}
 		return tx.PutJournalRowForTest(forged)
@@ -214,7 +215,7 @@ func TestTx_AppendEntry_NegativeBalance(t *testing.T) {
 	}
 	mustView(t, s, func(tx *kv.Tx) error {
 		var sum journal.Amount
-		err := tx.ForEachAccount(func(name string, a kv.Account) error { sum += a.Balance; return nil })
+		err := tx.ForEachAccount(func(name string, a holon.Account) error { sum += a.Balance; return nil })
 		if sum != 0 {
 			t.Errorf("balances sum to %s, want 0", sum)
 		}
@@ -235,10 +236,10 @@ func TestTx_AppendEntry_Settlement(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var row kv.JournalRow
+	var row holon.JournalRow
 	mustUpdate(t, s, func(tx *kv.Tx) (err error) { row, err = tx.AppendEntry(e); return err })
 	prev := journalRows(t, s)[0]
-	if row.Seq != 2 || row.Prev != prev.Hash || row.Hash != kv.RowHash(prev.Hash, 2, "settle:r1", row.Time, row.Lines) {
+	if row.Seq != 2 || row.Prev != prev.Hash || row.Hash != journal.RowHash(prev.Hash, 2, "settle:r1", row.Time, row.Lines) {
 		t.Errorf("row = %+v, want seq 2 chained to %s", row, prev.Hash)
 	}
 	for account, want := range map[string]string{"bob": "4.965", "holon": "0.0035", "lena": "0.026775", "acme": "0.004725"} {
@@ -251,7 +252,7 @@ func TestTx_AppendEntry_Settlement(t *testing.T) {
 		if err != nil || got.Hash != row.Hash {
 			t.Errorf("EntryByKey = %+v, %v; want row %d", got, err, row.Seq)
 		}
-		if _, err := tx.EntryByKey("settle:r2"); !errors.Is(err, kv.ErrNotFound) {
+		if _, err := tx.EntryByKey("settle:r2"); !errors.Is(err, holon.ErrNotFound) {
 			t.Errorf("EntryByKey(unknown) = %v, want ErrNotFound", err)
 		}
 		return nil
@@ -269,7 +270,7 @@ func TestStore_View_ReadOnly(t *testing.T) {
 		if _, err := tx.AddCounter("c", 1); err == nil {
 			t.Error("AddCounter in a View succeeded")
 		}
-		if err := tx.PutMandate("m", kv.Doc{Doc: json.RawMessage(`{}`)}); err == nil {
+		if err := tx.PutMandate("m", holon.Doc{Doc: json.RawMessage(`{}`)}); err == nil {
 			t.Error("PutMandate in a View succeeded")
 		}
 		return nil
@@ -314,8 +315,8 @@ func TestTx_VerifyJournal_Tamper(t *testing.T) {
 	}
 	row3 := raw("journal", seqKey(3))
 	row5 := raw("journal", seqKey(5))
-	alter := func(f func(*kv.JournalRow)) []byte {
-		var r kv.JournalRow
+	alter := func(f func(*holon.JournalRow)) []byte {
+		var r holon.JournalRow
 		if err := json.Unmarshal(row3, &r); err != nil {
 			t.Fatal(err)
 		}
@@ -334,15 +335,15 @@ func TestTx_VerifyJournal_Tamper(t *testing.T) {
 		orig   []byte
 		want   string
 	}{
-		{"amount changed, still balanced", "journal", seqKey(3), alter(func(r *kv.JournalRow) {
+		{"amount changed, still balanced", "journal", seqKey(3), alter(func(r *holon.JournalRow) {
 			r.Lines[0].Amount, r.Lines[1].Amount = -amt("50"), amt("50")
 		}), row3, "journal row 3: hash chain broken"},
-		{"amount changed, unbalanced", "journal", seqKey(3), alter(func(r *kv.JournalRow) {
+		{"amount changed, unbalanced", "journal", seqKey(3), alter(func(r *holon.JournalRow) {
 			r.Lines[1].Amount = amt("50")
 		}), row3, "unbalanced"},
-		{"amount changed and row rehashed", "journal", seqKey(3), alter(func(r *kv.JournalRow) {
+		{"amount changed and row rehashed", "journal", seqKey(3), alter(func(r *holon.JournalRow) {
 			r.Lines[0].Amount, r.Lines[1].Amount = -amt("50"), amt("50")
-			r.Hash = kv.RowHash(r.Prev, r.Seq, r.Key, r.Time, r.Lines)
+			r.Hash = journal.RowHash(r.Prev, r.Seq, r.Key, r.Time, r.Lines)
 		}), row3, "journal row 4: hash chain broken"},
 		{"last row removed", "journal", seqKey(5), nil, row5, "journal head"},
 		{"middle row removed", "journal", seqKey(3), nil, row3, "journal row 3 missing"},

@@ -3,56 +3,13 @@ package kv
 import (
 	"bytes"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
-	"time"
 
+	"holon.dev/holon"
 	"holon.dev/holon/journal"
 )
-
-// Receipt is what a call leaves behind (gateway.md §4, receipts.md): never
-// its input or output. Every field is present on every receipt, null where
-// it does not apply.
-type Receipt struct {
-	ID         string          `json:"id"`
-	Parent     *string         `json:"parent"`
-	Mandate    string          `json:"mandate"`
-	Caller     string          `json:"caller"`
-	Agent      *string         `json:"agent"`
-	Status     string          `json:"status"`
-	Error      *string         `json:"error"`
-	Approval   *string         `json:"approval"`
-	WorstCase  *journal.Amount `json:"worst_case"`
-	Currency   string          `json:"currency"`
-	Payer      string          `json:"payer"`
-	SubMandate *string         `json:"sub_mandate"`
-	Billed     bool            `json:"billed"`
-	Cost       Cost            `json:"cost"`
-	Splits     []journal.Share `json:"splits"`
-	Children   []string        `json:"children"`
-	DurationMS int64           `json:"duration_ms"`
-	Created    time.Time       `json:"created"`
-}
-
-// Cost is what a call cost its payer: its own work, and the billed
-// downstream calls made on its behalf.
-type Cost struct {
-	Own        journal.Amount `json:"own"`
-	Downstream journal.Amount `json:"downstream"`
-	Total      journal.Amount `json:"total"`
-}
-
-// ReceiptSeq turns a receipt id ("r42") into its sequence number.
-func ReceiptSeq(id string) (uint64, bool) {
-	if !strings.HasPrefix(id, "r") {
-		return 0, false
-	}
-	n, err := strconv.ParseUint(id[1:], 10, 64)
-	return n, err == nil && n > 0
-}
 
 // NewReceiptID reserves the next receipt id.
 func (tx *Tx) NewReceiptID() (string, error) {
@@ -64,8 +21,8 @@ func (tx *Tx) NewReceiptID() (string, error) {
 }
 
 // PutReceipt writes a receipt (a new one, or the final state of one).
-func (tx *Tx) PutReceipt(r *Receipt) error {
-	seq, ok := ReceiptSeq(r.ID)
+func (tx *Tx) PutReceipt(r *holon.Receipt) error {
+	seq, ok := holon.ReceiptSeq(r.ID)
 	if !ok {
 		return fmt.Errorf("receipt id %q is not r<number>", r.ID)
 	}
@@ -95,36 +52,29 @@ func mandateIndexKey(mandate string, seq uint64) []byte {
 }
 
 // Receipt reads one receipt.
-func (tx *Tx) Receipt(id string) (*Receipt, error) {
-	seq, ok := ReceiptSeq(id)
+func (tx *Tx) Receipt(id string) (*holon.Receipt, error) {
+	seq, ok := holon.ReceiptSeq(id)
 	if !ok {
-		return nil, ErrNotFound
+		return nil, holon.ErrNotFound
 	}
-	r := new(Receipt)
+	r := new(holon.Receipt)
 	if err := tx.getJSON(bucketReceipts, u64(seq), r); err != nil {
 		return nil, err
 	}
 	return r, nil
 }
 
-// ReceiptPage is one page of receipts, newest first.
-type ReceiptPage struct {
-	Receipts []*Receipt `json:"receipts"`
-	// Next is the cursor for the following (older) page, "" at the end.
-	Next string `json:"next"`
-}
-
 // Receipts lists receipts newest first, all of them or those of one mandate,
 // starting before the receipt id `before` ("" for the newest), at most limit.
 // It reads only the page: a cursor from the end, never a scan.
-func (tx *Tx) Receipts(mandate, before string, limit int) (ReceiptPage, error) {
-	var page ReceiptPage
+func (tx *Tx) Receipts(mandate, before string, limit int) (holon.ReceiptPage, error) {
+	var page holon.ReceiptPage
 	if limit <= 0 {
 		limit = 50
 	}
 	var start uint64 = 1<<64 - 1
 	if before != "" {
-		n, ok := ReceiptSeq(before)
+		n, ok := holon.ReceiptSeq(before)
 		if !ok {
 			return page, fmt.Errorf("cursor %q is not a receipt id", before)
 		}
@@ -136,7 +86,7 @@ func (tx *Tx) Receipts(mandate, before string, limit int) (ReceiptPage, error) {
 			page.Next = page.Receipts[limit-1].ID
 			return false, nil
 		}
-		r := new(Receipt)
+		r := new(holon.Receipt)
 		if err := tx.getJSON(bucketReceipts, u64(seq), r); err != nil {
 			return false, err
 		}
@@ -170,25 +120,17 @@ func (tx *Tx) Receipts(mandate, before string, limit int) (ReceiptPage, error) {
 	return page, nil
 }
 
-// Budget is a mandate's spending: what was billed under it (and its
-// sub-mandates, when the same payer paid) and what is reserved for calls in
-// flight.
-type Budget struct {
-	Spent    journal.Amount `json:"spent"`
-	Reserved journal.Amount `json:"reserved"`
-}
-
 // Budget reads a mandate's budget (zero when nothing happened under it yet).
-func (tx *Tx) Budget(mandate string) (Budget, error) {
+func (tx *Tx) Budget(mandate string) (holon.Budget, error) {
 	if tx.cache != nil {
-		return cachedGet(&tx.cache.budgets, mandate, func() (Budget, error) { return tx.readBudget(mandate) })
+		return cachedGet(&tx.cache.budgets, mandate, func() (holon.Budget, error) { return tx.readBudget(mandate) })
 	}
 	return tx.readBudget(mandate)
 }
 
-func (tx *Tx) readBudget(mandate string) (Budget, error) {
-	var b Budget
-	if err := tx.getJSON(bucketBudgets, []byte(mandate), &b); err != nil && !errors.Is(err, ErrNotFound) {
+func (tx *Tx) readBudget(mandate string) (holon.Budget, error) {
+	var b holon.Budget
+	if err := tx.getJSON(bucketBudgets, []byte(mandate), &b); err != nil && !errors.Is(err, holon.ErrNotFound) {
 		return b, err
 	}
 	return b, nil
@@ -216,43 +158,29 @@ func (tx *Tx) AddBudget(mandate string, spent, reserved journal.Amount) error {
 	return tx.putJSON(bucketBudgets, []byte(mandate), b)
 }
 
-// Doc is a stored document (a mandate, a manifest) with what the platform
-// knows about it. The document itself is opaque JSON to the store.
-type Doc struct {
-	Doc     json.RawMessage `json:"doc"`
-	Created time.Time       `json:"created"`
-	// Published is true for an agent version listed through the API.
-	Published bool `json:"published,omitempty"`
-	// Yanked is set when a version stops being listed.
-	Yanked string `json:"yanked,omitempty"`
-	// Revoked is set when a mandate is revoked.
-	Revoked bool `json:"revoked,omitempty"`
-}
-
 // PutMandate stores a mandate document under its id.
-func (tx *Tx) PutMandate(id string, d Doc) error {
+func (tx *Tx) PutMandate(id string, d holon.Doc) error {
 	return tx.putJSON(bucketMandates, []byte(id), d)
 }
 
 // Mandate reads a stored mandate document.
-func (tx *Tx) Mandate(id string) (Doc, error) {
-	var d Doc
+func (tx *Tx) Mandate(id string) (holon.Doc, error) {
+	var d holon.Doc
 	err := tx.getJSON(bucketMandates, []byte(id), &d)
 	return d, err
 }
 
-// MandateEncoding returns a mandate's record as stored (its document and
-// what the platform knows of it), nil when there is none. It is valid only
-// during the transaction: a caller that keeps what it parsed from a mandate
-// keeps a copy, and compares, to know whether the mandate changed since.
-func (tx *Tx) MandateEncoding(id string) []byte {
+// MandateRevision is holon.Tx's revision of a mandate: here, its record
+// exactly as stored (the bytes change whenever the record does), nil when
+// there is none. The slice is bbolt's, valid only during the transaction.
+func (tx *Tx) MandateRevision(id string) []byte {
 	return tx.btx.Bucket(bucketMandates).Get([]byte(id))
 }
 
 // ForEachMandate calls fn for every stored mandate, in id order.
-func (tx *Tx) ForEachMandate(fn func(id string, d Doc) error) error {
+func (tx *Tx) ForEachMandate(fn func(id string, d holon.Doc) error) error {
 	return tx.btx.Bucket(bucketMandates).ForEach(func(k, v []byte) error {
-		var d Doc
+		var d holon.Doc
 		if err := decodeValue(v, &d); err != nil {
 			return err
 		}
@@ -261,21 +189,21 @@ func (tx *Tx) ForEachMandate(fn func(id string, d Doc) error) error {
 }
 
 // PutAgent stores an agent version under ns/name@version.
-func (tx *Tx) PutAgent(ref string, d Doc) error {
+func (tx *Tx) PutAgent(ref string, d holon.Doc) error {
 	return tx.putJSON(bucketAgents, []byte(ref), d)
 }
 
 // Agent reads a stored agent version.
-func (tx *Tx) Agent(ref string) (Doc, error) {
-	var d Doc
+func (tx *Tx) Agent(ref string) (holon.Doc, error) {
+	var d holon.Doc
 	err := tx.getJSON(bucketAgents, []byte(ref), &d)
 	return d, err
 }
 
 // ForEachAgent calls fn for every stored agent version.
-func (tx *Tx) ForEachAgent(fn func(ref string, d Doc) error) error {
+func (tx *Tx) ForEachAgent(fn func(ref string, d holon.Doc) error) error {
 	return tx.btx.Bucket(bucketAgents).ForEach(func(k, v []byte) error {
-		var d Doc
+		var d holon.Doc
 		if err := decodeValue(v, &d); err != nil {
 			return err
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"testing"
 
+	"holon.dev/holon"
 	"holon.dev/holon/kv"
 )
 
@@ -21,7 +22,7 @@ func putReceipts(t *testing.T, s *kv.Store, n int) {
 			if want := fmt.Sprintf("r%d", i); id != want {
 				return fmt.Errorf("NewReceiptID = %s, want %s", id, want)
 			}
-			if err := tx.PutReceipt(&kv.Receipt{ID: id, Mandate: fmt.Sprintf("m%d", i%3), Status: "running"}); err != nil {
+			if err := tx.PutReceipt(&holon.Receipt{ID: id, Mandate: fmt.Sprintf("m%d", i%3), Status: "running"}); err != nil {
 				return err
 			}
 		}
@@ -35,7 +36,7 @@ func allPages(t *testing.T, s *kv.Store, mandate string, limit int) (ids []strin
 	t.Helper()
 	before := ""
 	for range 1000 {
-		var page kv.ReceiptPage
+		var page holon.ReceiptPage
 		mustView(t, s, func(tx *kv.Tx) (err error) { page, err = tx.Receipts(mandate, before, limit); return err })
 		sizes = append(sizes, len(page.Receipts))
 		for _, r := range page.Receipts {
@@ -59,7 +60,7 @@ func TestTx_Receipts_Paging(t *testing.T) {
 	s := mustOpen(t, kv.Options{NoSync: true})
 	putReceipts(t, s, 120)
 
-	var page kv.ReceiptPage
+	var page holon.ReceiptPage
 	mustView(t, s, func(tx *kv.Tx) (err error) { page, err = tx.Receipts("", "", 50); return err })
 	if len(page.Receipts) != 50 || page.Receipts[0].ID != "r120" || page.Receipts[49].ID != "r71" || page.Next != "r71" {
 		t.Fatalf("first page: %d receipts %s..%s, Next %q; want 50, r120..r71, Next r71",
@@ -91,12 +92,12 @@ func TestTx_Receipts_Paging(t *testing.T) {
 			}
 			prev := uint64(1 << 63)
 			for _, id := range ids {
-				seq, ok := kv.ReceiptSeq(id)
+				seq, ok := holon.ReceiptSeq(id)
 				if !ok || seq >= prev {
 					t.Fatalf("receipts not strictly newest first: %v", ids)
 				}
 				prev = seq
-				var r *kv.Receipt
+				var r *holon.Receipt
 				mustView(t, s, func(tx *kv.Tx) (err error) { r, err = tx.Receipt(id); return err })
 				if tt.mandate != "" && r.Mandate != tt.mandate {
 					t.Errorf("receipt %s of %s listed under %s", id, r.Mandate, tt.mandate)
@@ -122,7 +123,7 @@ func TestTx_Receipts_Cursor(t *testing.T) {
 		{"m1", "r1", ""},
 		{"m1", "r999", "r28"},
 	} {
-		var page kv.ReceiptPage
+		var page holon.ReceiptPage
 		mustView(t, s, func(tx *kv.Tx) (err error) { page, err = tx.Receipts(tt.mandate, tt.before, 5); return err })
 		got := ""
 		if len(page.Receipts) > 0 {
@@ -185,15 +186,15 @@ func TestTx_PutReceipt_FinalState(t *testing.T) {
 func TestTx_PutReceipt_BadID(t *testing.T) {
 	s := mustOpen(t, kv.Options{NoSync: true})
 	for _, id := range []string{"", "r0", "x1", "r1.5"} {
-		if err := s.Update(context.Background(), func(tx *kv.Tx) error { return tx.PutReceipt(&kv.Receipt{ID: id}) }); err == nil {
+		if err := s.Update(context.Background(), func(tx *kv.Tx) error { return tx.PutReceipt(&holon.Receipt{ID: id}) }); err == nil {
 			t.Errorf("PutReceipt(%q): no error", id)
 		}
 	}
 	mustView(t, s, func(tx *kv.Tx) error {
-		if _, err := tx.Receipt("nope"); !errors.Is(err, kv.ErrNotFound) {
+		if _, err := tx.Receipt("nope"); !errors.Is(err, holon.ErrNotFound) {
 			t.Errorf("Receipt(nope) = %v, want ErrNotFound", err)
 		}
-		if _, err := tx.Receipt("r1"); !errors.Is(err, kv.ErrNotFound) {
+		if _, err := tx.Receipt("r1"); !errors.Is(err, holon.ErrNotFound) {
 			t.Errorf("Receipt(r1) = %v, want ErrNotFound", err)
 		}
 		return nil
@@ -227,10 +228,10 @@ func TestTx_AddBudget_NeverNegative(t *testing.T) {
 	}
 	mustView(t, s, func(tx *kv.Tx) error {
 		b, err := tx.Budget("bob/sandbox")
-		if err != nil || b != (kv.Budget{Spent: amt("0.30"), Reserved: amt("0.70")}) {
+		if err != nil || b != (holon.Budget{Spent: amt("0.30"), Reserved: amt("0.70")}) {
 			t.Errorf("budget = %+v, %v; want spent 0.30, reserved 0.70", b, err)
 		}
-		if b, err := tx.Budget("new/mandate"); err != nil || b != (kv.Budget{}) {
+		if b, err := tx.Budget("new/mandate"); err != nil || b != (holon.Budget{}) {
 			t.Errorf("budget of new/mandate = %+v, %v; want zero", b, err)
 		}
 		if n := tx.Counter("touched"); n != 0 {

@@ -52,17 +52,11 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	"holon.dev/holon"
 )
 
 // DefaultMaxBatch is how many updates one write transaction may group.
 const DefaultMaxBatch = 256
-
-// ErrClosed is returned by updates submitted after Close.
-var ErrClosed = errors.New("store is closed")
-
-// ErrBroken is returned by every update after a commit failed: the disk
-// refused a write, and a later commit could land on top of pages it lost.
-var ErrBroken = errors.New("store is broken: a commit failed")
 
 // Options configure a Store.
 type Options struct {
@@ -281,7 +275,7 @@ func (s *Store) submit(ctx context.Context, req *writeReq) error {
 	s.closeMu.RLock()
 	if s.closed {
 		s.closeMu.RUnlock()
-		return ErrClosed
+		return holon.ErrClosed
 	}
 	// The writer runs until Close has taken the write lock, so this send
 	// cannot block forever.
@@ -413,7 +407,7 @@ func (s *Store) commit(batch []*writeReq) {
 		}
 		if err != nil {
 			// The transaction failed, not an update: the disk did.
-			broken := fmt.Errorf("%w: %w", ErrBroken, err)
+			broken := fmt.Errorf("%w: %w", holon.ErrBroken, err)
 			s.broken.Store(&broken)
 			if s.onFailure != nil {
 				s.onFailure(err)

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"holon.dev/holon"
 	"holon.dev/holon/kv"
 )
 
@@ -91,13 +92,13 @@ func TestStore_Update_FailingNeighbour(t *testing.T) {
 				if err != nil {
 					return err
 				}
-				if err := tx.PutReceipt(&kv.Receipt{ID: id, Mandate: fmt.Sprintf("m%d", i), Status: "succeeded"}); err != nil {
+				if err := tx.PutReceipt(&holon.Receipt{ID: id, Mandate: fmt.Sprintf("m%d", i), Status: "succeeded"}); err != nil {
 					return err
 				}
 				if _, err := tx.AppendEntry(e); err != nil {
 					return err
 				}
-				if err := tx.PutMandate(fmt.Sprintf("m%d", i), kv.Doc{Doc: json.RawMessage(`{}`)}); err != nil {
+				if err := tx.PutMandate(fmt.Sprintf("m%d", i), holon.Doc{Doc: json.RawMessage(`{}`)}); err != nil {
 					return err
 				}
 				if _, err := tx.AddCounter(fmt.Sprintf("c%d", i), 1); err != nil {
@@ -201,17 +202,17 @@ func TestStore_Open_Reopen(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			if err := tx.PutReceipt(&kv.Receipt{ID: id, Mandate: "bob/sandbox"}); err != nil {
+			if err := tx.PutReceipt(&holon.Receipt{ID: id, Mandate: "bob/sandbox"}); err != nil {
 				return err
 			}
 			a, err := tx.NewApprovalID()
 			if err != nil {
 				return err
 			}
-			if err := tx.PutApproval(&kv.Approval{ID: a, Status: kv.ApprovalPending}); err != nil {
+			if err := tx.PutApproval(&holon.Approval{ID: a, Status: holon.ApprovalPending}); err != nil {
 				return err
 			}
-			if err := tx.AppendEvent(&kv.Event{Receipt: id, Agent: "acme/x@1.0.0"}, true); err != nil {
+			if err := tx.AppendEvent(&holon.Event{Receipt: id, Agent: "acme/x@1.0.0"}, true); err != nil {
 				return err
 			}
 		}
@@ -238,9 +239,9 @@ func TestStore_Open_Reopen(t *testing.T) {
 			t.Errorf("%s = %s, want %s", account, got, want)
 		}
 	}
-	var row kv.JournalRow
+	var row holon.JournalRow
 	var receipt, approval string
-	var event kv.Event
+	var event holon.Event
 	mustUpdate(t, s2, func(tx *kv.Tx) (err error) {
 		if row, err = tx.AppendEntry(transfer(t, "settle:r4", "lena", "bob", "0.25")); err != nil {
 			return err
@@ -251,7 +252,7 @@ func TestStore_Open_Reopen(t *testing.T) {
 		if approval, err = tx.NewApprovalID(); err != nil {
 			return err
 		}
-		event = kv.Event{Receipt: receipt, Agent: "acme/x@1.0.0"}
+		event = holon.Event{Receipt: receipt, Agent: "acme/x@1.0.0"}
 		return tx.AppendEvent(&event, false)
 	})
 	if row.Seq != 4 || row.Prev != before[2].Hash {
@@ -274,7 +275,7 @@ func TestStore_Update_Closed(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Update(context.Background(), func(*kv.Tx) error { return nil }); err != kv.ErrClosed {
+	if err := s.Update(context.Background(), func(*kv.Tx) error { return nil }); err != holon.ErrClosed {
 		t.Errorf("Update after Close = %v, want ErrClosed", err)
 	}
 	if err := s.Close(); err != nil {
@@ -310,7 +311,7 @@ func TestStore_Close_Drain(t *testing.T) {
 	for !s.ClosedForTest() {
 		time.Sleep(time.Millisecond)
 	}
-	if err := s.Update(context.Background(), func(*kv.Tx) error { return nil }); err != kv.ErrClosed {
+	if err := s.Update(context.Background(), func(*kv.Tx) error { return nil }); err != holon.ErrClosed {
 		t.Errorf("Update while closing = %v, want ErrClosed", err)
 	}
 	g.release(t, s, 0)
@@ -346,7 +347,7 @@ func TestStore_Close_Race(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				for s.Update(context.Background(), func(tx *kv.Tx) error { return nil }) != kv.ErrClosed {
+				for s.Update(context.Background(), func(tx *kv.Tx) error { return nil }) != holon.ErrClosed {
 				}
 			}()
 		}
@@ -463,7 +464,7 @@ func TestStore_Apply_FailedCommitBreaks(t *testing.T) {
 		func() error { return s.Update(context.Background(), func(*kv.Tx) error { return nil }) },
 		func() error { _, err := s.Apply(context.Background(), func(*kv.Tx) error { return nil }); return err },
 	} {
-		if err := try(); !errors.Is(err, kv.ErrBroken) || !errors.Is(err, disk) {
+		if err := try(); !errors.Is(err, holon.ErrBroken) || !errors.Is(err, disk) {
 			t.Errorf("an update after the failed commit: %v, want ErrBroken with the cause", err)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	"holon.dev/holon"
 )
 
 // Bucket names. Every bucket is created when the store is opened.
@@ -73,9 +74,6 @@ func createBuckets(btx *bolt.Tx) error {
 	return nil
 }
 
-// ErrNotFound is returned when a record does not exist.
-var ErrNotFound = errors.New("not found")
-
 // Tx is a transaction on the store: read-only inside View, writable inside
 // Update. It offers Holon's records, never raw buckets, so the journal's
 // rules cannot be bypassed.
@@ -104,7 +102,7 @@ func u64(n uint64) []byte {
 func (tx *Tx) getJSON(bucket, key []byte, v any) error {
 	b := tx.btx.Bucket(bucket).Get(key)
 	if b == nil {
-		return ErrNotFound
+		return holon.ErrNotFound
 	}
 	if err := decodeValue(b, v); err != nil {
 		return fmt.Errorf("decode %s/%s: %w", bucket, key, err)

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 
+	"holon.dev/holon"
 	"holon.dev/holon/appliance/agents"
 	"holon.dev/holon/gateway"
 	"holon.dev/holon/journal"
@@ -326,12 +327,12 @@ func (d *delegator) Call(ctx context.Context, t gateway.Target, input json.RawMe
 	m := d.resolve(t)
 	if m == nil {
 		record(delegatedCall{Target: t, Input: input})
-		return gateway.CallOutcome{Status: gateway.StatusDenied, Error: gateway.CodeNotFound, Receipt: receipt, Message: "no agent"}
+		return gateway.CallOutcome{Status: holon.StatusDenied, Error: gateway.CodeNotFound, Receipt: receipt, Message: "no agent"}
 	}
 	call := delegatedCall{Target: t, Agent: m.Ref(), Input: input}
 	if err := m.InputSchema().ValidateJSON(input); err != nil {
 		record(call)
-		return gateway.CallOutcome{Status: gateway.StatusRejected, Error: gateway.CodeRejectedInput, Receipt: receipt, Message: err.Error()}
+		return gateway.CallOutcome{Status: holon.StatusRejected, Error: gateway.CodeRejectedInput, Receipt: receipt, Message: err.Error()}
 	}
 	res := d.rt.Run(ctx, &gateway.Invocation{Manifest: m, Input: input, Receipt: receipt})
 	out := res.Outcome
@@ -343,7 +344,7 @@ func (d *delegator) Call(ctx context.Context, t gateway.Target, input json.RawMe
 	}
 	call.Bill = gateway.DecideBilling(m, out, nil, journal.One)
 	record(call)
-	o := gateway.CallOutcome{OK: call.Bill.Status == gateway.StatusSucceeded, Status: call.Bill.Status,
+	o := gateway.CallOutcome{OK: call.Bill.Status == holon.StatusSucceeded, Status: call.Bill.Status,
 		Error: call.Bill.Error, Message: res.Message, Receipt: receipt}
 	if o.OK {
 		o.Output = res.Output

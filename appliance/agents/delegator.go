@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 
+	"holon.dev/holon"
 	"holon.dev/holon/gateway"
 	"holon.dev/holon/journal"
 )
@@ -51,7 +52,7 @@ type callAnswer struct {
 // Call implements gateway.Delegator over HTTP.
 func (d *RemoteDelegator) Call(ctx context.Context, t gateway.Target, input json.RawMessage) gateway.CallOutcome {
 	failed := func(format string, args ...any) gateway.CallOutcome {
-		return gateway.CallOutcome{Status: gateway.StatusFailed, Error: gateway.CodeGatewayError, Message: fmt.Sprintf(format, args...)}
+		return gateway.CallOutcome{Status: holon.StatusFailed, Error: gateway.CodeGatewayError, Message: fmt.Sprintf(format, args...)}
 	}
 	body, err := json.Marshal(delegatedRequest{Agent: t.Agent, Capability: t.Capability, Input: input, MaxCost: t.MaxCost})
 	if err != nil {
@@ -86,9 +87,9 @@ func (d *RemoteDelegator) Call(ctx context.Context, t gateway.Target, input json
 	}
 	if ans.Receipt == nil {
 		// Refused before any receipt: a dead token, a malformed call.
-		out.Status = gateway.StatusDenied
+		out.Status = holon.StatusDenied
 		if out.Error == "" {
-			out.Status, out.Error = gateway.StatusFailed, gateway.CodeGatewayError
+			out.Status, out.Error = holon.StatusFailed, gateway.CodeGatewayError
 			out.Message = fmt.Sprintf("the gateway answered %d without a receipt", resp.StatusCode)
 		}
 		return out
@@ -97,7 +98,7 @@ func (d *RemoteDelegator) Call(ctx context.Context, t gateway.Target, input json
 	if ans.Receipt.Error != nil {
 		out.Error = *ans.Receipt.Error
 	}
-	out.OK = out.Status == gateway.StatusSucceeded
+	out.OK = out.Status == holon.StatusSucceeded
 	if out.OK {
 		out.Output = ans.Output
 	}

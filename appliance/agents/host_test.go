@@ -12,6 +12,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"holon.dev/holon"
 	"holon.dev/holon/appliance/agents"
 	"holon.dev/holon/gateway"
 	"holon.dev/holon/journal"
@@ -73,7 +74,7 @@ func hostGateway(t *testing.T, endpoint string) *gateway.Engine {
 	if err := reg.AddAll(ms, gateway.AgentFacts{}, false); err != nil {
 		t.Fatal(err)
 	}
-	s, err := kv.Open(filepath.Join(t.TempDir(), "holon.db"), kv.Options{})
+	s, err := kv.OpenStore(filepath.Join(t.TempDir(), "holon.db"), holon.StoreOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,8 +90,8 @@ func hostGateway(t *testing.T, endpoint string) *gateway.Engine {
 	}
 	t.Cleanup(func() {
 		runner.Close()
-		if err := s.View(func(tx *kv.Tx) error {
-			if err := tx.VerifyJournal(); err != nil {
+		if err := s.View(func(tx holon.Tx) error {
+			if err := tx.(interface{ VerifyJournal() error }).VerifyJournal(); err != nil {
 				t.Errorf("journal: %v", err)
 			}
 			hs, err := tx.Holds()

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"holon.dev/holon"
 	"holon.dev/holon/gateway"
 	"holon.dev/holon/journal"
 )
@@ -120,8 +121,8 @@ func TestInvoicePipeline(t *testing.T) {
 // an invoice it cannot read.
 func TestInvoicePipeline_Errors(t *testing.T) {
 	m := manifest(t, "holon-labs/invoice-pipeline")
-	denied := gateway.CallOutcome{Status: gateway.StatusDenied, Error: gateway.CodeOverBudget, Message: "the sub-mandate's budget is spent"}
-	noRows := gateway.CallOutcome{OK: true, Status: gateway.StatusSucceeded, Output: json.RawMessage(`{"rows":[]}`)}
+	denied := gateway.CallOutcome{Status: holon.StatusDenied, Error: gateway.CodeOverBudget, Message: "the sub-mandate's budget is spent"}
+	noRows := gateway.CallOutcome{OK: true, Status: holon.StatusSucceeded, Output: json.RawMessage(`{"rows":[]}`)}
 	for _, tt := range []struct {
 		name, text string
 		fail       string               // the target the double answers in place of its agent
@@ -184,7 +185,7 @@ func TestInvoicePipeline_ForeignTable(t *testing.T) {
 	m := manifest(t, "holon-labs/invoice-pipeline")
 	d := newDelegator(t)
 	d.fail = func(target gateway.Target) (gateway.CallOutcome, bool) {
-		return gateway.CallOutcome{OK: true, Status: gateway.StatusSucceeded, Output: json.RawMessage(`{"rows":"Widget"}`)},
+		return gateway.CallOutcome{OK: true, Status: holon.StatusSucceeded, Output: json.RawMessage(`{"rows":"Widget"}`)},
 			target.Capability == "extraction.table"
 	}
 	res := d.run(m, textInput(t, demoInvoice))

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"holon.dev/holon/kv"
+	"holon.dev/holon"
 )
 
 // Ensure that the crash drill's check of the calls in flight at a kill
@@ -15,19 +15,19 @@ func TestDrill_CheckRestarted_Breaks(t *testing.T) {
 	restarted := "gateway_restarted"
 	for _, tc := range []struct {
 		name   string
-		r      *kv.Receipt
-		holds  []*kv.Hold
+		r      *holon.Receipt
+		holds  []*holon.Hold
 		broken bool
 	}{
-		{"closed unbilled", &kv.Receipt{ID: "r1", Status: "failed", Error: &restarted}, nil, false},
-		{"billed", &kv.Receipt{ID: "r1", Status: "succeeded", Billed: true}, nil, true},
-		{"still holding", &kv.Receipt{ID: "r1", Status: "failed", Error: &restarted}, []*kv.Hold{{Receipt: "r1"}}, true},
+		{"closed unbilled", &holon.Receipt{ID: "r1", Status: "failed", Error: &restarted}, nil, false},
+		{"billed", &holon.Receipt{ID: "r1", Status: "succeeded", Billed: true}, nil, true},
+		{"still holding", &holon.Receipt{ID: "r1", Status: "failed", Error: &restarted}, []*holon.Hold{{Receipt: "r1"}}, true},
 		{"missing", nil, nil, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out bytes.Buffer
 			d := &drill{name: "test", o: Options{Out: &out}, counts: map[string]int64{}}
-			v := &storeView{receipts: map[string]*kv.Receipt{}, settles: map[string]int{}, holds: tc.holds}
+			v := &storeView{receipts: map[string]*holon.Receipt{}, settles: map[string]int{}, holds: tc.holds}
 			if tc.r != nil {
 				v.receipts["r1"] = tc.r
 			}

@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"strings"
 
+	"holon.dev/holon"
 	"holon.dev/holon/journal"
 	"holon.dev/holon/kv"
 )
@@ -13,12 +14,12 @@ import (
 // storeView is what a stopped gateway's store holds, read with the store
 // opened read-only (the gateway must be down: it holds the file's lock).
 type storeView struct {
-	receipts map[string]*kv.Receipt
+	receipts map[string]*holon.Receipt
 	// settles counts the journal entries keyed settle:<receipt>.
 	settles  map[string]int
-	holds    []*kv.Hold
-	budgets  map[string]kv.Budget
-	accounts map[string]kv.Account
+	holds    []*holon.Hold
+	budgets  map[string]holon.Budget
+	accounts map[string]holon.Account
 	entries  int
 }
 
@@ -28,12 +29,12 @@ func readStore(path string) (*storeView, error) {
 		return nil, err
 	}
 	defer s.Close()
-	v := &storeView{receipts: map[string]*kv.Receipt{}, settles: map[string]int{}, budgets: map[string]kv.Budget{}, accounts: map[string]kv.Account{}}
+	v := &storeView{receipts: map[string]*holon.Receipt{}, settles: map[string]int{}, budgets: map[string]holon.Budget{}, accounts: map[string]holon.Account{}}
 	err = s.View(func(tx *kv.Tx) error {
-		if err := tx.ForEachReceipt(func(r *kv.Receipt) error { v.receipts[r.ID] = r; return nil }); err != nil {
+		if err := tx.ForEachReceipt(func(r *holon.Receipt) error { v.receipts[r.ID] = r; return nil }); err != nil {
 			return err
 		}
-		if err := tx.ForEachEntry(0, func(row kv.JournalRow) (bool, error) {
+		if err := tx.ForEachEntry(0, func(row holon.JournalRow) (bool, error) {
 			v.entries++
 			if id, ok := strings.CutPrefix(row.Key, "settle:"); ok {
 				v.settles[id]++
@@ -46,10 +47,10 @@ func readStore(path string) (*storeView, error) {
 		if v.holds, err = tx.Holds(); err != nil {
 			return err
 		}
-		if err := tx.ForEachBudget(func(m string, b kv.Budget) error { v.budgets[m] = b; return nil }); err != nil {
+		if err := tx.ForEachBudget(func(m string, b holon.Budget) error { v.budgets[m] = b; return nil }); err != nil {
 			return err
 		}
-		return tx.ForEachAccount(func(name string, a kv.Account) error { v.accounts[name] = a; return nil })
+		return tx.ForEachAccount(func(name string, a holon.Account) error { v.accounts[name] = a; return nil })
 	})
 	return v, err
 }
@@ -100,7 +101,7 @@ func (d *drill) checkStore(ctx context.Context, db string, totals map[string]jou
 	return v, nil
 }
 
-func firstHold(hs []*kv.Hold) string {
+func firstHold(hs []*holon.Hold) string {
 	if len(hs) == 0 {
 		return ""
 	}

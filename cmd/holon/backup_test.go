@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"holon.dev/holon"
 	"holon.dev/holon/appliance"
 	"holon.dev/holon/backup"
 	"holon.dev/holon/backup/pgtest"
@@ -52,14 +53,14 @@ type testGateway struct {
 
 func startGateway(t *testing.T, db string) *testGateway {
 	t.Helper()
-	app, err := appliance.Open(context.Background(), appliance.Config{
+	app, err := appliance.Open(context.Background(), appliance.Config{OpenStore: kv.OpenStore, Backup: backup.StoreHandler,
 		DB: db, Registry: []string{"agents", "examples"}, SignupCredit: journal.MustParseAmount("5.00"), NoSync: true,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	mux := http.NewServeMux()
-	live := appliance.BackupHandler(app.Engine().Store())
+	live := backup.StoreHandler(app.Engine().Store())
 	mux.Handle("/v0/admin/backup", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Authorization") != "Bearer "+adminKey {
 			http.Error(w, `{"error":{"code":"unauthorized"}}`, http.StatusUnauthorized)
@@ -104,23 +105,23 @@ func (g *testGateway) call(mandate, agent string, input any) (int, map[string]an
 // state is what must survive a backup and restore: every account, every
 // receipt, every budget and the counters.
 type state struct {
-	Accounts map[string]kv.Account
-	Receipts map[string]*kv.Receipt
-	Budgets  map[string]kv.Budget
+	Accounts map[string]holon.Account
+	Receipts map[string]*holon.Receipt
+	Budgets  map[string]holon.Budget
 	Counters map[string]uint64
 }
 
 func readState(t *testing.T, s *kv.Store) state {
 	t.Helper()
-	st := state{Accounts: map[string]kv.Account{}, Receipts: map[string]*kv.Receipt{}, Budgets: map[string]kv.Budget{}, Counters: map[string]uint64{}}
+	st := state{Accounts: map[string]holon.Account{}, Receipts: map[string]*holon.Receipt{}, Budgets: map[string]holon.Budget{}, Counters: map[string]uint64{}}
 	err := s.View(func(tx *kv.Tx) error {
-		if err := tx.ForEachAccount(func(n string, a kv.Account) error { st.Accounts[n] = a; return nil }); err != nil {
+		if err := tx.ForEachAccount(func(n string, a holon.Account) error { st.Accounts[n] = a; return nil }); err != nil {
 			return err
 		}
-		if err := tx.ForEachReceipt(func(r *kv.Receipt) error { st.Receipts[r.ID] = r; return nil }); err != nil {
+		if err := tx.ForEachReceipt(func(r *holon.Receipt) error { st.Receipts[r.ID] = r; return nil }); err != nil {
 			return err
 		}
-		if err := tx.ForEachBudget(func(m string, b kv.Budget) error { st.Budgets[m] = b; return nil }); err != nil {
+		if err := tx.ForEachBudget(func(m string, b holon.Budget) error { st.Budgets[m] = b; return nil }); err != nil {
 			return err
 		}
 		return tx.ForEachCounter(func(n string, v uint64) error { st.Counters[n] = v; return nil })
@@ -192,11 +193,11 @@ func TestBackup_Drill(t *testing.T) {
 		t.Fatalf("reject: %d %v", code, out)
 	}
 	// Hosted-product documents, one under a sequence key.
-	if err := store.Update(context.Background(), func(tx *kv.Tx) error {
-		if err := tx.Put(kv.BucketUsers, "alice", map[string]any{"handle": "alice", "email": "alice@example.com"}); err != nil {
+	if err := store.Update(context.Background(), func(tx holon.Tx) error {
+		if err := tx.Put(holon.BucketUsers, "alice", map[string]any{"handle": "alice", "email": "alice@example.com"}); err != nil {
 			return err
 		}
-		_, err := tx.Append(kv.BucketModLog, map[string]any{"action": "yank", "reason": "drill"})
+		_, err := tx.Append(holon.BucketModLog, map[string]any{"action": "yank", "reason": "drill"})
 		return err
 	}); err != nil {
 		t.Fatal(err)
@@ -285,10 +286,10 @@ func TestBackup_Drill(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Files are left out by design, and the header says so.
-	if liveSum.Header.Tables[kv.BucketFiles].Rows != 0 || !strings.Contains(liveSum.Header.LeftOut[kv.BucketFiles], "24 hours") {
-		t.Errorf("files in the backup: %+v, left out: %q", liveSum.Header.Tables[kv.BucketFiles], liveSum.Header.LeftOut)
+	if liveSum.Header.Tables[holon.BucketFiles].Rows != 0 || !strings.Contains(liveSum.Header.LeftOut[holon.BucketFiles], "24 hours") {
+		t.Errorf("files in the backup: %+v, left out: %q", liveSum.Header.Tables[holon.BucketFiles], liveSum.Header.LeftOut)
 	}
-	now := readState(t, store)
+	now := readState(t, kv.Unwrap(store))
 	if int64(len(now.Receipts)) <= liveSum.Header.Tables["receipts"].Rows {
 		t.Errorf("the store holds %d receipts, the backup %d: calls did not continue past the backup", len(now.Receipts), liveSum.Header.Tables["receipts"].Rows)
 	}
@@ -324,7 +325,7 @@ func TestBackup_Drill(t *testing.T) {
 	if code, out, errs := run(t, "restore", "--in", finalPath, "--db", final); code != 0 {
 		t.Fatalf("holon restore: exit %d: %s%s", code, out, errs)
 	}
-	src := readState(t, store)
+	src := readState(t, kv.Unwrap(store))
 	if got := stateOf(t, final); !reflect.DeepEqual(got, src) {
 		t.Errorf("the restored store differs from the source:\n got %+v\nwant %+v", got.Accounts, src.Accounts)
 	}
@@ -466,7 +467,7 @@ func TestBackup_URLFailures(t *testing.T) {
 	}
 	// A gateway that dies halfway through the copy.
 	var full bytes.Buffer
-	if _, err := backup.Write(&full, g.app.Engine().Store(), backup.Options{}); err != nil {
+	if _, err := backup.Write(&full, kv.Unwrap(g.app.Engine().Store()), backup.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	cut := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -21,6 +21,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"holon.dev/holon"
 	"holon.dev/holon/gateway"
 	"holon.dev/holon/kv"
 )
@@ -293,9 +294,9 @@ func crashOnce(t *testing.T, agent string, idem bool, cc crashCase) {
 		r := receipts[0]
 		rid = r.ID
 		switch {
-		case r.Status == gateway.StatusSucceeded && r.Billed:
+		case r.Status == holon.StatusSucceeded && r.Billed:
 			outcome = outcomeSettled
-		case r.Status == gateway.StatusFailed && r.Error != nil && *r.Error == gateway.CodeGatewayRestarted && !r.Billed:
+		case r.Status == holon.StatusFailed && r.Error != nil && *r.Error == gateway.CodeGatewayRestarted && !r.Billed:
 			outcome = outcomeCut
 		default:
 			t.Fatalf("after the restart the call's receipt is %s billed=%v error=%v", r.Status, r.Billed, r.Error)
@@ -356,7 +357,7 @@ func exitStatus(err error) (syscall.WaitStatus, bool) {
 	return ws, ok
 }
 
-func listReceipts(t *testing.T, api string) []kv.Receipt {
+func listReceipts(t *testing.T, api string) []holon.Receipt {
 	t.Helper()
 	resp, err := http.Get(api + "/v0/receipts?mandate=ops/test")
 	if err != nil {
@@ -364,7 +365,7 @@ func listReceipts(t *testing.T, api string) []kv.Receipt {
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	var page struct{ Receipts []kv.Receipt }
+	var page struct{ Receipts []holon.Receipt }
 	if resp.StatusCode != http.StatusOK || json.NewDecoder(bytes.NewReader(b)).Decode(&page) != nil {
 		t.Fatalf("GET /v0/receipts: %d %s", resp.StatusCode, b)
 	}

@@ -13,8 +13,10 @@ import (
 	"golang.org/x/time/rate"
 
 	"holon.dev/holon/appliance"
+	"holon.dev/holon/backup"
 	"holon.dev/holon/gateway"
 	"holon.dev/holon/journal"
+	"holon.dev/holon/kv"
 )
 
 // adaLookup is ada's listing of the shipped company register (its dev
@@ -60,7 +62,7 @@ func postJSON(t *testing.T, url, key string, body any) (int, map[string]any) {
 func TestEarnings_AgainstRunningGateway(t *testing.T) {
 	ctx := context.Background()
 	unlimited := appliance.Limit{Rate: rate.Inf}
-	app, err := appliance.Open(ctx, appliance.Config{
+	app, err := appliance.Open(ctx, appliance.Config{OpenStore: kv.OpenStore, Backup: backup.StoreHandler,
 		DB: filepath.Join(t.TempDir(), "holon.db"), Registry: []string{"agents", "examples"}, NoSync: true, Hosted: true,
 		SignupCredit: journal.MustParseAmount("5.00"), AdminKey: adminKey,
 		Limits: appliance.Limits{Account: unlimited, Address: unlimited, Signup: unlimited, MaxTracked: 100},

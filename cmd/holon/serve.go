@@ -12,7 +12,9 @@ import (
 	"time"
 
 	"holon.dev/holon/appliance"
+	"holon.dev/holon/backup"
 	"holon.dev/holon/gateway"
+	"holon.dev/holon/kv"
 	holontls "holon.dev/holon/tls"
 )
 
@@ -180,7 +182,7 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 	if err := f.check(); err != nil {
 		return err
 	}
-	cfg := appliance.Config{DB: f.db, MandatesDir: f.mandates, Hosted: f.hosted, DevHandlers: c.devHandlers, OnStep: c.onStep}
+	cfg := appliance.Config{DB: f.db, OpenStore: kv.OpenStore, Backup: backup.StoreHandler, MandatesDir: f.mandates, Hosted: f.hosted, DevHandlers: c.devHandlers, OnStep: c.onStep}
 	if err := appliance.ConfigFromEnv(c.getenv, &cfg); err != nil {
 		return err
 	}

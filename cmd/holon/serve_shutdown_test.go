@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"holon.dev/holon"
 	"holon.dev/holon/gateway"
 	"holon.dev/holon/journal"
 	"holon.dev/holon/kv"
@@ -203,15 +204,15 @@ func TestServe_SIGTERM_DrainsCallsAndLeavesNoHold(t *testing.T) {
 	if v, _ := metricValue(m, "holon_holds_open", nil); v != 0 {
 		t.Errorf("holon_holds_open = %v after the restart", v)
 	}
-	var page kv.ReceiptPage
+	var page holon.ReceiptPage
 	do(t, c, "GET", api+"/v0/receipts?limit=500", "", nil, &page)
-	byID := map[string]*kv.Receipt{}
+	byID := map[string]*holon.Receipt{}
 	restarted := 0
 	for _, r := range page.Receipts {
 		byID[r.ID] = r
 		switch {
-		case r.Status == gateway.StatusSucceeded:
-		case r.Status == gateway.StatusFailed && r.Error != nil && *r.Error == gateway.CodeGatewayRestarted:
+		case r.Status == holon.StatusSucceeded:
+		case r.Status == holon.StatusFailed && r.Error != nil && *r.Error == gateway.CodeGatewayRestarted:
 			restarted++
 			if r.Billed || r.Cost.Total != 0 {
 				t.Errorf("%s was cut short and billed %s", r.ID, r.Cost.Total)
@@ -224,7 +225,7 @@ func TestServe_SIGTERM_DrainsCallsAndLeavesNoHold(t *testing.T) {
 		t.Errorf("%d receipts, %d closed as gateway_restarted; want 6 and 2", len(page.Receipts), restarted)
 	}
 	for _, id := range finished {
-		if r := byID[id]; r == nil || r.Status != gateway.StatusSucceeded || !r.Billed {
+		if r := byID[id]; r == nil || r.Status != holon.StatusSucceeded || !r.Billed {
 			t.Errorf("the answered receipt %s is %+v after the restart", id, r)
 		}
 	}

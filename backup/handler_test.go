@@ -1,4 +1,4 @@
-package appliance_test
+package backup_test
 
 import (
 	"context"
@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"testing"
 
-	"holon.dev/holon/appliance"
 	"holon.dev/holon/backup"
 	"holon.dev/holon/journal"
 	"holon.dev/holon/kv"
@@ -17,7 +16,7 @@ import (
 // Ensure that the live backup endpoint streams a complete, checked backup
 // of the store as JSON Lines, answers HEAD with the headers only, and
 // refuses other methods.
-func TestBackupHandler(t *testing.T) {
+func TestHandler(t *testing.T) {
 	s, err := kv.Open(filepath.Join(t.TempDir(), "holon.db"), kv.Options{NoSync: true})
 	if err != nil {
 		t.Fatal(err)
@@ -30,7 +29,7 @@ func TestBackupHandler(t *testing.T) {
 	if err := s.Update(context.Background(), func(tx *kv.Tx) error { _, err := tx.AppendEntry(e); return err }); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(appliance.BackupHandler(s))
+	srv := httptest.NewServer(backup.Handler(s))
 	defer srv.Close()
 
 	resp, err := http.Get(srv.URL)

@@ -1,20 +1,20 @@
-package appliance
+package backup
 
 import (
 	"net/http"
 	"runtime/debug"
 
-	"holon.dev/holon/backup"
+	"holon.dev/holon"
 	"holon.dev/holon/kv"
 )
 
-// BackupHandler streams a backup of the store as JSONL (the format of
-// package backup) from one read transaction, while the gateway keeps
+// Handler streams a backup of the store as JSONL (the format of
+// this package) from one read transaction, while the gateway keeps
 // serving. It is the operator's: mount it behind the admin key only
 // (GET /v0/admin/backup), since the copy holds every account and key. The
 // response has no length; a copy cut short lacks its trailer, which
 // `holon backup --url` and `holon restore` detect.
-func BackupHandler(store *kv.Store) http.Handler {
+func Handler(store *kv.Store) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			w.Header().Set("Allow", "GET, HEAD")
@@ -30,7 +30,7 @@ func BackupHandler(store *kv.Store) http.Handler {
 			return
 		}
 		ww := &startedWriter{w: w}
-		if _, err := backup.Write(ww, store, backup.Options{Gateway: buildVersion(), Background: true}); err != nil {
+		if _, err := Write(ww, store, Options{Gateway: buildVersion(), Background: true}); err != nil {
 			if !ww.started {
 				http.Error(w, err.Error(), http.StatusInternalServerError)
 				return
@@ -39,6 +39,18 @@ func BackupHandler(store *kv.Store) http.Handler {
 			// sees an error as well as a missing trailer.
 			panic(http.ErrAbortHandler)
 		}
+	})
+}
+
+// StoreHandler is Handler for a store that kv.OpenStore opened: what
+// the wiring gives the appliance (appliance.Config.Backup). Any other
+// store has no backup of this format: it answers 501.
+func StoreHandler(s holon.Store) http.Handler {
+	if ks := kv.Unwrap(s); ks != nil {
+		return Handler(ks)
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "backup: this store is not the embedded one; back it up with its own tools", http.StatusNotImplemented)
 	})
 }
 

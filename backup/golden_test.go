@@ -1,0 +1,102 @@
+package backup_test
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"holon.dev/holon/backup"
+	"holon.dev/holon/backup/pgtest"
+	"holon.dev/holon/kv"
+)
+
+var updateGolden = flag.Bool("update", false, "rewrite the golden backup files in testdata/")
+
+// goldenPath is the backup of the fixtures as the code of 2026-12-01 wrote
+// it, before the domain types left kv: what the store writes and what a
+// backup holds must not change with how the code is arranged.
+const goldenPath = "testdata/fixture.holon-backup.jsonl"
+
+// goldenStore fills a fresh store with every fixture the backup tests use.
+func goldenStore(tb testing.TB) *kv.Store {
+	s := openStore(tb, "")
+	fixture(tb, s)
+	publishingFixture(tb, s)
+	return s
+}
+
+// Ensure that a backup of the fixtures is byte for byte the golden file:
+// the store writes every record as it did, and backups hold the same rows.
+func TestBackup_Golden(t *testing.T) {
+	got := writeBackup(t, goldenStore(t))
+	if *updateGolden {
+		if err := os.WriteFile(goldenPath, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(goldenPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		gl, wl := lines(got), lines(want)
+		for i := 0; i < max(len(gl), len(wl)); i++ {
+			var g, w string
+			if i < len(gl) {
+				g = gl[i]
+			}
+			if i < len(wl) {
+				w = wl[i]
+			}
+			if g != w {
+				t.Fatalf("backup differs from %s at line %d:\n got %s\nwant %s", goldenPath, i+1, g, w)
+			}
+		}
+	}
+}
+
+// Ensure that the golden file is still accepted: it restores, the restored
+// store verifies, and a backup of it is the golden file again.
+func TestRestore_Golden(t *testing.T) {
+	want, err := os.ReadFile(goldenPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "restored.db")
+	if _, err := backup.Restore(bytes.NewReader(want), path, nil); err != nil {
+		t.Fatal(err)
+	}
+	s := openStore(t, path)
+	rep, err := backup.Verify(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.OK() {
+		var buf bytes.Buffer
+		rep.WriteTo(&buf)
+		t.Fatalf("the restored golden store does not verify:\n%s", buf.String())
+	}
+	if got := writeBackup(t, s); !bytes.Equal(got, want) {
+		t.Fatalf("a backup of the restored golden store differs from %s", goldenPath)
+	}
+}
+
+// Ensure that the PostgreSQL loader still accepts the golden file.
+func TestLoadPostgres_Golden(t *testing.T) {
+	srv := pgtest.Start(t)
+	want, err := os.ReadFile(goldenPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := srv.CreateDB(t, "golden")
+	sum, err := backup.LoadPostgres(context.Background(), bytes.NewReader(want), url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Tables["receipts"] != 10 || sum.Tables["journal_entries"] != 7 {
+		t.Errorf("loaded %v", sum.Tables)
+	}
+}

@@ -1,0 +1,26 @@
+package holon
+
+// App buckets hold the hosted product's records (accounts, keys,
+// idempotency keys, the moderation log, …) as JSON documents the store does
+// not interpret. They are reached by name through Put/Get/Delete/ForEach/
+// Append; the journal, receipts, budgets and holds are not app buckets, so
+// their rules cannot be bypassed through this door.
+const (
+	BucketUsers       = "users"       // handle → account record
+	BucketEmails      = "emails"      // email → handle
+	BucketKeys        = "keys"        // sha256(key) → key record
+	BucketIdempotency = "idempotency" // key hash + idempotency key → record
+	BucketModLog      = "modlog"      // seq → moderation action (append-only)
+	BucketCredentials = "credentials" // agent id → encrypted endpoint token
+	BucketFiles       = "files"       // file id → file record
+	BucketSettings    = "settings"    // name → value
+	BucketSessions    = "sessions"    // sha256(console session id) → session record
+	BucketEvals       = "evals"       // agent ref → last evaluation
+	BucketEvalQueue   = "eval_queue"  // agent ref → evaluation waiting or running
+	BucketOAuth       = "oauth"       // OAuth clients, and sha256(code or token) → its grant
+)
+
+// BucketSignIn holds GitHub sign-in state that must outlive a restart:
+// "state/<sha256>" (10 minutes), "code/<sha256>" (2 minutes) and
+// "github/<id>" → handle, the link of a GitHub account to its account.
+const BucketSignIn = "signin"

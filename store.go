@@ -1,0 +1,229 @@
+package holon
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"holon.dev/holon/journal"
+)
+
+// Store is what the engine needs of a store: serializable transactions
+// whose writes are grouped into durable commits. Package kv implements it
+// on bbolt; a second implementation must pass the shared suite in package
+// holon.dev/holon/gateway/storetest (README "A second store").
+type Store interface {
+	// View runs fn in a read-only transaction that sees one consistent
+	// state of the store.
+	View(fn func(Tx) error) error
+	// Update runs fn in a write transaction and returns once it is
+	// committed and durable, or fn's error with nothing of it written. An
+	// error from fn (or its panic) is its own: the other updates grouped
+	// into the same commit are not affected.
+	Update(ctx context.Context, fn func(Tx) error) error
+	// Apply runs fn as Update does, but returns as soon as fn's writes are
+	// part of a commit that nothing can undo short of the commit failing;
+	// Commit.Wait then waits for that commit to be durable. A failed commit
+	// after Apply returned breaks the store: every later update is
+	// ErrBroken.
+	Apply(ctx context.Context, fn func(Tx) error) (Commit, error)
+	// Stats describes the store's size and write path since it opened.
+	Stats() StoreStats
+	// Close waits for the updates submitted so far and closes the store.
+	Close() error
+}
+
+// StoreOptions configure a store as the hosted product opens it.
+type StoreOptions struct {
+	// NoSync skips making commits durable: for tests and benchmarks of the
+	// CPU path only. A gateway never runs with it.
+	NoSync bool
+	// Now is the clock written on journal rows (time.Now when nil).
+	Now func() time.Time
+	// OnCommit, when set, is told the number of updates in each commit; it
+	// must return quickly.
+	OnCommit func(batch int)
+	// OnFailure, when set, is told when a commit fails: the store then
+	// refuses every update (ErrBroken) and the process should stop.
+	OnFailure func(error)
+}
+
+// OpenStore opens the store at path (kv.OpenStore for bbolt).
+type OpenStore func(path string, opts StoreOptions) (Store, error)
+
+// StoreStats describes a store's size and write path.
+type StoreStats struct {
+	// SizeBytes is the size of the store on disk.
+	SizeBytes int64
+	// Commits is the number of durable commits; Updates the number of
+	// updates they held (Updates/Commits is the mean batch); MaxBatch the
+	// largest.
+	Commits, Updates uint64
+	MaxBatch         int
+	// Replays counts the commits whose updates had to be run again because
+	// one of them failed.
+	Replays uint64
+}
+
+// Commit is the durability of an update that Store.Apply returned early
+// from.
+type Commit interface {
+	// Wait returns once the update is durable (nil) or its commit failed.
+	// Any number of goroutines may call it, any number of times.
+	Wait() error
+}
+
+// Tx is a transaction on a Store: read-only inside View, writable inside
+// Update and Apply. It offers Holon's records, never raw storage, so the
+// journal's rules cannot be bypassed: every entry sums to zero, its
+// idempotency key is used once, and a journal row is never rewritten.
+type Tx interface {
+	// Now is the store's clock, the time written on journal rows.
+	Now() time.Time
+
+	JournalTx
+	CallsTx
+	RegistryTx
+	CountersTx
+	DocsTx
+}
+
+// JournalTx is the money: journal entries and the accounts they move.
+type JournalTx interface {
+	// AppendEntry journals an entry (its lines sum to zero, its key is new:
+	// ErrDuplicateKey otherwise) and moves the accounts' balances; it
+	// returns the row, hash-chained to the one before.
+	AppendEntry(e journal.Entry) (JournalRow, error)
+	// HasEntry reports whether an entry with this key is journaled.
+	HasEntry(key string) bool
+	// EntryByKey reads the row of the entry with this key (ErrNotFound).
+	EntryByKey(key string) (JournalRow, error)
+	// ForEachEntry calls fn for every row after sequence number after, in
+	// order, until fn returns false.
+	ForEachEntry(after uint64, fn func(JournalRow) (bool, error)) error
+	// Account reads an account (zero when it never moved).
+	Account(name string) (Account, error)
+	// ForEachAccount calls fn for every account, in name order.
+	ForEachAccount(fn func(name string, a Account) error) error
+	// AddHeld moves what is held on an account by delta (positive to hold,
+	// negative to release); what is held never goes below zero.
+	AddHeld(account string, delta journal.Amount) error
+}
+
+// CallsTx is the state of calls: receipts, budgets, holds, approvals and
+// the events and records of finished runs.
+type CallsTx interface {
+	// NewReceiptID reserves the next receipt id ("r" and an increasing
+	// sequence number, see ReceiptSeq).
+	NewReceiptID() (string, error)
+	// PutReceipt writes a new receipt or the final state of one.
+	PutReceipt(r *Receipt) error
+	// Receipt reads one receipt (ErrNotFound).
+	Receipt(id string) (*Receipt, error)
+	// Receipts lists receipts newest first, all or those of one mandate,
+	// before the receipt id before ("" for the newest), at most limit,
+	// reading only the page.
+	Receipts(mandate, before string, limit int) (ReceiptPage, error)
+
+	// Budget reads a mandate's spending (zero when nothing ran under it).
+	Budget(mandate string) (Budget, error)
+	// AddBudget moves a mandate's spent and reserved amounts; neither may
+	// go below zero.
+	AddBudget(mandate string, spent, reserved journal.Amount) error
+
+	// PutHold records a call in flight; Hold reads it (ErrNotFound);
+	// DeleteHold forgets it once the call settled; Holds lists them all.
+	PutHold(h *Hold) error
+	Hold(receipt string) (*Hold, error)
+	DeleteHold(receipt string) error
+	Holds() ([]*Hold, error)
+
+	// NewApprovalID reserves the next approval id ("a" and an increasing
+	// sequence number, see ApprovalSeq).
+	NewApprovalID() (string, error)
+	// PutApproval writes an approval; Approval reads one (ErrNotFound).
+	PutApproval(a *Approval) error
+	Approval(id string) (*Approval, error)
+	// Approvals lists approvals newest first that keep accepts, at most
+	// limit.
+	Approvals(keep func(*Approval) bool, limit int) ([]*Approval, error)
+	// ApprovalsOf lists the approvals of the given mandates newest first,
+	// from their index: those before the approval id before ("" for the
+	// newest) that keep accepts, at most limit, decoding at most scan
+	// (at least limit); a page that stops early has a Next.
+	ApprovalsOf(mandates []string, before string, keep func(*Approval) bool, limit, scan int) (ApprovalPage, error)
+	// ApprovalsBefore is ApprovalsOf over every mandate's approvals.
+	ApprovalsBefore(before string, keep func(*Approval) bool, limit, scan int) (ApprovalPage, error)
+
+	// AppendEvent records a finished run (setting its Seq) and adds it to
+	// its agent's record.
+	AppendEvent(ev *Event, succeeded bool) error
+	// Events lists events before sequence number before (0: the newest),
+	// newest first, at most limit.
+	Events(before uint64, limit int) ([]*Event, error)
+	// Record reads an agent version's record (zero when it never ran).
+	Record(agent string) (Record, error)
+
+	// AddEarnings adds to a version's earnings in a currency; Earnings
+	// reads them; ForEachEarnings walks the versions whose ref starts with
+	// prefix; EarningsFrom is the first journal row counted (false when
+	// none was).
+	AddEarnings(ref, currency string, paidCalls int64, own, royalties journal.Amount) error
+	Earnings(ref string) (Earnings, error)
+	ForEachEarnings(prefix string, fn func(ref string, e Earnings) error) error
+	EarningsFrom() (uint64, bool)
+	// AddLatency counts one settled run of a version; Latency reads its
+	// histogram; ForEachLatency walks them; LatencyFrom is the first call
+	// event counted (false when none was).
+	AddLatency(ref string, ms int64) error
+	Latency(ref string) (Latency, error)
+	ForEachLatency(fn func(ref string, l Latency) error) error
+	LatencyFrom() (uint64, bool)
+}
+
+// RegistryTx holds the contracts: mandates and agent versions, stored as
+// documents the store does not interpret.
+type RegistryTx interface {
+	PutMandate(id string, d Doc) error
+	// Mandate reads a mandate (ErrNotFound).
+	Mandate(id string) (Doc, error)
+	// MandateRevision is an opaque revision of a mandate's record: two
+	// equal revisions read in two transactions mean the record did not
+	// change in between. Nil when there is none; the slice is valid only
+	// during the transaction (a caller keeping it keeps a copy).
+	MandateRevision(id string) []byte
+	ForEachMandate(fn func(id string, d Doc) error) error
+	PutAgent(ref string, d Doc) error
+	// Agent reads an agent version by ref ("ns/name@version", ErrNotFound).
+	Agent(ref string) (Doc, error)
+	ForEachAgent(fn func(ref string, d Doc) error) error
+}
+
+// CountersTx is named counters that never go below zero.
+type CountersTx interface {
+	// Counter reads a counter (0 when never moved).
+	Counter(name string) uint64
+	// AddCounter adds delta and returns the new value.
+	AddCounter(name string, delta int64) (uint64, error)
+}
+
+// DocsTx is the hosted product's documents (bucket names in docs.go):
+// JSON values under string keys, read in key order.
+type DocsTx interface {
+	// Put stores v as JSON under key (an append-only bucket refuses
+	// overwrites).
+	Put(bucket, key string, v any) error
+	// Get reads the document under key into v (ErrNotFound).
+	Get(bucket, key string, v any) error
+	// Delete removes a document (not from an append-only bucket).
+	Delete(bucket, key string) error
+	// ForEach calls fn for every document whose key starts with prefix, in
+	// key order, until fn returns false.
+	ForEach(bucket, prefix string, fn func(key string, raw json.RawMessage) (bool, error)) error
+	// ForEachAfter is ForEach from the first key after after ("" starts at
+	// the prefix), without reading the keys before it.
+	ForEachAfter(bucket, prefix, after string, fn func(key string, raw json.RawMessage) (bool, error)) error
+	// Append stores v under the bucket's next sequence number (keys that
+	// sort in order) and returns it.
+	Append(bucket string, v any) (uint64, error)
+}
