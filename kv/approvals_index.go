@@ -165,11 +165,13 @@ func (h *indexHead) at(k []byte) {
 
 // indexApproval adds a new approval to the index.
 func (tx *Tx) indexApproval(a *holon.Approval, seq uint64) error {
-	return tx.btx.Bucket(bucketApprovalsByMand).Put(mandateIndexKey(a.Mandate, seq), nil)
+	return tx.put(tx.btx.Bucket(bucketApprovalsByMand), mandateIndexKey(a.Mandate, seq), nil)
 }
 
 // buildApprovalIndex writes approvals_by_mandate from the approvals, in
-// one transaction, replacing what it held. The keys are sorted first, so
+// one transaction, replacing what it held. It runs outside the writer (at
+// Open, and at the end of a Restore into its new file), so its writes are
+// not in the undo log. The keys are sorted first, so
 // that they go in in order, into full pages.
 func buildApprovalIndex(btx *bolt.Tx) error {
 	if btx.Bucket(bucketApprovalsByMand) != nil {
