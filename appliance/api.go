@@ -162,10 +162,13 @@ func writeError(w http.ResponseWriter, status int, err error) {
 // An internal error (no code, a code the table does not know, or
 // gateway_error) is logged, once, with the request it failed; it is the
 // only kind that is.
-func (a *api) fail(w http.ResponseWriter, r *http.Request, err error) {
+func (a *api) fail(w http.ResponseWriter, r *http.Request, err error) { failTo(a.log, w, r, err) }
+
+// failTo is fail for handlers outside api, logging to log.
+func failTo(log *slog.Logger, w http.ResponseWriter, r *http.Request, err error) {
 	ge, status, internal := publicError(err)
 	if internal {
-		a.log.Error("request failed", "method", r.Method, "path", redactKeys(r.URL.Path), "err", err)
+		log.Error("request failed", "method", r.Method, "path", redactKeys(r.URL.Path), "err", err)
 	}
 	writeError(w, status, ge)
 }
