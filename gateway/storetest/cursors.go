@@ -1,0 +1,546 @@
+package storetest
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"testing"
+
+	"holon.dev/holon"
+)
+
+func init() {
+	add(
+		behaviour{"Receipts/NewestFirst", testReceiptsNewestFirst},
+		behaviour{"Receipts/PagesJoinAcrossMandates", testReceiptsPagesJoin},
+		behaviour{"Receipts/CursorStartsBeforeIt", testReceiptsCursor},
+		behaviour{"Receipts/FinalStateReplaces", testReceiptFinalState},
+		behaviour{"IDs/ReceiptIDsIncrease", testReceiptIDsIncrease},
+		behaviour{"IDs/ApprovalIDsIncrease", testApprovalIDsIncrease},
+		behaviour{"Approvals/NewestFirstFiltered", testApprovalsListed},
+		behaviour{"Docs/ForEachWithPrefix", testDocsForEach},
+		behaviour{"Docs/ForEachAfterPages", testDocsForEachAfter},
+		behaviour{"Docs/PutGetDelete", testDocsPutGetDelete},
+		behaviour{"Docs/AppendInOrder", testDocsAppend},
+		behaviour{"Docs/AppendOnlyBucketRefusesRewrites", testDocsAppendOnly},
+		behaviour{"Events/PagesNewestFirst", testEventsPaging},
+	)
+}
+
+// putReceipts writes n receipts in one update, receipt i under mandate
+// m<i%3>, and returns their ids, oldest first.
+func putReceipts(t *testing.T, e *env, n int) []string {
+	t.Helper()
+	var ids []string
+	e.update(func(tx holon.Tx) error {
+		for i := 1; i <= n; i++ {
+			id, err := tx.NewReceiptID()
+			if err != nil {
+				return err
+			}
+			if err := tx.PutReceipt(&holon.Receipt{ID: id, Mandate: fmt.Sprintf("m%d", i%3), Status: holon.StatusRunning}); err != nil {
+				return err
+			}
+			ids = append(ids, id)
+		}
+		return nil
+	})
+	return ids
+}
+
+// allPages follows Next from the newest page to the end and returns every
+// receipt id seen and the size of each page.
+func allPages(t *testing.T, e *env, mandate string, limit int) (ids []string, sizes []int) {
+	t.Helper()
+	before := ""
+	for range 1000 {
+		var page holon.ReceiptPage
+		e.view(func(tx holon.Tx) (err error) { page, err = tx.Receipts(mandate, before, limit); return err })
+		sizes = append(sizes, len(page.Receipts))
+		for _, r := range page.Receipts {
+			if mandate != "" && r.Mandate != mandate {
+				t.Errorf("receipt %s of %s listed under %s", r.ID, r.Mandate, mandate)
+			}
+			ids = append(ids, r.ID)
+		}
+		if page.Next == "" {
+			return ids, sizes
+		}
+		if last := page.Receipts[len(page.Receipts)-1].ID; page.Next != last {
+			t.Fatalf("Next = %s, want the page's last receipt %s", page.Next, last)
+		}
+		before = page.Next
+	}
+	t.Fatal("paging does not end")
+	return nil, nil
+}
+
+// reversed returns ids newest first, those of mandate m ("" for all).
+func reversed(ids []string, m string) []string {
+	var out []string
+	for i := len(ids) - 1; i >= 0; i-- {
+		if m == "" || fmt.Sprintf("m%d", (i+1)%3) == m {
+			out = append(out, ids[i])
+		}
+	}
+	return out
+}
+
+// Ensure that the first page of receipts is the newest, newest first, with
+// Next its last receipt when there are older ones.
+func testReceiptsNewestFirst(t *testing.T, e *env) {
+	ids := putReceipts(t, e, 120)
+	var page holon.ReceiptPage
+	e.view(func(tx holon.Tx) (err error) { page, err = tx.Receipts("", "", 50); return err })
+	want := reversed(ids, "")[:50]
+	var got []string
+	for _, r := range page.Receipts {
+		got = append(got, r.ID)
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) || page.Next != want[49] {
+		t.Errorf("first page %v, Next %q; want %v, Next %s", got, page.Next, want, want[49])
+	}
+}
+
+// Ensure that pages joined by Next list every receipt exactly once, newest
+// first, across all mandates and within one, and that a mandate whose id
+// is a prefix of others' lists none of theirs.
+func testReceiptsPagesJoin(t *testing.T, e *env) {
+	ids := putReceipts(t, e, 120)
+	for _, tt := range []struct {
+		mandate string
+		limit   int
+		sizes   string
+	}{
+		{"", 50, "[50 50 20]"},
+		{"", 40, "[40 40 40]"}, // the last full page has no Next
+		{"", 500, "[120]"},
+		{"m0", 15, "[15 15 10]"},
+		{"m1", 20, "[20 20]"},
+		{"m2", 7, "[7 7 7 7 7 5]"},
+		{"m", 10, "[0]"},
+		{"nobody", 10, "[0]"},
+	} {
+		got, sizes := allPages(t, e, tt.mandate, tt.limit)
+		want := reversed(ids, tt.mandate)
+		if tt.mandate == "m" || tt.mandate == "nobody" {
+			want = nil
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("Receipts(%q) by %d: %v, want %v", tt.mandate, tt.limit, got, want)
+		}
+		if fmt.Sprint(sizes) != tt.sizes {
+			t.Errorf("Receipts(%q) by %d: page sizes %v, want %s", tt.mandate, tt.limit, sizes, tt.sizes)
+		}
+	}
+}
+
+// Ensure that a page starts just before its cursor, wherever it points (a
+// receipt of another mandate, one past the newest), and that a cursor that
+// is not a receipt id is refused.
+func testReceiptsCursor(t *testing.T, e *env) {
+	ids := putReceipts(t, e, 30) // ids[i] is under m<(i+1)%3>
+	seq := func(id string) uint64 { n, _ := holon.ReceiptSeq(id); return n }
+	past := fmt.Sprintf("r%d", seq(ids[29])+1000)
+	for _, tt := range []struct {
+		mandate, before string
+		first           string // "" for an empty page
+	}{
+		{"", ids[0], ""},
+		{"", ids[1], ids[0]},
+		{"", past, ids[29]},
+		{"m0", ids[29], ids[26]}, // ids[29] is m0's own newest
+		{"m0", ids[28], ids[26]}, // a cursor from another mandate
+		{"m1", ids[0], ""},
+		{"m1", past, ids[27]},
+	} {
+		var page holon.ReceiptPage
+		e.view(func(tx holon.Tx) (err error) { page, err = tx.Receipts(tt.mandate, tt.before, 5); return err })
+		got := ""
+		if len(page.Receipts) > 0 {
+			got = page.Receipts[0].ID
+		}
+		if got != tt.first {
+			t.Errorf("Receipts(%q, %q): first %q, want %q", tt.mandate, tt.before, got, tt.first)
+		}
+	}
+	for _, bad := range []string{"x", "r", "r0", "r-1", "a5", "r1x"} {
+		for _, m := range []string{"", "m0"} {
+			if err := e.s.View(func(tx holon.Tx) error { _, err := tx.Receipts(m, bad, 5); return err }); err == nil {
+				t.Errorf("Receipts(%q) with cursor %q: no error", m, bad)
+			}
+		}
+	}
+}
+
+// Ensure that putting a receipt's final state replaces it: read and listed
+// once, in its new state, and counted once in the "receipts" counter the
+// hosted product reads.
+func testReceiptFinalState(t *testing.T, e *env) {
+	var id string
+	e.update(func(tx holon.Tx) (err error) {
+		if id, err = tx.NewReceiptID(); err != nil {
+			return err
+		}
+		return tx.PutReceipt(&holon.Receipt{ID: id, Mandate: "m", Status: holon.StatusRunning})
+	})
+	e.update(func(tx holon.Tx) error {
+		return tx.PutReceipt(&holon.Receipt{ID: id, Mandate: "m", Status: holon.StatusSucceeded, Billed: true})
+	})
+	e.view(func(tx holon.Tx) error {
+		r, err := tx.Receipt(id)
+		if err != nil || r.Status != holon.StatusSucceeded || !r.Billed {
+			t.Errorf("Receipt(%s) = %+v, %v; want its final state", id, r, err)
+		}
+		for _, m := range []string{"", "m"} {
+			page, err := tx.Receipts(m, "", 10)
+			if err != nil {
+				return err
+			}
+			if len(page.Receipts) != 1 || page.Receipts[0].Status != holon.StatusSucceeded {
+				t.Errorf("Receipts(%q) lists %d receipts, want the final state once", m, len(page.Receipts))
+			}
+		}
+		if n := tx.Counter("receipts"); n != 1 {
+			t.Errorf("receipts counter = %d, want 1", n)
+		}
+		if _, err := tx.Receipt("r999999"); !errors.Is(err, holon.ErrNotFound) {
+			t.Errorf("Receipt of an unknown id: %v, want ErrNotFound", err)
+		}
+		return nil
+	})
+	if err := e.s.Update(bg, func(tx holon.Tx) error { return tx.PutReceipt(&holon.Receipt{ID: "x1", Mandate: "m"}) }); err == nil {
+		t.Error("PutReceipt with id x1: no error")
+	}
+}
+
+// newIDs reserves n ids with next in updates of three, across a reopen,
+// and checks that they increase and parse with seq.
+func newIDs(t *testing.T, e *env, n int, next func(holon.Tx) (string, error), seq func(string) (uint64, bool)) {
+	t.Helper()
+	var ids []string
+	for i := 0; i < n; i += 3 {
+		if i == n/2 {
+			e.reopen()
+		}
+		e.update(func(tx holon.Tx) error {
+			for range 3 {
+				id, err := next(tx)
+				if err != nil {
+					return err
+				}
+				ids = append(ids, id)
+			}
+			return nil
+		})
+	}
+	var prev uint64
+	for _, id := range ids {
+		s, ok := seq(id)
+		if !ok || s <= prev {
+			t.Fatalf("ids %v: %s does not parse or does not increase", ids, id)
+		}
+		prev = s
+	}
+}
+
+// Ensure that receipt ids increase, within an update, across updates and
+// across a reopen, and parse with holon.ReceiptSeq.
+func testReceiptIDsIncrease(t *testing.T, e *env) {
+	newIDs(t, e, 30, holon.Tx.NewReceiptID, holon.ReceiptSeq)
+}
+
+// Ensure that approval ids increase, within an update, across updates and
+// across a reopen, and parse with holon.ApprovalSeq.
+func testApprovalIDsIncrease(t *testing.T, e *env) {
+	newIDs(t, e, 30, holon.Tx.NewApprovalID, holon.ApprovalSeq)
+}
+
+// Ensure that approvals are read by id and listed newest first, those
+// keep accepts, at most limit.
+func testApprovalsListed(t *testing.T, e *env) {
+	var ids []string
+	e.update(func(tx holon.Tx) error {
+		for i := range 10 {
+			id, err := tx.NewApprovalID()
+			if err != nil {
+				return err
+			}
+			status := holon.ApprovalPending
+			if i%2 == 1 {
+				status = holon.ApprovalGranted
+			}
+			if err := tx.PutApproval(&holon.Approval{ID: id, Mandate: "m", Status: status}); err != nil {
+				return err
+			}
+			ids = append(ids, id)
+		}
+		return nil
+	})
+	e.view(func(tx holon.Tx) error {
+		a, err := tx.Approval(ids[3])
+		if err != nil || a.ID != ids[3] || a.Status != holon.ApprovalGranted {
+			t.Errorf("Approval(%s) = %+v, %v", ids[3], a, err)
+		}
+		if _, err := tx.Approval("a999999"); !errors.Is(err, holon.ErrNotFound) {
+			t.Errorf("Approval of an unknown id: %v, want ErrNotFound", err)
+		}
+		list, err := tx.Approvals(func(a *holon.Approval) bool { return a.Status == holon.ApprovalPending }, 3)
+		if err != nil {
+			return err
+		}
+		var got []string
+		for _, a := range list {
+			got = append(got, a.ID)
+		}
+		if want := []string{ids[8], ids[6], ids[4]}; fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("pending approvals, at most 3: %v, want %v", got, want)
+		}
+		return nil
+	})
+}
+
+// Ensure that ForEach reads the documents whose keys start with a prefix,
+// in key order, and stops when fn says so.
+func testDocsForEach(t *testing.T, e *env) {
+	e.update(func(tx holon.Tx) error {
+		for _, k := range []string{"b/2", "a/1", "b/1", "b", "ba", "c/1", "b/10"} {
+			if err := tx.Put(holon.BucketFiles, k, map[string]string{"k": k}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	e.view(func(tx holon.Tx) error {
+		for _, tt := range []struct {
+			prefix string
+			stop   int
+			want   string
+		}{
+			{"b/", 0, "[b/1 b/10 b/2]"},
+			{"b", 0, "[b b/1 b/10 b/2 ba]"},
+			{"", 0, "[a/1 b b/1 b/10 b/2 ba c/1]"},
+			{"b/", 2, "[b/1 b/10]"},
+			{"d", 0, "[]"},
+		} {
+			var keys []string
+			err := tx.ForEach(holon.BucketFiles, tt.prefix, func(key string, raw json.RawMessage) (bool, error) {
+				var v map[string]string
+				if err := json.Unmarshal(raw, &v); err != nil || v["k"] != key {
+					t.Errorf("document under %s reads %s (%v)", key, raw, err)
+				}
+				keys = append(keys, key)
+				return tt.stop == 0 || len(keys) < tt.stop, nil
+			})
+			if err != nil {
+				return err
+			}
+			if fmt.Sprint(keys) != tt.want {
+				t.Errorf("ForEach(%q), stopping at %d: %v, want %s", tt.prefix, tt.stop, keys, tt.want)
+			}
+		}
+		return nil
+	})
+}
+
+// Ensure that ForEachAfter pages through a prefix from the key after its
+// cursor, each document once, without gaps.
+func testDocsForEachAfter(t *testing.T, e *env) {
+	var want []string
+	e.update(func(tx holon.Tx) error {
+		for i := range 25 {
+			k := fmt.Sprintf("alice/f%02d", i)
+			want = append(want, k)
+			if err := tx.Put(holon.BucketFiles, k, i); err != nil {
+				return err
+			}
+			if err := tx.Put(holon.BucketFiles, fmt.Sprintf("bob/f%02d", i), i); err != nil {
+				return err
+			}
+		}
+		return tx.Put(holon.BucketFiles, "alicf", 0)
+	})
+	var got []string
+	after := ""
+	for range 100 {
+		var page []string
+		e.view(func(tx holon.Tx) error {
+			return tx.ForEachAfter(holon.BucketFiles, "alice/", after, func(key string, _ json.RawMessage) (bool, error) {
+				page = append(page, key)
+				return len(page) < 10, nil
+			})
+		})
+		got = append(got, page...)
+		if len(page) < 10 {
+			break
+		}
+		after = page[len(page)-1]
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("pages of alice/: %v, want %v", got, want)
+	}
+	e.view(func(tx holon.Tx) error {
+		var keys []string
+		err := tx.ForEachAfter(holon.BucketFiles, "alice/", "alice/f09x", func(key string, _ json.RawMessage) (bool, error) {
+			keys = append(keys, key)
+			return len(keys) < 2, nil
+		})
+		if fmt.Sprint(keys) != "[alice/f10 alice/f11]" {
+			t.Errorf("ForEachAfter a key that is not stored: %v, want [alice/f10 alice/f11]", keys)
+		}
+		return err
+	})
+}
+
+// Ensure that a document reads back as put, that a missing one is
+// ErrNotFound, and that Delete removes it.
+func testDocsPutGetDelete(t *testing.T, e *env) {
+	type doc struct {
+		Name string `json:"name"`
+		N    int    `json:"n"`
+	}
+	e.update(func(tx holon.Tx) error { return tx.Put(holon.BucketUsers, "bob", doc{"Bob", 1}) })
+	e.update(func(tx holon.Tx) error { return tx.Put(holon.BucketUsers, "bob", doc{"Bob", 2}) })
+	e.view(func(tx holon.Tx) error {
+		var d doc
+		if err := tx.Get(holon.BucketUsers, "bob", &d); err != nil || d != (doc{"Bob", 2}) {
+			t.Errorf("Get(users, bob) = %+v, %v; want the last put", d, err)
+		}
+		if err := tx.Get(holon.BucketUsers, "eve", &d); !errors.Is(err, holon.ErrNotFound) {
+			t.Errorf("Get(users, eve): %v, want ErrNotFound", err)
+		}
+		if err := tx.Get(holon.BucketKeys, "bob", &d); !errors.Is(err, holon.ErrNotFound) {
+			t.Errorf("Get(keys, bob): %v, want ErrNotFound (buckets are apart)", err)
+		}
+		return nil
+	})
+	e.update(func(tx holon.Tx) error { return tx.Delete(holon.BucketUsers, "bob") })
+	e.view(func(tx holon.Tx) error {
+		var d doc
+		if err := tx.Get(holon.BucketUsers, "bob", &d); !errors.Is(err, holon.ErrNotFound) {
+			t.Errorf("Get after Delete: %v, want ErrNotFound", err)
+		}
+		return nil
+	})
+}
+
+// Ensure that Append stores documents under increasing keys that ForEach
+// reads in the order they were appended.
+func testDocsAppend(t *testing.T, e *env) {
+	var seqs []uint64
+	for i := range 12 {
+		e.update(func(tx holon.Tx) error {
+			seq, err := tx.Append(holon.BucketModLog, i)
+			seqs = append(seqs, seq)
+			return err
+		})
+	}
+	var got []int
+	e.view(func(tx holon.Tx) error {
+		return tx.ForEach(holon.BucketModLog, "", func(_ string, raw json.RawMessage) (bool, error) {
+			var i int
+			err := json.Unmarshal(raw, &i)
+			got = append(got, i)
+			return true, err
+		})
+	})
+	if fmt.Sprint(got) != "[0 1 2 3 4 5 6 7 8 9 10 11]" {
+		t.Errorf("appended documents read %v, want 0..11 in order", got)
+	}
+	for i := 1; i < len(seqs); i++ {
+		if seqs[i] <= seqs[i-1] {
+			t.Errorf("Append sequence numbers %v do not increase", seqs)
+		}
+	}
+}
+
+// Ensure that an append-only bucket (the moderation log) refuses to
+// overwrite or delete a document.
+func testDocsAppendOnly(t *testing.T, e *env) {
+	var key string
+	e.update(func(tx holon.Tx) error {
+		if _, err := tx.Append(holon.BucketModLog, "first"); err != nil {
+			return err
+		}
+		return tx.ForEach(holon.BucketModLog, "", func(k string, _ json.RawMessage) (bool, error) { key = k; return false, nil })
+	})
+	if err := e.s.Update(bg, func(tx holon.Tx) error { return tx.Put(holon.BucketModLog, key, "rewritten") }); err == nil {
+		t.Error("Put over a moderation log entry: no error")
+	}
+	if err := e.s.Update(bg, func(tx holon.Tx) error { return tx.Delete(holon.BucketModLog, key) }); err == nil {
+		t.Error("Delete of a moderation log entry: no error")
+	}
+	e.view(func(tx holon.Tx) error {
+		var s string
+		if err := tx.Get(holon.BucketModLog, key, &s); err != nil || s != "first" {
+			t.Errorf("the moderation log entry reads %q, %v; want first", s, err)
+		}
+		return nil
+	})
+}
+
+// Ensure that call events page newest first by sequence, each once, and
+// add up in their agent's record.
+func testEventsPaging(t *testing.T, e *env) {
+	const n = 25
+	var seqs []uint64
+	e.update(func(tx holon.Tx) error {
+		for i := 1; i <= n; i++ {
+			ev := &holon.Event{Receipt: fmt.Sprintf("r%d", i), Agent: "acme/x@1.0.0", Status: holon.StatusSucceeded,
+				DurationMS: 10, Billed: amt("0.01"), Currency: "EUR"}
+			if i%5 == 0 {
+				ev.Status, ev.Error, ev.Billed = holon.StatusFailed, "agent_error", 0
+			}
+			if err := tx.AppendEvent(ev, i%5 != 0); err != nil {
+				return err
+			}
+			if len(seqs) > 0 && ev.Seq <= seqs[len(seqs)-1] {
+				t.Errorf("event %d got seq %d after %d", i, ev.Seq, seqs[len(seqs)-1])
+			}
+			seqs = append(seqs, ev.Seq)
+		}
+		return nil
+	})
+	var seen []uint64
+	var sizes []int
+	var before uint64
+	for range 100 {
+		var page []*holon.Event
+		e.view(func(tx holon.Tx) (err error) { page, err = tx.Events(before, 10); return err })
+		sizes = append(sizes, len(page))
+		if len(page) == 0 {
+			break
+		}
+		for _, ev := range page {
+			seen = append(seen, ev.Seq)
+		}
+		before = page[len(page)-1].Seq
+	}
+	if fmt.Sprint(sizes) != "[10 10 5 0]" {
+		t.Errorf("page sizes %v, want [10 10 5 0]", sizes)
+	}
+	for i, seq := range seen {
+		if seq != seqs[n-1-i] {
+			t.Fatalf("events %v, want %v newest first", seen, seqs)
+		}
+	}
+	e.view(func(tx holon.Tx) error {
+		if page, err := tx.Events(seqs[1], 3); err != nil || len(page) != 1 || page[0].Seq != seqs[0] {
+			t.Errorf("Events before the second: %v, %v; want the first alone", page, err)
+		}
+		if page, err := tx.Events(seqs[0], 3); err != nil || len(page) != 0 {
+			t.Errorf("Events before the first: %v, %v; want none", page, err)
+		}
+		rec, err := tx.Record("acme/x@1.0.0")
+		if err != nil {
+			return err
+		}
+		if want := (holon.Record{Runs: 25, Succeeded: 20, Billed: amt("0.20"), DurationMS: 250}); rec != want {
+			t.Errorf("record = %+v, want %+v", rec, want)
+		}
+		if rec, err := tx.Record("nobody/x@1.0.0"); err != nil || rec != (holon.Record{}) {
+			t.Errorf("record of an agent never run = %+v, %v", rec, err)
+		}
+		return nil
+	})
+}
