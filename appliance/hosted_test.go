@@ -21,6 +21,7 @@ import (
 	"holon.dev/holon/appliance"
 	"holon.dev/holon/backup"
 	"holon.dev/holon/gateway"
+	"holon.dev/holon/gateway/storetest"
 	"holon.dev/holon/journal"
 	"holon.dev/holon/kv"
 )
@@ -196,7 +197,7 @@ func (ta *hostedApp) shutdown(check bool) {
 	}
 	ta.srv.Close()
 	if check {
-		checkMoney(ta.t, ta.app.Engine().Store())
+		storetest.CheckMoney(ta.t, ta.app.Engine().Store())
 	}
 	if err := ta.app.Close(); err != nil {
 		ta.t.Error(err)

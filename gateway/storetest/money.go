@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 
 	"holon.dev/holon"
@@ -295,20 +296,29 @@ func contains(ss []string, s string) bool {
 	return false
 }
 
-// Recorder is a testing.TB that records what is reported to it instead of
-// failing, for a test that a check reports what it must.
+// Recorder is a testing.TB that records what is reported to it with
+// Errorf instead of failing, for a test that a check reports what it must.
+// Its other methods are the embedded TB's.
 type Recorder struct {
 	testing.TB
+	mu   sync.Mutex
 	Errs []string
 }
 
 // Errorf records a failure.
 func (r *Recorder) Errorf(format string, args ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	r.Errs = append(r.Errs, fmt.Sprintf(format, args...))
 }
 
+// Helper does nothing: a recorded failure has no line to point at.
+func (r *Recorder) Helper() {}
+
 // Saw reports whether a recorded failure contains s.
 func (r *Recorder) Saw(s string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	for _, e := range r.Errs {
 		if strings.Contains(e, s) {
 			return true
