@@ -313,28 +313,40 @@ func testApplyFailing(t *testing.T, e *env) {
 func testUpdateAfterClose(t *testing.T, e *env) {
 	s := e.s
 	e.close()
-	ran := false
-	if err := s.Update(context.Background(), func(holon.Tx) error { ran = true; return nil }); !errors.Is(err, holon.ErrClosed) {
-		t.Errorf("Update after Close: %v, want ErrClosed", err)
+	var ran atomic.Bool
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := s.Update(context.Background(), func(holon.Tx) error { ran.Store(true); return nil }); !errors.Is(err, holon.ErrClosed) {
+			t.Errorf("Update after Close: %v, want ErrClosed", err)
+		}
+		if c, err := s.Apply(context.Background(), func(holon.Tx) error { ran.Store(true); return nil }); !errors.Is(err, holon.ErrClosed) {
+			t.Errorf("Apply after Close: %v, %v; want ErrClosed", c, err)
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("an update after Close has not returned after 10 s")
 	}
-	if c, err := s.Apply(context.Background(), func(holon.Tx) error { ran = true; return nil }); !errors.Is(err, holon.ErrClosed) {
-		t.Errorf("Apply after Close: %v, %v; want ErrClosed", c, err)
-	}
-	if ran {
+	if ran.Load() {
 		t.Error("an update ran after Close")
 	}
 }
 
-// Ensure that every update that returned nil before Close returned is in
-// the store when it is opened again, updates racing with Close included.
+// Ensure that every update that returned nil is in the store when it is
+// opened again: those queued when Close began (which Close waits for) and
+// those racing with it.
 func testCloseKeepsWhatReturned(t *testing.T, e *env) {
 	const n = 100
-	var committed atomic.Int64
+	g := closeGate(e)
+	var started, committed atomic.Int64
 	var wg sync.WaitGroup
 	for range n {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			started.Add(1)
 			err := e.s.Update(context.Background(), func(tx holon.Tx) error {
 				_, err := tx.AddCounter("drained", 1)
 				return err
@@ -343,17 +355,31 @@ func testCloseKeepsWhatReturned(t *testing.T, e *env) {
 			case err == nil:
 				committed.Add(1)
 			case !errors.Is(err, holon.ErrClosed):
-				t.Errorf("update racing Close: %v, want nil or ErrClosed", err)
+				t.Errorf("update queued before Close: %v, want nil or ErrClosed", err)
 			}
 		}()
 	}
-	time.Sleep(5 * time.Millisecond)
-	e.close()
+	for started.Load() < n {
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(20 * time.Millisecond)
+	closed := make(chan error, 1)
+	go func() { closed <- e.s.Close() }()
+	time.Sleep(20 * time.Millisecond) // Close has begun: now let the queue go
+	close(g.open)
+	if err := <-g.done; err != nil {
+		t.Errorf("the holding update: %v", err)
+	}
+	if err := <-closed; err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	e.s = nil
 	wg.Wait()
 	e.reopen()
 	if got := e.counter("drained"); got != uint64(committed.Load()) {
 		t.Errorf("drained = %d after a reopen, but %d updates returned nil", got, committed.Load())
 	}
+	t.Logf("%d of %d updates committed", committed.Load(), n)
 }
 
 // Ensure that updates racing with Close all return, committed or

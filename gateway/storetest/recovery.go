@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -162,7 +164,27 @@ func testJournalContinues(t *testing.T, e *env) {
 // updates commit, and that the next one sees those updates.
 func testViewSeesOneState(t *testing.T, e *env) {
 	e.credit("signup:bob", "bob", "5.00")
-	e.update(func(tx holon.Tx) error { _, err := tx.AddCounter("n", 1); return err })
+	// Grow the store and free the room again, so that the update below
+	// finds room without growing the file (bbolt waits for the readers
+	// to end before it maps a larger file).
+	big := strings.Repeat("x", 4096)
+	e.update(func(tx holon.Tx) error {
+		for i := range 64 {
+			if err := tx.Put(holon.BucketSettings, fmt.Sprint(i), big); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	e.update(func(tx holon.Tx) error {
+		for i := range 64 {
+			if err := tx.Delete(holon.BucketSettings, fmt.Sprint(i)); err != nil {
+				return err
+			}
+		}
+		_, err := tx.AddCounter("n", 1)
+		return err
+	})
 	committed := false
 	e.view(func(tx holon.Tx) error {
 		before, _ := tx.Account("bob")
