@@ -141,6 +141,11 @@ func testCheckCatches(t *testing.T, e *env) {
 	if rec.Saw("r901: running, billed false") || rec.Saw("settle:r901") {
 		t.Errorf("Foreign(settle:r901): still reported %q", rec.Errs)
 	}
+	rec = &Recorder{TB: t}
+	CheckMoney(rec, e.s, SkipReceipts)
+	if rec.Saw("r90") || !rec.Saw("hold left for r98") || !rec.Saw("account bob: 0.04 still held") {
+		t.Errorf("SkipReceipts: reported %q, want the hold and the amount held, no receipt", rec.Errs)
+	}
 }
 
 // Ensure that AllowHolds lets calls be in flight (a hold, a reservation,
