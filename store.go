@@ -60,8 +60,9 @@ type StoreStats struct {
 	// largest.
 	Commits, Updates uint64
 	MaxBatch         int
-	// Replays counts the commits whose updates had to be run again because
-	// one of them failed.
+	// Replays counts the write transactions rolled back because one of
+	// their updates panicked, whose other updates then ran again (an update
+	// that fails is undone alone, and nothing runs again).
 	Replays uint64
 }
 
@@ -147,6 +148,13 @@ type CallsTx interface {
 	// Approvals lists approvals newest first that keep accepts, at most
 	// limit.
 	Approvals(keep func(*Approval) bool, limit int) ([]*Approval, error)
+	// ApprovalsOf lists the approvals of the given mandates newest first,
+	// from their index: those before the approval id before ("" for the
+	// newest) that keep accepts, at most limit, decoding at most scan
+	// (at least limit); a page that stops early has a Next.
+	ApprovalsOf(mandates []string, before string, keep func(*Approval) bool, limit, scan int) (ApprovalPage, error)
+	// ApprovalsBefore is ApprovalsOf over every mandate's approvals.
+	ApprovalsBefore(before string, keep func(*Approval) bool, limit, scan int) (ApprovalPage, error)
 
 	// AppendEvent records a finished run (setting its Seq) and adds it to
 	// its agent's record.

@@ -17,13 +17,21 @@ func (tx *Tx) NewApprovalID() (string, error) {
 	return "a" + strconv.FormatUint(n, 10), nil
 }
 
-// PutApproval writes an approval.
+// PutApproval writes an approval (a new one, or its new state), and
+// indexes a new one under its mandate.
 func (tx *Tx) PutApproval(a *holon.Approval) error {
 	seq, ok := holon.ApprovalSeq(a.ID)
 	if !ok {
 		return holon.ErrNotFound
 	}
-	return tx.putJSON(bucketApprovals, u64(seq), a)
+	isNew := tx.btx.Bucket(bucketApprovals).Get(u64(seq)) == nil
+	if err := tx.putJSON(bucketApprovals, u64(seq), a); err != nil {
+		return err
+	}
+	if !isNew {
+		return nil
+	}
+	return tx.indexApproval(a, seq)
 }
 
 // Approval reads one approval.
@@ -70,7 +78,7 @@ func (tx *Tx) Hold(receipt string) (*holon.Hold, error) {
 
 // DeleteHold forgets a settled call's hold.
 func (tx *Tx) DeleteHold(receipt string) error {
-	return tx.btx.Bucket(bucketHolds).Delete([]byte(receipt))
+	return tx.del(tx.btx.Bucket(bucketHolds), []byte(receipt))
 }
 
 // Holds lists every call in flight (few: they only exist while calls run).
@@ -110,7 +118,7 @@ func (tx *Tx) AppendEvent(ev *holon.Event, succeeded bool) error {
 		return err
 	}
 	if tx.cache != nil {
-		cachedPut(&tx.cache.records, ev.Agent, rec)
+		cachedPut(tx, &tx.cache.records, ev.Agent, rec)
 		return nil
 	}
 	return tx.putJSON(bucketRecords, []byte(ev.Agent), rec)

@@ -28,6 +28,13 @@ var (
 	bucketMeta           = []byte("meta")                // schema version, journal head
 )
 
+// bucketApprovalsByMand indexes the approvals by mandate: mandate id 0x00
+// seq → nil. It is derived from the approvals bucket, so it is not one of
+// Buckets(): Export leaves it out (a backup is the same with or without
+// it), and Open and Restore rebuild it from the approvals when it is
+// missing (approvals_index.go).
+var bucketApprovalsByMand = []byte("approvals_by_mandate")
+
 // Buckets lists every bucket, for backups and consistency checks.
 func Buckets() []string {
 	var names []string
@@ -54,9 +61,15 @@ func createBuckets(btx *bolt.Tx) error {
 	}
 	meta := btx.Bucket(bucketMeta)
 	if v := meta.Get([]byte("schema")); v == nil {
-		return meta.Put([]byte("schema"), u64(SchemaVersion))
+		if err := meta.Put([]byte("schema"), u64(SchemaVersion)); err != nil {
+			return err
+		}
 	} else if binary.BigEndian.Uint64(v) != SchemaVersion {
 		return fmt.Errorf("database schema version %d, this gateway reads %d", binary.BigEndian.Uint64(v), SchemaVersion)
+	}
+	if btx.Bucket(bucketApprovalsByMand) == nil {
+		// A new store, or one written before the index existed.
+		return buildApprovalIndex(btx)
 	}
 	return nil
 }
@@ -75,6 +88,15 @@ type Tx struct {
 	// cache is the write transaction's cache of shared records (cache.go);
 	// nil in a read-only transaction.
 	cache *writeCache
+	// undo logs how to take back the current update's writes (undo.go),
+	// while logging: in the writer's transactions, while updates run.
+	undo    []undoStep
+	logging bool
+	// update numbers the updates of the transaction (from 1), for the
+	// write cache's undo.
+	update uint64
+	// cursors are the cursors the undo log reads old values with.
+	cursors map[*bolt.Bucket]*bolt.Cursor
 }
 
 // Now is the store's clock.
@@ -105,7 +127,7 @@ func (tx *Tx) putJSON(bucket, key []byte, v any) error {
 	if err != nil {
 		return fmt.Errorf("encode %s/%s: %w", bucket, key, err)
 	}
-	return tx.bucket(bucket).Put(key, b)
+	return tx.put(tx.bucket(bucket), key, b)
 }
 
 // bucket returns a bucket of a write transaction. The buckets written in
@@ -172,13 +194,8 @@ func (tx *Tx) AddCounter(name string, delta int64) (uint64, error) {
 		return 0, fmt.Errorf("counter %s would go below zero", name)
 	}
 	if tx.cache != nil {
-		cachedPut(&tx.cache.counters, name, uint64(n))
+		cachedPut(tx, &tx.cache.counters, name, uint64(n))
 		return uint64(n), nil
 	}
-	return uint64(n), tx.btx.Bucket(bucketCounters).Put([]byte(name), u64(uint64(n)))
-}
-
-// nextSeq returns the next sequence number of a bucket (1, 2, …).
-func (tx *Tx) nextSeq(bucket []byte) (uint64, error) {
-	return tx.btx.Bucket(bucket).NextSequence()
+	return uint64(n), tx.put(tx.btx.Bucket(bucketCounters), []byte(name), u64(uint64(n)))
 }
