@@ -18,6 +18,7 @@ func init() {
 		behaviour{"IDs/ReceiptIDsIncrease", testReceiptIDsIncrease},
 		behaviour{"IDs/ApprovalIDsIncrease", testApprovalIDsIncrease},
 		behaviour{"Approvals/NewestFirstFiltered", testApprovalsListed},
+		behaviour{"Approvals/PagesOfMandatesJoin", testApprovalsOf},
 		behaviour{"Docs/ForEachWithPrefix", testDocsForEach},
 		behaviour{"Docs/ForEachAfterPages", testDocsForEachAfter},
 		behaviour{"Docs/PutGetDelete", testDocsPutGetDelete},
@@ -295,6 +296,112 @@ func testApprovalsListed(t *testing.T, e *env) {
 		}
 		if want := []string{ids[8], ids[6], ids[4]}; fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Errorf("pending approvals, at most 3: %v, want %v", got, want)
+		}
+		return nil
+	})
+}
+
+// Ensure that ApprovalsOf lists the named mandates' approvals merged
+// newest first, filtered, from a cursor; that pages joined by Next, however
+// small their limit and scan, list each exactly once; that ApprovalsBefore
+// does the same over every mandate; and that a cursor that is not an
+// approval id is refused.
+func testApprovalsOf(t *testing.T, e *env) {
+	var ids []string // ids[i] under m<i%3>, every fourth used
+	e.update(func(tx holon.Tx) error {
+		for i := range 24 {
+			id, err := tx.NewApprovalID()
+			if err != nil {
+				return err
+			}
+			status := holon.ApprovalPending
+			if i%4 == 3 {
+				status = holon.ApprovalUsed
+			}
+			if err := tx.PutApproval(&holon.Approval{ID: id, Mandate: fmt.Sprintf("m%d", i%3), Status: status}); err != nil {
+				return err
+			}
+			ids = append(ids, id)
+		}
+		return nil
+	})
+	// A decision rewrites an approval: it is still listed once.
+	e.update(func(tx holon.Tx) error {
+		a, err := tx.Approval(ids[0])
+		if err != nil {
+			return err
+		}
+		a.Status = holon.ApprovalRejected
+		return tx.PutApproval(a)
+	})
+	pending := func(a *holon.Approval) bool { return a.Status == holon.ApprovalPending }
+	want := func(mandates map[string]bool, before int) []string {
+		var out []string
+		for i := before - 1; i >= 0; i-- {
+			if (mandates == nil || mandates[fmt.Sprintf("m%d", i%3)]) && i%4 != 3 && i != 0 {
+				out = append(out, ids[i])
+			}
+		}
+		return out
+	}
+	walk := func(list func(tx holon.Tx, before string) (holon.ApprovalPage, error), limit int) []string {
+		var got []string
+		before := ""
+		for range 100 {
+			var p holon.ApprovalPage
+			e.view(func(tx holon.Tx) (err error) { p, err = list(tx, before); return err })
+			if len(p.Approvals) > limit {
+				t.Errorf("a page of %d approvals, limit %d", len(p.Approvals), limit)
+			}
+			for _, a := range p.Approvals {
+				got = append(got, a.ID)
+			}
+			if p.Next == "" {
+				return got
+			}
+			before = p.Next
+		}
+		t.Fatal("the pages do not end")
+		return nil
+	}
+	m02 := map[string]bool{"m0": true, "m2": true}
+	for _, size := range [][2]int{{100, 1000}, {3, 100}, {2, 3}, {1, 1}} {
+		limit, scan := size[0], size[1]
+		got := walk(func(tx holon.Tx, before string) (holon.ApprovalPage, error) {
+			return tx.ApprovalsOf([]string{"m0", "m2", "m2"}, before, pending, limit, scan)
+		}, limit)
+		if fmt.Sprint(got) != fmt.Sprint(want(m02, len(ids))) {
+			t.Errorf("ApprovalsOf(m0, m2) by %d, scanning %d: %v, want %v", limit, scan, got, want(m02, len(ids)))
+		}
+		got = walk(func(tx holon.Tx, before string) (holon.ApprovalPage, error) {
+			return tx.ApprovalsBefore(before, pending, limit, scan)
+		}, limit)
+		if fmt.Sprint(got) != fmt.Sprint(want(nil, len(ids))) {
+			t.Errorf("ApprovalsBefore by %d, scanning %d: %v, want %v", limit, scan, got, want(nil, len(ids)))
+		}
+	}
+	e.view(func(tx holon.Tx) error {
+		p, err := tx.ApprovalsOf([]string{"m1"}, ids[10], pending, 100, 1000)
+		if err != nil {
+			return err
+		}
+		var got []string
+		for _, a := range p.Approvals {
+			got = append(got, a.ID)
+		}
+		if w := want(map[string]bool{"m1": true}, 10); fmt.Sprint(got) != fmt.Sprint(w) {
+			t.Errorf("ApprovalsOf(m1) before %s (another mandate's): %v, want %v", ids[10], got, w)
+		}
+		for _, m := range [][]string{{"nobody"}, {"m"}, nil} {
+			if p, err := tx.ApprovalsOf(m, "", pending, 10, 100); err != nil || len(p.Approvals) != 0 {
+				t.Errorf("ApprovalsOf(%q) = %v, %v; want none", m, p.Approvals, err)
+			}
+		}
+		if _, err := tx.ApprovalsOf([]string{"m0"}, "r3", pending, 10, 10); err == nil {
+			t.Error("ApprovalsOf with a receipt id as the cursor: no error")
+		}
+		if _, err := tx.ApprovalsBefore("a0", pending, 10, 10); err == nil {
+			t.Error("ApprovalsBefore from a0: no error")
 		}
 		return nil
 	})
