@@ -96,7 +96,7 @@ func TestImports_FlowOneWay(t *testing.T) {
 		}
 	}
 	only(module, module+"/journal")
-	only(module+"/journal")
+	only(module + "/journal")
 	only(module+"/gateway/storetest", module, module+"/journal")
 	for _, p := range pkgs {
 		under := func(room string) bool { return p == module+"/"+room || strings.HasPrefix(p, module+"/"+room+"/") }
