@@ -20,6 +20,7 @@ import (
 	"holon.dev/holon"
 	"holon.dev/holon/appliance/agents"
 	"holon.dev/holon/gateway"
+	"holon.dev/holon/gateway/storetest"
 	"holon.dev/holon/journal"
 	"holon.dev/holon/kv"
 )
@@ -103,18 +104,7 @@ func newDelegationGateway(t *testing.T, remote ...*gateway.Manifest) *delegation
 	t.Cleanup(func() {
 		g.srv.Close()
 		runner.Close()
-		if err := s.View(func(tx holon.Tx) error {
-			if err := tx.(interface{ VerifyJournal() error }).VerifyJournal(); err != nil {
-				t.Errorf("journal: %v", err)
-			}
-			hs, err := tx.Holds()
-			if len(hs) > 0 {
-				t.Errorf("%d holds left", len(hs))
-			}
-			return err
-		}); err != nil {
-			t.Error(err)
-		}
+		storetest.CheckMoney(t, s)
 		s.Close()
 	})
 	return g

@@ -15,6 +15,7 @@ import (
 	"holon.dev/holon"
 	"holon.dev/holon/appliance/agents"
 	"holon.dev/holon/gateway"
+	"holon.dev/holon/gateway/storetest"
 	"holon.dev/holon/journal"
 	"holon.dev/holon/kv"
 )
@@ -90,18 +91,7 @@ func hostGateway(t *testing.T, endpoint string) *gateway.Engine {
 	}
 	t.Cleanup(func() {
 		runner.Close()
-		if err := s.View(func(tx holon.Tx) error {
-			if err := tx.(interface{ VerifyJournal() error }).VerifyJournal(); err != nil {
-				t.Errorf("journal: %v", err)
-			}
-			hs, err := tx.Holds()
-			if len(hs) > 0 {
-				t.Errorf("holds left: %d", len(hs))
-			}
-			return err
-		}); err != nil {
-			t.Error(err)
-		}
+		storetest.CheckMoney(t, s)
 		s.Close()
 	})
 	return e
