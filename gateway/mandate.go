@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"holon.dev/holon/gateway/semver"
 	"holon.dev/holon/journal"
 )
 
@@ -243,7 +244,7 @@ func validAgentIdentity(s string) bool {
 		return false
 	}
 	if hasVer {
-		_, err := ParseVersion(ver)
+		_, err := semver.ParseVersion(ver)
 		return err == nil
 	}
 	return true

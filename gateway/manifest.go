@@ -7,6 +7,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"holon.dev/holon/gateway/semver"
 	"holon.dev/holon/journal"
 )
 
@@ -30,7 +31,7 @@ type Manifest struct {
 	Lineage      *Lineage    `json:"lineage,omitempty" yaml:"lineage,omitempty"`
 	Royalties    *Royalties  `json:"royalties,omitempty" yaml:"royalties,omitempty"`
 
-	version Version
+	version semver.Version
 	input   *Schema
 	output  *Schema
 	calls   []callSlot
@@ -193,7 +194,7 @@ func (m *Manifest) NS() string { ns, _, _ := strings.Cut(m.ID, "/"); return ns }
 func (m *Manifest) Name() string { _, n, _ := strings.Cut(m.ID, "/"); return n }
 
 // SemVer is the parsed version.
-func (m *Manifest) SemVer() Version { return m.version }
+func (m *Manifest) SemVer() semver.Version { return m.version }
 
 // InputSchema is the compiled interface.input.
 func (m *Manifest) InputSchema() *Schema { return m.input }
@@ -300,7 +301,7 @@ func (m *Manifest) validateIdentity(fe *fieldErrors) {
 	}
 	if m.Version == "" {
 		fe.add("version", "required: a semantic version such as 1.0.0")
-	} else if v, err := ParseVersion(m.Version); err != nil {
+	} else if v, err := semver.ParseVersion(m.Version); err != nil {
 		fe.add("version", "%s", err)
 	} else {
 		m.version = v
@@ -639,6 +640,6 @@ func exactRef(forkOf string) string {
 
 // isExactVersion reports whether a range names one exact version.
 func isExactVersion(r string) bool {
-	_, err := ParseVersion(strings.TrimPrefix(r, "="))
+	_, err := semver.ParseVersion(strings.TrimPrefix(r, "="))
 	return err == nil
 }

@@ -4,13 +4,15 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"holon.dev/holon/gateway/semver"
 )
 
 // AgentRef names an agent, ns/name, optionally with a version range after "@".
 type AgentRef struct {
-	NS, Name string // the account handle and the agent's name
-	Range    *Range // nil when the reference has no "@"
-	Raw      string // the reference as written
+	NS, Name string        // the account handle and the agent's name
+	Range    *semver.Range // nil when the reference has no "@"
+	Raw      string        // the reference as written
 }
 
 // ParseAgentRef parses "ns/name", "ns/name@1.2.3" or "ns/name@<range>".
@@ -34,7 +36,7 @@ func parseAgentRef(s string) (AgentRef, error) {
 			// ParseRange reads "" as any version: refuse it here, where it is surely a slip.
 			return AgentRef{}, errors.New(`empty range after "@"`)
 		}
-		r, err := ParseRange(text)
+		r, err := semver.ParseRange(text)
 		if err != nil {
 			return AgentRef{}, err
 		}
@@ -124,7 +126,7 @@ type AgentPattern struct {
 	kind patternKind
 	ns   string
 	name string
-	rng  *Range // nil for any version, pre-releases included
+	rng  *semver.Range // nil for any version, pre-releases included
 }
 
 // ParseAgentPattern parses "*", "ns/*", "ns/name" or "ns/name@<range>".
@@ -174,7 +176,7 @@ func (p *AgentPattern) UnmarshalText(text []byte) error {
 
 // Match reports whether the agent id ("ns/name") at version v matches the
 // pattern; a pattern without a range matches every version, pre-releases included.
-func (p AgentPattern) Match(id string, v Version) bool {
+func (p AgentPattern) Match(id string, v semver.Version) bool {
 	ns, name, err := splitAgentID(id)
 	if err != nil {
 		return false

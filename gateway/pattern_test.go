@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"holon.dev/holon/gateway"
+	"holon.dev/holon/gateway/semver"
 )
 
 // Ensure that agent references parse into namespace, name and optional range.
@@ -131,6 +132,16 @@ func TestValidAgentName(t *testing.T) {
 			t.Errorf("ValidAgentName(%q) = %v, want %v", tt.in, got, tt.want)
 		}
 	}
+}
+
+// mustVersion parses s or fails the test.
+func mustVersion(tb testing.TB, s string) semver.Version {
+	tb.Helper()
+	v, err := semver.ParseVersion(s)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return v
 }
 
 // mustAgentPattern parses s or fails the test.

@@ -1,11 +1,11 @@
-package gateway_test
+package semver_test
 
 import (
 	"fmt"
 	"strings"
 	"testing"
 
-	"holon.dev/holon/gateway"
+	"holon.dev/holon/gateway/semver"
 )
 
 // rangeSeeds are the seed corpus of the range fuzzers: every form the parser knows.
@@ -20,8 +20,8 @@ var rangeSeeds = []string{
 }
 
 // versionGrid returns releases and pre-releases around the small numbers the fuzzers mostly produce.
-func versionGrid(tb testing.TB) []gateway.Version {
-	var vs []gateway.Version
+func versionGrid(tb testing.TB) []semver.Version {
+	var vs []semver.Version
 	for _, n := range []string{"0", "1", "2", "3", "18446744073709551615"} {
 		for _, m := range []string{"0", "1", "2", "3"} {
 			for _, p := range []string{"0", "1", "2", "3", "4"} {
@@ -42,7 +42,7 @@ func FuzzParseRange(f *testing.F) {
 	}
 	grid := versionGrid(f)
 	f.Fuzz(func(t *testing.T, s string) {
-		r, err := gateway.ParseRange(s)
+		r, err := semver.ParseRange(s)
 		if err != nil {
 			if !strings.HasPrefix(err.Error(), fmt.Sprintf("invalid range %q: ", s)) {
 				t.Fatalf("error %q does not name the range", err)
@@ -55,7 +55,7 @@ func FuzzParseRange(f *testing.F) {
 		if !r.Subset(r) {
 			t.Fatalf("%q is not a subset of itself", s)
 		}
-		again, err := gateway.ParseRange(r.String())
+		again, err := semver.ParseRange(r.String())
 		if err != nil {
 			t.Fatalf("%q parsed once but not twice: %v", s, err)
 		}
@@ -77,11 +77,11 @@ func FuzzRange_Subset(f *testing.F) {
 	}
 	grid := versionGrid(f)
 	f.Fuzz(func(t *testing.T, as, bs string) {
-		a, err := gateway.ParseRange(as)
+		a, err := semver.ParseRange(as)
 		if err != nil {
 			return
 		}
-		b, err := gateway.ParseRange(bs)
+		b, err := semver.ParseRange(bs)
 		if err != nil {
 			return
 		}

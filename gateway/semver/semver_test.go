@@ -1,4 +1,4 @@
-package gateway_test
+package semver_test
 
 import (
 	"encoding/json"
@@ -6,13 +6,13 @@ import (
 	"strings"
 	"testing"
 
-	"holon.dev/holon/gateway"
+	"holon.dev/holon/gateway/semver"
 )
 
 // mustVersion parses s or fails the test.
-func mustVersion(tb testing.TB, s string) gateway.Version {
+func mustVersion(tb testing.TB, s string) semver.Version {
 	tb.Helper()
-	v, err := gateway.ParseVersion(s)
+	v, err := semver.ParseVersion(s)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -42,7 +42,7 @@ func TestParseVersion(t *testing.T) {
 		{in: "18446744073709551615.0.0", major: 18446744073709551615},
 	} {
 		t.Run(tt.in, func(t *testing.T) {
-			v, err := gateway.ParseVersion(tt.in)
+			v, err := semver.ParseVersion(tt.in)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -82,7 +82,7 @@ func TestParseVersion_Invalid(t *testing.T) {
 		{" 1.2.3", `major " 1" is not a number`},
 	} {
 		t.Run(tt.in, func(t *testing.T) {
-			_, err := gateway.ParseVersion(tt.in)
+			_, err := semver.ParseVersion(tt.in)
 			if err == nil {
 				t.Fatal("expected an error")
 			}
@@ -145,7 +145,7 @@ func TestVersion_Compare(t *testing.T) {
 // Ensure that a Version reads from and writes to JSON as its string.
 func TestVersion_UnmarshalText(t *testing.T) {
 	var doc struct {
-		Version gateway.Version `json:"version"`
+		Version semver.Version `json:"version"`
 	}
 	if err := json.Unmarshal([]byte(`{"version":"0.4.0-rc.1+b7"}`), &doc); err != nil {
 		t.Fatal(err)

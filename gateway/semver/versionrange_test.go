@@ -1,4 +1,4 @@
-package gateway_test
+package semver_test
 
 import (
 	"encoding/json"
@@ -6,13 +6,13 @@ import (
 	"strings"
 	"testing"
 
-	"holon.dev/holon/gateway"
+	"holon.dev/holon/gateway/semver"
 )
 
 // mustRange parses s or fails the test.
-func mustRange(tb testing.TB, s string) gateway.Range {
+func mustRange(tb testing.TB, s string) semver.Range {
 	tb.Helper()
-	r, err := gateway.ParseRange(s)
+	r, err := semver.ParseRange(s)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -159,7 +159,7 @@ func TestRange_Contains(t *testing.T) {
 
 // Ensure that the zero Range behaves as the empty range "", which admits every release.
 func TestRange_Zero(t *testing.T) {
-	var r gateway.Range
+	var r semver.Range
 	if !r.Contains(mustVersion(t, "1.2.3")) || r.Contains(mustVersion(t, "1.2.3-rc.1")) {
 		t.Fatal("zero Range is not the empty range")
 	}
@@ -208,7 +208,7 @@ func TestParseRange_Invalid(t *testing.T) {
 		{"^1 ||| ^2", `major "|" is not a number`},
 	} {
 		t.Run(tt.in, func(t *testing.T) {
-			_, err := gateway.ParseRange(tt.in)
+			_, err := semver.ParseRange(tt.in)
 			if err == nil {
 				t.Fatal("expected an error")
 			}
@@ -335,7 +335,7 @@ func TestRange_Subset(t *testing.T) {
 
 // Ensure that Highest picks the highest contained version, pre-releases only when the range names one.
 func TestHighest(t *testing.T) {
-	var vs []gateway.Version
+	var vs []semver.Version
 	for _, s := range []string{"0.9.0", "1.0.0", "1.2.0", "1.3.0-beta", "2.0.0", "2.1.0-rc.1"} {
 		vs = append(vs, mustVersion(t, s))
 	}
@@ -351,7 +351,7 @@ func TestHighest(t *testing.T) {
 		{"1.3.0", ""},
 	} {
 		t.Run(tt.rng, func(t *testing.T) {
-			got, ok := gateway.Highest(vs, mustRange(t, tt.rng))
+			got, ok := semver.Highest(vs, mustRange(t, tt.rng))
 			if tt.want == "" {
 				if ok {
 					t.Fatalf("got %s, want none", got)
@@ -363,7 +363,7 @@ func TestHighest(t *testing.T) {
 			}
 		})
 	}
-	if _, ok := gateway.Highest(nil, mustRange(t, "*")); ok {
+	if _, ok := semver.Highest(nil, mustRange(t, "*")); ok {
 		t.Fatal("Highest of no versions found one")
 	}
 }
@@ -376,7 +376,7 @@ func TestRange_String(t *testing.T) {
 		}
 	}
 	var doc struct {
-		Range gateway.Range `json:"range"`
+		Range semver.Range `json:"range"`
 	}
 	if err := json.Unmarshal([]byte(`{"range":"^1.2 || ~3.4"}`), &doc); err != nil {
 		t.Fatal(err)
@@ -397,21 +397,21 @@ func TestRange_String(t *testing.T) {
 }
 
 func ExampleHighest() {
-	r, _ := gateway.ParseRange("^1.2")
-	var listed []gateway.Version
+	r, _ := semver.ParseRange("^1.2")
+	var listed []semver.Version
 	for _, s := range []string{"1.1.0", "1.2.0", "1.4.2", "1.5.0-rc.1", "2.0.0"} {
-		v, _ := gateway.ParseVersion(s)
+		v, _ := semver.ParseVersion(s)
 		listed = append(listed, v)
 	}
-	v, ok := gateway.Highest(listed, r)
+	v, ok := semver.Highest(listed, r)
 	fmt.Println(v, ok)
 	// Output: 1.4.2 true
 }
 
 func ExampleRange_Subset() {
-	parent, _ := gateway.ParseRange("^1")
+	parent, _ := semver.ParseRange("^1")
 	for _, s := range []string{"^1.2", ">=1", ">=1.0.0 <2.0.0"} {
-		child, _ := gateway.ParseRange(s)
+		child, _ := semver.ParseRange(s)
 		fmt.Printf("%s within %s: %v\n", child, parent, child.Subset(parent))
 	}
 	// Output:
