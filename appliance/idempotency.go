@@ -11,6 +11,7 @@ import (
 
 	"holon.dev/holon"
 	"holon.dev/holon/gateway"
+	"holon.dev/holon/gateway/canonical"
 )
 
 // Idempotency-Key states.
@@ -97,7 +98,7 @@ func requestHash(body callBody) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	c, err := gateway.CanonicalJSON(b)
+	c, err := canonical.JSON(b)
 	if err != nil {
 		return "", gateway.Errorf(gateway.CodeInvalidRequest, "body: %v", err)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"holon.dev/holon"
+	"holon.dev/holon/gateway/canonical"
 	"holon.dev/holon/journal"
 )
 
@@ -14,7 +15,7 @@ import (
 // keeps the input (validated already) until the approval is used,
 // rejected or expires.
 func (e *Engine) newApproval(tx holon.Tx, r *holon.Receipt, m *Mandate, a *Manifest, sp callSpec, worst journal.Amount) (*holon.Approval, error) {
-	hash, err := InputHash(sp.input)
+	hash, err := canonical.Hash(sp.input)
 	if err != nil {
 		return nil, err
 	}
@@ -48,7 +49,7 @@ func (e *Engine) bindApproval(tx holon.Tx, sp callSpec, m *Mandate, a *Manifest)
 	default:
 		return nil, CodeInvalidApproval, fmt.Sprintf("approval %s is %s, not granted", ap.ID, ap.Status)
 	}
-	hash, err := InputHash(sp.input)
+	hash, err := canonical.Hash(sp.input)
 	switch {
 	case ap.Mandate != m.ID:
 		return nil, CodeInvalidApproval, fmt.Sprintf("approval %s is for mandate %s", ap.ID, ap.Mandate)

@@ -1,10 +1,11 @@
-package gateway_test
+package canonical_test
 
 import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"reflect"
@@ -12,7 +13,7 @@ import (
 	"strings"
 	"testing"
 
-	"holon.dev/holon/gateway"
+	"holon.dev/holon/gateway/canonical"
 )
 
 // rfc8785Sample is the sample of RFC 8785 §3.2.2, and its canonical form.
@@ -26,19 +27,19 @@ const (
 	rfc8785SampleCanonical = `{"literals":[null,true,false],"numbers":[333333333.3333333,1e+30,4.5,0.002,1e-27],"string":"€$\u000f\nA'B\"\\\\\"/"}`
 )
 
-// canonical canonicalizes in and fails the test on an error.
-func canonical(t *testing.T, in string) string {
+// mustCanonical canonicalizes in and fails the test on an error.
+func mustCanonical(t *testing.T, in string) string {
 	t.Helper()
-	out, err := gateway.CanonicalJSON([]byte(in))
+	out, err := canonical.JSON([]byte(in))
 	if err != nil {
-		t.Fatalf("CanonicalJSON(%q): %v", in, err)
+		t.Fatalf("JSON(%q): %v", in, err)
 	}
 	return string(out)
 }
 
 // Ensure that the sample of RFC 8785 §3.2.2 canonicalizes as the RFC says.
-func TestCanonicalJSON_RFC8785Sample(t *testing.T) {
-	if got := canonical(t, rfc8785Sample); got != rfc8785SampleCanonical {
+func TestJSON_RFC8785Sample(t *testing.T) {
+	if got := mustCanonical(t, rfc8785Sample); got != rfc8785SampleCanonical {
 		t.Errorf("got  %s\nwant %s", got, rfc8785SampleCanonical)
 	}
 }
@@ -46,7 +47,7 @@ func TestCanonicalJSON_RFC8785Sample(t *testing.T) {
 // Ensure that object members are sorted by their keys as UTF-16 code units
 // (RFC 8785 §3.2.3), not as UTF-8 bytes or code points: U+1F600, a surrogate
 // pair from 0xD83D, sorts before U+20AC and U+FB33.
-func TestCanonicalJSON_SortsKeysByUTF16(t *testing.T) {
+func TestJSON_SortsKeysByUTF16(t *testing.T) {
 	in := `{
   "\u20ac": "Euro Sign",
   "\r": "Carriage Return",
@@ -58,7 +59,7 @@ func TestCanonicalJSON_SortsKeysByUTF16(t *testing.T) {
 }`
 	want := `{"\r":"Carriage Return","1":"One","` + "\u0080" + `":"Control","` + "\u00f6" + `":"Latin Small Letter O With Diaeresis",` +
 		`"` + "\u20ac" + `":"Euro Sign","` + "\U0001F600" + `":"Emoji: Grinning Face","` + "\ufb33" + `":"Hebrew Letter Dalet With Dagesh"}`
-	if got := canonical(t, in); got != want {
+	if got := mustCanonical(t, in); got != want {
 		t.Errorf("got  %s\nwant %s", got, want)
 	}
 
@@ -69,15 +70,15 @@ func TestCanonicalJSON_SortsKeysByUTF16(t *testing.T) {
 		{`{"\ud83d\ude01":1,"\ud83d\ude00":2}`, `{"😀":2,"😁":1}`},
 		{`{"z":{"y":1,"x":[{"b":1,"a":2}]},"a":null}`, `{"a":null,"z":{"x":[{"a":2,"b":1}],"y":1}}`},
 	} {
-		if got := canonical(t, tt.in); got != tt.want {
-			t.Errorf("CanonicalJSON(%s) = %s, want %s", tt.in, got, tt.want)
+		if got := mustCanonical(t, tt.in); got != tt.want {
+			t.Errorf("JSON(%s) = %s, want %s", tt.in, got, tt.want)
 		}
 	}
 }
 
 // Ensure that strings are written as ECMAScript's JSON.stringify writes
 // them: only '"', '\' and control characters escaped, everything else raw.
-func TestCanonicalJSON_Strings(t *testing.T) {
+func TestJSON_Strings(t *testing.T) {
 	for _, tt := range []struct{ name, in, want string }{
 		{"short escapes", `"\b\t\n\f\r"`, `"\b\t\n\f\r"`},
 		{"other controls", `"\u0000\u0001\u001F\u000b"`, `"\u0000\u0001\u001f\u000b"`},
@@ -93,8 +94,8 @@ func TestCanonicalJSON_Strings(t *testing.T) {
 		{"empty", `""`, `""`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := canonical(t, tt.in); got != tt.want {
-				t.Errorf("CanonicalJSON(%s) = %s, want %s", tt.in, got, tt.want)
+			if got := mustCanonical(t, tt.in); got != tt.want {
+				t.Errorf("JSON(%s) = %s, want %s", tt.in, got, tt.want)
 			}
 		})
 	}
@@ -102,7 +103,7 @@ func TestCanonicalJSON_Strings(t *testing.T) {
 
 // Ensure that numbers are written as ECMAScript's Number.prototype.toString
 // writes the IEEE-754 double they denote.
-func TestCanonicalJSON_Numbers(t *testing.T) {
+func TestJSON_Numbers(t *testing.T) {
 	for _, tt := range []struct{ in, want string }{
 		{"0", "0"},
 		{"-0", "0"},
@@ -131,15 +132,15 @@ func TestCanonicalJSON_Numbers(t *testing.T) {
 		{"333333333.33333329", "333333333.3333333"},
 		{"1e300", "1e+300"},
 	} {
-		if got := canonical(t, tt.in); got != tt.want {
-			t.Errorf("CanonicalJSON(%s) = %s, want %s", tt.in, got, tt.want)
+		if got := mustCanonical(t, tt.in); got != tt.want {
+			t.Errorf("JSON(%s) = %s, want %s", tt.in, got, tt.want)
 		}
 	}
 }
 
 // Ensure that the IEEE-754 values of RFC 8785 Appendix B are written as the
 // RFC says.
-func TestCanonicalJSON_RFC8785Numbers(t *testing.T) {
+func TestJSON_RFC8785Numbers(t *testing.T) {
 	for _, tt := range []struct {
 		bits uint64
 		want string
@@ -172,14 +173,14 @@ func TestCanonicalJSON_RFC8785Numbers(t *testing.T) {
 		f := math.Float64frombits(tt.bits)
 		// Go's shortest form is valid JSON and denotes the same double.
 		in := strconv.FormatFloat(f, 'g', -1, 64)
-		if got := canonical(t, in); got != tt.want {
+		if got := mustCanonical(t, in); got != tt.want {
 			t.Errorf("%016x (%s): got %s, want %s", tt.bits, in, got, tt.want)
 		}
 	}
 }
 
 // Ensure that whitespace is dropped and every kind of value is kept.
-func TestCanonicalJSON_Values(t *testing.T) {
+func TestJSON_Values(t *testing.T) {
 	for _, tt := range []struct{ in, want string }{
 		{" \t\r\n{ \"a\" : [ 1 , 2 ] , \"b\" : { } , \"c\" : [ ] }\n", `{"a":[1,2],"b":{},"c":[]}`},
 		{`null`, `null`},
@@ -190,15 +191,15 @@ func TestCanonicalJSON_Values(t *testing.T) {
 		{`[[[]],{"a":{"b":[null]}}]`, `[[[]],{"a":{"b":[null]}}]`},
 		{strings.Repeat("[", 10000) + strings.Repeat("]", 10000), strings.Repeat("[", 10000) + strings.Repeat("]", 10000)},
 	} {
-		if got := canonical(t, tt.in); got != tt.want {
-			t.Errorf("CanonicalJSON(%.40q) = %.40s, want %.40s", tt.in, got, tt.want)
+		if got := mustCanonical(t, tt.in); got != tt.want {
+			t.Errorf("JSON(%.40q) = %.40s, want %.40s", tt.in, got, tt.want)
 		}
 	}
 }
 
-// Ensure that input that is not I-JSON is refused with invalid_request and a
-// message that names the problem.
-func TestCanonicalJSON_Errors(t *testing.T) {
+// Ensure that input that is not I-JSON is refused with an *Error whose
+// message names the problem and whose offset is within the input.
+func TestJSON_Errors(t *testing.T) {
 	for _, tt := range []struct{ name, in, msg string }{
 		{"empty", ``, "unexpected end of input"},
 		{"only whitespace", "  \n", "unexpected end of input"},
@@ -243,31 +244,35 @@ func TestCanonicalJSON_Errors(t *testing.T) {
 		{"too deep", strings.Repeat("[", 10001) + strings.Repeat("]", 10001), "nesting deeper than 10000"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			out, err := gateway.CanonicalJSON([]byte(tt.in))
+			out, err := canonical.JSON([]byte(tt.in))
 			if err == nil {
-				t.Fatalf("CanonicalJSON(%q) = %s, want an error", tt.in, out)
+				t.Fatalf("JSON(%q) = %s, want an error", tt.in, out)
 			}
 			if !strings.Contains(err.Error(), tt.msg) {
 				t.Errorf("error %q, want it to contain %q", err, tt.msg)
 			}
-			if code := gateway.ErrorCode(err); code != gateway.CodeInvalidRequest {
-				t.Errorf("code %q, want %q", code, gateway.CodeInvalidRequest)
+			var ce *canonical.Error
+			if !errors.As(err, &ce) {
+				t.Fatalf("error %T %v, want a *canonical.Error", err, err)
 			}
-			if _, err := gateway.InputHash([]byte(tt.in)); err == nil {
-				t.Error("InputHash succeeded, want an error")
+			if ce.Offset < 0 || ce.Offset > len(tt.in) || !strings.HasSuffix(err.Error(), fmt.Sprintf(" at byte %d", ce.Offset)) {
+				t.Errorf("error %q has offset %d, want one within the %d bytes of the input, named in the message", err, ce.Offset, len(tt.in))
+			}
+			if _, err := canonical.Hash([]byte(tt.in)); err == nil {
+				t.Error("Hash succeeded, want an error")
 			}
 		})
 	}
 }
 
-// Ensure that InputHash is the SHA-256 of the canonical form, so it ignores
+// Ensure that Hash is the SHA-256 of the canonical form, so it ignores
 // formatting and member order but not values.
-func TestInputHash(t *testing.T) {
+func TestHash(t *testing.T) {
 	hash := func(in string) string {
 		t.Helper()
-		h, err := gateway.InputHash([]byte(in))
+		h, err := canonical.Hash([]byte(in))
 		if err != nil {
-			t.Fatalf("InputHash(%q): %v", in, err)
+			t.Fatalf("Hash(%q): %v", in, err)
 		}
 		return h
 	}
@@ -303,25 +308,25 @@ func TestInputHash(t *testing.T) {
 	}
 }
 
-func ExampleCanonicalJSON() {
-	out, err := gateway.CanonicalJSON([]byte(`{ "b": [1.0, 2e-7, "<\u00e9>"], "a": -0 }`))
+func ExampleJSON() {
+	out, err := canonical.JSON([]byte(`{ "b": [1.0, 2e-7, "<\u00e9>"], "a": -0 }`))
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
 	fmt.Println(string(out))
 
-	_, err = gateway.CanonicalJSON([]byte(`{"a": 1, "a": 2}`))
+	_, err = canonical.JSON([]byte(`{"a": 1, "a": 2}`))
 	fmt.Println(err)
 	// Output:
 	// {"a":0,"b":[1,2e-7,"<é>"]}
-	// invalid_request: canonical json: duplicate key "a" at byte 9
+	// duplicate key "a" at byte 9
 }
 
-// FuzzCanonicalJSON checks that whatever CanonicalJSON accepts is JSON to
+// FuzzJSON checks that whatever JSON accepts is JSON to
 // encoding/json, that its output is JSON with the same value, and that the
 // output is a fixed point.
-func FuzzCanonicalJSON(f *testing.F) {
+func FuzzJSON(f *testing.F) {
 	for _, seed := range []string{
 		rfc8785Sample,
 		`{"\u20ac":1,"\r":2,"\ufb33":3,"1":4,"\ud83d\ude00":5,"\u0080":6,"\u00f6":7}`,
@@ -332,10 +337,11 @@ func FuzzCanonicalJSON(f *testing.F) {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, in []byte) {
-		out, err := gateway.CanonicalJSON(in)
+		out, err := canonical.JSON(in)
 		if err != nil {
-			if gateway.ErrorCode(err) != gateway.CodeInvalidRequest {
-				t.Fatalf("error %v has code %s", err, gateway.ErrorCode(err))
+			var ce *canonical.Error
+			if !errors.As(err, &ce) || ce.Offset < 0 || ce.Offset > len(in) {
+				t.Fatalf("error %T %v, want a *canonical.Error with an offset within the input", err, err)
 			}
 			return
 		}
@@ -345,7 +351,7 @@ func FuzzCanonicalJSON(f *testing.F) {
 		if !json.Valid(out) {
 			t.Fatalf("output %q of %q is not valid JSON", out, in)
 		}
-		again, err := gateway.CanonicalJSON(out)
+		again, err := canonical.JSON(out)
 		if err != nil {
 			t.Fatalf("output %q of %q does not canonicalize: %v", out, in, err)
 		}

@@ -1,4 +1,4 @@
-package gateway
+package canonical
 
 import (
 	"cmp"
@@ -17,14 +17,14 @@ import (
 // without end.
 const maxCanonicalDepth = 10000
 
-// CanonicalJSON returns b in the JSON Canonicalization Scheme (RFC 8785).
+// JSON returns b in the JSON Canonicalization Scheme (RFC 8785).
 //
 // The input must be I-JSON (RFC 7493): one JSON value, optionally surrounded
 // by whitespace, in valid UTF-8, with no lone surrogate in a string, no
 // duplicate key in an object and no number outside the range of an IEEE-754
-// double. Anything else is an *Error with code invalid_request that names the
-// problem and its byte offset.
-func CanonicalJSON(b []byte) ([]byte, error) {
+// double. Anything else is an *Error that names the problem and its byte
+// offset.
+func JSON(b []byte) ([]byte, error) {
 	p := canonParser{in: b}
 	root, err := p.parse()
 	if err != nil {
@@ -47,10 +47,10 @@ func (p *canonParser) parse() (canonNode, error) {
 	return root, nil
 }
 
-// InputHash returns the lowercase hex SHA-256 of the canonical form of b
-// (CanonicalJSON), so equal JSON values hash alike however they are written.
-func InputHash(b []byte) (string, error) {
-	c, err := CanonicalJSON(b)
+// Hash returns the lowercase hex SHA-256 of the canonical form of b (JSON),
+// so equal JSON values hash alike however they are written.
+func Hash(b []byte) (string, error) {
+	c, err := JSON(b)
 	if err != nil {
 		return "", err
 	}
@@ -66,7 +66,6 @@ type canonParser struct {
 	in      []byte
 	pos     int
 	scalars []byte // the canonical text of every scalar, end to end
-	what    string // what is parsed, for errors ("canonical json" when empty)
 }
 
 // canonNode is one JSON value.
@@ -89,10 +88,7 @@ func (p *canonParser) errorf(format string, args ...any) error {
 }
 
 func (p *canonParser) errorAt(at int, format string, args ...any) error {
-	return &Error{
-		Code: CodeInvalidRequest,
-		Msg:  fmt.Sprintf("%s: %s at byte %d", cmp.Or(p.what, "canonical json"), fmt.Sprintf(format, args...), at),
-	}
+	return &Error{Offset: at, Msg: fmt.Sprintf(format, args...)}
 }
 
 // describe names the byte at the current position for an error message.
