@@ -20,6 +20,7 @@ import (
 	"holon.dev/holon"
 	"holon.dev/holon/appliance/agents"
 	"holon.dev/holon/gateway"
+	"holon.dev/holon/gateway/remote"
 )
 
 //go:embed demo/*.yaml
@@ -35,8 +36,8 @@ type App struct {
 	metrics *metrics
 	// served is handler with the metrics in front (/metrics, request counts).
 	served  http.Handler
-	mcp     *gateway.MCPRunner
-	webhook *gateway.WebhookRunner
+	mcp     *remote.MCPRunner
+	webhook *remote.WebhookRunner
 	stop    context.CancelFunc
 	done    chan struct{}
 	// Publishing: the hooks told of each published version, the endpoint
@@ -155,9 +156,9 @@ func (a *App) init(ctx context.Context) error {
 	if a.vault, err = newVault([]byte(a.cfg.FileSecret), a.store, a.cfg.Rand, a.log); err != nil {
 		return fmt.Errorf("endpoint credentials: %w", err)
 	}
-	remote := gateway.RemoteConfig{Guard: gateway.NetGuard{AllowPrivate: a.cfg.AllowPrivateEndpoints, Resolver: a.cfg.Resolver},
+	rc := remote.Config{Guard: remote.NetGuard{AllowPrivate: a.cfg.AllowPrivateEndpoints, Resolver: a.cfg.Resolver},
 		Credentials: a.vault.token, Logger: a.log, RootCAs: a.cfg.RemoteRootCAs}
-	a.mcp, a.webhook = gateway.NewMCPRunner(remote), gateway.NewWebhookRunner(remote)
+	a.mcp, a.webhook = remote.NewMCPRunner(rc), remote.NewWebhookRunner(rc)
 	a.engine = gateway.New(gateway.Config{
 		Store:    a.store,
 		Registry: reg,

@@ -90,7 +90,7 @@ func newVault(secret []byte, store holon.Store, rand io.Reader, log *slog.Logger
 	return v, err
 }
 
-// token is the runners' lookup (gateway.RemoteConfig.Credentials).
+// token is the runners' lookup (remote.Config.Credentials).
 func (v *vault) token(agentID string) (string, bool) {
 	v.mu.RLock()
 	defer v.mu.RUnlock()

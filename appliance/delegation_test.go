@@ -20,6 +20,7 @@ import (
 	"holon.dev/holon"
 	"holon.dev/holon/appliance/agents"
 	"holon.dev/holon/gateway"
+	"holon.dev/holon/gateway/remote"
 	"holon.dev/holon/journal"
 	"holon.dev/holon/kv"
 )
@@ -47,7 +48,7 @@ allow: { agents: ["holon-labs/*", "acme/*"], capabilities: ["extraction.*"] }
 // process (dev) csv-profile and the demo agents text-tables and
 // company-lookup unless given. At cleanup it
 // checks that the journal verifies and no hold is left.
-func newDelegationGateway(t *testing.T, remote ...*gateway.Manifest) *delegationGateway {
+func newDelegationGateway(t *testing.T, remotes ...*gateway.Manifest) *delegationGateway {
 	t.Helper()
 	reg := gateway.NewRegistry()
 	examples, err := agents.Load(agents.SetExamples)
@@ -60,19 +61,19 @@ func newDelegationGateway(t *testing.T, remote ...*gateway.Manifest) *delegation
 	}
 	local := agents.Without(shipped, agents.DefaultExclude)
 	for _, m := range examples {
-		if m.ID != "holon-labs/invoice-pipeline" && !slices.ContainsFunc(remote, func(r *gateway.Manifest) bool { return r.ID == m.ID }) {
+		if m.ID != "holon-labs/invoice-pipeline" && !slices.ContainsFunc(remotes, func(r *gateway.Manifest) bool { return r.ID == m.ID }) {
 			local = append(local, m)
 		}
 	}
 	if err := reg.AddAll(local, gateway.AgentFacts{}, true); err != nil {
 		t.Fatal(err)
 	}
-	if err := reg.AddAll(remote, gateway.AgentFacts{}, false); err != nil {
+	if err := reg.AddAll(remotes, gateway.AgentFacts{}, false); err != nil {
 		t.Fatal(err)
 	}
 	dev := gateway.NewDevRuntime()
 	agents.Register(dev)
-	runner := gateway.NewMCPRunner(gateway.RemoteConfig{Guard: gateway.NetGuard{AllowPrivate: true}})
+	runner := remote.NewMCPRunner(remote.Config{Guard: remote.NetGuard{AllowPrivate: true}})
 	s, err := kv.OpenStore(filepath.Join(t.TempDir(), "holon.db"), holon.StoreOptions{})
 	if err != nil {
 		t.Fatal(err)

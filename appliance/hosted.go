@@ -11,6 +11,7 @@ import (
 
 	"holon.dev/holon"
 	"holon.dev/holon/gateway"
+	"holon.dev/holon/gateway/remote"
 	"holon.dev/holon/journal"
 )
 
@@ -41,8 +42,8 @@ type hosted struct {
 	publicURL string
 	hooks     *publishHooks
 	vault     *vault
-	webhook   *gateway.WebhookRunner
-	guard     gateway.NetGuard
+	webhook   *remote.WebhookRunner
+	guard     remote.NetGuard
 
 	// list stores and lists a version that passed publishing's rules
 	// (App.listVersion).

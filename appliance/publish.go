@@ -18,6 +18,7 @@ import (
 
 	"holon.dev/holon"
 	"holon.dev/holon/gateway"
+	"holon.dev/holon/gateway/remote"
 )
 
 // Publishing (gateway.md §7 "Publishing agents"): POST /v0/agents lists a
@@ -99,7 +100,7 @@ func (a *App) initPublishing(h *hosted) {
 	h.publicURL = strings.TrimRight(a.cfg.PublicURL, "/")
 	h.hooks, h.vault, h.webhook = a.hooks, a.vault, a.webhook
 	h.list = a.listVersion
-	h.guard = gateway.NetGuard{AllowPrivate: a.cfg.AllowPrivateEndpoints, Resolver: a.cfg.Resolver}
+	h.guard = remote.NetGuard{AllowPrivate: a.cfg.AllowPrivateEndpoints, Resolver: a.cfg.Resolver}
 	if !a.cfg.GitHubSignIn() {
 		return
 	}
@@ -363,7 +364,7 @@ func (a *api) checkEndpoint(ctx context.Context, endpoint string) error {
 	if g.AllowPrivate {
 		return nil
 	}
-	var blocked *gateway.BlockedAddressError
+	var blocked *remote.BlockedAddressError
 	switch err := g.CheckHost(ctx, u.Hostname()); {
 	case errors.As(err, &blocked):
 		return gateway.Errorf(CodeEndpointNotPublic, "runtime.endpoint %s resolves to %s, a %s address: published agents must resolve only to public addresses", u.Host, blocked.Addr, blocked.Why)

@@ -118,7 +118,7 @@ func (e *Engine) call(ctx context.Context, sp callSpec) (res *CallResult, err er
 	case errors.As(err, &noMandate):
 		return nil, noMandate.err
 	case err != nil:
-		return e.refuse(ctx, sp, m, nil, holon.StatusDenied, ErrorCode(err), errorMessage(err))
+		return e.refuse(ctx, sp, m, nil, holon.StatusDenied, ErrorCode(err), ErrorMessage(err))
 	}
 	if d.Verdict == VerdictDeny {
 		return e.refuse(ctx, sp, m, v, holon.StatusDenied, d.Reason, d.Msg)
@@ -136,15 +136,6 @@ func (e *Engine) call(ctx context.Context, sp callSpec) (res *CallResult, err er
 		return &CallResult{Receipt: rs.receipt, Approval: rs.approval, Message: rs.msg}, nil
 	}
 	return e.run(ctx, m, v, sp, rs, start)
-}
-
-// errorMessage is the message of a gateway *Error, or the error's text.
-func errorMessage(err error) string {
-	var ge *Error
-	if errors.As(err, &ge) && ge.Msg != "" {
-		return ge.Msg
-	}
-	return err.Error()
 }
 
 // mandateError is a failure to load the mandate a call names, which comes
@@ -219,14 +210,14 @@ func (e *Engine) resolve(sp callSpec) (*Mandate, *AgentVersion, Decision, error)
 			switch {
 			case d.Verdict != VerdictDeny:
 				if err := sp.parent.fits(m, v, sp.capability, d.WorstCase); err != nil {
-					d = deny(ErrorCode(err), "%s", errorMessage(err))
+					d = deny(ErrorCode(err), "%s", ErrorMessage(err))
 				}
 			case d.Reason == CodeNotAllowed:
 				// The sub-mandate allows exactly the declared calls: a target
 				// outside them is the orchestrator's omission, not the caller's
 				// refusal.
 				if _, err := sp.parent.manifest.Slot(v.Manifest, sp.capability, 0); err != nil {
-					d = deny(CodeNotDeclared, "%s", errorMessage(err))
+					d = deny(CodeNotDeclared, "%s", ErrorMessage(err))
 				}
 			}
 		}
@@ -429,7 +420,7 @@ func (e *Engine) reserve(ctx context.Context, m *Mandate, v *AgentVersion, sp ca
 			left := m.Total() - b.Spent - b.Reserved
 			sub, err := DeriveSubMandate(m, a, r.ID, sp.maxCost, left)
 			if err != nil {
-				return finish(holon.StatusFailed, CodeGatewayError, errorMessage(err))
+				return finish(holon.StatusFailed, CodeGatewayError, ErrorMessage(err))
 			}
 			raw, err := json.Marshal(sub)
 			if err != nil {
@@ -563,7 +554,7 @@ func checkOutput(a *Manifest, res *RunResult) {
 	}
 	if err := CheckJSON(res.Output, "output"); err != nil {
 		res.Outcome.Kind = OutcomeInvalidOutput
-		res.Message = fmt.Sprintf("the answer of %s is not strict JSON (RFC 7493): %v", a.Ref(), errorMessage(err))
+		res.Message = fmt.Sprintf("the answer of %s is not strict JSON (RFC 7493): %v", a.Ref(), ErrorMessage(err))
 	} else if err := a.output.ValidateJSON(res.Output); err != nil {
 		res.Outcome.Kind = OutcomeInvalidOutput
 		res.Message = fmt.Sprintf("output does not match %s's interface.output: %v", a.Ref(), err)

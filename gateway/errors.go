@@ -111,6 +111,16 @@ func ErrorCode(err error) string {
 	return CodeGatewayError
 }
 
+// ErrorMessage returns the message of err if it is (or wraps) an *Error
+// with one, else the error's text.
+func ErrorMessage(err error) string {
+	var ge *Error
+	if errors.As(err, &ge) && ge.Msg != "" {
+		return ge.Msg
+	}
+	return err.Error()
+}
+
 // fieldErrors collects problems while a document is checked.
 type fieldErrors []FieldError
 

@@ -37,7 +37,7 @@ type TryResult struct {
 func (e *Engine) Try(ctx context.Context, v *AgentVersion, label string, input json.RawMessage, limit time.Duration) TryResult {
 	a := v.Manifest
 	if err := CheckJSON(input, "input"); err != nil {
-		return TryResult{Error: CodeRejectedInput, Message: errorMessage(err)}
+		return TryResult{Error: CodeRejectedInput, Message: ErrorMessage(err)}
 	}
 	if err := a.input.ValidateJSON(input); err != nil {
 		return TryResult{Error: CodeRejectedInput, Message: fmt.Sprintf("input does not match %s's interface.input: %v", a.Ref(), err)}

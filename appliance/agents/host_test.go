@@ -15,6 +15,7 @@ import (
 	"holon.dev/holon"
 	"holon.dev/holon/appliance/agents"
 	"holon.dev/holon/gateway"
+	"holon.dev/holon/gateway/remote"
 	"holon.dev/holon/journal"
 	"holon.dev/holon/kv"
 )
@@ -78,7 +79,7 @@ func hostGateway(t *testing.T, endpoint string) *gateway.Engine {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runner := gateway.NewMCPRunner(gateway.RemoteConfig{Guard: gateway.NetGuard{AllowPrivate: true}})
+	runner := remote.NewMCPRunner(remote.Config{Guard: remote.NetGuard{AllowPrivate: true}})
 	e := gateway.New(gateway.Config{Store: s, Registry: reg, SignupCredit: journal.MustParseAmount("100.00"),
 		Runners: map[string]gateway.Runner{gateway.RuntimeMCP: runner}})
 	m, err := gateway.ParseMandate([]byte(hostMandate))

@@ -1,4 +1,4 @@
-package gateway_test
+package remote_test
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 
 	"holon.dev/holon"
 	"holon.dev/holon/gateway"
+	"holon.dev/holon/gateway/remote"
 	"holon.dev/holon/journal"
 	"holon.dev/holon/kv"
 )
@@ -41,8 +42,8 @@ allow: { agents: ["acme/*"], capabilities: ["*"] }
 type rmGateway struct {
 	eng     *gateway.Engine
 	store   holon.Store
-	mcp     *gateway.MCPRunner
-	webhook *gateway.WebhookRunner
+	mcp     *remote.MCPRunner
+	webhook *remote.WebhookRunner
 	dev     *gateway.DevRuntime
 }
 
@@ -51,7 +52,7 @@ type rmConfig struct {
 	manifests []string
 	// remote configures both runners; Guard.AllowPrivate is set unless
 	// guarded is true.
-	remote  gateway.RemoteConfig
+	remote  remote.Config
 	guarded bool
 	// shipped lists the manifests as shipped with the gateway.
 	shipped   bool
@@ -80,7 +81,7 @@ func openRemote(t *testing.T, cfg rmConfig) *rmGateway {
 	if !cfg.guarded {
 		rc.Guard.AllowPrivate = true
 	}
-	g := &rmGateway{mcp: gateway.NewMCPRunner(rc), webhook: gateway.NewWebhookRunner(rc), dev: gateway.NewDevRuntime()}
+	g := &rmGateway{mcp: remote.NewMCPRunner(rc), webhook: remote.NewWebhookRunner(rc), dev: gateway.NewDevRuntime()}
 	for name, h := range cfg.handlers {
 		g.dev.Register(name, h)
 	}

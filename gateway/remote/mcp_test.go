@@ -1,4 +1,4 @@
-package gateway_test
+package remote_test
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"holon.dev/holon/gateway"
+	"holon.dev/holon/gateway/remote"
 )
 
 // profileTools are the tools of the MCP agent the profile tests call, one
@@ -261,7 +262,7 @@ func TestMCPRunner_Credential(t *testing.T) {
 			mcpManifest("secret", agent.URL(), "echo", `{model: free}`, ""),
 			mcpManifest("open", agent.URL(), "echo", `{model: free}`, ""),
 		},
-		remote: gateway.RemoteConfig{Credentials: func(id string) (string, bool) {
+		remote: remote.Config{Credentials: func(id string) (string, bool) {
 			return "s3cr3t-for-" + id, id == "acme/secret"
 		}},
 	})
@@ -353,7 +354,7 @@ func TestMCPRunner_PoolLimits(t *testing.T) {
 	url := agent.URL()
 	g := openRemote(t, rmConfig{
 		manifests: []string{mcpManifestT("wait", url, "wait", `{model: free}`, 5, "")},
-		remote:    gateway.RemoteConfig{MaxSessions: 2, IdleTimeout: 300 * time.Millisecond},
+		remote:    remote.Config{MaxSessions: 2, IdleTimeout: 300 * time.Millisecond},
 	})
 	var wg sync.WaitGroup
 	results := make([]string, 5)

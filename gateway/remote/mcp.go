@@ -1,4 +1,4 @@
-package gateway
+package remote
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"holon.dev/holon/gateway"
 )
 
 // MCPRunner runs agents of runtime.kind mcp: MCP servers over Streamable
@@ -28,7 +29,7 @@ import (
 // Sessions are stateful (the hard timeout then cancels the agent's
 // handler) and pooled per endpoint.
 type MCPRunner struct {
-	cfg    RemoteConfig
+	cfg    Config
 	http   *remoteHTTP
 	client *mcp.Client
 	pool   *sessionPool
@@ -41,7 +42,7 @@ const MCPProtocolVersion = "2025-11-25"
 
 // NewMCPRunner returns the runner of mcp agents. Close it to close its
 // sessions.
-func NewMCPRunner(cfg RemoteConfig) *MCPRunner {
+func NewMCPRunner(cfg Config) *MCPRunner {
 	cfg = cfg.withDefaults()
 	return &MCPRunner{
 		cfg:    cfg,
@@ -71,7 +72,7 @@ func (r *MCPRunner) OpenSessions(endpoint string, exempt bool, token string) int
 // written on a kept-alive connection that then failed before any answer may
 // have reached the agent, which may have acted on it: it is never sent
 // again.
-func (r *MCPRunner) Run(ctx context.Context, inv *Invocation) RunResult {
+func (r *MCPRunner) Run(ctx context.Context, inv *gateway.Invocation) gateway.RunResult {
 	m := inv.Manifest
 	meta := mcp.Meta{}
 	if inv.MaxCost != nil && m.Currency() != "" {
@@ -80,7 +81,7 @@ func (r *MCPRunner) Run(ctx context.Context, inv *Invocation) RunResult {
 	if len(inv.Files) > 0 {
 		meta["holon/files"] = inv.Files
 	}
-	if res, ok := grantFor(ctx, inv, func(g DelegationGrant) { meta["holon/delegation"] = g }); !ok {
+	if res, ok := grantFor(ctx, inv, func(g gateway.DelegationGrant) { meta["holon/delegation"] = g }); !ok {
 		return res
 	}
 	token, _ := r.cfg.credential(m.ID)
@@ -117,7 +118,7 @@ func (r *MCPRunner) Run(ctx context.Context, inv *Invocation) RunResult {
 			// The SDK told the server the request is cancelled; the session
 			// itself is still good.
 			r.pool.release(s)
-			return RunResult{Outcome: Outcome{Kind: OutcomeTimeout}}
+			return gateway.RunResult{Outcome: gateway.Outcome{Kind: gateway.OutcomeTimeout}}
 		}
 		r.pool.drop(s)
 		if st.stale {
@@ -136,27 +137,27 @@ func (r *MCPRunner) Run(ctx context.Context, inv *Invocation) RunResult {
 
 // grantFor adds the run's delegation grant, when its agent declares calls;
 // ok is false (and res the failure) when the grant cannot be issued.
-func grantFor(ctx context.Context, inv *Invocation, add func(DelegationGrant)) (res RunResult, ok bool) {
+func grantFor(ctx context.Context, inv *gateway.Invocation, add func(gateway.DelegationGrant)) (res gateway.RunResult, ok bool) {
 	if inv.Delegate == nil {
-		return RunResult{}, true
+		return gateway.RunResult{}, true
 	}
-	g, isGranter := inv.Delegate.(DelegationGranter)
+	g, isGranter := inv.Delegate.(gateway.DelegationGranter)
 	if !isGranter {
-		return RunResult{}, true
+		return gateway.RunResult{}, true
 	}
 	grant, err := g.Grant(ctx)
 	if err != nil {
-		return RunResult{Outcome: Outcome{Kind: OutcomeGatewayError}, Message: errorMessage(err)}, false
+		return gateway.RunResult{Outcome: gateway.Outcome{Kind: gateway.OutcomeGatewayError}, Message: gateway.ErrorMessage(err)}, false
 	}
 	add(grant)
-	return RunResult{}, true
+	return gateway.RunResult{}, true
 }
 
 // connectFailed is the outcome of a session that could not be opened:
 // nothing of the call reached the agent.
-func (r *MCPRunner) connectFailed(ctx context.Context, m *Manifest, err error, st probeState) RunResult {
+func (r *MCPRunner) connectFailed(ctx context.Context, m *gateway.Manifest, err error, st probeState) gateway.RunResult {
 	if ctx.Err() != nil {
-		return RunResult{Outcome: Outcome{Kind: OutcomeTimeout}}
+		return gateway.RunResult{Outcome: gateway.Outcome{Kind: gateway.OutcomeTimeout}}
 	}
 	msg := fmt.Sprintf("cannot open an MCP session with %s: %v", m.Runtime.Endpoint, err)
 	switch b, blocked := blockedAddress(err); {
@@ -167,25 +168,25 @@ func (r *MCPRunner) connectFailed(ctx context.Context, m *Manifest, err error, s
 	case st.status >= 300 && st.status < 400:
 		msg = redirectMessage(st.status, st.location)
 	}
-	return RunResult{Outcome: Outcome{Kind: OutcomeUnavailable}, Message: msg}
+	return gateway.RunResult{Outcome: gateway.Outcome{Kind: gateway.OutcomeUnavailable}, Message: msg}
 }
 
 // callFailed is the outcome of a tools/call that got no result.
-func (r *MCPRunner) callFailed(m *Manifest, err error, st probeState) RunResult {
-	crash := func(format string, args ...any) RunResult {
-		return RunResult{Outcome: Outcome{Kind: OutcomeCrash}, Message: fmt.Sprintf(format, args...)}
+func (r *MCPRunner) callFailed(m *gateway.Manifest, err error, st probeState) gateway.RunResult {
+	crash := func(format string, args ...any) gateway.RunResult {
+		return gateway.RunResult{Outcome: gateway.Outcome{Kind: gateway.OutcomeCrash}, Message: fmt.Sprintf(format, args...)}
 	}
 	var werr *jsonrpc.Error
 	switch b, blocked := blockedAddress(err); {
 	case blocked:
-		return RunResult{Outcome: Outcome{Kind: OutcomeUnavailable}, Message: b.Error()}
+		return gateway.RunResult{Outcome: gateway.Outcome{Kind: gateway.OutcomeUnavailable}, Message: b.Error()}
 	case st.oversize:
 		return crash("the answer of %s is larger than %d bytes: refused", m.Ref(), r.cfg.MaxResponseBytes)
 	case st.status >= 300 && st.status < 400:
 		return crash("%s", redirectMessage(st.status, st.location))
 	case !st.sent, st.stale, st.status == http.StatusNotFound,
 		st.status == http.StatusTooManyRequests, st.status >= 500:
-		return RunResult{Outcome: Outcome{Kind: OutcomeUnavailable},
+		return gateway.RunResult{Outcome: gateway.Outcome{Kind: gateway.OutcomeUnavailable},
 			Message: fmt.Sprintf("%s is unavailable: %v", m.Runtime.Endpoint, err)}
 	case st.status == 0:
 		return crash("the connection to %s failed after the request was sent: %v", m.Runtime.Endpoint, err)
@@ -196,8 +197,8 @@ func (r *MCPRunner) callFailed(m *Manifest, err error, st probeState) RunResult 
 }
 
 // mcpResult reads a tools/call result as the profile defines it.
-func mcpResult(res *mcp.CallToolResult) RunResult {
-	out := RunResult{Outcome: Outcome{Units: res.Meta["holon/units"], Quote: res.Meta["holon/quote"]}}
+func mcpResult(res *mcp.CallToolResult) gateway.RunResult {
+	out := gateway.RunResult{Outcome: gateway.Outcome{Units: res.Meta["holon/units"], Quote: res.Meta["holon/quote"]}}
 	text, hasText := firstText(res.Content)
 	if res.IsError {
 		code, msg := structuredError(res.StructuredContent)
@@ -206,24 +207,24 @@ func mcpResult(res *mcp.CallToolResult) RunResult {
 		}
 		out.Message = msg
 		if code == "" {
-			out.Outcome.Kind = OutcomeCrash
+			out.Outcome.Kind = gateway.OutcomeCrash
 			if out.Message == "" {
 				out.Message = "the tool failed (isError) without an error code"
 			}
 			return out
 		}
-		out.Outcome.Kind, out.Outcome.Code = OutcomeError, code
+		out.Outcome.Kind, out.Outcome.Code = gateway.OutcomeError, code
 		return out
 	}
 	if res.NeedsInput() {
-		out.Outcome.Kind, out.Message = OutcomeCrash, "the tool asked for more input, which the agent profile does not provide"
+		out.Outcome.Kind, out.Message = gateway.OutcomeCrash, "the tool asked for more input, which the agent profile does not provide"
 		return out
 	}
 	switch {
 	case res.StructuredContent != nil:
 		b, err := json.Marshal(res.StructuredContent)
 		if err != nil {
-			out.Outcome.Kind, out.Message = OutcomeCrash, "structuredContent is not JSON: "+err.Error()
+			out.Outcome.Kind, out.Message = gateway.OutcomeCrash, "structuredContent is not JSON: "+err.Error()
 			return out
 		}
 		out.Output = b
@@ -236,15 +237,15 @@ func mcpResult(res *mcp.CallToolResult) RunResult {
 	case hasText:
 		t := strings.TrimSpace(text)
 		if !json.Valid([]byte(t)) {
-			out.Outcome.Kind, out.Message = OutcomeCrash, "no structuredContent, and the first text block is not JSON"
+			out.Outcome.Kind, out.Message = gateway.OutcomeCrash, "no structuredContent, and the first text block is not JSON"
 			return out
 		}
 		out.Output = json.RawMessage(t)
 	default:
-		out.Outcome.Kind, out.Message = OutcomeCrash, "the result has neither structuredContent nor a text block"
+		out.Outcome.Kind, out.Message = gateway.OutcomeCrash, "the result has neither structuredContent nor a text block"
 		return out
 	}
-	out.Outcome.Kind = OutcomeOutput
+	out.Outcome.Kind = gateway.OutcomeOutput
 	return out
 }
 

@@ -1,4 +1,4 @@
-package gateway_test
+package remote_test
 
 import (
 	"encoding/json"
@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"holon.dev/holon/gateway"
+	"holon.dev/holon/gateway/remote"
 )
 
 // hookRequest is one request a webhook server saw.
@@ -179,7 +179,7 @@ func TestWebhookRunner_CredentialAndUnreachable(t *testing.T) {
 			webhookManifest("echo", hook.URL+"/echo", `{model: free}`, ""),
 			webhookManifest("gone", deadURL+"/hook", `{model: per_run, amount: "0.10", currency: EUR}`, ""),
 		},
-		remote: gateway.RemoteConfig{Credentials: func(id string) (string, bool) { return "tok-" + id, true }},
+		remote: remote.Config{Credentials: func(id string) (string, bool) { return "tok-" + id, true }},
 	})
 	if res := g.call(t, "acme/echo", `{"a":1}`, ""); res.Receipt.Status != "succeeded" {
 		t.Fatalf("echo: %v (%s)", billingOf(res.Receipt), res.Message)

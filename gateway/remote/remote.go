@@ -1,4 +1,4 @@
-package gateway
+package remote
 
 import (
 	"context"
@@ -24,8 +24,8 @@ import (
 // §7 "Limits and platform rules": at most 10 MB).
 const DefaultMaxResponseBytes = 10 << 20
 
-// RemoteConfig configures a runtime of remote agents (mcp or webhook).
-type RemoteConfig struct {
+// Config configures a runtime of remote agents (mcp or webhook).
+type Config struct {
 	// Guard is the network policy and the resolver and dialer it uses.
 	// Agents shipped with the gateway (Invocation.Shipped) are exempt.
 	Guard NetGuard
@@ -55,7 +55,7 @@ const (
 	DefaultIdleTimeout = 90 * time.Second
 )
 
-func (c RemoteConfig) withDefaults() RemoteConfig {
+func (c Config) withDefaults() Config {
 	if c.MaxResponseBytes <= 0 {
 		c.MaxResponseBytes = DefaultMaxResponseBytes
 	}
@@ -74,7 +74,7 @@ func (c RemoteConfig) withDefaults() RemoteConfig {
 	return c
 }
 
-func (c RemoteConfig) credential(agentID string) (string, bool) {
+func (c Config) credential(agentID string) (string, bool) {
 	if c.Credentials == nil {
 		return "", false
 	}
@@ -94,7 +94,7 @@ type remoteHTTP struct {
 	max           int64
 }
 
-func newRemoteHTTP(cfg RemoteConfig) *remoteHTTP {
+func newRemoteHTTP(cfg Config) *remoteHTTP {
 	g := cfg.Guard
 	transport := func(dial func(ctx context.Context, network, addr string) (net.Conn, error)) *http.Transport {
 		return &http.Transport{

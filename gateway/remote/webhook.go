@@ -1,4 +1,4 @@
-package gateway
+package remote
 
 import (
 	"bytes"
@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+
+	"holon.dev/holon/gateway"
 )
 
 // WebhookRunner runs agents of runtime.kind webhook (gateway.md §6): plain
@@ -26,12 +28,12 @@ import (
 // Redirects are not followed, and an answer above the size limit is
 // refused while it is read.
 type WebhookRunner struct {
-	cfg  RemoteConfig
+	cfg  Config
 	http *remoteHTTP
 }
 
 // NewWebhookRunner returns the runner of webhook agents.
-func NewWebhookRunner(cfg RemoteConfig) *WebhookRunner {
+func NewWebhookRunner(cfg Config) *WebhookRunner {
 	cfg = cfg.withDefaults()
 	return &WebhookRunner{cfg: cfg, http: newRemoteHTTP(cfg)}
 }
@@ -47,12 +49,12 @@ func (r *WebhookRunner) Close() error {
 const WebhookFilesHeader = "x-holon-files"
 
 // Run posts the input to the endpoint and reads the answer.
-func (r *WebhookRunner) Run(ctx context.Context, inv *Invocation) RunResult {
+func (r *WebhookRunner) Run(ctx context.Context, inv *gateway.Invocation) gateway.RunResult {
 	m := inv.Manifest
 	probe := &callProbe{}
 	req, err := http.NewRequestWithContext(withProbe(ctx, probe), http.MethodPost, m.Runtime.Endpoint, bytes.NewReader(inv.Input))
 	if err != nil {
-		return RunResult{Outcome: Outcome{Kind: OutcomeUnavailable}, Message: fmt.Sprintf("runtime.endpoint: %v", err)}
+		return gateway.RunResult{Outcome: gateway.Outcome{Kind: gateway.OutcomeUnavailable}, Message: fmt.Sprintf("runtime.endpoint: %v", err)}
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json")
@@ -62,7 +64,7 @@ func (r *WebhookRunner) Run(ctx context.Context, inv *Invocation) RunResult {
 		b, _ := json.Marshal(inv.Files)
 		req.Header.Set(WebhookFilesHeader, string(b))
 	}
-	if res, ok := grantFor(ctx, inv, func(g DelegationGrant) {
+	if res, ok := grantFor(ctx, inv, func(g gateway.DelegationGrant) {
 		b, _ := json.Marshal(g)
 		req.Header.Set("x-holon-delegation", string(b))
 	}); !ok {
@@ -83,40 +85,40 @@ func (r *WebhookRunner) Run(ctx context.Context, inv *Invocation) RunResult {
 		}
 		switch b, blocked := blockedAddress(err); {
 		case ctx.Err() != nil:
-			return RunResult{Outcome: Outcome{Kind: OutcomeTimeout}}
+			return gateway.RunResult{Outcome: gateway.Outcome{Kind: gateway.OutcomeTimeout}}
 		case blocked:
-			return RunResult{Outcome: Outcome{Kind: OutcomeUnavailable}, Message: b.Error()}
+			return gateway.RunResult{Outcome: gateway.Outcome{Kind: gateway.OutcomeUnavailable}, Message: b.Error()}
 		case !st.sent:
-			return RunResult{Outcome: Outcome{Kind: OutcomeUnavailable}, Message: fmt.Sprintf("cannot reach %s: %v", m.Runtime.Endpoint, err)}
+			return gateway.RunResult{Outcome: gateway.Outcome{Kind: gateway.OutcomeUnavailable}, Message: fmt.Sprintf("cannot reach %s: %v", m.Runtime.Endpoint, err)}
 		}
-		return RunResult{Outcome: Outcome{Kind: OutcomeCrash}, Message: fmt.Sprintf("%s failed after the request was sent: %v", m.Runtime.Endpoint, err)}
+		return gateway.RunResult{Outcome: gateway.Outcome{Kind: gateway.OutcomeCrash}, Message: fmt.Sprintf("%s failed after the request was sent: %v", m.Runtime.Endpoint, err)}
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	switch {
 	case ctx.Err() != nil:
-		return RunResult{Outcome: Outcome{Kind: OutcomeTimeout}}
+		return gateway.RunResult{Outcome: gateway.Outcome{Kind: gateway.OutcomeTimeout}}
 	case errors.Is(err, ErrResponseTooLarge):
-		return RunResult{Outcome: Outcome{Kind: OutcomeCrash}, Message: fmt.Sprintf("the answer of %s is larger than %d bytes: refused", m.Ref(), r.cfg.MaxResponseBytes)}
+		return gateway.RunResult{Outcome: gateway.Outcome{Kind: gateway.OutcomeCrash}, Message: fmt.Sprintf("the answer of %s is larger than %d bytes: refused", m.Ref(), r.cfg.MaxResponseBytes)}
 	case err != nil:
-		return RunResult{Outcome: Outcome{Kind: OutcomeCrash}, Message: fmt.Sprintf("reading the answer of %s: %v", m.Runtime.Endpoint, err)}
+		return gateway.RunResult{Outcome: gateway.Outcome{Kind: gateway.OutcomeCrash}, Message: fmt.Sprintf("reading the answer of %s: %v", m.Runtime.Endpoint, err)}
 	}
 	return webhookResult(resp, body)
 }
 
 // webhookResult reads a webhook's answer as the contract defines it.
-func webhookResult(resp *http.Response, body []byte) RunResult {
+func webhookResult(resp *http.Response, body []byte) gateway.RunResult {
 	// An error whose code could be read two ways ({"code":"a","code":"b"})
 	// is no declared error: it is read as any other answer (at 2xx an
 	// output the engine fails as invalid_output, else agent_error), never
 	// billed.
-	if CheckJSON(body, "answer") == nil {
+	if gateway.CheckJSON(body, "answer") == nil {
 		if code, msg, ok := webhookError(body); ok {
-			return RunResult{Outcome: Outcome{Kind: OutcomeError, Code: code}, Message: msg}
+			return gateway.RunResult{Outcome: gateway.Outcome{Kind: gateway.OutcomeError, Code: code}, Message: msg}
 		}
 	}
-	crash := func(format string, args ...any) RunResult {
-		return RunResult{Outcome: Outcome{Kind: OutcomeCrash}, Message: fmt.Sprintf(format, args...)}
+	crash := func(format string, args ...any) gateway.RunResult {
+		return gateway.RunResult{Outcome: gateway.Outcome{Kind: gateway.OutcomeCrash}, Message: fmt.Sprintf(format, args...)}
 	}
 	switch s := resp.StatusCode; {
 	case s >= 300 && s < 400:
@@ -126,7 +128,7 @@ func webhookResult(resp *http.Response, body []byte) RunResult {
 	case !json.Valid(body):
 		return crash("the endpoint answered %d with a body that is not JSON", s)
 	}
-	return RunResult{Outcome: Outcome{Kind: OutcomeOutput}, Output: json.RawMessage(bytes.TrimSpace(body))}
+	return gateway.RunResult{Outcome: gateway.Outcome{Kind: gateway.OutcomeOutput}, Output: json.RawMessage(bytes.TrimSpace(body))}
 }
 
 // webhookError reads {"error": {"code", "message"}}: a failure whatever the

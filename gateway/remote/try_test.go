@@ -1,4 +1,4 @@
-package gateway_test
+package remote_test
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package gateway_test
+package remote_test
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"holon.dev/holon/gateway"
+	"holon.dev/holon/gateway/remote"
 )
 
 // fakeResolver answers host names from a table; a host with several answers
@@ -114,8 +115,8 @@ var publicAddrs = []string{
 func TestCheckAddr(t *testing.T) {
 	for _, s := range refusedAddrs {
 		a := netip.MustParseAddr(s)
-		err := gateway.CheckAddr(a)
-		var b *gateway.BlockedAddressError
+		err := remote.CheckAddr(a)
+		var b *remote.BlockedAddressError
 		if !errors.As(err, &b) {
 			t.Errorf("%s: %v, want refused", s, err)
 			continue
@@ -125,7 +126,7 @@ func TestCheckAddr(t *testing.T) {
 		}
 	}
 	for _, s := range publicAddrs {
-		if err := gateway.CheckAddr(netip.MustParseAddr(s)); err != nil {
+		if err := remote.CheckAddr(netip.MustParseAddr(s)); err != nil {
 			t.Errorf("%s: %v, want allowed", s, err)
 		}
 	}
@@ -166,7 +167,7 @@ func TestNetGuard_RefusedAtDial(t *testing.T) {
 	g := openRemote(t, rmConfig{
 		manifests: manifests,
 		guarded:   true,
-		remote:    gateway.RemoteConfig{Guard: gateway.NetGuard{Resolver: newFakeResolver(names), Dialer: dialer}},
+		remote:    remote.Config{Guard: remote.NetGuard{Resolver: newFakeResolver(names), Dialer: dialer}},
 	})
 	for _, w := range wants {
 		res := g.call(t, "acme/"+w.agent, `{}`, "")
@@ -186,16 +187,16 @@ func TestNetGuard_RefusedAtDial(t *testing.T) {
 // Ensure that the real resolver's answer is checked too: localhost is
 // refused, at publish time (CheckHost) as at call time.
 func TestNetGuard_Localhost(t *testing.T) {
-	var g gateway.NetGuard
+	var g remote.NetGuard
 	err := g.CheckHost(context.Background(), "localhost")
-	var b *gateway.BlockedAddressError
+	var b *remote.BlockedAddressError
 	if !errors.As(err, &b) || !b.Addr.IsLoopback() {
 		t.Fatalf("CheckHost(localhost) = %v, want refused as loopback", err)
 	}
 	if _, err := g.DialContext(context.Background(), "tcp", "localhost:80"); !errors.As(err, &b) {
 		t.Fatalf("dial localhost: %v, want refused", err)
 	}
-	pub := gateway.NetGuard{Resolver: newFakeResolver(map[string][]string{"agents.example.com": {"93.184.216.34"}})}
+	pub := remote.NetGuard{Resolver: newFakeResolver(map[string][]string{"agents.example.com": {"93.184.216.34"}})}
 	if err := pub.CheckHost(context.Background(), "agents.example.com"); err != nil {
 		t.Fatalf("CheckHost(public) = %v", err)
 	}
@@ -215,7 +216,7 @@ func TestNetGuard_Rebinding(t *testing.T) {
 	g := openRemote(t, rmConfig{
 		manifests: []string{webhookManifest("rebind", "http://rebind.example.com/hook", `{model: per_run, amount: "0.10", currency: EUR}`, "")},
 		guarded:   true,
-		remote:    gateway.RemoteConfig{Guard: gateway.NetGuard{Resolver: resolver, Dialer: dialer}},
+		remote:    remote.Config{Guard: remote.NetGuard{Resolver: resolver, Dialer: dialer}},
 	})
 	if res := g.call(t, "acme/rebind", `{}`, ""); res.Receipt.Status != "succeeded" {
 		t.Fatalf("while public: %v (%s)", billingOf(res.Receipt), res.Message)
@@ -241,7 +242,7 @@ func TestNetGuard_PrivateSwitchAndShipped(t *testing.T) {
 		webhookManifest("hook", hook.URL+"/echo", `{model: free}`, ""),
 	}
 	guarded := openRemote(t, rmConfig{manifests: docs, guarded: true})
-	open := openRemote(t, rmConfig{manifests: docs, guarded: true, remote: gateway.RemoteConfig{Guard: gateway.NetGuard{AllowPrivate: true}}})
+	open := openRemote(t, rmConfig{manifests: docs, guarded: true, remote: remote.Config{Guard: remote.NetGuard{AllowPrivate: true}}})
 	for _, a := range []string{"acme/mcp", "acme/hook"} {
 		res := guarded.call(t, a, `{"x":1}`, "")
 		if got := billingOf(res.Receipt); got.code != "runtime_unavailable" || !strings.Contains(res.Message, "127.0.0.1") {
@@ -253,8 +254,8 @@ func TestNetGuard_PrivateSwitchAndShipped(t *testing.T) {
 	}
 
 	// Shipped agents, run by a guarded runner.
-	cfg := gateway.RemoteConfig{}
-	mr, wr := gateway.NewMCPRunner(cfg), gateway.NewWebhookRunner(cfg)
+	cfg := remote.Config{}
+	mr, wr := remote.NewMCPRunner(cfg), remote.NewWebhookRunner(cfg)
 	defer mr.Close()
 	defer wr.Close()
 	for _, tt := range []struct {
