@@ -105,8 +105,8 @@ type JournalTx interface {
 	Account(name string) (Account, error)
 	// ForEachAccount calls fn for every account, in name order.
 	ForEachAccount(fn func(name string, a Account) error) error
-	// AddHeld moves what is held on an account; held never goes below zero
-	// nor above the balance of an account that must stay positive.
+	// AddHeld moves what is held on an account by delta (positive to hold,
+	// negative to release); what is held never goes below zero.
 	AddHeld(account string, delta journal.Amount) error
 }
 

@@ -39,8 +39,8 @@ type api struct {
 	backup http.Handler
 }
 
-func newAPI(e *gateway.Engine, log *slog.Logger, h *hosted, backup http.Handler) *api {
-	a := &api{engine: e, log: log, router: httprouter.New(), hosted: h, idem: &idempotency{store: e.Store(), now: e.Now}, backup: backup}
+func newAPI(e *gateway.Engine, log *slog.Logger, h *hosted, idem *idempotency, backup http.Handler) *api {
+	a := &api{engine: e, log: log, router: httprouter.New(), hosted: h, idem: idem, backup: backup}
 	a.routes()
 	return a
 }
@@ -146,26 +146,28 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = enc.Encode(v)
 }
 
+// writeError answers err with the status given; an error without a code
+// the gateway's table knows is answered gateway_error, telling nothing of
+// it. Most handlers want fail, which takes the status from the table and
+// logs internal errors.
 func writeError(w http.ResponseWriter, status int, err error) {
-	var ge *gateway.Error
-	if !errors.As(err, &ge) {
-		ge = gateway.Errorf(gateway.CodeGatewayError, "internal error")
-	}
+	ge, _, _ := publicError(err)
 	if status == http.StatusUnauthorized && w.Header().Get("WWW-Authenticate") == "" {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="holon"`)
 	}
 	writeJSON(w, status, errorBody{Error: ge})
 }
 
-// fail answers with the error's own status, logging internal ones.
+// fail answers with the status of the error's code (gateway.HTTPStatus).
+// An internal error (no code, a code the table does not know, or
+// gateway_error) is logged, once, with the request it failed; it is the
+// only kind that is.
 func (a *api) fail(w http.ResponseWriter, r *http.Request, err error) {
-	var ge *gateway.Error
-	if !errors.As(err, &ge) {
-		a.log.Error("request failed", "path", redactKeys(r.URL.Path), "err", err)
-		writeError(w, http.StatusInternalServerError, err)
-		return
+	ge, status, internal := publicError(err)
+	if internal {
+		a.log.Error("request failed", "method", r.Method, "path", redactKeys(r.URL.Path), "err", err)
 	}
-	writeError(w, errorStatus(ge.Code), ge)
+	writeError(w, status, ge)
 }
 
 // notFound is the answer for a resource that does not exist and for one

@@ -53,6 +53,10 @@ type App struct {
 	// files keeps uploads (files.go); filesDone closes when its sweeper ends.
 	files     *fileStore
 	filesDone chan struct{}
+	// idem keeps Idempotency-Keys (idempotency.go); idemDone closes when
+	// its sweeper ends.
+	idem     *idempotency
+	idemDone chan struct{}
 }
 
 // Open checks the configuration, opens the store, loads the agents and
@@ -77,6 +81,9 @@ func Open(ctx context.Context, cfg Config) (*App, error) {
 	}
 	if cfg.PlatformFX == nil {
 		cfg.PlatformFX = DefaultPlatformFX
+	}
+	if cfg.IdempotencyTTL == 0 {
+		cfg.IdempotencyTTL = DefaultIdempotencyTTL
 	}
 	if cfg.OpenStore == nil {
 		return nil, errors.New("appliance: Config.OpenStore is not set (kv.OpenStore opens the embedded store)")
@@ -223,7 +230,8 @@ func (a *App) init(ctx context.Context) error {
 	if a.cfg.Backup != nil {
 		backup = a.cfg.Backup(a.store)
 	}
-	api := newAPI(a.engine, a.log, h, backup)
+	a.idem = &idempotency{store: a.store, now: a.cfg.Now, ttl: a.cfg.IdempotencyTTL}
+	api := newAPI(a.engine, a.log, h, a.idem, backup)
 	api.routeListings(a.listings)
 	api.routeFiles(a.files)
 	a.handler = api
@@ -234,6 +242,8 @@ func (a *App) init(ctx context.Context) error {
 	a.evalsDone = a.startListings(sweepCtx)
 	a.filesDone = make(chan struct{})
 	go a.sweepFilesEvery(sweepCtx, time.Minute)
+	a.idemDone = make(chan struct{})
+	go a.sweepIdempotencyEvery(sweepCtx, idemSweepEvery(a.cfg.IdempotencyTTL))
 	return nil
 }
 
@@ -311,6 +321,7 @@ func (a *App) Close() error {
 		<-a.done
 		<-a.evalsDone
 		<-a.filesDone
+		<-a.idemDone
 	}
 	if a.mcp != nil {
 		a.mcp.Close()

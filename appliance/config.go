@@ -105,6 +105,10 @@ type Config struct {
 	PlatformFX map[string]journal.Rate
 	// Limits are the hosted rate limits (DefaultLimits when zero).
 	Limits Limits
+	// IdempotencyTTL is how long an Idempotency-Key is kept after its call
+	// finished (holon serve --idempotency-ttl; DefaultIdempotencyTTL, 24
+	// hours, when zero): re-sent later, the call runs again as a new one.
+	IdempotencyTTL time.Duration
 	// Rand is the source of keys and ids (crypto/rand when nil).
 	Rand io.Reader
 
@@ -378,6 +382,9 @@ func (c *Config) Check() error {
 		if u, err := url.Parse(gh.url); gh.url != "" && (err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "") {
 			add("%s: %q is not an origin such as https://github.example.com", gh.name, gh.url)
 		}
+	}
+	if c.IdempotencyTTL < 0 {
+		add("--idempotency-ttl: %v is below zero: how long a finished Idempotency-Key is kept, such as 24h", c.IdempotencyTTL)
 	}
 	if c.Production() {
 		if !c.Hosted {

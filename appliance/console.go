@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -157,11 +156,12 @@ func (b consoleBackend) Send(r *http.Request, method, path, contentType string, 
 	return nil
 }
 
-// apiError turns an error of this package into the API answer it would be.
+// apiError turns an error of this package into the API answer it would be
+// (the status from the gateway's table). An internal error stays as it is:
+// the console logs it and shows a page that tells nothing of it.
 func apiError(err error) error {
-	var ge *gateway.Error
-	if errors.As(err, &ge) {
-		return &webui.APIError{Status: errorStatus(ge.Code), Err: ge}
+	if ge, status, internal := publicError(err); !internal {
+		return &webui.APIError{Status: status, Err: ge}
 	}
 	return err
 }

@@ -159,7 +159,9 @@ func (a *api) putCredential(w http.ResponseWriter, r *http.Request, ps httproute
 		return
 	}
 	if err := checkToken(body.Token); err != nil {
-		a.fail(w, r, err)
+		// 400, not the table's 401 for invalid_token: here the code names
+		// a malformed field of the body, not a refused bearer token.
+		writeError(w, http.StatusBadRequest, err)
 		return
 	}
 	if v.aead == nil {

@@ -2,7 +2,6 @@ package appliance
 
 import (
 	"encoding/json"
-	"errors"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -82,13 +81,11 @@ func (a *api) serveDelegated(w http.ResponseWriter, r *http.Request) bool {
 // that is unknown, expired, or whose run ended gets 401 invalid_token.
 func serveDelegatedCall(e *gateway.Engine, log *slog.Logger, w http.ResponseWriter, r *http.Request, token string) {
 	fail := func(err error) {
-		var ge *gateway.Error
-		if !errors.As(err, &ge) {
+		ge, status, internal := publicError(err)
+		if internal {
 			log.Error("delegated call failed", "err", err)
-			writeError(w, http.StatusInternalServerError, err)
-			return
 		}
-		writeError(w, delegatedErrorStatus(ge.Code), ge)
+		writeError(w, status, ge)
 	}
 	// The token first: a dead token learns nothing about the body.
 	if _, err := e.DelegationMandate(token); err != nil {
@@ -127,7 +124,7 @@ func serveDelegatedCall(e *gateway.Engine, log *slog.Logger, w http.ResponseWrit
 		if code == "" {
 			code = gateway.CodeGatewayError
 		}
-		writeError(w, delegatedErrorStatus(code), &gateway.Error{Code: code, Msg: out.Message})
+		writeError(w, errorStatus(code), &gateway.Error{Code: code, Msg: out.Message})
 		return
 	}
 	rc, err := e.Receipt(out.Receipt)
@@ -137,22 +134,4 @@ func serveDelegatedCall(e *gateway.Engine, log *slog.Logger, w http.ResponseWrit
 	}
 	status, ans := answer(&gateway.CallResult{Output: out.Output, Receipt: rc, Message: out.Message})
 	writeJSON(w, status, ans)
-}
-
-// delegatedErrorStatus is the HTTP status of a delegated call refused
-// before it had a receipt.
-func delegatedErrorStatus(code string) int {
-	switch code {
-	case gateway.CodeInvalidToken:
-		return http.StatusUnauthorized
-	case gateway.CodeNotFound:
-		return http.StatusNotFound
-	case CodeBodyTooLarge:
-		return http.StatusRequestEntityTooLarge
-	case gateway.CodeGatewayError:
-		return http.StatusInternalServerError
-	case gateway.CodeNotDeclared:
-		return http.StatusForbidden
-	}
-	return http.StatusBadRequest
 }

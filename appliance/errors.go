@@ -1,6 +1,7 @@
 package appliance
 
 import (
+	"errors"
 	"net/http"
 
 	"holon.dev/holon/gateway"
@@ -53,33 +54,29 @@ const (
 	CodeAlreadyYanked = "already_yanked"
 )
 
-// errorStatus maps an error code to its HTTP status.
+// internalMessage is all a caller learns of an internal error: the error
+// itself goes to the log.
+const internalMessage = "internal error: the gateway could not answer; the operator's log has the details"
+
+// errorStatus is the HTTP status of an error code, from the gateway's one
+// table (gateway.HTTPStatus); a code the table does not know is internal.
 func errorStatus(code string) int {
-	if s, ok := publishStatus[code]; ok {
+	if s, ok := gateway.HTTPStatus(code); ok {
 		return s
 	}
-	switch code {
-	case gateway.CodeInvalidRequest, gateway.CodeInvalidManifest, gateway.CodeInvalidMandate,
-		CodeNULCharacter, CodeInvalidHandle, CodeInvalidEmail, CodeInvalidIdempotencyKey:
-		return http.StatusBadRequest
-	case CodeUnauthenticated, CodeInvalidKey:
-		return http.StatusUnauthorized
-	case CodeForbidden, CodeEmailDisabled:
-		return http.StatusForbidden
-	case gateway.CodeNotFound:
-		return http.StatusNotFound
-	case gateway.CodeInvalidApproval, CodeHandleTaken, CodeEmailTaken, CodeMandateExists,
-		CodeLimitReached, CodeKeyRevoked, CodeIdempotencyInFlight, CodeIdempotencyInterrupted,
-		CodeAccountDisabled, CodeShippedAgent, CodeAlreadyYanked:
-		return http.StatusConflict
-	case CodeBodyTooLarge:
-		return http.StatusRequestEntityTooLarge
-	case gateway.CodeRejectedInput, CodeIdempotencyMismatch:
-		return http.StatusUnprocessableEntity
-	case CodeRateLimited:
-		return http.StatusTooManyRequests
-	case gateway.CodeGatewayError, gateway.CodeGatewayRestarted:
-		return http.StatusInternalServerError
+	return http.StatusInternalServerError
+}
+
+// publicError is what the API answers err with: its *gateway.Error and the
+// table's status, or, for an error that carries no code the table knows,
+// 500 gateway_error with a message that tells nothing of the error.
+// internal reports whether err is the gateway's own failure, the only kind
+// that is logged.
+func publicError(err error) (ge *gateway.Error, status int, internal bool) {
+	if errors.As(err, &ge) {
+		if s, ok := gateway.HTTPStatus(ge.Code); ok {
+			return ge, s, ge.Code == gateway.CodeGatewayError
+		}
 	}
-	return http.StatusBadRequest
+	return gateway.Errorf(gateway.CodeGatewayError, "%s", internalMessage), http.StatusInternalServerError, true
 }

@@ -55,10 +55,15 @@ func idemRunKey(scope, key string) string { return "run/" + scope + "/" + key }
 // the key's claim with the reservation, its outcome with the settlement,
 // so an idempotent call costs no commit of its own, and one transaction
 // decides each claim, so of any number of concurrent requests with the
-// same key exactly one runs.
+// same key exactly one runs. A finished key lives ttl: past it, the key
+// is unknown again, whether or not the sweep has deleted it yet.
 type idempotency struct {
 	store holon.Store
 	now   func() time.Time
+	ttl   time.Duration
+	// onSweep, when set, is told how many records each of the sweep's
+	// write transactions deleted (tests).
+	onSweep func(deleted int)
 }
 
 // claim is an Idempotency-Key presented with a call: a gateway.Claim.
@@ -119,10 +124,11 @@ func (d *idempotency) claim(scope, key string, body callBody) (*claim, error) {
 	return &claim{idem: d, scope: scope, key: key, hash: hash}, nil
 }
 
-// Check lets a new key through. A known key with another request is
-// refused (422 idempotency_mismatch), a running one answers 409, one whose
-// call a restart cut short answers 409 idempotency_interrupted, and a
-// finished one stops the call with a *replayError.
+// Check lets a new key through, and a key whose lifetime has passed. A
+// known key with another request is refused (422 idempotency_mismatch), a
+// running one answers 409, one whose call a restart cut short answers 409
+// idempotency_interrupted, and a finished one stops the call with a
+// *replayError.
 func (c *claim) Check(tx holon.Tx) error {
 	rec, found, err := c.lookup(tx)
 	switch {
@@ -141,13 +147,18 @@ func (c *claim) Check(tx holon.Tx) error {
 }
 
 // lookup reads the key's record: finished or interrupted under key/,
-// running under run/.
+// running under run/. A finished record past its lifetime is absent: the
+// key runs as a new one, and its new record replaces the old.
 func (c *claim) lookup(tx holon.Tx) (idemRecord, bool, error) {
 	var rec idemRecord
 	err := tx.Get(holon.BucketIdempotency, idemKey(c.scope, c.key), &rec)
-	if !errors.Is(err, holon.ErrNotFound) {
-		return rec, err == nil, err
+	if err == nil && !c.idem.expired(rec, c.idem.now()) {
+		return rec, true, nil
 	}
+	if err != nil && !errors.Is(err, holon.ErrNotFound) {
+		return rec, false, err
+	}
+	rec = idemRecord{}
 	if rec, ok, err := runningRecord(tx, idemRunKey(c.scope, c.key)); ok || err != nil {
 		return rec, ok, err
 	}
@@ -223,8 +234,8 @@ func interrupt(tx holon.Tx, runKey string, rec idemRecord, now time.Time) error 
 // interruptRunning marks every key whose call was in flight when the last
 // run stopped: a settled call's key is done in its settlement's own
 // transaction, so a key still running was really cut short, and answers
-// 409 idempotency_interrupted for good. It runs at start-up, before
-// serving, and returns how many it marked.
+// 409 idempotency_interrupted for the key's lifetime. It runs at
+// start-up, before serving, and returns how many it marked.
 func interruptRunning(ctx context.Context, store holon.Store, now time.Time) (int, error) {
 	var n int
 	err := store.Update(ctx, func(tx holon.Tx) error {

@@ -13,7 +13,9 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
+	"holon.dev/holon"
 	"holon.dev/holon/appliance"
 	"holon.dev/holon/backup"
 	"holon.dev/holon/journal"
@@ -80,4 +82,65 @@ func benchmarkIdempotentCall(b *testing.B, withKey bool) {
 	after := store.Stats()
 	b.ReportMetric(float64(after.Commits-before.Commits)/float64(b.N), "commits/call")
 	b.ReportMetric(float64(after.PageBytes-before.PageBytes)/1024/float64(b.N), "page-KB/call")
+}
+
+// BenchmarkIdempotency_Sweep measures the sweep of Idempotency-Keys over
+// an index of 10,000 finished keys (fsync on, as a gateway runs):
+// "expired", all past their lifetime and deleted (500 per write
+// transaction); "fresh", none expired, so the sweep only reads.
+func BenchmarkIdempotency_Sweep(b *testing.B) {
+	b.Run("expired", func(b *testing.B) { benchmarkIdempotencySweep(b, true) })
+	b.Run("fresh", func(b *testing.B) { benchmarkIdempotencySweep(b, false) })
+}
+
+func benchmarkIdempotencySweep(b *testing.B, expired bool) {
+	const keys = 10_000
+	finished := time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC)
+	now := finished.Add(time.Hour)
+	if expired {
+		now = finished.Add(appliance.DefaultIdempotencyTTL + time.Hour)
+	}
+	app, err := appliance.Open(context.Background(), appliance.Config{OpenStore: kv.OpenStore,
+		DB: filepath.Join(b.TempDir(), "holon.db"), Registry: []string{"agents"},
+		Now: func() time.Time { return now },
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer app.Close()
+	store := app.Engine().Store()
+	fill := func() {
+		err := store.Update(context.Background(), func(tx holon.Tx) error {
+			for i := range keys {
+				sum := sha256.Sum256(fmt.Appendf(nil, "key-%d", i))
+				rec := map[string]any{"state": "done", "request": hex.EncodeToString(sum[:]), "receipt": fmt.Sprintf("r_%024d", i),
+					"status": 200, "started": finished, "finished": finished}
+				if err := tx.Put(holon.BucketIdempotency, "key/"+hex.EncodeToString(sum[:])+"/"+hex.EncodeToString(sum[:16]), rec); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	fill()
+	want := 0
+	if expired {
+		want = keys
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		if expired {
+			b.StopTimer()
+			fill()
+			b.StartTimer()
+		}
+		n, err := app.SweepIdempotencyKeys(context.Background())
+		if err != nil || n != want {
+			b.Fatalf("sweep: %d, %v, want %d", n, err, want)
+		}
+	}
+	b.ReportMetric(float64(keys)*float64(b.N)/b.Elapsed().Seconds(), "records/s")
 }

@@ -163,7 +163,7 @@ type mcpError struct {
 func toolError(err error, extra *mcpError) *mcp.CallToolResult {
 	var ge *gateway.Error
 	if !errors.As(err, &ge) {
-		ge = gateway.Errorf(gateway.CodeGatewayError, "internal error")
+		ge = gateway.Errorf(gateway.CodeGatewayError, "%s", internalMessage)
 	}
 	body := mcpError{}
 	if extra != nil {
@@ -175,18 +175,18 @@ func toolError(err error, extra *mcpError) *mcp.CallToolResult {
 	return res
 }
 
-// fail is toolError for errors that may be internal: those are logged and
-// answered gateway_error.
+// fail is toolError for errors that may be internal, read as the JSON API
+// reads them (publicError): an internal one (no code, a code the gateway's
+// table does not know, or gateway_error) is logged, and one without a known
+// code is answered gateway_error with a message that tells nothing of it.
 func (m *mcpServer) fail(tool string, err error) *mcp.CallToolResult {
-	var ge *gateway.Error
-	if !errors.As(err, &ge) {
+	ge, _, internal := publicError(err)
+	if internal {
 		m.log.Error("mcp tool failed", "tool", tool, "err", err)
-	} else {
-		// A gateway message may quote a manifest (a schema's enum, an
-		// agent's answer): no "<" gets through unescaped.
-		err = &gateway.Error{Code: ge.Code, Msg: escapeLT(ge.Msg)}
 	}
-	return toolError(err, nil)
+	// A gateway message may quote a manifest (a schema's enum, an agent's
+	// answer): no "<" gets through unescaped.
+	return toolError(&gateway.Error{Code: ge.Code, Msg: escapeLT(ge.Msg)}, nil)
 }
 
 // sees reports whether a mandate is the caller's or derived from it.

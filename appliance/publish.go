@@ -33,7 +33,7 @@ import (
 // exact reference (ns/name@version) of every version once it is committed
 // and listed in the registry, so that it is callable through the engine.
 
-// Error codes of publishing, each with its HTTP status.
+// Error codes of publishing (their HTTP statuses are in gateway.HTTPStatus).
 const (
 	CodeNotYourNamespace    = "not_your_namespace"
 	CodeGitHubNotLinked     = "github_not_linked"
@@ -49,22 +49,6 @@ const (
 	CodeCredentialsOff      = "credentials_unavailable"
 	CodeDraftCallFailed     = "draft_call_failed"
 )
-
-// publishStatus maps the codes of sign-in and publishing to HTTP statuses.
-var publishStatus = map[string]int{
-	CodeGitHubNotConfigured: http.StatusServiceUnavailable,
-	CodeGitHubUnavailable:   http.StatusServiceUnavailable,
-	CodeCredentialsOff:      http.StatusServiceUnavailable,
-	CodeNotYourNamespace:    http.StatusForbidden,
-	CodeGitHubNotLinked:     http.StatusForbidden,
-	CodeRepositoryNotYours:  http.StatusForbidden,
-	CodeNotPublicMember:     http.StatusForbidden,
-	CodeRepositoryNotFound:  http.StatusUnprocessableEntity,
-	CodeVersionExists:       http.StatusConflict,
-	CodeDraftCallFailed:     http.StatusBadGateway,
-	CodeLoginCodeInvalid:    http.StatusBadRequest,
-	CodeLoginCodeExpired:    http.StatusBadRequest,
-}
 
 // publishHooks are the functions told of each published version.
 type publishHooks struct {

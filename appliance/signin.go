@@ -55,6 +55,11 @@ const (
 	CodeLoginCodeInvalid = "login_code_invalid"
 	// CodeLoginCodeExpired: the login code is older than 2 minutes.
 	CodeLoginCodeExpired = "login_code_expired"
+	// CodeEmailUnverified: the GitHub account has no verified primary email.
+	CodeEmailUnverified = "email_unverified"
+	// CodeEmailLinkedElsewhere: the account with this email is linked to
+	// another GitHub account.
+	CodeEmailLinkedElsewhere = "email_linked_elsewhere"
 )
 
 // githubLink is the GitHub account an account signed in with.
@@ -301,7 +306,7 @@ func (h *hosted) linkGitHub(tx holon.Tx, gu *githubUser, now time.Time) (handle 
 		return "", false, err
 	}
 	if gu.Email == "" {
-		return "", false, gateway.Errorf("email_unverified", "the GitHub account has no verified primary email: verify one on GitHub, then sign in again")
+		return "", false, gateway.Errorf(CodeEmailUnverified, "the GitHub account has no verified primary email: verify one on GitHub, then sign in again")
 	}
 	email, err := normalizeEmail(gu.Email)
 	if err != nil {
@@ -319,7 +324,7 @@ func (h *hosted) linkGitHub(tx holon.Tx, gu *githubUser, now time.Time) (handle 
 		case er.Disabled || acct.Disabled != nil:
 			return "", false, disabled
 		case acct.GitHub != nil:
-			return "", false, gateway.Errorf("email_linked_elsewhere", "the account with this email is linked to another GitHub account")
+			return "", false, gateway.Errorf(CodeEmailLinkedElsewhere, "the account with this email is linked to another GitHub account")
 		}
 		acct.GitHub = link
 		if err := tx.Put(holon.BucketUsers, er.Handle, acct); err != nil {

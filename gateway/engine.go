@@ -258,15 +258,20 @@ func (e *Engine) Receipt(id string) (*holon.Receipt, error) {
 }
 
 // Receipts lists receipts newest first (of one mandate when mandate is set).
+// A cursor that is not a receipt id is invalid_request; any other error is
+// the store's own (a receipt that does not decode, an I/O error): internal.
 func (e *Engine) Receipts(mandate, before string, limit int) (holon.ReceiptPage, error) {
 	var p holon.ReceiptPage
+	if _, ok := holon.ReceiptSeq(before); before != "" && !ok {
+		return p, Errorf(CodeInvalidRequest, "before %q is not a receipt id such as r42", before)
+	}
 	err := e.store.View(func(tx holon.Tx) error {
 		var err error
 		p, err = tx.Receipts(mandate, before, limit)
 		return err
 	})
 	if err != nil {
-		return p, Errorf(CodeInvalidRequest, "%v", err)
+		return p, fmt.Errorf("receipts of %q: %w", mandate, err)
 	}
 	return p, nil
 }

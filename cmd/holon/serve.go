@@ -46,6 +46,7 @@ type serveFlags struct {
 	hosted                      bool
 	shutdown                    time.Duration
 	bodyTimeout                 time.Duration
+	idempotencyTTL              time.Duration
 	domains                     stringList
 	acmeCA, acmeEmail, acmeRoot string
 	tlsCert, tlsKey             string
@@ -60,6 +61,7 @@ func (c *serveCommand) flags() (*flag.FlagSet, *serveFlags) {
 	fs.StringVar(&f.mandates, "mandates", "", "a directory of mandate YAML files (default: the demo mandates)")
 	fs.DurationVar(&f.shutdown, "shutdown-timeout", 30*time.Second, "on SIGTERM, how long running calls may take to finish")
 	fs.DurationVar(&f.bodyTimeout, "body-timeout", defaultBodyTimeout, "how long a client may take to send a request body; slower ones are cut off")
+	fs.DurationVar(&f.idempotencyTTL, "idempotency-ttl", appliance.DefaultIdempotencyTTL, "how long an Idempotency-Key is kept after its call finished: a call re-sent with it later runs again, as a new call, billed again (keys of calls still running are always kept)")
 	fs.BoolVar(&f.hosted, "hosted", false, "serve other people: accounts, API keys, scoping, rate limits, moderation")
 	fs.Var(&f.domains, "domain", "a name to obtain a certificate for by ACME and serve HTTPS as (repeatable)")
 	fs.StringVar(&f.acmeCA, "acme-ca", "", "the ACME directory URL (default Let's Encrypt: "+holontls.DefaultCA+")")
@@ -128,6 +130,8 @@ func (f *serveFlags) check() error {
 		return errors.New("--http-addr serves challenges and redirects to HTTPS: it needs --domain or --tls-cert")
 	case f.bodyTimeout <= 0:
 		return errors.New("--body-timeout must be above zero")
+	case f.idempotencyTTL <= 0:
+		return errors.New("--idempotency-ttl must be above zero")
 	}
 	seen := map[string]bool{}
 	for i, d := range f.domains {
@@ -182,7 +186,7 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 	if err := f.check(); err != nil {
 		return err
 	}
-	cfg := appliance.Config{DB: f.db, OpenStore: kv.OpenStore, Backup: backup.StoreHandler, MandatesDir: f.mandates, Hosted: f.hosted, DevHandlers: c.devHandlers, OnStep: c.onStep}
+	cfg := appliance.Config{DB: f.db, OpenStore: kv.OpenStore, Backup: backup.StoreHandler, MandatesDir: f.mandates, Hosted: f.hosted, DevHandlers: c.devHandlers, OnStep: c.onStep, IdempotencyTTL: f.idempotencyTTL}
 	if err := appliance.ConfigFromEnv(c.getenv, &cfg); err != nil {
 		return err
 	}

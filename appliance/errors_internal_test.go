@@ -1,0 +1,130 @@
+package appliance
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"holon.dev/holon/gateway"
+	"holon.dev/holon/webui"
+)
+
+// Ensure that an error with no code, or with a code the gateway's table
+// does not know, is answered 500 gateway_error with a message that tells
+// nothing of it, and logged once with the request; that gateway_error
+// itself is logged too; and that every other error keeps its table status
+// and is not logged.
+func TestAPI_Fail_InternalErrors(t *testing.T) {
+	tests := []struct {
+		name   string
+		err    error
+		status int
+		code   string
+		logged bool
+		secret string // must not reach the client
+	}{
+		{"plain error", fmt.Errorf("read /var/lib/holon/holon.db: input/output error"), 500, gateway.CodeGatewayError, true, "input/output"},
+		{"wrapped plain error", fmt.Errorf("receipts: %w", errors.New("decode receipts/7: unexpected end")), 500, gateway.CodeGatewayError, true, "decode"},
+		{"unknown code", gateway.Errorf("no_such_code", "the store said hunter2"), 500, gateway.CodeGatewayError, true, "hunter2"},
+		{"wrapped unknown code", fmt.Errorf("x: %w", gateway.Errorf("made_up", "hunter2")), 500, gateway.CodeGatewayError, true, "hunter2"},
+		{"gateway_error", gateway.Errorf(gateway.CodeGatewayError, "derive sub-mandate: no fx rate for USD"), 500, gateway.CodeGatewayError, true, ""},
+		{"invalid_request", gateway.Errorf(gateway.CodeInvalidRequest, "limit must be between 1 and 500"), 400, gateway.CodeInvalidRequest, false, ""},
+		{"not_found", notFound("no receipt r9"), 404, gateway.CodeNotFound, false, ""},
+		{"wrapped not_found", fmt.Errorf("tree: %w", notFound("no receipt r9")), 404, gateway.CodeNotFound, false, ""},
+		{"rate_limited", gateway.Errorf(CodeRateLimited, "slow down"), 429, CodeRateLimited, false, ""},
+		{"version_exists", gateway.Errorf(CodeVersionExists, "1.0.0 is published"), 409, CodeVersionExists, false, ""},
+		{"invalid_token", gateway.Errorf(gateway.CodeInvalidToken, "not a delegation token"), 401, gateway.CodeInvalidToken, false, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var logs bytes.Buffer
+			a := &api{log: slog.New(slog.NewJSONHandler(&logs, nil))}
+			w := httptest.NewRecorder()
+			a.fail(w, httptest.NewRequest("GET", "/v0/receipts?mandate=carol/x", nil), tc.err)
+			var body struct {
+				Error struct{ Code, Message string }
+			}
+			if err := json.Unmarshal(w.Body.Bytes(), &body); err != nil {
+				t.Fatalf("answer %q: %v", w.Body, err)
+			}
+			if w.Code != tc.status || body.Error.Code != tc.code {
+				t.Errorf("answered %d %s, want %d %s", w.Code, body.Error.Code, tc.status, tc.code)
+			}
+			if tc.secret != "" && (strings.Contains(w.Body.String(), tc.secret) || body.Error.Message != internalMessage) {
+				t.Errorf("the client was told %q, want only %q", body.Error.Message, internalMessage)
+			}
+			lines := strings.Count(logs.String(), "\n")
+			switch {
+			case !tc.logged && lines != 0:
+				t.Errorf("logged %q, want nothing", logs.String())
+			case tc.logged && (lines != 1 || !strings.Contains(logs.String(), `"level":"ERROR"`) ||
+				!strings.Contains(logs.String(), `"path":"/v0/receipts"`) || !strings.Contains(logs.String(), jsonText(tc.err.Error()))):
+				t.Errorf("logged %q, want one error line with the path and %q", logs.String(), tc.err)
+			}
+			if tc.status == http.StatusUnauthorized && w.Header().Get("WWW-Authenticate") == "" {
+				t.Error("a 401 without WWW-Authenticate")
+			}
+		})
+	}
+}
+
+// jsonText is s as it appears inside a JSON string.
+func jsonText(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b[1 : len(b)-1])
+}
+
+// Ensure that the console gets the table's status for an error with a
+// known code, and the internal error itself (which it logs, showing a page
+// that tells nothing of it) otherwise.
+func TestAPIError_Console(t *testing.T) {
+	var ae *webui.APIError
+	if err := apiError(gateway.Errorf(CodeHandleTaken, "carol is taken")); !errors.As(err, &ae) || ae.Status != http.StatusConflict {
+		t.Errorf("handle_taken: %#v, want a 409 APIError", err)
+	}
+	for _, err := range []error{errors.New("disk"), gateway.Errorf("no_such_code", "x"), gateway.Errorf(gateway.CodeGatewayError, "x")} {
+		if got := apiError(err); errors.As(got, &ae) {
+			t.Errorf("%v: %#v, want the internal error itself", err, got)
+		}
+	}
+}
+
+// Ensure that a tool of /mcp reads an error as the JSON API does: an error
+// without a known code is a logged gateway_error that tells nothing of it,
+// and a known code is passed on, unlogged.
+func TestMCPServer_Fail_InternalErrors(t *testing.T) {
+	for _, tc := range []struct {
+		err    error
+		code   string
+		logged bool
+	}{
+		{errors.New("decode receipts/7: hunter2"), gateway.CodeGatewayError, true},
+		{gateway.Errorf("no_such_code", "hunter2"), gateway.CodeGatewayError, true},
+		{gateway.Errorf(gateway.CodeGatewayError, "derive sub-mandate"), gateway.CodeGatewayError, true},
+		{notFound("no receipt r9"), gateway.CodeNotFound, false},
+	} {
+		var logs bytes.Buffer
+		m := &mcpServer{log: slog.New(slog.NewJSONHandler(&logs, nil))}
+		res := m.fail("get_receipt", tc.err)
+		b, err := json.Marshal(res.StructuredContent)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var body mcpError
+		if err := json.Unmarshal(b, &body); err != nil || body.Error == nil {
+			t.Fatalf("%v: answered %s (%v)", tc.err, b, err)
+		}
+		if !res.IsError || body.Error.Code != tc.code || bytes.Contains(b, []byte("hunter2")) {
+			t.Errorf("%v: answered %s, want a tool error %s telling nothing of it", tc.err, b, tc.code)
+		}
+		if n := strings.Count(logs.String(), "\n"); n != map[bool]int{true: 1, false: 0}[tc.logged] {
+			t.Errorf("%v: logged %q", tc.err, logs.String())
+		}
+	}
+}

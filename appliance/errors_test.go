@@ -1,0 +1,222 @@
+package appliance_test
+
+import (
+	"bytes"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io"
+	"net/http"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+
+	"holon.dev/holon/appliance"
+	"holon.dev/holon/gateway"
+	"holon.dev/holon/kv"
+)
+
+// errorCodes reads the error codes the Go files of dir (tests left out)
+// use: every constant named Code…, and every string literal given as the
+// code of gateway.Errorf or of a gateway.Error, so a code written out in
+// place is found too. It maps each code to where it was seen.
+func errorCodes(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	codes := map[string]string{}
+	fset := token.NewFileSet()
+	literal := func(e ast.Expr) (string, bool) {
+		lit, ok := e.(*ast.BasicLit)
+		if !ok || lit.Kind != token.STRING {
+			return "", false
+		}
+		s, err := strconv.Unquote(lit.Value)
+		return s, err == nil
+	}
+	// isGateway reports whether e names gateway's fn (fn, or gateway.fn).
+	isGateway := func(e ast.Expr, fn string) bool {
+		switch e := e.(type) {
+		case *ast.Ident:
+			return e.Name == fn && strings.HasSuffix(dir, "gateway")
+		case *ast.SelectorExpr:
+			x, ok := e.X.(*ast.Ident)
+			return ok && x.Name == "gateway" && e.Sel.Name == fn
+		}
+		return false
+	}
+	for _, path := range files {
+		if strings.HasSuffix(path, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, path, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			switch n := n.(type) {
+			case *ast.GenDecl:
+				if n.Tok != token.CONST {
+					return true
+				}
+				for _, spec := range n.Specs {
+					vs := spec.(*ast.ValueSpec)
+					for i, name := range vs.Names {
+						if !strings.HasPrefix(name.Name, "Code") || i >= len(vs.Values) {
+							continue
+						}
+						if s, ok := literal(vs.Values[i]); ok {
+							codes[s] = fset.Position(name.Pos()).String()
+						}
+					}
+				}
+			case *ast.CallExpr:
+				if isGateway(n.Fun, "Errorf") && len(n.Args) > 0 {
+					if s, ok := literal(n.Args[0]); ok {
+						codes[s] = fset.Position(n.Pos()).String()
+					}
+				}
+			case *ast.CompositeLit:
+				if !isGateway(n.Type, "Error") {
+					return true
+				}
+				for _, el := range n.Elts {
+					pair, ok := el.(*ast.KeyValueExpr)
+					if k, isIdent := pair.Key.(*ast.Ident); ok && isIdent && k.Name == "Code" {
+						if s, ok := literal(pair.Value); ok {
+							codes[s] = fset.Position(n.Pos()).String()
+						}
+					}
+				}
+			}
+			return true
+		})
+	}
+	return codes
+}
+
+// Ensure that every error code the gateway and the appliance declare (or
+// write out in place) has a row in the gateway's table of HTTP statuses:
+// a new code cannot fall through to some default.
+func TestHTTPStatus_EveryCodeHasARow(t *testing.T) {
+	codes := errorCodes(t, "../gateway")
+	for code, at := range errorCodes(t, ".") {
+		codes[code] = at
+	}
+	for code, at := range errorCodes(t, "../webui") {
+		codes[code] = at
+	}
+	if len(codes) < 60 {
+		t.Fatalf("found %d codes, want them all (more than 60): the parse missed some", len(codes))
+	}
+	var missing []string
+	for code, at := range codes {
+		if s, ok := gateway.HTTPStatus(code); !ok || s < 400 || s > 599 {
+			missing = append(missing, code+" ("+at+")")
+		}
+	}
+	sort.Strings(missing)
+	for _, m := range missing {
+		t.Errorf("no HTTP status for %s", m)
+	}
+	if _, ok := gateway.HTTPStatus("no_such_code"); ok {
+		t.Error("a code nobody declared has a status")
+	}
+}
+
+// Ensure that the statuses gateway.md §5 names, and those the hosted API
+// documents, are the table's.
+func TestHTTPStatus_Spec(t *testing.T) {
+	for code, want := range map[string]int{
+		gateway.CodeInvalidRequest:        400,
+		gateway.CodeInvalidMandate:        400,
+		gateway.CodeNotFound:              404,
+		gateway.CodeOverBudget:            403,
+		gateway.CodeNotAllowed:            403,
+		gateway.CodeMandateInactive:       403,
+		gateway.CodeRejectedInput:         422,
+		gateway.CodeAgentError:            502,
+		gateway.CodeTimeout:               502,
+		gateway.CodeRuntimeUnavailable:    502,
+		gateway.CodeGatewayError:          500,
+		gateway.CodeInvalidToken:          401,
+		appliance.CodeUnauthenticated:     401,
+		appliance.CodeForbidden:           403,
+		appliance.CodeRateLimited:         429,
+		appliance.CodeBodyTooLarge:        413,
+		appliance.CodeIdempotencyInFlight: 409,
+		appliance.CodeGitHubUnavailable:   503,
+	} {
+		if got, _ := gateway.HTTPStatus(code); got != want {
+			t.Errorf("%s: %d, want %d", code, got, want)
+		}
+	}
+}
+
+// Ensure that receipts the store cannot read (a row that does not decode)
+// are answered 500 gateway_error, logged once, and not 400 invalid_request
+// as if the client had asked wrongly; a bad cursor is still the client's
+// 400.
+func TestAPI_Receipts_UnreadableReceipt(t *testing.T) {
+	ta := newHostedApp(t)
+	carol := ta.signup("carol")
+	carol.agent.must(http.StatusOK, "POST", "/v0/calls", lookup(""))
+	carol.human.must(http.StatusOK, "GET", "/v0/receipts", nil)
+
+	// A copy of the store whose receipts are cut short, as a torn or
+	// corrupted page would leave them.
+	var snap kv.Snapshot
+	var rows []kv.Row
+	err := kv.Unwrap(ta.app.Engine().Store()).Export(func(s kv.Snapshot) error { snap = s; return nil },
+		func(bucket string, key, value []byte) error {
+			if bucket == "receipts" {
+				value = value[:len(value)/2]
+			}
+			rows = append(rows, kv.Row{Bucket: bucket, Key: bytes.Clone(key), Value: bytes.Clone(value)})
+			return nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	corrupt := filepath.Join(t.TempDir(), "corrupt.db")
+	if err := kv.Restore(corrupt, snap, func() (kv.Row, error) {
+		if len(rows) == 0 {
+			return kv.Row{}, io.EOF
+		}
+		r := rows[0]
+		rows = rows[1:]
+		return r, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	ta.restart(func(c *appliance.Config) { c.DB = corrupt })
+
+	for _, c := range []struct {
+		who  client
+		path string
+	}{
+		{carol.human, "/v0/receipts"},
+		{carol.human, "/v0/receipts?mandate=carol/sandbox"},
+		{carol.agent, "/v0/receipts"},
+	} {
+		before := ta.logs.String()
+		status, out := c.who.do("GET", c.path, nil)
+		if status != http.StatusInternalServerError || errorCode(out) != gateway.CodeGatewayError {
+			t.Errorf("GET %s of an unreadable receipt: %d %v, want 500 %s", c.path, status, out, gateway.CodeGatewayError)
+		}
+		if msg := out["error"].(map[string]any)["message"].(string); strings.Contains(msg, "decode") || strings.Contains(msg, "receipts") {
+			t.Errorf("GET %s told the client %q", c.path, msg)
+		}
+		logged := strings.TrimPrefix(ta.logs.String(), before)
+		if n := strings.Count(logged, `"level":"ERROR"`); n != 1 || !strings.Contains(logged, "decode") {
+			t.Errorf("GET %s logged %d errors, want 1 that says why: %s", c.path, n, logged)
+		}
+	}
+	if status, out := carol.human.do("GET", "/v0/receipts?before=nope", nil); status != http.StatusBadRequest || errorCode(out) != gateway.CodeInvalidRequest {
+		t.Errorf("a bad cursor: %d %v, want 400 %s", status, out, gateway.CodeInvalidRequest)
+	}
+}
