@@ -106,7 +106,7 @@ func (l *listings) catalog(w http.ResponseWriter, r *http.Request, _ httprouter.
 	if s := q.Get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 || n > catalogMaxLimit {
-			writeError(w, http.StatusBadRequest, gateway.Errorf(gateway.CodeInvalidRequest, "limit must be a whole number from 1 to %d", catalogMaxLimit))
+			writeError(w, http.StatusBadRequest, holon.Errorf(holon.CodeInvalidRequest, "limit must be a whole number from 1 to %d", catalogMaxLimit))
 			return
 		}
 		limit = n

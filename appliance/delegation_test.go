@@ -84,7 +84,7 @@ func newDelegationGateway(t *testing.T, remotes ...*gateway.Manifest) *delegatio
 	g.eng = gateway.New(gateway.Config{Store: s, Registry: reg, PublicURL: g.srv.URL, SignupCredit: journal.MustParseAmount("10.00"),
 		Runners: map[string]gateway.Runner{gateway.RuntimeDev: dev, gateway.RuntimeMCP: runner}})
 	api := withDelegatedCalls(g.eng, slog.New(slog.DiscardHandler), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusUnauthorized, gateway.Errorf(CodeUnauthenticated, "the API behind: no key"))
+		writeError(w, http.StatusUnauthorized, holon.Errorf(CodeUnauthenticated, "the API behind: no key"))
 	}))
 	g.srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if tok, ok := delegationToken(r); ok {
@@ -231,7 +231,7 @@ func TestDelegatedCalls_InvoicePipelineOverMCP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if status != http.StatusUnauthorized || errorCodeOf(body) != gateway.CodeInvalidToken || h.Get("WWW-Authenticate") == "" {
+	if status != http.StatusUnauthorized || errorCodeOf(body) != holon.CodeInvalidToken || h.Get("WWW-Authenticate") == "" {
 		t.Errorf("token reused after the parent settled: %d %v", status, body)
 	}
 }
@@ -309,13 +309,13 @@ downstream: {mode: passthrough, cap: "1.00"}
 		code   string
 	}{
 		{http.StatusOK, ""},
-		{http.StatusForbidden, gateway.CodeNotDeclared},
-		{http.StatusForbidden, gateway.CodeNotDeclared},
-		{http.StatusBadRequest, gateway.CodeInvalidRequest},
-		{http.StatusBadRequest, gateway.CodeInvalidRequest},
-		{http.StatusNotFound, gateway.CodeNotFound},
-		{http.StatusBadRequest, gateway.CodeInvalidRequest},
-		{http.StatusMethodNotAllowed, gateway.CodeInvalidRequest},
+		{http.StatusForbidden, holon.CodeNotDeclared},
+		{http.StatusForbidden, holon.CodeNotDeclared},
+		{http.StatusBadRequest, holon.CodeInvalidRequest},
+		{http.StatusBadRequest, holon.CodeInvalidRequest},
+		{http.StatusNotFound, holon.CodeNotFound},
+		{http.StatusBadRequest, holon.CodeInvalidRequest},
+		{http.StatusMethodNotAllowed, holon.CodeInvalidRequest},
 	} {
 		s := got[i]
 		if s.Status != want.status || errorCodeOf(s.Body) != want.code {

@@ -12,6 +12,7 @@ import (
 	"github.com/julienschmidt/httprouter"
 	"gopkg.in/yaml.v3"
 
+	"holon.dev/holon"
 	"holon.dev/holon/gateway"
 	"holon.dev/holon/journal"
 )
@@ -40,12 +41,12 @@ func (a *api) draftAgent(w http.ResponseWriter, r *http.Request, _ httprouter.Pa
 		return
 	}
 	if !gateway.ValidAgentName(body.Name) {
-		a.fail(w, r, gateway.Errorf(gateway.CodeInvalidRequest, "name %q is not an agent name: 1-64 lowercase letters, digits, - and _", body.Name))
+		a.fail(w, r, holon.Errorf(holon.CodeInvalidRequest, "name %q is not an agent name: 1-64 lowercase letters, digits, - and _", body.Name))
 		return
 	}
 	var input any
 	if len(body.Input) == 0 || json.Unmarshal(body.Input, &input) != nil || input == nil {
-		a.fail(w, r, gateway.Errorf(gateway.CodeInvalidRequest, `input is required: the example input to send to the endpoint, as JSON (such as {"text": "hello"})`))
+		a.fail(w, r, holon.Errorf(holon.CodeInvalidRequest, `input is required: the example input to send to the endpoint, as JSON (such as {"text": "hello"})`))
 		return
 	}
 	if err := a.checkEndpoint(r.Context(), body.Endpoint); err != nil {
@@ -76,15 +77,15 @@ func (a *api) draftAgent(w http.ResponseWriter, r *http.Request, _ httprouter.Pa
 	switch res.Outcome.Kind {
 	case gateway.OutcomeOutput:
 	case gateway.OutcomeError:
-		a.fail(w, r, gateway.Errorf(CodeDraftCallFailed, "the endpoint answered the example input with the error %s (%s): send an input it accepts", res.Outcome.Code, res.Message))
+		a.fail(w, r, holon.Errorf(CodeDraftCallFailed, "the endpoint answered the example input with the error %s (%s): send an input it accepts", res.Outcome.Code, res.Message))
 		return
 	default:
-		a.fail(w, r, gateway.Errorf(CodeDraftCallFailed, "calling the endpoint failed: %s", orText(res.Message, "no answer")))
+		a.fail(w, r, holon.Errorf(CodeDraftCallFailed, "calling the endpoint failed: %s", orText(res.Message, "no answer")))
 		return
 	}
 	var output any
 	if err := json.Unmarshal(res.Output, &output); err != nil {
-		a.fail(w, r, gateway.Errorf(CodeDraftCallFailed, "the endpoint's answer is not JSON: %v", err))
+		a.fail(w, r, holon.Errorf(CodeDraftCallFailed, "the endpoint's answer is not JSON: %v", err))
 		return
 	}
 	d["interface"] = map[string]any{
@@ -93,7 +94,7 @@ func (a *api) draftAgent(w http.ResponseWriter, r *http.Request, _ httprouter.Pa
 	}
 	m, err := draftManifest(d)
 	if err != nil {
-		a.fail(w, r, gateway.Errorf(CodeDraftCallFailed, "the answer does not make a valid draft: %v", err))
+		a.fail(w, r, holon.Errorf(CodeDraftCallFailed, "the answer does not make a valid draft: %v", err))
 		return
 	}
 	var y bytes.Buffer

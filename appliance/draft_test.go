@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"holon.dev/holon"
 	"holon.dev/holon/appliance"
 	"holon.dev/holon/gateway"
 )
@@ -61,8 +62,8 @@ func TestDraft_Webhook(t *testing.T) {
 		status int
 		code   string
 	}{
-		{"bad name", map[string]any{"name": "Hooky!", "endpoint": srv.srv.URL + "/run", "input": map[string]any{}}, 400, gateway.CodeInvalidRequest},
-		{"no input", map[string]any{"name": "h2", "endpoint": srv.srv.URL + "/run"}, 400, gateway.CodeInvalidRequest},
+		{"bad name", map[string]any{"name": "Hooky!", "endpoint": srv.srv.URL + "/run", "input": map[string]any{}}, 400, holon.CodeInvalidRequest},
+		{"no input", map[string]any{"name": "h2", "endpoint": srv.srv.URL + "/run"}, 400, holon.CodeInvalidRequest},
 		{"http endpoint", map[string]any{"name": "h2", "endpoint": "http://127.0.0.1/run", "input": map[string]any{}}, 400, appliance.CodeEndpointNotHTTPS},
 		{"no credential: the server refuses", map[string]any{"name": "h2", "endpoint": srv.srv.URL + "/run", "input": map[string]any{"text": "a"}}, 502, appliance.CodeDraftCallFailed},
 		{"endpoint not answering", map[string]any{"name": "h2", "endpoint": "https://127.0.0.1:1/run", "input": map[string]any{"text": "a"}}, 502, appliance.CodeDraftCallFailed},

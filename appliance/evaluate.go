@@ -116,7 +116,7 @@ func (a *App) Evaluate(ctx context.Context, ref string) error {
 func (ev *evaluator) enqueue(ctx context.Context, ref string) error {
 	v, ok := ev.engine.Registry().Get(ref)
 	if !ok {
-		return gateway.Errorf(gateway.CodeNotFound, "no listed version %s", ref)
+		return holon.Errorf(holon.CodeNotFound, "no listed version %s", ref)
 	}
 	if len(ev.suitesFor(v.Manifest)) == 0 {
 		return nil

@@ -104,7 +104,7 @@ func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if strings.ContainsRune(r.URL.Path, 0) || strings.ContainsRune(r.URL.RawQuery, 0) ||
 		strings.Contains(strings.ToLower(r.URL.RawQuery), "%00") {
-		a.fail(sw, r, gateway.Errorf(CodeNULCharacter, "NUL characters are not accepted in the path or query"))
+		a.fail(sw, r, holon.Errorf(CodeNULCharacter, "NUL characters are not accepted in the path or query"))
 		return
 	}
 	if r.Body != nil {
@@ -126,5 +126,5 @@ func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (a *api) tooMany(w http.ResponseWriter, r *http.Request, wait time.Duration, who string) {
 	ra := retryAfter(wait)
 	w.Header().Set("Retry-After", ra)
-	a.fail(w, r, gateway.Errorf(CodeRateLimited, "too many requests from %s: retry in %s s", who, ra))
+	a.fail(w, r, holon.Errorf(CodeRateLimited, "too many requests from %s: retry in %s s", who, ra))
 }

@@ -98,11 +98,11 @@ func (a *api) createMandate(w http.ResponseWriter, r *http.Request, _ httprouter
 		return
 	}
 	if doc == nil {
-		a.fail(w, r, gateway.Errorf(gateway.CodeInvalidRequest, "body: want a mandate as a JSON object"))
+		a.fail(w, r, holon.Errorf(holon.CodeInvalidRequest, "body: want a mandate as a JSON object"))
 		return
 	}
-	var fe []gateway.FieldError
-	bad := func(path, msg string) { fe = append(fe, gateway.FieldError{Path: path, Msg: msg}) }
+	var fe []holon.FieldError
+	bad := func(path, msg string) { fe = append(fe, holon.FieldError{Path: path, Msg: msg}) }
 	id, _ := doc["id"].(string)
 	if name, ok := strings.CutPrefix(id, p.account+"/"); ok {
 		id = name
@@ -134,7 +134,7 @@ func (a *api) createMandate(w http.ResponseWriter, r *http.Request, _ httprouter
 		bad("grantee", "must be one of your agents: "+p.account+"/<name>")
 	}
 	if len(fe) > 0 {
-		a.fail(w, r, &gateway.Error{Code: gateway.CodeInvalidMandate, Msg: "mandate is invalid", Fields: fe})
+		a.fail(w, r, &holon.Error{Code: holon.CodeInvalidMandate, Msg: "mandate is invalid", Fields: fe})
 		return
 	}
 	doc["id"] = p.account + "/" + id
@@ -159,12 +159,12 @@ func (a *api) createMandate(w http.ResponseWriter, r *http.Request, _ httprouter
 			return err
 		}
 		if _, err := tx.Mandate(m.ID); err == nil {
-			return gateway.Errorf(CodeMandateExists, "%s exists already: pick another name", m.ID)
+			return holon.Errorf(CodeMandateExists, "%s exists already: pick another name", m.ID)
 		} else if !errors.Is(err, holon.ErrNotFound) {
 			return err
 		}
 		if len(acct.Mandates) >= maxMandatesPerAccount {
-			return gateway.Errorf(CodeLimitReached, "an account holds at most %d mandates", maxMandatesPerAccount)
+			return holon.Errorf(CodeLimitReached, "an account holds at most %d mandates", maxMandatesPerAccount)
 		}
 		acct.Mandates = append(acct.Mandates, m.ID)
 		if err := tx.Put(holon.BucketUsers, p.account, acct); err != nil {
@@ -206,7 +206,7 @@ func (a *api) createKey(w http.ResponseWriter, r *http.Request, _ httprouter.Par
 		return
 	}
 	if body.Mandate == "" {
-		a.fail(w, r, gateway.Errorf(gateway.CodeInvalidRequest, "mandate is required: the mandate the new agent key acts under, such as %s/sandbox", p.account))
+		a.fail(w, r, holon.Errorf(holon.CodeInvalidRequest, "mandate is required: the mandate the new agent key acts under, such as %s/sandbox", p.account))
 		return
 	}
 	for attempt := 0; ; attempt++ {
@@ -234,7 +234,7 @@ func (a *api) createKey(w http.ResponseWriter, r *http.Request, _ httprouter.Par
 				}
 			}
 			if live >= maxKeysPerAccount {
-				return gateway.Errorf(CodeLimitReached, "an account holds at most %d live keys: revoke one with DELETE /v0/keys/{prefix}", maxKeysPerAccount)
+				return holon.Errorf(CodeLimitReached, "an account holds at most %d live keys: revoke one with DELETE /v0/keys/{prefix}", maxKeysPerAccount)
 			}
 			return putKey(tx, rec)
 		})
@@ -258,7 +258,7 @@ func (a *api) revokeKey(w http.ResponseWriter, r *http.Request, ps httprouter.Pa
 	h := a.hosted
 	prefix := ps.ByName("prefix")
 	if len(prefix) != keyPrefixLen || !strings.HasPrefix(prefix, "hlk_") {
-		a.fail(w, r, gateway.Errorf(gateway.CodeInvalidRequest, "%q is not a key prefix: name a key by its first %d characters, such as hlk_a_ab12cd34 (GET /v0/me lists them), never the whole key", redactKeys(prefix), keyPrefixLen))
+		a.fail(w, r, holon.Errorf(holon.CodeInvalidRequest, "%q is not a key prefix: name a key by its first %d characters, such as hlk_a_ab12cd34 (GET /v0/me lists them), never the whole key", redactKeys(prefix), keyPrefixLen))
 		return
 	}
 	var rec keyRecord
@@ -273,7 +273,7 @@ func (a *api) revokeKey(w http.ResponseWriter, r *http.Request, ps httprouter.Pa
 			return err
 		}
 		if rec.Revoked != nil {
-			return gateway.Errorf(CodeKeyRevoked, "key %s was revoked already", prefix)
+			return holon.Errorf(CodeKeyRevoked, "key %s was revoked already", prefix)
 		}
 		return revokeKey(tx, &rec, h.now())
 	})

@@ -91,22 +91,22 @@ func (m *mcpServer) toolHandler(t *mcpTool) mcp.ToolHandler {
 		defer func() {
 			if p := recover(); p != nil {
 				m.log.Error("mcp tool panicked", "tool", t.def.Name, "panic", redactKeys(fmt.Sprint(p)))
-				res, err = toolError(gateway.Errorf(gateway.CodeGatewayError, "internal error"), nil), nil
+				res, err = toolError(holon.Errorf(holon.CodeGatewayError, "internal error"), nil), nil
 			}
 		}()
 		c := callerOf(req)
 		if c == nil {
-			return toolError(gateway.Errorf(gateway.CodeGatewayError, "internal error: no caller"), nil), nil
+			return toolError(holon.Errorf(holon.CodeGatewayError, "internal error: no caller"), nil), nil
 		}
 		args := req.Params.Arguments
 		if len(bytes.TrimSpace(args)) == 0 || string(bytes.TrimSpace(args)) == "null" {
 			args = json.RawMessage("{}")
 		}
 		if bytes.IndexByte(args, 0) >= 0 || bytes.Contains(args, []byte(`\u0000`)) {
-			return toolError(gateway.Errorf(CodeNULCharacter, "NUL characters (raw or as \\u0000) are not accepted in arguments: remove them"), nil), nil
+			return toolError(holon.Errorf(CodeNULCharacter, "NUL characters (raw or as \\u0000) are not accepted in arguments: remove them"), nil), nil
 		}
 		if err := t.input.ValidateJSON(args); err != nil {
-			return toolError(gateway.Errorf(gateway.CodeInvalidRequest, "arguments of %s: %s", t.def.Name, escapeLT(err.Error())), nil), nil
+			return toolError(holon.Errorf(holon.CodeInvalidRequest, "arguments of %s: %s", t.def.Name, escapeLT(err.Error())), nil), nil
 		}
 		return t.run(ctx, req, c, args), nil
 	}
@@ -125,7 +125,7 @@ func callerOf(req *mcp.CallToolRequest) *mcpCaller {
 // decodeArgs reads valid arguments into v, strictly.
 func decodeArgs(args json.RawMessage, v any) error {
 	err := gateway.DecodeJSON(args, v, "arguments")
-	if ge := (*gateway.Error)(nil); errors.As(err, &ge) {
+	if ge := (*holon.Error)(nil); errors.As(err, &ge) {
 		ge.Msg = escapeLT(ge.Msg)
 	}
 	return err
@@ -140,7 +140,7 @@ func toolAnswer(v any) *mcp.CallToolResult {
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(v); err != nil {
-		return toolError(gateway.Errorf(gateway.CodeGatewayError, "internal error: encode the answer"), nil)
+		return toolError(holon.Errorf(holon.CodeGatewayError, "internal error: encode the answer"), nil)
 	}
 	structured := json.RawMessage(bytes.TrimSpace(b.Bytes()))
 	return &mcp.CallToolResult{
@@ -151,7 +151,7 @@ func toolAnswer(v any) *mcp.CallToolResult {
 
 // mcpError is the structuredContent of a tool error.
 type mcpError struct {
-	Error    *gateway.Error `json:"error"`
+	Error    *holon.Error   `json:"error"`
 	Agent    string         `json:"agent,omitempty"`
 	Receipt  *holon.Receipt `json:"receipt,omitempty"`
 	Approval *approvalView  `json:"approval,omitempty"`
@@ -161,15 +161,15 @@ type mcpError struct {
 // the SDK would drop the structured content). extra may carry the
 // receipt and approval of a call.
 func toolError(err error, extra *mcpError) *mcp.CallToolResult {
-	var ge *gateway.Error
+	var ge *holon.Error
 	if !errors.As(err, &ge) {
-		ge = gateway.Errorf(gateway.CodeGatewayError, "%s", internalMessage)
+		ge = holon.Errorf(holon.CodeGatewayError, "%s", internalMessage)
 	}
 	body := mcpError{}
 	if extra != nil {
 		body = *extra
 	}
-	body.Error = &gateway.Error{Code: escapeLT(ge.Code), Msg: ge.Msg}
+	body.Error = &holon.Error{Code: escapeLT(ge.Code), Msg: ge.Msg}
 	res := toolAnswer(body)
 	res.IsError = true
 	return res
@@ -186,7 +186,7 @@ func (m *mcpServer) fail(tool string, err error) *mcp.CallToolResult {
 	}
 	// A gateway message may quote a manifest (a schema's enum, an agent's
 	// answer): no "<" gets through unescaped.
-	return toolError(&gateway.Error{Code: ge.Code, Msg: escapeLT(ge.Msg)}, nil)
+	return toolError(&holon.Error{Code: ge.Code, Msg: escapeLT(ge.Msg)}, nil)
 }
 
 // sees reports whether a mandate is the caller's or derived from it.
@@ -206,7 +206,7 @@ type mcpAgent struct {
 	Currency      string         `json:"currency"`
 	NeedsApproval bool           `json:"needs_approval"`
 	Record        holon.Record   `json:"record"`
-	Denied        *gateway.Error `json:"denied,omitempty"`
+	Denied        *holon.Error   `json:"denied,omitempty"`
 }
 
 type searchArgs struct {
@@ -248,7 +248,7 @@ func (m *mcpServer) searchAgents(_ context.Context, _ *mcp.CallToolRequest, c *m
 		if d.Verdict == gateway.VerdictDeny {
 			ag.WorstCase = a.WorstCase()
 			ag.Currency = a.Currency()
-			ag.Denied = &gateway.Error{Code: d.Reason, Msg: escapeLT(d.Msg)}
+			ag.Denied = &holon.Error{Code: d.Reason, Msg: escapeLT(d.Msg)}
 		} else {
 			ag.WorstCase = d.WorstCase
 			ag.NeedsApproval = needsApproval(md, d.WorstCase)
@@ -346,7 +346,7 @@ func (m *mcpServer) getAgent(_ context.Context, _ *mcp.CallToolRequest, c *mcpCa
 	d := gateway.CheckListing(st.Mandate, a, v.Measured(rec), gateway.CallRequest{Now: e.Now()})
 	if d.Verdict == gateway.VerdictDeny {
 		um["allowed"] = false
-		um["denied"] = &gateway.Error{Code: d.Reason, Msg: escapeLT(d.Msg)}
+		um["denied"] = &holon.Error{Code: d.Reason, Msg: escapeLT(d.Msg)}
 	} else {
 		um["allowed"] = true
 		um["needs_approval"] = needsApproval(st.Mandate, d.WorstCase)

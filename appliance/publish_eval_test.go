@@ -16,6 +16,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"holon.dev/holon"
 	"holon.dev/holon/appliance"
 	"holon.dev/holon/gateway"
 )
@@ -132,7 +133,7 @@ func TestPublish_EvaluatedEndToEnd(t *testing.T) {
 		t.Errorf("publish: %v", out)
 	}
 	// Answered while the server still holds the evaluation: in the background.
-	if st, out := call(); st != http.StatusForbidden || errorCode(out) != gateway.CodeRequirementNotMet {
+	if st, out := call(); st != http.StatusForbidden || errorCode(out) != holon.CodeRequirementNotMet {
 		t.Fatalf("before the evaluation passed: %d %v, want 403 requirement_not_met", st, out)
 	}
 	cat := g.anonymous().must(http.StatusOK, "GET", "/v0/catalog?q=lena", nil)
@@ -207,7 +208,7 @@ func TestRegisterVersion_SamePathAsPublishing(t *testing.T) {
 		t.Errorf("publishing a registered version: %d %v, want 409 version_exists", st, out)
 	}
 	lena.human.must(http.StatusCreated, "POST", "/v0/agents", pubManifest("lena/pub", "1.0.0", proprietary))
-	if err := g.app.RegisterVersion(ctx, manifest("lena/pub", "1.0.0")); gateway.ErrorCode(err) != appliance.CodeVersionExists {
+	if err := g.app.RegisterVersion(ctx, manifest("lena/pub", "1.0.0")); holon.ErrorCode(err) != appliance.CodeVersionExists {
 		t.Errorf("registering a published version: %v, want version_exists", err)
 	}
 	got := map[string]bool{}

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"holon.dev/holon"
 	"holon.dev/holon/journal"
 )
 
@@ -93,23 +94,23 @@ func CheckCall(m *Mandate, a *Manifest, facts AgentFacts, budget BudgetState, re
 		return d
 	}
 	if pc := m.Budget.PerCall; pc != nil && w > *pc {
-		return denyW(CodeOverPerCall, "the worst case %s %s is above the mandate's per-call limit %s", w, m.Currency, pc)
+		return denyW(holon.CodeOverPerCall, "the worst case %s %s is above the mandate's per-call limit %s", w, m.Currency, pc)
 	}
 	// 9. total budget, counting every reservation
 	used, err := journal.Sum(budget.Spent, budget.Reserved, w)
 	if err != nil || used > m.Total() {
 		left, _ := m.Total().Sub(budget.Spent)
 		left, _ = left.Sub(budget.Reserved)
-		return denyW(CodeOverBudget, "the worst case %s %s is above what the mandate has left, %s", w, m.Currency, left)
+		return denyW(holon.CodeOverBudget, "the worst case %s %s is above what the mandate has left, %s", w, m.Currency, left)
 	}
 	// 10. delegation depth
 	if req.Delegated && m.MaxDepth() < 0 {
-		return denyW(CodeDelegationDepth, "the mandate allows no deeper delegation")
+		return denyW(holon.CodeDelegationDepth, "the mandate allows no deeper delegation")
 	}
 	// 11. approval
 	if ap := m.Approval; ap != nil && ap.Above != nil && w > *ap.Above {
 		if req.Delegated {
-			return Decision{Verdict: VerdictDeny, Reason: CodeApprovalRequired, WorstCase: w,
+			return Decision{Verdict: VerdictDeny, Reason: holon.CodeApprovalRequired, WorstCase: w,
 				Msg: fmt.Sprintf("the worst case %s %s needs approval (above %s), and nobody can approve inside a delegated run", w, m.Currency, ap.Above)}
 		}
 		return Decision{Verdict: VerdictApprove, WorstCase: w}
@@ -125,7 +126,7 @@ func CheckListing(m *Mandate, a *Manifest, facts AgentFacts, req CallRequest) De
 		return d
 	}
 	if pc := m.Budget.PerCall; pc != nil && d.WorstCase > *pc {
-		return deny(CodeOverPerCall, "the worst case %s %s is above the mandate's per-call limit %s", d.WorstCase, m.Currency, pc)
+		return deny(holon.CodeOverPerCall, "the worst case %s %s is above the mandate's per-call limit %s", d.WorstCase, m.Currency, pc)
 	}
 	return d
 }
@@ -134,57 +135,57 @@ func CheckListing(m *Mandate, a *Manifest, facts AgentFacts, req CallRequest) De
 func checkAgent(m *Mandate, a *Manifest, facts AgentFacts, req CallRequest) Decision {
 	// 1. exists and is active
 	if m == nil {
-		return deny(CodeMandateInactive, "the mandate does not exist")
+		return deny(holon.CodeMandateInactive, "the mandate does not exist")
 	}
 	if !m.Active(req.Now) {
 		if m.Revoked {
-			return deny(CodeMandateInactive, "mandate %s is revoked", m.ID)
+			return deny(holon.CodeMandateInactive, "mandate %s is revoked", m.ID)
 		}
-		return deny(CodeMandateInactive, "mandate %s expired at %s", m.ID, m.Expires.UTC().Format(time.RFC3339))
+		return deny(holon.CodeMandateInactive, "mandate %s expired at %s", m.ID, m.Expires.UTC().Format(time.RFC3339))
 	}
 	// 2. deny lists
 	for _, p := range m.denyAgents {
 		if p.Match(a.ID, a.version) {
-			return deny(CodeDeniedByMandate, "%s matches deny.agents %q", a.Ref(), p)
+			return deny(holon.CodeDeniedByMandate, "%s matches deny.agents %q", a.Ref(), p)
 		}
 	}
 	for _, c := range a.Capabilities {
 		for _, p := range m.denyCaps {
 			if p.Match(c) {
-				return deny(CodeDeniedByMandate, "capability %s of %s matches deny.capabilities %q", c, a.Ref(), p)
+				return deny(holon.CodeDeniedByMandate, "capability %s of %s matches deny.capabilities %q", c, a.Ref(), p)
 			}
 		}
 	}
 	// 3. allow lists
 	if !allowed(m, a, facts, req) {
 		if req.Capability != "" {
-			return deny(CodeNotAllowed, "neither %s nor capability %s is allowed by the mandate", a.Ref(), req.Capability)
+			return deny(holon.CodeNotAllowed, "neither %s nor capability %s is allowed by the mandate", a.Ref(), req.Capability)
 		}
-		return deny(CodeNotAllowed, "%s is not in the mandate's allow.agents", a.Ref())
+		return deny(holon.CodeNotAllowed, "%s is not in the mandate's allow.agents", a.Ref())
 	}
 	// 4. requirements
 	if r := m.Require; r != nil {
 		if r.License == RequireOpen && !a.OpenSource() {
-			return deny(CodeRequirementNotMet, "the mandate requires an open-source agent with source; %s is %s", a.Ref(), a.License)
+			return deny(holon.CodeRequirementNotMet, "the mandate requires an open-source agent with source; %s is %s", a.Ref(), a.License)
 		}
 		if r.Evaluated && !facts.Evaluated {
-			return deny(CodeRequirementNotMet, "the mandate requires an evaluated agent; %s has not passed its suite", a.Ref())
+			return deny(holon.CodeRequirementNotMet, "the mandate requires an evaluated agent; %s has not passed its suite", a.Ref())
 		}
 		if r.MinSuccessRate != nil && facts.Runs >= MinRecordRuns {
 			// succeeded/runs < rate, in integers: succeeded×10⁶ < rate×runs.
 			if facts.Succeeded*journal.Micro < int64(*r.MinSuccessRate)*facts.Runs {
-				return deny(CodeRequirementNotMet, "the mandate requires a success rate of %s; %s succeeded %d of %d runs", r.MinSuccessRate, a.Ref(), facts.Succeeded, facts.Runs)
+				return deny(holon.CodeRequirementNotMet, "the mandate requires a success rate of %s; %s succeeded %d of %d runs", r.MinSuccessRate, a.Ref(), facts.Succeeded, facts.Runs)
 			}
 		}
 	}
 	// 5. data policy
 	if msg := dataPolicyViolation(m.Data, a.Data); msg != "" {
-		return deny(CodeDataPolicy, "%s: %s", a.Ref(), msg)
+		return deny(holon.CodeDataPolicy, "%s: %s", a.Ref(), msg)
 	}
 	// 6. exchange rate
 	rate, ok := m.Rate(a.Currency())
 	if !ok {
-		return deny(CodeNoFxRate, "the mandate has no fx rate for %s, the currency of %s", a.Currency(), a.Ref())
+		return deny(holon.CodeNoFxRate, "the mandate has no fx rate for %s, the currency of %s", a.Currency(), a.Ref())
 	}
 	worst, err := journal.ConvertUp(a.WorstCase(), rate)
 	if err != nil {
@@ -199,7 +200,7 @@ func checkAgent(m *Mandate, a *Manifest, facts AgentFacts, req CallRequest) Deci
 			price = journal.MaxAmount
 		}
 		if price > *req.MaxCost {
-			return deny(CodeBelowFixedPrice, "%s costs %s %s per run, above max_cost %s", a.Ref(), price, m.Currency, req.MaxCost)
+			return deny(holon.CodeBelowFixedPrice, "%s costs %s %s per run, above max_cost %s", a.Ref(), price, m.Currency, req.MaxCost)
 		}
 	}
 	if req.MaxCost != nil {

@@ -7,6 +7,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"holon.dev/holon"
 	"holon.dev/holon/gateway"
 	"holon.dev/holon/journal"
 )
@@ -203,7 +204,7 @@ func (c admission) expect(tb testing.TB, d gateway.Decision) {
 	if d.Verdict == gateway.VerdictDeny && d.Msg == "" {
 		tb.Errorf("deny %s without a message", d.Reason)
 	}
-	if c.verdict != gateway.VerdictDeny || c.reason == gateway.CodeApprovalRequired {
+	if c.verdict != gateway.VerdictDeny || c.reason == holon.CodeApprovalRequired {
 		if got := d.WorstCase.String(); got != c.worst {
 			tb.Errorf("W = %s, want %s", got, c.worst)
 		}
@@ -241,38 +242,38 @@ func TestCheckCall(t *testing.T) {
 	capCall := gateway.CallRequest{Capability: "extraction.table"}
 	for _, c := range []admission{
 		// 1. mandate_inactive
-		{name: "revoked", mandate: `revoked: true`, verdict: deny, reason: gateway.CodeMandateInactive},
+		{name: "revoked", mandate: `revoked: true`, verdict: deny, reason: holon.CodeMandateInactive},
 		{name: "expires at now", mandate: `expires: 2026-06-01T12:00:00Z`, req: gateway.CallRequest{Now: at},
-			verdict: deny, reason: gateway.CodeMandateInactive},
+			verdict: deny, reason: holon.CodeMandateInactive},
 		{name: "expired before now", mandate: `expires: 2026-06-01T12:00:00Z`, req: gateway.CallRequest{Now: at.Add(time.Second)},
-			verdict: deny, reason: gateway.CodeMandateInactive},
+			verdict: deny, reason: holon.CodeMandateInactive},
 		{name: "expires after now", mandate: `expires: 2026-06-01T12:00:00Z`, req: gateway.CallRequest{Now: at.Add(-time.Second)},
 			verdict: allow, worst: "0.10"},
 
 		// 2. denied_by_mandate
 		{name: "agent matches deny.agents", mandate: `deny: {agents: ["acme/*"]}`,
-			verdict: deny, reason: gateway.CodeDeniedByMandate},
+			verdict: deny, reason: holon.CodeDeniedByMandate},
 		{name: "agent version in a denied range", mandate: `deny: {agents: ["acme/extract@<2"]}`,
-			verdict: deny, reason: gateway.CodeDeniedByMandate},
+			verdict: deny, reason: holon.CodeDeniedByMandate},
 		{name: "agent version outside a denied range", mandate: `deny: {agents: ["acme/extract@>=2"]}`,
 			verdict: allow, worst: "0.10"},
 		{name: "another capability of the agent is denied", mandate: `deny: {capabilities: ["scraping.*"]}`,
 			agent: `capabilities: [extraction.table, scraping.web]`, req: capCall,
-			verdict: deny, reason: gateway.CodeDeniedByMandate},
+			verdict: deny, reason: holon.CodeDeniedByMandate},
 
 		// 3. not_allowed
 		{name: "by name, not in allow.agents", mandate: `allow: {agents: ["holon-labs/*"]}`,
-			verdict: deny, reason: gateway.CodeNotAllowed},
+			verdict: deny, reason: holon.CodeNotAllowed},
 		{name: "by name, the capability allowed is not enough", mandate: `allow: {agents: ["holon-labs/*"], capabilities: ["extraction.*"]}`,
-			verdict: deny, reason: gateway.CodeNotAllowed},
+			verdict: deny, reason: holon.CodeNotAllowed},
 		{name: "by capability, capability not allowed", mandate: `allow: {agents: null, capabilities: ["search.*"]}`, req: capCall,
-			verdict: deny, reason: gateway.CodeNotAllowed},
+			verdict: deny, reason: holon.CodeNotAllowed},
 		{name: "by capability, allowed", mandate: `allow: {agents: null, capabilities: ["extraction.*"]}`, req: capCall,
 			verdict: allow, worst: "0.10"},
 		{name: "by capability, another account's published agent", mandate: `allow: {agents: null, capabilities: ["extraction.*"]}`,
-			facts: published, req: capCall, verdict: deny, reason: gateway.CodeNotAllowed},
+			facts: published, req: capCall, verdict: deny, reason: holon.CodeNotAllowed},
 		{name: "by capability, another account's published agent, also in allow.agents", mandate: `allow: {agents: ["acme/*"], capabilities: ["extraction.*"]}`,
-			facts: published, req: capCall, verdict: deny, reason: gateway.CodeNotAllowed},
+			facts: published, req: capCall, verdict: deny, reason: holon.CodeNotAllowed},
 		{name: "by capability, published agent with allow.published", mandate: `allow: {agents: null, capabilities: ["extraction.*"], published: true}`,
 			facts: published, req: capCall, verdict: allow, worst: "0.10"},
 		{name: "by capability, published agent of the mandate's issuer", mandate: `allow: {agents: null, capabilities: ["extraction.*"]}`,
@@ -284,21 +285,21 @@ func TestCheckCall(t *testing.T) {
 
 		// 4. requirement_not_met
 		{name: "open required, agent proprietary", mandate: `require: {license: open}`,
-			verdict: deny, reason: gateway.CodeRequirementNotMet},
+			verdict: deny, reason: holon.CodeRequirementNotMet},
 		{name: "open required, OSI license without source", mandate: `require: {license: open}`,
 			agent: `{license: MIT, source: {repository: "https://github.com/acme/extract", commit: 4f1c2a9e}}`,
-			edit:  func(a *gateway.Manifest) { a.Source = nil }, verdict: deny, reason: gateway.CodeRequirementNotMet},
+			edit:  func(a *gateway.Manifest) { a.Source = nil }, verdict: deny, reason: holon.CodeRequirementNotMet},
 		{name: "open required, OSI license with source", mandate: `require: {license: open}`,
 			agent:   `{license: MIT, source: {repository: "https://github.com/acme/extract", commit: 4f1c2a9e}}`,
 			verdict: allow, worst: "0.10"},
 		{name: "evaluated required, not evaluated", mandate: `require: {evaluated: true}`,
-			verdict: deny, reason: gateway.CodeRequirementNotMet},
+			verdict: deny, reason: holon.CodeRequirementNotMet},
 		{name: "evaluated required, evaluated", mandate: `require: {evaluated: true}`,
 			facts: gateway.AgentFacts{Evaluated: true}, verdict: allow, worst: "0.10"},
 		{name: "success rate below, 20 runs", mandate: `require: {min_success_rate: "0.90"}`,
-			facts: gateway.AgentFacts{Runs: 20, Succeeded: 17}, verdict: deny, reason: gateway.CodeRequirementNotMet},
+			facts: gateway.AgentFacts{Runs: 20, Succeeded: 17}, verdict: deny, reason: holon.CodeRequirementNotMet},
 		{name: "success rate just below, 1000 runs", mandate: `require: {min_success_rate: "0.90"}`,
-			facts: gateway.AgentFacts{Runs: 1000, Succeeded: 899}, verdict: deny, reason: gateway.CodeRequirementNotMet},
+			facts: gateway.AgentFacts{Runs: 1000, Succeeded: 899}, verdict: deny, reason: holon.CodeRequirementNotMet},
 		{name: "success rate exactly at the minimum", mandate: `require: {min_success_rate: "0.90"}`,
 			facts: gateway.AgentFacts{Runs: 20, Succeeded: 18}, verdict: allow, worst: "0.10"},
 		{name: "success rate not applied under 20 runs", mandate: `require: {min_success_rate: "0.90"}`,
@@ -306,25 +307,25 @@ func TestCheckCall(t *testing.T) {
 
 		// 5. data_policy
 		{name: "retention longer", mandate: `data: {retention: 24h}`, agent: `data: {retention: 30d}`,
-			verdict: deny, reason: gateway.CodeDataPolicy},
+			verdict: deny, reason: holon.CodeDataPolicy},
 		{name: "retention equal", mandate: `data: {retention: 24h}`, agent: `data: {retention: 1d}`,
 			verdict: allow, worst: "0.10"},
 		{name: "retention none under none", mandate: `data: {retention: none}`, agent: `data: {retention: none}`,
 			verdict: allow, worst: "0.10"},
 		{name: "retention not attested", mandate: `data: {retention: 30d}`, agent: `data: {regions: [eu], training: false}`,
-			verdict: deny, reason: gateway.CodeDataPolicy},
+			verdict: deny, reason: holon.CodeDataPolicy},
 		{name: "no data policy at all", mandate: `data: {retention: 30d}`,
-			verdict: deny, reason: gateway.CodeDataPolicy},
+			verdict: deny, reason: holon.CodeDataPolicy},
 		{name: "region outside", mandate: `data: {regions: [eu]}`, agent: `data: {regions: [eu, us]}`,
-			verdict: deny, reason: gateway.CodeDataPolicy},
+			verdict: deny, reason: holon.CodeDataPolicy},
 		{name: "regions a subset", mandate: `data: {regions: [eu, us]}`, agent: `data: {regions: [us]}`,
 			verdict: allow, worst: "0.10"},
 		{name: "regions not attested", mandate: `data: {regions: [eu]}`, agent: `data: {retention: none}`,
-			verdict: deny, reason: gateway.CodeDataPolicy},
+			verdict: deny, reason: holon.CodeDataPolicy},
 		{name: "trains when refused", mandate: `data: {training: false}`, agent: `data: {training: true}`,
-			verdict: deny, reason: gateway.CodeDataPolicy},
+			verdict: deny, reason: holon.CodeDataPolicy},
 		{name: "training not attested when refused", mandate: `data: {training: false}`, agent: `data: {retention: none}`,
-			verdict: deny, reason: gateway.CodeDataPolicy},
+			verdict: deny, reason: holon.CodeDataPolicy},
 		{name: "no training when refused", mandate: `data: {training: false}`, agent: `data: {training: false}`,
 			verdict: allow, worst: "0.10"},
 		{name: "training allowed", mandate: `data: {training: true}`, agent: `data: {training: true}`,
@@ -332,35 +333,35 @@ func TestCheckCall(t *testing.T) {
 
 		// 6. no_fx_rate
 		{name: "no rate for the agent's currency", agent: `pricing: {currency: USD}`,
-			verdict: deny, reason: gateway.CodeNoFxRate},
+			verdict: deny, reason: holon.CodeNoFxRate},
 		{name: "a rate for another currency only", mandate: `fx: {GBP: "1.17"}`, agent: `pricing: {currency: USD}`,
-			verdict: deny, reason: gateway.CodeNoFxRate},
+			verdict: deny, reason: holon.CodeNoFxRate},
 		{name: "a free agent that names no currency", agent: `pricing: {model: free, amount: null, currency: null}`,
 			verdict: allow, worst: "0.00"},
 
 		// 7. below_fixed_price
 		{name: "per_run above max_cost", maxCost: "0.09",
-			verdict: deny, reason: gateway.CodeBelowFixedPrice},
+			verdict: deny, reason: holon.CodeBelowFixedPrice},
 		{name: "per_run converted above max_cost", mandate: `fx: {USD: "0.92"}`, agent: `pricing: {currency: USD}`, maxCost: "0.091",
-			verdict: deny, reason: gateway.CodeBelowFixedPrice},
+			verdict: deny, reason: holon.CodeBelowFixedPrice},
 		{name: "per_run converted equal to max_cost", mandate: `fx: {USD: "0.92"}`, agent: `pricing: {currency: USD}`, maxCost: "0.092",
 			verdict: allow, worst: "0.092"},
 
 		// 8. over_per_call
 		{name: "W above per_call", mandate: `budget: {per_call: "1.00"}`, agent: `pricing: {amount: "1.000001"}`,
-			verdict: deny, reason: gateway.CodeOverPerCall},
+			verdict: deny, reason: holon.CodeOverPerCall},
 		{name: "W equal to per_call", mandate: `budget: {per_call: "1.00"}`, agent: `pricing: {amount: "1.00"}`,
 			verdict: allow, worst: "1.00"},
 
 		// 9. over_budget
 		{name: "spent + reserved + W just above total", mandate: `budget: {total: "10.00"}`, agent: `pricing: {amount: "1.000001"}`,
-			spent: "4.00", reserved: "5.00", verdict: deny, reason: gateway.CodeOverBudget},
+			spent: "4.00", reserved: "5.00", verdict: deny, reason: holon.CodeOverBudget},
 		{name: "spent + reserved + W equal to total", mandate: `budget: {total: "10.00"}`, agent: `pricing: {amount: "1.00"}`,
 			spent: "4.00", reserved: "5.00", verdict: allow, worst: "1.00"},
 
 		// 10. delegation_depth
 		{name: "delegated beyond max_depth", m: depthZero, req: gateway.CallRequest{Delegated: true},
-			verdict: deny, reason: gateway.CodeDelegationDepth},
+			verdict: deny, reason: holon.CodeDelegationDepth},
 		{name: "delegated at max_depth 0", m: depthOne, req: gateway.CallRequest{Delegated: true},
 			verdict: allow, worst: "0.10"},
 
@@ -368,7 +369,7 @@ func TestCheckCall(t *testing.T) {
 		{name: "W above approval.above", mandate: `approval: {above: "1.00"}`, agent: `pricing: {amount: "3.10"}`,
 			verdict: approve, worst: "3.10"},
 		{name: "W above approval.above, delegated", mandate: `approval: {above: "1.00"}`, agent: `pricing: {amount: "3.10"}`,
-			req: gateway.CallRequest{Delegated: true}, verdict: deny, reason: gateway.CodeApprovalRequired, worst: "3.10"},
+			req: gateway.CallRequest{Delegated: true}, verdict: deny, reason: holon.CodeApprovalRequired, worst: "3.10"},
 		{name: "W equal to approval.above", mandate: `approval: {above: "1.00"}`, agent: `pricing: {amount: "1.00"}`,
 			verdict: allow, worst: "1.00"},
 		{name: "above 0, a paid call", mandate: `approval: {above: "0"}`, agent: `pricing: {amount: "0.000001"}`,
@@ -392,7 +393,7 @@ func TestCheckCall_NoMandate(t *testing.T) {
 		"CheckCall":    gateway.CheckCall(nil, a, gateway.AgentFacts{}, gateway.BudgetState{}, gateway.CallRequest{Now: admissionNow}),
 		"CheckListing": gateway.CheckListing(nil, a, gateway.AgentFacts{}, gateway.CallRequest{Now: admissionNow}),
 	} {
-		if d.Verdict != gateway.VerdictDeny || d.Reason != gateway.CodeMandateInactive {
+		if d.Verdict != gateway.VerdictDeny || d.Reason != holon.CodeMandateInactive {
 			t.Errorf("%s: got %s %q, want deny mandate_inactive", name, d.Verdict, d.Reason)
 		}
 	}
@@ -413,61 +414,61 @@ func TestCheckCall_Order(t *testing.T) {
 			name:  "1 mandate_inactive before 2 denied_by_mandate",
 			both:  admission{mandate: `{revoked: true, deny: {agents: ["acme/*"]}}`},
 			lift:  func(c *admission) { c.mandate = `deny: {agents: ["acme/*"]}` },
-			first: gateway.CodeMandateInactive, second: gateway.CodeDeniedByMandate,
+			first: holon.CodeMandateInactive, second: holon.CodeDeniedByMandate,
 		},
 		{
 			name:  "2 denied_by_mandate before 3 not_allowed",
 			both:  admission{mandate: `{deny: {agents: ["acme/*"]}, allow: {agents: ["holon-labs/*"]}}`},
 			lift:  func(c *admission) { c.mandate = `allow: {agents: ["holon-labs/*"]}` },
-			first: gateway.CodeDeniedByMandate, second: gateway.CodeNotAllowed,
+			first: holon.CodeDeniedByMandate, second: holon.CodeNotAllowed,
 		},
 		{
 			name:  "3 not_allowed before 4 requirement_not_met",
 			both:  admission{mandate: `{allow: {agents: ["holon-labs/*"]}, require: {license: open}}`},
 			lift:  func(c *admission) { c.mandate = `require: {license: open}` },
-			first: gateway.CodeNotAllowed, second: gateway.CodeRequirementNotMet,
+			first: holon.CodeNotAllowed, second: holon.CodeRequirementNotMet,
 		},
 		{
 			name:  "4 requirement_not_met before 5 data_policy",
 			both:  admission{mandate: `{require: {evaluated: true}, data: {retention: none}}`},
 			lift:  func(c *admission) { c.facts.Evaluated = true },
-			first: gateway.CodeRequirementNotMet, second: gateway.CodeDataPolicy,
+			first: holon.CodeRequirementNotMet, second: holon.CodeDataPolicy,
 		},
 		{
 			name:  "5 data_policy before 6 no_fx_rate",
 			both:  admission{mandate: `data: {regions: [eu]}`, agent: `pricing: {currency: USD}`},
 			lift:  func(c *admission) { c.agent = `{pricing: {currency: USD}, data: {regions: [eu]}}` },
-			first: gateway.CodeDataPolicy, second: gateway.CodeNoFxRate,
+			first: holon.CodeDataPolicy, second: holon.CodeNoFxRate,
 		},
 		{
 			name:  "6 no_fx_rate before 7 below_fixed_price",
 			both:  admission{agent: `pricing: {currency: USD}`, maxCost: "0.01"},
 			lift:  func(c *admission) { c.mandate = `fx: {USD: "0.92"}` },
-			first: gateway.CodeNoFxRate, second: gateway.CodeBelowFixedPrice,
+			first: holon.CodeNoFxRate, second: holon.CodeBelowFixedPrice,
 		},
 		{
 			name:  "7 below_fixed_price before 8 over_per_call",
 			both:  admission{mandate: `budget: {per_call: "1.00"}`, agent: `pricing: {amount: "2.00"}`, maxCost: "1.50"},
 			lift:  func(c *admission) { c.maxCost = "2.00" },
-			first: gateway.CodeBelowFixedPrice, second: gateway.CodeOverPerCall,
+			first: holon.CodeBelowFixedPrice, second: holon.CodeOverPerCall,
 		},
 		{
 			name:  "8 over_per_call before 9 over_budget",
 			both:  admission{mandate: `budget: {per_call: "1.00"}`, agent: `pricing: {amount: "2.00"}`, spent: "49.50"},
 			lift:  func(c *admission) { c.mandate = "" },
-			first: gateway.CodeOverPerCall, second: gateway.CodeOverBudget,
+			first: holon.CodeOverPerCall, second: holon.CodeOverBudget,
 		},
 		{
 			name:  "9 over_budget before 10 delegation_depth",
 			both:  admission{m: deriveFor(t, `delegation: {max_depth: 0}`), spent: "0.95", req: delegated},
 			lift:  func(c *admission) { c.spent = "" },
-			first: gateway.CodeOverBudget, second: gateway.CodeDelegationDepth,
+			first: holon.CodeOverBudget, second: holon.CodeDelegationDepth,
 		},
 		{
 			name:  "10 delegation_depth before 11 approval_required",
 			both:  admission{m: deriveFor(t, `{delegation: {max_depth: 0}, approval: {above: "0"}}`), req: delegated},
 			lift:  func(c *admission) { c.m = deriveFor(t, `{delegation: {max_depth: 1}, approval: {above: "0"}}`) },
-			first: gateway.CodeDelegationDepth, second: gateway.CodeApprovalRequired,
+			first: holon.CodeDelegationDepth, second: holon.CodeApprovalRequired,
 		},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -534,7 +535,7 @@ downstream: {mode: passthrough, cap: "3.00"}`, maxCost: "0.50", verdict: allow, 
 			maxCost: "0.20", verdict: allow, worst: "0.20"},
 		{name: "a W beyond any amount is over budget", mandate: `fx: {USD: "1.1"}`,
 			agent:   `pricing: {model: per_unit, amount: "1", unit: page, max: "9000000000000", currency: USD}`,
-			verdict: gateway.VerdictDeny, reason: gateway.CodeOverBudget},
+			verdict: gateway.VerdictDeny, reason: holon.CodeOverBudget},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.expect(t, c.check(t)) })
 	}
@@ -576,17 +577,17 @@ func TestCheckListing(t *testing.T) {
 		callReason string
 	}{
 		{admission: admission{name: "budget exhausted", mandate: `budget: {total: "10.00"}`, spent: "10.00",
-			verdict: allow, worst: "0.10"}, call: deny, callReason: gateway.CodeOverBudget},
+			verdict: allow, worst: "0.10"}, call: deny, callReason: holon.CodeOverBudget},
 		{admission: admission{name: "over per_call", mandate: `budget: {per_call: "0.05"}`,
-			verdict: deny, reason: gateway.CodeOverPerCall}, call: deny, callReason: gateway.CodeOverPerCall},
+			verdict: deny, reason: holon.CodeOverPerCall}, call: deny, callReason: holon.CodeOverPerCall},
 		{admission: admission{name: "beyond max_depth", m: depthZero, req: gateway.CallRequest{Delegated: true},
-			verdict: allow, worst: "0.10"}, call: deny, callReason: gateway.CodeDelegationDepth},
+			verdict: allow, worst: "0.10"}, call: deny, callReason: holon.CodeDelegationDepth},
 		{admission: admission{name: "needs approval", mandate: `approval: {above: "0"}`,
 			verdict: allow, worst: "0.10"}, call: approve},
 		{admission: admission{name: "revoked", mandate: `revoked: true`,
-			verdict: deny, reason: gateway.CodeMandateInactive}, call: deny, callReason: gateway.CodeMandateInactive},
+			verdict: deny, reason: holon.CodeMandateInactive}, call: deny, callReason: holon.CodeMandateInactive},
 		{admission: admission{name: "no fx rate", agent: `pricing: {currency: USD}`,
-			verdict: deny, reason: gateway.CodeNoFxRate}, call: deny, callReason: gateway.CodeNoFxRate},
+			verdict: deny, reason: holon.CodeNoFxRate}, call: deny, callReason: holon.CodeNoFxRate},
 		{admission: admission{name: "converted", mandate: `fx: {USD: "0.92"}`, agent: `pricing: {currency: USD}`,
 			verdict: allow, worst: "0.092"}, call: allow},
 	} {

@@ -38,27 +38,27 @@ func (e *Engine) newApproval(tx holon.Tx, r *holon.Receipt, m *Mandate, a *Manif
 func (e *Engine) bindApproval(tx holon.Tx, sp callSpec, m *Mandate, a *Manifest) (*holon.Approval, string, string) {
 	ap, err := tx.Approval(sp.approval)
 	if err != nil {
-		return nil, CodeInvalidApproval, fmt.Sprintf("no approval %s", sp.approval)
+		return nil, holon.CodeInvalidApproval, fmt.Sprintf("no approval %s", sp.approval)
 	}
 	if e.expired(ap) {
-		return nil, CodeInvalidApproval, fmt.Sprintf("approval %s expired at %s", ap.ID, ap.Expires.Format("2006-01-02T15:04:05Z"))
+		return nil, holon.CodeInvalidApproval, fmt.Sprintf("approval %s expired at %s", ap.ID, ap.Expires.Format("2006-01-02T15:04:05Z"))
 	}
 	switch {
 	case ap.Status == holon.ApprovalGranted:
 	case ap.Status == holon.ApprovalPending && sp.preApproved:
 	default:
-		return nil, CodeInvalidApproval, fmt.Sprintf("approval %s is %s, not granted", ap.ID, ap.Status)
+		return nil, holon.CodeInvalidApproval, fmt.Sprintf("approval %s is %s, not granted", ap.ID, ap.Status)
 	}
 	hash, err := canonical.Hash(sp.input)
 	switch {
 	case ap.Mandate != m.ID:
-		return nil, CodeInvalidApproval, fmt.Sprintf("approval %s is for mandate %s", ap.ID, ap.Mandate)
+		return nil, holon.CodeInvalidApproval, fmt.Sprintf("approval %s is for mandate %s", ap.ID, ap.Mandate)
 	case ap.Agent != a.Ref():
-		return nil, CodeInvalidApproval, fmt.Sprintf("approval %s is for %s, this call resolves to %s", ap.ID, ap.Agent, a.Ref())
+		return nil, holon.CodeInvalidApproval, fmt.Sprintf("approval %s is for %s, this call resolves to %s", ap.ID, ap.Agent, a.Ref())
 	case err != nil || hash != ap.InputHash:
-		return nil, CodeInvalidApproval, fmt.Sprintf("approval %s is for another input", ap.ID)
+		return nil, holon.CodeInvalidApproval, fmt.Sprintf("approval %s is for another input", ap.ID)
 	case !sameCap(ap.MaxCost, sp.maxCost):
-		return nil, CodeInvalidApproval, fmt.Sprintf("approval %s was requested with max_cost %s", ap.ID, capString(ap.MaxCost))
+		return nil, holon.CodeInvalidApproval, fmt.Sprintf("approval %s was requested with max_cost %s", ap.ID, capString(ap.MaxCost))
 	}
 	return ap, "", ""
 }
@@ -96,7 +96,7 @@ func (e *Engine) Approval(ctx context.Context, id string) (*holon.Approval, erro
 		return err
 	})
 	if errors.Is(err, holon.ErrNotFound) {
-		return nil, Errorf(CodeNotFound, "no approval %s", id)
+		return nil, holon.Errorf(holon.CodeNotFound, "no approval %s", id)
 	}
 	if err != nil {
 		return nil, err
@@ -129,7 +129,7 @@ func (e *Engine) Decide(ctx context.Context, id string, d ApprovalDecision) (*ho
 		return nil, nil, err
 	}
 	if ap.Status != holon.ApprovalPending {
-		return ap, nil, Errorf(CodeInvalidApproval, "approval %s is %s: it can be decided once", id, ap.Status)
+		return ap, nil, holon.Errorf(holon.CodeInvalidApproval, "approval %s is %s: it can be decided once", id, ap.Status)
 	}
 	if d.Reject || d.NoRun {
 		status := holon.ApprovalGranted
@@ -142,7 +142,7 @@ func (e *Engine) Decide(ctx context.Context, id string, d ApprovalDecision) (*ho
 				return err
 			}
 			if ap.Status != holon.ApprovalPending {
-				return Errorf(CodeInvalidApproval, "approval %s is %s: it can be decided once", id, ap.Status)
+				return holon.Errorf(holon.CodeInvalidApproval, "approval %s is %s: it can be decided once", id, ap.Status)
 			}
 			now := e.now().UTC()
 			ap.Status, ap.Decided = status, &now

@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 
+	"holon.dev/holon"
 	"holon.dev/holon/journal"
 )
 
@@ -108,15 +109,15 @@ func capabilityPatternsCovered(child, parent []CapabilityPattern) bool {
 // with gateway_error, if it would widen the parent.
 func DeriveSubMandate(parent *Mandate, a *Manifest, receiptID string, maxCost *journal.Amount, parentLeft journal.Amount) (*Mandate, error) {
 	if len(a.Calls) == 0 || a.Downstream == nil {
-		return nil, Errorf(CodeNotDeclared, "%s declares no calls: it cannot delegate", a.Ref())
+		return nil, holon.Errorf(holon.CodeNotDeclared, "%s declares no calls: it cannot delegate", a.Ref())
 	}
 	rate, ok := parent.Rate(a.Currency())
 	if !ok {
-		return nil, Errorf(CodeGatewayError, "derive sub-mandate: no fx rate for %s", a.Currency())
+		return nil, holon.Errorf(holon.CodeGatewayError, "derive sub-mandate: no fx rate for %s", a.Currency())
 	}
 	own, err := journal.ConvertUp(a.ListedWorstCase(), rate)
 	if err != nil {
-		return nil, Errorf(CodeGatewayError, "derive sub-mandate: %v", err)
+		return nil, holon.Errorf(holon.CodeGatewayError, "derive sub-mandate: %v", err)
 	}
 	budget := own
 	if a.Passthrough() {
@@ -125,7 +126,7 @@ func DeriveSubMandate(parent *Mandate, a *Manifest, receiptID string, maxCost *j
 		// converting the cap alone could round one micro-unit above it.
 		worst, err := journal.ConvertUp(a.WorstCase(), rate)
 		if err != nil {
-			return nil, Errorf(CodeGatewayError, "derive sub-mandate: %v", err)
+			return nil, holon.Errorf(holon.CodeGatewayError, "derive sub-mandate: %v", err)
 		}
 		budget = worst - own
 	}
@@ -166,10 +167,10 @@ func DeriveSubMandate(parent *Mandate, a *Manifest, receiptID string, maxCost *j
 		}
 	}
 	if err := child.Validate(); err != nil {
-		return nil, &Error{Code: CodeGatewayError, Msg: "derived sub-mandate is invalid", Err: err}
+		return nil, &holon.Error{Code: holon.CodeGatewayError, Msg: "derived sub-mandate is invalid", Err: err}
 	}
 	if wide := CheckAttenuation(child, parent, parentLeft); len(wide) > 0 {
-		return nil, Errorf(CodeGatewayError, "the sub-mandate for %s would widen its parent %s in %v", a.Ref(), parent.ID, wide)
+		return nil, holon.Errorf(holon.CodeGatewayError, "the sub-mandate for %s would widen its parent %s in %v", a.Ref(), parent.ID, wide)
 	}
 	return child, nil
 }
@@ -194,11 +195,11 @@ func (m *Manifest) Slot(b *Manifest, capability string, worst journal.Amount) (j
 		}
 	}
 	if named {
-		return 0, Errorf(CodeNotDeclared, "%s's worst case %s is above the max_cost of every calls entry of %s that names it", b.Ref(), worst, m.Ref())
+		return 0, holon.Errorf(holon.CodeNotDeclared, "%s's worst case %s is above the max_cost of every calls entry of %s that names it", b.Ref(), worst, m.Ref())
 	}
 	what := b.ID
 	if capability != "" {
 		what = "capability " + capability
 	}
-	return 0, Errorf(CodeNotDeclared, "%s does not declare a call to %s", m.Ref(), what)
+	return 0, holon.Errorf(holon.CodeNotDeclared, "%s does not declare a call to %s", m.Ref(), what)
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"holon.dev/holon"
 	"holon.dev/holon/gateway"
 	"holon.dev/holon/journal"
 )
@@ -307,14 +308,14 @@ func TestDeriveSubMandate_Refused(t *testing.T) {
 		code   string
 	}{
 		{name: "a declared capability outside allow.capabilities", parent: `allow: {agents: ["holon-labs/*"], capabilities: ["search.*"]}`,
-			code: gateway.CodeGatewayError},
+			code: holon.CodeGatewayError},
 		{name: "a declared agent outside allow.agents", parent: `allow: {agents: ["acme/*"], capabilities: ["extraction.*"]}`,
-			code: gateway.CodeGatewayError},
+			code: holon.CodeGatewayError},
 		{name: "a declared range wider than the allowed one", parent: `allow: {agents: ["holon-labs/sec-company@^1.2"], capabilities: ["extraction.*"]}`,
-			code: gateway.CodeGatewayError},
-		{name: "the cap above what the parent has left", left: "2.99", code: gateway.CodeGatewayError},
-		{name: "no fx rate for the agent's currency", agent: `pricing: {currency: USD}`, code: gateway.CodeGatewayError},
-		{name: "no calls", agent: `{calls: null, downstream: null}`, code: gateway.CodeNotDeclared},
+			code: holon.CodeGatewayError},
+		{name: "the cap above what the parent has left", left: "2.99", code: holon.CodeGatewayError},
+		{name: "no fx rate for the agent's currency", agent: `pricing: {currency: USD}`, code: holon.CodeGatewayError},
+		{name: "no calls", agent: `{calls: null, downstream: null}`, code: holon.CodeNotDeclared},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			parent := overlayMandate(t, tt.parent)
@@ -327,7 +328,7 @@ func TestDeriveSubMandate_Refused(t *testing.T) {
 			if err == nil {
 				t.Fatalf("derived %+v, want %s", sub, tt.code)
 			}
-			if got := gateway.ErrorCode(err); got != tt.code {
+			if got := holon.ErrorCode(err); got != tt.code {
 				t.Errorf("code %s (%v), want %s", got, err, tt.code)
 			}
 		})
@@ -378,7 +379,7 @@ calls:
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := orch.Slot(tt.b, tt.capability, amountOf(t, tt.worst))
 			if tt.slot == "" {
-				if code := gateway.ErrorCode(err); err == nil || code != gateway.CodeNotDeclared {
+				if code := holon.ErrorCode(err); err == nil || code != holon.CodeNotDeclared {
 					t.Fatalf("got %s, %v; want not_declared", got, err)
 				}
 				if !strings.Contains(err.Error(), orch.Ref()) {

@@ -78,23 +78,23 @@ func DecideBilling(a *Manifest, out Outcome, maxCost *journal.Amount, rate journ
 		if !declared {
 			// Unknown codes are never billed, and keep the agent's word out
 			// of the receipt's vocabulary.
-			return failed(CodeAgentError)
+			return failed(holon.CodeAgentError)
 		}
 		if !billed || a.ChargeOn() != ChargeOnAttempt || out.Code == "over_budget" {
 			return failed(out.Code)
 		}
 	case OutcomeCrash:
-		return failed(CodeAgentError)
+		return failed(holon.CodeAgentError)
 	case OutcomeTimeout:
-		return failed(CodeTimeout)
+		return failed(holon.CodeTimeout)
 	case OutcomeInvalidOutput:
-		return failed(CodeInvalidOutput)
+		return failed(holon.CodeInvalidOutput)
 	case OutcomeUnavailable:
-		return failed(CodeRuntimeUnavailable)
+		return failed(holon.CodeRuntimeUnavailable)
 	case OutcomeFileNotFound:
-		return failed(CodeFileNotFound)
+		return failed(holon.CodeFileNotFound)
 	default:
-		return failed(CodeGatewayError)
+		return failed(holon.CodeGatewayError)
 	}
 	price, code := runPrice(a, out)
 	if code != "" {
@@ -107,7 +107,7 @@ func DecideBilling(a *Manifest, out Outcome, maxCost *journal.Amount, rate journ
 		// Beyond any amount, so certainly above the caller's cap.
 		charge = journal.MaxAmount
 	default:
-		return failed(CodeGatewayError)
+		return failed(holon.CodeGatewayError)
 	}
 	if maxCost != nil {
 		charge = journal.Min(charge, *maxCost)
@@ -129,7 +129,7 @@ func runPrice(a *Manifest, out Outcome) (journal.Amount, string) {
 	case PricingPerUnit:
 		n, ok := parseUnits(out.Units)
 		if !ok {
-			return 0, CodeInvalidUnits
+			return 0, holon.CodeInvalidUnits
 		}
 		price, err := p.Amount.MulInt(n)
 		if err != nil { // beyond any amount: certainly above max
@@ -139,7 +139,7 @@ func runPrice(a *Manifest, out Outcome) (journal.Amount, string) {
 	case PricingQuote:
 		q, ok := parseQuote(out.Quote)
 		if !ok {
-			return 0, CodeInvalidQuote
+			return 0, holon.CodeInvalidQuote
 		}
 		return journal.Min(q, *p.Max), ""
 	}

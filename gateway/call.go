@@ -13,16 +13,6 @@ import (
 	"holon.dev/holon/journal"
 )
 
-// Codes beyond the documents.
-const (
-	// CodeInsufficientFunds: the payer's balance, less what is held, does
-	// not cover the call's worst case.
-	CodeInsufficientFunds = "insufficient_funds"
-	// CodeInvalidApproval: the approval named by a call is unknown, not
-	// granted, already used, expired, or bound to another call.
-	CodeInvalidApproval = "invalid_approval"
-)
-
 // CallInput is a request to call an agent (POST /v0/calls).
 type CallInput struct {
 	// Mandate is the id of the mandate the call runs under.
@@ -78,10 +68,10 @@ type callSpec struct {
 // behind, the call settles as it would have.
 func (e *Engine) Call(ctx context.Context, in CallInput) (*CallResult, error) {
 	if (in.Agent == "") == (in.Capability == "") {
-		return nil, Errorf(CodeInvalidRequest, "name exactly one of agent and capability")
+		return nil, holon.Errorf(holon.CodeInvalidRequest, "name exactly one of agent and capability")
 	}
 	if in.Mandate == "" {
-		return nil, Errorf(CodeInvalidRequest, "mandate is required")
+		return nil, holon.Errorf(holon.CodeInvalidRequest, "mandate is required")
 	}
 	if len(in.Input) == 0 {
 		in.Input = json.RawMessage("{}")
@@ -114,17 +104,17 @@ func (e *Engine) call(ctx context.Context, sp callSpec) (res *CallResult, err er
 	var noMandate *mandateError
 	switch {
 	case errors.As(err, &noMandate) && errors.Is(noMandate.err, holon.ErrNotFound):
-		return e.refuse(ctx, sp, nil, nil, holon.StatusDenied, CodeMandateInactive, fmt.Sprintf("no mandate %s", sp.mandateID))
+		return e.refuse(ctx, sp, nil, nil, holon.StatusDenied, holon.CodeMandateInactive, fmt.Sprintf("no mandate %s", sp.mandateID))
 	case errors.As(err, &noMandate):
 		return nil, noMandate.err
 	case err != nil:
-		return e.refuse(ctx, sp, m, nil, holon.StatusDenied, ErrorCode(err), ErrorMessage(err))
+		return e.refuse(ctx, sp, m, nil, holon.StatusDenied, holon.ErrorCode(err), holon.ErrorMessage(err))
 	}
 	if d.Verdict == VerdictDeny {
 		return e.refuse(ctx, sp, m, v, holon.StatusDenied, d.Reason, d.Msg)
 	}
 	if err := v.Manifest.input.ValidateJSON(sp.input); err != nil {
-		return e.refuse(ctx, sp, m, v, holon.StatusRejected, CodeRejectedInput,
+		return e.refuse(ctx, sp, m, v, holon.StatusRejected, holon.CodeRejectedInput,
 			fmt.Sprintf("input does not match %s's interface.input: %v", v.Manifest.Ref(), err))
 	}
 	e.step(StepAdmitted, "")
@@ -159,9 +149,9 @@ func (e *Engine) resolve(sp callSpec) (*Mandate, *AgentVersion, Decision, error)
 		candErr = err
 		cands = []*AgentVersion{v}
 	} else if !ValidCapability(sp.capability) {
-		candErr = Errorf(CodeInvalidRequest, "%q is not a capability", sp.capability)
+		candErr = holon.Errorf(holon.CodeInvalidRequest, "%q is not a capability", sp.capability)
 	} else if cands = e.registry.Implementers(sp.capability); len(cands) == 0 {
-		candErr = Errorf(CodeNotFound, "no listed agent implements %s", sp.capability)
+		candErr = holon.Errorf(holon.CodeNotFound, "no listed agent implements %s", sp.capability)
 	}
 	m := sp.mandate
 	var budget holon.Budget
@@ -210,14 +200,14 @@ func (e *Engine) resolve(sp callSpec) (*Mandate, *AgentVersion, Decision, error)
 			switch {
 			case d.Verdict != VerdictDeny:
 				if err := sp.parent.fits(m, v, sp.capability, d.WorstCase); err != nil {
-					d = deny(ErrorCode(err), "%s", ErrorMessage(err))
+					d = deny(holon.ErrorCode(err), "%s", holon.ErrorMessage(err))
 				}
-			case d.Reason == CodeNotAllowed:
+			case d.Reason == holon.CodeNotAllowed:
 				// The sub-mandate allows exactly the declared calls: a target
 				// outside them is the orchestrator's omission, not the caller's
 				// refusal.
 				if _, err := sp.parent.manifest.Slot(v.Manifest, sp.capability, 0); err != nil {
-					d = deny(CodeNotDeclared, "%s", ErrorMessage(err))
+					d = deny(holon.CodeNotDeclared, "%s", holon.ErrorMessage(err))
 				}
 			}
 		}
@@ -412,7 +402,7 @@ func (e *Engine) reserve(ctx context.Context, m *Mandate, v *AgentVersion, sp ca
 				return err
 			}
 			if acct.Available() < w {
-				return finish(holon.StatusDenied, CodeInsufficientFunds,
+				return finish(holon.StatusDenied, holon.CodeInsufficientFunds,
 					fmt.Sprintf("%s has %s available, the worst case is %s", r.Payer, acct.Available(), w))
 			}
 		}
@@ -420,7 +410,7 @@ func (e *Engine) reserve(ctx context.Context, m *Mandate, v *AgentVersion, sp ca
 			left := m.Total() - b.Spent - b.Reserved
 			sub, err := DeriveSubMandate(m, a, r.ID, sp.maxCost, left)
 			if err != nil {
-				return finish(holon.StatusFailed, CodeGatewayError, ErrorMessage(err))
+				return finish(holon.StatusFailed, holon.CodeGatewayError, holon.ErrorMessage(err))
 			}
 			raw, err := json.Marshal(sub)
 			if err != nil {
@@ -554,7 +544,7 @@ func checkOutput(a *Manifest, res *RunResult) {
 	}
 	if err := CheckJSON(res.Output, "output"); err != nil {
 		res.Outcome.Kind = OutcomeInvalidOutput
-		res.Message = fmt.Sprintf("the answer of %s is not strict JSON (RFC 7493): %v", a.Ref(), ErrorMessage(err))
+		res.Message = fmt.Sprintf("the answer of %s is not strict JSON (RFC 7493): %v", a.Ref(), holon.ErrorMessage(err))
 	} else if err := a.output.ValidateJSON(res.Output); err != nil {
 		res.Outcome.Kind = OutcomeInvalidOutput
 		res.Message = fmt.Sprintf("output does not match %s's interface.output: %v", a.Ref(), err)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+	"holon.dev/holon"
 )
 
 // maxDocumentSize bounds a manifest or mandate, so a parser is never handed
@@ -94,7 +95,7 @@ func emptyDocument(doc *yaml.Node) bool {
 // found, leaving out those about a field that was left out of the decoded
 // value (pruned), or below it: "required" would be misleading.
 func mergeFieldErrors(shape fieldErrors, pruned []string, err error) fieldErrors {
-	var e *Error
+	var e *holon.Error
 	if !errors.As(err, &e) {
 		return shape
 	}

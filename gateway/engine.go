@@ -166,7 +166,7 @@ func (e *Engine) grantSignupCredit(tx holon.Tx, account string) error {
 func (e *Engine) Credit(ctx context.Context, key, account string, amount journal.Amount) error {
 	entry, err := journal.Transfer(key, DemoCreditAccount, account, amount)
 	if err != nil {
-		return Errorf(CodeInvalidRequest, "%v", err)
+		return holon.Errorf(holon.CodeInvalidRequest, "%v", err)
 	}
 	return e.store.Update(ctx, func(tx holon.Tx) error {
 		_, err := tx.AppendEntry(entry)
@@ -238,7 +238,7 @@ func (e *Engine) Mandate(id string) (*MandateState, error) {
 		return nil
 	})
 	if errors.Is(err, holon.ErrNotFound) {
-		return nil, Errorf(CodeNotFound, "no mandate %s", id)
+		return nil, holon.Errorf(holon.CodeNotFound, "no mandate %s", id)
 	}
 	return st, err
 }
@@ -252,7 +252,7 @@ func (e *Engine) Receipt(id string) (*holon.Receipt, error) {
 		return err
 	})
 	if errors.Is(err, holon.ErrNotFound) {
-		return nil, Errorf(CodeNotFound, "no receipt %s", id)
+		return nil, holon.Errorf(holon.CodeNotFound, "no receipt %s", id)
 	}
 	return r, err
 }
@@ -263,7 +263,7 @@ func (e *Engine) Receipt(id string) (*holon.Receipt, error) {
 func (e *Engine) Receipts(mandate, before string, limit int) (holon.ReceiptPage, error) {
 	var p holon.ReceiptPage
 	if _, ok := holon.ReceiptSeq(before); before != "" && !ok {
-		return p, Errorf(CodeInvalidRequest, "before %q is not a receipt id such as r42", before)
+		return p, holon.Errorf(holon.CodeInvalidRequest, "before %q is not a receipt id such as r42", before)
 	}
 	err := e.store.View(func(tx holon.Tx) error {
 		var err error

@@ -37,7 +37,7 @@ func (e *Engine) PutMandateTx(tx holon.Tx, m *Mandate) error {
 func (e *Engine) CreditTx(tx holon.Tx, key, account string, amount journal.Amount) (holon.JournalRow, error) {
 	entry, err := journal.Transfer(key, DemoCreditAccount, account, amount)
 	if err != nil {
-		return holon.JournalRow{}, Errorf(CodeInvalidRequest, "%v", err)
+		return holon.JournalRow{}, holon.Errorf(holon.CodeInvalidRequest, "%v", err)
 	}
 	return tx.AppendEntry(entry)
 }

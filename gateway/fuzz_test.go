@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"holon.dev/holon"
 	"holon.dev/holon/gateway"
 )
 
@@ -71,7 +72,7 @@ func FuzzParseManifest(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m, err := gateway.ParseManifest(b)
 		if err != nil {
-			assertRefused(t, err, gateway.CodeInvalidManifest)
+			assertRefused(t, err, holon.CodeInvalidManifest)
 			return
 		}
 		assertRoundTrip(t, m, func(b []byte) (any, error) { return gateway.ParseManifest(b) })
@@ -91,20 +92,20 @@ func FuzzParseMandate(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m, err := gateway.ParseMandate(b)
 		if err != nil {
-			assertRefused(t, err, gateway.CodeInvalidMandate)
+			assertRefused(t, err, holon.CodeInvalidMandate)
 			return
 		}
 		assertRoundTrip(t, m, func(b []byte) (any, error) { return gateway.ParseMandate(b) })
 	})
 }
 
-// assertRefused checks that err is an *gateway.Error with code and at least
+// assertRefused checks that err is an *holon.Error with code and at least
 // one field error, each with a message.
 func assertRefused(t *testing.T, err error, code string) {
 	t.Helper()
-	var e *gateway.Error
+	var e *holon.Error
 	if !errors.As(err, &e) {
-		t.Fatalf("error %v (%T) is not a *gateway.Error", err, err)
+		t.Fatalf("error %v (%T) is not a *holon.Error", err, err)
 	}
 	if e.Code != code || len(e.Fields) == 0 {
 		t.Fatalf("error = %v; want code %s with field errors", e, code)

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"holon.dev/holon"
 	"holon.dev/holon/gateway/semver"
 	"holon.dev/holon/journal"
 )
@@ -97,12 +98,12 @@ func ParseMandate(b []byte) (*Mandate, error) {
 	m := new(Mandate)
 	validate := func() error {
 		if m.Parent != "" {
-			return &Error{Code: CodeInvalidMandate, Fields: []FieldError{{Path: "parent",
+			return &holon.Error{Code: holon.CodeInvalidMandate, Fields: []holon.FieldError{{Path: "parent",
 				Msg: "set by the gateway on derived sub-mandates; a mandate document cannot name one"}}}
 		}
 		return m.Validate()
 	}
-	if err := decodeDocument(b, m, validate).err(CodeInvalidMandate, "mandate"); err != nil {
+	if err := decodeDocument(b, m, validate).err(holon.CodeInvalidMandate, "mandate"); err != nil {
 		return nil, err
 	}
 	return m, nil
@@ -112,7 +113,7 @@ func ParseMandate(b []byte) (*Mandate, error) {
 // sub-mandates included.
 func parseStoredMandate(b []byte) (*Mandate, error) {
 	m := new(Mandate)
-	if err := decodeDocument(b, m, m.Validate).err(CodeInvalidMandate, "mandate"); err != nil {
+	if err := decodeDocument(b, m, m.Validate).err(holon.CodeInvalidMandate, "mandate"); err != nil {
 		return nil, err
 	}
 	return m, nil
@@ -192,7 +193,7 @@ func (m *Mandate) Validate() error {
 	if d := m.Delegation; d != nil && d.MaxDepth != nil && *d.MaxDepth < 0 && m.Parent == "" {
 		fe.add("delegation.max_depth", "%d is negative", *d.MaxDepth)
 	}
-	return fe.err(CodeInvalidMandate, "mandate")
+	return fe.err(holon.CodeInvalidMandate, "mandate")
 }
 
 func parseAgentPatterns(ss []string, path string, fe *fieldErrors) []AgentPattern {

@@ -10,6 +10,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"holon.dev/holon"
 	"holon.dev/holon/gateway"
 	"holon.dev/holon/journal"
 )
@@ -76,7 +77,7 @@ func TestParseMandate_Testdata(t *testing.T) {
 		t.Run(f, func(t *testing.T) {
 			_, err := gateway.ParseMandate(readTestdata(t, "mandates/"+f))
 			if strings.HasPrefix(f, "invalid-") {
-				assertInvalid(t, err, gateway.CodeInvalidMandate)
+				assertInvalid(t, err, holon.CodeInvalidMandate)
 			} else if err != nil {
 				t.Fatalf("ParseMandate: %v", err)
 			}
@@ -217,7 +218,7 @@ func TestParseMandate_Invalid(t *testing.T) {
 			if err == nil {
 				t.Fatalf("ParseMandate accepted the mandate: %s", mustJSON(t, m))
 			}
-			assertFields(t, err, gateway.CodeInvalidMandate, tt.want)
+			assertFields(t, err, holon.CodeInvalidMandate, tt.want)
 		})
 	}
 }
@@ -231,10 +232,10 @@ func TestMandate_Validate(t *testing.T) {
 	}
 	m.Allow.Agents = append(m.Allow.Agents, "bad")
 	m.FX = map[string]journal.Rate{"USD": 0}
-	assertFields(t, m.Validate(), gateway.CodeInvalidMandate, fws("allow.agents[1]", "bad", "fx.USD", "rate of 0"))
+	assertFields(t, m.Validate(), holon.CodeInvalidMandate, fws("allow.agents[1]", "bad", "fx.USD", "rate of 0"))
 
 	var empty gateway.Mandate
-	assertFields(t, empty.Validate(), gateway.CodeInvalidMandate, fws(
+	assertFields(t, empty.Validate(), holon.CodeInvalidMandate, fws(
 		"id", "required", "issuer", "required", "grantee", "required",
 		"currency", "ISO 4217", "budget.total", "required"))
 }
@@ -261,8 +262,8 @@ parent: bob/real
 budget: {total: "1.00"}
 `)
 	_, err := gateway.ParseMandate(doc)
-	var ge *gateway.Error
-	if !errors.As(err, &ge) || ge.Code != gateway.CodeInvalidMandate {
+	var ge *holon.Error
+	if !errors.As(err, &ge) || ge.Code != holon.CodeInvalidMandate {
 		t.Fatalf("ParseMandate: %v, want invalid_mandate", err)
 	}
 	found := false

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"holon.dev/holon"
 	"holon.dev/holon/gateway/semver"
 	"holon.dev/holon/journal"
 )
@@ -178,7 +179,7 @@ var (
 // CheckLineage, which needs the registry.
 func ParseManifest(b []byte) (*Manifest, error) {
 	m := new(Manifest)
-	if err := decodeDocument(b, m, m.validate).err(CodeInvalidManifest, "manifest"); err != nil {
+	if err := decodeDocument(b, m, m.validate).err(holon.CodeInvalidManifest, "manifest"); err != nil {
 		return nil, err
 	}
 	return m, nil
@@ -289,7 +290,7 @@ func (m *Manifest) validate() error {
 	if len(fe) == 0 {
 		m.validateExamples(&fe)
 	}
-	return fe.err(CodeInvalidManifest, "manifest")
+	return fe.err(holon.CodeInvalidManifest, "manifest")
 }
 
 func (m *Manifest) validateIdentity(fe *fieldErrors) {
@@ -613,17 +614,17 @@ func (m *Manifest) CheckLineage(lookup ManifestLookup) ([]journal.Upstream, erro
 		ref := exactRef(cur.ForkOf())
 		up, ok := lookup(ref)
 		if !ok {
-			return nil, &Error{Code: CodeInvalidManifest, Msg: "manifest is invalid", Fields: []FieldError{{
+			return nil, &holon.Error{Code: holon.CodeInvalidManifest, Msg: "manifest is invalid", Fields: []holon.FieldError{{
 				Path: "lineage.fork_of", Msg: fmt.Sprintf("%s is not a listed version", ref)}}}
 		}
 		if seen[up.ID] {
-			return nil, &Error{Code: CodeInvalidManifest, Msg: "manifest is invalid", Fields: []FieldError{{
+			return nil, &holon.Error{Code: holon.CodeInvalidManifest, Msg: "manifest is invalid", Fields: []holon.FieldError{{
 				Path: "lineage.fork_of", Msg: fmt.Sprintf("the chain of forks loops at %s", up.Ref())}}}
 		}
 		seen[up.ID] = true
 		chain = append(chain, journal.Upstream{Account: up.NS(), Rate: up.ForkRate()})
 		if len(chain) > journal.MaxChain {
-			return nil, &Error{Code: CodeInvalidManifest, Msg: "manifest is invalid", Fields: []FieldError{{
+			return nil, &holon.Error{Code: holon.CodeInvalidManifest, Msg: "manifest is invalid", Fields: []holon.FieldError{{
 				Path: "lineage.fork_of", Msg: fmt.Sprintf("the chain of forks is longer than %d", journal.MaxChain)}}}
 		}
 		cur = up

@@ -11,6 +11,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"holon.dev/holon"
 	"holon.dev/holon/gateway"
 	"holon.dev/holon/journal"
 )
@@ -101,7 +102,7 @@ func TestParseManifest_Testdata(t *testing.T) {
 		t.Run(f, func(t *testing.T) {
 			_, err := gateway.ParseManifest(readTestdata(t, "manifests/"+f))
 			if strings.HasPrefix(f, "invalid-") {
-				assertInvalid(t, err, gateway.CodeInvalidManifest)
+				assertInvalid(t, err, holon.CodeInvalidManifest)
 			} else if err != nil {
 				t.Fatalf("ParseManifest: %v", err)
 			}
@@ -564,7 +565,7 @@ func TestParseManifest_Invalid(t *testing.T) {
 			if err == nil {
 				t.Fatalf("ParseManifest accepted the manifest: %s", mustJSON(t, m))
 			}
-			assertFields(t, err, gateway.CodeInvalidManifest, tt.want)
+			assertFields(t, err, holon.CodeInvalidManifest, tt.want)
 		})
 	}
 }
@@ -697,7 +698,7 @@ func TestManifest_CheckLineage(t *testing.T) {
 			if err == nil {
 				t.Fatalf("CheckLineage accepted the chain %v", got)
 			}
-			assertFields(t, err, gateway.CodeInvalidManifest, fw("lineage.fork_of", tt.want))
+			assertFields(t, err, holon.CodeInvalidManifest, fw("lineage.fork_of", tt.want))
 		})
 	}
 }
@@ -743,13 +744,13 @@ func fws(pairs ...string) []fwant {
 	return out
 }
 
-// assertFields checks that err is an *gateway.Error with code whose field
+// assertFields checks that err is an *holon.Error with code whose field
 // errors are exactly want, in any order.
 func assertFields(t *testing.T, err error, code string, want []fwant) {
 	t.Helper()
-	var e *gateway.Error
+	var e *holon.Error
 	if !errors.As(err, &e) {
-		t.Fatalf("error %v (%T) is not a *gateway.Error", err, err)
+		t.Fatalf("error %v (%T) is not a *holon.Error", err, err)
 	}
 	if e.Code != code {
 		t.Errorf("code = %q, want %q", e.Code, code)
@@ -757,7 +758,7 @@ func assertFields(t *testing.T, err error, code string, want []fwant) {
 	got := slices.Clone(e.Fields)
 	var missing []fwant
 	for _, w := range want {
-		i := slices.IndexFunc(got, func(f gateway.FieldError) bool { return f.Path == w.path && strings.Contains(f.Msg, w.msg) })
+		i := slices.IndexFunc(got, func(f holon.FieldError) bool { return f.Path == w.path && strings.Contains(f.Msg, w.msg) })
 		if i < 0 {
 			missing = append(missing, w)
 			continue
@@ -773,13 +774,13 @@ func assertFields(t *testing.T, err error, code string, want []fwant) {
 	}
 }
 
-// assertInvalid checks that err is an *gateway.Error with code and at least
+// assertInvalid checks that err is an *holon.Error with code and at least
 // one field error.
 func assertInvalid(t testing.TB, err error, code string) {
 	t.Helper()
-	var e *gateway.Error
+	var e *holon.Error
 	if !errors.As(err, &e) {
-		t.Fatalf("error %v (%T) is not a *gateway.Error", err, err)
+		t.Fatalf("error %v (%T) is not a *holon.Error", err, err)
 	}
 	if e.Code != code || len(e.Fields) == 0 {
 		t.Fatalf("error = %v; want code %s with field errors", e, code)

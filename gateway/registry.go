@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 
+	"holon.dev/holon"
 	"holon.dev/holon/journal"
 )
 
@@ -70,7 +71,7 @@ func (r *Registry) Add(v *AgentVersion) error {
 	defer r.mu.Unlock()
 	m := v.Manifest
 	if _, ok := r.byRef[m.Ref()]; ok {
-		return Errorf(CodeInvalidManifest, "%s is already listed: versions are immutable", m.Ref())
+		return holon.Errorf(holon.CodeInvalidManifest, "%s is already listed: versions are immutable", m.Ref())
 	}
 	var refs []string
 	chain, err := m.CheckLineage(func(ref string) (*Manifest, bool) {
@@ -148,7 +149,7 @@ func (r *Registry) Get(ref string) (*AgentVersion, bool) {
 func (r *Registry) Resolve(ref string) (*AgentVersion, error) {
 	ar, err := ParseAgentRef(ref)
 	if err != nil {
-		return nil, Errorf(CodeInvalidRequest, "%v", err)
+		return nil, holon.Errorf(holon.CodeInvalidRequest, "%v", err)
 	}
 	r.mu.RLock()
 	defer r.mu.RUnlock()
@@ -160,9 +161,9 @@ func (r *Registry) Resolve(ref string) (*AgentVersion, error) {
 		}
 	}
 	if len(vs) == 0 {
-		return nil, Errorf(CodeNotFound, "no agent %s is listed", ar.ID())
+		return nil, holon.Errorf(holon.CodeNotFound, "no agent %s is listed", ar.ID())
 	}
-	return nil, Errorf(CodeNotFound, "no listed version of %s matches %q", ar.ID(), ref)
+	return nil, holon.Errorf(holon.CodeNotFound, "no listed version of %s matches %q", ar.ID(), ref)
 }
 
 // Implementers returns, for each agent that implements capability, its

@@ -170,12 +170,12 @@ func (e *AgentError) Error() string { return e.Code + ": " + e.Message }
 // run's sub-mandate. An agent that declares no calls gets not_declared.
 func (c *Ctx) Call(ctx context.Context, t Target, input any) CallOutcome {
 	if c.inv.Delegate == nil {
-		return CallOutcome{Status: holon.StatusDenied, Error: CodeNotDeclared,
+		return CallOutcome{Status: holon.StatusDenied, Error: holon.CodeNotDeclared,
 			Message: fmt.Sprintf("%s declares no calls: it cannot delegate", c.inv.Manifest.Ref())}
 	}
 	b, err := json.Marshal(input)
 	if err != nil {
-		return CallOutcome{Status: holon.StatusFailed, Error: CodeRejectedInput, Message: "input is not JSON: " + err.Error()}
+		return CallOutcome{Status: holon.StatusFailed, Error: holon.CodeRejectedInput, Message: "input is not JSON: " + err.Error()}
 	}
 	return c.inv.Delegate.Call(ctx, t, b)
 }

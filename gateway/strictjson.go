@@ -1,6 +1,9 @@
 package gateway
 
-import "holon.dev/holon/gateway/canonical"
+import (
+	"holon.dev/holon"
+	"holon.dev/holon/gateway/canonical"
+)
 
 // CheckJSON checks that b is strict JSON (canonical.Check: I-JSON, RFC
 // 7493), as every body, call input and agent's answer the gateway reads
@@ -10,7 +13,7 @@ import "holon.dev/holon/gateway/canonical"
 // *canonical.Error.
 func CheckJSON(b []byte, what string) error {
 	if err := canonical.Check(b); err != nil {
-		return &Error{Code: CodeInvalidRequest, Msg: what + ": " + err.Error(), Err: err}
+		return &holon.Error{Code: holon.CodeInvalidRequest, Msg: what + ": " + err.Error(), Err: err}
 	}
 	return nil
 }
@@ -20,7 +23,7 @@ func CheckJSON(b []byte, what string) error {
 // starting with what.
 func DecodeJSON(b []byte, v any, what string) error {
 	if err := canonical.Decode(b, v); err != nil {
-		return &Error{Code: CodeInvalidRequest, Msg: what + ": " + err.Error(), Err: err}
+		return &holon.Error{Code: holon.CodeInvalidRequest, Msg: what + ": " + err.Error(), Err: err}
 	}
 	return nil
 }

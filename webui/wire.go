@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"time"
 
+	"holon.dev/holon"
 	"holon.dev/holon/gateway"
 	"holon.dev/holon/journal"
 )
@@ -107,7 +108,7 @@ type agentItem struct {
 		Runs      int64 `json:"runs"`
 		Succeeded int64 `json:"succeeded"`
 	} `json:"record"`
-	Denied *gateway.Error `json:"denied"`
+	Denied *holon.Error `json:"denied"`
 }
 
 type agentDetail struct {
@@ -120,7 +121,7 @@ type callAnswer struct {
 	Output   json.RawMessage `json:"output"`
 	Receipt  *receipt        `json:"receipt"`
 	Approval *approval       `json:"approval"`
-	Error    *gateway.Error  `json:"error"`
+	Error    *holon.Error    `json:"error"`
 }
 
 // measured is an agent version's record, as the gateway measured it.

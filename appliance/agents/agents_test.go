@@ -327,12 +327,12 @@ func (d *delegator) Call(ctx context.Context, t gateway.Target, input json.RawMe
 	m := d.resolve(t)
 	if m == nil {
 		record(delegatedCall{Target: t, Input: input})
-		return gateway.CallOutcome{Status: holon.StatusDenied, Error: gateway.CodeNotFound, Receipt: receipt, Message: "no agent"}
+		return gateway.CallOutcome{Status: holon.StatusDenied, Error: holon.CodeNotFound, Receipt: receipt, Message: "no agent"}
 	}
 	call := delegatedCall{Target: t, Agent: m.Ref(), Input: input}
 	if err := m.InputSchema().ValidateJSON(input); err != nil {
 		record(call)
-		return gateway.CallOutcome{Status: holon.StatusRejected, Error: gateway.CodeRejectedInput, Receipt: receipt, Message: err.Error()}
+		return gateway.CallOutcome{Status: holon.StatusRejected, Error: holon.CodeRejectedInput, Receipt: receipt, Message: err.Error()}
 	}
 	res := d.rt.Run(ctx, &gateway.Invocation{Manifest: m, Input: input, Receipt: receipt})
 	out := res.Outcome

@@ -12,6 +12,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"holon.dev/holon"
 	"holon.dev/holon/appliance/agents"
 	"holon.dev/holon/gateway"
 )
@@ -62,7 +63,7 @@ func TestHost_FileLinks(t *testing.T) {
 		t.Errorf("a good link: %+v", res)
 	}
 	if res := call(origin.URL+"/v0/files/0123456789abcdef01234567", strings.Repeat("0", 64)); !res.IsError ||
-		res.StructuredContent.(map[string]any)["error"].(map[string]any)["code"] != gateway.CodeUnreadableDocument {
+		res.StructuredContent.(map[string]any)["error"].(map[string]any)["code"] != holon.CodeUnreadableDocument {
 		t.Errorf("another SHA-256: %+v", res)
 	}
 	if res := call("http://169.254.169.254/v0/files/0123456789abcdef01234567", good); !res.IsError ||

@@ -121,7 +121,7 @@ func TestInvoicePipeline(t *testing.T) {
 // an invoice it cannot read.
 func TestInvoicePipeline_Errors(t *testing.T) {
 	m := manifest(t, "holon-labs/invoice-pipeline")
-	denied := gateway.CallOutcome{Status: holon.StatusDenied, Error: gateway.CodeOverBudget, Message: "the sub-mandate's budget is spent"}
+	denied := gateway.CallOutcome{Status: holon.StatusDenied, Error: holon.CodeOverBudget, Message: "the sub-mandate's budget is spent"}
 	noRows := gateway.CallOutcome{OK: true, Status: holon.StatusSucceeded, Output: json.RawMessage(`{"rows":[]}`)}
 	for _, tt := range []struct {
 		name, text string
@@ -201,8 +201,8 @@ func TestInvoicePipeline_NoDelegator(t *testing.T) {
 	m := manifest(t, "holon-labs/invoice-pipeline")
 	res := devRuntime().Run(t.Context(), &gateway.Invocation{Manifest: m, Input: json.RawMessage(textInput(t, demoInvoice)), Receipt: "r1"})
 	wantError(t, res, "no_table_found")
-	if !strings.Contains(res.Message, gateway.CodeNotDeclared) {
-		t.Errorf("message %q does not mention %s", res.Message, gateway.CodeNotDeclared)
+	if !strings.Contains(res.Message, holon.CodeNotDeclared) {
+		t.Errorf("message %q does not mention %s", res.Message, holon.CodeNotDeclared)
 	}
 }
 

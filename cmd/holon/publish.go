@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"holon.dev/holon"
 	"holon.dev/holon/gateway"
 )
 
@@ -49,7 +50,7 @@ func gatewayFlags(fs *flag.FlagSet) (url, key *string) {
 // apiError is a gateway's error answer, printed with its fields.
 type apiError struct {
 	status int
-	err    gateway.Error
+	err    holon.Error
 }
 
 func (e *apiError) Error() string {
@@ -86,7 +87,7 @@ func (c *gatewayClient) do(ctx context.Context, method, path string, body, out a
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		var e struct {
-			Error gateway.Error `json:"error"`
+			Error holon.Error `json:"error"`
 		}
 		_ = json.Unmarshal(b, &e)
 		return &apiError{status: resp.StatusCode, err: e.Error}

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"holon.dev/holon"
 	"holon.dev/holon/gateway"
 )
 
@@ -119,7 +120,7 @@ func (c *validateCommand) Run(ctx context.Context, args []string) error {
 			continue
 		}
 		failed++
-		var ge *gateway.Error
+		var ge *holon.Error
 		if errors.As(r.err, &ge) && len(ge.Fields) > 0 {
 			for _, f := range ge.Fields {
 				fmt.Fprintf(c.stdout, "%s: %s\n", r.file, f.Error())

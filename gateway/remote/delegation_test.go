@@ -15,6 +15,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"holon.dev/holon"
 	"holon.dev/holon/gateway"
 	"holon.dev/holon/journal"
 )
@@ -57,11 +58,11 @@ func delegationEndpoint(eng *atomic.Pointer[gateway.Engine]) *httptest.Server {
 		w.Header().Set("Content-Type", "application/json")
 		if err != nil {
 			status := http.StatusBadRequest
-			if gateway.ErrorCode(err) == gateway.CodeInvalidToken {
+			if holon.ErrorCode(err) == holon.CodeInvalidToken {
 				status = http.StatusUnauthorized
 			}
 			w.WriteHeader(status)
-			json.NewEncoder(w).Encode(delegatedAnswer{Error: gateway.ErrorCode(err)})
+			json.NewEncoder(w).Encode(delegatedAnswer{Error: holon.ErrorCode(err)})
 			return
 		}
 		json.NewEncoder(w).Encode(delegatedAnswer{Outcome: &out})
@@ -230,15 +231,15 @@ func TestDelegation_MCPOrchestrator(t *testing.T) {
 	}
 	// The parent has settled: its token is dead.
 	status, ans, err := postDelegated(grant, delegatedBody{Agent: "acme/echo", Input: json.RawMessage(`{}`)})
-	if err != nil || status != http.StatusUnauthorized || ans.Error != gateway.CodeInvalidToken {
+	if err != nil || status != http.StatusUnauthorized || ans.Error != holon.CodeInvalidToken {
 		t.Errorf("token reused after the parent settled: %d %+v %v, want 401 invalid_token", status, ans, err)
 	}
 	forged := grant
 	forged.Token = gateway.DelegationTokenPrefix + strings.Repeat("A", 43)
-	if status, ans, _ := postDelegated(forged, delegatedBody{Agent: "acme/echo"}); status != http.StatusUnauthorized || ans.Error != gateway.CodeInvalidToken {
+	if status, ans, _ := postDelegated(forged, delegatedBody{Agent: "acme/echo"}); status != http.StatusUnauthorized || ans.Error != holon.CodeInvalidToken {
 		t.Errorf("unknown token: %d %+v, want 401 invalid_token", status, ans)
 	}
-	if _, err := g.eng.DelegationMandate(grant.Token); gateway.ErrorCode(err) != gateway.CodeInvalidToken {
+	if _, err := g.eng.DelegationMandate(grant.Token); holon.ErrorCode(err) != holon.CodeInvalidToken {
 		t.Errorf("DelegationMandate after settling: %v", err)
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"holon.dev/holon"
 	"holon.dev/holon/gateway"
 )
 
@@ -147,7 +148,7 @@ func grantFor(ctx context.Context, inv *gateway.Invocation, add func(gateway.Del
 	}
 	grant, err := g.Grant(ctx)
 	if err != nil {
-		return gateway.RunResult{Outcome: gateway.Outcome{Kind: gateway.OutcomeGatewayError}, Message: gateway.ErrorMessage(err)}, false
+		return gateway.RunResult{Outcome: gateway.Outcome{Kind: gateway.OutcomeGatewayError}, Message: holon.ErrorMessage(err)}, false
 	}
 	add(grant)
 	return gateway.RunResult{}, true

@@ -6,7 +6,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"holon.dev/holon"
-	"holon.dev/holon/gateway"
 )
 
 // Ensure that the engine tells a guarded runner which agents shipped with
@@ -32,7 +31,7 @@ func TestEngine_ShippedAgentsExemptFromGuard(t *testing.T) {
 		if r.Status != tt.status {
 			t.Errorf("shipped=%v: status %s (%v), want %s", tt.shipped, r.Status, r.Error, tt.status)
 		}
-		if !tt.shipped && (r.Error == nil || *r.Error != gateway.CodeRuntimeUnavailable || r.Billed) {
+		if !tt.shipped && (r.Error == nil || *r.Error != holon.CodeRuntimeUnavailable || r.Billed) {
 			t.Errorf("guarded, not shipped: error %v billed %v, want runtime_unavailable, not billed", r.Error, r.Billed)
 		}
 	}

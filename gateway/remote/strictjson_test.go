@@ -14,6 +14,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"holon.dev/holon"
 	"holon.dev/holon/gateway"
 )
 
@@ -57,8 +58,8 @@ func TestEngine_InputIsStrictJSON(t *testing.T) {
 		{`{"n":1} {"n":2}`, "trailing data"},
 	} {
 		_, err := g.eng.Call(context.Background(), gateway.CallInput{Mandate: "tess/remote", Agent: "acme/strict", Input: json.RawMessage(tc.input)})
-		var ge *gateway.Error
-		if !errors.As(err, &ge) || ge.Code != gateway.CodeInvalidRequest || !strings.Contains(ge.Msg, tc.msg) || !strings.HasPrefix(ge.Msg, "input: ") {
+		var ge *holon.Error
+		if !errors.As(err, &ge) || ge.Code != holon.CodeInvalidRequest || !strings.Contains(ge.Msg, tc.msg) || !strings.HasPrefix(ge.Msg, "input: ") {
 			t.Errorf("input %q: %v, want invalid_request %q", tc.input, err, tc.msg)
 		}
 	}

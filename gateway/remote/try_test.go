@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 
+	"holon.dev/holon"
 	"holon.dev/holon/gateway"
 )
 
@@ -49,7 +50,7 @@ func TestEngine_TryIsStrictJSON(t *testing.T) {
 	}
 	for _, name := range []string{"dup", "huge"} {
 		res := try(name, `{"n":1}`)
-		if res.Error != gateway.CodeInvalidOutput || res.Output != nil || !strings.Contains(res.Message, "not strict JSON") {
+		if res.Error != holon.CodeInvalidOutput || res.Output != nil || !strings.Contains(res.Message, "not strict JSON") {
 			t.Errorf("%s answering %s: %+v, want invalid_output (not strict JSON)", name, answers["/"+name], res)
 		}
 	}
@@ -57,7 +58,7 @@ func TestEngine_TryIsStrictJSON(t *testing.T) {
 		t.Errorf("ok: %+v", res)
 	}
 	for _, input := range []string{`{"n":1000,"n":1}`, `{"n":1e400}`} {
-		if res := try("ok", input); res.Error != gateway.CodeRejectedInput || !strings.Contains(res.Message, "input") {
+		if res := try("ok", input); res.Error != holon.CodeRejectedInput || !strings.Contains(res.Message, "input") {
 			t.Errorf("input %s: %+v, want rejected_input", input, res)
 		}
 	}
