@@ -12,6 +12,7 @@ import (
 
 	"holon.dev/holon"
 	"holon.dev/holon/gateway"
+	"holon.dev/holon/gateway/contract"
 	"holon.dev/holon/journal"
 )
 
@@ -78,9 +79,9 @@ func (h *hosted) checkHandle(handle string) error {
 	switch {
 	case handle == "":
 		return holon.Errorf(CodeInvalidHandle, "handle is required: %s", rules)
-	case strings.ToLower(handle) != handle && gateway.ValidHandle(strings.ToLower(handle)):
+	case strings.ToLower(handle) != handle && contract.ValidHandle(strings.ToLower(handle)):
 		return holon.Errorf(CodeInvalidHandle, "handles are lowercase: use %q", strings.ToLower(handle))
-	case !gateway.ValidHandle(handle):
+	case !contract.ValidHandle(handle):
 		return holon.Errorf(CodeInvalidHandle, "%q is not a handle: %s", handle, rules)
 	case reservedHandles[handle] || strings.HasPrefix(handle, "holon-") || h.authors[handle]:
 		return holon.Errorf(CodeHandleTaken, "the handle %q is reserved: pick another", handle)

@@ -16,6 +16,7 @@ import (
 
 	"holon.dev/holon"
 	"holon.dev/holon/gateway"
+	"holon.dev/holon/gateway/contract"
 	"holon.dev/holon/journal"
 )
 
@@ -640,12 +641,12 @@ func (a *api) listAccounts(w http.ResponseWriter, r *http.Request, _ httprouter.
 
 // agentView is one agent in a listing.
 type agentView struct {
-	ID           string          `json:"id"`
-	Version      string          `json:"version"`
-	Summary      string          `json:"summary"`
-	Capabilities []string        `json:"capabilities"`
-	License      string          `json:"license"`
-	Pricing      gateway.Pricing `json:"pricing"`
+	ID           string           `json:"id"`
+	Version      string           `json:"version"`
+	Summary      string           `json:"summary"`
+	Capabilities []string         `json:"capabilities"`
+	License      string           `json:"license"`
+	Pricing      contract.Pricing `json:"pricing"`
 	// WorstCase is in the agent's currency, or the mandate's when listed
 	// under one (Currency says which).
 	WorstCase journal.Amount `json:"worst_case"`
@@ -665,7 +666,7 @@ func (a *api) listAgents(w http.ResponseWriter, r *http.Request, _ httprouter.Pa
 	q := r.URL.Query()
 	text := strings.ToLower(q.Get("q"))
 	capability := q.Get("capability")
-	var mandate *gateway.Mandate
+	var mandate *contract.Mandate
 	id := q.Get("mandate")
 	if id == "" && p.kind == KindAgent {
 		id = p.mandate // an agent searches under its one mandate
@@ -707,8 +708,8 @@ func (a *api) listAgents(w http.ResponseWriter, r *http.Request, _ httprouter.Pa
 			av.Capabilities = []string{}
 		}
 		if mandate != nil {
-			d := gateway.CheckListing(mandate, m, v.Measured(rec), gateway.CallRequest{Capability: capability, Now: a.engine.Now()})
-			if d.Verdict == gateway.VerdictDeny {
+			d := contract.CheckListing(mandate, m, v.Measured(rec), contract.CallRequest{Capability: capability, Now: a.engine.Now()})
+			if d.Verdict == contract.VerdictDeny {
 				// The worst case stays in the agent's own currency: a
 				// denied agent may have no rate into the mandate's.
 				av.Denied = &holon.Error{Code: d.Reason, Msg: d.Msg}
@@ -741,9 +742,9 @@ func contains(xs []string, x string) bool {
 
 // agentDetail is GET /v0/agents/{ns}/{name}[@range].
 type agentDetail struct {
-	Manifest *gateway.Manifest `json:"manifest"`
-	Record   holon.Record      `json:"record"`
-	Versions []string          `json:"versions"`
+	Manifest *contract.Manifest `json:"manifest"`
+	Record   holon.Record       `json:"record"`
+	Versions []string           `json:"versions"`
 }
 
 func (a *api) getAgent(w http.ResponseWriter, r *http.Request, ps httprouter.Params, _ *principal) {

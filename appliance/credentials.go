@@ -17,7 +17,7 @@ import (
 	"github.com/julienschmidt/httprouter"
 
 	"holon.dev/holon"
-	"holon.dev/holon/gateway"
+	"holon.dev/holon/gateway/contract"
 )
 
 // Endpoint credentials (gateway.md §6 "Authentication"): the token an
@@ -132,7 +132,7 @@ func checkToken(tok string) error {
 // the caller's namespace; the agent need not be published yet.
 func credentialAgent(ps httprouter.Params, p *principal) (string, error) {
 	ns, name := ps.ByName("ns"), ps.ByName("name")
-	if !gateway.ValidAgentName(name) {
+	if !contract.ValidAgentName(name) {
 		return "", holon.Errorf(holon.CodeInvalidRequest, "%q is not an agent name (1-64 lowercase letters, digits, - and _; no version: a credential serves every version)", name)
 	}
 	if ns != p.account {

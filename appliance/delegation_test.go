@@ -20,6 +20,7 @@ import (
 	"holon.dev/holon"
 	"holon.dev/holon/appliance/agents"
 	"holon.dev/holon/gateway"
+	"holon.dev/holon/gateway/contract"
 	"holon.dev/holon/gateway/remote"
 	"holon.dev/holon/journal"
 	"holon.dev/holon/kv"
@@ -48,7 +49,7 @@ allow: { agents: ["holon-labs/*", "acme/*"], capabilities: ["extraction.*"] }
 // process (dev) csv-profile and the demo agents text-tables and
 // company-lookup unless given. At cleanup it
 // checks that the journal verifies and no hold is left.
-func newDelegationGateway(t *testing.T, remotes ...*gateway.Manifest) *delegationGateway {
+func newDelegationGateway(t *testing.T, remotes ...*contract.Manifest) *delegationGateway {
 	t.Helper()
 	reg := gateway.NewRegistry()
 	examples, err := agents.Load(agents.SetExamples)
@@ -61,14 +62,14 @@ func newDelegationGateway(t *testing.T, remotes ...*gateway.Manifest) *delegatio
 	}
 	local := agents.Without(shipped, agents.DefaultExclude)
 	for _, m := range examples {
-		if m.ID != "holon-labs/invoice-pipeline" && !slices.ContainsFunc(remotes, func(r *gateway.Manifest) bool { return r.ID == m.ID }) {
+		if m.ID != "holon-labs/invoice-pipeline" && !slices.ContainsFunc(remotes, func(r *contract.Manifest) bool { return r.ID == m.ID }) {
 			local = append(local, m)
 		}
 	}
-	if err := reg.AddAll(local, gateway.AgentFacts{}, true); err != nil {
+	if err := reg.AddAll(local, contract.AgentFacts{}, true); err != nil {
 		t.Fatal(err)
 	}
-	if err := reg.AddAll(remotes, gateway.AgentFacts{}, false); err != nil {
+	if err := reg.AddAll(remotes, contract.AgentFacts{}, false); err != nil {
 		t.Fatal(err)
 	}
 	dev := gateway.NewDevRuntime()
@@ -82,7 +83,7 @@ func newDelegationGateway(t *testing.T, remotes ...*gateway.Manifest) *delegatio
 	g.srv = httptest.NewUnstartedServer(nil)
 	g.srv.Start()
 	g.eng = gateway.New(gateway.Config{Store: s, Registry: reg, PublicURL: g.srv.URL, SignupCredit: journal.MustParseAmount("10.00"),
-		Runners: map[string]gateway.Runner{gateway.RuntimeDev: dev, gateway.RuntimeMCP: runner}})
+		Runners: map[string]gateway.Runner{contract.RuntimeDev: dev, contract.RuntimeMCP: runner}})
 	api := withDelegatedCalls(g.eng, slog.New(slog.DiscardHandler), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusUnauthorized, holon.Errorf(CodeUnauthenticated, "the API behind: no key"))
 	}))
@@ -94,7 +95,7 @@ func newDelegationGateway(t *testing.T, remotes ...*gateway.Manifest) *delegatio
 		}
 		api.ServeHTTP(w, r)
 	})
-	m, err := gateway.ParseMandate([]byte(dgMandate))
+	m, err := contract.ParseMandate([]byte(dgMandate))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +188,7 @@ func TestDelegatedCalls_InvoicePipelineOverMCP(t *testing.T) {
 	defer hostSrv.Close()
 	// Every demo agent runs on the host: the pipeline's downstream calls
 	// come back to the same endpoint, on sessions of their own.
-	var remote []*gateway.Manifest
+	var remote []*contract.Manifest
 	for _, m := range examples {
 		rm, err := agents.RemoteManifest(m, hostSrv.URL+"/mcp")
 		if err != nil {
@@ -282,7 +283,7 @@ func TestDelegatedCalls_Refusals(t *testing.T) {
 	})
 	orchSrv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return orch }, nil))
 	defer orchSrv.Close()
-	m, err := gateway.ParseManifest([]byte(`
+	m, err := contract.ParseManifest([]byte(`
 id: acme/orch
 version: 1.0.0
 summary: An orchestrator on loopback.

@@ -14,6 +14,7 @@ import (
 
 	"holon.dev/holon"
 	"holon.dev/holon/gateway"
+	"holon.dev/holon/gateway/contract"
 	"holon.dev/holon/journal"
 )
 
@@ -40,7 +41,7 @@ func (a *api) draftAgent(w http.ResponseWriter, r *http.Request, _ httprouter.Pa
 		a.fail(w, r, err)
 		return
 	}
-	if !gateway.ValidAgentName(body.Name) {
+	if !contract.ValidAgentName(body.Name) {
 		a.fail(w, r, holon.Errorf(holon.CodeInvalidRequest, "name %q is not an agent name: 1-64 lowercase letters, digits, - and _", body.Name))
 		return
 	}
@@ -58,13 +59,13 @@ func (a *api) draftAgent(w http.ResponseWriter, r *http.Request, _ httprouter.Pa
 		summary = "Draft listing of " + body.Name + ": describe what it does."
 	}
 	d := map[string]any{
-		"id": p.account + "/" + body.Name, "version": "0.1.0", "summary": summary, "license": gateway.LicenseProprietary,
+		"id": p.account + "/" + body.Name, "version": "0.1.0", "summary": summary, "license": contract.LicenseProprietary,
 		"interface": map[string]any{"input": map[string]any{}, "output": map[string]any{}},
-		"pricing":   map[string]any{"model": gateway.PricingFree},
-		"runtime":   map[string]any{"kind": gateway.RuntimeWebhook, "endpoint": body.Endpoint},
+		"pricing":   map[string]any{"model": contract.PricingFree},
+		"runtime":   map[string]any{"kind": contract.RuntimeWebhook, "endpoint": body.Endpoint},
 	}
 	if body.Price != nil && *body.Price > 0 {
-		d["pricing"] = map[string]any{"model": gateway.PricingPerRun, "amount": body.Price.String(), "currency": "EUR"}
+		d["pricing"] = map[string]any{"model": contract.PricingPerRun, "amount": body.Price.String(), "currency": "EUR"}
 	}
 	probe, err := draftManifest(d)
 	if err != nil {
@@ -75,8 +76,8 @@ func (a *api) draftAgent(w http.ResponseWriter, r *http.Request, _ httprouter.Pa
 	defer cancel()
 	res := a.hosted.webhook.Run(ctx, &gateway.Invocation{Manifest: probe, Input: body.Input, Receipt: "draft"})
 	switch res.Outcome.Kind {
-	case gateway.OutcomeOutput:
-	case gateway.OutcomeError:
+	case contract.OutcomeOutput:
+	case contract.OutcomeError:
 		a.fail(w, r, holon.Errorf(CodeDraftCallFailed, "the endpoint answered the example input with the error %s (%s): send an input it accepts", res.Outcome.Code, res.Message))
 		return
 	default:
@@ -108,12 +109,12 @@ func (a *api) draftAgent(w http.ResponseWriter, r *http.Request, _ httprouter.Pa
 		"note": "Nothing is published: review the draft (summary, schemas, price), then POST it to /v0/agents."})
 }
 
-func draftManifest(d map[string]any) (*gateway.Manifest, error) {
+func draftManifest(d map[string]any) (*contract.Manifest, error) {
 	b, err := json.Marshal(d)
 	if err != nil {
 		return nil, err
 	}
-	return gateway.ParseManifest(b)
+	return contract.ParseManifest(b)
 }
 
 func orText(s, def string) string {

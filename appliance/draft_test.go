@@ -7,7 +7,7 @@ import (
 
 	"holon.dev/holon"
 	"holon.dev/holon/appliance"
-	"holon.dev/holon/gateway"
+	"holon.dev/holon/gateway/contract"
 )
 
 // Ensure that POST /v0/agents/draft calls the endpoint once, with the
@@ -47,7 +47,7 @@ func TestDraft_Webhook(t *testing.T) {
 		t.Errorf("examples: %v", iface["examples"])
 	}
 	y := str(out["yaml"])
-	if fromYAML, err := gateway.ParseManifest([]byte(y)); err != nil || fromYAML.Ref() != "lena/hooky@0.1.0" {
+	if fromYAML, err := contract.ParseManifest([]byte(y)); err != nil || fromYAML.Ref() != "lena/hooky@0.1.0" {
 		t.Errorf("the yaml is not the manifest: %v\n%s", err, y)
 	}
 	if _, listed := g.app.Engine().Registry().Get("lena/hooky@0.1.0"); listed {

@@ -19,6 +19,7 @@ import (
 	"holon.dev/holon"
 	"holon.dev/holon/appliance"
 	"holon.dev/holon/gateway"
+	"holon.dev/holon/gateway/contract"
 )
 
 // tableServer is a real MCP server on loopback whose tool finds the table
@@ -105,9 +106,9 @@ func (ts *tableServer) sawInput(s string) bool {
 }
 
 // tableManifest is lena's extraction.table agent on the table server.
-func tableManifest(t *testing.T, version, endpoint, tool string) *gateway.Manifest {
+func tableManifest(t *testing.T, version, endpoint, tool string) *contract.Manifest {
 	t.Helper()
-	m, err := gateway.ParseManifest([]byte(fmt.Sprintf(`
+	m, err := contract.ParseManifest([]byte(fmt.Sprintf(`
 id: lena/tables
 version: %s
 summary: Finds the table of a text, on lena's own MCP server.

@@ -18,6 +18,7 @@ import (
 	"holon.dev/holon/appliance"
 	"holon.dev/holon/appliance/agents"
 	"holon.dev/holon/gateway"
+	"holon.dev/holon/gateway/contract"
 	"holon.dev/holon/journal"
 )
 
@@ -30,7 +31,7 @@ func withRemoteAgents(t *testing.T) func(*appliance.Config) {
 	t.Helper()
 	rt := gateway.NewDevRuntime()
 	agents.Register(rt)
-	var ms []*gateway.Manifest
+	var ms []*contract.Manifest
 	for _, set := range agents.Sets() {
 		all, err := agents.Load(set)
 		if err != nil {

@@ -11,6 +11,7 @@ import (
 
 	"holon.dev/holon"
 	"holon.dev/holon/gateway"
+	"holon.dev/holon/gateway/contract"
 	"holon.dev/holon/gateway/remote"
 	"holon.dev/holon/journal"
 )
@@ -47,7 +48,7 @@ type hosted struct {
 
 	// list stores and lists a version that passed publishing's rules
 	// (App.listVersion).
-	list func(ctx context.Context, m *gateway.Manifest) (time.Time, error)
+	list func(ctx context.Context, m *contract.Manifest) (time.Time, error)
 }
 
 func newHosted(cfg Config, store holon.Store, engine *gateway.Engine, log *slog.Logger, now func() time.Time, rand io.Reader, authors map[string]bool, shipped []string) *hosted {

@@ -12,6 +12,7 @@ import (
 
 	"holon.dev/holon"
 	"holon.dev/holon/gateway"
+	"holon.dev/holon/gateway/contract"
 	"holon.dev/holon/journal"
 )
 
@@ -23,23 +24,23 @@ const maxMandatesPerAccount = 100
 
 // starterMandate is a new account's <handle>/sandbox: a small budget to
 // try the shipped agents with, approval above 0.50.
-func (h *hosted) starterMandate(handle string) *gateway.Mandate {
+func (h *hosted) starterMandate(handle string) *contract.Mandate {
 	amount := func(s string) *journal.Amount { a := journal.MustParseAmount(s); return &a }
 	depth := 1
 	allow := h.starterAllow
 	if len(allow) == 0 {
 		allow = []string{"holon-labs/*"}
 	}
-	return &gateway.Mandate{
+	return &contract.Mandate{
 		ID:         handle + "/sandbox",
 		Issuer:     handle,
 		Grantee:    handle + "/assistant",
 		Currency:   hostedCurrency,
-		Budget:     gateway.Budget{Total: amount("5.00"), PerCall: amount("1.00")},
-		Approval:   &gateway.Approval{Above: amount("0.50")},
-		Allow:      gateway.Allow{Agents: slices.Clone(allow), Capabilities: []string{"*"}},
+		Budget:     contract.Budget{Total: amount("5.00"), PerCall: amount("1.00")},
+		Approval:   &contract.Approval{Above: amount("0.50")},
+		Allow:      contract.Allow{Agents: slices.Clone(allow), Capabilities: []string{"*"}},
 		FX:         h.platformFX(),
-		Delegation: &gateway.Delegation{MaxDepth: &depth},
+		Delegation: &contract.Delegation{MaxDepth: &depth},
 	}
 }
 
@@ -148,7 +149,7 @@ func (a *api) createMandate(w http.ResponseWriter, r *http.Request, _ httprouter
 		a.fail(w, r, err)
 		return
 	}
-	m, err := gateway.ParseMandate(raw)
+	m, err := contract.ParseMandate(raw)
 	if err != nil {
 		a.fail(w, r, err)
 		return

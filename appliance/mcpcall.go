@@ -11,6 +11,7 @@ import (
 
 	"holon.dev/holon"
 	"holon.dev/holon/gateway"
+	"holon.dev/holon/gateway/contract"
 	"holon.dev/holon/journal"
 )
 
@@ -145,7 +146,7 @@ func (m *mcpServer) askHuman(ctx context.Context, req *mcp.CallToolRequest, held
 // approvalMessage is the approval form's text: only what the gateway
 // knows for sure (no author-written text, which could misdescribe the
 // call to the human).
-func approvalMessage(ap *holon.Approval, md *gateway.Mandate) string {
+func approvalMessage(ap *holon.Approval, md *contract.Mandate) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Your assistant wants to call an agent, and your mandate %s asks you first.\n\n", md.ID)
 	fmt.Fprintf(&b, "Agent: %s\n", ap.Agent)

@@ -14,6 +14,7 @@ import (
 
 	"holon.dev/holon"
 	"holon.dev/holon/gateway"
+	"holon.dev/holon/gateway/contract"
 	"holon.dev/holon/journal"
 )
 
@@ -21,7 +22,7 @@ import (
 // input schema, and what it does for a caller with valid arguments.
 type mcpTool struct {
 	def   *mcp.Tool
-	input *gateway.Schema
+	input *contract.Schema
 	run   func(ctx context.Context, req *mcp.CallToolRequest, c *mcpCaller, args json.RawMessage) *mcp.CallToolResult
 }
 
@@ -60,11 +61,11 @@ func (m *mcpServer) addTools() {
 			idInput("the approval id, such as a3"), getApprovalOutput, read, m.getApproval},
 	}
 	for _, d := range defs {
-		in, err := gateway.CompileSchema(d.in)
+		in, err := contract.CompileSchema(d.in)
 		if err != nil {
 			panic(fmt.Sprintf("mcp tool %s: input schema: %v", d.name, err))
 		}
-		if _, err := gateway.CompileSchema(d.out); err != nil {
+		if _, err := contract.CompileSchema(d.out); err != nil {
 			panic(fmt.Sprintf("mcp tool %s: output schema: %v", d.name, err))
 		}
 		t := &mcpTool{
@@ -244,8 +245,8 @@ func (m *mcpServer) searchAgents(_ context.Context, _ *mcp.CallToolRequest, c *m
 		ag := mcpAgent{ID: a.ID, Version: a.Version, Summary: wrapText(tagText, a.Ref(), a.Summary),
 			Capabilities: append([]string{}, a.Capabilities...), License: a.License, PricingModel: a.Pricing.Model,
 			Currency: md.Currency, Record: rec}
-		d := gateway.CheckListing(md, a, v.Measured(rec), gateway.CallRequest{Capability: in.Capability, Now: e.Now()})
-		if d.Verdict == gateway.VerdictDeny {
+		d := contract.CheckListing(md, a, v.Measured(rec), contract.CallRequest{Capability: in.Capability, Now: e.Now()})
+		if d.Verdict == contract.VerdictDeny {
 			ag.WorstCase = a.WorstCase()
 			ag.Currency = a.Currency()
 			ag.Denied = &holon.Error{Code: d.Reason, Msg: escapeLT(d.Msg)}
@@ -274,7 +275,7 @@ func (m *mcpServer) searchAgents(_ context.Context, _ *mcp.CallToolRequest, c *m
 // needsApproval reports whether a call with worst case w waits for a
 // human under m (check 11 of admission, for information only: the engine
 // decides at call time).
-func needsApproval(m *gateway.Mandate, w journal.Amount) bool {
+func needsApproval(m *contract.Mandate, w journal.Amount) bool {
 	return m.Approval != nil && m.Approval.Above != nil && w > *m.Approval.Above
 }
 
@@ -343,8 +344,8 @@ func (m *mcpServer) getAgent(_ context.Context, _ *mcp.CallToolRequest, c *mcpCa
 		ans["fork_of"] = a.Lineage.ForkOf
 	}
 	um := map[string]any{"mandate": c.mandate}
-	d := gateway.CheckListing(st.Mandate, a, v.Measured(rec), gateway.CallRequest{Now: e.Now()})
-	if d.Verdict == gateway.VerdictDeny {
+	d := contract.CheckListing(st.Mandate, a, v.Measured(rec), contract.CallRequest{Now: e.Now()})
+	if d.Verdict == contract.VerdictDeny {
 		um["allowed"] = false
 		um["denied"] = &holon.Error{Code: d.Reason, Msg: escapeLT(d.Msg)}
 	} else {

@@ -18,6 +18,7 @@ import (
 
 	"holon.dev/holon"
 	"holon.dev/holon/gateway"
+	"holon.dev/holon/gateway/contract"
 	"holon.dev/holon/gateway/remote"
 )
 
@@ -127,7 +128,7 @@ func (a *App) loadPublished(reg *gateway.Registry) error {
 	}
 	// Compiling the schemas is most of the work (about half a millisecond a
 	// version): spread it over the cores.
-	parsed := make([]*gateway.Manifest, len(docs))
+	parsed := make([]*contract.Manifest, len(docs))
 	var wg sync.WaitGroup
 	next := make(chan int)
 	for w := 0; w < runtime.GOMAXPROCS(0); w++ {
@@ -135,7 +136,7 @@ func (a *App) loadPublished(reg *gateway.Registry) error {
 		go func() {
 			defer wg.Done()
 			for i := range next {
-				m, err := gateway.ParseManifest(docs[i].doc)
+				m, err := contract.ParseManifest(docs[i].doc)
 				if err != nil {
 					a.log.Error("published version does not load: left out", "agent", docs[i].ref, "err", err)
 					continue
@@ -149,7 +150,7 @@ func (a *App) loadPublished(reg *gateway.Registry) error {
 	}
 	close(next)
 	wg.Wait()
-	var ms []*gateway.Manifest
+	var ms []*contract.Manifest
 	var yanked []string
 	for i, m := range parsed {
 		if m == nil {
@@ -161,10 +162,10 @@ func (a *App) loadPublished(reg *gateway.Registry) error {
 		}
 	}
 	for len(ms) > 0 {
-		var next []*gateway.Manifest
+		var next []*contract.Manifest
 		var lastErr error
 		for _, m := range ms {
-			if err := reg.Add(&gateway.AgentVersion{Manifest: m, Facts: gateway.AgentFacts{Published: true}}); err != nil {
+			if err := reg.Add(&gateway.AgentVersion{Manifest: m, Facts: contract.AgentFacts{Published: true}}); err != nil {
 				next, lastErr = append(next, m), err
 			}
 		}
@@ -216,7 +217,7 @@ func (a *api) publishAgent(w http.ResponseWriter, r *http.Request, _ httprouter.
 		a.fail(w, r, err)
 		return
 	}
-	m, err := gateway.ParseManifest(b)
+	m, err := contract.ParseManifest(b)
 	if err != nil {
 		a.fail(w, r, err)
 		return
@@ -246,7 +247,7 @@ func (a *api) publishAgent(w http.ResponseWriter, r *http.Request, _ httprouter.
 // already taken, yanked or not, is refused there), then the version joins
 // the registry, its evaluation is queued (durably, before this returns),
 // and the OnPublished hooks are told. It returns the time of publication.
-func (a *App) listVersion(ctx context.Context, m *gateway.Manifest) (time.Time, error) {
+func (a *App) listVersion(ctx context.Context, m *contract.Manifest) (time.Time, error) {
 	doc, err := json.Marshal(m)
 	if err != nil {
 		return time.Time{}, err
@@ -261,7 +262,7 @@ func (a *App) listVersion(ctx context.Context, m *gateway.Manifest) (time.Time, 
 	if err != nil {
 		return time.Time{}, err
 	}
-	if err := a.engine.Registry().Add(&gateway.AgentVersion{Manifest: m, Facts: gateway.AgentFacts{Published: true}}); err != nil {
+	if err := a.engine.Registry().Add(&gateway.AgentVersion{Manifest: m, Facts: contract.AgentFacts{Published: true}}); err != nil {
 		// Stored but not listed (its upstream was yanked meanwhile): the
 		// next start-up lists what it can, and says why it cannot.
 		a.log.Error("published version not listed", "agent", ref, "err", err)
@@ -290,7 +291,7 @@ func versionFree(tx holon.Tx, ref string) error {
 
 // checkPublish applies the rules of "Publishing agents" that need more
 // than the manifest itself.
-func (a *api) checkPublish(ctx context.Context, m *gateway.Manifest, p *principal) error {
+func (a *api) checkPublish(ctx context.Context, m *contract.Manifest, p *principal) error {
 	h := a.hosted
 	if m.NS() != p.account {
 		return holon.Errorf(CodeNotYourNamespace, "id %s is outside your namespace: publish it as %s/%s", m.ID, p.account, m.Name())
@@ -302,7 +303,7 @@ func (a *api) checkPublish(ctx context.Context, m *gateway.Manifest, p *principa
 	if acct.GitHub == nil {
 		return holon.Errorf(CodeGitHubNotLinked, "publishing needs an account linked to GitHub: sign in with GitHub (GET /v0/auth/github) with a GitHub account whose verified primary email is %s, which links it", acct.Email)
 	}
-	if k := m.Runtime.Kind; k != gateway.RuntimeMCP && k != gateway.RuntimeWebhook {
+	if k := m.Runtime.Kind; k != contract.RuntimeMCP && k != contract.RuntimeWebhook {
 		return holon.Errorf(CodeRuntimeNotPublished, "runtime.kind %s cannot be published: published agents run on their author's server, as mcp or webhook", k)
 	}
 	if err := a.checkEndpoint(ctx, m.Runtime.Endpoint); err != nil {
@@ -315,7 +316,7 @@ func (a *api) checkPublish(ctx context.Context, m *gateway.Manifest, p *principa
 	if err := h.store.View(func(tx holon.Tx) error { return versionFree(tx, ref) }); err != nil {
 		return err
 	}
-	if _, err := m.CheckLineage(func(ref string) (*gateway.Manifest, bool) {
+	if _, err := m.CheckLineage(func(ref string) (*contract.Manifest, bool) {
 		v, ok := a.engine.Registry().Get(ref)
 		if !ok {
 			return nil, false

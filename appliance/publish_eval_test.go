@@ -18,7 +18,7 @@ import (
 
 	"holon.dev/holon"
 	"holon.dev/holon/appliance"
-	"holon.dev/holon/gateway"
+	"holon.dev/holon/gateway/contract"
 )
 
 // gatedEchoServer is an author's MCP server on loopback over https: tool
@@ -189,12 +189,12 @@ func TestRegisterVersion_SamePathAsPublishing(t *testing.T) {
 	g, lena := publishWorld(t)
 	heard := make(chan string, 4)
 	g.app.OnPublished(func(ref string) { heard <- ref })
-	manifest := func(id, version string) *gateway.Manifest {
+	manifest := func(id, version string) *contract.Manifest {
 		b, err := json.Marshal(pubManifest(id, version, proprietary))
 		if err != nil {
 			t.Fatal(err)
 		}
-		m, err := gateway.ParseManifest(b)
+		m, err := contract.ParseManifest(b)
 		if err != nil {
 			t.Fatal(err)
 		}

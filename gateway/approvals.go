@@ -7,6 +7,7 @@ import (
 
 	"holon.dev/holon"
 	"holon.dev/holon/gateway/canonical"
+	"holon.dev/holon/gateway/contract"
 	"holon.dev/holon/journal"
 )
 
@@ -14,7 +15,7 @@ import (
 // mandate, the exact version, the input's canonical hash and max_cost. It
 // keeps the input (validated already) until the approval is used,
 // rejected or expires.
-func (e *Engine) newApproval(tx holon.Tx, r *holon.Receipt, m *Mandate, a *Manifest, sp callSpec, worst journal.Amount) (*holon.Approval, error) {
+func (e *Engine) newApproval(tx holon.Tx, r *holon.Receipt, m *contract.Mandate, a *contract.Manifest, sp callSpec, worst journal.Amount) (*holon.Approval, error) {
 	hash, err := canonical.Hash(sp.input)
 	if err != nil {
 		return nil, err
@@ -35,7 +36,7 @@ func (e *Engine) newApproval(tx holon.Tx, r *holon.Receipt, m *Mandate, a *Manif
 
 // bindApproval checks that the approval a call names lets exactly this call
 // through. It returns the approval, or the refusal's code and message.
-func (e *Engine) bindApproval(tx holon.Tx, sp callSpec, m *Mandate, a *Manifest) (*holon.Approval, string, string) {
+func (e *Engine) bindApproval(tx holon.Tx, sp callSpec, m *contract.Mandate, a *contract.Manifest) (*holon.Approval, string, string) {
 	ap, err := tx.Approval(sp.approval)
 	if err != nil {
 		return nil, holon.CodeInvalidApproval, fmt.Sprintf("no approval %s", sp.approval)

@@ -9,6 +9,7 @@ import (
 
 	"holon.dev/holon"
 	"holon.dev/holon/gateway"
+	"holon.dev/holon/gateway/contract"
 )
 
 // carefulMandate asks a human for every call whose worst case is above 0.05.
@@ -190,7 +191,7 @@ func TestEngine_Approval_NewVersion(t *testing.T) {
 	if _, _, err := te.eng.Decide(context.Background(), ap.ID, gateway.ApprovalDecision{NoRun: true}); err != nil {
 		t.Fatal(err)
 	}
-	m, err := gateway.ParseManifest([]byte(agentEcho11))
+	m, err := contract.ParseManifest([]byte(agentEcho11))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"holon.dev/holon"
 	"holon.dev/holon/gateway"
+	"holon.dev/holon/gateway/contract"
 	"holon.dev/holon/journal"
 )
 
@@ -187,7 +188,7 @@ func (c lifecycleCase) run(t *testing.T) {
 		mandate = c.mandate
 	}
 	te := openEngine(t, engineConfig{manifests: allAgents, handlers: testHandlers(), mandates: []string{mandate}, credit: c.credit})
-	stored, err := gateway.ParseMandate([]byte(mandate))
+	stored, err := contract.ParseMandate([]byte(mandate))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"holon.dev/holon"
+	"holon.dev/holon/gateway/contract"
 )
 
 // Files (gateway.md §7 "Files"): a call's input carries handles,
@@ -116,7 +117,7 @@ func (e *Engine) fileLinks(ctx context.Context, input json.RawMessage, account s
 		return nil, RunResult{}, true
 	}
 	notFound := func(msg string) (map[string]FileLink, RunResult, bool) {
-		return nil, RunResult{Outcome: Outcome{Kind: OutcomeFileNotFound}, Message: msg}, false
+		return nil, RunResult{Outcome: contract.Outcome{Kind: contract.OutcomeFileNotFound}, Message: msg}, false
 	}
 	if e.files == nil {
 		return notFound(fmt.Sprintf("no file %s: this gateway keeps no files", handles[0]))
@@ -127,7 +128,7 @@ func (e *Engine) fileLinks(ctx context.Context, input json.RawMessage, account s
 	case errors.As(err, &ge) && ge.Code == holon.CodeFileNotFound:
 		return notFound(ge.Msg)
 	case err != nil:
-		return nil, RunResult{Outcome: Outcome{Kind: OutcomeGatewayError}, Message: "reading files: " + err.Error()}, false
+		return nil, RunResult{Outcome: contract.Outcome{Kind: contract.OutcomeGatewayError}, Message: "reading files: " + err.Error()}, false
 	}
 	return links, RunResult{}, true
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"holon.dev/holon"
+	"holon.dev/holon/gateway/contract"
 	"holon.dev/holon/journal"
 )
 
@@ -40,7 +41,7 @@ func (e *Engine) Try(ctx context.Context, v *AgentVersion, label string, input j
 	if err := CheckJSON(input, "input"); err != nil {
 		return TryResult{Error: holon.CodeRejectedInput, Message: holon.ErrorMessage(err)}
 	}
-	if err := a.input.ValidateJSON(input); err != nil {
+	if err := a.InputSchema().ValidateJSON(input); err != nil {
 		return TryResult{Error: holon.CodeRejectedInput, Message: fmt.Sprintf("input does not match %s's interface.input: %v", a.Ref(), err)}
 	}
 	if len(a.Calls) > 0 {
@@ -66,11 +67,11 @@ func (e *Engine) Try(ctx context.Context, v *AgentVersion, label string, input j
 		res = runner.Run(rctx, &Invocation{Manifest: a, Input: input, Receipt: label, Shipped: v.Shipped, Files: files})
 	}
 	d := e.now().Sub(start)
-	if checkOutput(a, &res); res.Outcome.Kind == OutcomeInvalidOutput {
+	if checkOutput(a, &res); res.Outcome.Kind == contract.OutcomeInvalidOutput {
 		return TryResult{Error: holon.CodeInvalidOutput, Duration: d, Message: res.Message}
 	}
 	// The billing table names the outcome; the price it computes is ignored.
-	bill := DecideBilling(a, res.Outcome, nil, journal.One)
+	bill := contract.DecideBilling(a, res.Outcome, nil, journal.One)
 	if bill.Error != "" {
 		return TryResult{Error: bill.Error, Message: res.Message, Duration: d}
 	}

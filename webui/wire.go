@@ -6,6 +6,7 @@ import (
 
 	"holon.dev/holon"
 	"holon.dev/holon/gateway"
+	"holon.dev/holon/gateway/contract"
 	"holon.dev/holon/journal"
 )
 
@@ -96,14 +97,14 @@ type me struct {
 }
 
 type agentItem struct {
-	ID           string          `json:"id"`
-	Version      string          `json:"version"`
-	Summary      string          `json:"summary"`
-	Capabilities []string        `json:"capabilities"`
-	License      string          `json:"license"`
-	WorstCase    journal.Amount  `json:"worst_case"`
-	Currency     string          `json:"currency"`
-	Pricing      gateway.Pricing `json:"pricing"`
+	ID           string           `json:"id"`
+	Version      string           `json:"version"`
+	Summary      string           `json:"summary"`
+	Capabilities []string         `json:"capabilities"`
+	License      string           `json:"license"`
+	WorstCase    journal.Amount   `json:"worst_case"`
+	Currency     string           `json:"currency"`
+	Pricing      contract.Pricing `json:"pricing"`
 	Record       struct {
 		Runs      int64 `json:"runs"`
 		Succeeded int64 `json:"succeeded"`
@@ -112,9 +113,9 @@ type agentItem struct {
 }
 
 type agentDetail struct {
-	Manifest *gateway.Manifest `json:"manifest"`
-	Record   measured          `json:"record"`
-	Versions []string          `json:"versions"`
+	Manifest *contract.Manifest `json:"manifest"`
+	Record   measured           `json:"record"`
+	Versions []string           `json:"versions"`
 }
 
 type callAnswer struct {

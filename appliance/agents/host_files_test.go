@@ -15,6 +15,7 @@ import (
 	"holon.dev/holon"
 	"holon.dev/holon/appliance/agents"
 	"holon.dev/holon/gateway"
+	"holon.dev/holon/gateway/contract"
 )
 
 // Ensure that the host hands _meta["holon/files"] to its agents, which
@@ -34,7 +35,7 @@ func TestHost_FileLinks(t *testing.T) {
 	t.Cleanup(origin.Close)
 	rt := gateway.NewDevRuntime()
 	agents.Register(rt)
-	h, err := agents.NewHost(agents.HostConfig{Manifests: []*gateway.Manifest{manifest(t, "holon-labs/csv-profile")}, Runtime: rt, Gateways: []string{origin.URL}})
+	h, err := agents.NewHost(agents.HostConfig{Manifests: []*contract.Manifest{manifest(t, "holon-labs/csv-profile")}, Runtime: rt, Gateways: []string{origin.URL}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"holon.dev/holon"
-	"holon.dev/holon/gateway"
+	"holon.dev/holon/gateway/contract"
 )
 
 // gatewayClient calls a running hosted gateway with a human key, from
@@ -139,7 +139,7 @@ Flags:`)
 	if err != nil {
 		return err
 	}
-	m, err := gateway.ParseManifest(b)
+	m, err := contract.ParseManifest(b)
 	if err != nil {
 		return fmt.Errorf("%s: %w", fs.Arg(0), err)
 	}

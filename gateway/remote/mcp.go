@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"holon.dev/holon"
 	"holon.dev/holon/gateway"
+	"holon.dev/holon/gateway/contract"
 )
 
 // MCPRunner runs agents of runtime.kind mcp: MCP servers over Streamable
@@ -119,7 +120,7 @@ func (r *MCPRunner) Run(ctx context.Context, inv *gateway.Invocation) gateway.Ru
 			// The SDK told the server the request is cancelled; the session
 			// itself is still good.
 			r.pool.release(s)
-			return gateway.RunResult{Outcome: gateway.Outcome{Kind: gateway.OutcomeTimeout}}
+			return gateway.RunResult{Outcome: contract.Outcome{Kind: contract.OutcomeTimeout}}
 		}
 		r.pool.drop(s)
 		if st.stale {
@@ -148,7 +149,7 @@ func grantFor(ctx context.Context, inv *gateway.Invocation, add func(gateway.Del
 	}
 	grant, err := g.Grant(ctx)
 	if err != nil {
-		return gateway.RunResult{Outcome: gateway.Outcome{Kind: gateway.OutcomeGatewayError}, Message: holon.ErrorMessage(err)}, false
+		return gateway.RunResult{Outcome: contract.Outcome{Kind: contract.OutcomeGatewayError}, Message: holon.ErrorMessage(err)}, false
 	}
 	add(grant)
 	return gateway.RunResult{}, true
@@ -156,9 +157,9 @@ func grantFor(ctx context.Context, inv *gateway.Invocation, add func(gateway.Del
 
 // connectFailed is the outcome of a session that could not be opened:
 // nothing of the call reached the agent.
-func (r *MCPRunner) connectFailed(ctx context.Context, m *gateway.Manifest, err error, st probeState) gateway.RunResult {
+func (r *MCPRunner) connectFailed(ctx context.Context, m *contract.Manifest, err error, st probeState) gateway.RunResult {
 	if ctx.Err() != nil {
-		return gateway.RunResult{Outcome: gateway.Outcome{Kind: gateway.OutcomeTimeout}}
+		return gateway.RunResult{Outcome: contract.Outcome{Kind: contract.OutcomeTimeout}}
 	}
 	msg := fmt.Sprintf("cannot open an MCP session with %s: %v", m.Runtime.Endpoint, err)
 	switch b, blocked := blockedAddress(err); {
@@ -169,25 +170,25 @@ func (r *MCPRunner) connectFailed(ctx context.Context, m *gateway.Manifest, err 
 	case st.status >= 300 && st.status < 400:
 		msg = redirectMessage(st.status, st.location)
 	}
-	return gateway.RunResult{Outcome: gateway.Outcome{Kind: gateway.OutcomeUnavailable}, Message: msg}
+	return gateway.RunResult{Outcome: contract.Outcome{Kind: contract.OutcomeUnavailable}, Message: msg}
 }
 
 // callFailed is the outcome of a tools/call that got no result.
-func (r *MCPRunner) callFailed(m *gateway.Manifest, err error, st probeState) gateway.RunResult {
+func (r *MCPRunner) callFailed(m *contract.Manifest, err error, st probeState) gateway.RunResult {
 	crash := func(format string, args ...any) gateway.RunResult {
-		return gateway.RunResult{Outcome: gateway.Outcome{Kind: gateway.OutcomeCrash}, Message: fmt.Sprintf(format, args...)}
+		return gateway.RunResult{Outcome: contract.Outcome{Kind: contract.OutcomeCrash}, Message: fmt.Sprintf(format, args...)}
 	}
 	var werr *jsonrpc.Error
 	switch b, blocked := blockedAddress(err); {
 	case blocked:
-		return gateway.RunResult{Outcome: gateway.Outcome{Kind: gateway.OutcomeUnavailable}, Message: b.Error()}
+		return gateway.RunResult{Outcome: contract.Outcome{Kind: contract.OutcomeUnavailable}, Message: b.Error()}
 	case st.oversize:
 		return crash("the answer of %s is larger than %d bytes: refused", m.Ref(), r.cfg.MaxResponseBytes)
 	case st.status >= 300 && st.status < 400:
 		return crash("%s", redirectMessage(st.status, st.location))
 	case !st.sent, st.stale, st.status == http.StatusNotFound,
 		st.status == http.StatusTooManyRequests, st.status >= 500:
-		return gateway.RunResult{Outcome: gateway.Outcome{Kind: gateway.OutcomeUnavailable},
+		return gateway.RunResult{Outcome: contract.Outcome{Kind: contract.OutcomeUnavailable},
 			Message: fmt.Sprintf("%s is unavailable: %v", m.Runtime.Endpoint, err)}
 	case st.status == 0:
 		return crash("the connection to %s failed after the request was sent: %v", m.Runtime.Endpoint, err)
@@ -199,7 +200,7 @@ func (r *MCPRunner) callFailed(m *gateway.Manifest, err error, st probeState) ga
 
 // mcpResult reads a tools/call result as the profile defines it.
 func mcpResult(res *mcp.CallToolResult) gateway.RunResult {
-	out := gateway.RunResult{Outcome: gateway.Outcome{Units: res.Meta["holon/units"], Quote: res.Meta["holon/quote"]}}
+	out := gateway.RunResult{Outcome: contract.Outcome{Units: res.Meta["holon/units"], Quote: res.Meta["holon/quote"]}}
 	text, hasText := firstText(res.Content)
 	if res.IsError {
 		code, msg := structuredError(res.StructuredContent)
@@ -208,24 +209,24 @@ func mcpResult(res *mcp.CallToolResult) gateway.RunResult {
 		}
 		out.Message = msg
 		if code == "" {
-			out.Outcome.Kind = gateway.OutcomeCrash
+			out.Outcome.Kind = contract.OutcomeCrash
 			if out.Message == "" {
 				out.Message = "the tool failed (isError) without an error code"
 			}
 			return out
 		}
-		out.Outcome.Kind, out.Outcome.Code = gateway.OutcomeError, code
+		out.Outcome.Kind, out.Outcome.Code = contract.OutcomeError, code
 		return out
 	}
 	if res.NeedsInput() {
-		out.Outcome.Kind, out.Message = gateway.OutcomeCrash, "the tool asked for more input, which the agent profile does not provide"
+		out.Outcome.Kind, out.Message = contract.OutcomeCrash, "the tool asked for more input, which the agent profile does not provide"
 		return out
 	}
 	switch {
 	case res.StructuredContent != nil:
 		b, err := json.Marshal(res.StructuredContent)
 		if err != nil {
-			out.Outcome.Kind, out.Message = gateway.OutcomeCrash, "structuredContent is not JSON: "+err.Error()
+			out.Outcome.Kind, out.Message = contract.OutcomeCrash, "structuredContent is not JSON: "+err.Error()
 			return out
 		}
 		out.Output = b
@@ -238,15 +239,15 @@ func mcpResult(res *mcp.CallToolResult) gateway.RunResult {
 	case hasText:
 		t := strings.TrimSpace(text)
 		if !json.Valid([]byte(t)) {
-			out.Outcome.Kind, out.Message = gateway.OutcomeCrash, "no structuredContent, and the first text block is not JSON"
+			out.Outcome.Kind, out.Message = contract.OutcomeCrash, "no structuredContent, and the first text block is not JSON"
 			return out
 		}
 		out.Output = json.RawMessage(t)
 	default:
-		out.Outcome.Kind, out.Message = gateway.OutcomeCrash, "the result has neither structuredContent nor a text block"
+		out.Outcome.Kind, out.Message = contract.OutcomeCrash, "the result has neither structuredContent nor a text block"
 		return out
 	}
-	out.Outcome.Kind = gateway.OutcomeOutput
+	out.Outcome.Kind = contract.OutcomeOutput
 	return out
 }
 

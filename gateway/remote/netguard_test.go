@@ -17,6 +17,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"holon.dev/holon/gateway"
+	"holon.dev/holon/gateway/contract"
 	"holon.dev/holon/gateway/remote"
 )
 
@@ -262,16 +263,16 @@ func TestNetGuard_PrivateSwitchAndShipped(t *testing.T) {
 		doc    string
 		runner gateway.Runner
 	}{{docs[0], mr}, {docs[1], wr}} {
-		m, err := gateway.ParseManifest([]byte(tt.doc))
+		m, err := contract.ParseManifest([]byte(tt.doc))
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, shipped := range []bool{true, false} {
 			res := tt.runner.Run(context.Background(), &gateway.Invocation{Manifest: m, Input: json.RawMessage(`{"y":2}`), Receipt: "r1", Shipped: shipped})
 			switch {
-			case shipped && res.Outcome.Kind != gateway.OutcomeOutput:
+			case shipped && res.Outcome.Kind != contract.OutcomeOutput:
 				t.Errorf("%s shipped: outcome %v (%s), want an output", m.ID, res.Outcome.Kind, res.Message)
-			case !shipped && res.Outcome.Kind != gateway.OutcomeUnavailable:
+			case !shipped && res.Outcome.Kind != contract.OutcomeUnavailable:
 				t.Errorf("%s not shipped: outcome %v (%s), want unavailable", m.ID, res.Outcome.Kind, res.Message)
 			}
 		}

@@ -17,6 +17,7 @@ import (
 
 	"holon.dev/holon"
 	"holon.dev/holon/gateway"
+	"holon.dev/holon/gateway/contract"
 	"holon.dev/holon/gateway/remote"
 	"holon.dev/holon/journal"
 	"holon.dev/holon/kv"
@@ -66,15 +67,15 @@ type rmConfig struct {
 func openRemote(t *testing.T, cfg rmConfig) *rmGateway {
 	t.Helper()
 	reg := gateway.NewRegistry()
-	var ms []*gateway.Manifest
+	var ms []*contract.Manifest
 	for _, doc := range cfg.manifests {
-		m, err := gateway.ParseManifest([]byte(doc))
+		m, err := contract.ParseManifest([]byte(doc))
 		if err != nil {
 			t.Fatalf("manifest: %v\n%s", err, doc)
 		}
 		ms = append(ms, m)
 	}
-	if err := reg.AddAll(ms, gateway.AgentFacts{}, cfg.shipped); err != nil {
+	if err := reg.AddAll(ms, contract.AgentFacts{}, cfg.shipped); err != nil {
 		t.Fatalf("registry: %v", err)
 	}
 	rc := cfg.remote
@@ -92,9 +93,9 @@ func openRemote(t *testing.T, cfg rmConfig) *rmGateway {
 	g.store = s.Holon()
 	g.eng = gateway.New(gateway.Config{
 		Store: g.store, Registry: reg, SignupCredit: journal.MustParseAmount("100.00"), PublicURL: cfg.publicURL,
-		Runners: map[string]gateway.Runner{gateway.RuntimeMCP: g.mcp, gateway.RuntimeWebhook: g.webhook, gateway.RuntimeDev: g.dev},
+		Runners: map[string]gateway.Runner{contract.RuntimeMCP: g.mcp, contract.RuntimeWebhook: g.webhook, contract.RuntimeDev: g.dev},
 	})
-	mandate, err := gateway.ParseMandate([]byte(rmMandate))
+	mandate, err := contract.ParseMandate([]byte(rmMandate))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"net/http"
 
 	"holon.dev/holon/gateway"
+	"holon.dev/holon/gateway/contract"
 )
 
 // WebhookRunner runs agents of runtime.kind webhook (gateway.md §6): plain
@@ -54,7 +55,7 @@ func (r *WebhookRunner) Run(ctx context.Context, inv *gateway.Invocation) gatewa
 	probe := &callProbe{}
 	req, err := http.NewRequestWithContext(withProbe(ctx, probe), http.MethodPost, m.Runtime.Endpoint, bytes.NewReader(inv.Input))
 	if err != nil {
-		return gateway.RunResult{Outcome: gateway.Outcome{Kind: gateway.OutcomeUnavailable}, Message: fmt.Sprintf("runtime.endpoint: %v", err)}
+		return gateway.RunResult{Outcome: contract.Outcome{Kind: contract.OutcomeUnavailable}, Message: fmt.Sprintf("runtime.endpoint: %v", err)}
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json")
@@ -85,23 +86,23 @@ func (r *WebhookRunner) Run(ctx context.Context, inv *gateway.Invocation) gatewa
 		}
 		switch b, blocked := blockedAddress(err); {
 		case ctx.Err() != nil:
-			return gateway.RunResult{Outcome: gateway.Outcome{Kind: gateway.OutcomeTimeout}}
+			return gateway.RunResult{Outcome: contract.Outcome{Kind: contract.OutcomeTimeout}}
 		case blocked:
-			return gateway.RunResult{Outcome: gateway.Outcome{Kind: gateway.OutcomeUnavailable}, Message: b.Error()}
+			return gateway.RunResult{Outcome: contract.Outcome{Kind: contract.OutcomeUnavailable}, Message: b.Error()}
 		case !st.sent:
-			return gateway.RunResult{Outcome: gateway.Outcome{Kind: gateway.OutcomeUnavailable}, Message: fmt.Sprintf("cannot reach %s: %v", m.Runtime.Endpoint, err)}
+			return gateway.RunResult{Outcome: contract.Outcome{Kind: contract.OutcomeUnavailable}, Message: fmt.Sprintf("cannot reach %s: %v", m.Runtime.Endpoint, err)}
 		}
-		return gateway.RunResult{Outcome: gateway.Outcome{Kind: gateway.OutcomeCrash}, Message: fmt.Sprintf("%s failed after the request was sent: %v", m.Runtime.Endpoint, err)}
+		return gateway.RunResult{Outcome: contract.Outcome{Kind: contract.OutcomeCrash}, Message: fmt.Sprintf("%s failed after the request was sent: %v", m.Runtime.Endpoint, err)}
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	switch {
 	case ctx.Err() != nil:
-		return gateway.RunResult{Outcome: gateway.Outcome{Kind: gateway.OutcomeTimeout}}
+		return gateway.RunResult{Outcome: contract.Outcome{Kind: contract.OutcomeTimeout}}
 	case errors.Is(err, ErrResponseTooLarge):
-		return gateway.RunResult{Outcome: gateway.Outcome{Kind: gateway.OutcomeCrash}, Message: fmt.Sprintf("the answer of %s is larger than %d bytes: refused", m.Ref(), r.cfg.MaxResponseBytes)}
+		return gateway.RunResult{Outcome: contract.Outcome{Kind: contract.OutcomeCrash}, Message: fmt.Sprintf("the answer of %s is larger than %d bytes: refused", m.Ref(), r.cfg.MaxResponseBytes)}
 	case err != nil:
-		return gateway.RunResult{Outcome: gateway.Outcome{Kind: gateway.OutcomeCrash}, Message: fmt.Sprintf("reading the answer of %s: %v", m.Runtime.Endpoint, err)}
+		return gateway.RunResult{Outcome: contract.Outcome{Kind: contract.OutcomeCrash}, Message: fmt.Sprintf("reading the answer of %s: %v", m.Runtime.Endpoint, err)}
 	}
 	return webhookResult(resp, body)
 }
@@ -114,11 +115,11 @@ func webhookResult(resp *http.Response, body []byte) gateway.RunResult {
 	// billed.
 	if gateway.CheckJSON(body, "answer") == nil {
 		if code, msg, ok := webhookError(body); ok {
-			return gateway.RunResult{Outcome: gateway.Outcome{Kind: gateway.OutcomeError, Code: code}, Message: msg}
+			return gateway.RunResult{Outcome: contract.Outcome{Kind: contract.OutcomeError, Code: code}, Message: msg}
 		}
 	}
 	crash := func(format string, args ...any) gateway.RunResult {
-		return gateway.RunResult{Outcome: gateway.Outcome{Kind: gateway.OutcomeCrash}, Message: fmt.Sprintf(format, args...)}
+		return gateway.RunResult{Outcome: contract.Outcome{Kind: contract.OutcomeCrash}, Message: fmt.Sprintf(format, args...)}
 	}
 	switch s := resp.StatusCode; {
 	case s >= 300 && s < 400:
@@ -128,7 +129,7 @@ func webhookResult(resp *http.Response, body []byte) gateway.RunResult {
 	case !json.Valid(body):
 		return crash("the endpoint answered %d with a body that is not JSON", s)
 	}
-	return gateway.RunResult{Outcome: gateway.Outcome{Kind: gateway.OutcomeOutput}, Output: json.RawMessage(bytes.TrimSpace(body))}
+	return gateway.RunResult{Outcome: contract.Outcome{Kind: contract.OutcomeOutput}, Output: json.RawMessage(bytes.TrimSpace(body))}
 }
 
 // webhookError reads {"error": {"code", "message"}}: a failure whatever the

@@ -1,4 +1,4 @@
-package gateway
+package contract
 
 // LicenseProprietary is the license of an agent whose code is not open.
 const LicenseProprietary = "proprietary"

@@ -1,4 +1,4 @@
-package gateway_test
+package contract_test
 
 import (
 	"os"
@@ -8,7 +8,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"holon.dev/holon"
-	"holon.dev/holon/gateway"
+	"holon.dev/holon/gateway/contract"
 	"holon.dev/holon/journal"
 )
 
@@ -70,10 +70,10 @@ func mergeYAML(dst, src map[string]any) {
 }
 
 // overlayManifest parses baseAgent overlaid with overrides, or fails the test.
-func overlayManifest(tb testing.TB, overrides string) *gateway.Manifest {
+func overlayManifest(tb testing.TB, overrides string) *contract.Manifest {
 	tb.Helper()
 	doc := overlay(tb, baseAgent, overrides)
-	a, err := gateway.ParseManifest(doc)
+	a, err := contract.ParseManifest(doc)
 	if err != nil {
 		tb.Fatalf("manifest: %v\n%s", err, doc)
 	}
@@ -81,16 +81,16 @@ func overlayManifest(tb testing.TB, overrides string) *gateway.Manifest {
 }
 
 // overlayMandate parses baseMandate overlaid with overrides, or fails the test.
-func overlayMandate(tb testing.TB, overrides string) *gateway.Mandate {
+func overlayMandate(tb testing.TB, overrides string) *contract.Mandate {
 	tb.Helper()
 	return parseMandateDoc(tb, overlay(tb, baseMandate, overrides))
 }
 
-func parseMandateDoc(tb testing.TB, doc []byte) *gateway.Mandate {
+func parseMandateDoc(tb testing.TB, doc []byte) *contract.Mandate {
 	tb.Helper()
 	// Test documents may describe derived sub-mandates (with a parent),
 	// which only the gateway's own reader accepts.
-	m, err := gateway.ParseStoredMandate(doc)
+	m, err := contract.ParseStoredMandate(doc)
 	if err != nil {
 		tb.Fatalf("mandate: %v\n%s", err, doc)
 	}
@@ -98,13 +98,13 @@ func parseMandateDoc(tb testing.TB, doc []byte) *gateway.Mandate {
 }
 
 // readManifest parses a manifest under testdata/, or fails the test.
-func readManifest(tb testing.TB, path string) *gateway.Manifest {
+func readManifest(tb testing.TB, path string) *contract.Manifest {
 	tb.Helper()
-	b, err := os.ReadFile("../testdata/" + path)
+	b, err := os.ReadFile("../../testdata/" + path)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	a, err := gateway.ParseManifest(b)
+	a, err := contract.ParseManifest(b)
 	if err != nil {
 		tb.Fatalf("%s: %v", path, err)
 	}
@@ -112,9 +112,9 @@ func readManifest(tb testing.TB, path string) *gateway.Manifest {
 }
 
 // readMandate parses a mandate under testdata/, or fails the test.
-func readMandate(tb testing.TB, path string) *gateway.Mandate {
+func readMandate(tb testing.TB, path string) *contract.Mandate {
 	tb.Helper()
-	b, err := os.ReadFile("../testdata/" + path)
+	b, err := os.ReadFile("../../testdata/" + path)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -150,21 +150,21 @@ var admissionNow = time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)
 type admission struct {
 	name     string
 	mandate  string
-	m        *gateway.Mandate
+	m        *contract.Mandate
 	agent    string
-	edit     func(*gateway.Manifest)
-	facts    gateway.AgentFacts
+	edit     func(*contract.Manifest)
+	facts    contract.AgentFacts
 	spent    string
 	reserved string
 	maxCost  string
-	req      gateway.CallRequest
+	req      contract.CallRequest
 
-	verdict gateway.Verdict
+	verdict contract.Verdict
 	reason  string
 	worst   string // W, checked on allow, approve and approval_required
 }
 
-func (c admission) inputs(tb testing.TB) (*gateway.Mandate, *gateway.Manifest, gateway.BudgetState, gateway.CallRequest) {
+func (c admission) inputs(tb testing.TB) (*contract.Mandate, *contract.Manifest, contract.BudgetState, contract.CallRequest) {
 	tb.Helper()
 	m := c.m
 	if m == nil {
@@ -174,7 +174,7 @@ func (c admission) inputs(tb testing.TB) (*gateway.Mandate, *gateway.Manifest, g
 	if c.edit != nil {
 		c.edit(a)
 	}
-	var budget gateway.BudgetState
+	var budget contract.BudgetState
 	if c.spent != "" {
 		budget.Spent = amountOf(tb, c.spent)
 	}
@@ -189,22 +189,22 @@ func (c admission) inputs(tb testing.TB) (*gateway.Mandate, *gateway.Manifest, g
 	return m, a, budget, req
 }
 
-func (c admission) check(tb testing.TB) gateway.Decision {
+func (c admission) check(tb testing.TB) contract.Decision {
 	tb.Helper()
 	m, a, budget, req := c.inputs(tb)
-	return gateway.CheckCall(m, a, c.facts, budget, req)
+	return contract.CheckCall(m, a, c.facts, budget, req)
 }
 
 // expect compares a decision with the case's verdict, reason and W.
-func (c admission) expect(tb testing.TB, d gateway.Decision) {
+func (c admission) expect(tb testing.TB, d contract.Decision) {
 	tb.Helper()
 	if d.Verdict != c.verdict || d.Reason != c.reason {
 		tb.Fatalf("got %s %q (%s), want %s %q", d.Verdict, d.Reason, d.Msg, c.verdict, c.reason)
 	}
-	if d.Verdict == gateway.VerdictDeny && d.Msg == "" {
+	if d.Verdict == contract.VerdictDeny && d.Msg == "" {
 		tb.Errorf("deny %s without a message", d.Reason)
 	}
-	if c.verdict != gateway.VerdictDeny || c.reason == holon.CodeApprovalRequired {
+	if c.verdict != contract.VerdictDeny || c.reason == holon.CodeApprovalRequired {
 		if got := d.WorstCase.String(); got != c.worst {
 			tb.Errorf("W = %s, want %s", got, c.worst)
 		}
@@ -214,7 +214,7 @@ func (c admission) expect(tb testing.TB, d gateway.Decision) {
 // deriveFor derives the sub-mandate under which acme/orchestrate (passthrough,
 // cap 1.00 EUR, calling acme/extract@^1) delegates, from baseMandate overlaid
 // with parent.
-func deriveFor(tb testing.TB, parent string) *gateway.Mandate {
+func deriveFor(tb testing.TB, parent string) *contract.Mandate {
 	tb.Helper()
 	p := overlayMandate(tb, parent)
 	orch := overlayManifest(tb, `
@@ -224,7 +224,7 @@ capabilities: [extraction.invoice]
 calls: [{agent: "acme/extract@^1", max_cost: "0.50"}]
 downstream: {mode: passthrough, cap: "1.00"}
 `)
-	sub, err := gateway.DeriveSubMandate(p, orch, "r1", nil, p.Total())
+	sub, err := contract.DeriveSubMandate(p, orch, "r1", nil, p.Total())
 	if err != nil {
 		tb.Fatalf("derive: %v", err)
 	}
@@ -237,17 +237,17 @@ func TestCheckCall(t *testing.T) {
 	at := time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
 	depthZero := deriveFor(t, `delegation: {max_depth: 0}`)
 	depthOne := deriveFor(t, `delegation: {max_depth: 1}`)
-	allow, approve, deny := gateway.VerdictAllow, gateway.VerdictApprove, gateway.VerdictDeny
-	published := gateway.AgentFacts{Published: true}
-	capCall := gateway.CallRequest{Capability: "extraction.table"}
+	allow, approve, deny := contract.VerdictAllow, contract.VerdictApprove, contract.VerdictDeny
+	published := contract.AgentFacts{Published: true}
+	capCall := contract.CallRequest{Capability: "extraction.table"}
 	for _, c := range []admission{
 		// 1. mandate_inactive
 		{name: "revoked", mandate: `revoked: true`, verdict: deny, reason: holon.CodeMandateInactive},
-		{name: "expires at now", mandate: `expires: 2026-06-01T12:00:00Z`, req: gateway.CallRequest{Now: at},
+		{name: "expires at now", mandate: `expires: 2026-06-01T12:00:00Z`, req: contract.CallRequest{Now: at},
 			verdict: deny, reason: holon.CodeMandateInactive},
-		{name: "expired before now", mandate: `expires: 2026-06-01T12:00:00Z`, req: gateway.CallRequest{Now: at.Add(time.Second)},
+		{name: "expired before now", mandate: `expires: 2026-06-01T12:00:00Z`, req: contract.CallRequest{Now: at.Add(time.Second)},
 			verdict: deny, reason: holon.CodeMandateInactive},
-		{name: "expires after now", mandate: `expires: 2026-06-01T12:00:00Z`, req: gateway.CallRequest{Now: at.Add(-time.Second)},
+		{name: "expires after now", mandate: `expires: 2026-06-01T12:00:00Z`, req: contract.CallRequest{Now: at.Add(-time.Second)},
 			verdict: allow, worst: "0.10"},
 
 		// 2. denied_by_mandate
@@ -279,7 +279,7 @@ func TestCheckCall(t *testing.T) {
 		{name: "by capability, published agent of the mandate's issuer", mandate: `allow: {agents: null, capabilities: ["extraction.*"]}`,
 			agent: `id: alice/extract`, facts: published, req: capCall, verdict: allow, worst: "0.10"},
 		{name: "by capability, published agent of the root account", mandate: `allow: {agents: null, capabilities: ["extraction.*"]}`,
-			facts: published, req: gateway.CallRequest{Capability: "extraction.table", Account: "acme"}, verdict: allow, worst: "0.10"},
+			facts: published, req: contract.CallRequest{Capability: "extraction.table", Account: "acme"}, verdict: allow, worst: "0.10"},
 		{name: "by name, published agent without allow.published", mandate: `allow: {agents: ["acme/extract@^1"]}`,
 			facts: published, verdict: allow, worst: "0.10"},
 
@@ -288,22 +288,22 @@ func TestCheckCall(t *testing.T) {
 			verdict: deny, reason: holon.CodeRequirementNotMet},
 		{name: "open required, OSI license without source", mandate: `require: {license: open}`,
 			agent: `{license: MIT, source: {repository: "https://github.com/acme/extract", commit: 4f1c2a9e}}`,
-			edit:  func(a *gateway.Manifest) { a.Source = nil }, verdict: deny, reason: holon.CodeRequirementNotMet},
+			edit:  func(a *contract.Manifest) { a.Source = nil }, verdict: deny, reason: holon.CodeRequirementNotMet},
 		{name: "open required, OSI license with source", mandate: `require: {license: open}`,
 			agent:   `{license: MIT, source: {repository: "https://github.com/acme/extract", commit: 4f1c2a9e}}`,
 			verdict: allow, worst: "0.10"},
 		{name: "evaluated required, not evaluated", mandate: `require: {evaluated: true}`,
 			verdict: deny, reason: holon.CodeRequirementNotMet},
 		{name: "evaluated required, evaluated", mandate: `require: {evaluated: true}`,
-			facts: gateway.AgentFacts{Evaluated: true}, verdict: allow, worst: "0.10"},
+			facts: contract.AgentFacts{Evaluated: true}, verdict: allow, worst: "0.10"},
 		{name: "success rate below, 20 runs", mandate: `require: {min_success_rate: "0.90"}`,
-			facts: gateway.AgentFacts{Runs: 20, Succeeded: 17}, verdict: deny, reason: holon.CodeRequirementNotMet},
+			facts: contract.AgentFacts{Runs: 20, Succeeded: 17}, verdict: deny, reason: holon.CodeRequirementNotMet},
 		{name: "success rate just below, 1000 runs", mandate: `require: {min_success_rate: "0.90"}`,
-			facts: gateway.AgentFacts{Runs: 1000, Succeeded: 899}, verdict: deny, reason: holon.CodeRequirementNotMet},
+			facts: contract.AgentFacts{Runs: 1000, Succeeded: 899}, verdict: deny, reason: holon.CodeRequirementNotMet},
 		{name: "success rate exactly at the minimum", mandate: `require: {min_success_rate: "0.90"}`,
-			facts: gateway.AgentFacts{Runs: 20, Succeeded: 18}, verdict: allow, worst: "0.10"},
+			facts: contract.AgentFacts{Runs: 20, Succeeded: 18}, verdict: allow, worst: "0.10"},
 		{name: "success rate not applied under 20 runs", mandate: `require: {min_success_rate: "0.90"}`,
-			facts: gateway.AgentFacts{Runs: 19, Succeeded: 0}, verdict: allow, worst: "0.10"},
+			facts: contract.AgentFacts{Runs: 19, Succeeded: 0}, verdict: allow, worst: "0.10"},
 
 		// 5. data_policy
 		{name: "retention longer", mandate: `data: {retention: 24h}`, agent: `data: {retention: 30d}`,
@@ -360,16 +360,16 @@ func TestCheckCall(t *testing.T) {
 			spent: "4.00", reserved: "5.00", verdict: allow, worst: "1.00"},
 
 		// 10. delegation_depth
-		{name: "delegated beyond max_depth", m: depthZero, req: gateway.CallRequest{Delegated: true},
+		{name: "delegated beyond max_depth", m: depthZero, req: contract.CallRequest{Delegated: true},
 			verdict: deny, reason: holon.CodeDelegationDepth},
-		{name: "delegated at max_depth 0", m: depthOne, req: gateway.CallRequest{Delegated: true},
+		{name: "delegated at max_depth 0", m: depthOne, req: contract.CallRequest{Delegated: true},
 			verdict: allow, worst: "0.10"},
 
 		// 11. approval
 		{name: "W above approval.above", mandate: `approval: {above: "1.00"}`, agent: `pricing: {amount: "3.10"}`,
 			verdict: approve, worst: "3.10"},
 		{name: "W above approval.above, delegated", mandate: `approval: {above: "1.00"}`, agent: `pricing: {amount: "3.10"}`,
-			req: gateway.CallRequest{Delegated: true}, verdict: deny, reason: holon.CodeApprovalRequired, worst: "3.10"},
+			req: contract.CallRequest{Delegated: true}, verdict: deny, reason: holon.CodeApprovalRequired, worst: "3.10"},
 		{name: "W equal to approval.above", mandate: `approval: {above: "1.00"}`, agent: `pricing: {amount: "1.00"}`,
 			verdict: allow, worst: "1.00"},
 		{name: "above 0, a paid call", mandate: `approval: {above: "0"}`, agent: `pricing: {amount: "0.000001"}`,
@@ -389,11 +389,11 @@ func TestCheckCall(t *testing.T) {
 // Ensure that a call to a mandate that does not exist is denied as inactive.
 func TestCheckCall_NoMandate(t *testing.T) {
 	a := overlayManifest(t, "")
-	for name, d := range map[string]gateway.Decision{
-		"CheckCall":    gateway.CheckCall(nil, a, gateway.AgentFacts{}, gateway.BudgetState{}, gateway.CallRequest{Now: admissionNow}),
-		"CheckListing": gateway.CheckListing(nil, a, gateway.AgentFacts{}, gateway.CallRequest{Now: admissionNow}),
+	for name, d := range map[string]contract.Decision{
+		"CheckCall":    contract.CheckCall(nil, a, contract.AgentFacts{}, contract.BudgetState{}, contract.CallRequest{Now: admissionNow}),
+		"CheckListing": contract.CheckListing(nil, a, contract.AgentFacts{}, contract.CallRequest{Now: admissionNow}),
 	} {
-		if d.Verdict != gateway.VerdictDeny || d.Reason != holon.CodeMandateInactive {
+		if d.Verdict != contract.VerdictDeny || d.Reason != holon.CodeMandateInactive {
 			t.Errorf("%s: got %s %q, want deny mandate_inactive", name, d.Verdict, d.Reason)
 		}
 	}
@@ -403,7 +403,7 @@ func TestCheckCall_NoMandate(t *testing.T) {
 // pair, a call failing both is denied by the earlier, and by the later once
 // the earlier failure is lifted.
 func TestCheckCall_Order(t *testing.T) {
-	delegated := gateway.CallRequest{Delegated: true}
+	delegated := contract.CallRequest{Delegated: true}
 	for _, tt := range []struct {
 		name          string
 		both          admission
@@ -472,12 +472,12 @@ func TestCheckCall_Order(t *testing.T) {
 		},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			if d := tt.both.check(t); d.Verdict != gateway.VerdictDeny || d.Reason != tt.first {
+			if d := tt.both.check(t); d.Verdict != contract.VerdictDeny || d.Reason != tt.first {
 				t.Errorf("failing both: got %s %q (%s), want deny %q", d.Verdict, d.Reason, d.Msg, tt.first)
 			}
 			later := tt.both
 			tt.lift(&later)
-			if d := later.check(t); d.Verdict != gateway.VerdictDeny || d.Reason != tt.second {
+			if d := later.check(t); d.Verdict != contract.VerdictDeny || d.Reason != tt.second {
 				t.Errorf("earlier lifted: got %s %q (%s), want deny %q", d.Verdict, d.Reason, d.Msg, tt.second)
 			}
 		})
@@ -491,7 +491,7 @@ func TestCheckCall_WorstCase(t *testing.T) {
 		perUnitUSD = `pricing: {model: per_unit, amount: "0.01", unit: page, max: "3.00", currency: USD}`
 		perUnitEUR = `pricing: {model: per_unit, amount: "0.01", unit: page, max: "3.00"}`
 	)
-	allow, approve := gateway.VerdictAllow, gateway.VerdictApprove
+	allow, approve := contract.VerdictAllow, contract.VerdictApprove
 	for _, c := range []admission{
 		{name: "same currency", verdict: allow, worst: "0.10"},
 		{name: "USD 0.10 at 0.92", mandate: `fx: {USD: "0.92"}`, agent: `pricing: {currency: USD}`,
@@ -535,7 +535,7 @@ downstream: {mode: passthrough, cap: "3.00"}`, maxCost: "0.50", verdict: allow, 
 			maxCost: "0.20", verdict: allow, worst: "0.20"},
 		{name: "a W beyond any amount is over budget", mandate: `fx: {USD: "1.1"}`,
 			agent:   `pricing: {model: per_unit, amount: "1", unit: page, max: "9000000000000", currency: USD}`,
-			verdict: gateway.VerdictDeny, reason: holon.CodeOverBudget},
+			verdict: contract.VerdictDeny, reason: holon.CodeOverBudget},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.expect(t, c.check(t)) })
 	}
@@ -546,19 +546,19 @@ downstream: {mode: passthrough, cap: "3.00"}`, maxCost: "0.50", verdict: allow, 
 func TestCheckCall_Example(t *testing.T) {
 	m := readMandate(t, "mandates/bookkeeping-q4.yaml")
 	a := readManifest(t, "manifests/invoice-pipeline.yaml")
-	facts := gateway.AgentFacts{Evaluated: true, Runs: 100, Succeeded: 95}
+	facts := contract.AgentFacts{Evaluated: true, Runs: 100, Succeeded: 95}
 	for _, tt := range []struct {
 		name    string
 		maxCost string
-		verdict gateway.Verdict
+		verdict contract.Verdict
 		worst   string
 	}{
-		{name: "worst case", verdict: gateway.VerdictApprove, worst: "3.10"},
-		{name: "max_cost 0.50", maxCost: "0.50", verdict: gateway.VerdictAllow, worst: "0.50"},
+		{name: "worst case", verdict: contract.VerdictApprove, worst: "3.10"},
+		{name: "max_cost 0.50", maxCost: "0.50", verdict: contract.VerdictAllow, worst: "0.50"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			d := gateway.CheckCall(m, a, facts, gateway.BudgetState{},
-				gateway.CallRequest{Now: admissionNow, MaxCost: amountPtr(t, tt.maxCost)})
+			d := contract.CheckCall(m, a, facts, contract.BudgetState{},
+				contract.CallRequest{Now: admissionNow, MaxCost: amountPtr(t, tt.maxCost)})
 			if d.Verdict != tt.verdict || d.Reason != "" || d.WorstCase.String() != tt.worst {
 				t.Errorf("got %s %q W %s, want %s W %s", d.Verdict, d.Reason, d.WorstCase, tt.verdict, tt.worst)
 			}
@@ -570,17 +570,17 @@ func TestCheckCall_Example(t *testing.T) {
 // depth and approval do not hide an agent from a listing.
 func TestCheckListing(t *testing.T) {
 	depthZero := deriveFor(t, `delegation: {max_depth: 0}`)
-	allow, approve, deny := gateway.VerdictAllow, gateway.VerdictApprove, gateway.VerdictDeny
+	allow, approve, deny := contract.VerdictAllow, contract.VerdictApprove, contract.VerdictDeny
 	for _, tt := range []struct {
 		admission
-		call       gateway.Verdict
+		call       contract.Verdict
 		callReason string
 	}{
 		{admission: admission{name: "budget exhausted", mandate: `budget: {total: "10.00"}`, spent: "10.00",
 			verdict: allow, worst: "0.10"}, call: deny, callReason: holon.CodeOverBudget},
 		{admission: admission{name: "over per_call", mandate: `budget: {per_call: "0.05"}`,
 			verdict: deny, reason: holon.CodeOverPerCall}, call: deny, callReason: holon.CodeOverPerCall},
-		{admission: admission{name: "beyond max_depth", m: depthZero, req: gateway.CallRequest{Delegated: true},
+		{admission: admission{name: "beyond max_depth", m: depthZero, req: contract.CallRequest{Delegated: true},
 			verdict: allow, worst: "0.10"}, call: deny, callReason: holon.CodeDelegationDepth},
 		{admission: admission{name: "needs approval", mandate: `approval: {above: "0"}`,
 			verdict: allow, worst: "0.10"}, call: approve},
@@ -593,8 +593,8 @@ func TestCheckListing(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			m, a, budget, req := tt.inputs(t)
-			tt.expect(t, gateway.CheckListing(m, a, tt.facts, req))
-			if d := gateway.CheckCall(m, a, tt.facts, budget, req); d.Verdict != tt.call || d.Reason != tt.callReason {
+			tt.expect(t, contract.CheckListing(m, a, tt.facts, req))
+			if d := contract.CheckCall(m, a, tt.facts, budget, req); d.Verdict != tt.call || d.Reason != tt.callReason {
 				t.Errorf("CheckCall: got %s %q, want %s %q", d.Verdict, d.Reason, tt.call, tt.callReason)
 			}
 		})

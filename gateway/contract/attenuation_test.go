@@ -1,4 +1,4 @@
-package gateway_test
+package contract_test
 
 import (
 	"maps"
@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"holon.dev/holon"
-	"holon.dev/holon/gateway"
+	"holon.dev/holon/gateway/contract"
 	"holon.dev/holon/journal"
 )
 
@@ -162,7 +162,7 @@ expires: null`, want: []string{
 			if tt.left != "" {
 				left = tt.left
 			}
-			got := gateway.CheckAttenuation(child, parent, amountOf(t, left))
+			got := contract.CheckAttenuation(child, parent, amountOf(t, left))
 			if tt.want == nil {
 				if got != nil {
 					t.Fatalf("got %q, want nil", got)
@@ -194,7 +194,7 @@ downstream: {mode: passthrough, cap: "3.00"}
 func TestDeriveSubMandate(t *testing.T) {
 	parent := readMandate(t, "mandates/bookkeeping-q4.yaml")
 	a := readManifest(t, "manifests/invoice-pipeline.yaml")
-	sub, err := gateway.DeriveSubMandate(parent, a, "r4", nil, amountOf(t, "50.00"))
+	sub, err := contract.DeriveSubMandate(parent, a, "r4", nil, amountOf(t, "50.00"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,7 +223,7 @@ func TestDeriveSubMandate(t *testing.T) {
 			t.Errorf("%s = %v, want %v", f.field, f.got, f.want)
 		}
 	}
-	if wide := gateway.CheckAttenuation(sub, parent, amountOf(t, "50.00")); wide != nil {
+	if wide := contract.CheckAttenuation(sub, parent, amountOf(t, "50.00")); wide != nil {
 		t.Errorf("the sub-mandate widens its parent in %q", wide)
 	}
 	// The sub-mandate is a copy: changing it leaves the parent as it was.
@@ -280,7 +280,7 @@ func TestDeriveSubMandate_Budget(t *testing.T) {
 			if tt.left != "" {
 				left = amountOf(t, tt.left)
 			}
-			sub, err := gateway.DeriveSubMandate(parent, a, "r9", amountPtr(t, tt.maxCost), left)
+			sub, err := contract.DeriveSubMandate(parent, a, "r9", amountPtr(t, tt.maxCost), left)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -290,7 +290,7 @@ func TestDeriveSubMandate_Budget(t *testing.T) {
 			if got := sub.MaxDepth(); got != tt.depth {
 				t.Errorf("max_depth = %d, want %d", got, tt.depth)
 			}
-			if wide := gateway.CheckAttenuation(sub, parent, left); wide != nil {
+			if wide := contract.CheckAttenuation(sub, parent, left); wide != nil {
 				t.Errorf("the sub-mandate widens its parent in %q", wide)
 			}
 		})
@@ -324,7 +324,7 @@ func TestDeriveSubMandate_Refused(t *testing.T) {
 			if tt.left != "" {
 				left = tt.left
 			}
-			sub, err := gateway.DeriveSubMandate(parent, a, "r9", nil, amountOf(t, left))
+			sub, err := contract.DeriveSubMandate(parent, a, "r9", nil, amountOf(t, left))
 			if err == nil {
 				t.Fatalf("derived %+v, want %s", sub, tt.code)
 			}
@@ -347,7 +347,7 @@ calls:
   - {agent: "acme/geo@^1", max_cost: "0.02"}
   - {agent: "acme/geo", max_cost: "0.30"}
 `)))
-	agent := func(id, version, caps string) *gateway.Manifest {
+	agent := func(id, version, caps string) *contract.Manifest {
 		return overlayManifest(t, "{id: "+id+", version: "+version+", capabilities: "+caps+"}")
 	}
 	table := agent("acme/extract", "1.2.0", "[extraction.table]")
@@ -357,7 +357,7 @@ calls:
 	geo := agent("acme/geo", "1.0.0", "[geo.lookup]")
 	for _, tt := range []struct {
 		name       string
-		b          *gateway.Manifest
+		b          *contract.Manifest
 		capability string
 		worst      string
 		slot       string // the entry's max_cost; "" for not_declared

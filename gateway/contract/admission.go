@@ -1,4 +1,4 @@
-package gateway
+package contract
 
 import (
 	"fmt"
@@ -72,7 +72,9 @@ type Decision struct {
 	WorstCase journal.Amount
 }
 
-func deny(code, format string, args ...any) Decision {
+// Denied is the decision that denies a call with a code and a message
+// (a check of CheckCall failed, or one the engine adds on top of it).
+func Denied(code, format string, args ...any) Decision {
 	return Decision{Verdict: VerdictDeny, Reason: code, Msg: fmt.Sprintf(format, args...)}
 }
 
@@ -89,7 +91,7 @@ func CheckCall(m *Mandate, a *Manifest, facts AgentFacts, budget BudgetState, re
 	// 8. per call
 	// Denials from here on know W, and their receipts say it.
 	denyW := func(code, format string, args ...any) Decision {
-		d := deny(code, format, args...)
+		d := Denied(code, format, args...)
 		d.WorstCase = w
 		return d
 	}
@@ -126,7 +128,7 @@ func CheckListing(m *Mandate, a *Manifest, facts AgentFacts, req CallRequest) De
 		return d
 	}
 	if pc := m.Budget.PerCall; pc != nil && d.WorstCase > *pc {
-		return deny(holon.CodeOverPerCall, "the worst case %s %s is above the mandate's per-call limit %s", d.WorstCase, m.Currency, pc)
+		return Denied(holon.CodeOverPerCall, "the worst case %s %s is above the mandate's per-call limit %s", d.WorstCase, m.Currency, pc)
 	}
 	return d
 }
@@ -135,57 +137,57 @@ func CheckListing(m *Mandate, a *Manifest, facts AgentFacts, req CallRequest) De
 func checkAgent(m *Mandate, a *Manifest, facts AgentFacts, req CallRequest) Decision {
 	// 1. exists and is active
 	if m == nil {
-		return deny(holon.CodeMandateInactive, "the mandate does not exist")
+		return Denied(holon.CodeMandateInactive, "the mandate does not exist")
 	}
 	if !m.Active(req.Now) {
 		if m.Revoked {
-			return deny(holon.CodeMandateInactive, "mandate %s is revoked", m.ID)
+			return Denied(holon.CodeMandateInactive, "mandate %s is revoked", m.ID)
 		}
-		return deny(holon.CodeMandateInactive, "mandate %s expired at %s", m.ID, m.Expires.UTC().Format(time.RFC3339))
+		return Denied(holon.CodeMandateInactive, "mandate %s expired at %s", m.ID, m.Expires.UTC().Format(time.RFC3339))
 	}
 	// 2. deny lists
 	for _, p := range m.denyAgents {
 		if p.Match(a.ID, a.version) {
-			return deny(holon.CodeDeniedByMandate, "%s matches deny.agents %q", a.Ref(), p)
+			return Denied(holon.CodeDeniedByMandate, "%s matches deny.agents %q", a.Ref(), p)
 		}
 	}
 	for _, c := range a.Capabilities {
 		for _, p := range m.denyCaps {
 			if p.Match(c) {
-				return deny(holon.CodeDeniedByMandate, "capability %s of %s matches deny.capabilities %q", c, a.Ref(), p)
+				return Denied(holon.CodeDeniedByMandate, "capability %s of %s matches deny.capabilities %q", c, a.Ref(), p)
 			}
 		}
 	}
 	// 3. allow lists
 	if !allowed(m, a, facts, req) {
 		if req.Capability != "" {
-			return deny(holon.CodeNotAllowed, "neither %s nor capability %s is allowed by the mandate", a.Ref(), req.Capability)
+			return Denied(holon.CodeNotAllowed, "neither %s nor capability %s is allowed by the mandate", a.Ref(), req.Capability)
 		}
-		return deny(holon.CodeNotAllowed, "%s is not in the mandate's allow.agents", a.Ref())
+		return Denied(holon.CodeNotAllowed, "%s is not in the mandate's allow.agents", a.Ref())
 	}
 	// 4. requirements
 	if r := m.Require; r != nil {
 		if r.License == RequireOpen && !a.OpenSource() {
-			return deny(holon.CodeRequirementNotMet, "the mandate requires an open-source agent with source; %s is %s", a.Ref(), a.License)
+			return Denied(holon.CodeRequirementNotMet, "the mandate requires an open-source agent with source; %s is %s", a.Ref(), a.License)
 		}
 		if r.Evaluated && !facts.Evaluated {
-			return deny(holon.CodeRequirementNotMet, "the mandate requires an evaluated agent; %s has not passed its suite", a.Ref())
+			return Denied(holon.CodeRequirementNotMet, "the mandate requires an evaluated agent; %s has not passed its suite", a.Ref())
 		}
 		if r.MinSuccessRate != nil && facts.Runs >= MinRecordRuns {
 			// succeeded/runs < rate, in integers: succeeded×10⁶ < rate×runs.
 			if facts.Succeeded*journal.Micro < int64(*r.MinSuccessRate)*facts.Runs {
-				return deny(holon.CodeRequirementNotMet, "the mandate requires a success rate of %s; %s succeeded %d of %d runs", r.MinSuccessRate, a.Ref(), facts.Succeeded, facts.Runs)
+				return Denied(holon.CodeRequirementNotMet, "the mandate requires a success rate of %s; %s succeeded %d of %d runs", r.MinSuccessRate, a.Ref(), facts.Succeeded, facts.Runs)
 			}
 		}
 	}
 	// 5. data policy
 	if msg := dataPolicyViolation(m.Data, a.Data); msg != "" {
-		return deny(holon.CodeDataPolicy, "%s: %s", a.Ref(), msg)
+		return Denied(holon.CodeDataPolicy, "%s: %s", a.Ref(), msg)
 	}
 	// 6. exchange rate
 	rate, ok := m.Rate(a.Currency())
 	if !ok {
-		return deny(holon.CodeNoFxRate, "the mandate has no fx rate for %s, the currency of %s", a.Currency(), a.Ref())
+		return Denied(holon.CodeNoFxRate, "the mandate has no fx rate for %s, the currency of %s", a.Currency(), a.Ref())
 	}
 	worst, err := journal.ConvertUp(a.WorstCase(), rate)
 	if err != nil {
@@ -200,7 +202,7 @@ func checkAgent(m *Mandate, a *Manifest, facts AgentFacts, req CallRequest) Deci
 			price = journal.MaxAmount
 		}
 		if price > *req.MaxCost {
-			return deny(holon.CodeBelowFixedPrice, "%s costs %s %s per run, above max_cost %s", a.Ref(), price, m.Currency, req.MaxCost)
+			return Denied(holon.CodeBelowFixedPrice, "%s costs %s %s per run, above max_cost %s", a.Ref(), price, m.Currency, req.MaxCost)
 		}
 	}
 	if req.MaxCost != nil {

@@ -1,4 +1,4 @@
-package gateway_test
+package contract_test
 
 import (
 	"bytes"
@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"holon.dev/holon"
-	"holon.dev/holon/gateway"
+	"holon.dev/holon/gateway/contract"
 )
 
 // manifestSeeds are documents on the edges of the manifest parser: YAML
@@ -70,12 +70,12 @@ func FuzzParseManifest(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		m, err := gateway.ParseManifest(b)
+		m, err := contract.ParseManifest(b)
 		if err != nil {
 			assertRefused(t, err, holon.CodeInvalidManifest)
 			return
 		}
-		assertRoundTrip(t, m, func(b []byte) (any, error) { return gateway.ParseManifest(b) })
+		assertRoundTrip(t, m, func(b []byte) (any, error) { return contract.ParseManifest(b) })
 	})
 }
 
@@ -90,12 +90,12 @@ func FuzzParseMandate(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		m, err := gateway.ParseMandate(b)
+		m, err := contract.ParseMandate(b)
 		if err != nil {
 			assertRefused(t, err, holon.CodeInvalidMandate)
 			return
 		}
-		assertRoundTrip(t, m, func(b []byte) (any, error) { return gateway.ParseMandate(b) })
+		assertRoundTrip(t, m, func(b []byte) (any, error) { return contract.ParseMandate(b) })
 	})
 }
 

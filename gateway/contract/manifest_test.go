@@ -1,4 +1,4 @@
-package gateway_test
+package contract_test
 
 import (
 	"encoding/json"
@@ -12,7 +12,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"holon.dev/holon"
-	"holon.dev/holon/gateway"
+	"holon.dev/holon/gateway/contract"
 	"holon.dev/holon/journal"
 )
 
@@ -52,13 +52,13 @@ func TestParseManifest_Valid(t *testing.T) {
 	if !m.OpenSource() {
 		t.Error("OpenSource() = false for Apache-2.0 with source")
 	}
-	if m.Pricing.Model != gateway.PricingPerRun || m.Pricing.Amount.String() != "0.10" || m.Currency() != "EUR" {
+	if m.Pricing.Model != contract.PricingPerRun || m.Pricing.Amount.String() != "0.10" || m.Currency() != "EUR" {
 		t.Errorf("Pricing = %+v", m.Pricing)
 	}
-	if m.ChargeOn() != gateway.ChargeOnSuccess {
+	if m.ChargeOn() != contract.ChargeOnSuccess {
 		t.Errorf("ChargeOn() = %q", m.ChargeOn())
 	}
-	if r := m.Runtime; r.Kind != gateway.RuntimeMCP || r.Endpoint != "https://agents.holon-labs.example/mcp" || r.Tool != "invoice_pipeline" {
+	if r := m.Runtime; r.Kind != contract.RuntimeMCP || r.Endpoint != "https://agents.holon-labs.example/mcp" || r.Tool != "invoice_pipeline" {
 		t.Errorf("Runtime = %+v", r)
 	}
 	if m.Timeout() != 60 {
@@ -100,7 +100,7 @@ func TestParseManifest_Testdata(t *testing.T) {
 	files := globTestdata(t, "manifests/*")
 	for _, f := range files {
 		t.Run(f, func(t *testing.T) {
-			_, err := gateway.ParseManifest(readTestdata(t, "manifests/"+f))
+			_, err := contract.ParseManifest(readTestdata(t, "manifests/"+f))
 			if strings.HasPrefix(f, "invalid-") {
 				assertInvalid(t, err, holon.CodeInvalidManifest)
 			} else if err != nil {
@@ -171,13 +171,13 @@ func TestManifest_Defaults(t *testing.T) {
 			if m.Timeout() != tt.want {
 				t.Errorf("Timeout() = %d, want %d", m.Timeout(), tt.want)
 			}
-			if m.ChargeOn() != gateway.ChargeOnSuccess {
+			if m.ChargeOn() != contract.ChargeOnSuccess {
 				t.Errorf("ChargeOn() = %q, want success", m.ChargeOn())
 			}
 		})
 	}
 	m := mustParseManifest(t, []byte(manifestWith(t, "pricing", `pricing: { model: per_run, amount: "1", currency: EUR, charge_on: attempt }`)))
-	if m.ChargeOn() != gateway.ChargeOnAttempt {
+	if m.ChargeOn() != contract.ChargeOnAttempt {
 		t.Errorf("ChargeOn() = %q, want attempt", m.ChargeOn())
 	}
 	if m.ForkRate() != 0 || m.ForkOf() != "" {
@@ -561,7 +561,7 @@ func TestParseManifest_Invalid(t *testing.T) {
 			if src == "" && tt.edits != nil {
 				src = editDoc(t, baseManifest, tt.edits...)
 			}
-			m, err := gateway.ParseManifest([]byte(src))
+			m, err := contract.ParseManifest([]byte(src))
 			if err == nil {
 				t.Fatalf("ParseManifest accepted the manifest: %s", mustJSON(t, m))
 			}
@@ -599,8 +599,8 @@ func TestParseManifest_DeclaredErrors(t *testing.T) {
 func TestManifest_CheckLineage(t *testing.T) {
 	// chain builds up1 … upN, each forking the next, the last forking nothing;
 	// upI pays royalties of I hundredths.
-	chain := func(n int) map[string]*gateway.Manifest {
-		reg := map[string]*gateway.Manifest{}
+	chain := func(n int) map[string]*contract.Manifest {
+		reg := map[string]*contract.Manifest{}
 		for i := 1; i <= n; i++ {
 			fork := ""
 			if i < n {
@@ -611,8 +611,8 @@ func TestManifest_CheckLineage(t *testing.T) {
 		}
 		return reg
 	}
-	lookup := func(reg map[string]*gateway.Manifest) gateway.ManifestLookup {
-		return func(ref string) (*gateway.Manifest, bool) { m, ok := reg[ref]; return m, ok }
+	lookup := func(reg map[string]*contract.Manifest) contract.ManifestLookup {
+		return func(ref string) (*contract.Manifest, bool) { m, ok := reg[ref]; return m, ok }
 	}
 
 	t.Run("no fork", func(t *testing.T) {
@@ -637,7 +637,7 @@ func TestManifest_CheckLineage(t *testing.T) {
 		}
 	})
 	t.Run("spec example", func(t *testing.T) {
-		reg := map[string]*gateway.Manifest{}
+		reg := map[string]*contract.Manifest{}
 		for _, f := range []string{"manifests/acme-invoice-extract.yaml", "manifests/lena-invoice-fork.yaml"} {
 			m := mustParseManifest(t, readTestdata(t, f))
 			reg[m.Ref()] = m
@@ -665,18 +665,18 @@ func TestManifest_CheckLineage(t *testing.T) {
 
 	for _, tt := range []struct {
 		name string
-		m    *gateway.Manifest
-		reg  map[string]*gateway.Manifest
+		m    *contract.Manifest
+		reg  map[string]*contract.Manifest
 		want string
 	}{
 		{"unknown version", forkManifest(t, "lena/agent", "up1/agent@2.0.0", "0"), chain(2), "up1/agent@2.0.0 is not a listed version"},
 		{"unknown agent", forkManifest(t, "lena/agent", "ghost/agent@1.0.0", "0"), chain(2), "ghost/agent@1.0.0 is not a listed version"},
 		{"unknown upstream of upstream", forkManifest(t, "lena/agent", "up1/agent@1.0.0", "0"),
-			func() map[string]*gateway.Manifest { r := chain(3); delete(r, "up3/agent@1.0.0"); return r }(),
+			func() map[string]*contract.Manifest { r := chain(3); delete(r, "up3/agent@1.0.0"); return r }(),
 			"up3/agent@1.0.0 is not a listed version"},
 		{"chain of 9", forkManifest(t, "lena/agent", "up1/agent@1.0.0", "0"), chain(9), "longer than 8"},
 		{"loop back to itself", forkManifest(t, "lena/agent", "up1/agent@1.0.0", "0"),
-			func() map[string]*gateway.Manifest {
+			func() map[string]*contract.Manifest {
 				r := chain(2)
 				back := forkManifest(t, "up2/agent", "lena/agent@0.9.0", "0.02")
 				r[back.Ref()] = back
@@ -685,7 +685,7 @@ func TestManifest_CheckLineage(t *testing.T) {
 			}(),
 			"loops at lena/agent@0.9.0"},
 		{"loop upstream", forkManifest(t, "lena/agent", "up1/agent@1.0.0", "0"),
-			func() map[string]*gateway.Manifest {
+			func() map[string]*contract.Manifest {
 				r := chain(3)
 				back := forkManifest(t, "up3/agent", "up2/agent@1.0.0", "0.03")
 				r[back.Ref()] = back
@@ -705,7 +705,7 @@ func TestManifest_CheckLineage(t *testing.T) {
 
 // forkManifest builds a minimal valid manifest id@1.0.0 (0.9.0 when the
 // tests need an older version) forking forkOf and paying rate to its forks.
-func forkManifest(t *testing.T, id, forkOf, rate string) *gateway.Manifest {
+func forkManifest(t *testing.T, id, forkOf, rate string) *contract.Manifest {
 	t.Helper()
 	version := "1.0.0"
 	if id == "lena/agent" && forkOf == "" {
@@ -787,9 +787,9 @@ func assertInvalid(t testing.TB, err error, code string) {
 	}
 }
 
-func mustParseManifest(t testing.TB, b []byte) *gateway.Manifest {
+func mustParseManifest(t testing.TB, b []byte) *contract.Manifest {
 	t.Helper()
-	m, err := gateway.ParseManifest(b)
+	m, err := contract.ParseManifest(b)
 	if err != nil {
 		t.Fatalf("ParseManifest: %v\n%s", err, b)
 	}
@@ -807,18 +807,18 @@ func mustJSON(t testing.TB, v any) string {
 
 func readTestdata(t testing.TB, name string) []byte {
 	t.Helper()
-	b, err := os.ReadFile("../testdata/" + name)
+	b, err := os.ReadFile("../../testdata/" + name)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return b
 }
 
-// globTestdata lists the file names under ../testdata matching pattern.
+// globTestdata lists the file names under ../../testdata matching pattern.
 func globTestdata(t testing.TB, pattern string) []string {
 	t.Helper()
 	dir, _, _ := strings.Cut(pattern, "/")
-	entries, err := os.ReadDir("../testdata/" + dir)
+	entries, err := os.ReadDir("../../testdata/" + dir)
 	if err != nil {
 		t.Fatal(err)
 	}

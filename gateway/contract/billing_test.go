@@ -1,4 +1,4 @@
-package gateway_test
+package contract_test
 
 import (
 	"encoding/json"
@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"holon.dev/holon"
-	"holon.dev/holon/gateway"
+	"holon.dev/holon/gateway/contract"
 	"holon.dev/holon/journal"
 )
 
@@ -29,45 +29,45 @@ func TestDecideBilling(t *testing.T) {
 	byDefault := overlayManifest(t, erring)
 	for _, tt := range []struct {
 		name   string
-		a      *gateway.Manifest
-		out    gateway.Outcome
+		a      *contract.Manifest
+		out    contract.Outcome
 		status string
 		code   string
 		billed bool
 	}{
-		{name: "valid output", a: success, out: gateway.Outcome{Kind: gateway.OutcomeOutput},
+		{name: "valid output", a: success, out: contract.Outcome{Kind: contract.OutcomeOutput},
 			status: holon.StatusSucceeded, billed: true},
-		{name: "valid output under attempt", a: attempt, out: gateway.Outcome{Kind: gateway.OutcomeOutput},
+		{name: "valid output under attempt", a: attempt, out: contract.Outcome{Kind: contract.OutcomeOutput},
 			status: holon.StatusSucceeded, billed: true},
-		{name: "declared billed error under attempt", a: attempt, out: gateway.Outcome{Kind: gateway.OutcomeError, Code: "partial"},
+		{name: "declared billed error under attempt", a: attempt, out: contract.Outcome{Kind: contract.OutcomeError, Code: "partial"},
 			status: holon.StatusFailed, code: "partial", billed: true},
-		{name: "declared billed error under success", a: success, out: gateway.Outcome{Kind: gateway.OutcomeError, Code: "partial"},
+		{name: "declared billed error under success", a: success, out: contract.Outcome{Kind: contract.OutcomeError, Code: "partial"},
 			status: holon.StatusFailed, code: "partial"},
-		{name: "declared billed error, charge_on defaulted", a: byDefault, out: gateway.Outcome{Kind: gateway.OutcomeError, Code: "partial"},
+		{name: "declared billed error, charge_on defaulted", a: byDefault, out: contract.Outcome{Kind: contract.OutcomeError, Code: "partial"},
 			status: holon.StatusFailed, code: "partial"},
-		{name: "declared non-billed error under attempt", a: attempt, out: gateway.Outcome{Kind: gateway.OutcomeError, Code: "no_table_found"},
+		{name: "declared non-billed error under attempt", a: attempt, out: contract.Outcome{Kind: contract.OutcomeError, Code: "no_table_found"},
 			status: holon.StatusFailed, code: "no_table_found"},
-		{name: "over_budget under attempt", a: attempt, out: gateway.Outcome{Kind: gateway.OutcomeError, Code: "over_budget"},
+		{name: "over_budget under attempt", a: attempt, out: contract.Outcome{Kind: contract.OutcomeError, Code: "over_budget"},
 			status: holon.StatusFailed, code: "over_budget"},
-		{name: "undeclared error under attempt", a: attempt, out: gateway.Outcome{Kind: gateway.OutcomeError, Code: "weird"},
+		{name: "undeclared error under attempt", a: attempt, out: contract.Outcome{Kind: contract.OutcomeError, Code: "weird"},
 			status: holon.StatusFailed, code: holon.CodeAgentError},
-		{name: "undeclared reserved code", a: attempt, out: gateway.Outcome{Kind: gateway.OutcomeError, Code: holon.CodeGatewayError},
+		{name: "undeclared reserved code", a: attempt, out: contract.Outcome{Kind: contract.OutcomeError, Code: holon.CodeGatewayError},
 			status: holon.StatusFailed, code: holon.CodeAgentError},
-		{name: "crash", a: attempt, out: gateway.Outcome{Kind: gateway.OutcomeCrash},
+		{name: "crash", a: attempt, out: contract.Outcome{Kind: contract.OutcomeCrash},
 			status: holon.StatusFailed, code: holon.CodeAgentError},
-		{name: "timeout", a: attempt, out: gateway.Outcome{Kind: gateway.OutcomeTimeout},
+		{name: "timeout", a: attempt, out: contract.Outcome{Kind: contract.OutcomeTimeout},
 			status: holon.StatusFailed, code: holon.CodeTimeout},
-		{name: "invalid output", a: attempt, out: gateway.Outcome{Kind: gateway.OutcomeInvalidOutput},
+		{name: "invalid output", a: attempt, out: contract.Outcome{Kind: contract.OutcomeInvalidOutput},
 			status: holon.StatusFailed, code: holon.CodeInvalidOutput},
-		{name: "runtime unavailable", a: attempt, out: gateway.Outcome{Kind: gateway.OutcomeUnavailable},
+		{name: "runtime unavailable", a: attempt, out: contract.Outcome{Kind: contract.OutcomeUnavailable},
 			status: holon.StatusFailed, code: holon.CodeRuntimeUnavailable},
-		{name: "gateway error", a: attempt, out: gateway.Outcome{Kind: gateway.OutcomeGatewayError},
+		{name: "gateway error", a: attempt, out: contract.Outcome{Kind: contract.OutcomeGatewayError},
 			status: holon.StatusFailed, code: holon.CodeGatewayError},
-		{name: "file not found", a: attempt, out: gateway.Outcome{Kind: gateway.OutcomeFileNotFound},
+		{name: "file not found", a: attempt, out: contract.Outcome{Kind: contract.OutcomeFileNotFound},
 			status: holon.StatusFailed, code: holon.CodeFileNotFound},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			b := gateway.DecideBilling(tt.a, tt.out, nil, journal.One)
+			b := contract.DecideBilling(tt.a, tt.out, nil, journal.One)
 			if b.Status != tt.status || b.Error != tt.code || b.Billed != tt.billed {
 				t.Fatalf("got %s %q billed %t, want %s %q billed %t", b.Status, b.Error, b.Billed, tt.status, tt.code, tt.billed)
 			}
@@ -95,12 +95,12 @@ func TestDecideBilling_Price(t *testing.T) {
 		quote      = `pricing: {model: quote, amount: null, max: "1.00"}`
 		vast       = `pricing: {model: per_unit, amount: "1000000000000", unit: page, max: "9000000000000", currency: USD}`
 	)
-	out := func(units any) gateway.Outcome { return gateway.Outcome{Kind: gateway.OutcomeOutput, Units: units} }
-	quoted := func(q any) gateway.Outcome { return gateway.Outcome{Kind: gateway.OutcomeOutput, Quote: q} }
+	out := func(units any) contract.Outcome { return contract.Outcome{Kind: contract.OutcomeOutput, Units: units} }
+	quoted := func(q any) contract.Outcome { return contract.Outcome{Kind: contract.OutcomeOutput, Quote: q} }
 	for _, tt := range []struct {
 		name    string
 		pricing string
-		out     gateway.Outcome
+		out     contract.Outcome
 		maxCost string
 		rate    string // fx; 1 when ""
 		code    string // the failure, "" when billed
@@ -196,7 +196,7 @@ func TestDecideBilling_Price(t *testing.T) {
 			if tt.rate != "" {
 				rate = journal.MustParseRate(tt.rate)
 			}
-			b := gateway.DecideBilling(a, tt.out, amountPtr(t, tt.maxCost), rate)
+			b := contract.DecideBilling(a, tt.out, amountPtr(t, tt.maxCost), rate)
 			if tt.code != "" {
 				if b.Billed || b.Status != holon.StatusFailed || b.Error != tt.code || b.Charge != 0 || b.Price != 0 {
 					t.Fatalf("got %+v, want failed %s, not billed", b, tt.code)
@@ -218,11 +218,11 @@ func TestDecideBilling_Price(t *testing.T) {
 func TestDecideBilling_BilledError(t *testing.T) {
 	a := overlayManifest(t, erring+`pricing: {model: per_unit, amount: "0.004", unit: page, max: "0.02", currency: USD, charge_on: attempt}`)
 	rate := journal.MustParseRate("1.1")
-	b := gateway.DecideBilling(a, gateway.Outcome{Kind: gateway.OutcomeError, Code: "partial", Units: float64(3)}, nil, rate)
+	b := contract.DecideBilling(a, contract.Outcome{Kind: contract.OutcomeError, Code: "partial", Units: float64(3)}, nil, rate)
 	if !b.Billed || b.Status != holon.StatusFailed || b.Error != "partial" || b.Price.String() != "0.012" || b.Charge.String() != "0.0132" {
 		t.Errorf("with units: got %+v, want failed partial, billed 0.012 → 0.0132", b)
 	}
-	b = gateway.DecideBilling(a, gateway.Outcome{Kind: gateway.OutcomeError, Code: "partial"}, nil, rate)
+	b = contract.DecideBilling(a, contract.Outcome{Kind: contract.OutcomeError, Code: "partial"}, nil, rate)
 	if b.Billed || b.Error != holon.CodeInvalidUnits {
 		t.Errorf("without units: got %+v, want invalid_units, not billed", b)
 	}

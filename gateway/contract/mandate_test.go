@@ -1,4 +1,4 @@
-package gateway_test
+package contract_test
 
 import (
 	"encoding/json"
@@ -11,7 +11,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"holon.dev/holon"
-	"holon.dev/holon/gateway"
+	"holon.dev/holon/gateway/contract"
 	"holon.dev/holon/journal"
 )
 
@@ -49,7 +49,7 @@ func TestParseMandate_Valid(t *testing.T) {
 	if m.Deny == nil || !slices.Equal(m.Deny.Agents, []string{"shady/*"}) || len(m.Deny.Capabilities) != 0 {
 		t.Errorf("Deny = %+v", m.Deny)
 	}
-	if r := m.Require; r == nil || r.License != gateway.RequireAny || r.Evaluated ||
+	if r := m.Require; r == nil || r.License != contract.RequireAny || r.Evaluated ||
 		r.MinSuccessRate == nil || *r.MinSuccessRate != journal.MustParseRate("0.90") {
 		t.Errorf("Require = %+v", m.Require)
 	}
@@ -75,7 +75,7 @@ func TestParseMandate_Valid(t *testing.T) {
 func TestParseMandate_Testdata(t *testing.T) {
 	for _, f := range globTestdata(t, "mandates/*") {
 		t.Run(f, func(t *testing.T) {
-			_, err := gateway.ParseMandate(readTestdata(t, "mandates/"+f))
+			_, err := contract.ParseMandate(readTestdata(t, "mandates/"+f))
 			if strings.HasPrefix(f, "invalid-") {
 				assertInvalid(t, err, holon.CodeInvalidMandate)
 			} else if err != nil {
@@ -107,7 +107,7 @@ func TestParseMandate_JSON(t *testing.T) {
 // Ensure that a mandate's optional fields take their defaults.
 func TestMandate_Defaults(t *testing.T) {
 	m := mustParseMandate(t, []byte(minimalMandate))
-	if m.MaxDepth() != gateway.DefaultMaxDepth || m.MaxDepth() != 2 {
+	if m.MaxDepth() != contract.DefaultMaxDepth || m.MaxDepth() != 2 {
 		t.Errorf("MaxDepth() = %d, want 2", m.MaxDepth())
 	}
 	for _, cur := range []string{"EUR", ""} {
@@ -214,7 +214,7 @@ func TestParseMandate_Invalid(t *testing.T) {
 			if src == "" {
 				src = editDoc(t, minimalMandate, tt.edits...)
 			}
-			m, err := gateway.ParseMandate([]byte(src))
+			m, err := contract.ParseMandate([]byte(src))
 			if err == nil {
 				t.Fatalf("ParseMandate accepted the mandate: %s", mustJSON(t, m))
 			}
@@ -234,15 +234,15 @@ func TestMandate_Validate(t *testing.T) {
 	m.FX = map[string]journal.Rate{"USD": 0}
 	assertFields(t, m.Validate(), holon.CodeInvalidMandate, fws("allow.agents[1]", "bad", "fx.USD", "rate of 0"))
 
-	var empty gateway.Mandate
+	var empty contract.Mandate
 	assertFields(t, empty.Validate(), holon.CodeInvalidMandate, fws(
 		"id", "required", "issuer", "required", "grantee", "required",
 		"currency", "ISO 4217", "budget.total", "required"))
 }
 
-func mustParseMandate(t testing.TB, b []byte) *gateway.Mandate {
+func mustParseMandate(t testing.TB, b []byte) *contract.Mandate {
 	t.Helper()
-	m, err := gateway.ParseMandate(b)
+	m, err := contract.ParseMandate(b)
 	if err != nil {
 		t.Fatalf("ParseMandate: %v\n%s", err, b)
 	}
@@ -261,7 +261,7 @@ currency: EUR
 parent: bob/real
 budget: {total: "1.00"}
 `)
-	_, err := gateway.ParseMandate(doc)
+	_, err := contract.ParseMandate(doc)
 	var ge *holon.Error
 	if !errors.As(err, &ge) || ge.Code != holon.CodeInvalidMandate {
 		t.Fatalf("ParseMandate: %v, want invalid_mandate", err)

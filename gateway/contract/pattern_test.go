@@ -1,11 +1,11 @@
-package gateway_test
+package contract_test
 
 import (
 	"encoding/json"
 	"strings"
 	"testing"
 
-	"holon.dev/holon/gateway"
+	"holon.dev/holon/gateway/contract"
 	"holon.dev/holon/gateway/semver"
 )
 
@@ -23,7 +23,7 @@ func TestParseAgentRef(t *testing.T) {
 		{in: "acme/x@*", ns: "acme", name: "x", rng: "*", hasRange: true},
 	} {
 		t.Run(tt.in, func(t *testing.T) {
-			ref, err := gateway.ParseAgentRef(tt.in)
+			ref, err := contract.ParseAgentRef(tt.in)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -68,7 +68,7 @@ func TestParseAgentRef_Invalid(t *testing.T) {
 		{"/x", `namespace "" is not a handle`},
 	} {
 		t.Run(tt.in, func(t *testing.T) {
-			_, err := gateway.ParseAgentRef(tt.in)
+			_, err := contract.ParseAgentRef(tt.in)
 			if err == nil {
 				t.Fatal("expected an error")
 			}
@@ -102,7 +102,7 @@ func TestValidHandle(t *testing.T) {
 		{"a b", false},
 		{"é1", false},
 	} {
-		if got := gateway.ValidHandle(tt.in); got != tt.want {
+		if got := contract.ValidHandle(tt.in); got != tt.want {
 			t.Errorf("ValidHandle(%q) = %v, want %v", tt.in, got, tt.want)
 		}
 	}
@@ -128,7 +128,7 @@ func TestValidAgentName(t *testing.T) {
 		{"a@b", false},
 		{"*", false},
 	} {
-		if got := gateway.ValidAgentName(tt.in); got != tt.want {
+		if got := contract.ValidAgentName(tt.in); got != tt.want {
 			t.Errorf("ValidAgentName(%q) = %v, want %v", tt.in, got, tt.want)
 		}
 	}
@@ -145,9 +145,9 @@ func mustVersion(tb testing.TB, s string) semver.Version {
 }
 
 // mustAgentPattern parses s or fails the test.
-func mustAgentPattern(tb testing.TB, s string) gateway.AgentPattern {
+func mustAgentPattern(tb testing.TB, s string) contract.AgentPattern {
 	tb.Helper()
-	p, err := gateway.ParseAgentPattern(s)
+	p, err := contract.ParseAgentPattern(s)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -253,7 +253,7 @@ func TestParseAgentPattern_Invalid(t *testing.T) {
 		{"acme/x@^1 ||", `invalid range "^1 ||": empty comparator set beside "||"`},
 	} {
 		t.Run(tt.in, func(t *testing.T) {
-			_, err := gateway.ParseAgentPattern(tt.in)
+			_, err := contract.ParseAgentPattern(tt.in)
 			if err == nil {
 				t.Fatal("expected an error")
 			}
@@ -266,14 +266,14 @@ func TestParseAgentPattern_Invalid(t *testing.T) {
 
 // Ensure that the zero patterns match and cover nothing, so a missing field never grants anything.
 func TestPattern_Zero(t *testing.T) {
-	var agents gateway.AgentPattern
+	var agents contract.AgentPattern
 	if agents.Match("acme/x", mustVersion(t, "1.0.0")) || agents.Covers(mustAgentPattern(t, "acme/x")) {
 		t.Fatal("zero AgentPattern matches or covers")
 	}
 	if mustAgentPattern(t, "*").Covers(agents) {
 		t.Fatal("* covers the zero AgentPattern")
 	}
-	var capabilities gateway.CapabilityPattern
+	var capabilities contract.CapabilityPattern
 	if capabilities.Match("a.b") || capabilities.Covers(mustCapabilityPattern(t, "a.b")) {
 		t.Fatal("zero CapabilityPattern matches or covers")
 	}
@@ -302,16 +302,16 @@ func TestValidCapability(t *testing.T) {
 		{"*", false},
 		{"a/b", false},
 	} {
-		if got := gateway.ValidCapability(tt.in); got != tt.want {
+		if got := contract.ValidCapability(tt.in); got != tt.want {
 			t.Errorf("ValidCapability(%q) = %v, want %v", tt.in, got, tt.want)
 		}
 	}
 }
 
 // mustCapabilityPattern parses s or fails the test.
-func mustCapabilityPattern(tb testing.TB, s string) gateway.CapabilityPattern {
+func mustCapabilityPattern(tb testing.TB, s string) contract.CapabilityPattern {
 	tb.Helper()
-	p, err := gateway.ParseCapabilityPattern(s)
+	p, err := contract.ParseCapabilityPattern(s)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -400,7 +400,7 @@ func TestParseCapabilityPattern_Invalid(t *testing.T) {
 		{"a b", `capability "a b" has ' '`},
 	} {
 		t.Run(tt.in, func(t *testing.T) {
-			_, err := gateway.ParseCapabilityPattern(tt.in)
+			_, err := contract.ParseCapabilityPattern(tt.in)
 			if err == nil {
 				t.Fatal("expected an error")
 			}
@@ -414,9 +414,9 @@ func TestParseCapabilityPattern_Invalid(t *testing.T) {
 // Ensure that patterns and references read from and write to JSON as the text they were written as.
 func TestPattern_JSON(t *testing.T) {
 	type rules struct {
-		Agents       []gateway.AgentPattern      `json:"agents"`
-		Capabilities []gateway.CapabilityPattern `json:"capabilities"`
-		Agent        gateway.AgentRef            `json:"agent"`
+		Agents       []contract.AgentPattern      `json:"agents"`
+		Capabilities []contract.CapabilityPattern `json:"capabilities"`
+		Agent        contract.AgentRef            `json:"agent"`
 	}
 	const in = `{"agents":["holon-labs/*","acme/invoice-pipeline@^1","*"],"capabilities":["extraction.*","search"],"agent":"holon-labs/sec-company@~1.2"}`
 	var doc rules

@@ -1,21 +1,21 @@
-package gateway_test
+package contract_test
 
 import (
 	"encoding/json"
 	"strings"
 	"testing"
 
-	"holon.dev/holon/gateway"
+	"holon.dev/holon/gateway/contract"
 )
 
 // compileJSON compiles a schema written as JSON.
-func compileJSON(tb testing.TB, s string) (*gateway.Schema, error) {
+func compileJSON(tb testing.TB, s string) (*contract.Schema, error) {
 	tb.Helper()
 	var doc any
 	if err := json.Unmarshal([]byte(s), &doc); err != nil {
 		tb.Fatalf("schema %s: %v", s, err)
 	}
-	return gateway.CompileSchema(doc)
+	return contract.CompileSchema(doc)
 }
 
 // Ensure that CompileSchema accepts self-contained draft 2020-12 schemas and

@@ -1,4 +1,4 @@
-package gateway
+package contract
 
 import (
 	"sort"
@@ -109,9 +109,9 @@ func ParseMandate(b []byte) (*Mandate, error) {
 	return m, nil
 }
 
-// parseStoredMandate reads a mandate the gateway stored itself, derived
+// ParseStoredMandate reads a mandate the gateway stored itself, derived
 // sub-mandates included.
-func parseStoredMandate(b []byte) (*Mandate, error) {
+func ParseStoredMandate(b []byte) (*Mandate, error) {
 	m := new(Mandate)
 	if err := decodeDocument(b, m, m.Validate).err(holon.CodeInvalidMandate, "mandate"); err != nil {
 		return nil, err
