@@ -60,8 +60,9 @@ type StoreStats struct {
 	// largest.
 	Commits, Updates uint64
 	MaxBatch         int
-	// Replays counts the commits whose updates had to be run again because
-	// one of them failed.
+	// Replays counts the write transactions rolled back because one of
+	// their updates panicked, whose other updates then ran again (an update
+	// that fails is undone alone, and nothing runs again).
 	Replays uint64
 }
 

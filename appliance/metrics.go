@@ -106,7 +106,7 @@ func (m *metrics) watchStore(s holon.Store) {
 		}, func() float64 { return float64(s.Stats().Updates) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "holon_store_batch_replays_total",
-			Help: "Batches replayed without an update that failed.",
+			Help: "Write transactions rolled back and replayed without an update that panicked (a failing update is undone alone, without a replay).",
 		}, func() float64 { return float64(s.Stats().Replays) }),
 	)
 }

@@ -152,3 +152,38 @@ func BenchmarkStore_Settle(b *testing.B) {
 	// Without fsync: the CPU ceiling of the same path, for comparison only.
 	b.Run("callers=64,nosync", func(b *testing.B) { run(b, 64, kv.Options{NoSync: true}) })
 }
+
+// BenchmarkStore_Update_FailingHalf measures one batch of 255 updates in
+// which every other one fails after writing, with fsync on and off: what a
+// burst of refused requests costs the writer. runs/op counts the update
+// functions run for the batch (255 at best, 510 at most since each runs at
+// most twice); the gate that groups the batch adds one empty commit.
+func BenchmarkStore_Update_FailingHalf(b *testing.B) {
+	const n = 255
+	run := func(b *testing.B, opts kv.Options) {
+		s := mustOpen(b, opts)
+		runs := make([]atomic.Int32, n)
+		before := s.Stats()
+		b.ResetTimer()
+		for round := range b.N {
+			b.StopTimer()
+			release := queueInOrder(b, s, failingHalf(b, round, n, runs, false))
+			b.StartTimer()
+			for i, err := range release() {
+				if (err == nil) != (i%2 == 0) {
+					b.Fatalf("update %d: %v", i, err)
+				}
+			}
+		}
+		b.StopTimer()
+		total := 0
+		for i := range runs {
+			total += int(runs[i].Load())
+		}
+		after := s.Stats()
+		b.ReportMetric(float64(total)/float64(b.N), "runs/op")
+		b.ReportMetric(float64(after.Commits-before.Commits)/float64(b.N), "commits/op")
+	}
+	b.Run("fsync", func(b *testing.B) { run(b, kv.Options{}) })
+	b.Run("nosync", func(b *testing.B) { run(b, kv.Options{NoSync: true}) })
+}

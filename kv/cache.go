@@ -12,8 +12,9 @@ import (
 // platform's and the authors' accounts, the mandates' budgets, the agents'
 // records and the counters. Each is read and decoded once, changed in
 // memory, and encoded and put once, just before the commit, instead of
-// once per update. A transaction that fails is rolled back with its cache,
-// and the batch is replayed in a new transaction with a new cache, so the
+// once per update. An update that fails is undone in the cache as in bbolt
+// (each change logs how to take it back, undo.go), and a transaction that
+// is rolled back drops its cache (the next one starts a new one), so the
 // cache never outlives what it caches. Every read and write of these
 // buckets in a write transaction goes through it; a raw iteration over one
 // of them flushes it first.
@@ -27,6 +28,24 @@ type writeCache struct {
 type cached[T any] struct {
 	v     T
 	dirty bool
+	// saved is the update (Tx.update) that saved in prev and prevDirty the
+	// entry as it was before that update first changed it, so that undo
+	// can restore it; created, when set, is the map that update added the
+	// entry to, under key, and undo takes it out again.
+	saved     uint64
+	prev      T
+	prevDirty bool
+	created   *map[string]*cached[T]
+	key       string
+}
+
+// undo restores the entry as it was before the update that saved it.
+func (c *cached[T]) undo() {
+	if c.created != nil {
+		delete(*c.created, c.key)
+		return
+	}
+	c.v, c.dirty = c.prev, c.prevDirty
 }
 
 func newWriteCache() *writeCache { return &writeCache{} }
@@ -48,15 +67,23 @@ func cachedGet[T any](m *map[string]*cached[T], key string, read func() (T, erro
 	return v, nil
 }
 
-func cachedPut[T any](m *map[string]*cached[T], key string, v T) {
+// cachedPut changes the cached value of key, logged in tx's undo log the
+// first time the update changes it.
+func cachedPut[T any](tx *Tx, m *map[string]*cached[T], key string, v T) {
 	if c, ok := (*m)[key]; ok {
+		if c.saved != tx.update {
+			c.saved, c.prev, c.prevDirty, c.created = tx.update, c.v, c.dirty, nil
+			tx.logCache(c)
+		}
 		c.v, c.dirty = v, true
 		return
 	}
 	if *m == nil {
 		*m = make(map[string]*cached[T], 8)
 	}
-	(*m)[key] = &cached[T]{v: v, dirty: true}
+	c := &cached[T]{v: v, dirty: true, saved: tx.update, created: m, key: key}
+	tx.logCache(c)
+	(*m)[key] = c
 }
 
 // flush writes what changed since the last flush.
@@ -69,25 +96,28 @@ func (tx *Tx) flush() error {
 	put := func(bucket []byte, key string, v any) {
 		b, err := tx.encode(v)
 		if err == nil {
-			err = tx.btx.Bucket(bucket).Put([]byte(key), b)
+			err = tx.put(tx.btx.Bucket(bucket), []byte(key), b)
 		}
 		errs = append(errs, err)
 	}
 	for k, e := range c.accounts {
 		if e.dirty {
 			put(bucketAccounts, k, e.v)
+			tx.logFlushed(&e.dirty)
 			e.dirty = false
 		}
 	}
 	for k, e := range c.budgets {
 		if e.dirty {
 			put(bucketBudgets, k, e.v)
+			tx.logFlushed(&e.dirty)
 			e.dirty = false
 		}
 	}
 	for k, e := range c.records {
 		if e.dirty {
 			put(bucketRecords, k, e.v)
+			tx.logFlushed(&e.dirty)
 			e.dirty = false
 		}
 	}
@@ -95,7 +125,8 @@ func (tx *Tx) flush() error {
 		if e.dirty {
 			v := make([]byte, 8)
 			binary.BigEndian.PutUint64(v, e.v)
-			errs = append(errs, tx.btx.Bucket(bucketCounters).Put([]byte(k), v))
+			errs = append(errs, tx.put(tx.btx.Bucket(bucketCounters), []byte(k), v))
+			tx.logFlushed(&e.dirty)
 			e.dirty = false
 		}
 	}

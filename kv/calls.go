@@ -70,7 +70,7 @@ func (tx *Tx) Hold(receipt string) (*holon.Hold, error) {
 
 // DeleteHold forgets a settled call's hold.
 func (tx *Tx) DeleteHold(receipt string) error {
-	return tx.btx.Bucket(bucketHolds).Delete([]byte(receipt))
+	return tx.del(tx.btx.Bucket(bucketHolds), []byte(receipt))
 }
 
 // Holds lists every call in flight (few: they only exist while calls run).
@@ -110,7 +110,7 @@ func (tx *Tx) AppendEvent(ev *holon.Event, succeeded bool) error {
 		return err
 	}
 	if tx.cache != nil {
-		cachedPut(&tx.cache.records, ev.Agent, rec)
+		cachedPut(tx, &tx.cache.records, ev.Agent, rec)
 		return nil
 	}
 	return tx.putJSON(bucketRecords, []byte(ev.Agent), rec)

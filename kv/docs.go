@@ -64,7 +64,7 @@ func (tx *Tx) Delete(bucket, key string) error {
 	if appendOnly[bucket] {
 		return fmt.Errorf("%s is append-only", bucket)
 	}
-	return tx.btx.Bucket(b).Delete([]byte(key))
+	return tx.del(tx.btx.Bucket(b), []byte(key))
 }
 
 // ForEach calls fn for every document whose key starts with prefix, in key

@@ -58,7 +58,7 @@ func (tx *Tx) markFrom(key, seq []byte) error {
 	if meta.Get(key) != nil {
 		return nil
 	}
-	return meta.Put(key, []byte(strconv.FormatUint(tx.btx.Bucket(seq).Sequence(), 10)))
+	return tx.put(meta, key, []byte(strconv.FormatUint(tx.btx.Bucket(seq).Sequence(), 10)))
 }
 
 // countsFrom reads a markFrom row.

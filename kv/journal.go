@@ -33,10 +33,10 @@ func (tx *Tx) AppendEntry(e journal.Entry) (holon.JournalRow, error) {
 	if err := tx.putJournalRow(row); err != nil {
 		return holon.JournalRow{}, err
 	}
-	if err := keys.Put([]byte(e.Key), u64(seq)); err != nil {
+	if err := tx.putNew(keys, []byte(e.Key), u64(seq)); err != nil {
 		return holon.JournalRow{}, err
 	}
-	if err := meta.Put(metaJournalHead, []byte(row.Hash)); err != nil {
+	if err := tx.put(meta, metaJournalHead, []byte(row.Hash)); err != nil {
 		return holon.JournalRow{}, err
 	}
 	for _, l := range e.Lines {
@@ -60,7 +60,7 @@ func (tx *Tx) putJournalRow(row holon.JournalRow) error {
 	if err != nil {
 		return err
 	}
-	return b.Put(key, v)
+	return tx.putNew(b, key, v)
 }
 
 func (tx *Tx) addBalance(account string, delta journal.Amount) error {
@@ -92,7 +92,7 @@ func (tx *Tx) readAccount(name string) (holon.Account, error) {
 
 func (tx *Tx) putAccount(name string, a holon.Account) error {
 	if tx.cache != nil {
-		cachedPut(&tx.cache.accounts, name, a)
+		cachedPut(tx, &tx.cache.accounts, name, a)
 		return nil
 	}
 	return tx.putJSON(bucketAccounts, []byte(name), a)

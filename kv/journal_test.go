@@ -157,8 +157,8 @@ func TestTx_AppendEntry_DuplicateKeyInBatch(t *testing.T) {
 		}
 		return nil
 	})
-	if st := s.Stats(); st.Replays != 1 {
-		t.Errorf("Stats = %+v, want one replay (both updates in one batch)", st)
+	if st := s.Stats(); st.Undone != 1 || st.Commits != 2 { // the gate's commit, and the batch's
+		t.Errorf("Stats = %+v, want one update undone in one commit (both updates in one batch)", st)
 	}
 }
 

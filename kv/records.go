@@ -34,7 +34,7 @@ func (tx *Tx) PutReceipt(r *holon.Receipt) error {
 	if !isNew {
 		return nil
 	}
-	if err := tx.btx.Bucket(bucketReceiptsByMand).Put(mandateIndexKey(r.Mandate, seq), nil); err != nil {
+	if err := tx.put(tx.btx.Bucket(bucketReceiptsByMand), mandateIndexKey(r.Mandate, seq), nil); err != nil {
 		return err
 	}
 	if _, err := tx.AddCounter("receipts", 1); err != nil {
@@ -152,7 +152,7 @@ func (tx *Tx) AddBudget(mandate string, spent, reserved journal.Amount) error {
 		return fmt.Errorf("budget of %s would go below zero (spent %s, reserved %s)", mandate, b.Spent, b.Reserved)
 	}
 	if tx.cache != nil {
-		cachedPut(&tx.cache.budgets, mandate, b)
+		cachedPut(tx, &tx.cache.budgets, mandate, b)
 		return nil
 	}
 	return tx.putJSON(bucketBudgets, []byte(mandate), b)

@@ -5,8 +5,10 @@
 // Writes go through one writer goroutine that groups concurrent updates into
 // one bbolt transaction (group commit): one fsync pays for a whole batch,
 // which is what takes the store from ~2k to ~15k+ settlements per second on
-// a small machine. An update that fails rolls back alone: the batch is
-// replayed without it, so it never fails its neighbours.
+// a small machine. An update that fails is undone alone, inside the batch's
+// transaction (every write logs how to take it back), so it never fails
+// its neighbours and none of them runs again; only a panic rolls the
+// transaction back, and then no update runs more than twice.
 //
 // The journal's three rules (entries sum to zero, rows are never overwritten
 // or deleted, idempotency keys are unique) are enforced inside the write
@@ -15,9 +17,10 @@
 // # Durability
 //
 // Update returns once its writes are committed and fsynced. Apply returns
-// earlier, once its writes are applied in the batch's transaction and every
-// other update of the batch has run (so no replay can undo them), and just
-// before that transaction commits; its Commit says when they are durable.
+// earlier, once its writes are applied in its transaction and every other
+// update of that transaction has run (so no rollback can undo them), and
+// just before that transaction commits; its Commit says when they are
+// durable.
 // That is how the gateway keeps its rule, "a call's state is durable before
 // any effect leaves the process and before the caller is answered; nothing
 // else waits for an fsync": an in-process agent runs while its reservation
@@ -115,7 +118,12 @@ type Stats struct {
 	Commits uint64
 	// Updates is the number of updates committed (Updates/Commits is the mean batch).
 	Updates uint64
-	// Replays counts batches replayed because one of their updates failed.
+	// Undone counts updates that failed and were undone inside their
+	// batch's transaction, the rest of the batch going on.
+	Undone uint64
+	// Replays counts transactions rolled back because one of their updates
+	// panicked (or could not be undone), the updates that had succeeded in
+	// them running again.
 	Replays uint64
 	// MaxBatch is the largest batch committed.
 	MaxBatch int
@@ -228,9 +236,9 @@ func (s *Store) Close() error {
 }
 
 // Update runs fn in a write transaction, grouped with concurrent updates.
-// fn must have no effect outside the transaction: it may run more than once
-// when a neighbour in its batch fails, and its writes count only if Update
-// returns nil. An error from fn (or a panic) rolls back fn's writes alone.
+// fn must have no effect outside the transaction: it may run twice when a
+// neighbour in its batch panics, and its writes count only if Update
+// returns nil. An error from fn (or a panic) takes back fn's writes alone.
 func (s *Store) Update(ctx context.Context, fn func(*Tx) error) error {
 	req := &writeReq{fn: fn, done: make(chan error, 1)}
 	if err := s.submit(ctx, req); err != nil {
@@ -348,94 +356,164 @@ func (s *Store) writer() {
 	}
 }
 
-// commit runs a batch in one transaction. When an update fails, the
-// transaction is rolled back, the failing update gets its error, and the
-// rest is replayed without it.
+// commit runs a batch in one transaction, in order, and commits it. An
+// update that fails is undone inside the transaction (undo.go) and gets its
+// error; the others go on, and none of them runs again. An update that
+// panics, or whose writes could not be undone, leaves the transaction in a
+// state nothing can vouch for: it is rolled back, the panicking update gets
+// its error, the updates before it that succeeded run again alone in a new
+// transaction and commit (they succeeded on that very state), and the ones
+// after it, which had not run, make the next transaction. So a failing
+// update runs once and every other update at most twice (one that succeeds
+// and then fails on the same state may run once more), and the writer's
+// work grows with the batch, never with its square.
 func (s *Store) commit(batch []*writeReq) {
-	if p := s.broken.Load(); p != nil {
-		for _, r := range batch {
-			r.done <- *p
-		}
-		return
-	}
+	// The updates of this transaction are batch[:n].
+	n := len(batch)
 	for len(batch) > 0 {
-		failed := -1
-		var failErr error
-		start := time.Now()
-		ran := start
-		err := s.db.Update(func(btx *bolt.Tx) error {
-			tx := &Tx{btx: btx, now: s.now, writable: true, cache: newWriteCache()}
-			defer func() { ran = time.Now() }()
-			for i, r := range batch {
-				if err := runUpdate(r.fn, tx); err != nil {
-					failed, failErr = i, err
-					return err
-				}
-			}
-			if err := tx.flush(); err != nil {
-				return err
-			}
-			// Nothing can undo an update of this batch now but a failed
-			// commit, which breaks the store: Apply's callers go on.
+		if p := s.broken.Load(); p != nil {
 			for _, r := range batch {
-				if r.applied != nil {
-					close(r.applied)
-				}
+				r.done <- *p
 			}
-			if s.commitFault != nil {
-				return s.commitFault()
-			}
-			return s.faults.beforeCommit()
-		})
-		if err == nil && failed < 0 {
-			err = s.faults.afterCommit()
+			return
 		}
-		end := time.Now()
-		s.statsMu.Lock()
-		s.stats.UpdateTime += ran.Sub(start)
-		s.stats.CommitTime += end.Sub(ran)
-		s.statsMu.Unlock()
-		if failed >= 0 {
-			batch[failed].done <- failErr
-			batch = append(batch[:failed:failed], batch[failed+1:]...)
-			if len(batch) > 0 {
-				s.statsMu.Lock()
-				s.stats.Replays++
-				s.statsMu.Unlock()
-			}
+		kept, stop, stopErr, err := s.runTx(batch[:n])
+		if stop < 0 {
+			s.committed(kept, err)
+			batch = batch[n:]
+			n = len(batch)
 			continue
 		}
-		if err != nil {
-			// The transaction failed, not an update: the disk did.
-			broken := fmt.Errorf("%w: %w", holon.ErrBroken, err)
-			s.broken.Store(&broken)
-			if s.onFailure != nil {
-				s.onFailure(err)
-			}
-		}
-		// Counted before the callers hear: whoever reads Stats after an
-		// update returned sees its commit.
-		if err == nil {
+		batch[stop].done <- stopErr
+		rest := batch[stop+1:]
+		if len(kept) > 0 {
 			s.statsMu.Lock()
-			s.stats.Commits++
-			s.stats.Updates += uint64(len(batch))
-			s.stats.MaxBatch = max(s.stats.MaxBatch, len(batch))
+			s.stats.Replays++
 			s.statsMu.Unlock()
-			if s.onCommit != nil {
-				s.onCommit(len(batch))
-			}
 		}
-		for _, r := range batch {
-			r.done <- err
+		batch = append(kept, rest...)
+		if n = len(kept); n == 0 {
+			n = len(batch)
 		}
-		return
 	}
 }
 
+// runTx runs reqs in one transaction and commits it. It answers each update
+// that failed and was undone, and returns the ones kept, in order. When an
+// update panics or cannot be undone, it rolls the transaction back and
+// returns at once: stop is its index in reqs and stopErr its error, and
+// kept the updates before it that succeeded (stop is -1 otherwise). err is
+// the transaction's own failure (the disk's) when it did not stop.
+func (s *Store) runTx(reqs []*writeReq) (kept []*writeReq, stop int, stopErr, err error) {
+	stop = -1
+	kept = make([]*writeReq, 0, len(reqs))
+	start := time.Now()
+	ran := start
+	err = s.db.Update(func(btx *bolt.Tx) error {
+		// A new cache with each transaction: a rolled-back one's is dropped.
+		tx := &Tx{btx: btx, now: s.now, writable: true, cache: newWriteCache()}
+		defer func() { ran = time.Now() }()
+		for i, r := range reqs {
+			tx.beginUpdate()
+			err := runUpdate(r.fn, tx)
+			if err == nil {
+				kept = append(kept, r)
+				continue
+			}
+			if _, panicked := err.(*updatePanic); !panicked {
+				uerr := tx.undoUpdate()
+				if uerr == nil {
+					s.statsMu.Lock()
+					s.stats.Undone++
+					s.statsMu.Unlock()
+					r.done <- err
+					continue
+				}
+				err = fmt.Errorf("%w (and undoing it: %v)", err, uerr)
+			}
+			stop, stopErr = i, err
+			return err
+		}
+		if len(kept) == 0 {
+			// Every update failed and was undone: nothing to commit.
+			return errNothingKept
+		}
+		tx.endUpdates()
+		if err := tx.flush(); err != nil {
+			return err
+		}
+		// Nothing can undo an update of this transaction now but a failed
+		// commit, which breaks the store: Apply's callers go on.
+		for _, r := range kept {
+			if r.applied != nil {
+				close(r.applied)
+			}
+		}
+		if s.commitFault != nil {
+			return s.commitFault()
+		}
+		return s.faults.beforeCommit()
+	})
+	if err == nil && len(kept) > 0 {
+		err = s.faults.afterCommit()
+	}
+	end := time.Now()
+	s.statsMu.Lock()
+	s.stats.UpdateTime += ran.Sub(start)
+	s.stats.CommitTime += end.Sub(ran)
+	s.statsMu.Unlock()
+	if stop >= 0 {
+		return kept, stop, stopErr, nil
+	}
+	if err == errNothingKept {
+		err = nil
+	}
+	return kept, -1, nil, err
+}
+
+// committed answers the updates of a transaction that committed (err nil)
+// or failed to (the store is then broken).
+func (s *Store) committed(reqs []*writeReq, err error) {
+	if len(reqs) == 0 {
+		return
+	}
+	if err != nil {
+		// The transaction failed, not an update: the disk did.
+		broken := fmt.Errorf("%w: %w", holon.ErrBroken, err)
+		s.broken.Store(&broken)
+		if s.onFailure != nil {
+			s.onFailure(err)
+		}
+	} else {
+		// Counted before the callers hear: whoever reads Stats after an
+		// update returned sees its commit.
+		s.statsMu.Lock()
+		s.stats.Commits++
+		s.stats.Updates += uint64(len(reqs))
+		s.stats.MaxBatch = max(s.stats.MaxBatch, len(reqs))
+		s.statsMu.Unlock()
+		if s.onCommit != nil {
+			s.onCommit(len(reqs))
+		}
+	}
+	for _, r := range reqs {
+		r.done <- err
+	}
+}
+
+// errNothingKept rolls back a transaction whose every update was undone.
+var errNothingKept = errors.New("no update kept")
+
+// updatePanic is the error of an update that panicked.
+type updatePanic struct{ msg string }
+
+func (p *updatePanic) Error() string { return p.msg }
+
+// runUpdate runs fn, turning a panic into an *updatePanic.
 func runUpdate(fn func(*Tx) error, tx *Tx) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			err = fmt.Errorf("update panicked: %v\n%s", p, debug.Stack())
+			err = &updatePanic{fmt.Sprintf("update panicked: %v\n%s", p, debug.Stack())}
 		}
 	}()
 	return fn(tx)

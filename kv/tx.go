@@ -75,6 +75,15 @@ type Tx struct {
 	// cache is the write transaction's cache of shared records (cache.go);
 	// nil in a read-only transaction.
 	cache *writeCache
+	// undo logs how to take back the current update's writes (undo.go),
+	// while logging: in the writer's transactions, while updates run.
+	undo    []undoStep
+	logging bool
+	// update numbers the updates of the transaction (from 1), for the
+	// write cache's undo.
+	update uint64
+	// cursors are the cursors the undo log reads old values with.
+	cursors map[*bolt.Bucket]*bolt.Cursor
 }
 
 // Now is the store's clock.
@@ -105,7 +114,7 @@ func (tx *Tx) putJSON(bucket, key []byte, v any) error {
 	if err != nil {
 		return fmt.Errorf("encode %s/%s: %w", bucket, key, err)
 	}
-	return tx.bucket(bucket).Put(key, b)
+	return tx.put(tx.bucket(bucket), key, b)
 }
 
 // bucket returns a bucket of a write transaction. The buckets written in
@@ -172,13 +181,8 @@ func (tx *Tx) AddCounter(name string, delta int64) (uint64, error) {
 		return 0, fmt.Errorf("counter %s would go below zero", name)
 	}
 	if tx.cache != nil {
-		cachedPut(&tx.cache.counters, name, uint64(n))
+		cachedPut(tx, &tx.cache.counters, name, uint64(n))
 		return uint64(n), nil
 	}
-	return uint64(n), tx.btx.Bucket(bucketCounters).Put([]byte(name), u64(uint64(n)))
-}
-
-// nextSeq returns the next sequence number of a bucket (1, 2, …).
-func (tx *Tx) nextSeq(bucket []byte) (uint64, error) {
-	return tx.btx.Bucket(bucket).NextSequence()
+	return uint64(n), tx.put(tx.btx.Bucket(bucketCounters), []byte(name), u64(uint64(n)))
 }
