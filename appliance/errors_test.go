@@ -106,7 +106,7 @@ func errorCodes(t *testing.T, dir string) map[string]string {
 // through to some default.
 func TestHTTPStatus_EveryCodeHasARow(t *testing.T) {
 	codes := map[string]string{}
-	for _, dir := range []string{"..", "../gateway", "../gateway/remote", ".", "../webui"} {
+	for _, dir := range []string{"..", "../gateway", "../gateway/contract", "../gateway/remote", ".", "../webui"} {
 		for code, at := range errorCodes(t, dir) {
 			codes[code] = at
 		}
