@@ -46,6 +46,15 @@ const (
 	ApprovalExpired  = "expired"
 )
 
+// ApprovalPage is one page of approvals, newest first.
+type ApprovalPage struct {
+	Approvals []*Approval `json:"approvals"`
+	// Next is the cursor for the following (older) page, "" at the end.
+	// A page ends early, with a Next, once it has read its share of
+	// approvals, so a page may hold fewer than asked and still have one.
+	Next string `json:"next"`
+}
+
 // ApprovalSeq turns an approval id ("a3") into its sequence number.
 func ApprovalSeq(id string) (uint64, bool) {
 	if !strings.HasPrefix(id, "a") {

@@ -148,6 +148,13 @@ type CallsTx interface {
 	// Approvals lists approvals newest first that keep accepts, at most
 	// limit.
 	Approvals(keep func(*Approval) bool, limit int) ([]*Approval, error)
+	// ApprovalsOf lists the approvals of the given mandates newest first,
+	// from their index: those before the approval id before ("" for the
+	// newest) that keep accepts, at most limit, decoding at most scan
+	// (at least limit); a page that stops early has a Next.
+	ApprovalsOf(mandates []string, before string, keep func(*Approval) bool, limit, scan int) (ApprovalPage, error)
+	// ApprovalsBefore is ApprovalsOf over every mandate's approvals.
+	ApprovalsBefore(before string, keep func(*Approval) bool, limit, scan int) (ApprovalPage, error)
 
 	// AppendEvent records a finished run (setting its Seq) and adds it to
 	// its agent's record.

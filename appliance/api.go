@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -163,10 +164,13 @@ func writeError(w http.ResponseWriter, status int, err error) {
 // An internal error (no code, a code the table does not know, or
 // gateway_error) is logged, once, with the request it failed; it is the
 // only kind that is.
-func (a *api) fail(w http.ResponseWriter, r *http.Request, err error) {
+func (a *api) fail(w http.ResponseWriter, r *http.Request, err error) { failTo(a.log, w, r, err) }
+
+// failTo is fail for handlers outside api, logging to log.
+func failTo(log *slog.Logger, w http.ResponseWriter, r *http.Request, err error) {
 	ge, status, internal := publicError(err)
 	if internal {
-		a.log.Error("request failed", "method", r.Method, "path", redactKeys(r.URL.Path), "err", err)
+		log.Error("request failed", "method", r.Method, "path", redactKeys(r.URL.Path), "err", err)
 	}
 	writeError(w, status, ge)
 }
@@ -373,30 +377,47 @@ func redactApproval(ap *holon.Approval) *holon.Approval {
 	return &c
 }
 
+// approvalsPage is the most GET /v0/approvals shows at once, and its
+// default.
+const approvalsPage = 200
+
+// listApprovals is GET /v0/approvals?mandate=&status=&before=&limit=: the
+// approvals of the mandates the principal sees, newest first, read from
+// those mandates' index (a human's are its account's mandates, as for
+// receipts), and next, the cursor of the following page.
 func (a *api) listApprovals(w http.ResponseWriter, r *http.Request, _ httprouter.Params, p *principal) {
-	mandate := r.URL.Query().Get("mandate")
-	status := r.URL.Query().Get("status")
-	if mandate != "" && !p.seesMandate(mandate) {
-		a.fail(w, r, notFound("no mandate %s", mandate))
-		return
-	}
-	list, err := a.engine.Approvals(func(ap *holon.Approval) bool {
-		if !p.seesMandate(ap.Mandate) || mandate != "" && ap.Mandate != mandate {
-			return false
-		}
-		if status == "" {
-			return ap.Status == holon.ApprovalPending || ap.Status == holon.ApprovalGranted
-		}
-		return status == "all" || ap.Status == status
-	}, 200)
+	q := r.URL.Query()
+	mandate, status, before := q.Get("mandate"), q.Get("status"), q.Get("before")
+	limit, err := queryLimit(r, approvalsPage, approvalsPage)
 	if err != nil {
 		a.fail(w, r, err)
 		return
 	}
-	if list == nil {
-		list = []*holon.Approval{}
+	var page holon.ApprovalPage
+	switch {
+	case mandate != "" && !p.seesMandate(mandate):
+		a.fail(w, r, notFound("no mandate %s", mandate))
+		return
+	case mandate != "":
+		page, err = a.engine.ApprovalsOf([]string{mandate}, status, before, limit)
+	case p.kind == kindDev:
+		page, err = a.engine.AllApprovals(status, before, limit)
+	case p.kind == KindAgent:
+		// Only calls under the key's own mandate are held for approval,
+		// never a delegated call under one derived from it.
+		page, err = a.engine.ApprovalsOf([]string{p.mandate}, status, before, limit)
+	default:
+		var roots []string
+		if roots, err = a.hosted.accountMandates(p.account); err == nil {
+			roots = slices.DeleteFunc(roots, func(m string) bool { return !p.seesMandate(m) })
+			page, err = a.engine.ApprovalsOf(roots, status, before, limit)
+		}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"approvals": list})
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, page)
 }
 
 // approval reads an approval within the principal's scope.
@@ -620,7 +641,18 @@ type accountView struct {
 	Available journal.Amount `json:"available"`
 }
 
+// listAccounts is GET /v0/accounts: a human's own balance (one read), or
+// every balance for the operator.
 func (a *api) listAccounts(w http.ResponseWriter, r *http.Request, _ httprouter.Params, p *principal) {
+	if p.kind == KindHuman {
+		ac, err := a.engine.Account(p.account)
+		if err != nil {
+			a.fail(w, r, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"accounts": []accountView{{Account: p.account, Balance: ac.Balance, Held: ac.Held, Available: ac.Available()}}})
+		return
+	}
 	accts, err := a.engine.Accounts()
 	if err != nil {
 		a.fail(w, r, err)
@@ -631,9 +663,6 @@ func (a *api) listAccounts(w http.ResponseWriter, r *http.Request, _ httprouter.
 		if p.seesAccount(name) {
 			out = append(out, accountView{Account: name, Balance: ac.Balance, Held: ac.Held, Available: ac.Available()})
 		}
-	}
-	if p.kind == KindHuman && len(out) == 0 {
-		out = append(out, accountView{Account: p.account})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Account < out[j].Account })
 	writeJSON(w, http.StatusOK, map[string]any{"accounts": out})

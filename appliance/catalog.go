@@ -143,7 +143,7 @@ func (l *listings) catalog(w http.ResponseWriter, r *http.Request, _ httprouter.
 		return nil
 	})
 	if err != nil {
-		writeError(w, http.StatusInternalServerError, err)
+		failTo(l.log, w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"agents": out, "next": next})

@@ -3,6 +3,7 @@ package appliance
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"holon.dev/holon/gateway"
@@ -17,6 +18,8 @@ type listings struct {
 	evals   *evaluator
 	demo    *demo
 	samples map[string]sampleRecord
+	// log gets the internal errors of the listings' handlers.
+	log *slog.Logger
 }
 
 // initListings loads the eval suites and the last evaluations (after the
@@ -37,7 +40,7 @@ func (a *App) initListings() error {
 	if err := a.evals.restore(); err != nil {
 		return fmt.Errorf("read evaluations: %w", err)
 	}
-	a.listings = &listings{engine: a.engine, evals: a.evals, demo: newDemo(a.engine, a.cfg)}
+	a.listings = &listings{engine: a.engine, evals: a.evals, demo: newDemo(a.engine, a.cfg), log: a.log}
 	if a.cfg.Records {
 		if a.listings.samples, err = loadSampleRecords(); err != nil {
 			return err

@@ -460,14 +460,12 @@ func (m *mcpServer) listApprovals(_ context.Context, _ *mcp.CallToolRequest, c *
 	if err := decodeArgs(args, &in); err != nil {
 		return toolError(err, nil)
 	}
-	list, err := m.api.engine.Approvals(func(ap *holon.Approval) bool {
-		return c.sees(ap.Mandate) && (ap.Status == holon.ApprovalPending || ap.Status == holon.ApprovalGranted)
-	}, 200)
+	page, err := m.api.engine.ApprovalsOf([]string{c.mandate}, "", "", approvalsPage)
 	if err != nil {
 		return m.fail("list_approvals", err)
 	}
 	out := []*approvalView{}
-	for _, ap := range list {
+	for _, ap := range page.Approvals {
 		out = append(out, viewApproval(ap))
 	}
 	return toolAnswer(map[string]any{"approvals": out})

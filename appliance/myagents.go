@@ -85,7 +85,7 @@ func (l *listings) myAgents(w http.ResponseWriter, r *http.Request, _ httprouter
 		return nil
 	})
 	if err != nil {
-		writeError(w, http.StatusInternalServerError, err)
+		failTo(l.log, w, r, err)
 		return
 	}
 	out := make([]*myVersion, 0, len(byRef))

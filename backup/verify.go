@@ -125,7 +125,8 @@ func (r *Report) WriteTo(w io.Writer) (int64, error) {
 //   - holds: a hold only for a running call and every running call has one;
 //     accounts hold, and budgets reserve, exactly what the holds say;
 //   - approvals: each belongs to an existing receipt, a used one names the
-//     receipt it let through, and only pending or granted ones keep input;
+//     receipt it let through, only pending or granted ones keep input, and
+//     the index by mandate lists each one, and nothing else;
 //   - records: each agent's record is the sum of its call events;
 //   - counters: receipt and journal counters match the rows, sequences are
 //     not behind the ids in use;
@@ -473,6 +474,7 @@ func (v *verifier) holds() error {
 func (v *verifier) approvals() error {
 	c := v.c[CheckApprovals]
 	n := 0
+	indexed := v.tx.ApprovalIndexRows()
 	err := v.tx.ForEachApproval(func(a *holon.Approval) error {
 		n++
 		seq, _ := holon.ApprovalSeq(a.ID)
@@ -492,12 +494,22 @@ func (v *verifier) approvals() error {
 		if len(a.Input) > 0 && a.Status != holon.ApprovalPending && a.Status != holon.ApprovalGranted {
 			c.fail("approval %s is %s but still keeps its input", a.ID, a.Status)
 		}
+		if indexed >= 0 && !v.tx.ApprovalIndexed(a.Mandate, a.ID) {
+			c.fail("approval %s is not in the index of mandate %s", a.ID, a.Mandate)
+		}
 		return nil
 	})
 	if err != nil {
 		return err
 	}
-	c.Covered = fmt.Sprintf("%d approvals: receipts exist, used ones name their run, input kept only while undecided", n)
+	index := "indexed by mandate"
+	switch {
+	case indexed < 0:
+		index = "no index by mandate yet (the gateway writes it when it starts)"
+	case indexed != int64(n):
+		c.fail("the approvals index holds %d keys for %d approvals", indexed, n)
+	}
+	c.Covered = fmt.Sprintf("%d approvals: receipts exist, used ones name their run, input kept only while undecided, %s", n, index)
 	return nil
 }
 

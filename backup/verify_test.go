@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"errors"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	bolt "go.etcd.io/bbolt"
 
 	"holon.dev/holon/backup"
 	"holon.dev/holon/kv"
@@ -159,5 +162,59 @@ func TestVerify_EditedStore(t *testing.T) {
 	}
 	if c := rep.Check(backup.CheckBalances); c.OK() || !strings.Contains(c.Problems[0], "account alice: balance 100.00") {
 		t.Errorf("balances: %+v", c)
+	}
+}
+
+// Ensure that verify checks the approvals index against the approvals:
+// an approval missing from it, or a key of no approval, is a problem; a
+// store written before the index (opened read-only, so not rebuilt) passes.
+func TestVerify_ApprovalIndex(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		tamper func(idx *bolt.Bucket) error
+		want   string
+	}{
+		{"an approval left out", func(idx *bolt.Bucket) error {
+			return idx.Delete(append([]byte("bob/sandbox\x00"), 0, 0, 0, 0, 0, 0, 0, 2))
+		}, "approval a2 is not in the index of mandate bob/sandbox"},
+		{"a key of no approval", func(idx *bolt.Bucket) error {
+			return idx.Put(append([]byte("bob/sandbox\x00"), 0, 0, 0, 0, 0, 0, 0, 9), nil)
+		}, "the approvals index holds 3 keys for 2 approvals"},
+		{"no index", nil, ""},
+	} {
+		path := filepath.Join(t.TempDir(), "holon.db")
+		s := openStore(t, path)
+		fixture(t, s)
+		s.Close()
+		db, err := bolt.Open(path, 0o600, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = db.Update(func(btx *bolt.Tx) error {
+			if tt.tamper == nil {
+				return btx.DeleteBucket([]byte("approvals_by_mandate"))
+			}
+			return tt.tamper(btx.Bucket([]byte("approvals_by_mandate")))
+		})
+		db.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ro, err := kv.OpenReadOnly(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep, err := backup.Verify(ro)
+		ro.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := rep.Check(backup.CheckApprovals)
+		switch {
+		case tt.want == "" && (!c.OK() || !strings.Contains(c.Covered, "no index by mandate yet")):
+			t.Errorf("%s: %+v, want ok without an index", tt.name, c)
+		case tt.want != "" && (c.OK() || !slices.Contains(c.Problems, tt.want)):
+			t.Errorf("%s: %+v, want %q", tt.name, c, tt.want)
+		}
 	}
 }

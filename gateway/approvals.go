@@ -111,7 +111,9 @@ func (e *Engine) Approval(ctx context.Context, id string) (*holon.Approval, erro
 	return ap, nil
 }
 
-// Approvals lists approvals newest first, those keep accepts, at most limit.
+// Approvals lists approvals newest first, those keep accepts, at most
+// limit. It reads every approval until it has limit: a listing uses
+// ApprovalsOf.
 func (e *Engine) Approvals(keep func(*holon.Approval) bool, limit int) ([]*holon.Approval, error) {
 	var out []*holon.Approval
 	err := e.store.View(func(tx holon.Tx) error {
@@ -120,6 +122,66 @@ func (e *Engine) Approvals(keep func(*holon.Approval) bool, limit int) ([]*holon
 		return err
 	})
 	return out, err
+}
+
+// approvalScan is how many approvals one page of a listing reads at most
+// (the status filter may drop most of them): past that the page ends, with
+// a next cursor.
+const approvalScan = 2000
+
+// ApprovalsOf lists the approvals of mandates newest first, before the
+// approval id `before` ("" for the newest), at most limit: the open ones
+// (pending or granted) when status is "", every one with "all", else
+// those with that status. Approvals past their expiry are left out until
+// the sweep marks them expired. It reads only those mandates' approvals,
+// at most approvalScan of them: Next continues the listing.
+func (e *Engine) ApprovalsOf(mandates []string, status, before string, limit int) (holon.ApprovalPage, error) {
+	return e.approvalPage(status, before, func(tx holon.Tx, keep func(*holon.Approval) bool) (holon.ApprovalPage, error) {
+		return tx.ApprovalsOf(mandates, before, keep, limit, approvalScan)
+	})
+}
+
+// AllApprovals is ApprovalsOf for every mandate (a dev gateway's listing).
+func (e *Engine) AllApprovals(status, before string, limit int) (holon.ApprovalPage, error) {
+	return e.approvalPage(status, before, func(tx holon.Tx, keep func(*holon.Approval) bool) (holon.ApprovalPage, error) {
+		return tx.ApprovalsBefore(before, keep, limit, approvalScan)
+	})
+}
+
+// approvalPage checks the status and the cursor, and runs read with the
+// status filter.
+func (e *Engine) approvalPage(status, before string, read func(holon.Tx, func(*holon.Approval) bool) (holon.ApprovalPage, error)) (holon.ApprovalPage, error) {
+	if _, ok := holon.ApprovalSeq(before); before != "" && !ok {
+		return holon.ApprovalPage{}, holon.Errorf(holon.CodeInvalidRequest, "before must be an approval id such as a42")
+	}
+	switch status {
+	case "", "all", holon.ApprovalPending, holon.ApprovalGranted, holon.ApprovalUsed, holon.ApprovalRejected, holon.ApprovalExpired:
+	default:
+		// A status no approval has would read the whole store, a page of
+		// nothing at a time.
+		return holon.ApprovalPage{}, holon.Errorf(holon.CodeInvalidRequest, "status must be pending, granted, used, rejected, expired or all")
+	}
+	keep := func(a *holon.Approval) bool {
+		if e.expired(a) {
+			return false
+		}
+		switch status {
+		case "":
+			return a.Status == holon.ApprovalPending || a.Status == holon.ApprovalGranted
+		case "all":
+			return true
+		}
+		return a.Status == status
+	}
+	var page holon.ApprovalPage
+	err := e.store.View(func(tx holon.Tx) (err error) {
+		page, err = read(tx, keep)
+		return err
+	})
+	if page.Approvals == nil {
+		page.Approvals = []*holon.Approval{}
+	}
+	return page, err
 }
 
 // Decide answers a pending approval: reject it, grant it, or approve and

@@ -277,7 +277,18 @@ func (e *Engine) Receipts(mandate, before string, limit int) (holon.ReceiptPage,
 	return p, nil
 }
 
-// Accounts lists every account's balance and holds.
+// Account reads one account's balance and holds (zero for an account
+// nothing was journaled to yet).
+func (e *Engine) Account(name string) (holon.Account, error) {
+	var a holon.Account
+	err := e.store.View(func(tx holon.Tx) (err error) {
+		a, err = tx.Account(name)
+		return err
+	})
+	return a, err
+}
+
+// Accounts lists every account's balance and holds: the operator's view.
 func (e *Engine) Accounts() (map[string]holon.Account, error) {
 	out := map[string]holon.Account{}
 	err := e.store.View(func(tx holon.Tx) error {

@@ -17,13 +17,21 @@ func (tx *Tx) NewApprovalID() (string, error) {
 	return "a" + strconv.FormatUint(n, 10), nil
 }
 
-// PutApproval writes an approval.
+// PutApproval writes an approval (a new one, or its new state), and
+// indexes a new one under its mandate.
 func (tx *Tx) PutApproval(a *holon.Approval) error {
 	seq, ok := holon.ApprovalSeq(a.ID)
 	if !ok {
 		return holon.ErrNotFound
 	}
-	return tx.putJSON(bucketApprovals, u64(seq), a)
+	isNew := tx.btx.Bucket(bucketApprovals).Get(u64(seq)) == nil
+	if err := tx.putJSON(bucketApprovals, u64(seq), a); err != nil {
+		return err
+	}
+	if !isNew {
+		return nil
+	}
+	return tx.indexApproval(a, seq)
 }
 
 // Approval reads one approval.

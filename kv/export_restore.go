@@ -228,7 +228,8 @@ func (l *loader) batch(btx *bolt.Tx, next func() (Row, error), batchBytes int) (
 	return false, nil
 }
 
-// finish checks the counts and the schema row, and sets the sequences.
+// finish checks the counts and the schema row, sets the sequences and
+// writes the approvals index.
 func (l *loader) finish(btx *bolt.Tx) error {
 	names := make([]string, 0, len(l.want))
 	for name := range l.want {
@@ -251,5 +252,6 @@ func (l *loader) finish(btx *bolt.Tx) error {
 	if v := btx.Bucket(bucketMeta).Get([]byte("schema")); len(v) != 8 || binary.BigEndian.Uint64(v) != SchemaVersion {
 		return fmt.Errorf("the copy's meta/schema row is %x, want schema %d", v, SchemaVersion)
 	}
-	return nil
+	// The copy has no approvals index: it is derived from the approvals.
+	return buildApprovalIndex(btx)
 }

@@ -28,6 +28,13 @@ var (
 	bucketMeta           = []byte("meta")                // schema version, journal head
 )
 
+// bucketApprovalsByMand indexes the approvals by mandate: mandate id 0x00
+// seq → nil. It is derived from the approvals bucket, so it is not one of
+// Buckets(): Export leaves it out (a backup is the same with or without
+// it), and Open and Restore rebuild it from the approvals when it is
+// missing (approvals_index.go).
+var bucketApprovalsByMand = []byte("approvals_by_mandate")
+
 // Buckets lists every bucket, for backups and consistency checks.
 func Buckets() []string {
 	var names []string
@@ -54,9 +61,15 @@ func createBuckets(btx *bolt.Tx) error {
 	}
 	meta := btx.Bucket(bucketMeta)
 	if v := meta.Get([]byte("schema")); v == nil {
-		return meta.Put([]byte("schema"), u64(SchemaVersion))
+		if err := meta.Put([]byte("schema"), u64(SchemaVersion)); err != nil {
+			return err
+		}
 	} else if binary.BigEndian.Uint64(v) != SchemaVersion {
 		return fmt.Errorf("database schema version %d, this gateway reads %d", binary.BigEndian.Uint64(v), SchemaVersion)
+	}
+	if btx.Bucket(bucketApprovalsByMand) == nil {
+		// A new store, or one written before the index existed.
+		return buildApprovalIndex(btx)
 	}
 	return nil
 }

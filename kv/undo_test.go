@@ -29,7 +29,7 @@ var boltWrites = map[string]bool{
 // Open, restore into a new file).
 var undoable = map[string]bool{
 	"undo.go:put": true, "undo.go:putNew": true, "undo.go:del": true, "undo.go:nextSeq": true, "undo.go:undoUpdate": true,
-	"tx.go:createBuckets": true, "export_restore.go:*": true,
+	"tx.go:createBuckets": true, "export_restore.go:*": true, "approvals_index.go:buildApprovalIndex": true,
 }
 
 // Ensure that every write to bbolt in the store's code goes through the
@@ -145,13 +145,16 @@ func TestStore_Update_UndoEveryWrite(t *testing.T) {
 		}
 		return receipt(id, "running")(tx)
 	}
-	approval := func(tx *kv.Tx) error {
-		id, err := tx.NewApprovalID()
-		if err != nil {
-			return err
+	approvalOf := func(mandate string) func(*kv.Tx) error {
+		return func(tx *kv.Tx) error {
+			id, err := tx.NewApprovalID()
+			if err != nil {
+				return err
+			}
+			return tx.PutApproval(&holon.Approval{ID: id, Mandate: mandate, Caller: "ann", Agent: agent, Status: "pending", Created: at})
 		}
-		return tx.PutApproval(&holon.Approval{ID: id, Mandate: "ann/m", Caller: "ann", Agent: agent, Status: "pending", Created: at})
 	}
+	approval := approvalOf("ann/m")
 	event := func(tx *kv.Tx) error {
 		return tx.AppendEvent(&holon.Event{Receipt: "r1", Agent: agent, Status: "succeeded", DurationMS: 40, Time: at}, true)
 	}
@@ -204,7 +207,7 @@ func TestStore_Update_UndoEveryWrite(t *testing.T) {
 		func(tx *kv.Tx) error { return tx.PutAgent("lena/new@1.0.0", doc("new")) },
 		func(tx *kv.Tx) error { return tx.AddEarnings(agent, "EUR", 1, amt("1"), 0) },
 		func(tx *kv.Tx) error { return tx.AddLatency(agent, 900) },
-		approval,
+		approval, approvalOf("bob/m"),
 		func(*kv.Tx) error { return errRefused },
 	)
 	good2 := steps(
@@ -246,5 +249,18 @@ func TestStore_Update_UndoEveryWrite(t *testing.T) {
 				t.Errorf("row %d:\n got  %s\n want %s", i, g, w)
 			}
 		}
+	}
+	// Export leaves the approvals index out of the dump: the undone
+	// approvals must be gone from it too.
+	index := func(s *kv.Store) (out string) {
+		mustView(t, s, func(tx *kv.Tx) error {
+			p, err := tx.ApprovalsOf([]string{"ann/m", "bob/m"}, "", func(*holon.Approval) bool { return true }, 10, 10)
+			out = fmt.Sprintf("%d keys, %s", tx.ApprovalIndexRows(), pageString(p))
+			return err
+		})
+		return out
+	}
+	if g, w := index(with), index(without); g != w {
+		t.Errorf("approvals index: %s, want %s", g, w)
 	}
 }
