@@ -18,6 +18,7 @@ import (
 	"holon.dev/holon"
 	"holon.dev/holon/appliance"
 	"holon.dev/holon/backup"
+	"holon.dev/holon/gateway/storetest"
 	"holon.dev/holon/journal"
 	"holon.dev/holon/kv"
 )
@@ -64,38 +65,12 @@ func newTestApp(t *testing.T, mandatesDir string, now func() time.Time) *testApp
 	ta := &testApp{t: t, app: app, srv: srv}
 	t.Cleanup(func() {
 		srv.Close()
-		checkMoney(t, app.Engine().Store())
+		storetest.CheckMoney(t, app.Engine().Store())
 		if err := app.Close(); err != nil {
 			t.Error(err)
 		}
 	})
 	return ta
-}
-
-// checkMoney asserts the store's money invariants.
-func checkMoney(t testing.TB, s holon.Store) {
-	t.Helper()
-	err := s.View(func(tx holon.Tx) error {
-		if err := tx.(interface{ VerifyJournal() error }).VerifyJournal(); err != nil {
-			return err
-		}
-		holds, err := tx.Holds()
-		if err != nil {
-			return err
-		}
-		if len(holds) > 0 {
-			return fmt.Errorf("%d holds left behind, first %s", len(holds), holds[0].Receipt)
-		}
-		return tx.ForEachAccount(func(name string, a holon.Account) error {
-			if a.Held != 0 {
-				return fmt.Errorf("account %s still holds %s", name, a.Held)
-			}
-			return nil
-		})
-	})
-	if err != nil {
-		t.Errorf("money invariants: %v", err)
-	}
 }
 
 func (ta *testApp) do(method, path string, body any) (int, map[string]any) {

@@ -22,6 +22,7 @@ import (
 	"holon.dev/holon/gateway"
 	"holon.dev/holon/gateway/contract"
 	"holon.dev/holon/gateway/remote"
+	"holon.dev/holon/gateway/storetest"
 	"holon.dev/holon/journal"
 	"holon.dev/holon/kv"
 )
@@ -105,18 +106,7 @@ func newDelegationGateway(t *testing.T, remotes ...*contract.Manifest) *delegati
 	t.Cleanup(func() {
 		g.srv.Close()
 		runner.Close()
-		if err := s.View(func(tx holon.Tx) error {
-			if err := tx.(interface{ VerifyJournal() error }).VerifyJournal(); err != nil {
-				t.Errorf("journal: %v", err)
-			}
-			hs, err := tx.Holds()
-			if len(hs) > 0 {
-				t.Errorf("%d holds left", len(hs))
-			}
-			return err
-		}); err != nil {
-			t.Error(err)
-		}
+		storetest.CheckMoney(t, s)
 		s.Close()
 	})
 	return g

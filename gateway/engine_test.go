@@ -4,9 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -14,6 +12,7 @@ import (
 	"holon.dev/holon"
 	"holon.dev/holon/gateway"
 	"holon.dev/holon/gateway/contract"
+	"holon.dev/holon/gateway/storetest"
 	"holon.dev/holon/journal"
 	"holon.dev/holon/kv"
 )
@@ -251,175 +250,16 @@ func (te *testEngine) entry(tb testing.TB, key string) (holon.JournalRow, bool) 
 	return row, true
 }
 
-// checkMoney checks a store's money at the end of a test: the journal
-// verifies (entries sum to zero, balances are the sums of their lines, the
-// total is zero); no hold, reservation or held amount is left; and every
-// receipt agrees with the journal and its tree (checkReceipts).
+// checkMoney checks a store's money at the end of a test
+// (storetest.CheckMoney), leaving aside the settle:<receipt> keys the test
+// journaled itself.
 func (te *testEngine) checkMoney(tb testing.TB, s holon.Store) {
 	tb.Helper()
-	err := s.View(func(tx holon.Tx) error {
-		if err := tx.(interface{ VerifyJournal() error }).VerifyJournal(); err != nil {
-			tb.Errorf("journal: %v", err)
-		}
-		holds, err := tx.Holds()
-		if err != nil {
-			return err
-		}
-		for _, h := range holds {
-			tb.Errorf("hold left for %s: %+v", h.Receipt, h)
-		}
-		spent := map[string]journal.Amount{}
-		err = tx.ForEachMandate(func(id string, _ holon.Doc) error {
-			b, err := tx.Budget(id)
-			if err != nil {
-				return err
-			}
-			if b.Reserved != 0 {
-				tb.Errorf("mandate %s: %s still reserved", id, b.Reserved)
-			}
-			spent[id] = b.Spent
-			return nil
-		})
-		if err != nil {
-			return err
-		}
-		err = tx.ForEachAccount(func(name string, a holon.Account) error {
-			if a.Held != 0 {
-				tb.Errorf("account %s: %s still held", name, a.Held)
-			}
-			return nil
-		})
-		if err != nil {
-			return err
-		}
-		return te.checkReceipts(tb, tx, spent)
-	})
-	if err != nil {
-		tb.Errorf("check money: %v", err)
+	var foreign []string
+	for k := range te.foreign {
+		foreign = append(foreign, k)
 	}
-}
-
-// checkReceipts checks that every receipt is final and says what the
-// journal did: a billed receipt with a cost has its settle:<receipt> entry,
-// whose lines are the payer's debit of cost.own and the splits; any other
-// has none. Costs add up (total = own + downstream, splits sum to own, a
-// parent's downstream is the sum of its same-payer children's totals), the
-// tree links both ways, and each mandate's spent is the sum of the totals
-// of the receipts under it.
-func (te *testEngine) checkReceipts(tb testing.TB, tx holon.Tx, spent map[string]journal.Amount) error {
-	tb.Helper()
-	byID := map[string]*holon.Receipt{}
-	var all []*holon.Receipt
-	for before := ""; ; {
-		page, err := tx.Receipts("", before, 500)
-		if err != nil {
-			return err
-		}
-		for _, r := range page.Receipts {
-			byID[r.ID] = r
-			all = append(all, r)
-		}
-		if page.Next == "" {
-			break
-		}
-		before = page.Next
-	}
-	settlements := 0
-	totals := map[string]journal.Amount{}
-	for _, r := range all {
-		totals[r.Mandate] += r.Cost.Total
-		switch r.Status {
-		case holon.StatusSucceeded, holon.StatusFailed, holon.StatusDenied,
-			holon.StatusPendingApproval, holon.StatusRejected:
-		default:
-			tb.Errorf("%s: status %q at the end of the test", r.ID, r.Status)
-		}
-		if r.Cost.Total != r.Cost.Own+r.Cost.Downstream {
-			tb.Errorf("%s: cost %+v does not add up", r.ID, r.Cost)
-		}
-		if !r.Billed && r.Cost.Own != 0 {
-			tb.Errorf("%s: not billed but cost.own is %s", r.ID, r.Cost.Own)
-		}
-		var splits journal.Amount
-		for _, sh := range r.Splits {
-			splits += sh.Amount
-		}
-		if splits != r.Cost.Own {
-			tb.Errorf("%s: splits sum to %s, cost.own is %s", r.ID, splits, r.Cost.Own)
-		}
-		row, err := tx.EntryByKey("settle:" + r.ID)
-		hasEntry := err == nil
-		if err != nil && !errors.Is(err, holon.ErrNotFound) {
-			return err
-		}
-		switch {
-		case te.foreign["settle:"+r.ID]:
-		case r.Billed && r.Cost.Own > 0:
-			settlements++
-			if !hasEntry {
-				tb.Errorf("%s: billed %s but no settle:%s entry", r.ID, r.Cost.Own, r.ID)
-				break
-			}
-			if got, want := lineMap(row.Lines), settlementLines(r); !equalLines(got, want) {
-				tb.Errorf("%s: settle entry lines %v, want %v", r.ID, got, want)
-			}
-		case hasEntry:
-			tb.Errorf("%s: %s, billed %v, cost.own %s, but journaled as %v", r.ID, r.Status, r.Billed, r.Cost.Own, row.Lines)
-		}
-		var downstream journal.Amount
-		for _, c := range r.Children {
-			child, ok := byID[c]
-			if !ok {
-				tb.Errorf("%s: child %s has no receipt", r.ID, c)
-				continue
-			}
-			if child.Parent == nil || *child.Parent != r.ID {
-				tb.Errorf("%s: child %s names parent %v", r.ID, c, child.Parent)
-			}
-			if child.Payer == r.Payer {
-				downstream += child.Cost.Total
-			}
-		}
-		if downstream != r.Cost.Downstream {
-			tb.Errorf("%s: cost.downstream %s, its same-payer children's totals sum to %s", r.ID, r.Cost.Downstream, downstream)
-		}
-		if r.Parent != nil {
-			if p, ok := byID[*r.Parent]; !ok || !containsString(p.Children, r.ID) {
-				tb.Errorf("%s: parent %s does not list it as a child", r.ID, *r.Parent)
-			}
-		}
-	}
-	for id, s := range spent {
-		if totals[id] != s {
-			tb.Errorf("mandate %s: spent %s, its receipts' totals sum to %s", id, s, totals[id])
-		}
-	}
-	journaled := 0
-	err := tx.ForEachEntry(0, func(row holon.JournalRow) (bool, error) {
-		if strings.HasPrefix(row.Key, "settle:") && !te.foreign[row.Key] {
-			journaled++
-		}
-		return true, nil
-	})
-	if journaled != settlements {
-		tb.Errorf("journal has %d settle entries, receipts bill %d", journaled, settlements)
-	}
-	return err
-}
-
-// settlementLines is what a receipt's settle entry must move: the payer pays
-// cost.own, each split's account receives its amount.
-func settlementLines(r *holon.Receipt) map[string]journal.Amount {
-	want := map[string]journal.Amount{r.Payer: -r.Cost.Own}
-	for _, sh := range r.Splits {
-		want[sh.To] += sh.Amount
-	}
-	for k, v := range want {
-		if v == 0 {
-			delete(want, k)
-		}
-	}
-	return want
+	storetest.CheckMoney(tb, s, storetest.Foreign(foreign...))
 }
 
 func lineMap(lines []journal.Line) map[string]journal.Amount {
@@ -440,15 +280,6 @@ func equalLines(a, b map[string]journal.Amount) bool {
 		}
 	}
 	return true
-}
-
-func containsString(ss []string, s string) bool {
-	for _, x := range ss {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // testClock is a clock a test moves by hand.
@@ -540,11 +371,11 @@ func TestEngineHelper_ChecksMoney(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	rec := &recorder{TB: t}
+	rec := &storetest.Recorder{TB: t}
 	te.checkMoney(rec, te.store)
 	for _, want := range []string{"hold left for r98", "r99: billed 0.50 but no settle:r99 entry", "spent 0.10, its receipts' totals sum to 0.60"} {
-		if !rec.saw(want) {
-			t.Errorf("the check did not report %q; it reported %q", want, rec.errs)
+		if !rec.Saw(want) {
+			t.Errorf("the check did not report %q; it reported %q", want, rec.Errs)
 		}
 	}
 	// Undo the lie, so that the real check at cleanup passes.
@@ -557,30 +388,4 @@ func TestEngineHelper_ChecksMoney(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// recorder is a testing.TB that records errors instead of failing.
-type recorder struct {
-	testing.TB
-	mu   sync.Mutex
-	errs []string
-}
-
-func (r *recorder) Errorf(format string, args ...any) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.errs = append(r.errs, fmt.Sprintf(format, args...))
-}
-
-func (r *recorder) Helper() {}
-
-func (r *recorder) saw(sub string) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, e := range r.errs {
-		if strings.Contains(e, sub) {
-			return true
-		}
-	}
-	return false
 }

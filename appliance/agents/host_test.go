@@ -17,6 +17,7 @@ import (
 	"holon.dev/holon/gateway"
 	"holon.dev/holon/gateway/contract"
 	"holon.dev/holon/gateway/remote"
+	"holon.dev/holon/gateway/storetest"
 	"holon.dev/holon/journal"
 	"holon.dev/holon/kv"
 )
@@ -92,18 +93,7 @@ func hostGateway(t *testing.T, endpoint string) *gateway.Engine {
 	}
 	t.Cleanup(func() {
 		runner.Close()
-		if err := s.View(func(tx holon.Tx) error {
-			if err := tx.(interface{ VerifyJournal() error }).VerifyJournal(); err != nil {
-				t.Errorf("journal: %v", err)
-			}
-			hs, err := tx.Holds()
-			if len(hs) > 0 {
-				t.Errorf("holds left: %d", len(hs))
-			}
-			return err
-		}); err != nil {
-			t.Error(err)
-		}
+		storetest.CheckMoney(t, s)
 		s.Close()
 	})
 	return e

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"holon.dev/holon"
+	"holon.dev/holon/gateway/storetest"
 	"holon.dev/holon/journal"
 	"holon.dev/holon/kv"
 )
@@ -240,6 +241,7 @@ func TestServe_SIGTERM_DrainsCallsAndLeavesNoHold(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
+	storetest.CheckMoney(t, s.Holon())
 	err = s.View(func(tx *kv.Tx) error {
 		holds, err := tx.Holds()
 		if err != nil {

@@ -19,6 +19,7 @@ import (
 	"holon.dev/holon/gateway"
 	"holon.dev/holon/gateway/contract"
 	"holon.dev/holon/gateway/remote"
+	"holon.dev/holon/gateway/storetest"
 	"holon.dev/holon/journal"
 	"holon.dev/holon/kv"
 )
@@ -105,46 +106,12 @@ func openRemote(t *testing.T, cfg rmConfig) *rmGateway {
 	t.Cleanup(func() {
 		g.mcp.Close()
 		g.webhook.Close()
-		g.checkMoney(t)
+		storetest.CheckMoney(t, g.store)
 		if err := s.Close(); err != nil {
 			t.Errorf("close store: %v", err)
 		}
 	})
 	return g
-}
-
-func (g *rmGateway) checkMoney(t *testing.T) {
-	t.Helper()
-	err := g.store.View(func(tx holon.Tx) error {
-		if err := tx.(interface{ VerifyJournal() error }).VerifyJournal(); err != nil {
-			t.Errorf("journal: %v", err)
-		}
-		holds, err := tx.Holds()
-		if err != nil {
-			return err
-		}
-		for _, h := range holds {
-			t.Errorf("hold left for %s: %+v", h.Receipt, h)
-		}
-		if err := tx.ForEachMandate(func(id string, _ holon.Doc) error {
-			b, err := tx.Budget(id)
-			if err == nil && b.Reserved != 0 {
-				t.Errorf("mandate %s: %s still reserved", id, b.Reserved)
-			}
-			return err
-		}); err != nil {
-			return err
-		}
-		return tx.ForEachAccount(func(name string, a holon.Account) error {
-			if a.Held != 0 {
-				t.Errorf("account %s: %s still held", name, a.Held)
-			}
-			return nil
-		})
-	})
-	if err != nil {
-		t.Errorf("check money: %v", err)
-	}
 }
 
 // call calls an agent under the rmMandate.

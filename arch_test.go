@@ -1,0 +1,116 @@
+package holon_test
+
+import (
+	"go/build"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const module = "holon.dev/holon"
+
+// imports lists the project packages that a package's non-test files
+// import, directly.
+func imports(t *testing.T, pkg string) []string {
+	t.Helper()
+	dir := strings.TrimPrefix(strings.TrimPrefix(pkg, module), "/")
+	if dir == "" {
+		dir = "."
+	}
+	p, err := build.ImportDir(dir, 0)
+	if err != nil {
+		t.Fatalf("%s: %v", pkg, err)
+	}
+	var out []string
+	for _, imp := range p.Imports {
+		if imp == module || strings.HasPrefix(imp, module+"/") {
+			out = append(out, imp)
+		}
+	}
+	return out
+}
+
+// deps lists every project package pkg depends on, transitively.
+func deps(t *testing.T, pkg string) []string {
+	seen := map[string]bool{}
+	var walk func(string)
+	walk = func(p string) {
+		for _, imp := range imports(t, p) {
+			if !seen[imp] {
+				seen[imp] = true
+				walk(imp)
+			}
+		}
+	}
+	walk(pkg)
+	var out []string
+	for p := range seen {
+		out = append(out, p)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// packages lists the project's packages (directories with Go files that
+// are not only tests), testdata and node_modules left out.
+func packages(t *testing.T) []string {
+	var out []string
+	err := filepath.WalkDir(".", func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() {
+			return nil
+		}
+		if name := d.Name(); path != "." && (name == "testdata" || name == "node_modules" || strings.HasPrefix(name, ".")) {
+			return filepath.SkipDir
+		}
+		if _, err := build.ImportDir(path, 0); err == nil {
+			out = append(out, strings.TrimSuffix(module+"/"+filepath.ToSlash(path), "/."))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// Ensure that imports flow one way (README "Where things are"): the domain
+// package imports nothing of the project but journal, nothing above the
+// engine reaches kv (not even through another package), the engine knows
+// no store but the interface, and the shared store suite is written
+// against the interface alone.
+func TestImports_FlowOneWay(t *testing.T) {
+	pkgs := packages(t)
+	if !slices.Contains(pkgs, module) || !slices.Contains(pkgs, module+"/kv") {
+		t.Fatalf("found packages %v: run from the module's root", pkgs)
+	}
+	only := func(pkg string, allowed ...string) {
+		for _, imp := range imports(t, pkg) {
+			if !slices.Contains(allowed, imp) {
+				t.Errorf("%s imports %s; it may import only %v of the project", pkg, imp, allowed)
+			}
+		}
+	}
+	only(module, module+"/journal")
+	only(module + "/journal")
+	only(module+"/gateway/storetest", module, module+"/journal")
+	for _, p := range pkgs {
+		under := func(room string) bool { return p == module+"/"+room || strings.HasPrefix(p, module+"/"+room+"/") }
+		if under("appliance") || under("webui") || under("gateway") {
+			if d := deps(t, p); slices.Contains(d, module+"/kv") {
+				t.Errorf("%s depends on kv (its project dependencies: %v): above the store, only holon.Store may be seen", p, d)
+			}
+		}
+		if under("kv") || under("journal") {
+			for _, imp := range imports(t, p) {
+				if !strings.HasPrefix(imp, module+"/kv") && imp != module && imp != module+"/journal" {
+					t.Errorf("%s imports %s: the store imports nothing above it", p, imp)
+				}
+			}
+		}
+	}
+}
