@@ -81,8 +81,9 @@ func packages(t *testing.T) []string {
 // Ensure that imports flow one way (README "Where things are"): the domain
 // package imports nothing of the project but journal, nothing above the
 // engine reaches kv (not even through another package), the engine knows
-// no store but the interface, and the shared store suite is written
-// against the interface alone.
+// no store but the interface, the shared store suite is written against
+// the interface alone, and the gateway's rooms import as their package
+// docs say.
 func TestImports_FlowOneWay(t *testing.T) {
 	pkgs := packages(t)
 	if !slices.Contains(pkgs, module) || !slices.Contains(pkgs, module+"/kv") {
@@ -98,6 +99,15 @@ func TestImports_FlowOneWay(t *testing.T) {
 	only(module, module+"/journal")
 	only(module + "/journal")
 	only(module+"/gateway/storetest", module, module+"/journal")
+	// The gateway's rooms (each doc.go): the two encoders stand alone, the
+	// contracts never reach the engine or the runtimes, and the engine
+	// never reaches the remote runtimes, which import it.
+	only(module + "/gateway/semver")
+	only(module + "/gateway/canonical")
+	only(module+"/gateway/contract", module, module+"/journal", module+"/gateway/semver")
+	if d := deps(t, module+"/gateway"); slices.Contains(d, module+"/gateway/remote") {
+		t.Errorf("the engine depends on gateway/remote (its project dependencies: %v): the runtimes import the engine, never the reverse", d)
+	}
 	for _, p := range pkgs {
 		under := func(room string) bool { return p == module+"/"+room || strings.HasPrefix(p, module+"/"+room+"/") }
 		if under("appliance") || under("webui") || under("gateway") {

@@ -1,6 +1,11 @@
 package holon
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+)
 
 // ErrNotFound is returned when a record does not exist.
 var ErrNotFound = errors.New("not found")
@@ -11,3 +16,227 @@ var ErrClosed = errors.New("store is closed")
 // ErrBroken is returned by every update after a commit failed: the disk
 // refused a write, and a later commit could land on top of pages it lost.
 var ErrBroken = errors.New("store is broken: a commit failed")
+
+// Error codes a caller can act on (spec/gateway.md, spec/mandate.md,
+// spec/manifest.md). They appear in receipts and in API error bodies.
+const (
+	// Admission (mandate.md §3), in the order the checks run.
+	CodeMandateInactive    = "mandate_inactive"
+	CodeDeniedByMandate    = "denied_by_mandate"
+	CodeNotAllowed         = "not_allowed"
+	CodeRequirementNotMet  = "requirement_not_met"
+	CodeDataPolicy         = "data_policy"
+	CodeNoFxRate           = "no_fx_rate"
+	CodeBelowFixedPrice    = "below_fixed_price"
+	CodeOverPerCall        = "over_per_call"
+	CodeOverBudget         = "over_budget"
+	CodeDelegationDepth    = "delegation_depth"
+	CodeApprovalRequired   = "approval_required"
+	CodeNotDeclared        = "not_declared"
+	CodeInvalidManifest    = "invalid_manifest"
+	CodeInvalidMandate     = "invalid_mandate"
+	CodeInvalidRequest     = "invalid_request"
+	CodeNotFound           = "not_found"
+	CodeRejectedInput      = "rejected_input"
+	CodeInvalidOutput      = "invalid_output"
+	CodeAgentError         = "agent_error"
+	CodeTimeout            = "timeout"
+	CodeRuntimeUnavailable = "runtime_unavailable"
+	CodeGatewayError       = "gateway_error"
+	CodeGatewayRestarted   = "gateway_restarted"
+	CodeFileNotFound       = "file_not_found"
+	CodeInvalidUnits       = "invalid_units"
+	CodeInvalidQuote       = "invalid_quote"
+)
+
+// Codes of the call beyond the documents (spec/gateway.md).
+const (
+	// CodeInsufficientFunds: the payer's balance, less what is held, does
+	// not cover the call's worst case.
+	CodeInsufficientFunds = "insufficient_funds"
+	// CodeInvalidApproval: the approval named by a call is unknown, not
+	// granted, already used, expired, or bound to another call.
+	CodeInvalidApproval = "invalid_approval"
+)
+
+// CodeInvalidToken: a delegation token that is unknown, expired, or whose
+// run has ended.
+const CodeInvalidToken = "invalid_token"
+
+// CodeUnreadableDocument is the declared error a downloading agent fails
+// with when a file does not arrive whole: its download failed, or what
+// arrived does not have the declared size and SHA-256. Agents that read
+// files declare it unbilled, so that the caller does not pay for a bad run.
+const CodeUnreadableDocument = "unreadable_document"
+
+// httpStatus is the one table of HTTP statuses: the status the API
+// answers each error code with, for the gateway's codes and for those of
+// the hosted product (appliance) alike, so that every place that answers
+// an error (the JSON API, delegated calls, the console) agrees. A code
+// missing here is treated as an internal error: 500 gateway_error, logged.
+// The appliance's tests check that every code it declares has a row.
+var httpStatus = map[string]int{
+	// Admission (mandate.md §3): the call is denied.
+	CodeMandateInactive:   http.StatusForbidden,
+	CodeDeniedByMandate:   http.StatusForbidden,
+	CodeNotAllowed:        http.StatusForbidden,
+	CodeRequirementNotMet: http.StatusForbidden,
+	CodeDataPolicy:        http.StatusForbidden,
+	CodeNoFxRate:          http.StatusForbidden,
+	CodeBelowFixedPrice:   http.StatusForbidden,
+	CodeOverPerCall:       http.StatusForbidden,
+	CodeOverBudget:        http.StatusForbidden,
+	CodeDelegationDepth:   http.StatusForbidden,
+	CodeApprovalRequired:  http.StatusForbidden,
+	CodeNotDeclared:       http.StatusForbidden,
+	CodeInsufficientFunds: http.StatusForbidden,
+	// The request itself.
+	CodeInvalidManifest: http.StatusBadRequest,
+	CodeInvalidMandate:  http.StatusBadRequest,
+	CodeInvalidRequest:  http.StatusBadRequest,
+	CodeNotFound:        http.StatusNotFound,
+	CodeFileNotFound:    http.StatusNotFound,
+	CodeRejectedInput:   http.StatusUnprocessableEntity,
+	CodeInvalidApproval: http.StatusConflict,
+	CodeInvalidToken:    http.StatusUnauthorized,
+	// The agent failed (gateway.md §5: 502).
+	CodeInvalidOutput:      http.StatusBadGateway,
+	CodeAgentError:         http.StatusBadGateway,
+	CodeTimeout:            http.StatusBadGateway,
+	CodeRuntimeUnavailable: http.StatusBadGateway,
+	CodeInvalidUnits:       http.StatusBadGateway,
+	CodeInvalidQuote:       http.StatusBadGateway,
+	CodeUnreadableDocument: http.StatusBadGateway,
+	// The gateway itself failed: internal.
+	CodeGatewayError:     http.StatusInternalServerError,
+	CodeGatewayRestarted: http.StatusInternalServerError,
+
+	// The hosted product (appliance/errors.go, publish.go, signin.go,
+	// files.go, oauth_grant.go, mcp.go, mcpcall.go).
+	"unauthenticated":            http.StatusUnauthorized,
+	"invalid_key":                http.StatusUnauthorized,
+	"forbidden":                  http.StatusForbidden,
+	"email_disabled":             http.StatusForbidden,
+	"email_unverified":           http.StatusForbidden,
+	"approval_rejected":          http.StatusForbidden,
+	"invalid_link":               http.StatusForbidden,
+	"rate_limited":               http.StatusTooManyRequests,
+	"body_too_large":             http.StatusRequestEntityTooLarge,
+	"file_too_large":             http.StatusRequestEntityTooLarge,
+	"file_quota_exceeded":        http.StatusRequestEntityTooLarge,
+	"nul_character":              http.StatusBadRequest,
+	"invalid_handle":             http.StatusBadRequest,
+	"invalid_email":              http.StatusBadRequest,
+	"invalid_idempotency_key":    http.StatusBadRequest,
+	"login_code_invalid":         http.StatusBadRequest,
+	"login_code_expired":         http.StatusBadRequest,
+	"oauth_invalid_client":       http.StatusBadRequest,
+	"oauth_invalid_redirect_uri": http.StatusBadRequest,
+	"handle_taken":               http.StatusConflict,
+	"email_taken":                http.StatusConflict,
+	"email_linked_elsewhere":     http.StatusConflict,
+	"mandate_exists":             http.StatusConflict,
+	"limit_reached":              http.StatusConflict,
+	"key_revoked":                http.StatusConflict,
+	"idempotency_in_flight":      http.StatusConflict,
+	"idempotency_interrupted":    http.StatusConflict,
+	"account_disabled":           http.StatusConflict,
+	"shipped_agent":              http.StatusConflict,
+	"already_yanked":             http.StatusConflict,
+	"idempotency_mismatch":       http.StatusUnprocessableEntity,
+	"shutting_down":              http.StatusServiceUnavailable,
+	// Sign-in and publishing.
+	"github_not_configured":   http.StatusServiceUnavailable,
+	"github_unavailable":      http.StatusServiceUnavailable,
+	"credentials_unavailable": http.StatusServiceUnavailable,
+	"not_your_namespace":      http.StatusForbidden,
+	"github_not_linked":       http.StatusForbidden,
+	"repository_not_yours":    http.StatusForbidden,
+	"not_public_member":       http.StatusForbidden,
+	"repository_not_found":    http.StatusUnprocessableEntity,
+	"runtime_not_published":   http.StatusBadRequest,
+	"endpoint_not_https":      http.StatusBadRequest,
+	"endpoint_not_public":     http.StatusBadRequest,
+	"endpoint_unresolvable":   http.StatusBadRequest,
+	"version_exists":          http.StatusConflict,
+	"draft_call_failed":       http.StatusBadGateway,
+}
+
+// HTTPStatus returns the HTTP status an error code is answered with, and
+// false for a code the table does not know: an error with such a code (or
+// with none) is internal, answered 500 gateway_error.
+func HTTPStatus(code string) (int, bool) {
+	s, ok := httpStatus[code]
+	return s, ok
+}
+
+// FieldError is one problem in a document, named by its field path
+// ("pricing.max", "calls[1].max_cost").
+type FieldError struct {
+	Path string `json:"path"`
+	Msg  string `json:"message"`
+}
+
+// Error formats the problem as "path: message".
+func (e FieldError) Error() string {
+	if e.Path == "" {
+		return e.Msg
+	}
+	return e.Path + ": " + e.Msg
+}
+
+// Error is Holon's error: a stable code a caller can act on, a message
+// that says what to fix and, for documents, every field that is wrong.
+type Error struct {
+	Code   string       `json:"code"`
+	Msg    string       `json:"message"`
+	Fields []FieldError `json:"fields,omitempty"`
+	Err    error        `json:"-"`
+}
+
+// Error formats the code, the message and each field error on its own line.
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString(e.Code)
+	if e.Msg != "" {
+		b.WriteString(": ")
+		b.WriteString(e.Msg)
+	}
+	for _, f := range e.Fields {
+		b.WriteString("\n  ")
+		b.WriteString(f.Error())
+	}
+	if e.Err != nil && e.Msg == "" {
+		b.WriteString(": ")
+		b.WriteString(e.Err.Error())
+	}
+	return b.String()
+}
+
+// Unwrap returns the underlying error, if any.
+func (e *Error) Unwrap() error { return e.Err }
+
+// Errorf builds an *Error with a code and a formatted message.
+func Errorf(code, format string, args ...any) *Error {
+	return &Error{Code: code, Msg: fmt.Sprintf(format, args...)}
+}
+
+// ErrorCode returns the code of err if it is (or wraps) an *Error, else
+// gateway_error.
+func ErrorCode(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return CodeGatewayError
+}
+
+// ErrorMessage returns the message of err if it is (or wraps) an *Error
+// with one, else the error's text.
+func ErrorMessage(err error) string {
+	var ge *Error
+	if errors.As(err, &ge) && ge.Msg != "" {
+		return ge.Msg
+	}
+	return err.Error()
+}

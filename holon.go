@@ -1,6 +1,8 @@
 // Package holon is the centre of the gateway: the records a call leaves
 // behind (receipts, holds, approvals, events, journal rows, accounts,
-// budgets, documents) and the store interface the engine runs on.
+// budgets, documents), the store interface the engine runs on, and the one
+// error type every room returns: Error, a stable code (Code…) with a
+// message and field errors, and the code's HTTP status (HTTPStatus).
 //
 // It imports nothing of the project but journal, the money. The engine
 // (package gateway) works on these types and this interface; package kv

@@ -12,6 +12,7 @@ import (
 
 	"holon.dev/holon"
 	"holon.dev/holon/gateway"
+	"holon.dev/holon/gateway/contract"
 	"holon.dev/holon/journal"
 )
 
@@ -77,13 +78,13 @@ func (h *hosted) checkHandle(handle string) error {
 	rules := "2 to 39 lowercase letters, digits and single hyphens, not starting or ending with a hyphen (like a GitHub login)"
 	switch {
 	case handle == "":
-		return gateway.Errorf(CodeInvalidHandle, "handle is required: %s", rules)
-	case strings.ToLower(handle) != handle && gateway.ValidHandle(strings.ToLower(handle)):
-		return gateway.Errorf(CodeInvalidHandle, "handles are lowercase: use %q", strings.ToLower(handle))
-	case !gateway.ValidHandle(handle):
-		return gateway.Errorf(CodeInvalidHandle, "%q is not a handle: %s", handle, rules)
+		return holon.Errorf(CodeInvalidHandle, "handle is required: %s", rules)
+	case strings.ToLower(handle) != handle && contract.ValidHandle(strings.ToLower(handle)):
+		return holon.Errorf(CodeInvalidHandle, "handles are lowercase: use %q", strings.ToLower(handle))
+	case !contract.ValidHandle(handle):
+		return holon.Errorf(CodeInvalidHandle, "%q is not a handle: %s", handle, rules)
 	case reservedHandles[handle] || strings.HasPrefix(handle, "holon-") || h.authors[handle]:
-		return gateway.Errorf(CodeHandleTaken, "the handle %q is reserved: pick another", handle)
+		return holon.Errorf(CodeHandleTaken, "the handle %q is reserved: pick another", handle)
 	}
 	return nil
 }
@@ -93,13 +94,13 @@ func (h *hosted) checkHandle(handle string) error {
 func normalizeEmail(s string) (string, error) {
 	e := strings.ToLower(strings.TrimSpace(s))
 	if e == "" {
-		return "", gateway.Errorf(CodeInvalidEmail, "email is required")
+		return "", holon.Errorf(CodeInvalidEmail, "email is required")
 	}
 	addr, err := mail.ParseAddress(e)
 	_, domain, _ := strings.Cut(e, "@")
 	if err != nil || addr.Address != e || addr.Name != "" || len(e) > 254 ||
 		!strings.Contains(domain, ".") || strings.HasPrefix(domain, ".") || strings.HasSuffix(domain, ".") {
-		return "", gateway.Errorf(CodeInvalidEmail, "%q is not an email address such as ada@example.com", s)
+		return "", holon.Errorf(CodeInvalidEmail, "%q is not an email address such as ada@example.com", s)
 	}
 	return e, nil
 }
@@ -218,9 +219,9 @@ func (h *hosted) putNewAccount(tx holon.Tx, acct account) error {
 	var er emailRecord
 	switch err := tx.Get(holon.BucketEmails, acct.Email, &er); {
 	case err == nil && er.Disabled:
-		return gateway.Errorf(CodeEmailDisabled, "this email belongs to a disabled account and cannot sign up again")
+		return holon.Errorf(CodeEmailDisabled, "this email belongs to a disabled account and cannot sign up again")
 	case err == nil:
-		return gateway.Errorf(CodeEmailTaken, "this email has an account already: use its keys")
+		return holon.Errorf(CodeEmailTaken, "this email has an account already: use its keys")
 	case !errors.Is(err, holon.ErrNotFound):
 		return err
 	}
@@ -239,7 +240,7 @@ func (h *hosted) putNewAccount(tx holon.Tx, acct account) error {
 // already (an operator's mandates directory can name accounts that never
 // signed up: their money is not up for grabs).
 func handleFree(tx holon.Tx, handle string) error {
-	taken := gateway.Errorf(CodeHandleTaken, "the handle %q is taken: pick another", handle)
+	taken := holon.Errorf(CodeHandleTaken, "the handle %q is taken: pick another", handle)
 	var acct account
 	if err := tx.Get(holon.BucketUsers, handle, &acct); err == nil {
 		return taken

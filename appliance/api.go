@@ -16,6 +16,7 @@ import (
 
 	"holon.dev/holon"
 	"holon.dev/holon/gateway"
+	"holon.dev/holon/gateway/contract"
 	"holon.dev/holon/journal"
 )
 
@@ -72,14 +73,14 @@ func (a *api) routes() {
 	a.routeConsole()
 	a.routeOAuth()
 	r.NotFound = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, gateway.Errorf(gateway.CodeNotFound, "no route %s %s", r.Method, redactKeys(r.URL.Path)))
+		writeError(w, http.StatusNotFound, holon.Errorf(holon.CodeNotFound, "no route %s %s", r.Method, redactKeys(r.URL.Path)))
 	})
 	r.MethodNotAllowed = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusMethodNotAllowed, gateway.Errorf(gateway.CodeInvalidRequest, "%s is not allowed on %s", r.Method, redactKeys(r.URL.Path)))
+		writeError(w, http.StatusMethodNotAllowed, holon.Errorf(holon.CodeInvalidRequest, "%s is not allowed on %s", r.Method, redactKeys(r.URL.Path)))
 	})
 	r.PanicHandler = func(w http.ResponseWriter, r *http.Request, p any) {
 		a.log.Error("handler panicked", "path", redactKeys(r.URL.Path), "panic", redactKeys(fmt.Sprint(p)))
-		writeError(w, http.StatusInternalServerError, gateway.Errorf(gateway.CodeGatewayError, "internal error"))
+		writeError(w, http.StatusInternalServerError, holon.Errorf(holon.CodeGatewayError, "internal error"))
 	}
 }
 
@@ -117,24 +118,24 @@ func receiptStatus(r *holon.Receipt) int {
 		return http.StatusUnprocessableEntity
 	case holon.StatusDenied:
 		switch code {
-		case gateway.CodeNotFound:
+		case holon.CodeNotFound:
 			return http.StatusNotFound
-		case gateway.CodeInvalidRequest:
+		case holon.CodeInvalidRequest:
 			return http.StatusBadRequest
 		}
 		return http.StatusForbidden
 	}
 	switch code {
-	case gateway.CodeGatewayError, gateway.CodeGatewayRestarted:
+	case holon.CodeGatewayError, holon.CodeGatewayRestarted:
 		return http.StatusInternalServerError
-	case gateway.CodeFileNotFound:
+	case holon.CodeFileNotFound:
 		return http.StatusNotFound
 	}
 	return http.StatusBadGateway
 }
 
 type errorBody struct {
-	Error *gateway.Error `json:"error"`
+	Error *holon.Error `json:"error"`
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -158,7 +159,7 @@ func writeError(w http.ResponseWriter, status int, err error) {
 	writeJSON(w, status, errorBody{Error: ge})
 }
 
-// fail answers with the status of the error's code (gateway.HTTPStatus).
+// fail answers with the status of the error's code (holon.HTTPStatus).
 // An internal error (no code, a code the table does not know, or
 // gateway_error) is logged, once, with the request it failed; it is the
 // only kind that is.
@@ -176,7 +177,7 @@ func failTo(log *slog.Logger, w http.ResponseWriter, r *http.Request, err error)
 // notFound is the answer for a resource that does not exist and for one
 // outside the principal's scope alike: nobody learns what others have.
 func notFound(format string, args ...any) error {
-	return gateway.Errorf(gateway.CodeNotFound, format, args...)
+	return holon.Errorf(holon.CodeNotFound, format, args...)
 }
 
 // decodeBody reads a JSON request body strictly (gateway.DecodeJSON: I-JSON,
@@ -199,13 +200,13 @@ func readBody(r *http.Request) ([]byte, error) {
 	b, err := io.ReadAll(io.LimitReader(r.Body, maxRequestBody+1))
 	var tooLarge *http.MaxBytesError
 	if errors.As(err, &tooLarge) || len(b) > maxRequestBody {
-		return nil, gateway.Errorf(CodeBodyTooLarge, "the body is larger than %d bytes", maxRequestBody)
+		return nil, holon.Errorf(CodeBodyTooLarge, "the body is larger than %d bytes", maxRequestBody)
 	}
 	if err != nil {
-		return nil, gateway.Errorf(gateway.CodeInvalidRequest, "read body: %v", err)
+		return nil, holon.Errorf(holon.CodeInvalidRequest, "read body: %v", err)
 	}
 	if bytes.IndexByte(b, 0) >= 0 || bytes.Contains(b, []byte(`\u0000`)) {
-		return nil, gateway.Errorf(CodeNULCharacter, "NUL characters (raw or as \\u0000) are not accepted in a request body: remove them")
+		return nil, holon.Errorf(CodeNULCharacter, "NUL characters (raw or as \\u0000) are not accepted in a request body: remove them")
 	}
 	return b, nil
 }
@@ -229,7 +230,7 @@ type callAnswer struct {
 	Output   json.RawMessage `json:"output"`
 	Receipt  *holon.Receipt  `json:"receipt"`
 	Approval *holon.Approval `json:"approval,omitempty"`
-	Error    *gateway.Error  `json:"error,omitempty"`
+	Error    *holon.Error    `json:"error,omitempty"`
 	// Replayed is set on the answer to a call re-sent with an
 	// Idempotency-Key already used: nothing ran again.
 	Replayed bool `json:"replayed,omitempty"`
@@ -244,7 +245,7 @@ func answer(res *gateway.CallResult) (int, callAnswer) {
 		ans.Approval = redactApproval(ans.Approval)
 	}
 	if r := res.Receipt; r.Error != nil {
-		ans.Error = &gateway.Error{Code: *r.Error, Msg: res.Message}
+		ans.Error = &holon.Error{Code: *r.Error, Msg: res.Message}
 	}
 	return receiptStatus(res.Receipt), ans
 }
@@ -264,7 +265,7 @@ func (a *api) callMandate(p *principal, named string) (string, error) {
 		return p.mandate, nil
 	}
 	if named == "" {
-		return "", gateway.Errorf(gateway.CodeInvalidRequest, "mandate is required: the id of one of your mandates, such as %s/sandbox", p.account)
+		return "", holon.Errorf(holon.CodeInvalidRequest, "mandate is required: the id of one of your mandates, such as %s/sandbox", p.account)
 	}
 	if !p.seesMandate(named) {
 		return "", notFound("no mandate %s", named)
@@ -274,7 +275,7 @@ func (a *api) callMandate(p *principal, named string) (string, error) {
 		return "", err
 	}
 	if st.Mandate.Parent != "" {
-		return "", gateway.Errorf(gateway.CodeInvalidRequest, "%s is a sub-mandate derived for an agent's run: only that run calls under it", named)
+		return "", holon.Errorf(holon.CodeInvalidRequest, "%s is a sub-mandate derived for an agent's run: only that run calls under it", named)
 	}
 	return named, nil
 }
@@ -286,7 +287,7 @@ func (a *api) postCall(w http.ResponseWriter, r *http.Request, _ httprouter.Para
 		return
 	}
 	if (body.Agent == "") == (body.Capability == "") {
-		a.fail(w, r, gateway.Errorf(gateway.CodeInvalidRequest, "name exactly one of agent and capability"))
+		a.fail(w, r, holon.Errorf(holon.CodeInvalidRequest, "name exactly one of agent and capability"))
 		return
 	}
 	mandate, err := a.callMandate(p, body.Mandate)
@@ -358,7 +359,7 @@ func (a *api) replay(w http.ResponseWriter, r *http.Request, rec *idemRecord) {
 	}
 	ans := callAnswer{Output: json.RawMessage("null"), Receipt: rc, Replayed: true}
 	if rc.Error != nil {
-		ans.Error = &gateway.Error{Code: *rc.Error, Msg: "replayed: the original call ended with " + *rc.Error}
+		ans.Error = &holon.Error{Code: *rc.Error, Msg: "replayed: the original call ended with " + *rc.Error}
 	}
 	if rc.Status == holon.StatusPendingApproval && rc.Approval != nil {
 		if ap, err := a.engine.Approval(r.Context(), *rc.Approval); err == nil {
@@ -458,12 +459,12 @@ func (a *api) decideApproval(w http.ResponseWriter, r *http.Request, ps httprout
 		d.NoRun = body.Run != nil && !*body.Run
 	case "reject":
 		if body.Run != nil {
-			a.fail(w, r, gateway.Errorf(gateway.CodeInvalidRequest, "run goes with an approval, not with a rejection"))
+			a.fail(w, r, holon.Errorf(holon.CodeInvalidRequest, "run goes with an approval, not with a rejection"))
 			return
 		}
 		d.Reject = true
 	default:
-		a.fail(w, r, gateway.Errorf(gateway.CodeInvalidRequest, "decision %q is not approve or reject", body.Decision))
+		a.fail(w, r, holon.Errorf(holon.CodeInvalidRequest, "decision %q is not approve or reject", body.Decision))
 		return
 	}
 	if _, err := a.approval(r, ps.ByName("id"), p); err != nil {
@@ -490,7 +491,7 @@ func (a *api) listReceipts(w http.ResponseWriter, r *http.Request, _ httprouter.
 	if s := q.Get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 || n > 500 {
-			a.fail(w, r, gateway.Errorf(gateway.CodeInvalidRequest, "limit must be between 1 and 500"))
+			a.fail(w, r, holon.Errorf(holon.CodeInvalidRequest, "limit must be between 1 and 500"))
 			return
 		}
 		limit = n
@@ -498,7 +499,7 @@ func (a *api) listReceipts(w http.ResponseWriter, r *http.Request, _ httprouter.
 	mandate, before := q.Get("mandate"), q.Get("before")
 	if before != "" {
 		if _, ok := holon.ReceiptSeq(before); !ok {
-			a.fail(w, r, gateway.Errorf(gateway.CodeInvalidRequest, "before must be a receipt id such as r42"))
+			a.fail(w, r, holon.Errorf(holon.CodeInvalidRequest, "before must be a receipt id such as r42"))
 			return
 		}
 	}
@@ -668,18 +669,18 @@ func (a *api) listAccounts(w http.ResponseWriter, r *http.Request, _ httprouter.
 
 // agentView is one agent in a listing.
 type agentView struct {
-	ID           string          `json:"id"`
-	Version      string          `json:"version"`
-	Summary      string          `json:"summary"`
-	Capabilities []string        `json:"capabilities"`
-	License      string          `json:"license"`
-	Pricing      gateway.Pricing `json:"pricing"`
+	ID           string           `json:"id"`
+	Version      string           `json:"version"`
+	Summary      string           `json:"summary"`
+	Capabilities []string         `json:"capabilities"`
+	License      string           `json:"license"`
+	Pricing      contract.Pricing `json:"pricing"`
 	// WorstCase is in the agent's currency, or the mandate's when listed
 	// under one (Currency says which).
 	WorstCase journal.Amount `json:"worst_case"`
 	Currency  string         `json:"currency"`
 	Record    recordView     `json:"record"`
-	Denied    *gateway.Error `json:"denied,omitempty"`
+	Denied    *holon.Error   `json:"denied,omitempty"`
 	// Proprietary labels an agent with no code to check (manifest.md §8).
 	Proprietary bool `json:"proprietary,omitempty"`
 }
@@ -701,7 +702,7 @@ func (a *api) listAgents(w http.ResponseWriter, r *http.Request, _ httprouter.Pa
 	}
 	if q.Mandate != "" {
 		if p.kind == kindNone {
-			a.fail(w, r, gateway.Errorf(CodeUnauthenticated, "listing under a mandate needs that mandate's key: send Authorization: Bearer <key>"))
+			a.fail(w, r, holon.Errorf(CodeUnauthenticated, "listing under a mandate needs that mandate's key: send Authorization: Bearer <key>"))
 			return
 		}
 		if !p.seesMandate(q.Mandate) {
@@ -744,9 +745,9 @@ func limitParam(s string) int {
 
 // agentDetail is GET /v0/agents/{ns}/{name}[@range].
 type agentDetail struct {
-	Manifest *gateway.Manifest `json:"manifest"`
-	Record   holon.Record      `json:"record"`
-	Versions []string          `json:"versions"`
+	Manifest *contract.Manifest `json:"manifest"`
+	Record   holon.Record       `json:"record"`
+	Versions []string           `json:"versions"`
 }
 
 func (a *api) getAgent(w http.ResponseWriter, r *http.Request, ps httprouter.Params, _ *principal) {

@@ -20,6 +20,8 @@ import (
 	"holon.dev/holon"
 	"holon.dev/holon/appliance/agents"
 	"holon.dev/holon/gateway"
+	"holon.dev/holon/gateway/contract"
+	"holon.dev/holon/gateway/remote"
 )
 
 //go:embed demo/*.yaml
@@ -35,8 +37,8 @@ type App struct {
 	metrics *metrics
 	// served is handler with the metrics in front (/metrics, request counts).
 	served  http.Handler
-	mcp     *gateway.MCPRunner
-	webhook *gateway.WebhookRunner
+	mcp     *remote.MCPRunner
+	webhook *remote.WebhookRunner
 	stop    context.CancelFunc
 	done    chan struct{}
 	// Publishing: the hooks told of each published version, the endpoint
@@ -115,7 +117,7 @@ func (a *App) init(ctx context.Context) error {
 	authors := map[string]bool{}
 	var shipped []string
 	for _, src := range a.cfg.Registry {
-		var ms []*gateway.Manifest
+		var ms []*contract.Manifest
 		var err error
 		isShipped := false
 		switch src {
@@ -130,11 +132,11 @@ func (a *App) init(ctx context.Context) error {
 		}
 		ms = agents.Without(ms, exclude)
 		for _, m := range ms {
-			if m.Runtime.Kind == gateway.RuntimeDev && !dev.Has(gateway.DevHandlerName(m)) {
+			if m.Runtime.Kind == contract.RuntimeDev && !dev.Has(gateway.DevHandlerName(m)) {
 				return fmt.Errorf("registry %s: %s is a dev agent with no handler %q compiled into this gateway", src, m.Ref(), gateway.DevHandlerName(m))
 			}
 		}
-		if err := reg.AddAll(ms, gateway.AgentFacts{}, isShipped); err != nil {
+		if err := reg.AddAll(ms, contract.AgentFacts{}, isShipped); err != nil {
 			return fmt.Errorf("registry %s: %w", src, err)
 		}
 		for _, m := range ms {
@@ -162,16 +164,16 @@ func (a *App) init(ctx context.Context) error {
 	if a.vault, err = newVault([]byte(a.cfg.FileSecret), a.store, a.cfg.Rand, a.log); err != nil {
 		return fmt.Errorf("endpoint credentials: %w", err)
 	}
-	remote := gateway.RemoteConfig{Guard: gateway.NetGuard{AllowPrivate: a.cfg.AllowPrivateEndpoints, Resolver: a.cfg.Resolver},
+	rc := remote.Config{Guard: remote.NetGuard{AllowPrivate: a.cfg.AllowPrivateEndpoints, Resolver: a.cfg.Resolver},
 		Credentials: a.vault.token, Logger: a.log, RootCAs: a.cfg.RemoteRootCAs}
-	a.mcp, a.webhook = gateway.NewMCPRunner(remote), gateway.NewWebhookRunner(remote)
+	a.mcp, a.webhook = remote.NewMCPRunner(rc), remote.NewWebhookRunner(rc)
 	a.engine = gateway.New(gateway.Config{
 		Store:    a.store,
 		Registry: reg,
 		Runners: map[string]gateway.Runner{
-			gateway.RuntimeDev:     dev,
-			gateway.RuntimeMCP:     a.mcp,
-			gateway.RuntimeWebhook: a.webhook,
+			contract.RuntimeDev:     dev,
+			contract.RuntimeMCP:     a.mcp,
+			contract.RuntimeWebhook: a.webhook,
 		},
 		PublicURL:      a.cfg.PublicURL,
 		Now:            a.cfg.Now,
@@ -197,7 +199,7 @@ func (a *App) init(ctx context.Context) error {
 	if interrupted > 0 {
 		a.log.Warn("marked the Idempotency-Keys of interrupted calls", "keys", interrupted)
 	}
-	var mandates []*gateway.Mandate
+	var mandates []*contract.Mandate
 	if !a.cfg.Hosted || a.cfg.MandatesDir != "" {
 		// A hosted gateway's mandates come from its accounts; the demo
 		// mandates would hand their accounts to whoever signs up first.
@@ -269,13 +271,13 @@ func (a *App) sweep(ctx context.Context) {
 }
 
 // loadMandates reads every mandate under dir, or the demo mandates.
-func loadMandates(dir string) ([]*gateway.Mandate, error) {
+func loadMandates(dir string) ([]*contract.Mandate, error) {
 	var fsys fs.FS = demoMandates
 	root := "demo"
 	if dir != "" {
 		fsys, root = os.DirFS(dir), "."
 	}
-	var out []*gateway.Mandate
+	var out []*contract.Mandate
 	err := fs.WalkDir(fsys, root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -288,10 +290,10 @@ func loadMandates(dir string) ([]*gateway.Mandate, error) {
 		if err != nil {
 			return err
 		}
-		if kind, _ := gateway.DocumentKind(b); kind != gateway.KindMandate {
+		if kind, _ := contract.DocumentKind(b); kind != contract.KindMandate {
 			return nil
 		}
-		m, err := gateway.ParseMandate(b)
+		m, err := contract.ParseMandate(b)
 		if err != nil {
 			return fmt.Errorf("mandate %s: %w", filepath.Join(dir, path), err)
 		}

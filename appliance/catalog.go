@@ -10,6 +10,7 @@ import (
 
 	"holon.dev/holon"
 	"holon.dev/holon/gateway"
+	"holon.dev/holon/gateway/contract"
 	"holon.dev/holon/journal"
 )
 
@@ -38,22 +39,22 @@ type catalogEntry struct {
 }
 
 type catalogDeclared struct {
-	Summary      string          `json:"summary"`
-	Capabilities []string        `json:"capabilities"`
-	Pricing      gateway.Pricing `json:"pricing"`
-	WorstCase    journal.Amount  `json:"worst_case"`
-	Currency     string          `json:"currency"`
-	License      string          `json:"license"`
+	Summary      string           `json:"summary"`
+	Capabilities []string         `json:"capabilities"`
+	Pricing      contract.Pricing `json:"pricing"`
+	WorstCase    journal.Amount   `json:"worst_case"`
+	Currency     string           `json:"currency"`
+	License      string           `json:"license"`
 	// Proprietary labels an agent without source to check.
-	Proprietary bool            `json:"proprietary"`
-	Source      *gateway.Source `json:"source,omitempty"`
-	ForkOf      string          `json:"fork_of,omitempty"`
-	Runtime     string          `json:"runtime"`
+	Proprietary bool             `json:"proprietary"`
+	Source      *contract.Source `json:"source,omitempty"`
+	ForkOf      string           `json:"fork_of,omitempty"`
+	Runtime     string           `json:"runtime"`
 	// Shipped: the agent comes with the gateway; Published: an account
 	// listed it.
-	Shipped   bool                `json:"shipped"`
-	Published bool                `json:"published"`
-	Data      *gateway.DataPolicy `json:"data,omitempty"`
+	Shipped   bool                 `json:"shipped"`
+	Published bool                 `json:"published"`
+	Data      *contract.DataPolicy `json:"data,omitempty"`
 	// DataPolicy says how far the data policy holds: "attested, not
 	// enforced" for remote runtimes, whose servers the gateway cannot see.
 	DataPolicy string `json:"data_policy"`
@@ -105,7 +106,7 @@ func (l *listings) catalog(w http.ResponseWriter, r *http.Request, _ httprouter.
 	if s := q.Get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 || n > catalogMaxLimit {
-			writeError(w, http.StatusBadRequest, gateway.Errorf(gateway.CodeInvalidRequest, "limit must be a whole number from 1 to %d", catalogMaxLimit))
+			writeError(w, http.StatusBadRequest, holon.Errorf(holon.CodeInvalidRequest, "limit must be a whole number from 1 to %d", catalogMaxLimit))
 			return
 		}
 		limit = n
@@ -182,13 +183,13 @@ func declared(v *gateway.AgentVersion) catalogDeclared {
 	m := v.Manifest
 	d := catalogDeclared{Summary: m.Summary, Capabilities: m.Capabilities, Pricing: m.Pricing,
 		WorstCase: m.WorstCase(), Currency: m.Currency(), License: m.License,
-		Proprietary: m.License == gateway.LicenseProprietary, Source: m.Source, ForkOf: m.ForkOf(),
+		Proprietary: m.License == contract.LicenseProprietary, Source: m.Source, ForkOf: m.ForkOf(),
 		Runtime: m.Runtime.Kind, Shipped: v.Shipped, Published: v.Facts.Published, Data: m.Data,
 		DataPolicy: "runs inside the gateway: its code ships with it"}
 	if d.Capabilities == nil {
 		d.Capabilities = []string{}
 	}
-	if m.Runtime.Kind != gateway.RuntimeDev {
+	if m.Runtime.Kind != contract.RuntimeDev {
 		d.DataPolicy = attestedNotEnforced
 	}
 	return d

@@ -22,6 +22,7 @@ import (
 	"holon.dev/holon"
 	"holon.dev/holon/appliance/agents"
 	"holon.dev/holon/gateway"
+	"holon.dev/holon/gateway/remote"
 	"holon.dev/holon/journal"
 )
 
@@ -122,7 +123,7 @@ type Config struct {
 	GitHubHTTP *http.Client
 	// Resolver resolves the host names of published endpoints, at publish
 	// time and at every connection (the system resolver when nil).
-	Resolver gateway.Resolver
+	Resolver remote.Resolver
 	// RemoteRootCAs are the roots trusted for remote agents' certificates
 	// (the system's when nil): tests serve https agents on loopback.
 	RemoteRootCAs *x509.CertPool

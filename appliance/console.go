@@ -11,7 +11,7 @@ import (
 
 	"github.com/julienschmidt/httprouter"
 
-	"holon.dev/holon/gateway"
+	"holon.dev/holon"
 	"holon.dev/holon/webui"
 )
 
@@ -40,7 +40,7 @@ func (a *api) routeConsole() {
 			http.Redirect(w, r, webui.Prefix+"/", http.StatusSeeOther)
 			return
 		}
-		writeError(w, http.StatusNotFound, gateway.Errorf(gateway.CodeNotFound, "no route GET /: the API is under /v0, the console under /console"))
+		writeError(w, http.StatusNotFound, holon.Errorf(holon.CodeNotFound, "no route GET /: the API is under /v0, the console under /console"))
 	})
 	if a.hosted == nil {
 		a.handle("GET", "/v0/mandates", accessAnyone, a.devMandates)

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"holon.dev/holon"
-	"holon.dev/holon/gateway"
 	"holon.dev/holon/webui"
 )
 
@@ -88,7 +87,7 @@ func (a *api) sessionPrincipal(r *http.Request) (*principal, error) {
 		return &principal{kind: kindAdmin}, nil
 	}
 	p, err := h.keyPrincipal(s.KeyHash, KindHuman, s.Prefix)
-	var ge *gateway.Error
+	var ge *holon.Error
 	if errors.As(err, &ge) {
 		return nil, nil // revoked, expired, or the account was disabled
 	}
@@ -113,9 +112,9 @@ func (a *api) startSession(w http.ResponseWriter, r *http.Request, key string) (
 		kind, ok := parseKey(key)
 		switch {
 		case !ok:
-			return nil, gateway.Errorf(CodeInvalidKey, "that is not a Holon key: paste a human key (hlk_h_…, %d characters) or the admin key", 6+keyBodyLen)
+			return nil, holon.Errorf(CodeInvalidKey, "that is not a Holon key: paste a human key (hlk_h_…, %d characters) or the admin key", 6+keyBodyLen)
 		case kind != KindHuman:
-			return nil, gateway.Errorf(CodeInvalidKey, "that is an agent key, which acts under one mandate: sign in with your human key (hlk_h_…)")
+			return nil, holon.Errorf(CodeInvalidKey, "that is an agent key, which acts under one mandate: sign in with your human key (hlk_h_…)")
 		}
 		var err error
 		if p, err = h.keyPrincipal(keyHash(key), kind, keyPrefix(key)); err != nil {

@@ -17,7 +17,7 @@ import (
 	"github.com/julienschmidt/httprouter"
 
 	"holon.dev/holon"
-	"holon.dev/holon/gateway"
+	"holon.dev/holon/gateway/contract"
 )
 
 // Endpoint credentials (gateway.md §6 "Authentication"): the token an
@@ -90,7 +90,7 @@ func newVault(secret []byte, store holon.Store, rand io.Reader, log *slog.Logger
 	return v, err
 }
 
-// token is the runners' lookup (gateway.RemoteConfig.Credentials).
+// token is the runners' lookup (remote.Config.Credentials).
 func (v *vault) token(agentID string) (string, bool) {
 	v.mu.RLock()
 	defer v.mu.RUnlock()
@@ -115,14 +115,14 @@ func (v *vault) seal(agentID, token string, now time.Time) (credentialRecord, er
 // checkToken wants 1 to 4096 visible ASCII characters: a header value.
 func checkToken(tok string) error {
 	if tok == "" {
-		return gateway.Errorf(CodeInvalidToken, `token is required: {"token": "<the token your server expects>"}`)
+		return holon.Errorf(CodeInvalidToken, `token is required: {"token": "<the token your server expects>"}`)
 	}
 	if len(tok) > maxTokenLen {
-		return gateway.Errorf(CodeInvalidToken, "token is longer than %d characters", maxTokenLen)
+		return holon.Errorf(CodeInvalidToken, "token is longer than %d characters", maxTokenLen)
 	}
 	for i := 0; i < len(tok); i++ {
 		if c := tok[i]; c < 0x21 || c > 0x7e {
-			return gateway.Errorf(CodeInvalidToken, "token must be visible ASCII characters only (no spaces or control characters): it is sent as Authorization: Bearer <token>")
+			return holon.Errorf(CodeInvalidToken, "token must be visible ASCII characters only (no spaces or control characters): it is sent as Authorization: Bearer <token>")
 		}
 	}
 	return nil
@@ -132,11 +132,11 @@ func checkToken(tok string) error {
 // the caller's namespace; the agent need not be published yet.
 func credentialAgent(ps httprouter.Params, p *principal) (string, error) {
 	ns, name := ps.ByName("ns"), ps.ByName("name")
-	if !gateway.ValidAgentName(name) {
-		return "", gateway.Errorf(gateway.CodeInvalidRequest, "%q is not an agent name (1-64 lowercase letters, digits, - and _; no version: a credential serves every version)", name)
+	if !contract.ValidAgentName(name) {
+		return "", holon.Errorf(holon.CodeInvalidRequest, "%q is not an agent name (1-64 lowercase letters, digits, - and _; no version: a credential serves every version)", name)
 	}
 	if ns != p.account {
-		return "", gateway.Errorf(CodeNotYourNamespace, "%s/%s is outside your namespace: set credentials for %s/<name>", ns, name, p.account)
+		return "", holon.Errorf(CodeNotYourNamespace, "%s/%s is outside your namespace: set credentials for %s/<name>", ns, name, p.account)
 	}
 	return ns + "/" + name, nil
 }
@@ -165,7 +165,7 @@ func (a *api) putCredential(w http.ResponseWriter, r *http.Request, ps httproute
 		return
 	}
 	if v.aead == nil {
-		a.fail(w, r, gateway.Errorf(CodeCredentialsOff, "endpoint credentials need HOLON_FILE_SECRET, which this gateway does not have: the operator sets it"))
+		a.fail(w, r, holon.Errorf(CodeCredentialsOff, "endpoint credentials need HOLON_FILE_SECRET, which this gateway does not have: the operator sets it"))
 		return
 	}
 	now := a.hosted.now().UTC()

@@ -16,9 +16,9 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"holon.dev/holon"
 	"holon.dev/holon/appliance"
 	"holon.dev/holon/backup"
-	"holon.dev/holon/gateway"
 	"holon.dev/holon/kv"
 )
 
@@ -114,7 +114,7 @@ func TestCredential_BearerAndNeverShown(t *testing.T) {
 		code   string
 	}{
 		{lena.human, "/v0/agents/bob/x/credential", map[string]any{"token": token}, 403, appliance.CodeNotYourNamespace},
-		{lena.human, "/v0/agents/lena/x@1.0.0/credential", map[string]any{"token": token}, 400, gateway.CodeInvalidRequest},
+		{lena.human, "/v0/agents/lena/x@1.0.0/credential", map[string]any{"token": token}, 400, holon.CodeInvalidRequest},
 		{lena.human, "/v0/agents/lena/x/credential", map[string]any{"token": ""}, 400, appliance.CodeInvalidToken},
 		{lena.human, "/v0/agents/lena/x/credential", map[string]any{"token": "has space"}, 400, appliance.CodeInvalidToken},
 		{lena.human, "/v0/agents/lena/x/credential", map[string]any{"token": strings.Repeat("a", 4097)}, 400, appliance.CodeInvalidToken},

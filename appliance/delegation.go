@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 
+	"holon.dev/holon"
 	"holon.dev/holon/gateway"
 	"holon.dev/holon/journal"
 )
@@ -61,7 +62,7 @@ func serveDelegated(e *gateway.Engine, log *slog.Logger, w http.ResponseWriter, 
 	}
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
-		writeError(w, http.StatusMethodNotAllowed, gateway.Errorf(gateway.CodeInvalidRequest, "a delegation token is only good for POST /v0/calls"))
+		writeError(w, http.StatusMethodNotAllowed, holon.Errorf(holon.CodeInvalidRequest, "a delegation token is only good for POST /v0/calls"))
 		return true
 	}
 	serveDelegatedCall(e, log, w, r, token)
@@ -99,13 +100,13 @@ func serveDelegatedCall(e *gateway.Engine, log *slog.Logger, w http.ResponseWrit
 	}
 	switch {
 	case (body.Agent == "") == (body.Capability == ""):
-		fail(gateway.Errorf(gateway.CodeInvalidRequest, "name exactly one of agent and capability"))
+		fail(holon.Errorf(holon.CodeInvalidRequest, "name exactly one of agent and capability"))
 		return
 	case body.Approval != "":
-		fail(gateway.Errorf(gateway.CodeInvalidRequest, "a delegated call cannot use an approval: inside a delegated run nobody can approve"))
+		fail(holon.Errorf(holon.CodeInvalidRequest, "a delegated call cannot use an approval: inside a delegated run nobody can approve"))
 		return
 	case r.Header.Get("Idempotency-Key") != "":
-		fail(gateway.Errorf(gateway.CodeInvalidRequest, "Idempotency-Key is not supported with a delegation token: a delegated call lives only as long as its run"))
+		fail(holon.Errorf(holon.CodeInvalidRequest, "Idempotency-Key is not supported with a delegation token: a delegated call lives only as long as its run"))
 		return
 	}
 	out, err := e.CallDelegated(r.Context(), gateway.DelegatedCall{
@@ -122,9 +123,9 @@ func serveDelegatedCall(e *gateway.Engine, log *slog.Logger, w http.ResponseWrit
 		// Refused before any receipt (a malformed target, max_cost out of range).
 		code := out.Error
 		if code == "" {
-			code = gateway.CodeGatewayError
+			code = holon.CodeGatewayError
 		}
-		writeError(w, errorStatus(code), &gateway.Error{Code: code, Msg: out.Message})
+		writeError(w, errorStatus(code), &holon.Error{Code: code, Msg: out.Message})
 		return
 	}
 	rc, err := e.Receipt(out.Receipt)

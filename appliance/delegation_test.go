@@ -20,6 +20,8 @@ import (
 	"holon.dev/holon"
 	"holon.dev/holon/appliance/agents"
 	"holon.dev/holon/gateway"
+	"holon.dev/holon/gateway/contract"
+	"holon.dev/holon/gateway/remote"
 	"holon.dev/holon/gateway/storetest"
 	"holon.dev/holon/journal"
 	"holon.dev/holon/kv"
@@ -48,7 +50,7 @@ allow: { agents: ["holon-labs/*", "acme/*"], capabilities: ["extraction.*"] }
 // process (dev) csv-profile and the demo agents text-tables and
 // company-lookup unless given. At cleanup it
 // checks that the journal verifies and no hold is left.
-func newDelegationGateway(t *testing.T, remote ...*gateway.Manifest) *delegationGateway {
+func newDelegationGateway(t *testing.T, remotes ...*contract.Manifest) *delegationGateway {
 	t.Helper()
 	reg := gateway.NewRegistry()
 	examples, err := agents.Load(agents.SetExamples)
@@ -61,19 +63,19 @@ func newDelegationGateway(t *testing.T, remote ...*gateway.Manifest) *delegation
 	}
 	local := agents.Without(shipped, agents.DefaultExclude)
 	for _, m := range examples {
-		if m.ID != "holon-labs/invoice-pipeline" && !slices.ContainsFunc(remote, func(r *gateway.Manifest) bool { return r.ID == m.ID }) {
+		if m.ID != "holon-labs/invoice-pipeline" && !slices.ContainsFunc(remotes, func(r *contract.Manifest) bool { return r.ID == m.ID }) {
 			local = append(local, m)
 		}
 	}
-	if err := reg.AddAll(local, gateway.AgentFacts{}, true); err != nil {
+	if err := reg.AddAll(local, contract.AgentFacts{}, true); err != nil {
 		t.Fatal(err)
 	}
-	if err := reg.AddAll(remote, gateway.AgentFacts{}, false); err != nil {
+	if err := reg.AddAll(remotes, contract.AgentFacts{}, false); err != nil {
 		t.Fatal(err)
 	}
 	dev := gateway.NewDevRuntime()
 	agents.Register(dev)
-	runner := gateway.NewMCPRunner(gateway.RemoteConfig{Guard: gateway.NetGuard{AllowPrivate: true}})
+	runner := remote.NewMCPRunner(remote.Config{Guard: remote.NetGuard{AllowPrivate: true}})
 	s, err := kv.OpenStore(filepath.Join(t.TempDir(), "holon.db"), holon.StoreOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -82,9 +84,9 @@ func newDelegationGateway(t *testing.T, remote ...*gateway.Manifest) *delegation
 	g.srv = httptest.NewUnstartedServer(nil)
 	g.srv.Start()
 	g.eng = gateway.New(gateway.Config{Store: s, Registry: reg, PublicURL: g.srv.URL, SignupCredit: journal.MustParseAmount("10.00"),
-		Runners: map[string]gateway.Runner{gateway.RuntimeDev: dev, gateway.RuntimeMCP: runner}})
+		Runners: map[string]gateway.Runner{contract.RuntimeDev: dev, contract.RuntimeMCP: runner}})
 	api := withDelegatedCalls(g.eng, slog.New(slog.DiscardHandler), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusUnauthorized, gateway.Errorf(CodeUnauthenticated, "the API behind: no key"))
+		writeError(w, http.StatusUnauthorized, holon.Errorf(CodeUnauthenticated, "the API behind: no key"))
 	}))
 	g.srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if tok, ok := delegationToken(r); ok {
@@ -94,7 +96,7 @@ func newDelegationGateway(t *testing.T, remote ...*gateway.Manifest) *delegation
 		}
 		api.ServeHTTP(w, r)
 	})
-	m, err := gateway.ParseMandate([]byte(dgMandate))
+	m, err := contract.ParseMandate([]byte(dgMandate))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +178,7 @@ func TestDelegatedCalls_InvoicePipelineOverMCP(t *testing.T) {
 	defer hostSrv.Close()
 	// Every demo agent runs on the host: the pipeline's downstream calls
 	// come back to the same endpoint, on sessions of their own.
-	var remote []*gateway.Manifest
+	var remote []*contract.Manifest
 	for _, m := range examples {
 		rm, err := agents.RemoteManifest(m, hostSrv.URL+"/mcp")
 		if err != nil {
@@ -220,7 +222,7 @@ func TestDelegatedCalls_InvoicePipelineOverMCP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if status != http.StatusUnauthorized || errorCodeOf(body) != gateway.CodeInvalidToken || h.Get("WWW-Authenticate") == "" {
+	if status != http.StatusUnauthorized || errorCodeOf(body) != holon.CodeInvalidToken || h.Get("WWW-Authenticate") == "" {
 		t.Errorf("token reused after the parent settled: %d %v", status, body)
 	}
 }
@@ -271,7 +273,7 @@ func TestDelegatedCalls_Refusals(t *testing.T) {
 	})
 	orchSrv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return orch }, nil))
 	defer orchSrv.Close()
-	m, err := gateway.ParseManifest([]byte(`
+	m, err := contract.ParseManifest([]byte(`
 id: acme/orch
 version: 1.0.0
 summary: An orchestrator on loopback.
@@ -298,13 +300,13 @@ downstream: {mode: passthrough, cap: "1.00"}
 		code   string
 	}{
 		{http.StatusOK, ""},
-		{http.StatusForbidden, gateway.CodeNotDeclared},
-		{http.StatusForbidden, gateway.CodeNotDeclared},
-		{http.StatusBadRequest, gateway.CodeInvalidRequest},
-		{http.StatusBadRequest, gateway.CodeInvalidRequest},
-		{http.StatusNotFound, gateway.CodeNotFound},
-		{http.StatusBadRequest, gateway.CodeInvalidRequest},
-		{http.StatusMethodNotAllowed, gateway.CodeInvalidRequest},
+		{http.StatusForbidden, holon.CodeNotDeclared},
+		{http.StatusForbidden, holon.CodeNotDeclared},
+		{http.StatusBadRequest, holon.CodeInvalidRequest},
+		{http.StatusBadRequest, holon.CodeInvalidRequest},
+		{http.StatusNotFound, holon.CodeNotFound},
+		{http.StatusBadRequest, holon.CodeInvalidRequest},
+		{http.StatusMethodNotAllowed, holon.CodeInvalidRequest},
 	} {
 		s := got[i]
 		if s.Status != want.status || errorCodeOf(s.Body) != want.code {

@@ -11,6 +11,7 @@ import (
 	"github.com/julienschmidt/httprouter"
 	"golang.org/x/time/rate"
 
+	"holon.dev/holon"
 	"holon.dev/holon/gateway"
 	"holon.dev/holon/journal"
 )
@@ -68,7 +69,7 @@ type demoBody struct {
 type demoAnswer struct {
 	Agent  string          `json:"agent"`
 	Output json.RawMessage `json:"output"`
-	Error  *gateway.Error  `json:"error,omitempty"`
+	Error  *holon.Error    `json:"error,omitempty"`
 	MS     int64           `json:"ms"`
 }
 
@@ -90,7 +91,7 @@ func (d *demo) cors(w http.ResponseWriter, r *http.Request) bool {
 // preflight answers the browser's OPTIONS before a cross-origin POST.
 func (d *demo) preflight(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
 	if !d.cors(w, r) {
-		writeError(w, http.StatusForbidden, gateway.Errorf(CodeForbidden, "the demo answers pages of the public site only (HOLON_SITE_URL)"))
+		writeError(w, http.StatusForbidden, holon.Errorf(CodeForbidden, "the demo answers pages of the public site only (HOLON_SITE_URL)"))
 		return
 	}
 	w.Header().Set("Access-Control-Allow-Methods", "POST")
@@ -101,13 +102,13 @@ func (d *demo) preflight(w http.ResponseWriter, r *http.Request, _ httprouter.Pa
 
 func (d *demo) try(w http.ResponseWriter, r *http.Request, ps httprouter.Params, _ *principal) {
 	if !d.cors(w, r) {
-		writeError(w, http.StatusForbidden, gateway.Errorf(CodeForbidden, "the demo answers pages of the public site only (HOLON_SITE_URL)"))
+		writeError(w, http.StatusForbidden, holon.Errorf(CodeForbidden, "the demo answers pages of the public site only (HOLON_SITE_URL)"))
 		return
 	}
 	id := ps.ByName("ns") + "/" + ps.ByName("name")
 	v, err := d.engine.Registry().Resolve(id)
 	if err == nil && !demoAgent(v) {
-		err = gateway.Errorf(gateway.CodeNotFound, "%s cannot be tried here: the demo runs the gateway's own cheap agents only (at most %s a run, no delegated calls)", id, demoMaxWorstCase)
+		err = holon.Errorf(holon.CodeNotFound, "%s cannot be tried here: the demo runs the gateway's own cheap agents only (at most %s a run, no delegated calls)", id, demoMaxWorstCase)
 	}
 	if err != nil {
 		writeError(w, http.StatusNotFound, err)
@@ -115,49 +116,49 @@ func (d *demo) try(w http.ResponseWriter, r *http.Request, ps httprouter.Params,
 	}
 	b, err := readBody(r)
 	if err != nil {
-		writeError(w, errorStatus(gateway.ErrorCode(err)), err)
+		writeError(w, errorStatus(holon.ErrorCode(err)), err)
 		return
 	}
 	if len(b) > demoMaxInput {
-		writeError(w, http.StatusRequestEntityTooLarge, gateway.Errorf(CodeBodyTooLarge, "a demo input is at most %d bytes; try a shorter one", demoMaxInput))
+		writeError(w, http.StatusRequestEntityTooLarge, holon.Errorf(CodeBodyTooLarge, "a demo input is at most %d bytes; try a shorter one", demoMaxInput))
 		return
 	}
 	var body demoBody
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&body); err != nil || dec.More() || len(body.Input) == 0 {
-		writeError(w, http.StatusBadRequest, gateway.Errorf(gateway.CodeInvalidRequest, `the body is {"input": {...}}, the agent's input`))
+		writeError(w, http.StatusBadRequest, holon.Errorf(holon.CodeInvalidRequest, `the body is {"input": {...}}, the agent's input`))
 		return
 	}
 	if s := string(body.Input); strings.Contains(s, demoFilePrefix) && strings.Count(s, demoFilePrefix) != strings.Count(s, demoSampleFiles) {
-		writeError(w, http.StatusUnprocessableEntity, gateway.Errorf(gateway.CodeFileNotFound, "the demo takes sample files only (%s…), not uploaded ones", demoSampleFiles))
+		writeError(w, http.StatusUnprocessableEntity, holon.Errorf(holon.CodeFileNotFound, "the demo takes sample files only (%s…), not uploaded ones", demoSampleFiles))
 		return
 	}
 	// Both limits are counted only for a try that will run.
 	if ok, wait := d.visitor.allow(d.addrs.clientAddr(r)); !ok {
 		w.Header().Set("Retry-After", retryAfter(wait))
-		writeError(w, http.StatusTooManyRequests, gateway.Errorf(CodeRateLimited, "%d demo tries an hour per visitor: retry in %s s", demoPerVisitor, retryAfter(wait)))
+		writeError(w, http.StatusTooManyRequests, holon.Errorf(CodeRateLimited, "%d demo tries an hour per visitor: retry in %s s", demoPerVisitor, retryAfter(wait)))
 		return
 	}
 	if !d.all.AllowN(d.now(), 1) {
 		w.Header().Set("Retry-After", "60")
-		writeError(w, http.StatusTooManyRequests, gateway.Errorf(CodeRateLimited, "the demo's %d tries of this hour are used up: retry later", demoPerHour))
+		writeError(w, http.StatusTooManyRequests, holon.Errorf(CodeRateLimited, "the demo's %d tries of this hour are used up: retry later", demoPerHour))
 		return
 	}
 	res := d.engine.Try(r.Context(), v, "demo", body.Input, demoTimeout)
 	ans := demoAnswer{Agent: v.Manifest.Ref(), Output: res.Output, MS: res.Duration.Milliseconds()}
 	status := http.StatusOK
 	if res.Error == "" && len(res.Output) > demoMaxOutput {
-		res.Error, res.Message = gateway.CodeInvalidOutput, "the demo shows short results only: try a smaller input"
+		res.Error, res.Message = holon.CodeInvalidOutput, "the demo shows short results only: try a smaller input"
 	}
 	if res.Error != "" {
 		ans.Output = json.RawMessage("null")
-		ans.Error = &gateway.Error{Code: res.Error, Msg: res.Message}
+		ans.Error = &holon.Error{Code: res.Error, Msg: res.Message}
 		status = http.StatusBadGateway
 		switch res.Error {
-		case gateway.CodeRejectedInput:
+		case holon.CodeRejectedInput:
 			status = http.StatusUnprocessableEntity
-		case gateway.CodeGatewayError:
+		case holon.CodeGatewayError:
 			status = http.StatusInternalServerError
 		}
 	}

@@ -12,7 +12,9 @@ import (
 	"github.com/julienschmidt/httprouter"
 	"gopkg.in/yaml.v3"
 
+	"holon.dev/holon"
 	"holon.dev/holon/gateway"
+	"holon.dev/holon/gateway/contract"
 	"holon.dev/holon/journal"
 )
 
@@ -39,13 +41,13 @@ func (a *api) draftAgent(w http.ResponseWriter, r *http.Request, _ httprouter.Pa
 		a.fail(w, r, err)
 		return
 	}
-	if !gateway.ValidAgentName(body.Name) {
-		a.fail(w, r, gateway.Errorf(gateway.CodeInvalidRequest, "name %q is not an agent name: 1-64 lowercase letters, digits, - and _", body.Name))
+	if !contract.ValidAgentName(body.Name) {
+		a.fail(w, r, holon.Errorf(holon.CodeInvalidRequest, "name %q is not an agent name: 1-64 lowercase letters, digits, - and _", body.Name))
 		return
 	}
 	var input any
 	if len(body.Input) == 0 || json.Unmarshal(body.Input, &input) != nil || input == nil {
-		a.fail(w, r, gateway.Errorf(gateway.CodeInvalidRequest, `input is required: the example input to send to the endpoint, as JSON (such as {"text": "hello"})`))
+		a.fail(w, r, holon.Errorf(holon.CodeInvalidRequest, `input is required: the example input to send to the endpoint, as JSON (such as {"text": "hello"})`))
 		return
 	}
 	if err := a.checkEndpoint(r.Context(), body.Endpoint); err != nil {
@@ -57,13 +59,13 @@ func (a *api) draftAgent(w http.ResponseWriter, r *http.Request, _ httprouter.Pa
 		summary = "Draft listing of " + body.Name + ": describe what it does."
 	}
 	d := map[string]any{
-		"id": p.account + "/" + body.Name, "version": "0.1.0", "summary": summary, "license": gateway.LicenseProprietary,
+		"id": p.account + "/" + body.Name, "version": "0.1.0", "summary": summary, "license": contract.LicenseProprietary,
 		"interface": map[string]any{"input": map[string]any{}, "output": map[string]any{}},
-		"pricing":   map[string]any{"model": gateway.PricingFree},
-		"runtime":   map[string]any{"kind": gateway.RuntimeWebhook, "endpoint": body.Endpoint},
+		"pricing":   map[string]any{"model": contract.PricingFree},
+		"runtime":   map[string]any{"kind": contract.RuntimeWebhook, "endpoint": body.Endpoint},
 	}
 	if body.Price != nil && *body.Price > 0 {
-		d["pricing"] = map[string]any{"model": gateway.PricingPerRun, "amount": body.Price.String(), "currency": "EUR"}
+		d["pricing"] = map[string]any{"model": contract.PricingPerRun, "amount": body.Price.String(), "currency": "EUR"}
 	}
 	probe, err := draftManifest(d)
 	if err != nil {
@@ -74,17 +76,17 @@ func (a *api) draftAgent(w http.ResponseWriter, r *http.Request, _ httprouter.Pa
 	defer cancel()
 	res := a.hosted.webhook.Run(ctx, &gateway.Invocation{Manifest: probe, Input: body.Input, Receipt: "draft"})
 	switch res.Outcome.Kind {
-	case gateway.OutcomeOutput:
-	case gateway.OutcomeError:
-		a.fail(w, r, gateway.Errorf(CodeDraftCallFailed, "the endpoint answered the example input with the error %s (%s): send an input it accepts", res.Outcome.Code, res.Message))
+	case contract.OutcomeOutput:
+	case contract.OutcomeError:
+		a.fail(w, r, holon.Errorf(CodeDraftCallFailed, "the endpoint answered the example input with the error %s (%s): send an input it accepts", res.Outcome.Code, res.Message))
 		return
 	default:
-		a.fail(w, r, gateway.Errorf(CodeDraftCallFailed, "calling the endpoint failed: %s", orText(res.Message, "no answer")))
+		a.fail(w, r, holon.Errorf(CodeDraftCallFailed, "calling the endpoint failed: %s", orText(res.Message, "no answer")))
 		return
 	}
 	var output any
 	if err := json.Unmarshal(res.Output, &output); err != nil {
-		a.fail(w, r, gateway.Errorf(CodeDraftCallFailed, "the endpoint's answer is not JSON: %v", err))
+		a.fail(w, r, holon.Errorf(CodeDraftCallFailed, "the endpoint's answer is not JSON: %v", err))
 		return
 	}
 	d["interface"] = map[string]any{
@@ -93,7 +95,7 @@ func (a *api) draftAgent(w http.ResponseWriter, r *http.Request, _ httprouter.Pa
 	}
 	m, err := draftManifest(d)
 	if err != nil {
-		a.fail(w, r, gateway.Errorf(CodeDraftCallFailed, "the answer does not make a valid draft: %v", err))
+		a.fail(w, r, holon.Errorf(CodeDraftCallFailed, "the answer does not make a valid draft: %v", err))
 		return
 	}
 	var y bytes.Buffer
@@ -107,12 +109,12 @@ func (a *api) draftAgent(w http.ResponseWriter, r *http.Request, _ httprouter.Pa
 		"note": "Nothing is published: review the draft (summary, schemas, price), then POST it to /v0/agents."})
 }
 
-func draftManifest(d map[string]any) (*gateway.Manifest, error) {
+func draftManifest(d map[string]any) (*contract.Manifest, error) {
 	b, err := json.Marshal(d)
 	if err != nil {
 		return nil, err
 	}
-	return gateway.ParseManifest(b)
+	return contract.ParseManifest(b)
 }
 
 func orText(s, def string) string {

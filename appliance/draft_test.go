@@ -5,8 +5,9 @@ import (
 	"strings"
 	"testing"
 
+	"holon.dev/holon"
 	"holon.dev/holon/appliance"
-	"holon.dev/holon/gateway"
+	"holon.dev/holon/gateway/contract"
 )
 
 // Ensure that POST /v0/agents/draft calls the endpoint once, with the
@@ -46,7 +47,7 @@ func TestDraft_Webhook(t *testing.T) {
 		t.Errorf("examples: %v", iface["examples"])
 	}
 	y := str(out["yaml"])
-	if fromYAML, err := gateway.ParseManifest([]byte(y)); err != nil || fromYAML.Ref() != "lena/hooky@0.1.0" {
+	if fromYAML, err := contract.ParseManifest([]byte(y)); err != nil || fromYAML.Ref() != "lena/hooky@0.1.0" {
 		t.Errorf("the yaml is not the manifest: %v\n%s", err, y)
 	}
 	if _, listed := g.app.Engine().Registry().Get("lena/hooky@0.1.0"); listed {
@@ -61,8 +62,8 @@ func TestDraft_Webhook(t *testing.T) {
 		status int
 		code   string
 	}{
-		{"bad name", map[string]any{"name": "Hooky!", "endpoint": srv.srv.URL + "/run", "input": map[string]any{}}, 400, gateway.CodeInvalidRequest},
-		{"no input", map[string]any{"name": "h2", "endpoint": srv.srv.URL + "/run"}, 400, gateway.CodeInvalidRequest},
+		{"bad name", map[string]any{"name": "Hooky!", "endpoint": srv.srv.URL + "/run", "input": map[string]any{}}, 400, holon.CodeInvalidRequest},
+		{"no input", map[string]any{"name": "h2", "endpoint": srv.srv.URL + "/run"}, 400, holon.CodeInvalidRequest},
 		{"http endpoint", map[string]any{"name": "h2", "endpoint": "http://127.0.0.1/run", "input": map[string]any{}}, 400, appliance.CodeEndpointNotHTTPS},
 		{"no credential: the server refuses", map[string]any{"name": "h2", "endpoint": srv.srv.URL + "/run", "input": map[string]any{"text": "a"}}, 502, appliance.CodeDraftCallFailed},
 		{"endpoint not answering", map[string]any{"name": "h2", "endpoint": "https://127.0.0.1:1/run", "input": map[string]any{"text": "a"}}, 502, appliance.CodeDraftCallFailed},

@@ -9,14 +9,14 @@ import (
 
 	"holon.dev/holon"
 	"holon.dev/holon/backup"
-	"holon.dev/holon/gateway"
+	"holon.dev/holon/gateway/contract"
 	"holon.dev/holon/journal"
 	"holon.dev/holon/kv"
 )
 
 // forkManifest is an echo agent of ns (the test registry's dev handler),
 // priced per run, optionally forking another version and asking royalties.
-func forkManifest(t *testing.T, ns, price, forkOf, royalty string) *gateway.Manifest {
+func forkManifest(t *testing.T, ns, price, forkOf, royalty string) *contract.Manifest {
 	t.Helper()
 	extra := ""
 	if forkOf != "" {
@@ -25,7 +25,7 @@ func forkManifest(t *testing.T, ns, price, forkOf, royalty string) *gateway.Mani
 	if royalty != "" {
 		extra += fmt.Sprintf("royalties: { forks: %q }\n", royalty)
 	}
-	m, err := gateway.ParseManifest([]byte(fmt.Sprintf(`
+	m, err := contract.ParseManifest([]byte(fmt.Sprintf(`
 id: %s/echo
 version: 1.0.0
 summary: Answers with its input.
@@ -77,7 +77,7 @@ func TestEarnings_ForkChain(t *testing.T) {
 	ann, cai, lena, bob := ta.signup("ann"), ta.signup("cai"), ta.signup("lena"), ta.signup("bob")
 	ctx := context.Background()
 	// lena/echo forks cai/echo (royalties 0.20), which forks ann/echo (0.15).
-	for _, m := range []*gateway.Manifest{
+	for _, m := range []*contract.Manifest{
 		forkManifest(t, "ann", "0.03", "", "0.15"),
 		forkManifest(t, "cai", "0.04", "ann/echo@1.0.0", "0.20"),
 		forkManifest(t, "lena", "0.05", "cai/echo@1.0.0", ""),

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"net/http"
 
-	"holon.dev/holon/gateway"
+	"holon.dev/holon"
 )
 
 // Error codes of the hosted product, beyond the gateway's own. Each one
@@ -59,24 +59,24 @@ const (
 const internalMessage = "internal error: the gateway could not answer; the operator's log has the details"
 
 // errorStatus is the HTTP status of an error code, from the gateway's one
-// table (gateway.HTTPStatus); a code the table does not know is internal.
+// table (holon.HTTPStatus); a code the table does not know is internal.
 func errorStatus(code string) int {
-	if s, ok := gateway.HTTPStatus(code); ok {
+	if s, ok := holon.HTTPStatus(code); ok {
 		return s
 	}
 	return http.StatusInternalServerError
 }
 
-// publicError is what the API answers err with: its *gateway.Error and the
+// publicError is what the API answers err with: its *holon.Error and the
 // table's status, or, for an error that carries no code the table knows,
 // 500 gateway_error with a message that tells nothing of the error.
 // internal reports whether err is the gateway's own failure, the only kind
 // that is logged.
-func publicError(err error) (ge *gateway.Error, status int, internal bool) {
+func publicError(err error) (ge *holon.Error, status int, internal bool) {
 	if errors.As(err, &ge) {
-		if s, ok := gateway.HTTPStatus(ge.Code); ok {
-			return ge, s, ge.Code == gateway.CodeGatewayError
+		if s, ok := holon.HTTPStatus(ge.Code); ok {
+			return ge, s, ge.Code == holon.CodeGatewayError
 		}
 	}
-	return gateway.Errorf(gateway.CodeGatewayError, "%s", internalMessage), http.StatusInternalServerError, true
+	return holon.Errorf(holon.CodeGatewayError, "%s", internalMessage), http.StatusInternalServerError, true
 }

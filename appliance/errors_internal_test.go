@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"holon.dev/holon/gateway"
+	"holon.dev/holon"
 	"holon.dev/holon/webui"
 )
 
@@ -29,17 +29,17 @@ func TestAPI_Fail_InternalErrors(t *testing.T) {
 		logged bool
 		secret string // must not reach the client
 	}{
-		{"plain error", fmt.Errorf("read /var/lib/holon/holon.db: input/output error"), 500, gateway.CodeGatewayError, true, "input/output"},
-		{"wrapped plain error", fmt.Errorf("receipts: %w", errors.New("decode receipts/7: unexpected end")), 500, gateway.CodeGatewayError, true, "decode"},
-		{"unknown code", gateway.Errorf("no_such_code", "the store said hunter2"), 500, gateway.CodeGatewayError, true, "hunter2"},
-		{"wrapped unknown code", fmt.Errorf("x: %w", gateway.Errorf("made_up", "hunter2")), 500, gateway.CodeGatewayError, true, "hunter2"},
-		{"gateway_error", gateway.Errorf(gateway.CodeGatewayError, "derive sub-mandate: no fx rate for USD"), 500, gateway.CodeGatewayError, true, ""},
-		{"invalid_request", gateway.Errorf(gateway.CodeInvalidRequest, "limit must be between 1 and 500"), 400, gateway.CodeInvalidRequest, false, ""},
-		{"not_found", notFound("no receipt r9"), 404, gateway.CodeNotFound, false, ""},
-		{"wrapped not_found", fmt.Errorf("tree: %w", notFound("no receipt r9")), 404, gateway.CodeNotFound, false, ""},
-		{"rate_limited", gateway.Errorf(CodeRateLimited, "slow down"), 429, CodeRateLimited, false, ""},
-		{"version_exists", gateway.Errorf(CodeVersionExists, "1.0.0 is published"), 409, CodeVersionExists, false, ""},
-		{"invalid_token", gateway.Errorf(gateway.CodeInvalidToken, "not a delegation token"), 401, gateway.CodeInvalidToken, false, ""},
+		{"plain error", fmt.Errorf("read /var/lib/holon/holon.db: input/output error"), 500, holon.CodeGatewayError, true, "input/output"},
+		{"wrapped plain error", fmt.Errorf("receipts: %w", errors.New("decode receipts/7: unexpected end")), 500, holon.CodeGatewayError, true, "decode"},
+		{"unknown code", holon.Errorf("no_such_code", "the store said hunter2"), 500, holon.CodeGatewayError, true, "hunter2"},
+		{"wrapped unknown code", fmt.Errorf("x: %w", holon.Errorf("made_up", "hunter2")), 500, holon.CodeGatewayError, true, "hunter2"},
+		{"gateway_error", holon.Errorf(holon.CodeGatewayError, "derive sub-mandate: no fx rate for USD"), 500, holon.CodeGatewayError, true, ""},
+		{"invalid_request", holon.Errorf(holon.CodeInvalidRequest, "limit must be between 1 and 500"), 400, holon.CodeInvalidRequest, false, ""},
+		{"not_found", notFound("no receipt r9"), 404, holon.CodeNotFound, false, ""},
+		{"wrapped not_found", fmt.Errorf("tree: %w", notFound("no receipt r9")), 404, holon.CodeNotFound, false, ""},
+		{"rate_limited", holon.Errorf(CodeRateLimited, "slow down"), 429, CodeRateLimited, false, ""},
+		{"version_exists", holon.Errorf(CodeVersionExists, "1.0.0 is published"), 409, CodeVersionExists, false, ""},
+		{"invalid_token", holon.Errorf(holon.CodeInvalidToken, "not a delegation token"), 401, holon.CodeInvalidToken, false, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -85,10 +85,10 @@ func jsonText(s string) string {
 // that tells nothing of it) otherwise.
 func TestAPIError_Console(t *testing.T) {
 	var ae *webui.APIError
-	if err := apiError(gateway.Errorf(CodeHandleTaken, "carol is taken")); !errors.As(err, &ae) || ae.Status != http.StatusConflict {
+	if err := apiError(holon.Errorf(CodeHandleTaken, "carol is taken")); !errors.As(err, &ae) || ae.Status != http.StatusConflict {
 		t.Errorf("handle_taken: %#v, want a 409 APIError", err)
 	}
-	for _, err := range []error{errors.New("disk"), gateway.Errorf("no_such_code", "x"), gateway.Errorf(gateway.CodeGatewayError, "x")} {
+	for _, err := range []error{errors.New("disk"), holon.Errorf("no_such_code", "x"), holon.Errorf(holon.CodeGatewayError, "x")} {
 		if got := apiError(err); errors.As(got, &ae) {
 			t.Errorf("%v: %#v, want the internal error itself", err, got)
 		}
@@ -104,10 +104,10 @@ func TestMCPServer_Fail_InternalErrors(t *testing.T) {
 		code   string
 		logged bool
 	}{
-		{errors.New("decode receipts/7: hunter2"), gateway.CodeGatewayError, true},
-		{gateway.Errorf("no_such_code", "hunter2"), gateway.CodeGatewayError, true},
-		{gateway.Errorf(gateway.CodeGatewayError, "derive sub-mandate"), gateway.CodeGatewayError, true},
-		{notFound("no receipt r9"), gateway.CodeNotFound, false},
+		{errors.New("decode receipts/7: hunter2"), holon.CodeGatewayError, true},
+		{holon.Errorf("no_such_code", "hunter2"), holon.CodeGatewayError, true},
+		{holon.Errorf(holon.CodeGatewayError, "derive sub-mandate"), holon.CodeGatewayError, true},
+		{notFound("no receipt r9"), holon.CodeNotFound, false},
 	} {
 		var logs bytes.Buffer
 		m := &mcpServer{log: slog.New(slog.NewJSONHandler(&logs, nil))}

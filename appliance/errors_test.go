@@ -13,15 +13,15 @@ import (
 	"strings"
 	"testing"
 
+	"holon.dev/holon"
 	"holon.dev/holon/appliance"
-	"holon.dev/holon/gateway"
 	"holon.dev/holon/gateway/storetest"
 	"holon.dev/holon/kv"
 )
 
 // errorCodes reads the error codes the Go files of dir (tests left out)
 // use: every constant named Code…, and every string literal given as the
-// code of gateway.Errorf or of a gateway.Error, so a code written out in
+// code of holon.Errorf or of a holon.Error, so a code written out in
 // place is found too. It maps each code to where it was seen.
 func errorCodes(t *testing.T, dir string) map[string]string {
 	t.Helper()
@@ -39,14 +39,15 @@ func errorCodes(t *testing.T, dir string) map[string]string {
 		s, err := strconv.Unquote(lit.Value)
 		return s, err == nil
 	}
-	// isGateway reports whether e names gateway's fn (fn, or gateway.fn).
-	isGateway := func(e ast.Expr, fn string) bool {
+	// isHolon reports whether e names the root package's fn (holon.fn,
+	// or fn in the root package itself).
+	isHolon := func(e ast.Expr, fn string) bool {
 		switch e := e.(type) {
 		case *ast.Ident:
-			return e.Name == fn && strings.HasSuffix(dir, "gateway")
+			return e.Name == fn && dir == ".."
 		case *ast.SelectorExpr:
 			x, ok := e.X.(*ast.Ident)
-			return ok && x.Name == "gateway" && e.Sel.Name == fn
+			return ok && x.Name == "holon" && e.Sel.Name == fn
 		}
 		return false
 	}
@@ -76,13 +77,13 @@ func errorCodes(t *testing.T, dir string) map[string]string {
 					}
 				}
 			case *ast.CallExpr:
-				if isGateway(n.Fun, "Errorf") && len(n.Args) > 0 {
+				if isHolon(n.Fun, "Errorf") && len(n.Args) > 0 {
 					if s, ok := literal(n.Args[0]); ok {
 						codes[s] = fset.Position(n.Pos()).String()
 					}
 				}
 			case *ast.CompositeLit:
-				if !isGateway(n.Type, "Error") {
+				if !isHolon(n.Type, "Error") {
 					return true
 				}
 				for _, el := range n.Elts {
@@ -100,23 +101,23 @@ func errorCodes(t *testing.T, dir string) map[string]string {
 	return codes
 }
 
-// Ensure that every error code the gateway and the appliance declare (or
-// write out in place) has a row in the gateway's table of HTTP statuses:
-// a new code cannot fall through to some default.
+// Ensure that every error code the domain package, the gateway's rooms
+// and the appliance declare (or write out in place) has a row in the one
+// table of HTTP statuses (holon.HTTPStatus): a new code cannot fall
+// through to some default.
 func TestHTTPStatus_EveryCodeHasARow(t *testing.T) {
-	codes := errorCodes(t, "../gateway")
-	for code, at := range errorCodes(t, ".") {
-		codes[code] = at
-	}
-	for code, at := range errorCodes(t, "../webui") {
-		codes[code] = at
+	codes := map[string]string{}
+	for _, dir := range []string{"..", "../gateway", "../gateway/contract", "../gateway/remote", ".", "../webui"} {
+		for code, at := range errorCodes(t, dir) {
+			codes[code] = at
+		}
 	}
 	if len(codes) < 60 {
 		t.Fatalf("found %d codes, want them all (more than 60): the parse missed some", len(codes))
 	}
 	var missing []string
 	for code, at := range codes {
-		if s, ok := gateway.HTTPStatus(code); !ok || s < 400 || s > 599 {
+		if s, ok := holon.HTTPStatus(code); !ok || s < 400 || s > 599 {
 			missing = append(missing, code+" ("+at+")")
 		}
 	}
@@ -124,7 +125,7 @@ func TestHTTPStatus_EveryCodeHasARow(t *testing.T) {
 	for _, m := range missing {
 		t.Errorf("no HTTP status for %s", m)
 	}
-	if _, ok := gateway.HTTPStatus("no_such_code"); ok {
+	if _, ok := holon.HTTPStatus("no_such_code"); ok {
 		t.Error("a code nobody declared has a status")
 	}
 }
@@ -133,18 +134,18 @@ func TestHTTPStatus_EveryCodeHasARow(t *testing.T) {
 // documents, are the table's.
 func TestHTTPStatus_Spec(t *testing.T) {
 	for code, want := range map[string]int{
-		gateway.CodeInvalidRequest:        400,
-		gateway.CodeInvalidMandate:        400,
-		gateway.CodeNotFound:              404,
-		gateway.CodeOverBudget:            403,
-		gateway.CodeNotAllowed:            403,
-		gateway.CodeMandateInactive:       403,
-		gateway.CodeRejectedInput:         422,
-		gateway.CodeAgentError:            502,
-		gateway.CodeTimeout:               502,
-		gateway.CodeRuntimeUnavailable:    502,
-		gateway.CodeGatewayError:          500,
-		gateway.CodeInvalidToken:          401,
+		holon.CodeInvalidRequest:          400,
+		holon.CodeInvalidMandate:          400,
+		holon.CodeNotFound:                404,
+		holon.CodeOverBudget:              403,
+		holon.CodeNotAllowed:              403,
+		holon.CodeMandateInactive:         403,
+		holon.CodeRejectedInput:           422,
+		holon.CodeAgentError:              502,
+		holon.CodeTimeout:                 502,
+		holon.CodeRuntimeUnavailable:      502,
+		holon.CodeGatewayError:            500,
+		holon.CodeInvalidToken:            401,
 		appliance.CodeUnauthenticated:     401,
 		appliance.CodeForbidden:           403,
 		appliance.CodeRateLimited:         429,
@@ -152,7 +153,7 @@ func TestHTTPStatus_Spec(t *testing.T) {
 		appliance.CodeIdempotencyInFlight: 409,
 		appliance.CodeGitHubUnavailable:   503,
 	} {
-		if got, _ := gateway.HTTPStatus(code); got != want {
+		if got, _ := holon.HTTPStatus(code); got != want {
 			t.Errorf("%s: %d, want %d", code, got, want)
 		}
 	}
@@ -207,8 +208,8 @@ func TestAPI_Receipts_UnreadableReceipt(t *testing.T) {
 	} {
 		before := ta.logs.String()
 		status, out := c.who.do("GET", c.path, nil)
-		if status != http.StatusInternalServerError || errorCode(out) != gateway.CodeGatewayError {
-			t.Errorf("GET %s of an unreadable receipt: %d %v, want 500 %s", c.path, status, out, gateway.CodeGatewayError)
+		if status != http.StatusInternalServerError || errorCode(out) != holon.CodeGatewayError {
+			t.Errorf("GET %s of an unreadable receipt: %d %v, want 500 %s", c.path, status, out, holon.CodeGatewayError)
 		}
 		if msg := out["error"].(map[string]any)["message"].(string); strings.Contains(msg, "decode") || strings.Contains(msg, "receipts") {
 			t.Errorf("GET %s told the client %q", c.path, msg)
@@ -218,7 +219,7 @@ func TestAPI_Receipts_UnreadableReceipt(t *testing.T) {
 			t.Errorf("GET %s logged %d errors, want 1 that says why: %s", c.path, n, logged)
 		}
 	}
-	if status, out := carol.human.do("GET", "/v0/receipts?before=nope", nil); status != http.StatusBadRequest || errorCode(out) != gateway.CodeInvalidRequest {
-		t.Errorf("a bad cursor: %d %v, want 400 %s", status, out, gateway.CodeInvalidRequest)
+	if status, out := carol.human.do("GET", "/v0/receipts?before=nope", nil); status != http.StatusBadRequest || errorCode(out) != holon.CodeInvalidRequest {
+		t.Errorf("a bad cursor: %d %v, want 400 %s", status, out, holon.CodeInvalidRequest)
 	}
 }

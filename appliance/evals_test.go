@@ -16,8 +16,10 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"holon.dev/holon"
 	"holon.dev/holon/appliance"
 	"holon.dev/holon/gateway"
+	"holon.dev/holon/gateway/contract"
 )
 
 // tableServer is a real MCP server on loopback whose tool finds the table
@@ -104,9 +106,9 @@ func (ts *tableServer) sawInput(s string) bool {
 }
 
 // tableManifest is lena's extraction.table agent on the table server.
-func tableManifest(t *testing.T, version, endpoint, tool string) *gateway.Manifest {
+func tableManifest(t *testing.T, version, endpoint, tool string) *contract.Manifest {
 	t.Helper()
-	m, err := gateway.ParseManifest([]byte(fmt.Sprintf(`
+	m, err := contract.ParseManifest([]byte(fmt.Sprintf(`
 id: lena/tables
 version: %s
 summary: Finds the table of a text, on lena's own MCP server.
@@ -185,7 +187,7 @@ func TestEvaluate_PublishedMCPAgent(t *testing.T) {
 			"input": map[string]any{"text": "x,y\n"}})
 	}
 	// The evaluation is running (the server holds it): not yet passed.
-	if status, out := call("bob/strict", "1.0.0"); status != http.StatusForbidden || errorCode(out) != gateway.CodeRequirementNotMet {
+	if status, out := call("bob/strict", "1.0.0"); status != http.StatusForbidden || errorCode(out) != holon.CodeRequirementNotMet {
 		t.Fatalf("before the evaluation: %d %v, want 403 requirement_not_met", status, out)
 	}
 	cat := ta.anonymous().must(http.StatusOK, "GET", "/v0/catalog?q=lena", nil)
@@ -228,7 +230,7 @@ func TestEvaluate_PublishedMCPAgent(t *testing.T) {
 	if err := ta.app.WaitEvaluations(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if status, out := call("bob/strict", "1.1.0"); status != http.StatusForbidden || errorCode(out) != gateway.CodeRequirementNotMet {
+	if status, out := call("bob/strict", "1.1.0"); status != http.StatusForbidden || errorCode(out) != holon.CodeRequirementNotMet {
 		t.Errorf("a failed version under require.evaluated: %d %v, want 403 requirement_not_met", status, out)
 	}
 	if status, out := call("bob/loose", "1.1.0"); status != http.StatusOK {
@@ -360,7 +362,7 @@ func TestEvaluate_SurvivesRestart(t *testing.T) {
 		return bob.human.do("POST", "/v0/calls", map[string]any{"mandate": "bob/strict", "agent": agent,
 			"input": map[string]any{"text": "a,b\n"}})
 	}
-	if status, out := call("test-lab/slowtables"); status != http.StatusForbidden || errorCode(out) != gateway.CodeRequirementNotMet {
+	if status, out := call("test-lab/slowtables"); status != http.StatusForbidden || errorCode(out) != holon.CodeRequirementNotMet {
 		t.Fatalf("mid-evaluation: %d %v, want 403 requirement_not_met", status, out)
 	}
 	// Cut short: the queue entry stays, and the next start runs it again.

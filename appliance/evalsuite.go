@@ -14,8 +14,7 @@ import (
 	"sort"
 
 	"gopkg.in/yaml.v3"
-
-	"holon.dev/holon/gateway"
+	"holon.dev/holon/gateway/contract"
 )
 
 // publicSuites are the sample suites shipped in the repository
@@ -129,7 +128,7 @@ func parseSuite(b []byte) (*evalSuite, error) {
 	if err := dec.Decode(&s); err != nil {
 		return nil, err
 	}
-	if !gateway.ValidCapability(s.Capability) {
+	if !contract.ValidCapability(s.Capability) {
 		return nil, fmt.Errorf("capability %q is not a capability", s.Capability)
 	}
 	if len(s.Cases) == 0 {

@@ -12,6 +12,7 @@ import (
 
 	"holon.dev/holon"
 	"holon.dev/holon/gateway"
+	"holon.dev/holon/gateway/contract"
 )
 
 // Evaluation bounds: how many versions are evaluated at once, how long one
@@ -116,7 +117,7 @@ func (a *App) Evaluate(ctx context.Context, ref string) error {
 func (ev *evaluator) enqueue(ctx context.Context, ref string) error {
 	v, ok := ev.engine.Registry().Get(ref)
 	if !ok {
-		return gateway.Errorf(gateway.CodeNotFound, "no listed version %s", ref)
+		return holon.Errorf(holon.CodeNotFound, "no listed version %s", ref)
 	}
 	if len(ev.suitesFor(v.Manifest)) == 0 {
 		return nil
@@ -135,7 +136,7 @@ func (ev *evaluator) enqueue(ctx context.Context, ref string) error {
 }
 
 // suitesFor are the suites of a manifest's capabilities, in capability order.
-func (ev *evaluator) suitesFor(m *gateway.Manifest) []*evalSuite {
+func (ev *evaluator) suitesFor(m *contract.Manifest) []*evalSuite {
 	var out []*evalSuite
 	caps := append([]string(nil), m.Capabilities...)
 	sort.Strings(caps)
@@ -156,7 +157,7 @@ func (ev *evaluator) restore() error {
 			if err := json.Unmarshal(raw, &res); err != nil {
 				return false, fmt.Errorf("evaluation of %s: %w", ref, err)
 			}
-			ev.engine.Registry().SetFacts(ref, func(f *gateway.AgentFacts) { f.Evaluated = res.Passed })
+			ev.engine.Registry().SetFacts(ref, func(f *contract.AgentFacts) { f.Evaluated = res.Passed })
 			return true, nil
 		})
 	})
@@ -306,7 +307,7 @@ func (ev *evaluator) finish(ctx context.Context, ref string, res *EvalResult) {
 		return
 	}
 	if res != nil {
-		ev.engine.Registry().SetFacts(ref, func(f *gateway.AgentFacts) { f.Evaluated = res.Passed })
+		ev.engine.Registry().SetFacts(ref, func(f *contract.AgentFacts) { f.Evaluated = res.Passed })
 	}
 }
 

@@ -167,13 +167,13 @@ func (s *fileStore) blobPath(sha string) string {
 // uploadError is a refused upload with its HTTP status.
 type uploadError struct {
 	status int
-	err    *gateway.Error
+	err    *holon.Error
 }
 
 func (e *uploadError) Error() string { return e.err.Error() }
 
 func refused(status int, code, format string, args ...any) error {
-	return &uploadError{status: status, err: gateway.Errorf(code, format, args...)}
+	return &uploadError{status: status, err: holon.Errorf(code, format, args...)}
 }
 
 // usage is the bytes of an account's live files.
@@ -239,7 +239,7 @@ func (s *fileStore) put(ctx context.Context, owner, contentType string, declared
 	case n > limit:
 		return nil, quotaFull()
 	case err != nil:
-		return nil, refused(400, gateway.CodeInvalidRequest, "the upload was cut short after %d bytes: %v", n, err)
+		return nil, refused(400, holon.CodeInvalidRequest, "the upload was cut short after %d bytes: %v", n, err)
 	}
 	if !s.noSync {
 		if err := tmp.Sync(); err != nil {
@@ -400,7 +400,7 @@ func (s *fileStore) Links(ctx context.Context, account string, handles []string,
 }
 
 func errFileNotFound(handle string) error {
-	return gateway.Errorf(gateway.CodeFileNotFound,
+	return holon.Errorf(holon.CodeFileNotFound,
 		"no file %s for this call: a call passes only files uploaded by the issuer of the mandate it runs under (of its root mandate when delegated), within 24 hours of their upload",
 		handle)
 }

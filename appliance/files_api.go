@@ -13,8 +13,7 @@ import (
 	"time"
 
 	"github.com/julienschmidt/httprouter"
-
-	"holon.dev/holon/gateway"
+	"holon.dev/holon"
 )
 
 // The files endpoints (gateway.md §7 "Extra endpoints"):
@@ -61,7 +60,7 @@ func (a *api) uploadFile(w http.ResponseWriter, r *http.Request, _ httprouter.Pa
 	if p.kind == kindDev {
 		id := r.URL.Query().Get("mandate")
 		if id == "" {
-			a.fail(w, r, gateway.Errorf(gateway.CodeInvalidRequest,
+			a.fail(w, r, holon.Errorf(holon.CodeInvalidRequest,
 				"this dev gateway has no accounts: name the mandate whose issuer owns the file, POST /v0/files?mandate=<id>"))
 			return
 		}
@@ -73,7 +72,7 @@ func (a *api) uploadFile(w http.ResponseWriter, r *http.Request, _ httprouter.Pa
 		owner = st.Mandate.Issuer
 	}
 	if owner == PlatformFileOwner {
-		a.fail(w, r, gateway.Errorf(CodeForbidden, "platform files are stored by the evaluation runner, not uploaded"))
+		a.fail(w, r, holon.Errorf(CodeForbidden, "platform files are stored by the evaluation runner, not uploaded"))
 		return
 	}
 	ct := strings.TrimSpace(r.Header.Get("Content-Type"))
@@ -83,10 +82,10 @@ func (a *api) uploadFile(w http.ResponseWriter, r *http.Request, _ httprouter.Pa
 	mt, _, err := mime.ParseMediaType(ct)
 	switch {
 	case err != nil || len(ct) > 255:
-		a.fail(w, r, gateway.Errorf(gateway.CodeInvalidRequest, "Content-Type %q is not a media type such as application/pdf", ct))
+		a.fail(w, r, holon.Errorf(holon.CodeInvalidRequest, "Content-Type %q is not a media type such as application/pdf", ct))
 		return
 	case mt == "multipart/form-data":
-		a.fail(w, r, gateway.Errorf(gateway.CodeInvalidRequest,
+		a.fail(w, r, holon.Errorf(holon.CodeInvalidRequest,
 			"send the file itself as the body (curl --data-binary @file -H 'Content-Type: …'), not a form: there is no multipart upload"))
 		return
 	}
@@ -170,11 +169,11 @@ func (l *linkSigner) verify(id, exp, sig string, now time.Time) error {
 	}
 	match := hmac.Equal(want, got) && decErr == nil
 	if !match {
-		return gateway.Errorf(CodeInvalidLink, "this link's signature does not match: use the url the gateway gave, unchanged")
+		return holon.Errorf(CodeInvalidLink, "this link's signature does not match: use the url the gateway gave, unchanged")
 	}
 	t, err := strconv.ParseInt(exp, 10, 64)
 	if err != nil || !now.Before(time.Unix(t, 0)) {
-		return gateway.Errorf(CodeInvalidLink, "this link expired at %s: links live 15 minutes, the next call gets a new one",
+		return holon.Errorf(CodeInvalidLink, "this link expired at %s: links live 15 minutes, the next call gets a new one",
 			time.Unix(t, 0).UTC().Format(time.RFC3339))
 	}
 	return nil

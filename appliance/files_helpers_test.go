@@ -16,6 +16,7 @@ import (
 
 	"holon.dev/holon/appliance"
 	"holon.dev/holon/gateway"
+	"holon.dev/holon/gateway/remote"
 )
 
 // testFileSecret is HOLON_FILE_SECRET in the files tests.
@@ -205,8 +206,8 @@ func newHookRecorder(t *testing.T) *hookRecorder {
 	h := &hookRecorder{}
 	h.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var l map[string]gateway.FileLink
-		if err := json.Unmarshal([]byte(r.Header.Get(gateway.WebhookFilesHeader)), &l); err != nil {
-			t.Errorf("%s: %v", gateway.WebhookFilesHeader, err)
+		if err := json.Unmarshal([]byte(r.Header.Get(remote.WebhookFilesHeader)), &l); err != nil {
+			t.Errorf("%s: %v", remote.WebhookFilesHeader, err)
 		}
 		h.mu.Lock()
 		h.links = append(h.links, l)

@@ -12,7 +12,6 @@ import (
 	"github.com/julienschmidt/httprouter"
 
 	"holon.dev/holon"
-	"holon.dev/holon/gateway"
 )
 
 // GET /v0/files lists the caller's live files, soonest to expire first,
@@ -47,7 +46,7 @@ func (a *api) listFiles(w http.ResponseWriter, r *http.Request, _ httprouter.Par
 	if s := q.Get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 || n > maxFilesPage {
-			a.fail(w, r, gateway.Errorf(gateway.CodeInvalidRequest, "limit must be between 1 and %d", maxFilesPage))
+			a.fail(w, r, holon.Errorf(holon.CodeInvalidRequest, "limit must be between 1 and %d", maxFilesPage))
 			return
 		}
 		limit = n
@@ -58,7 +57,7 @@ func (a *api) listFiles(w http.ResponseWriter, r *http.Request, _ httprouter.Par
 	}
 	after := q.Get("after")
 	if after != "" && !strings.HasPrefix(after, strings.TrimPrefix(prefix, "o/")) {
-		a.fail(w, r, gateway.Errorf(gateway.CodeInvalidRequest, "after must be the next of a previous page of GET /v0/files, unchanged"))
+		a.fail(w, r, holon.Errorf(holon.CodeInvalidRequest, "after must be the next of a previous page of GET /v0/files, unchanged"))
 		return
 	}
 	now := a.files.now()

@@ -14,9 +14,11 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"holon.dev/holon"
 	"holon.dev/holon/appliance"
 	"holon.dev/holon/appliance/agents"
 	"holon.dev/holon/gateway"
+	"holon.dev/holon/gateway/contract"
 	"holon.dev/holon/journal"
 )
 
@@ -29,7 +31,7 @@ func withRemoteAgents(t *testing.T) func(*appliance.Config) {
 	t.Helper()
 	rt := gateway.NewDevRuntime()
 	agents.Register(rt)
-	var ms []*gateway.Manifest
+	var ms []*contract.Manifest
 	for _, set := range agents.Sets() {
 		all, err := agents.Load(set)
 		if err != nil {
@@ -97,7 +99,7 @@ func TestFiles_MCPAgentDownloads(t *testing.T) {
 		for _, agent := range []string{"test-lab/csv-profile", "test-lab/text-tables"} {
 			status, out := ann.human.callWith(mandate, agent, map[string]any{"file": h})
 			r := receiptOf(out)
-			if status != http.StatusBadGateway || errorCode(out) != gateway.CodeUnreadableDocument || r["billed"] != false {
+			if status != http.StatusBadGateway || errorCode(out) != holon.CodeUnreadableDocument || r["billed"] != false {
 				t.Errorf("%s file, %s: %d %v", name, agent, status, out)
 			}
 			t.Logf("%s, %s: %v", name, agent, out["error"])
@@ -136,7 +138,7 @@ func TestFiles_WorkedExample(t *testing.T) {
 		handles = append(handles, ann.human.mustUpload("text/plain", d))
 	}
 	before := ann.balance()
-	want := []string{"", "", "no_table_found", gateway.CodeUnreadableDocument}
+	want := []string{"", "", "no_table_found", holon.CodeUnreadableDocument}
 	for i, h := range handles {
 		_, out := ann.human.callWith(mandate, "holon-labs/text-tables", map[string]any{"file": h})
 		if got := errorCode(out); got != want[i] {

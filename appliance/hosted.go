@@ -11,6 +11,8 @@ import (
 
 	"holon.dev/holon"
 	"holon.dev/holon/gateway"
+	"holon.dev/holon/gateway/contract"
+	"holon.dev/holon/gateway/remote"
 	"holon.dev/holon/journal"
 )
 
@@ -41,12 +43,12 @@ type hosted struct {
 	publicURL string
 	hooks     *publishHooks
 	vault     *vault
-	webhook   *gateway.WebhookRunner
-	guard     gateway.NetGuard
+	webhook   *remote.WebhookRunner
+	guard     remote.NetGuard
 
 	// list stores and lists a version that passed publishing's rules
 	// (App.listVersion).
-	list func(ctx context.Context, m *gateway.Manifest) (time.Time, error)
+	list func(ctx context.Context, m *contract.Manifest) (time.Time, error)
 }
 
 func newHosted(cfg Config, store holon.Store, engine *gateway.Engine, log *slog.Logger, now func() time.Time, rand io.Reader, authors map[string]bool, shipped []string) *hosted {
@@ -103,7 +105,7 @@ func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if strings.ContainsRune(r.URL.Path, 0) || strings.ContainsRune(r.URL.RawQuery, 0) ||
 		strings.Contains(strings.ToLower(r.URL.RawQuery), "%00") {
-		a.fail(sw, r, gateway.Errorf(CodeNULCharacter, "NUL characters are not accepted in the path or query"))
+		a.fail(sw, r, holon.Errorf(CodeNULCharacter, "NUL characters are not accepted in the path or query"))
 		return
 	}
 	if r.Body != nil {
@@ -125,5 +127,5 @@ func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (a *api) tooMany(w http.ResponseWriter, r *http.Request, wait time.Duration, who string) {
 	ra := retryAfter(wait)
 	w.Header().Set("Retry-After", ra)
-	a.fail(w, r, gateway.Errorf(CodeRateLimited, "too many requests from %s: retry in %s s", who, ra))
+	a.fail(w, r, holon.Errorf(CodeRateLimited, "too many requests from %s: retry in %s s", who, ra))
 }

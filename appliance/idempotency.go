@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"holon.dev/holon"
-	"holon.dev/holon/gateway"
+	"holon.dev/holon/gateway/canonical"
 )
 
 // Idempotency-Key states.
@@ -102,9 +102,9 @@ func requestHash(body callBody) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	c, err := gateway.CanonicalJSON(b)
+	c, err := canonical.JSON(b)
 	if err != nil {
-		return "", gateway.Errorf(gateway.CodeInvalidRequest, "body: %v", err)
+		return "", holon.Errorf(holon.CodeInvalidRequest, "body: %v", err)
 	}
 	sum := sha256.Sum256(c)
 	return hex.EncodeToString(sum[:]), nil
@@ -114,7 +114,7 @@ func requestHash(body callBody) (string, error) {
 // records it (gateway.CallInput.Claim).
 func (d *idempotency) claim(scope, key string, body callBody) (*claim, error) {
 	if !validIdempotencyKey(key) {
-		return nil, gateway.Errorf(CodeInvalidIdempotencyKey, "Idempotency-Key must be 1 to %d visible ASCII characters, such as a UUID", maxIdempotencyKey)
+		return nil, holon.Errorf(CodeInvalidIdempotencyKey, "Idempotency-Key must be 1 to %d visible ASCII characters, such as a UUID", maxIdempotencyKey)
 	}
 	hash, err := requestHash(body)
 	if err != nil {
@@ -136,11 +136,11 @@ func (c *claim) Check(tx holon.Tx) error {
 	case !found:
 		return nil
 	case rec.Request != c.hash:
-		return gateway.Errorf(CodeIdempotencyMismatch, "Idempotency-Key %q was used with another request: send this one with a new key", c.key)
+		return holon.Errorf(CodeIdempotencyMismatch, "Idempotency-Key %q was used with another request: send this one with a new key", c.key)
 	case rec.State == idemRunning:
-		return gateway.Errorf(CodeIdempotencyInFlight, "the call of Idempotency-Key %q is still running: wait for it, then re-send to get its receipt", c.key)
+		return holon.Errorf(CodeIdempotencyInFlight, "the call of Idempotency-Key %q is still running: wait for it, then re-send to get its receipt", c.key)
 	case rec.State == idemInterrupted:
-		return gateway.Errorf(CodeIdempotencyInterrupted, "the call of Idempotency-Key %q was interrupted (a restart) before it settled: check GET /v0/receipts, then send it again with a new key if it did not happen", c.key)
+		return holon.Errorf(CodeIdempotencyInterrupted, "the call of Idempotency-Key %q was interrupted (a restart) before it settled: check GET /v0/receipts, then send it again with a new key if it did not happen", c.key)
 	}
 	return &replayError{rec: rec}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"holon.dev/holon/gateway"
+	"holon.dev/holon/gateway/contract"
 )
 
 // listings is what the appliance says about its agents beyond the call
@@ -77,7 +78,7 @@ func (api *api) routeListings(l *listings) {
 // record is stored (published), it is added to the registry, its
 // evaluation is queued and the OnPublished hooks are told. Publishing's own
 // checks (namespace, GitHub, endpoint) are not made here.
-func (a *App) RegisterVersion(ctx context.Context, m *gateway.Manifest) error {
+func (a *App) RegisterVersion(ctx context.Context, m *contract.Manifest) error {
 	_, err := a.listVersion(ctx, m)
 	return err
 }

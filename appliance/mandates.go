@@ -12,6 +12,7 @@ import (
 
 	"holon.dev/holon"
 	"holon.dev/holon/gateway"
+	"holon.dev/holon/gateway/contract"
 	"holon.dev/holon/journal"
 )
 
@@ -23,23 +24,23 @@ const maxMandatesPerAccount = 100
 
 // starterMandate is a new account's <handle>/sandbox: a small budget to
 // try the shipped agents with, approval above 0.50.
-func (h *hosted) starterMandate(handle string) *gateway.Mandate {
+func (h *hosted) starterMandate(handle string) *contract.Mandate {
 	amount := func(s string) *journal.Amount { a := journal.MustParseAmount(s); return &a }
 	depth := 1
 	allow := h.starterAllow
 	if len(allow) == 0 {
 		allow = []string{"holon-labs/*"}
 	}
-	return &gateway.Mandate{
+	return &contract.Mandate{
 		ID:         handle + "/sandbox",
 		Issuer:     handle,
 		Grantee:    handle + "/assistant",
 		Currency:   hostedCurrency,
-		Budget:     gateway.Budget{Total: amount("5.00"), PerCall: amount("1.00")},
-		Approval:   &gateway.Approval{Above: amount("0.50")},
-		Allow:      gateway.Allow{Agents: slices.Clone(allow), Capabilities: []string{"*"}},
+		Budget:     contract.Budget{Total: amount("5.00"), PerCall: amount("1.00")},
+		Approval:   &contract.Approval{Above: amount("0.50")},
+		Allow:      contract.Allow{Agents: slices.Clone(allow), Capabilities: []string{"*"}},
 		FX:         h.platformFX(),
-		Delegation: &gateway.Delegation{MaxDepth: &depth},
+		Delegation: &contract.Delegation{MaxDepth: &depth},
 	}
 }
 
@@ -98,11 +99,11 @@ func (a *api) createMandate(w http.ResponseWriter, r *http.Request, _ httprouter
 		return
 	}
 	if doc == nil {
-		a.fail(w, r, gateway.Errorf(gateway.CodeInvalidRequest, "body: want a mandate as a JSON object"))
+		a.fail(w, r, holon.Errorf(holon.CodeInvalidRequest, "body: want a mandate as a JSON object"))
 		return
 	}
-	var fe []gateway.FieldError
-	bad := func(path, msg string) { fe = append(fe, gateway.FieldError{Path: path, Msg: msg}) }
+	var fe []holon.FieldError
+	bad := func(path, msg string) { fe = append(fe, holon.FieldError{Path: path, Msg: msg}) }
 	id, _ := doc["id"].(string)
 	if name, ok := strings.CutPrefix(id, p.account+"/"); ok {
 		id = name
@@ -134,7 +135,7 @@ func (a *api) createMandate(w http.ResponseWriter, r *http.Request, _ httprouter
 		bad("grantee", "must be one of your agents: "+p.account+"/<name>")
 	}
 	if len(fe) > 0 {
-		a.fail(w, r, &gateway.Error{Code: gateway.CodeInvalidMandate, Msg: "mandate is invalid", Fields: fe})
+		a.fail(w, r, &holon.Error{Code: holon.CodeInvalidMandate, Msg: "mandate is invalid", Fields: fe})
 		return
 	}
 	doc["id"] = p.account + "/" + id
@@ -148,7 +149,7 @@ func (a *api) createMandate(w http.ResponseWriter, r *http.Request, _ httprouter
 		a.fail(w, r, err)
 		return
 	}
-	m, err := gateway.ParseMandate(raw)
+	m, err := contract.ParseMandate(raw)
 	if err != nil {
 		a.fail(w, r, err)
 		return
@@ -159,12 +160,12 @@ func (a *api) createMandate(w http.ResponseWriter, r *http.Request, _ httprouter
 			return err
 		}
 		if _, err := tx.Mandate(m.ID); err == nil {
-			return gateway.Errorf(CodeMandateExists, "%s exists already: pick another name", m.ID)
+			return holon.Errorf(CodeMandateExists, "%s exists already: pick another name", m.ID)
 		} else if !errors.Is(err, holon.ErrNotFound) {
 			return err
 		}
 		if len(acct.Mandates) >= maxMandatesPerAccount {
-			return gateway.Errorf(CodeLimitReached, "an account holds at most %d mandates", maxMandatesPerAccount)
+			return holon.Errorf(CodeLimitReached, "an account holds at most %d mandates", maxMandatesPerAccount)
 		}
 		acct.Mandates = append(acct.Mandates, m.ID)
 		if err := tx.Put(holon.BucketUsers, p.account, acct); err != nil {
@@ -206,7 +207,7 @@ func (a *api) createKey(w http.ResponseWriter, r *http.Request, _ httprouter.Par
 		return
 	}
 	if body.Mandate == "" {
-		a.fail(w, r, gateway.Errorf(gateway.CodeInvalidRequest, "mandate is required: the mandate the new agent key acts under, such as %s/sandbox", p.account))
+		a.fail(w, r, holon.Errorf(holon.CodeInvalidRequest, "mandate is required: the mandate the new agent key acts under, such as %s/sandbox", p.account))
 		return
 	}
 	for attempt := 0; ; attempt++ {
@@ -234,7 +235,7 @@ func (a *api) createKey(w http.ResponseWriter, r *http.Request, _ httprouter.Par
 				}
 			}
 			if live >= maxKeysPerAccount {
-				return gateway.Errorf(CodeLimitReached, "an account holds at most %d live keys: revoke one with DELETE /v0/keys/{prefix}", maxKeysPerAccount)
+				return holon.Errorf(CodeLimitReached, "an account holds at most %d live keys: revoke one with DELETE /v0/keys/{prefix}", maxKeysPerAccount)
 			}
 			return putKey(tx, rec)
 		})
@@ -258,7 +259,7 @@ func (a *api) revokeKey(w http.ResponseWriter, r *http.Request, ps httprouter.Pa
 	h := a.hosted
 	prefix := ps.ByName("prefix")
 	if len(prefix) != keyPrefixLen || !strings.HasPrefix(prefix, "hlk_") {
-		a.fail(w, r, gateway.Errorf(gateway.CodeInvalidRequest, "%q is not a key prefix: name a key by its first %d characters, such as hlk_a_ab12cd34 (GET /v0/me lists them), never the whole key", redactKeys(prefix), keyPrefixLen))
+		a.fail(w, r, holon.Errorf(holon.CodeInvalidRequest, "%q is not a key prefix: name a key by its first %d characters, such as hlk_a_ab12cd34 (GET /v0/me lists them), never the whole key", redactKeys(prefix), keyPrefixLen))
 		return
 	}
 	var rec keyRecord
@@ -273,7 +274,7 @@ func (a *api) revokeKey(w http.ResponseWriter, r *http.Request, ps httprouter.Pa
 			return err
 		}
 		if rec.Revoked != nil {
-			return gateway.Errorf(CodeKeyRevoked, "key %s was revoked already", prefix)
+			return holon.Errorf(CodeKeyRevoked, "key %s was revoked already", prefix)
 		}
 		return revokeKey(tx, &rec, h.now())
 	})

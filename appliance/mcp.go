@@ -13,7 +13,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"holon.dev/holon"
-	"holon.dev/holon/gateway"
 )
 
 // CodeShuttingDown: the gateway is shutting down and takes no new MCP
@@ -156,7 +155,7 @@ func (m *mcpServer) serve(w http.ResponseWriter, r *http.Request, _ httprouter.P
 	isPost := r.Method == http.MethodPost
 	if isPost && !m.enter() {
 		w.Header().Set("Retry-After", "5")
-		writeError(w, http.StatusServiceUnavailable, gateway.Errorf(CodeShuttingDown, "the gateway is shutting down: reconnect in a moment"))
+		writeError(w, http.StatusServiceUnavailable, holon.Errorf(CodeShuttingDown, "the gateway is shutting down: reconnect in a moment"))
 		return
 	}
 	if isPost {
@@ -188,18 +187,18 @@ func (m *mcpServer) callerFor(r *http.Request, p *principal) (*mcpCaller, error)
 	case kindDev:
 		id := r.URL.Query().Get("mandate")
 		if id == "" {
-			return nil, gateway.Errorf(gateway.CodeInvalidRequest, "the dev gateway's /mcp acts under the mandate its URL names: connect to /mcp?mandate=<id>, such as /mcp?mandate=alice/bookkeeping-q4")
+			return nil, holon.Errorf(holon.CodeInvalidRequest, "the dev gateway's /mcp acts under the mandate its URL names: connect to /mcp?mandate=<id>, such as /mcp?mandate=alice/bookkeeping-q4")
 		}
 		st, err := m.api.engine.Mandate(id)
 		if err != nil {
 			return nil, err
 		}
 		if st.Mandate.Parent != "" {
-			return nil, gateway.Errorf(gateway.CodeInvalidRequest, "%s is a sub-mandate derived for an agent's run: only that run calls under it", id)
+			return nil, holon.Errorf(holon.CodeInvalidRequest, "%s is a sub-mandate derived for an agent's run: only that run calls under it", id)
 		}
 		return &mcpCaller{mandate: id, attended: true, owner: "dev " + id}, nil
 	}
-	return nil, gateway.Errorf(CodeForbidden, "/mcp needs an agent key (hlk_a_…)")
+	return nil, holon.Errorf(CodeForbidden, "/mcp needs an agent key (hlk_a_…)")
 }
 
 // enter counts a POST in, unless the gateway is shutting down.

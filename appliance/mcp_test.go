@@ -15,6 +15,7 @@ import (
 
 	"holon.dev/holon/appliance"
 	"holon.dev/holon/gateway"
+	"holon.dev/holon/gateway/contract"
 )
 
 // liarManifest is an agent whose author texts and answers try to close
@@ -95,7 +96,7 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 type mcpSession struct {
 	t       *testing.T
 	cs      *mcp.ClientSession
-	schemas map[string]*gateway.Schema
+	schemas map[string]*contract.Schema
 	tools   []*mcp.Tool
 }
 
@@ -109,14 +110,14 @@ func connectMCP(t *testing.T, url, key string, elicit func(context.Context, *mcp
 		t.Fatalf("connect to %s: %v", url, err)
 	}
 	t.Cleanup(func() { cs.Close() })
-	s := &mcpSession{t: t, cs: cs, schemas: map[string]*gateway.Schema{}}
+	s := &mcpSession{t: t, cs: cs, schemas: map[string]*contract.Schema{}}
 	tools, err := cs.ListTools(context.Background(), nil)
 	if err != nil {
 		t.Fatalf("list tools: %v", err)
 	}
 	s.tools = tools.Tools
 	for _, tool := range tools.Tools {
-		sc, err := gateway.CompileSchema(tool.OutputSchema)
+		sc, err := contract.CompileSchema(tool.OutputSchema)
 		if err != nil {
 			t.Fatalf("tool %s: output schema: %v", tool.Name, err)
 		}
@@ -252,7 +253,7 @@ func TestMCP_ListTools(t *testing.T) {
 		if tool.Annotations == nil || tool.Annotations.ReadOnlyHint != readOnly {
 			t.Errorf("%s: annotations %+v, want readOnlyHint %v", tool.Name, tool.Annotations, readOnly)
 		}
-		if _, err := gateway.CompileSchema(tool.InputSchema); err != nil {
+		if _, err := contract.CompileSchema(tool.InputSchema); err != nil {
 			t.Errorf("%s: input schema: %v", tool.Name, err)
 		}
 		if obj(tool.OutputSchema)["type"] != "object" || obj(tool.InputSchema)["type"] != "object" {

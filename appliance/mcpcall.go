@@ -11,6 +11,7 @@ import (
 
 	"holon.dev/holon"
 	"holon.dev/holon/gateway"
+	"holon.dev/holon/gateway/contract"
 	"holon.dev/holon/journal"
 )
 
@@ -49,13 +50,13 @@ func (m *mcpServer) callAgent(ctx context.Context, req *mcp.CallToolRequest, c *
 		return toolError(err, nil)
 	}
 	if (in.Agent == "") == (in.Capability == "") {
-		return toolError(gateway.Errorf(gateway.CodeInvalidRequest, "name exactly one of agent and capability"), nil)
+		return toolError(holon.Errorf(holon.CodeInvalidRequest, "name exactly one of agent and capability"), nil)
 	}
 	ci := gateway.CallInput{Mandate: c.mandate, Agent: in.Agent, Capability: in.Capability, Input: in.Input, Approval: in.Approval}
 	if in.MaxCost != "" {
 		amt, err := journal.ParseAmount(in.MaxCost)
 		if err != nil {
-			return toolError(gateway.Errorf(gateway.CodeInvalidRequest, "max_cost: %v", err), nil)
+			return toolError(holon.Errorf(holon.CodeInvalidRequest, "max_cost: %v", err), nil)
 		}
 		ci.MaxCost = &amt
 	}
@@ -128,15 +129,15 @@ func (m *mcpServer) askHuman(ctx context.Context, req *mcp.CallToolRequest, held
 	if err != nil {
 		// Decided elsewhere meanwhile (POST /v0/approvals): say how it stands.
 		extra := &mcpError{Agent: ap.Agent, Receipt: escapeReceipt(held.Receipt), Approval: viewApproval(decided)}
-		var ge *gateway.Error
+		var ge *holon.Error
 		if !errors.As(err, &ge) {
 			m.log.Error("mcp: decide an approval", "approval", ap.ID, "err", err)
-			return toolError(gateway.Errorf(gateway.CodeGatewayError, "internal error"), extra)
+			return toolError(holon.Errorf(holon.CodeGatewayError, "internal error"), extra)
 		}
-		return toolError(&gateway.Error{Code: ge.Code, Msg: escapeLT(ge.Msg)}, extra)
+		return toolError(&holon.Error{Code: ge.Code, Msg: escapeLT(ge.Msg)}, extra)
 	}
 	if d.Reject {
-		return toolError(gateway.Errorf(CodeApprovalRejected, "the human rejected this call in the approval form (approval %s): it did not run and nothing was billed; do not send it again without asking the user", ap.ID),
+		return toolError(holon.Errorf(CodeApprovalRejected, "the human rejected this call in the approval form (approval %s): it did not run and nothing was billed; do not send it again without asking the user", ap.ID),
 			&mcpError{Agent: ap.Agent, Receipt: escapeReceipt(held.Receipt), Approval: viewApproval(decided)})
 	}
 	return callResult(res, decided)
@@ -145,7 +146,7 @@ func (m *mcpServer) askHuman(ctx context.Context, req *mcp.CallToolRequest, held
 // approvalMessage is the approval form's text: only what the gateway
 // knows for sure (no author-written text, which could misdescribe the
 // call to the human).
-func approvalMessage(ap *holon.Approval, md *gateway.Mandate) string {
+func approvalMessage(ap *holon.Approval, md *contract.Mandate) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Your assistant wants to call an agent, and your mandate %s asks you first.\n\n", md.ID)
 	fmt.Fprintf(&b, "Agent: %s\n", ap.Agent)
@@ -191,7 +192,7 @@ func callResult(res *gateway.CallResult, decided *holon.Approval) *mcp.CallToolR
 		return toolAnswer(callAnswerMCP{Status: r.Status, Agent: agent, Output: wrapJSON(tagOutput, agent, out),
 			Receipt: r, Approval: viewApproval(decided)})
 	}
-	code := gateway.CodeGatewayError
+	code := holon.CodeGatewayError
 	if r.Error != nil {
 		code = *r.Error
 	}
@@ -206,5 +207,5 @@ func callResult(res *gateway.CallResult, decided *holon.Approval) *mcp.CallToolR
 	default:
 		msg = escapeLT(msg)
 	}
-	return toolError(&gateway.Error{Code: code, Msg: msg}, &mcpError{Agent: agent, Receipt: r, Approval: viewApproval(decided)})
+	return toolError(&holon.Error{Code: code, Msg: msg}, &mcpError{Agent: agent, Receipt: r, Approval: viewApproval(decided)})
 }

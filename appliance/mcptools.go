@@ -13,6 +13,7 @@ import (
 
 	"holon.dev/holon"
 	"holon.dev/holon/gateway"
+	"holon.dev/holon/gateway/contract"
 	"holon.dev/holon/journal"
 )
 
@@ -20,7 +21,7 @@ import (
 // input schema, and what it does for a caller with valid arguments.
 type mcpTool struct {
 	def   *mcp.Tool
-	input *gateway.Schema
+	input *contract.Schema
 	run   func(ctx context.Context, req *mcp.CallToolRequest, c *mcpCaller, args json.RawMessage) *mcp.CallToolResult
 }
 
@@ -59,11 +60,11 @@ func (m *mcpServer) addTools() {
 			idInput("the approval id, such as a3"), getApprovalOutput, read, m.getApproval},
 	}
 	for _, d := range defs {
-		in, err := gateway.CompileSchema(d.in)
+		in, err := contract.CompileSchema(d.in)
 		if err != nil {
 			panic(fmt.Sprintf("mcp tool %s: input schema: %v", d.name, err))
 		}
-		if _, err := gateway.CompileSchema(d.out); err != nil {
+		if _, err := contract.CompileSchema(d.out); err != nil {
 			panic(fmt.Sprintf("mcp tool %s: output schema: %v", d.name, err))
 		}
 		t := &mcpTool{
@@ -90,22 +91,22 @@ func (m *mcpServer) toolHandler(t *mcpTool) mcp.ToolHandler {
 		defer func() {
 			if p := recover(); p != nil {
 				m.log.Error("mcp tool panicked", "tool", t.def.Name, "panic", redactKeys(fmt.Sprint(p)))
-				res, err = toolError(gateway.Errorf(gateway.CodeGatewayError, "internal error"), nil), nil
+				res, err = toolError(holon.Errorf(holon.CodeGatewayError, "internal error"), nil), nil
 			}
 		}()
 		c := callerOf(req)
 		if c == nil {
-			return toolError(gateway.Errorf(gateway.CodeGatewayError, "internal error: no caller"), nil), nil
+			return toolError(holon.Errorf(holon.CodeGatewayError, "internal error: no caller"), nil), nil
 		}
 		args := req.Params.Arguments
 		if len(bytes.TrimSpace(args)) == 0 || string(bytes.TrimSpace(args)) == "null" {
 			args = json.RawMessage("{}")
 		}
 		if bytes.IndexByte(args, 0) >= 0 || bytes.Contains(args, []byte(`\u0000`)) {
-			return toolError(gateway.Errorf(CodeNULCharacter, "NUL characters (raw or as \\u0000) are not accepted in arguments: remove them"), nil), nil
+			return toolError(holon.Errorf(CodeNULCharacter, "NUL characters (raw or as \\u0000) are not accepted in arguments: remove them"), nil), nil
 		}
 		if err := t.input.ValidateJSON(args); err != nil {
-			return toolError(gateway.Errorf(gateway.CodeInvalidRequest, "arguments of %s: %s", t.def.Name, escapeLT(err.Error())), nil), nil
+			return toolError(holon.Errorf(holon.CodeInvalidRequest, "arguments of %s: %s", t.def.Name, escapeLT(err.Error())), nil), nil
 		}
 		return t.run(ctx, req, c, args), nil
 	}
@@ -124,7 +125,7 @@ func callerOf(req *mcp.CallToolRequest) *mcpCaller {
 // decodeArgs reads valid arguments into v, strictly.
 func decodeArgs(args json.RawMessage, v any) error {
 	err := gateway.DecodeJSON(args, v, "arguments")
-	if ge := (*gateway.Error)(nil); errors.As(err, &ge) {
+	if ge := (*holon.Error)(nil); errors.As(err, &ge) {
 		ge.Msg = escapeLT(ge.Msg)
 	}
 	return err
@@ -139,7 +140,7 @@ func toolAnswer(v any) *mcp.CallToolResult {
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(v); err != nil {
-		return toolError(gateway.Errorf(gateway.CodeGatewayError, "internal error: encode the answer"), nil)
+		return toolError(holon.Errorf(holon.CodeGatewayError, "internal error: encode the answer"), nil)
 	}
 	structured := json.RawMessage(bytes.TrimSpace(b.Bytes()))
 	return &mcp.CallToolResult{
@@ -150,7 +151,7 @@ func toolAnswer(v any) *mcp.CallToolResult {
 
 // mcpError is the structuredContent of a tool error.
 type mcpError struct {
-	Error    *gateway.Error `json:"error"`
+	Error    *holon.Error   `json:"error"`
 	Agent    string         `json:"agent,omitempty"`
 	Receipt  *holon.Receipt `json:"receipt,omitempty"`
 	Approval *approvalView  `json:"approval,omitempty"`
@@ -160,15 +161,15 @@ type mcpError struct {
 // the SDK would drop the structured content). extra may carry the
 // receipt and approval of a call.
 func toolError(err error, extra *mcpError) *mcp.CallToolResult {
-	var ge *gateway.Error
+	var ge *holon.Error
 	if !errors.As(err, &ge) {
-		ge = gateway.Errorf(gateway.CodeGatewayError, "%s", internalMessage)
+		ge = holon.Errorf(holon.CodeGatewayError, "%s", internalMessage)
 	}
 	body := mcpError{}
 	if extra != nil {
 		body = *extra
 	}
-	body.Error = &gateway.Error{Code: escapeLT(ge.Code), Msg: ge.Msg}
+	body.Error = &holon.Error{Code: escapeLT(ge.Code), Msg: ge.Msg}
 	res := toolAnswer(body)
 	res.IsError = true
 	return res
@@ -185,7 +186,7 @@ func (m *mcpServer) fail(tool string, err error) *mcp.CallToolResult {
 	}
 	// A gateway message may quote a manifest (a schema's enum, an agent's
 	// answer): no "<" gets through unescaped.
-	return toolError(&gateway.Error{Code: ge.Code, Msg: escapeLT(ge.Msg)}, nil)
+	return toolError(&holon.Error{Code: ge.Code, Msg: escapeLT(ge.Msg)}, nil)
 }
 
 // sees reports whether a mandate is the caller's or derived from it.
@@ -205,7 +206,7 @@ type mcpAgent struct {
 	Currency      string         `json:"currency"`
 	NeedsApproval bool           `json:"needs_approval"`
 	Record        holon.Record   `json:"record"`
-	Denied        *gateway.Error `json:"denied,omitempty"`
+	Denied        *holon.Error   `json:"denied,omitempty"`
 }
 
 type searchArgs struct {
@@ -233,7 +234,7 @@ func (m *mcpServer) searchAgents(ctx context.Context, _ *mcp.CallToolRequest, c 
 			Capabilities: append([]string{}, a.Capabilities...), License: a.License, PricingModel: a.Pricing.Model,
 			WorstCase: l.WorstCase, Currency: l.Currency, NeedsApproval: l.NeedsApproval, Record: l.Record}
 		if l.Denied != nil {
-			ag.Denied = &gateway.Error{Code: l.Denied.Code, Msg: escapeLT(l.Denied.Msg)}
+			ag.Denied = &holon.Error{Code: l.Denied.Code, Msg: escapeLT(l.Denied.Msg)}
 		}
 		out = append(out, ag)
 	}
@@ -308,7 +309,7 @@ func (m *mcpServer) getAgent(ctx context.Context, _ *mcp.CallToolRequest, c *mcp
 	um := map[string]any{"mandate": c.mandate}
 	if pv.Denied != nil {
 		um["allowed"] = false
-		um["denied"] = &gateway.Error{Code: pv.Denied.Code, Msg: escapeLT(pv.Denied.Msg)}
+		um["denied"] = &holon.Error{Code: pv.Denied.Code, Msg: escapeLT(pv.Denied.Msg)}
 	} else {
 		um["allowed"] = true
 		um["needs_approval"] = pv.NeedsApproval

@@ -16,7 +16,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"holon.dev/holon"
-	"holon.dev/holon/gateway"
 )
 
 // MetricsPath is where the API serves the metrics: open on a dev gateway,
@@ -159,7 +158,7 @@ func (m *metrics) instrument(api http.Handler, cfg Config) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == MetricsPath {
 			if cfg.Hosted && !bearerMatches(r, adminKey) {
-				writeError(w, http.StatusUnauthorized, gateway.Errorf(CodeUnauthenticated,
+				writeError(w, http.StatusUnauthorized, holon.Errorf(CodeUnauthenticated,
 					"GET %s needs the admin key: send it as Authorization: Bearer <key>, or scrape the --metrics-addr listener", MetricsPath))
 				return
 			}

@@ -15,7 +15,6 @@ import (
 	"github.com/julienschmidt/httprouter"
 
 	"holon.dev/holon"
-	"holon.dev/holon/gateway"
 	"holon.dev/holon/journal"
 )
 
@@ -73,9 +72,9 @@ func checkReason(reason string) error {
 	reason = strings.TrimSpace(reason)
 	switch {
 	case reason == "":
-		return gateway.Errorf(gateway.CodeInvalidRequest, "reason is required: the moderation log keeps why each action was taken")
+		return holon.Errorf(holon.CodeInvalidRequest, "reason is required: the moderation log keeps why each action was taken")
 	case len(reason) > maxReason:
-		return gateway.Errorf(gateway.CodeInvalidRequest, "reason is longer than %d characters", maxReason)
+		return holon.Errorf(holon.CodeInvalidRequest, "reason is longer than %d characters", maxReason)
 	}
 	return nil
 }
@@ -109,10 +108,10 @@ func (a *api) adminCredit(w http.ResponseWriter, r *http.Request, _ httprouter.P
 	}
 	switch {
 	case body.Account == "":
-		a.fail(w, r, gateway.Errorf(gateway.CodeInvalidRequest, "account is required: the handle to credit"))
+		a.fail(w, r, holon.Errorf(holon.CodeInvalidRequest, "account is required: the handle to credit"))
 		return
 	case body.Amount == nil || *body.Amount <= 0:
-		a.fail(w, r, gateway.Errorf(gateway.CodeInvalidRequest, `amount is required: a positive decimal string such as "5.00"`))
+		a.fail(w, r, holon.Errorf(holon.CodeInvalidRequest, `amount is required: a positive decimal string such as "5.00"`))
 		return
 	}
 	reason := strings.TrimSpace(body.Reason)
@@ -203,7 +202,7 @@ func (a *api) adminDisable(w http.ResponseWriter, r *http.Request, ps httprouter
 			return err
 		}
 		if acct.Disabled != nil {
-			return gateway.Errorf(CodeAccountDisabled, "%s was disabled already, at %s", handle, acct.Disabled.At.Format(time.RFC3339))
+			return holon.Errorf(CodeAccountDisabled, "%s was disabled already, at %s", handle, acct.Disabled.At.Format(time.RFC3339))
 		}
 		acct.Disabled = &disabledMark{At: now, Reason: reason}
 		if err := tx.Put(holon.BucketUsers, handle, acct); err != nil {
@@ -274,7 +273,7 @@ func (a *api) adminYank(w http.ResponseWriter, r *http.Request, ps httprouter.Pa
 		return
 	}
 	if !strings.Contains(ref, "@") {
-		a.fail(w, r, gateway.Errorf(gateway.CodeInvalidRequest, "name the exact version: /v0/admin/agents/%s@<version>/yank", ref))
+		a.fail(w, r, holon.Errorf(holon.CodeInvalidRequest, "name the exact version: /v0/admin/agents/%s@<version>/yank", ref))
 		return
 	}
 	if err := checkReason(body.Reason); err != nil {
@@ -286,21 +285,21 @@ func (a *api) adminYank(w http.ResponseWriter, r *http.Request, ps httprouter.Pa
 	if !ok {
 		var yr yankRecord
 		if err := h.store.View(func(tx holon.Tx) error { return tx.Get(holon.BucketSettings, yankKey(ref), &yr) }); err == nil {
-			a.fail(w, r, gateway.Errorf(CodeAlreadyYanked, "%s was yanked already, at %s", ref, yr.Time.Format(time.RFC3339)))
+			a.fail(w, r, holon.Errorf(CodeAlreadyYanked, "%s was yanked already, at %s", ref, yr.Time.Format(time.RFC3339)))
 			return
 		}
 		a.fail(w, r, notFound("no agent version %s is listed", ref))
 		return
 	}
 	if v.Shipped {
-		a.fail(w, r, gateway.Errorf(CodeShippedAgent, "%s ships with the gateway and changes with its code: remove it from HOLON_REGISTRY instead", ref))
+		a.fail(w, r, holon.Errorf(CodeShippedAgent, "%s ships with the gateway and changes with its code: remove it from HOLON_REGISTRY instead", ref))
 		return
 	}
 	now := h.now().UTC()
 	err := h.store.Update(r.Context(), func(tx holon.Tx) error {
 		var yr yankRecord
 		if err := tx.Get(holon.BucketSettings, yankKey(ref), &yr); err == nil {
-			return gateway.Errorf(CodeAlreadyYanked, "%s was yanked already", ref)
+			return holon.Errorf(CodeAlreadyYanked, "%s was yanked already", ref)
 		}
 		return putYank(tx, ref, reason, now)
 	})
@@ -369,7 +368,7 @@ func (a *api) adminLog(w http.ResponseWriter, r *http.Request, _ httprouter.Para
 	var after uint64
 	if s := r.URL.Query().Get("after"); s != "" {
 		if after, err = strconv.ParseUint(s, 10, 64); err != nil {
-			a.fail(w, r, gateway.Errorf(gateway.CodeInvalidRequest, "after must be the seq of a log entry"))
+			a.fail(w, r, holon.Errorf(holon.CodeInvalidRequest, "after must be the seq of a log entry"))
 			return
 		}
 	}
@@ -408,7 +407,7 @@ func queryLimit(r *http.Request, def, max int) (int, error) {
 	}
 	n, err := strconv.Atoi(s)
 	if err != nil || n < 1 || n > max {
-		return 0, gateway.Errorf(gateway.CodeInvalidRequest, "limit must be between 1 and %d", max)
+		return 0, holon.Errorf(holon.CodeInvalidRequest, "limit must be between 1 and %d", max)
 	}
 	return n, nil
 }

@@ -10,7 +10,6 @@ import (
 	"github.com/julienschmidt/httprouter"
 
 	"holon.dev/holon"
-	"holon.dev/holon/gateway"
 )
 
 // Errors of an authorization request that cannot be sent back to the
@@ -72,12 +71,12 @@ func (a *api) checkRequest(r *http.Request, q *authorizationRequest) (*oauthClie
 	c, err := a.hosted.getClient(q.ClientID)
 	if err != nil {
 		if errors.Is(err, holon.ErrNotFound) {
-			return nil, nil, gateway.Errorf(CodeOAuthInvalidClient, "the application that sent you here is not registered with this gateway (client_id %q): start connecting again from the application", q.ClientID)
+			return nil, nil, holon.Errorf(CodeOAuthInvalidClient, "the application that sent you here is not registered with this gateway (client_id %q): start connecting again from the application", q.ClientID)
 		}
 		return nil, nil, err
 	}
 	if q.RedirectURI == "" || !redirectMatches(c.RedirectURIs, q.RedirectURI) {
-		return nil, nil, gateway.Errorf(CodeOAuthInvalidRedirect, "%s asked to send you back to %q, which is not a redirect URI it registered: nothing was sent to it", c.Name, q.RedirectURI)
+		return nil, nil, holon.Errorf(CodeOAuthInvalidRedirect, "%s asked to send you back to %q, which is not a redirect URI it registered: nothing was sent to it", c.Name, q.RedirectURI)
 	}
 	refuse := func(code, desc string) (*oauthClient, *authorizationAnswer, error) {
 		return c, &authorizationAnswer{ErrorRedirect: a.redirectWith(r, q.RedirectURI, q.State, url.Values{"error": {code}, "error_description": {desc}})}, nil
@@ -169,11 +168,11 @@ func (a *api) grantAuthorization(w http.ResponseWriter, r *http.Request, _ httpr
 		return
 	case "allow":
 	default:
-		a.fail(w, r, gateway.Errorf(gateway.CodeInvalidRequest, "decision must be allow or deny"))
+		a.fail(w, r, holon.Errorf(holon.CodeInvalidRequest, "decision must be allow or deny"))
 		return
 	}
 	if body.Mandate == "" {
-		a.fail(w, r, gateway.Errorf(gateway.CodeInvalidRequest, "mandate is required: the mandate %s acts under, such as %s/sandbox", c.Name, p.account))
+		a.fail(w, r, holon.Errorf(holon.CodeInvalidRequest, "mandate is required: the mandate %s acts under, such as %s/sandbox", c.Name, p.account))
 		return
 	}
 	code, err := h.drawSecret(oauthCodeMarker)

@@ -19,7 +19,6 @@ import (
 	"github.com/julienschmidt/httprouter"
 
 	"holon.dev/holon"
-	"holon.dev/holon/gateway"
 )
 
 // tokenAnswer is RFC 6749 §5.1's answer.
@@ -318,21 +317,21 @@ func (a *api) tokenPrincipal(r *http.Request, token string) (*principal, error) 
 	h := a.hosted
 	body := strings.TrimPrefix(token, oauthAccessMarker)
 	if len(body) != keyBodyLen {
-		return nil, gateway.Errorf(CodeInvalidKey, "the access token is malformed")
+		return nil, holon.Errorf(CodeInvalidKey, "the access token is malformed")
 	}
 	var rec oauthAccess
 	err := h.store.View(func(tx holon.Tx) error { return tx.Get(holon.BucketOAuth, oauthSecretKey("access", token), &rec) })
 	switch {
 	case errors.Is(err, holon.ErrNotFound):
-		return nil, gateway.Errorf(CodeInvalidKey, "unknown access token (or one replaced by a refresh): refresh it or authorize again")
+		return nil, holon.Errorf(CodeInvalidKey, "unknown access token (or one replaced by a refresh): refresh it or authorize again")
 	case err != nil:
 		return nil, fmt.Errorf("authenticate: %w", err)
 	case !h.now().Before(rec.Expires):
-		return nil, gateway.Errorf(CodeInvalidKey, "the access token expired at %s: refresh it", rec.Expires.UTC().Format(time.RFC3339))
+		return nil, holon.Errorf(CodeInvalidKey, "the access token expired at %s: refresh it", rec.Expires.UTC().Format(time.RFC3339))
 	case r.URL.Path != "/mcp":
-		return nil, gateway.Errorf(CodeInvalidKey, "an OAuth access token is good for /mcp only; the HTTP API takes keys (hlk_h_… or hlk_a_…)")
+		return nil, holon.Errorf(CodeInvalidKey, "an OAuth access token is good for /mcp only; the HTTP API takes keys (hlk_h_… or hlk_a_…)")
 	case rec.Resource != a.resource(r):
-		return nil, gateway.Errorf(CodeInvalidKey, "the access token was issued for %s, not for %s", rec.Resource, a.resource(r))
+		return nil, holon.Errorf(CodeInvalidKey, "the access token was issued for %s, not for %s", rec.Resource, a.resource(r))
 	}
 	return h.keyPrincipal(rec.KeyHash, KindAgent, rec.Prefix)
 }

@@ -11,7 +11,6 @@ import (
 	"github.com/julienschmidt/httprouter"
 
 	"holon.dev/holon"
-	"holon.dev/holon/gateway"
 )
 
 // Principal kinds besides KindHuman and KindAgent.
@@ -148,9 +147,9 @@ func (a *api) handle(method, path string, acc access, h handler) {
 		if !p.may(acc) {
 			if p.kind == kindNone {
 				a.challenge(w, r, false)
-				a.fail(w, r, gateway.Errorf(CodeUnauthenticated, "%s needs %s: send it as Authorization: Bearer <key>", what, acc.describe()))
+				a.fail(w, r, holon.Errorf(CodeUnauthenticated, "%s needs %s: send it as Authorization: Bearer <key>", what, acc.describe()))
 			} else {
-				a.fail(w, r, gateway.Errorf(CodeForbidden, "%s needs %s; this request carries %s", what, acc.describe(), p.describe()))
+				a.fail(w, r, holon.Errorf(CodeForbidden, "%s needs %s; this request carries %s", what, acc.describe(), p.describe()))
 			}
 			return
 		}
@@ -196,7 +195,7 @@ func (a *api) authenticate(r *http.Request) (*principal, error) {
 	scheme, token, ok := strings.Cut(auth, " ")
 	token = strings.TrimSpace(token)
 	if !ok || !strings.EqualFold(scheme, "Bearer") || token == "" {
-		return nil, gateway.Errorf(CodeInvalidKey, "the Authorization header must be Bearer <key>")
+		return nil, holon.Errorf(CodeInvalidKey, "the Authorization header must be Bearer <key>")
 	}
 	h := a.hosted
 	sum := sha256.Sum256([]byte(token))
@@ -208,7 +207,7 @@ func (a *api) authenticate(r *http.Request) (*principal, error) {
 	}
 	kind, ok := parseKey(token)
 	if !ok {
-		return nil, gateway.Errorf(CodeInvalidKey, "the key is not a Holon key (hlk_h_… or hlk_a_…, %d characters)", 6+keyBodyLen)
+		return nil, holon.Errorf(CodeInvalidKey, "the key is not a Holon key (hlk_h_… or hlk_a_…, %d characters)", 6+keyBodyLen)
 	}
 	return h.keyPrincipal(keyHash(token), kind, keyPrefix(token))
 }
@@ -226,17 +225,17 @@ func (h *hosted) keyPrincipal(hash, kind, prefix string) (*principal, error) {
 	})
 	switch {
 	case errors.Is(err, holon.ErrNotFound):
-		return nil, gateway.Errorf(CodeInvalidKey, "unknown key %s…: it was never issued here", prefix)
+		return nil, holon.Errorf(CodeInvalidKey, "unknown key %s…: it was never issued here", prefix)
 	case err != nil:
 		return nil, fmt.Errorf("authenticate: %w", err)
 	case rec.Kind != kind:
-		return nil, gateway.Errorf(CodeInvalidKey, "unknown key %s…", rec.Prefix)
+		return nil, holon.Errorf(CodeInvalidKey, "unknown key %s…", rec.Prefix)
 	case rec.Revoked != nil:
-		return nil, gateway.Errorf(CodeInvalidKey, "key %s… was revoked", rec.Prefix)
+		return nil, holon.Errorf(CodeInvalidKey, "key %s… was revoked", rec.Prefix)
 	case acct.Disabled != nil:
-		return nil, gateway.Errorf(CodeInvalidKey, "key %s… belongs to a disabled account", rec.Prefix)
+		return nil, holon.Errorf(CodeInvalidKey, "key %s… belongs to a disabled account", rec.Prefix)
 	case !rec.live(h.now()):
-		return nil, gateway.Errorf(CodeInvalidKey, "key %s… expired at %s: sign in again for a new one", rec.Prefix, rec.Expires.UTC().Format("2006-01-02T15:04:05Z"))
+		return nil, holon.Errorf(CodeInvalidKey, "key %s… expired at %s: sign in again for a new one", rec.Prefix, rec.Expires.UTC().Format("2006-01-02T15:04:05Z"))
 	}
 	return &principal{kind: kind, account: rec.Account, mandate: rec.Mandate, key: &rec}, nil
 }

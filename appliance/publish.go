@@ -18,6 +18,8 @@ import (
 
 	"holon.dev/holon"
 	"holon.dev/holon/gateway"
+	"holon.dev/holon/gateway/contract"
+	"holon.dev/holon/gateway/remote"
 )
 
 // Publishing (gateway.md §7 "Publishing agents"): POST /v0/agents lists a
@@ -32,7 +34,7 @@ import (
 // exact reference (ns/name@version) of every version once it is committed
 // and listed in the registry, so that it is callable through the engine.
 
-// Error codes of publishing (their HTTP statuses are in gateway.HTTPStatus).
+// Error codes of publishing (their HTTP statuses are in holon.HTTPStatus).
 const (
 	CodeNotYourNamespace    = "not_your_namespace"
 	CodeGitHubNotLinked     = "github_not_linked"
@@ -83,7 +85,7 @@ func (a *App) initPublishing(h *hosted) {
 	h.publicURL = strings.TrimRight(a.cfg.PublicURL, "/")
 	h.hooks, h.vault, h.webhook = a.hooks, a.vault, a.webhook
 	h.list = a.listVersion
-	h.guard = gateway.NetGuard{AllowPrivate: a.cfg.AllowPrivateEndpoints, Resolver: a.cfg.Resolver}
+	h.guard = remote.NetGuard{AllowPrivate: a.cfg.AllowPrivateEndpoints, Resolver: a.cfg.Resolver}
 	if !a.cfg.GitHubSignIn() {
 		return
 	}
@@ -126,7 +128,7 @@ func (a *App) loadPublished(reg *gateway.Registry) error {
 	}
 	// Compiling the schemas is most of the work (about half a millisecond a
 	// version): spread it over the cores.
-	parsed := make([]*gateway.Manifest, len(docs))
+	parsed := make([]*contract.Manifest, len(docs))
 	var wg sync.WaitGroup
 	next := make(chan int)
 	for w := 0; w < runtime.GOMAXPROCS(0); w++ {
@@ -134,7 +136,7 @@ func (a *App) loadPublished(reg *gateway.Registry) error {
 		go func() {
 			defer wg.Done()
 			for i := range next {
-				m, err := gateway.ParseManifest(docs[i].doc)
+				m, err := contract.ParseManifest(docs[i].doc)
 				if err != nil {
 					a.log.Error("published version does not load: left out", "agent", docs[i].ref, "err", err)
 					continue
@@ -148,7 +150,7 @@ func (a *App) loadPublished(reg *gateway.Registry) error {
 	}
 	close(next)
 	wg.Wait()
-	var ms []*gateway.Manifest
+	var ms []*contract.Manifest
 	var yanked []string
 	for i, m := range parsed {
 		if m == nil {
@@ -160,10 +162,10 @@ func (a *App) loadPublished(reg *gateway.Registry) error {
 		}
 	}
 	for len(ms) > 0 {
-		var next []*gateway.Manifest
+		var next []*contract.Manifest
 		var lastErr error
 		for _, m := range ms {
-			if err := reg.Add(&gateway.AgentVersion{Manifest: m, Facts: gateway.AgentFacts{Published: true}}); err != nil {
+			if err := reg.Add(&gateway.AgentVersion{Manifest: m, Facts: contract.AgentFacts{Published: true}}); err != nil {
 				next, lastErr = append(next, m), err
 			}
 		}
@@ -207,7 +209,7 @@ type publishAnswer struct {
 func (a *api) publishAgent(w http.ResponseWriter, r *http.Request, _ httprouter.Params, p *principal) {
 	h := a.hosted
 	if h.github == nil {
-		a.fail(w, r, gateway.Errorf(CodeGitHubNotConfigured, "publishing needs sign-in with GitHub, which is not configured on this gateway (HOLON_GITHUB_CLIENT_ID and HOLON_GITHUB_CLIENT_SECRET)"))
+		a.fail(w, r, holon.Errorf(CodeGitHubNotConfigured, "publishing needs sign-in with GitHub, which is not configured on this gateway (HOLON_GITHUB_CLIENT_ID and HOLON_GITHUB_CLIENT_SECRET)"))
 		return
 	}
 	b, err := readBody(r)
@@ -215,7 +217,7 @@ func (a *api) publishAgent(w http.ResponseWriter, r *http.Request, _ httprouter.
 		a.fail(w, r, err)
 		return
 	}
-	m, err := gateway.ParseManifest(b)
+	m, err := contract.ParseManifest(b)
 	if err != nil {
 		a.fail(w, r, err)
 		return
@@ -245,7 +247,7 @@ func (a *api) publishAgent(w http.ResponseWriter, r *http.Request, _ httprouter.
 // already taken, yanked or not, is refused there), then the version joins
 // the registry, its evaluation is queued (durably, before this returns),
 // and the OnPublished hooks are told. It returns the time of publication.
-func (a *App) listVersion(ctx context.Context, m *gateway.Manifest) (time.Time, error) {
+func (a *App) listVersion(ctx context.Context, m *contract.Manifest) (time.Time, error) {
 	doc, err := json.Marshal(m)
 	if err != nil {
 		return time.Time{}, err
@@ -260,7 +262,7 @@ func (a *App) listVersion(ctx context.Context, m *gateway.Manifest) (time.Time, 
 	if err != nil {
 		return time.Time{}, err
 	}
-	if err := a.engine.Registry().Add(&gateway.AgentVersion{Manifest: m, Facts: gateway.AgentFacts{Published: true}}); err != nil {
+	if err := a.engine.Registry().Add(&gateway.AgentVersion{Manifest: m, Facts: contract.AgentFacts{Published: true}}); err != nil {
 		// Stored but not listed (its upstream was yanked meanwhile): the
 		// next start-up lists what it can, and says why it cannot.
 		a.log.Error("published version not listed", "agent", ref, "err", err)
@@ -280,7 +282,7 @@ func (a *App) listVersion(ctx context.Context, m *gateway.Manifest) (time.Time, 
 // listed by the registry's other sources.
 func versionFree(tx holon.Tx, ref string) error {
 	if _, err := tx.Agent(ref); err == nil {
-		return gateway.Errorf(CodeVersionExists, "%s was published before: versions are immutable and a yank never frees the number; publish a new version", ref)
+		return holon.Errorf(CodeVersionExists, "%s was published before: versions are immutable and a yank never frees the number; publish a new version", ref)
 	} else if !errors.Is(err, holon.ErrNotFound) {
 		return err
 	}
@@ -289,32 +291,32 @@ func versionFree(tx holon.Tx, ref string) error {
 
 // checkPublish applies the rules of "Publishing agents" that need more
 // than the manifest itself.
-func (a *api) checkPublish(ctx context.Context, m *gateway.Manifest, p *principal) error {
+func (a *api) checkPublish(ctx context.Context, m *contract.Manifest, p *principal) error {
 	h := a.hosted
 	if m.NS() != p.account {
-		return gateway.Errorf(CodeNotYourNamespace, "id %s is outside your namespace: publish it as %s/%s", m.ID, p.account, m.Name())
+		return holon.Errorf(CodeNotYourNamespace, "id %s is outside your namespace: publish it as %s/%s", m.ID, p.account, m.Name())
 	}
 	var acct account
 	if err := h.store.View(func(tx holon.Tx) error { return tx.Get(holon.BucketUsers, p.account, &acct) }); err != nil {
 		return err
 	}
 	if acct.GitHub == nil {
-		return gateway.Errorf(CodeGitHubNotLinked, "publishing needs an account linked to GitHub: sign in with GitHub (GET /v0/auth/github) with a GitHub account whose verified primary email is %s, which links it", acct.Email)
+		return holon.Errorf(CodeGitHubNotLinked, "publishing needs an account linked to GitHub: sign in with GitHub (GET /v0/auth/github) with a GitHub account whose verified primary email is %s, which links it", acct.Email)
 	}
-	if k := m.Runtime.Kind; k != gateway.RuntimeMCP && k != gateway.RuntimeWebhook {
-		return gateway.Errorf(CodeRuntimeNotPublished, "runtime.kind %s cannot be published: published agents run on their author's server, as mcp or webhook", k)
+	if k := m.Runtime.Kind; k != contract.RuntimeMCP && k != contract.RuntimeWebhook {
+		return holon.Errorf(CodeRuntimeNotPublished, "runtime.kind %s cannot be published: published agents run on their author's server, as mcp or webhook", k)
 	}
 	if err := a.checkEndpoint(ctx, m.Runtime.Endpoint); err != nil {
 		return err
 	}
 	ref := m.Ref()
 	if _, ok := a.engine.Registry().Get(ref); ok {
-		return gateway.Errorf(CodeVersionExists, "%s is listed already: versions are immutable; publish a new version", ref)
+		return holon.Errorf(CodeVersionExists, "%s is listed already: versions are immutable; publish a new version", ref)
 	}
 	if err := h.store.View(func(tx holon.Tx) error { return versionFree(tx, ref) }); err != nil {
 		return err
 	}
-	if _, err := m.CheckLineage(func(ref string) (*gateway.Manifest, bool) {
+	if _, err := m.CheckLineage(func(ref string) (*contract.Manifest, bool) {
 		v, ok := a.engine.Registry().Get(ref)
 		if !ok {
 			return nil, false
@@ -335,24 +337,24 @@ func (a *api) checkPublish(ctx context.Context, m *gateway.Manifest, p *principa
 func (a *api) checkEndpoint(ctx context.Context, endpoint string) error {
 	u, err := url.Parse(endpoint)
 	if err != nil {
-		return gateway.Errorf(CodeEndpointNotHTTPS, "runtime.endpoint %q is not a URL", endpoint)
+		return holon.Errorf(CodeEndpointNotHTTPS, "runtime.endpoint %q is not a URL", endpoint)
 	}
 	if u.Scheme != "https" {
-		return gateway.Errorf(CodeEndpointNotHTTPS, "runtime.endpoint must be https (got %s://): published agents are reached over TLS only", u.Scheme)
+		return holon.Errorf(CodeEndpointNotHTTPS, "runtime.endpoint must be https (got %s://): published agents are reached over TLS only", u.Scheme)
 	}
 	if u.User != nil {
-		return gateway.Errorf(gateway.CodeInvalidManifest, "runtime.endpoint must not carry credentials: set them with PUT /v0/agents/{ns}/{name}/credential")
+		return holon.Errorf(holon.CodeInvalidManifest, "runtime.endpoint must not carry credentials: set them with PUT /v0/agents/{ns}/{name}/credential")
 	}
 	g := a.hosted.guard
 	if g.AllowPrivate {
 		return nil
 	}
-	var blocked *gateway.BlockedAddressError
+	var blocked *remote.BlockedAddressError
 	switch err := g.CheckHost(ctx, u.Hostname()); {
 	case errors.As(err, &blocked):
-		return gateway.Errorf(CodeEndpointNotPublic, "runtime.endpoint %s resolves to %s, a %s address: published agents must resolve only to public addresses", u.Host, blocked.Addr, blocked.Why)
+		return holon.Errorf(CodeEndpointNotPublic, "runtime.endpoint %s resolves to %s, a %s address: published agents must resolve only to public addresses", u.Host, blocked.Addr, blocked.Why)
 	case err != nil:
-		return gateway.Errorf(CodeEndpointUnresolved, "runtime.endpoint %s does not resolve: %v", u.Host, err)
+		return holon.Errorf(CodeEndpointUnresolved, "runtime.endpoint %s does not resolve: %v", u.Host, err)
 	}
 	return nil
 }
@@ -367,18 +369,18 @@ func (h *hosted) checkSource(ctx context.Context, repository string, link *githu
 	var ge *githubError
 	switch {
 	case errors.Is(err, errGitHubNotFound):
-		return gateway.Errorf(CodeRepositoryNotFound, "source.repository %s is private or does not exist: an open-source agent names its public GitHub repository (or publish it as proprietary)", repository)
+		return holon.Errorf(CodeRepositoryNotFound, "source.repository %s is private or does not exist: an open-source agent names its public GitHub repository (or publish it as proprietary)", repository)
 	case errors.As(err, &ge) && ge.unavailable:
 		return githubUnavailable(ge)
 	case err != nil:
-		return gateway.Errorf(CodeGitHubUnavailable, "checking source.repository on GitHub failed: %v; try again", err)
+		return holon.Errorf(CodeGitHubUnavailable, "checking source.repository on GitHub failed: %v; try again", err)
 	case rp.Private:
-		return gateway.Errorf(CodeRepositoryNotFound, "source.repository %s is private: an open-source agent names a public repository", repository)
+		return holon.Errorf(CodeRepositoryNotFound, "source.repository %s is private: an open-source agent names a public repository", repository)
 	}
 	switch rp.Owner.Type {
 	case "User":
 		if rp.Owner.ID != link.ID {
-			return gateway.Errorf(CodeRepositoryNotYours, "source.repository %s belongs to GitHub user %s, and you signed in as %s: only the author of the code can list it", repository, rp.Owner.Login, link.Login)
+			return holon.Errorf(CodeRepositoryNotYours, "source.repository %s belongs to GitHub user %s, and you signed in as %s: only the author of the code can list it", repository, rp.Owner.Login, link.Login)
 		}
 		return nil
 	case "Organization":
@@ -386,14 +388,14 @@ func (h *hosted) checkSource(ctx context.Context, repository string, link *githu
 		if errors.As(err, &ge) && ge.unavailable {
 			return githubUnavailable(ge)
 		} else if err != nil {
-			return gateway.Errorf(CodeGitHubUnavailable, "checking %s's members on GitHub failed: %v; try again", rp.Owner.Login, err)
+			return holon.Errorf(CodeGitHubUnavailable, "checking %s's members on GitHub failed: %v; try again", rp.Owner.Login, err)
 		}
 		if !ok {
-			return gateway.Errorf(CodeNotPublicMember, "source.repository %s belongs to the organisation %s, which does not list %s as a public member: make your membership public on GitHub, then publish again", repository, rp.Owner.Login, link.Login)
+			return holon.Errorf(CodeNotPublicMember, "source.repository %s belongs to the organisation %s, which does not list %s as a public member: make your membership public on GitHub, then publish again", repository, rp.Owner.Login, link.Login)
 		}
 		return nil
 	}
-	return gateway.Errorf(CodeRepositoryNotYours, "source.repository %s belongs to %s, a GitHub %s: only users and organisations can list agents", repository, rp.Owner.Login, rp.Owner.Type)
+	return holon.Errorf(CodeRepositoryNotYours, "source.repository %s belongs to %s, a GitHub %s: only users and organisations can list agents", repository, rp.Owner.Login, rp.Owner.Type)
 }
 
 // githubUnavailable is the 503 of a GitHub outage or rate limit.
@@ -402,7 +404,7 @@ func githubUnavailable(ge *githubError) error {
 	if ge.retryAfter > 0 {
 		msg += " in " + strconv.Itoa(int(ge.retryAfter.Seconds())+1) + " s"
 	}
-	return gateway.Errorf(CodeGitHubUnavailable, "%s", msg)
+	return holon.Errorf(CodeGitHubUnavailable, "%s", msg)
 }
 
 // yankAgent is DELETE /v0/agents/{ns}/{name}@{version}: the version stops
@@ -412,7 +414,7 @@ func (a *api) yankAgent(w http.ResponseWriter, r *http.Request, ps httprouter.Pa
 	ns, nameVersion := ps.ByName("ns"), ps.ByName("name")
 	ref := ns + "/" + nameVersion
 	if !strings.Contains(nameVersion, "@") {
-		a.fail(w, r, gateway.Errorf(gateway.CodeInvalidRequest, "name the exact version to yank: DELETE /v0/agents/%s@<version>", ref))
+		a.fail(w, r, holon.Errorf(holon.CodeInvalidRequest, "name the exact version to yank: DELETE /v0/agents/%s@<version>", ref))
 		return
 	}
 	if ns != p.account {
@@ -429,9 +431,9 @@ func (a *api) yankAgent(w http.ResponseWriter, r *http.Request, ps httprouter.Pa
 		}
 		var yr yankRecord
 		if d.Yanked != "" {
-			return gateway.Errorf(CodeAlreadyYanked, "%s was yanked already, at %s", ref, d.Yanked)
+			return holon.Errorf(CodeAlreadyYanked, "%s was yanked already, at %s", ref, d.Yanked)
 		} else if err := tx.Get(holon.BucketSettings, yankKey(ref), &yr); err == nil {
-			return gateway.Errorf(CodeAlreadyYanked, "%s was withdrawn by the operator, at %s", ref, yr.Time.Format(time.RFC3339))
+			return holon.Errorf(CodeAlreadyYanked, "%s was withdrawn by the operator, at %s", ref, yr.Time.Format(time.RFC3339))
 		}
 		d.Yanked = now.Format(time.RFC3339)
 		return tx.PutAgent(ref, d)

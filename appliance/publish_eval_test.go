@@ -16,8 +16,9 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"holon.dev/holon"
 	"holon.dev/holon/appliance"
-	"holon.dev/holon/gateway"
+	"holon.dev/holon/gateway/contract"
 )
 
 // gatedEchoServer is an author's MCP server on loopback over https: tool
@@ -132,7 +133,7 @@ func TestPublish_EvaluatedEndToEnd(t *testing.T) {
 		t.Errorf("publish: %v", out)
 	}
 	// Answered while the server still holds the evaluation: in the background.
-	if st, out := call(); st != http.StatusForbidden || errorCode(out) != gateway.CodeRequirementNotMet {
+	if st, out := call(); st != http.StatusForbidden || errorCode(out) != holon.CodeRequirementNotMet {
 		t.Fatalf("before the evaluation passed: %d %v, want 403 requirement_not_met", st, out)
 	}
 	cat := g.anonymous().must(http.StatusOK, "GET", "/v0/catalog?q=lena", nil)
@@ -188,12 +189,12 @@ func TestRegisterVersion_SamePathAsPublishing(t *testing.T) {
 	g, lena := publishWorld(t)
 	heard := make(chan string, 4)
 	g.app.OnPublished(func(ref string) { heard <- ref })
-	manifest := func(id, version string) *gateway.Manifest {
+	manifest := func(id, version string) *contract.Manifest {
 		b, err := json.Marshal(pubManifest(id, version, proprietary))
 		if err != nil {
 			t.Fatal(err)
 		}
-		m, err := gateway.ParseManifest(b)
+		m, err := contract.ParseManifest(b)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -207,7 +208,7 @@ func TestRegisterVersion_SamePathAsPublishing(t *testing.T) {
 		t.Errorf("publishing a registered version: %d %v, want 409 version_exists", st, out)
 	}
 	lena.human.must(http.StatusCreated, "POST", "/v0/agents", pubManifest("lena/pub", "1.0.0", proprietary))
-	if err := g.app.RegisterVersion(ctx, manifest("lena/pub", "1.0.0")); gateway.ErrorCode(err) != appliance.CodeVersionExists {
+	if err := g.app.RegisterVersion(ctx, manifest("lena/pub", "1.0.0")); holon.ErrorCode(err) != appliance.CodeVersionExists {
 		t.Errorf("registering a published version: %v, want version_exists", err)
 	}
 	got := map[string]bool{}

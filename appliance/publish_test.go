@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"holon.dev/holon"
 	"holon.dev/holon/appliance"
-	"holon.dev/holon/gateway"
 )
 
 // publicAddr is a public address the fake DNS gives published hosts; no
@@ -106,13 +106,13 @@ func TestPublish_Rules(t *testing.T) {
 		{"outside her namespace", lena.human, pubManifest("bob/ok", "1.0.0"), 403, appliance.CodeNotYourNamespace, "publish it as lena/ok"},
 		{"account not linked to GitHub", carol.human, pubManifest("carol/ok", "1.0.0"), 403, appliance.CodeGitHubNotLinked, "sign in with GitHub"},
 		{"an agent key", agent, pubManifest("lena/ok2", "1.0.0"), 403, appliance.CodeForbidden, "human key"},
-		{"license not OSI-approved", lena.human, pubManifest("lena/bad", "1.0.0", set("license", "WTFPL")), 400, gateway.CodeInvalidManifest, "license"},
-		{"open source without source", lena.human, pubManifest("lena/bad", "1.0.0", set("source", nil)), 400, gateway.CodeInvalidManifest, "source"},
-		{"fork royalty above 0.5", lena.human, pubManifest("lena/bad", "1.0.0", set("royalties.forks", "0.6")), 400, gateway.CodeInvalidManifest, "royalties.forks"},
-		{"unknown field", lena.human, pubManifest("lena/bad", "1.0.0", set("colour", "blue")), 400, gateway.CodeInvalidManifest, "colour"},
+		{"license not OSI-approved", lena.human, pubManifest("lena/bad", "1.0.0", set("license", "WTFPL")), 400, holon.CodeInvalidManifest, "license"},
+		{"open source without source", lena.human, pubManifest("lena/bad", "1.0.0", set("source", nil)), 400, holon.CodeInvalidManifest, "source"},
+		{"fork royalty above 0.5", lena.human, pubManifest("lena/bad", "1.0.0", set("royalties.forks", "0.6")), 400, holon.CodeInvalidManifest, "royalties.forks"},
+		{"unknown field", lena.human, pubManifest("lena/bad", "1.0.0", set("colour", "blue")), 400, holon.CodeInvalidManifest, "colour"},
 		{"dev runtime", lena.human, pubManifest("lena/bad", "1.0.0", set("runtime", map[string]any{"kind": "dev", "tool": "echo"})), 400, appliance.CodeRuntimeNotPublished, "mcp or webhook"},
 		{"http endpoint", lena.human, pubManifest("lena/bad", "1.0.0", set("runtime.endpoint", "http://agents.lena.example/run")), 400, appliance.CodeEndpointNotHTTPS, "https"},
-		{"credentials in the endpoint", lena.human, pubManifest("lena/bad", "1.0.0", set("runtime.endpoint", "https://u:p@agents.lena.example/run")), 400, gateway.CodeInvalidManifest, "credential"},
+		{"credentials in the endpoint", lena.human, pubManifest("lena/bad", "1.0.0", set("runtime.endpoint", "https://u:p@agents.lena.example/run")), 400, holon.CodeInvalidManifest, "credential"},
 		{"endpoint on a private address", lena.human, pubManifest("lena/bad", "1.0.0", set("runtime.endpoint", "https://internal.lena.example/run")), 400, appliance.CodeEndpointNotPublic, "10.1.2.3"},
 		{"endpoint resolving to a public and a private address", lena.human, pubManifest("lena/bad", "1.0.0", set("runtime.endpoint", "https://mixed.lena.example/run")), 400, appliance.CodeEndpointNotPublic, "192.168.1.5"},
 		{"endpoint on loopback", lena.human, pubManifest("lena/bad", "1.0.0", set("runtime.endpoint", "https://127.0.0.1:8443/run")), 400, appliance.CodeEndpointNotPublic, "loopback"},
@@ -122,7 +122,7 @@ func TestPublish_Rules(t *testing.T) {
 		{"repository private", lena.human, pubManifest("lena/bad", "1.0.0", repo("lena/secret")), 422, appliance.CodeRepositoryNotFound, "private"},
 		{"repository owned by someone else", lena.human, pubManifest("lena/bad", "1.0.0", repo("bob-gh/agents")), 403, appliance.CodeRepositoryNotYours, "bob-gh"},
 		{"organisation without public membership", lena.human, pubManifest("lena/bad", "1.0.0", repo("shy-org/tools")), 403, appliance.CodeNotPublicMember, "public member"},
-		{"fork of a version not listed", lena.human, pubManifest("lena/bad", "1.0.0", set("lineage.fork_of", "acme/base@1.0.0")), 400, gateway.CodeInvalidManifest, "lineage.fork_of"},
+		{"fork of a version not listed", lena.human, pubManifest("lena/bad", "1.0.0", set("lineage.fork_of", "acme/base@1.0.0")), 400, holon.CodeInvalidManifest, "lineage.fork_of"},
 		{"the same version again", lena.human, pubManifest("lena/ok", "1.0.0"), 409, appliance.CodeVersionExists, "immutable"},
 	}
 	for _, c := range cases {
@@ -135,7 +135,7 @@ func TestPublish_Rules(t *testing.T) {
 			t.Errorf("%s: listed %v after %d", c.name, listed, st)
 		}
 	}
-	if st, out := lena.human.do("POST", "/v0/agents", nil); st != 400 || errorCode(out) != gateway.CodeInvalidManifest {
+	if st, out := lena.human.do("POST", "/v0/agents", nil); st != 400 || errorCode(out) != holon.CodeInvalidManifest {
 		t.Errorf("empty body: %d %v", st, out)
 	}
 	if st, _, raw := lena.human.raw("POST", "/v0/agents", []byte(`{"id": `)); st != 400 {
@@ -270,7 +270,7 @@ func TestPublish_RebindingRefusedAtCallTime(t *testing.T) {
 		"allow": map[string]any{"agents": []string{"lena/*"}}})
 	st, out := carol.human.do("POST", "/v0/calls", map[string]any{"mandate": "carol/pub", "agent": "lena/rebind", "input": map[string]any{"text": "hi"}})
 	rc, _ := out["receipt"].(map[string]any)
-	if st != http.StatusBadGateway || errorCode(out) != gateway.CodeRuntimeUnavailable || !strings.Contains(str(out), "10.0.0.7") || rc["billed"] != false {
+	if st != http.StatusBadGateway || errorCode(out) != holon.CodeRuntimeUnavailable || !strings.Contains(str(out), "10.0.0.7") || rc["billed"] != false {
 		t.Errorf("call after rebinding: %d %v, want runtime_unavailable naming 10.0.0.7, unbilled", st, out)
 	}
 	if carol.balance() != "5.00" {

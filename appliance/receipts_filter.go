@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"holon.dev/holon"
-	"holon.dev/holon/gateway"
 )
 
 // maxFilterScan bounds the receipts one filtered page reads: a filter that
@@ -37,7 +36,7 @@ func parseReceiptFilter(q url.Values) (receiptFilter, error) {
 		b := false
 		f.billed = &b
 	default:
-		return f, gateway.Errorf(gateway.CodeInvalidRequest, "billed must be true or false")
+		return f, holon.Errorf(holon.CodeInvalidRequest, "billed must be true or false")
 	}
 	for _, w := range []struct {
 		name string
@@ -50,7 +49,7 @@ func parseReceiptFilter(q url.Values) (receiptFilter, error) {
 		t, err := time.Parse(time.RFC3339, s)
 		if err != nil {
 			if t, err = time.Parse("2006-01-02", s); err != nil {
-				return f, gateway.Errorf(gateway.CodeInvalidRequest, "%s must be a date (2026-12-01) or an RFC 3339 time (2026-12-01T10:00:00Z)", w.name)
+				return f, holon.Errorf(holon.CodeInvalidRequest, "%s must be a date (2026-12-01) or an RFC 3339 time (2026-12-01T10:00:00Z)", w.name)
 			}
 			if w.name == "until" {
 				t = t.Add(24 * time.Hour) // a date means the whole day

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"holon.dev/holon"
 	"holon.dev/holon/appliance"
 	"holon.dev/holon/gateway"
 )
@@ -58,20 +59,20 @@ func TestMandate_MinSuccessRateOverTheAPI(t *testing.T) {
 		}
 	}
 	st, out := call(false)
-	if st != http.StatusForbidden || errorCode(out) != gateway.CodeRequirementNotMet || receiptOf(out)["billed"] != false ||
+	if st != http.StatusForbidden || errorCode(out) != holon.CodeRequirementNotMet || receiptOf(out)["billed"] != false ||
 		!strings.Contains(str(out), "succeeded 9 of 20 runs") {
 		t.Errorf("after 9 of 20: %d %v, want 403 requirement_not_met, unbilled", st, out)
 	}
 
 	listed := ann.human.must(http.StatusOK, "GET", "/v0/agents?mandate=ann/picky&q=flaky", nil)
 	agents, _ := listed["agents"].([]any)
-	if len(agents) != 1 || obj(obj(agents[0])["denied"])["code"] != gateway.CodeRequirementNotMet {
+	if len(agents) != 1 || obj(obj(agents[0])["denied"])["code"] != holon.CodeRequirementNotMet {
 		t.Errorf("GET /v0/agents?mandate= lists %v, want test-lab/flaky denied requirement_not_met", agents)
 	}
 	key, _ := ann.newKey("ann/picky", false)
 	s := connectMCP(t, ta.srv.URL+"/mcp", key, nil)
 	found := s.ok("search_agents", map[string]any{"q": "flaky"})
-	if res, _ := found["agents"].([]any); len(res) != 1 || obj(obj(res[0])["denied"])["code"] != gateway.CodeRequirementNotMet {
+	if res, _ := found["agents"].([]any); len(res) != 1 || obj(obj(res[0])["denied"])["code"] != holon.CodeRequirementNotMet {
 		t.Errorf("search_agents: %v, want test-lab/flaky denied requirement_not_met", found)
 	}
 	if got := s.ok("get_agent", map[string]any{"agent": "test-lab/flaky"}); obj(got["under_mandate"])["allowed"] != false {

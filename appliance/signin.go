@@ -19,7 +19,6 @@ import (
 	"github.com/julienschmidt/httprouter"
 
 	"holon.dev/holon"
-	"holon.dev/holon/gateway"
 )
 
 // Sign in with GitHub (gateway.md §7 "Accounts"): GET /v0/auth/github sends
@@ -108,7 +107,7 @@ func (a *api) signinRoutes() {
 
 func (h *hosted) githubOff() error {
 	if h.github == nil {
-		return gateway.Errorf(CodeGitHubNotConfigured, "sign-in with GitHub is not configured on this gateway: the operator sets HOLON_GITHUB_CLIENT_ID and HOLON_GITHUB_CLIENT_SECRET")
+		return holon.Errorf(CodeGitHubNotConfigured, "sign-in with GitHub is not configured on this gateway: the operator sets HOLON_GITHUB_CLIENT_ID and HOLON_GITHUB_CLIENT_SECRET")
 	}
 	return nil
 }
@@ -251,7 +250,7 @@ func (a *api) signIn(r *http.Request) (string, error) {
 		return tx.Put(holon.BucketSignIn, hashed("code/", code), loginCode{Handle: handle, New: isNew, Expires: now.Add(loginCodeTTL)})
 	})
 	if err != nil {
-		var ge *gateway.Error
+		var ge *holon.Error
 		if errors.As(err, &ge) {
 			return "", refuseSignin(ge.Code, "%s", ge.Msg)
 		}
@@ -287,7 +286,7 @@ func (h *hosted) knownGitHub(gu *githubUser) bool {
 // id; else the account with its primary verified email, which is linked
 // now; else a new account, handle = the login in lowercase.
 func (h *hosted) linkGitHub(tx holon.Tx, gu *githubUser, now time.Time) (handle string, isNew bool, err error) {
-	disabled := gateway.Errorf(CodeAccountDisabled, "this account is disabled: no key is given to it")
+	disabled := holon.Errorf(CodeAccountDisabled, "this account is disabled: no key is given to it")
 	var acct account
 	switch err := tx.Get(holon.BucketSignIn, githubKey(gu.ID), &handle); {
 	case err == nil:
@@ -306,7 +305,7 @@ func (h *hosted) linkGitHub(tx holon.Tx, gu *githubUser, now time.Time) (handle 
 		return "", false, err
 	}
 	if gu.Email == "" {
-		return "", false, gateway.Errorf(CodeEmailUnverified, "the GitHub account has no verified primary email: verify one on GitHub, then sign in again")
+		return "", false, holon.Errorf(CodeEmailUnverified, "the GitHub account has no verified primary email: verify one on GitHub, then sign in again")
 	}
 	email, err := normalizeEmail(gu.Email)
 	if err != nil {
@@ -324,7 +323,7 @@ func (h *hosted) linkGitHub(tx holon.Tx, gu *githubUser, now time.Time) (handle 
 		case er.Disabled || acct.Disabled != nil:
 			return "", false, disabled
 		case acct.GitHub != nil:
-			return "", false, gateway.Errorf(CodeEmailLinkedElsewhere, "the account with this email is linked to another GitHub account")
+			return "", false, holon.Errorf(CodeEmailLinkedElsewhere, "the account with this email is linked to another GitHub account")
 		}
 		acct.GitHub = link
 		if err := tx.Put(holon.BucketUsers, er.Handle, acct); err != nil {
@@ -372,7 +371,7 @@ func (a *api) exchangeLogin(w http.ResponseWriter, r *http.Request, _ httprouter
 		return
 	}
 	if body.Code == "" {
-		a.fail(w, r, gateway.Errorf(gateway.CodeInvalidRequest, "code is required: the login code from /console#login=<code>"))
+		a.fail(w, r, holon.Errorf(holon.CodeInvalidRequest, "code is required: the login code from /console#login=<code>"))
 		return
 	}
 	now := h.now().UTC()
@@ -394,7 +393,7 @@ func (a *api) exchangeLogin(w http.ResponseWriter, r *http.Request, _ httprouter
 			key := hashed("code/", body.Code)
 			var lc loginCode
 			if err := tx.Get(holon.BucketSignIn, key, &lc); errors.Is(err, holon.ErrNotFound) {
-				refusal = gateway.Errorf(CodeLoginCodeInvalid, "this login code is unknown or was used already: sign in again at /v0/auth/github")
+				refusal = holon.Errorf(CodeLoginCodeInvalid, "this login code is unknown or was used already: sign in again at /v0/auth/github")
 				return nil
 			} else if err != nil {
 				return err
@@ -403,7 +402,7 @@ func (a *api) exchangeLogin(w http.ResponseWriter, r *http.Request, _ httprouter
 				return err
 			}
 			if !now.Before(lc.Expires) {
-				refusal = gateway.Errorf(CodeLoginCodeExpired, "this login code expired (they last 2 minutes): sign in again at /v0/auth/github")
+				refusal = holon.Errorf(CodeLoginCodeExpired, "this login code expired (they last 2 minutes): sign in again at /v0/auth/github")
 				return nil
 			}
 			var acct account
@@ -411,7 +410,7 @@ func (a *api) exchangeLogin(w http.ResponseWriter, r *http.Request, _ httprouter
 				return err
 			}
 			if acct.Disabled != nil {
-				refusal = gateway.Errorf(CodeAccountDisabled, "this account is disabled: no key is given to it")
+				refusal = holon.Errorf(CodeAccountDisabled, "this account is disabled: no key is given to it")
 				return nil
 			}
 			expires := now.Add(humanKeyTTL)
@@ -440,7 +439,7 @@ func (a *api) exchangeLogin(w http.ResponseWriter, r *http.Request, _ httprouter
 	}
 	if refusal != nil {
 		status := http.StatusBadRequest
-		if refusal.(*gateway.Error).Code == CodeAccountDisabled {
+		if refusal.(*holon.Error).Code == CodeAccountDisabled {
 			status = http.StatusForbidden
 		}
 		writeError(w, status, refusal)

@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"holon.dev/holon/gateway"
+	"holon.dev/holon/gateway/contract"
 )
 
 // The catalogue row: GET /v0/agents?q= and GET /v0/catalog with many
@@ -108,7 +108,7 @@ func (b *bench) catalog(ctx context.Context) ([]*Result, error) {
 // the path publishing takes (listVersion: the store record, the registry,
 // the evaluation queued).
 func publishOne(ctx context.Context, g *benchGateway, id string, i int, capability string) error {
-	m, err := gateway.ParseManifest([]byte(catalogManifest(id, i, capability)))
+	m, err := contract.ParseManifest([]byte(catalogManifest(id, i, capability)))
 	if err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"holon.dev/holon"
+	"holon.dev/holon/gateway/contract"
 	"holon.dev/holon/journal"
 )
 
@@ -46,7 +47,7 @@ type AgentQuery struct {
 // AgentPage is one page of a ranked listing.
 type AgentPage struct {
 	// Mandate is the mandate of the preview, nil without one.
-	Mandate *Mandate
+	Mandate *contract.Mandate
 	// Agents are the page's agents in rank order.
 	Agents []AgentListing
 	// Total is how many agents match the query, over every page.
@@ -71,8 +72,8 @@ type AgentListing struct {
 	WorstCase journal.Amount
 	Currency  string
 	// Denied is why the mandate refuses a call (admission checks 1 to 8,
-	// CheckListing), nil when it allows one or without a mandate.
-	Denied *Error
+	// contract.CheckListing), nil when it allows one or without a mandate.
+	Denied *holon.Error
 	// NeedsApproval is true when an allowed call's worst case is above the
 	// mandate's approval threshold (check 11, for information: the call
 	// itself decides with the budget of the moment).
@@ -104,7 +105,7 @@ func (e *Engine) ListAgents(ctx context.Context, q AgentQuery) (AgentPage, error
 	case limit == 0:
 		limit = DefaultAgentLimit
 	case limit < 1 || limit > MaxAgentLimit:
-		return page, Errorf(CodeInvalidRequest, "limit must be a whole number from 1 to %d", MaxAgentLimit)
+		return page, holon.Errorf(holon.CodeInvalidRequest, "limit must be a whole number from 1 to %d", MaxAgentLimit)
 	}
 	var after *rankKey
 	if q.Cursor != "" {
@@ -143,7 +144,7 @@ func (e *Engine) ListAgents(ctx context.Context, q AgentQuery) (AgentPage, error
 		return nil
 	})
 	if errors.Is(loadErr, holon.ErrNotFound) {
-		return page, Errorf(CodeNotFound, "no mandate %s", q.Mandate)
+		return page, holon.Errorf(holon.CodeNotFound, "no mandate %s", q.Mandate)
 	}
 	if loadErr != nil {
 		return page, loadErr
@@ -151,7 +152,7 @@ func (e *Engine) ListAgents(ctx context.Context, q AgentQuery) (AgentPage, error
 	if err != nil {
 		return page, err
 	}
-	req := CallRequest{Capability: q.Capability, Now: e.now()}
+	req := contract.CallRequest{Capability: q.Capability, Now: e.now()}
 	all := make([]AgentListing, len(matched))
 	for i, v := range matched {
 		all[i] = preview(page.Mandate, v, records[i], req)
@@ -173,11 +174,11 @@ func (e *Engine) ListAgents(ctx context.Context, q AgentQuery) (AgentPage, error
 // PreviewAgent is what a mandate says of a call to one version (as
 // ListAgents says it of each agent), with the version's record, read in
 // one transaction.
-func (e *Engine) PreviewAgent(ctx context.Context, mandate string, v *AgentVersion) (AgentListing, *Mandate, error) {
+func (e *Engine) PreviewAgent(ctx context.Context, mandate string, v *AgentVersion) (AgentListing, *contract.Mandate, error) {
 	if err := ctx.Err(); err != nil {
 		return AgentListing{}, nil, err
 	}
-	var m *Mandate
+	var m *contract.Mandate
 	var rec holon.Record
 	err := e.store.View(func(tx holon.Tx) error {
 		var err error
@@ -188,23 +189,23 @@ func (e *Engine) PreviewAgent(ctx context.Context, mandate string, v *AgentVersi
 		return err
 	})
 	if errors.Is(err, holon.ErrNotFound) && m == nil {
-		return AgentListing{}, nil, Errorf(CodeNotFound, "no mandate %s", mandate)
+		return AgentListing{}, nil, holon.Errorf(holon.CodeNotFound, "no mandate %s", mandate)
 	}
 	if err != nil {
 		return AgentListing{}, nil, err
 	}
-	return preview(m, v, rec, CallRequest{Now: e.now()}), m, nil
+	return preview(m, v, rec, contract.CallRequest{Now: e.now()}), m, nil
 }
 
 // preview runs the listing's admission checks (CheckListing) for one
 // version under m (none when m is nil).
-func preview(m *Mandate, v *AgentVersion, rec holon.Record, req CallRequest) AgentListing {
+func preview(m *contract.Mandate, v *AgentVersion, rec holon.Record, req contract.CallRequest) AgentListing {
 	a := v.Manifest
 	l := AgentListing{Version: v, Record: rec, WorstCase: a.WorstCase(), Currency: a.Currency()}
 	if m != nil {
-		d := CheckListing(m, a, v.Measured(rec), req)
-		if d.Verdict == VerdictDeny {
-			l.Denied = &Error{Code: d.Reason, Msg: d.Msg}
+		d := contract.CheckListing(m, a, v.Measured(rec), req)
+		if d.Verdict == contract.VerdictDeny {
+			l.Denied = &holon.Error{Code: d.Reason, Msg: d.Msg}
 		} else {
 			l.WorstCase, l.Currency = d.WorstCase, m.Currency
 			l.NeedsApproval = m.Approval != nil && m.Approval.Above != nil && d.WorstCase > *m.Approval.Above
@@ -295,7 +296,7 @@ func formatCursor(k rankKey) string {
 }
 
 func parseCursor(s string) (rankKey, error) {
-	bad := Errorf(CodeInvalidRequest, "cursor %q is not one a listing answered as next", s)
+	bad := holon.Errorf(holon.CodeInvalidRequest, "cursor %q is not one a listing answered as next", s)
 	b, err := base64.RawURLEncoding.DecodeString(s)
 	if err != nil {
 		return rankKey{}, bad

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"holon.dev/holon"
 	"holon.dev/holon/gateway"
 )
 
@@ -146,17 +147,17 @@ func TestEngine_ListAgents(t *testing.T) {
 		{name: "text in ids", q: gateway.AgentQuery{Text: "acme/usd"}, want: []string{"acme/usd@1.0.0 0.10 USD"}},
 		{name: "text and capability", q: gateway.AgentQuery{Text: "middle", Capability: "text.echo"}, want: []string{"acme/mid@1.0.0 0.10 EUR"}},
 		{name: "nothing matches", q: gateway.AgentQuery{Text: "no such words"}},
-		{name: "unknown mandate", q: gateway.AgentQuery{Mandate: "alice/none"}, code: gateway.CodeNotFound},
-		{name: "limit above the maximum", q: gateway.AgentQuery{Limit: gateway.MaxAgentLimit + 1}, code: gateway.CodeInvalidRequest},
-		{name: "negative limit", q: gateway.AgentQuery{Limit: -1}, code: gateway.CodeInvalidRequest},
-		{name: "cursor not base64", q: gateway.AgentQuery{Cursor: "%%%"}, code: gateway.CodeInvalidRequest},
-		{name: "cursor with an exponent", q: gateway.AgentQuery{Cursor: "YSAxZTk5OTk5OTkgYWNtZS94"}, code: gateway.CodeInvalidRequest}, // "a 1e9999999 acme/x"
+		{name: "unknown mandate", q: gateway.AgentQuery{Mandate: "alice/none"}, code: holon.CodeNotFound},
+		{name: "limit above the maximum", q: gateway.AgentQuery{Limit: gateway.MaxAgentLimit + 1}, code: holon.CodeInvalidRequest},
+		{name: "negative limit", q: gateway.AgentQuery{Limit: -1}, code: holon.CodeInvalidRequest},
+		{name: "cursor not base64", q: gateway.AgentQuery{Cursor: "%%%"}, code: holon.CodeInvalidRequest},
+		{name: "cursor with an exponent", q: gateway.AgentQuery{Cursor: "YSAxZTk5OTk5OTkgYWNtZS94"}, code: holon.CodeInvalidRequest}, // "a 1e9999999 acme/x"
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			page, err := te.eng.ListAgents(context.Background(), tt.q)
 			if tt.code != "" {
-				if gateway.ErrorCode(err) != tt.code {
+				if holon.ErrorCode(err) != tt.code {
 					t.Fatalf("error %v, want %s", err, tt.code)
 				}
 				return

@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	"holon.dev/holon"
+	"holon.dev/holon/gateway/canonical"
+	"holon.dev/holon/gateway/contract"
 	"holon.dev/holon/journal"
 )
 
@@ -13,8 +15,8 @@ import (
 // mandate, the exact version, the input's canonical hash and max_cost. It
 // keeps the input (validated already) until the approval is used,
 // rejected or expires.
-func (e *Engine) newApproval(tx holon.Tx, r *holon.Receipt, m *Mandate, a *Manifest, sp callSpec, worst journal.Amount) (*holon.Approval, error) {
-	hash, err := InputHash(sp.input)
+func (e *Engine) newApproval(tx holon.Tx, r *holon.Receipt, m *contract.Mandate, a *contract.Manifest, sp callSpec, worst journal.Amount) (*holon.Approval, error) {
+	hash, err := canonical.Hash(sp.input)
 	if err != nil {
 		return nil, err
 	}
@@ -34,30 +36,30 @@ func (e *Engine) newApproval(tx holon.Tx, r *holon.Receipt, m *Mandate, a *Manif
 
 // bindApproval checks that the approval a call names lets exactly this call
 // through. It returns the approval, or the refusal's code and message.
-func (e *Engine) bindApproval(tx holon.Tx, sp callSpec, m *Mandate, a *Manifest) (*holon.Approval, string, string) {
+func (e *Engine) bindApproval(tx holon.Tx, sp callSpec, m *contract.Mandate, a *contract.Manifest) (*holon.Approval, string, string) {
 	ap, err := tx.Approval(sp.approval)
 	if err != nil {
-		return nil, CodeInvalidApproval, fmt.Sprintf("no approval %s", sp.approval)
+		return nil, holon.CodeInvalidApproval, fmt.Sprintf("no approval %s", sp.approval)
 	}
 	if e.expired(ap) {
-		return nil, CodeInvalidApproval, fmt.Sprintf("approval %s expired at %s", ap.ID, ap.Expires.Format("2006-01-02T15:04:05Z"))
+		return nil, holon.CodeInvalidApproval, fmt.Sprintf("approval %s expired at %s", ap.ID, ap.Expires.Format("2006-01-02T15:04:05Z"))
 	}
 	switch {
 	case ap.Status == holon.ApprovalGranted:
 	case ap.Status == holon.ApprovalPending && sp.preApproved:
 	default:
-		return nil, CodeInvalidApproval, fmt.Sprintf("approval %s is %s, not granted", ap.ID, ap.Status)
+		return nil, holon.CodeInvalidApproval, fmt.Sprintf("approval %s is %s, not granted", ap.ID, ap.Status)
 	}
-	hash, err := InputHash(sp.input)
+	hash, err := canonical.Hash(sp.input)
 	switch {
 	case ap.Mandate != m.ID:
-		return nil, CodeInvalidApproval, fmt.Sprintf("approval %s is for mandate %s", ap.ID, ap.Mandate)
+		return nil, holon.CodeInvalidApproval, fmt.Sprintf("approval %s is for mandate %s", ap.ID, ap.Mandate)
 	case ap.Agent != a.Ref():
-		return nil, CodeInvalidApproval, fmt.Sprintf("approval %s is for %s, this call resolves to %s", ap.ID, ap.Agent, a.Ref())
+		return nil, holon.CodeInvalidApproval, fmt.Sprintf("approval %s is for %s, this call resolves to %s", ap.ID, ap.Agent, a.Ref())
 	case err != nil || hash != ap.InputHash:
-		return nil, CodeInvalidApproval, fmt.Sprintf("approval %s is for another input", ap.ID)
+		return nil, holon.CodeInvalidApproval, fmt.Sprintf("approval %s is for another input", ap.ID)
 	case !sameCap(ap.MaxCost, sp.maxCost):
-		return nil, CodeInvalidApproval, fmt.Sprintf("approval %s was requested with max_cost %s", ap.ID, capString(ap.MaxCost))
+		return nil, holon.CodeInvalidApproval, fmt.Sprintf("approval %s was requested with max_cost %s", ap.ID, capString(ap.MaxCost))
 	}
 	return ap, "", ""
 }
@@ -95,7 +97,7 @@ func (e *Engine) Approval(ctx context.Context, id string) (*holon.Approval, erro
 		return err
 	})
 	if errors.Is(err, holon.ErrNotFound) {
-		return nil, Errorf(CodeNotFound, "no approval %s", id)
+		return nil, holon.Errorf(holon.CodeNotFound, "no approval %s", id)
 	}
 	if err != nil {
 		return nil, err
@@ -150,14 +152,14 @@ func (e *Engine) AllApprovals(status, before string, limit int) (holon.ApprovalP
 // status filter.
 func (e *Engine) approvalPage(status, before string, read func(holon.Tx, func(*holon.Approval) bool) (holon.ApprovalPage, error)) (holon.ApprovalPage, error) {
 	if _, ok := holon.ApprovalSeq(before); before != "" && !ok {
-		return holon.ApprovalPage{}, Errorf(CodeInvalidRequest, "before must be an approval id such as a42")
+		return holon.ApprovalPage{}, holon.Errorf(holon.CodeInvalidRequest, "before must be an approval id such as a42")
 	}
 	switch status {
 	case "", "all", holon.ApprovalPending, holon.ApprovalGranted, holon.ApprovalUsed, holon.ApprovalRejected, holon.ApprovalExpired:
 	default:
 		// A status no approval has would read the whole store, a page of
 		// nothing at a time.
-		return holon.ApprovalPage{}, Errorf(CodeInvalidRequest, "status must be pending, granted, used, rejected, expired or all")
+		return holon.ApprovalPage{}, holon.Errorf(holon.CodeInvalidRequest, "status must be pending, granted, used, rejected, expired or all")
 	}
 	keep := func(a *holon.Approval) bool {
 		if e.expired(a) {
@@ -190,7 +192,7 @@ func (e *Engine) Decide(ctx context.Context, id string, d ApprovalDecision) (*ho
 		return nil, nil, err
 	}
 	if ap.Status != holon.ApprovalPending {
-		return ap, nil, Errorf(CodeInvalidApproval, "approval %s is %s: it can be decided once", id, ap.Status)
+		return ap, nil, holon.Errorf(holon.CodeInvalidApproval, "approval %s is %s: it can be decided once", id, ap.Status)
 	}
 	if d.Reject || d.NoRun {
 		status := holon.ApprovalGranted
@@ -203,7 +205,7 @@ func (e *Engine) Decide(ctx context.Context, id string, d ApprovalDecision) (*ho
 				return err
 			}
 			if ap.Status != holon.ApprovalPending {
-				return Errorf(CodeInvalidApproval, "approval %s is %s: it can be decided once", id, ap.Status)
+				return holon.Errorf(holon.CodeInvalidApproval, "approval %s is %s: it can be decided once", id, ap.Status)
 			}
 			now := e.now().UTC()
 			ap.Status, ap.Decided = status, &now

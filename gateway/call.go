@@ -10,17 +10,8 @@ import (
 	"time"
 
 	"holon.dev/holon"
+	"holon.dev/holon/gateway/contract"
 	"holon.dev/holon/journal"
-)
-
-// Codes beyond the documents.
-const (
-	// CodeInsufficientFunds: the payer's balance, less what is held, does
-	// not cover the call's worst case.
-	CodeInsufficientFunds = "insufficient_funds"
-	// CodeInvalidApproval: the approval named by a call is unknown, not
-	// granted, already used, expired, or bound to another call.
-	CodeInvalidApproval = "invalid_approval"
 )
 
 // CallInput is a request to call an agent (POST /v0/calls).
@@ -56,7 +47,7 @@ type CallResult struct {
 
 // callSpec is one call, at the root or delegated.
 type callSpec struct {
-	mandate    *Mandate // nil: load mandateID
+	mandate    *contract.Mandate // nil: load mandateID
 	mandateID  string
 	caller     string
 	agent      string
@@ -78,10 +69,10 @@ type callSpec struct {
 // behind, the call settles as it would have.
 func (e *Engine) Call(ctx context.Context, in CallInput) (*CallResult, error) {
 	if (in.Agent == "") == (in.Capability == "") {
-		return nil, Errorf(CodeInvalidRequest, "name exactly one of agent and capability")
+		return nil, holon.Errorf(holon.CodeInvalidRequest, "name exactly one of agent and capability")
 	}
 	if in.Mandate == "" {
-		return nil, Errorf(CodeInvalidRequest, "mandate is required")
+		return nil, holon.Errorf(holon.CodeInvalidRequest, "mandate is required")
 	}
 	if len(in.Input) == 0 {
 		in.Input = json.RawMessage("{}")
@@ -114,17 +105,17 @@ func (e *Engine) call(ctx context.Context, sp callSpec) (res *CallResult, err er
 	var noMandate *mandateError
 	switch {
 	case errors.As(err, &noMandate) && errors.Is(noMandate.err, holon.ErrNotFound):
-		return e.refuse(ctx, sp, nil, nil, holon.StatusDenied, CodeMandateInactive, fmt.Sprintf("no mandate %s", sp.mandateID))
+		return e.refuse(ctx, sp, nil, nil, holon.StatusDenied, holon.CodeMandateInactive, fmt.Sprintf("no mandate %s", sp.mandateID))
 	case errors.As(err, &noMandate):
 		return nil, noMandate.err
 	case err != nil:
-		return e.refuse(ctx, sp, m, nil, holon.StatusDenied, ErrorCode(err), errorMessage(err))
+		return e.refuse(ctx, sp, m, nil, holon.StatusDenied, holon.ErrorCode(err), holon.ErrorMessage(err))
 	}
-	if d.Verdict == VerdictDeny {
+	if d.Verdict == contract.VerdictDeny {
 		return e.refuse(ctx, sp, m, v, holon.StatusDenied, d.Reason, d.Msg)
 	}
-	if err := v.Manifest.input.ValidateJSON(sp.input); err != nil {
-		return e.refuse(ctx, sp, m, v, holon.StatusRejected, CodeRejectedInput,
+	if err := v.Manifest.InputSchema().ValidateJSON(sp.input); err != nil {
+		return e.refuse(ctx, sp, m, v, holon.StatusRejected, holon.CodeRejectedInput,
 			fmt.Sprintf("input does not match %s's interface.input: %v", v.Manifest.Ref(), err))
 	}
 	e.step(StepAdmitted, "")
@@ -136,15 +127,6 @@ func (e *Engine) call(ctx context.Context, sp callSpec) (res *CallResult, err er
 		return &CallResult{Receipt: rs.receipt, Approval: rs.approval, Message: rs.msg}, nil
 	}
 	return e.run(ctx, m, v, sp, rs, start)
-}
-
-// errorMessage is the message of a gateway *Error, or the error's text.
-func errorMessage(err error) string {
-	var ge *Error
-	if errors.As(err, &ge) && ge.Msg != "" {
-		return ge.Msg
-	}
-	return err.Error()
 }
 
 // mandateError is a failure to load the mandate a call names, which comes
@@ -160,17 +142,17 @@ func (e *mandateError) Error() string { return e.err.Error() }
 // the budget and the records: a *mandateError when that fails) and the
 // admission preview for the chosen version; the decisive check runs again
 // when the budget is reserved.
-func (e *Engine) resolve(sp callSpec) (*Mandate, *AgentVersion, Decision, error) {
+func (e *Engine) resolve(sp callSpec) (*contract.Mandate, *AgentVersion, contract.Decision, error) {
 	var cands []*AgentVersion
 	var candErr error
 	if sp.agent != "" {
 		v, err := e.registry.Resolve(sp.agent)
 		candErr = err
 		cands = []*AgentVersion{v}
-	} else if !ValidCapability(sp.capability) {
-		candErr = Errorf(CodeInvalidRequest, "%q is not a capability", sp.capability)
+	} else if !contract.ValidCapability(sp.capability) {
+		candErr = holon.Errorf(holon.CodeInvalidRequest, "%q is not a capability", sp.capability)
 	} else if cands = e.registry.Implementers(sp.capability); len(cands) == 0 {
-		candErr = Errorf(CodeNotFound, "no listed agent implements %s", sp.capability)
+		candErr = holon.Errorf(holon.CodeNotFound, "no listed agent implements %s", sp.capability)
 	}
 	m := sp.mandate
 	var budget holon.Budget
@@ -198,42 +180,42 @@ func (e *Engine) resolve(sp callSpec) (*Mandate, *AgentVersion, Decision, error)
 	})
 	switch {
 	case loadErr != nil:
-		return nil, nil, Decision{}, &mandateError{err: loadErr}
+		return nil, nil, contract.Decision{}, &mandateError{err: loadErr}
 	case err != nil && m == nil:
-		return nil, nil, Decision{}, &mandateError{err: err}
+		return nil, nil, contract.Decision{}, &mandateError{err: err}
 	case candErr != nil:
-		return m, nil, Decision{}, candErr
+		return m, nil, contract.Decision{}, candErr
 	case err != nil:
-		return m, nil, Decision{}, err
+		return m, nil, contract.Decision{}, err
 	}
 	req := e.callRequest(m, sp)
 	type ranked struct {
 		v   *AgentVersion
-		d   Decision
+		d   contract.Decision
 		cps *big.Rat // cost per successful run; nil = unknown rate or never succeeded
 	}
 	rs := make([]ranked, len(cands))
 	for i, v := range cands {
-		d := CheckCall(m, v.Manifest, v.Measured(records[i]), BudgetState{Spent: budget.Spent, Reserved: budget.Reserved}, req)
+		d := contract.CheckCall(m, v.Manifest, v.Measured(records[i]), contract.BudgetState{Spent: budget.Spent, Reserved: budget.Reserved}, req)
 		if sp.parent != nil {
 			switch {
-			case d.Verdict != VerdictDeny:
+			case d.Verdict != contract.VerdictDeny:
 				if err := sp.parent.fits(m, v, sp.capability, d.WorstCase); err != nil {
-					d = deny(ErrorCode(err), "%s", errorMessage(err))
+					d = contract.Denied(holon.ErrorCode(err), "%s", holon.ErrorMessage(err))
 				}
-			case d.Reason == CodeNotAllowed:
+			case d.Reason == holon.CodeNotAllowed:
 				// The sub-mandate allows exactly the declared calls: a target
 				// outside them is the orchestrator's omission, not the caller's
 				// refusal.
 				if _, err := sp.parent.manifest.Slot(v.Manifest, sp.capability, 0); err != nil {
-					d = deny(CodeNotDeclared, "%s", errorMessage(err))
+					d = contract.Denied(holon.CodeNotDeclared, "%s", holon.ErrorMessage(err))
 				}
 			}
 		}
 		rs[i] = ranked{v: v, d: d, cps: costPerSuccess(d.WorstCase, records[i])}
 	}
 	key := func(r ranked) rankKey {
-		return rankKey{denied: r.d.Verdict == VerdictDeny, cps: r.cps, id: r.v.Manifest.ID}
+		return rankKey{denied: r.d.Verdict == contract.VerdictDeny, cps: r.cps, id: r.v.Manifest.ID}
 	}
 	sort.SliceStable(rs, func(i, j int) bool { return compareRank(key(rs[i]), key(rs[j])) < 0 })
 	return m, rs[0].v, rs[0].d, nil
@@ -243,7 +225,7 @@ func (e *Engine) resolve(sp callSpec) (*Mandate, *AgentVersion, Decision, error)
 // and successes of its measured record rec (require.min_success_rate).
 // Calls are admitted on it, and listings that say whether a mandate
 // allows a version (CheckListing) must use it too.
-func (v *AgentVersion) Measured(rec holon.Record) AgentFacts {
+func (v *AgentVersion) Measured(rec holon.Record) contract.AgentFacts {
 	f := v.Facts
 	f.Runs, f.Succeeded = rec.Runs, rec.Succeeded
 	return f
@@ -261,8 +243,8 @@ func costPerSuccess(worst journal.Amount, rec holon.Record) *big.Rat {
 	return new(big.Rat).SetFrac(new(big.Int).Mul(big.NewInt(int64(worst)), big.NewInt(rec.Runs)), big.NewInt(rec.Succeeded))
 }
 
-func (e *Engine) callRequest(m *Mandate, sp callSpec) CallRequest {
-	req := CallRequest{Capability: sp.capability, MaxCost: sp.maxCost, Now: e.now()}
+func (e *Engine) callRequest(m *contract.Mandate, sp callSpec) contract.CallRequest {
+	req := contract.CallRequest{Capability: sp.capability, MaxCost: sp.maxCost, Now: e.now()}
 	if sp.parent != nil {
 		req.Delegated = true
 		req.Account = sp.parent.account
@@ -271,7 +253,7 @@ func (e *Engine) callRequest(m *Mandate, sp callSpec) CallRequest {
 }
 
 // newReceipt starts a receipt with every field set.
-func (e *Engine) newReceipt(id string, m *Mandate, sp callSpec, v *AgentVersion) *holon.Receipt {
+func (e *Engine) newReceipt(id string, m *contract.Mandate, sp callSpec, v *AgentVersion) *holon.Receipt {
 	r := &holon.Receipt{
 		ID:       id,
 		Mandate:  sp.mandateID,
@@ -300,7 +282,7 @@ func (e *Engine) newReceipt(id string, m *Mandate, sp callSpec, v *AgentVersion)
 
 // refuse writes the receipt of a call that never ran: denied, rejected
 // input, or unresolvable.
-func (e *Engine) refuse(ctx context.Context, sp callSpec, m *Mandate, v *AgentVersion, status, code, msg string) (*CallResult, error) {
+func (e *Engine) refuse(ctx context.Context, sp callSpec, m *contract.Mandate, v *AgentVersion, status, code, msg string) (*CallResult, error) {
 	var r *holon.Receipt
 	var stop error
 	err := e.store.Update(ctx, func(tx holon.Tx) error {
@@ -334,7 +316,7 @@ func (e *Engine) refuse(ctx context.Context, sp callSpec, m *Mandate, v *AgentVe
 type reservation struct {
 	receipt  *holon.Receipt
 	approval *holon.Approval
-	sub      *Mandate
+	sub      *contract.Mandate
 	msg      string
 	// commit is the reservation's durability: done already, unless the
 	// call runs an in-process agent.
@@ -346,7 +328,7 @@ type reservation struct {
 // or the reservation and hold of a call about to run. It returns once that
 // is durable, except for a call about to run an in-process agent, which
 // may start as soon as its reservation is applied (durability.go).
-func (e *Engine) reserve(ctx context.Context, m *Mandate, v *AgentVersion, sp callSpec) (*reservation, error) {
+func (e *Engine) reserve(ctx context.Context, m *contract.Mandate, v *AgentVersion, sp callSpec) (*reservation, error) {
 	a := v.Manifest
 	var rs *reservation
 	req := e.callRequest(m, sp)
@@ -372,25 +354,25 @@ func (e *Engine) reserve(ctx context.Context, m *Mandate, v *AgentVersion, sp ca
 		if err != nil {
 			return err
 		}
-		d := CheckCall(m, a, v.Measured(rec), BudgetState{Spent: b.Spent, Reserved: b.Reserved}, req)
-		if d.WorstCase > 0 || d.Verdict != VerdictDeny {
+		d := contract.CheckCall(m, a, v.Measured(rec), contract.BudgetState{Spent: b.Spent, Reserved: b.Reserved}, req)
+		if d.WorstCase > 0 || d.Verdict != contract.VerdictDeny {
 			w := d.WorstCase
 			r.WorstCase = &w
 		}
 		var appr *holon.Approval
-		if sp.approval != "" && d.Verdict != VerdictDeny {
+		if sp.approval != "" && d.Verdict != contract.VerdictDeny {
 			var code, msg string
 			appr, code, msg = e.bindApproval(tx, sp, m, a)
 			if appr == nil {
 				return finish(holon.StatusDenied, code, msg)
 			}
 			r.Approval = &appr.ID
-			d.Verdict = VerdictAllow
+			d.Verdict = contract.VerdictAllow
 		}
 		switch d.Verdict {
-		case VerdictDeny:
+		case contract.VerdictDeny:
 			return finish(holon.StatusDenied, d.Reason, d.Msg)
-		case VerdictApprove:
+		case contract.VerdictApprove:
 			if rs.approval, err = e.newApproval(tx, r, m, a, sp, d.WorstCase); err != nil {
 				return err
 			}
@@ -410,15 +392,15 @@ func (e *Engine) reserve(ctx context.Context, m *Mandate, v *AgentVersion, sp ca
 				return err
 			}
 			if acct.Available() < w {
-				return finish(holon.StatusDenied, CodeInsufficientFunds,
+				return finish(holon.StatusDenied, holon.CodeInsufficientFunds,
 					fmt.Sprintf("%s has %s available, the worst case is %s", r.Payer, acct.Available(), w))
 			}
 		}
 		if len(a.Calls) > 0 {
 			left := m.Total() - b.Spent - b.Reserved
-			sub, err := DeriveSubMandate(m, a, r.ID, sp.maxCost, left)
+			sub, err := contract.DeriveSubMandate(m, a, r.ID, sp.maxCost, left)
 			if err != nil {
-				return finish(holon.StatusFailed, CodeGatewayError, errorMessage(err))
+				return finish(holon.StatusFailed, holon.CodeGatewayError, holon.ErrorMessage(err))
 			}
 			raw, err := json.Marshal(sub)
 			if err != nil {
@@ -481,7 +463,7 @@ func (e *Engine) reserve(ctx context.Context, m *Mandate, v *AgentVersion, sp ca
 
 // run runs a reserved call with its hard timeout, checks the output, waits
 // for its children and settles.
-func (e *Engine) run(ctx context.Context, m *Mandate, v *AgentVersion, sp callSpec, rs *reservation, start time.Time) (*CallResult, error) {
+func (e *Engine) run(ctx context.Context, m *contract.Mandate, v *AgentVersion, sp callSpec, rs *reservation, start time.Time) (*CallResult, error) {
 	a := v.Manifest
 	rate, _ := m.Rate(a.Currency())
 	st := &runState{e: e, rid: rs.receipt.ID, manifest: a, version: v, sub: rs.sub, mandate: m, payer: rs.receipt.Payer, account: m.Issuer,
@@ -504,7 +486,7 @@ func (e *Engine) run(ctx context.Context, m *Mandate, v *AgentVersion, sp callSp
 	if !filesOK {
 		res = fres
 	} else if runner := e.runners[a.Runtime.Kind]; runner == nil {
-		res = RunResult{Outcome: Outcome{Kind: OutcomeUnavailable}, Message: "no runtime for kind " + a.Runtime.Kind}
+		res = RunResult{Outcome: contract.Outcome{Kind: contract.OutcomeUnavailable}, Message: "no runtime for kind " + a.Runtime.Kind}
 	} else {
 		rctx, cancel := context.WithTimeout(ctx, time.Duration(a.Timeout())*time.Second)
 		e.step(StepRun, st.rid)
@@ -514,7 +496,7 @@ func (e *Engine) run(ctx context.Context, m *Mandate, v *AgentVersion, sp callSp
 	}
 	st.finish()
 	checkOutput(a, &res)
-	bill := DecideBilling(a, res.Outcome, sp.maxCost, rate)
+	bill := contract.DecideBilling(a, res.Outcome, sp.maxCost, rate)
 	r, err := e.settle(ctx, st, bill, e.now().Sub(start))
 	if err != nil {
 		return nil, err
@@ -546,15 +528,15 @@ func linkChild(tx holon.Tx, parent *runState, id string) error {
 // the manifest's output schema, into invalid_output. Only strict JSON is
 // validated and passed on: with a duplicate key the schema and the caller
 // could read different values.
-func checkOutput(a *Manifest, res *RunResult) {
-	if res.Outcome.Kind != OutcomeOutput {
+func checkOutput(a *contract.Manifest, res *RunResult) {
+	if res.Outcome.Kind != contract.OutcomeOutput {
 		return
 	}
 	if err := CheckJSON(res.Output, "output"); err != nil {
-		res.Outcome.Kind = OutcomeInvalidOutput
-		res.Message = fmt.Sprintf("the answer of %s is not strict JSON (RFC 7493): %v", a.Ref(), errorMessage(err))
-	} else if err := a.output.ValidateJSON(res.Output); err != nil {
-		res.Outcome.Kind = OutcomeInvalidOutput
+		res.Outcome.Kind = contract.OutcomeInvalidOutput
+		res.Message = fmt.Sprintf("the answer of %s is not strict JSON (RFC 7493): %v", a.Ref(), holon.ErrorMessage(err))
+	} else if err := a.OutputSchema().ValidateJSON(res.Output); err != nil {
+		res.Outcome.Kind = contract.OutcomeInvalidOutput
 		res.Message = fmt.Sprintf("output does not match %s's interface.output: %v", a.Ref(), err)
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"holon.dev/holon"
 )
 
 // Remote delegation (spec/README.md, last row): a remote agent that
@@ -18,10 +20,6 @@ import (
 // the run's derived sub-mandate only, through runState.Call, so every rule
 // of gateway.md §3 applies; and only until the run ends. Tokens live in
 // memory: runs do not survive a restart, and neither do their tokens.
-
-// CodeInvalidToken: a delegation token that is unknown, expired, or whose
-// run has ended.
-const CodeInvalidToken = "invalid_token"
 
 // DelegationTokenPrefix starts every delegation token, so that the API can
 // tell one from an API key.
@@ -70,17 +68,17 @@ const sweepEvery = time.Minute
 func (s *runState) Grant(ctx context.Context) (DelegationGrant, error) {
 	e := s.e
 	if s.sub == nil {
-		return DelegationGrant{}, Errorf(CodeNotDeclared, "%s declares no calls: it cannot delegate", s.manifest.Ref())
+		return DelegationGrant{}, holon.Errorf(holon.CodeNotDeclared, "%s declares no calls: it cannot delegate", s.manifest.Ref())
 	}
 	if e.publicURL == "" {
-		return DelegationGrant{}, Errorf(CodeGatewayError,
+		return DelegationGrant{}, holon.Errorf(holon.CodeGatewayError,
 			"%s declares calls, and remote delegation needs the gateway's public URL (HOLON_PUBLIC_URL), which is not set", s.manifest.Ref())
 	}
 	s.mu.Lock()
 	closed := s.closed
 	s.mu.Unlock()
 	if closed {
-		return DelegationGrant{}, Errorf(CodeInvalidToken, "run %s has ended", s.rid)
+		return DelegationGrant{}, holon.Errorf(holon.CodeInvalidToken, "run %s has ended", s.rid)
 	}
 	now := e.now()
 	ttl := time.Duration(s.manifest.Timeout()) * time.Second
@@ -115,7 +113,7 @@ func (d *delegations) issue(s *runState, url string, expires, now time.Time) (De
 // lookup finds the live grant of a token.
 func (d *delegations) lookup(token string, now time.Time) (*delegation, error) {
 	if !strings.HasPrefix(token, DelegationTokenPrefix) {
-		return nil, Errorf(CodeInvalidToken, "not a delegation token")
+		return nil, holon.Errorf(holon.CodeInvalidToken, "not a delegation token")
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -123,13 +121,13 @@ func (d *delegations) lookup(token string, now time.Time) (*delegation, error) {
 	g, ok := d.byHash[sha256.Sum256([]byte(token))]
 	switch {
 	case !ok:
-		return nil, Errorf(CodeInvalidToken, "unknown delegation token (the run it was issued to may have ended)")
+		return nil, holon.Errorf(holon.CodeInvalidToken, "unknown delegation token (the run it was issued to may have ended)")
 	case !now.Before(g.grant.Expires):
 		d.dropLocked(g)
-		return nil, Errorf(CodeInvalidToken, "the delegation token expired at %s", g.grant.Expires.Format(time.RFC3339))
+		return nil, holon.Errorf(holon.CodeInvalidToken, "the delegation token expired at %s", g.grant.Expires.Format(time.RFC3339))
 	case g.run.ended():
 		d.dropLocked(g)
-		return nil, Errorf(CodeInvalidToken, "run %s has ended: its delegation token is no longer valid", g.run.rid)
+		return nil, holon.Errorf(holon.CodeInvalidToken, "run %s has ended: its delegation token is no longer valid", g.run.rid)
 	}
 	return g, nil
 }
@@ -183,7 +181,7 @@ func (e *Engine) CallDelegated(ctx context.Context, dc DelegatedCall) (CallOutco
 		return CallOutcome{}, err
 	}
 	if dc.Mandate != "" && dc.Mandate != g.run.sub.ID {
-		return CallOutcome{}, Errorf(CodeNotFound, "no mandate %s for this token: it acts under %s only (leave mandate out)", dc.Mandate, g.run.sub.ID)
+		return CallOutcome{}, holon.Errorf(holon.CodeNotFound, "no mandate %s for this token: it acts under %s only (leave mandate out)", dc.Mandate, g.run.sub.ID)
 	}
 	if len(dc.Input) == 0 {
 		dc.Input = json.RawMessage("{}")
@@ -194,7 +192,7 @@ func (e *Engine) CallDelegated(ctx context.Context, dc DelegatedCall) (CallOutco
 	out := g.run.Call(ctx, dc.Target, dc.Input)
 	if out.Receipt == "" && g.run.ended() {
 		// The run ended between the lookup and the call: the call was refused.
-		return CallOutcome{}, Errorf(CodeInvalidToken, "run %s has ended: its delegation token is no longer valid", g.run.rid)
+		return CallOutcome{}, holon.Errorf(holon.CodeInvalidToken, "run %s has ended: its delegation token is no longer valid", g.run.rid)
 	}
 	return out, nil
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"holon.dev/holon"
+	"holon.dev/holon/gateway/contract"
 	"holon.dev/holon/journal"
 )
 
@@ -83,7 +84,7 @@ type Engine struct {
 
 type cachedMandate struct {
 	stored []byte // the record it was parsed from, as stored
-	m      *Mandate
+	m      *contract.Mandate
 }
 
 // maxCachedMandates bounds the parsed mandates kept in memory.
@@ -126,7 +127,7 @@ func (e *Engine) Store() holon.Store { return e.store }
 
 // PutMandate stores a root mandate (replacing one with the same id) and
 // gives its issuer the signup credit once.
-func (e *Engine) PutMandate(ctx context.Context, m *Mandate) error {
+func (e *Engine) PutMandate(ctx context.Context, m *contract.Mandate) error {
 	if err := m.Validate(); err != nil {
 		return err
 	}
@@ -151,7 +152,7 @@ func (e *Engine) PutMandate(ctx context.Context, m *Mandate) error {
 // (idempotency key signup:<handle>).
 func (e *Engine) grantSignupCredit(tx holon.Tx, account string) error {
 	key := "signup:" + account
-	if e.credit <= 0 || tx.HasEntry(key) || !ValidHandle(account) {
+	if e.credit <= 0 || tx.HasEntry(key) || !contract.ValidHandle(account) {
 		return nil
 	}
 	entry, err := journal.Transfer(key, DemoCreditAccount, account, e.credit)
@@ -166,7 +167,7 @@ func (e *Engine) grantSignupCredit(tx holon.Tx, account string) error {
 func (e *Engine) Credit(ctx context.Context, key, account string, amount journal.Amount) error {
 	entry, err := journal.Transfer(key, DemoCreditAccount, account, amount)
 	if err != nil {
-		return Errorf(CodeInvalidRequest, "%v", err)
+		return holon.Errorf(holon.CodeInvalidRequest, "%v", err)
 	}
 	return e.store.Update(ctx, func(tx holon.Tx) error {
 		_, err := tx.AppendEntry(entry)
@@ -179,7 +180,7 @@ func (e *Engine) Credit(ctx context.Context, key, account string, amount journal
 // parsed mandate is reused without decoding anything. Root mandates are
 // kept (at most maxCachedMandates); a derived sub-mandate serves one run
 // and is not.
-func (e *Engine) loadMandate(tx holon.Tx, id string) (*Mandate, error) {
+func (e *Engine) loadMandate(tx holon.Tx, id string) (*contract.Mandate, error) {
 	stored := tx.MandateRevision(id)
 	if stored == nil {
 		return nil, holon.ErrNotFound
@@ -194,7 +195,7 @@ func (e *Engine) loadMandate(tx holon.Tx, id string) (*Mandate, error) {
 	if err != nil {
 		return nil, err
 	}
-	m, err := parseStoredMandate(d.Doc)
+	m, err := contract.ParseStoredMandate(d.Doc)
 	if err != nil {
 		return nil, fmt.Errorf("stored mandate %s: %w", id, err)
 	}
@@ -215,10 +216,10 @@ func (e *Engine) loadMandate(tx holon.Tx, id string) (*Mandate, error) {
 
 // MandateState is a mandate with its budget (mandate.md §5).
 type MandateState struct {
-	Mandate   *Mandate       `json:"mandate"`
-	Spent     journal.Amount `json:"spent"`
-	Reserved  journal.Amount `json:"reserved"`
-	Remaining journal.Amount `json:"remaining"`
+	Mandate   *contract.Mandate `json:"mandate"`
+	Spent     journal.Amount    `json:"spent"`
+	Reserved  journal.Amount    `json:"reserved"`
+	Remaining journal.Amount    `json:"remaining"`
 }
 
 // Mandate returns a stored mandate (root or derived) with its spent,
@@ -238,7 +239,7 @@ func (e *Engine) Mandate(id string) (*MandateState, error) {
 		return nil
 	})
 	if errors.Is(err, holon.ErrNotFound) {
-		return nil, Errorf(CodeNotFound, "no mandate %s", id)
+		return nil, holon.Errorf(holon.CodeNotFound, "no mandate %s", id)
 	}
 	return st, err
 }
@@ -252,7 +253,7 @@ func (e *Engine) Receipt(id string) (*holon.Receipt, error) {
 		return err
 	})
 	if errors.Is(err, holon.ErrNotFound) {
-		return nil, Errorf(CodeNotFound, "no receipt %s", id)
+		return nil, holon.Errorf(holon.CodeNotFound, "no receipt %s", id)
 	}
 	return r, err
 }
@@ -263,7 +264,7 @@ func (e *Engine) Receipt(id string) (*holon.Receipt, error) {
 func (e *Engine) Receipts(mandate, before string, limit int) (holon.ReceiptPage, error) {
 	var p holon.ReceiptPage
 	if _, ok := holon.ReceiptSeq(before); before != "" && !ok {
-		return p, Errorf(CodeInvalidRequest, "before %q is not a receipt id such as r42", before)
+		return p, holon.Errorf(holon.CodeInvalidRequest, "before %q is not a receipt id such as r42", before)
 	}
 	err := e.store.View(func(tx holon.Tx) error {
 		var err error

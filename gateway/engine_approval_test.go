@@ -9,6 +9,7 @@ import (
 
 	"holon.dev/holon"
 	"holon.dev/holon/gateway"
+	"holon.dev/holon/gateway/contract"
 )
 
 // carefulMandate asks a human for every call whose worst case is above 0.05.
@@ -73,7 +74,7 @@ func hold(t *testing.T, te *testEngine, in gateway.CallInput) *holon.Approval {
 func wantInvalidApproval(t *testing.T, te *testEngine, in gateway.CallInput) {
 	t.Helper()
 	res := te.call(t, in)
-	wantReceipt(t, res.Receipt, holon.StatusDenied, gateway.CodeInvalidApproval, false, "0")
+	wantReceipt(t, res.Receipt, holon.StatusDenied, holon.CodeInvalidApproval, false, "0")
 }
 
 // Ensure that approving with {} runs exactly the call that was held, once:
@@ -110,7 +111,7 @@ func TestEngine_Approval_ApproveAndRun(t *testing.T) {
 		t.Errorf("the stored input %s outlived its use", stored.Input)
 	}
 
-	if _, _, err := te.eng.Decide(context.Background(), ap.ID, gateway.ApprovalDecision{}); gateway.ErrorCode(err) != gateway.CodeInvalidApproval {
+	if _, _, err := te.eng.Decide(context.Background(), ap.ID, gateway.ApprovalDecision{}); holon.ErrorCode(err) != holon.CodeInvalidApproval {
 		t.Errorf("second approval: %v, want invalid_approval", err)
 	}
 	in.Approval = ap.ID
@@ -190,7 +191,7 @@ func TestEngine_Approval_NewVersion(t *testing.T) {
 	if _, _, err := te.eng.Decide(context.Background(), ap.ID, gateway.ApprovalDecision{NoRun: true}); err != nil {
 		t.Fatal(err)
 	}
-	m, err := gateway.ParseManifest([]byte(agentEcho11))
+	m, err := contract.ParseManifest([]byte(agentEcho11))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,7 +222,7 @@ func TestEngine_Approval_Reject(t *testing.T) {
 		t.Errorf("the rejected input %s is still stored", stored.Input)
 	}
 	for _, d := range []gateway.ApprovalDecision{{}, {NoRun: true}, {Reject: true}} {
-		if _, _, err := te.eng.Decide(context.Background(), ap.ID, d); gateway.ErrorCode(err) != gateway.CodeInvalidApproval {
+		if _, _, err := te.eng.Decide(context.Background(), ap.ID, d); holon.ErrorCode(err) != holon.CodeInvalidApproval {
 			t.Errorf("Decide(%+v) after reject: %v, want invalid_approval", d, err)
 		}
 	}
@@ -261,7 +262,7 @@ func TestEngine_Approval_Expiry(t *testing.T) {
 		if ap.Status != holon.ApprovalExpired || len(ap.Input) != 0 {
 			t.Errorf("%s after expiry: %s, input %s", id, ap.Status, ap.Input)
 		}
-		if _, _, err := te.eng.Decide(context.Background(), id, gateway.ApprovalDecision{}); gateway.ErrorCode(err) != gateway.CodeInvalidApproval {
+		if _, _, err := te.eng.Decide(context.Background(), id, gateway.ApprovalDecision{}); holon.ErrorCode(err) != holon.CodeInvalidApproval {
 			t.Errorf("Decide(%s) after expiry: %v", id, err)
 		}
 	}
@@ -288,7 +289,7 @@ func TestEngine_Approval_ExpiresOnRead(t *testing.T) {
 	if got := te.approval(t, ap.ID); got.Status != holon.ApprovalExpired || len(got.Input) != 0 {
 		t.Errorf("read after expiry: %+v", got)
 	}
-	if _, err := te.eng.Approval(context.Background(), "a999"); gateway.ErrorCode(err) != gateway.CodeNotFound {
+	if _, err := te.eng.Approval(context.Background(), "a999"); holon.ErrorCode(err) != holon.CodeNotFound {
 		t.Errorf("unknown approval: %v", err)
 	}
 }

@@ -67,7 +67,7 @@ func TestEngine_Call_ConcurrentBudget(t *testing.T) {
 	close(stop)
 	<-sampled
 
-	want := map[string]int{holon.StatusSucceeded + "/": 33, holon.StatusDenied + "/" + gateway.CodeOverBudget: calls - 33}
+	want := map[string]int{holon.StatusSucceeded + "/": 33, holon.StatusDenied + "/" + holon.CodeOverBudget: calls - 33}
 	if len(statuses) != len(want) || statuses[holon.StatusSucceeded+"/"] != 33 {
 		t.Errorf("outcomes %v, want %v", statuses, want)
 	}

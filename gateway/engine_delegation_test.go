@@ -71,9 +71,9 @@ func TestEngine_Delegation_Passthrough(t *testing.T) {
 	wants := []want{
 		{holon.StatusSucceeded, "", "0.10"},
 		{holon.StatusSucceeded, "", "0.30"},
-		{holon.StatusDenied, gateway.CodeNotDeclared, "0"},
-		{holon.StatusDenied, gateway.CodeNotDeclared, "0"},
-		{holon.StatusRejected, gateway.CodeRejectedInput, "0"},
+		{holon.StatusDenied, holon.CodeNotDeclared, "0"},
+		{holon.StatusDenied, holon.CodeNotDeclared, "0"},
+		{holon.StatusRejected, holon.CodeRejectedInput, "0"},
 		{holon.StatusSucceeded, "", "0.10"},
 	}
 	kids := te.children(t, p)
@@ -174,7 +174,7 @@ func TestEngine_Delegation_Cap(t *testing.T) {
 			p := res.Receipt
 			wantReceipt(t, p, holon.StatusSucceeded, "", true, "0.10")
 			for i, o := range out.Results {
-				if ok := i < c.paid; o.OK != ok || !ok && o.Error != gateway.CodeOverBudget {
+				if ok := i < c.paid; o.OK != ok || !ok && o.Error != holon.CodeOverBudget {
 					t.Errorf("call %d: %+v", i, o)
 				}
 			}
@@ -231,7 +231,7 @@ func TestEngine_Delegation_Included(t *testing.T) {
 		res, out := orchestrate(t, te, gateway.CallInput{Mandate: "alice/main", Agent: "acme/orch-inc"},
 			scriptCall{Agent: "acme/echo"})
 		wantReceipt(t, res.Receipt, holon.StatusSucceeded, "", true, "0.50")
-		if len(out.Results) != 1 || out.Results[0].Error != gateway.CodeInsufficientFunds {
+		if len(out.Results) != 1 || out.Results[0].Error != holon.CodeInsufficientFunds {
 			t.Errorf("outcomes %+v, want insufficient_funds", out.Results)
 		}
 	})
@@ -253,11 +253,11 @@ func TestEngine_Delegation_ApprovalRequired(t *testing.T) {
 	if err := json.Unmarshal(run.Output, &out); err != nil {
 		t.Fatal(err)
 	}
-	if len(out.Results) != 1 || out.Results[0].Error != gateway.CodeApprovalRequired {
+	if len(out.Results) != 1 || out.Results[0].Error != holon.CodeApprovalRequired {
 		t.Fatalf("outcomes %+v, want approval_required", out.Results)
 	}
 	c := te.children(t, run.Receipt)[0]
-	wantReceipt(t, c, holon.StatusDenied, gateway.CodeApprovalRequired, false, "0")
+	wantReceipt(t, c, holon.StatusDenied, holon.CodeApprovalRequired, false, "0")
 	if c.Approval != nil {
 		t.Errorf("a delegated call created approval %s", *c.Approval)
 	}
@@ -273,10 +273,10 @@ func TestEngine_Delegation_Depth(t *testing.T) {
 	te := newEngine(t, allAgents, testHandlers(), mandateWith("flat", "delegation: {max_depth: 0}"))
 	res, out := orchestrate(t, te, gateway.CallInput{Mandate: "alice/flat", Agent: "acme/orch"}, scriptCall{Agent: "acme/echo"})
 	wantReceipt(t, res.Receipt, holon.StatusSucceeded, "", true, "0.10")
-	if len(out.Results) != 1 || out.Results[0].Error != gateway.CodeDelegationDepth {
+	if len(out.Results) != 1 || out.Results[0].Error != holon.CodeDelegationDepth {
 		t.Fatalf("outcomes %+v, want delegation_depth", out.Results)
 	}
-	wantReceipt(t, te.children(t, res.Receipt)[0], holon.StatusDenied, gateway.CodeDelegationDepth, false, "0")
+	wantReceipt(t, te.children(t, res.Receipt)[0], holon.StatusDenied, holon.CodeDelegationDepth, false, "0")
 	if te.ran("echo") != 0 {
 		t.Error("the child ran")
 	}
@@ -327,7 +327,7 @@ func TestEngine_Delegation_ParentTimeoutWaitsForChild(t *testing.T) {
 		t.FailNow()
 	}
 	p := res.Receipt
-	wantReceipt(t, p, holon.StatusFailed, gateway.CodeTimeout, false, "0")
+	wantReceipt(t, p, holon.StatusFailed, holon.CodeTimeout, false, "0")
 	if p.Cost.Downstream != eur("0.05") || p.Cost.Total != eur("0.05") || !reflect.DeepEqual(p.Children, []string{childID}) {
 		t.Errorf("parent cost %+v children %v, want the child's 0.05", p.Cost, p.Children)
 	}

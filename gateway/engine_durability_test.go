@@ -9,6 +9,7 @@ import (
 
 	"holon.dev/holon"
 	"holon.dev/holon/gateway"
+	"holon.dev/holon/gateway/contract"
 )
 
 // durabilityProbe is a runner of remote agents (kind webhook) that looks,
@@ -25,7 +26,7 @@ func (p *durabilityProbe) Run(_ context.Context, inv *gateway.Invocation) gatewa
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.saw[inv.Receipt] = holdCommitted(p.store(), inv.Receipt)
-	return gateway.RunResult{Output: json.RawMessage(`{}`), Outcome: gateway.Outcome{Kind: gateway.OutcomeOutput}}
+	return gateway.RunResult{Output: json.RawMessage(`{}`), Outcome: contract.Outcome{Kind: contract.OutcomeOutput}}
 }
 
 func holdCommitted(s holon.Store, receipt string) bool {
@@ -67,7 +68,7 @@ runtime: {kind: dev}
 `)
 	te = newEngine(t, []string{remote, durable}, h, mainMandate)
 	probe.store = func() holon.Store { return te.store }
-	te.runners[gateway.RuntimeWebhook] = probe
+	te.runners[contract.RuntimeWebhook] = probe
 
 	var wg sync.WaitGroup
 	errs := make(chan error, 40)

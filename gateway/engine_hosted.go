@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 
 	"holon.dev/holon"
+	"holon.dev/holon/gateway/contract"
 	"holon.dev/holon/journal"
 )
 
@@ -12,7 +13,7 @@ import (
 // with it (a signup's account, keys and credit) in one commit. Like
 // PutMandate, it replaces a mandate with the same id and gives the issuer
 // the signup credit once.
-func (e *Engine) PutMandateTx(tx holon.Tx, m *Mandate) error {
+func (e *Engine) PutMandateTx(tx holon.Tx, m *contract.Mandate) error {
 	if err := m.Validate(); err != nil {
 		return err
 	}
@@ -37,7 +38,7 @@ func (e *Engine) PutMandateTx(tx holon.Tx, m *Mandate) error {
 func (e *Engine) CreditTx(tx holon.Tx, key, account string, amount journal.Amount) (holon.JournalRow, error) {
 	entry, err := journal.Transfer(key, DemoCreditAccount, account, amount)
 	if err != nil {
-		return holon.JournalRow{}, Errorf(CodeInvalidRequest, "%v", err)
+		return holon.JournalRow{}, holon.Errorf(holon.CodeInvalidRequest, "%v", err)
 	}
 	return tx.AppendEntry(entry)
 }

@@ -9,6 +9,7 @@ import (
 
 	"holon.dev/holon"
 	"holon.dev/holon/gateway"
+	"holon.dev/holon/gateway/contract"
 	"holon.dev/holon/journal"
 )
 
@@ -93,29 +94,29 @@ func TestEngine_Call_Lifecycle(t *testing.T) {
 					t.Errorf("capability text.echo resolved to %v", a)
 				}
 			}},
-		{name: "unknown mandate", mandateID: "alice/nope", agent: "acme/echo", status: holon.StatusDenied, code: gateway.CodeMandateInactive},
+		{name: "unknown mandate", mandateID: "alice/nope", agent: "acme/echo", status: holon.StatusDenied, code: holon.CodeMandateInactive},
 		{name: "revoked mandate", mandate: mandateWith("m", "revoked: true"), agent: "acme/echo",
-			status: holon.StatusDenied, code: gateway.CodeMandateInactive},
+			status: holon.StatusDenied, code: holon.CodeMandateInactive},
 		{name: "expired mandate", mandate: mandateWith("m", `expires: "2020-01-01T00:00:00Z"`), agent: "acme/echo",
-			status: holon.StatusDenied, code: gateway.CodeMandateInactive},
+			status: holon.StatusDenied, code: holon.CodeMandateInactive},
 		{name: "denied agent", mandate: mandateWith("m", `deny: {agents: ["acme/echo"]}`), agent: "acme/echo",
-			status: holon.StatusDenied, code: gateway.CodeDeniedByMandate},
+			status: holon.StatusDenied, code: holon.CodeDeniedByMandate},
 		{name: "not allowed", mandate: mandateWith("m", `allow: {agents: ["acme/units"]}`), agent: "acme/echo",
-			status: holon.StatusDenied, code: gateway.CodeNotAllowed},
+			status: holon.StatusDenied, code: holon.CodeNotAllowed},
 		{name: "data policy", mandate: mandateWith("m", `data: {regions: [eu]}`), agent: "acme/echo",
-			status: holon.StatusDenied, code: gateway.CodeDataPolicy},
+			status: holon.StatusDenied, code: holon.CodeDataPolicy},
 		{name: "no fx rate", mandate: mandateWith("m", "fx: {}"), agent: "acme/usd",
-			status: holon.StatusDenied, code: gateway.CodeNoFxRate},
+			status: holon.StatusDenied, code: holon.CodeNoFxRate},
 		{name: "below fixed price", agent: "acme/echo", maxCost: "0.09",
-			status: holon.StatusDenied, code: gateway.CodeBelowFixedPrice},
+			status: holon.StatusDenied, code: holon.CodeBelowFixedPrice},
 		{name: "over per call", mandate: mandateWith("m", `budget: {total: "10.00", per_call: "0.09"}`), agent: "acme/echo",
-			status: holon.StatusDenied, code: gateway.CodeOverPerCall},
+			status: holon.StatusDenied, code: holon.CodeOverPerCall},
 		{name: "over budget", mandate: mandateWith("m", `budget: {total: "0.09"}`), agent: "acme/echo",
-			status: holon.StatusDenied, code: gateway.CodeOverBudget},
+			status: holon.StatusDenied, code: holon.CodeOverBudget},
 		{name: "insufficient funds", credit: "0.09", agent: "acme/echo",
-			status: holon.StatusDenied, code: gateway.CodeInsufficientFunds, worst: "0.10"},
-		{name: "unknown agent", agent: "acme/nothing", status: holon.StatusDenied, code: gateway.CodeNotFound},
-		{name: "unknown capability", capability: "text.nothing", status: holon.StatusDenied, code: gateway.CodeNotFound},
+			status: holon.StatusDenied, code: holon.CodeInsufficientFunds, worst: "0.10"},
+		{name: "unknown agent", agent: "acme/nothing", status: holon.StatusDenied, code: holon.CodeNotFound},
+		{name: "unknown capability", capability: "text.nothing", status: holon.StatusDenied, code: holon.CodeNotFound},
 		{name: "pending approval", mandate: mandateWith("m", `approval: {above: "0.05"}`), agent: "acme/echo", input: `{"doc":"q4"}`,
 			status: holon.StatusPendingApproval, worst: "0.10",
 			check: func(t *testing.T, te *testEngine, res *gateway.CallResult) {
@@ -130,7 +131,7 @@ func TestEngine_Call_Lifecycle(t *testing.T) {
 				}
 			}},
 		{name: "rejected input", agent: "acme/strict", input: `{"text":3}`,
-			status: holon.StatusRejected, code: gateway.CodeRejectedInput},
+			status: holon.StatusRejected, code: holon.CodeRejectedInput},
 		{name: "declared billed error, charge_on attempt", agent: "acme/declared", input: `{"code":"quota"}`,
 			status: holon.StatusFailed, code: "quota", billed: true, own: "0.10"},
 		{name: "declared unbilled error, charge_on attempt", agent: "acme/declared", input: `{"code":"bad_doc"}`,
@@ -138,13 +139,13 @@ func TestEngine_Call_Lifecycle(t *testing.T) {
 		{name: "declared billed error, charge_on success", agent: "acme/declared-s", input: `{"code":"quota"}`,
 			status: holon.StatusFailed, code: "quota"},
 		{name: "undeclared error", agent: "acme/declared", input: `{"code":"made_up"}`,
-			status: holon.StatusFailed, code: gateway.CodeAgentError},
+			status: holon.StatusFailed, code: holon.CodeAgentError},
 		{name: "crash", agent: "acme/crash", input: `{"mode":"error"}`,
-			status: holon.StatusFailed, code: gateway.CodeAgentError},
+			status: holon.StatusFailed, code: holon.CodeAgentError},
 		{name: "panic", agent: "acme/crash", input: `{"mode":"panic"}`,
-			status: holon.StatusFailed, code: gateway.CodeAgentError},
+			status: holon.StatusFailed, code: holon.CodeAgentError},
 		{name: "invalid output", agent: "acme/bad-output", input: `{"number":1}`,
-			status: holon.StatusFailed, code: gateway.CodeInvalidOutput},
+			status: holon.StatusFailed, code: holon.CodeInvalidOutput},
 		{name: "per unit", agent: "acme/units", input: `{"units":3}`,
 			status: holon.StatusSucceeded, billed: true, own: "0.30", worst: "3.00"},
 		{name: "per unit capped at max", agent: "acme/units", input: `{"units":1000}`,
@@ -156,14 +157,14 @@ func TestEngine_Call_Lifecycle(t *testing.T) {
 					t.Errorf("the agent saw %s, want max_cost 0.25", res.Output)
 				}
 			}},
-		{name: "no units", agent: "acme/units", input: `{}`, status: holon.StatusFailed, code: gateway.CodeInvalidUnits},
-		{name: "negative units", agent: "acme/units", input: `{"units":-1}`, status: holon.StatusFailed, code: gateway.CodeInvalidUnits},
+		{name: "no units", agent: "acme/units", input: `{}`, status: holon.StatusFailed, code: holon.CodeInvalidUnits},
+		{name: "negative units", agent: "acme/units", input: `{"units":-1}`, status: holon.StatusFailed, code: holon.CodeInvalidUnits},
 		{name: "quote", agent: "acme/quote", input: `{"quote":"0.35"}`, status: holon.StatusSucceeded, billed: true, own: "0.35"},
 		{name: "quote capped at max", agent: "acme/quote", input: `{"quote":"5"}`, status: holon.StatusSucceeded, billed: true, own: "2.00"},
-		{name: "invalid quote", agent: "acme/quote", input: `{"quote":"a lot"}`, status: holon.StatusFailed, code: gateway.CodeInvalidQuote},
-		{name: "no quote", agent: "acme/quote", input: `{}`, status: holon.StatusFailed, code: gateway.CodeInvalidQuote},
-		{name: "handler not compiled in", agent: "acme/ghost", status: holon.StatusFailed, code: gateway.CodeRuntimeUnavailable},
-		{name: "no runner for the kind", agent: "acme/remote", status: holon.StatusFailed, code: gateway.CodeRuntimeUnavailable},
+		{name: "invalid quote", agent: "acme/quote", input: `{"quote":"a lot"}`, status: holon.StatusFailed, code: holon.CodeInvalidQuote},
+		{name: "no quote", agent: "acme/quote", input: `{}`, status: holon.StatusFailed, code: holon.CodeInvalidQuote},
+		{name: "handler not compiled in", agent: "acme/ghost", status: holon.StatusFailed, code: holon.CodeRuntimeUnavailable},
+		{name: "no runner for the kind", agent: "acme/remote", status: holon.StatusFailed, code: holon.CodeRuntimeUnavailable},
 		{name: "fx rounded up", agent: "acme/usd", status: holon.StatusSucceeded, billed: true, own: "0.092346", worst: "0.092346",
 			check: func(t *testing.T, _ *testEngine, res *gateway.CallResult) {
 				// 0.10 USD × 0.923457 = 0.0923457 EUR, rounded up.
@@ -187,7 +188,7 @@ func (c lifecycleCase) run(t *testing.T) {
 		mandate = c.mandate
 	}
 	te := openEngine(t, engineConfig{manifests: allAgents, handlers: testHandlers(), mandates: []string{mandate}, credit: c.credit})
-	stored, err := gateway.ParseMandate([]byte(mandate))
+	stored, err := contract.ParseMandate([]byte(mandate))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,7 +229,7 @@ func (c lifecycleCase) run(t *testing.T) {
 	wantRan := 1
 	switch {
 	case c.status != holon.StatusSucceeded && c.status != holon.StatusFailed,
-		c.code == gateway.CodeRuntimeUnavailable:
+		c.code == holon.CodeRuntimeUnavailable:
 		wantRan = 0
 	}
 	if ran != wantRan {
@@ -278,7 +279,7 @@ func TestEngine_Call_Timeout(t *testing.T) {
 			close(release)
 			elapsed := time.Since(start)
 
-			wantReceipt(t, res.Receipt, holon.StatusFailed, gateway.CodeTimeout, false, "0")
+			wantReceipt(t, res.Receipt, holon.StatusFailed, holon.CodeTimeout, false, "0")
 			if elapsed < time.Second || elapsed > 10*time.Second {
 				t.Errorf("the call took %v, want about the 1 s timeout", elapsed)
 			}
@@ -303,7 +304,7 @@ func TestEngine_Call_GatewayError(t *testing.T) {
 		t.Parallel()
 		te := newEngine(t, allAgents, testHandlers(), mainMandate)
 		res := te.call(t, gateway.CallInput{Mandate: "alice/main", Agent: "acme/orch-wide", Input: script()})
-		wantReceipt(t, res.Receipt, holon.StatusFailed, gateway.CodeGatewayError, false, "0")
+		wantReceipt(t, res.Receipt, holon.StatusFailed, holon.CodeGatewayError, false, "0")
 		if te.ran("script") != 0 {
 			t.Error("the orchestrator ran without a valid sub-mandate")
 		}
@@ -347,7 +348,7 @@ func TestEngine_Call_GatewayError(t *testing.T) {
 		if res == nil {
 			t.FailNow()
 		}
-		wantReceipt(t, res.Receipt, holon.StatusFailed, gateway.CodeGatewayError, false, "0")
+		wantReceipt(t, res.Receipt, holon.StatusFailed, holon.CodeGatewayError, false, "0")
 		if len(res.Output) != 0 {
 			t.Errorf("output %s returned for a call that was not billed", res.Output)
 		}
@@ -378,13 +379,13 @@ func TestEngine_Call_InsufficientFundsCountsHolds(t *testing.T) {
 	}()
 	wait(t, started, "the first call to start")
 	res := te.call(t, gateway.CallInput{Mandate: "alice/main", Agent: "acme/echo"})
-	wantReceipt(t, res.Receipt, holon.StatusDenied, gateway.CodeInsufficientFunds, false, "0")
+	wantReceipt(t, res.Receipt, holon.StatusDenied, holon.CodeInsufficientFunds, false, "0")
 	close(release)
 	if res := wait(t, done, "the first call to end"); res != nil {
 		wantReceipt(t, res.Receipt, holon.StatusSucceeded, "", true, "0.05")
 	}
 	res = te.call(t, gateway.CallInput{Mandate: "alice/main", Agent: "acme/echo"})
-	wantReceipt(t, res.Receipt, holon.StatusDenied, gateway.CodeInsufficientFunds, false, "0")
+	wantReceipt(t, res.Receipt, holon.StatusDenied, holon.CodeInsufficientFunds, false, "0")
 	// 0.07 is left: a 0.05 call still goes through.
 	res = te.call(t, gateway.CallInput{Mandate: "alice/main", Agent: "acme/hang"})
 	wantReceipt(t, res.Receipt, holon.StatusSucceeded, "", true, "0.05")

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"testing"
 
-	"holon.dev/holon/gateway"
+	"holon.dev/holon"
 )
 
 // Ensure that Receipts refuses a cursor that is not a receipt id as the
@@ -12,15 +12,15 @@ import (
 // own error (internal), never as invalid_request.
 func TestEngine_Receipts_Errors(t *testing.T) {
 	te := newEngine(t, nil, nil)
-	if _, err := te.eng.Receipts("", "nope", 10); gateway.ErrorCode(err) != gateway.CodeInvalidRequest {
-		t.Errorf("a bad cursor: %v, want %s", err, gateway.CodeInvalidRequest)
+	if _, err := te.eng.Receipts("", "nope", 10); holon.ErrorCode(err) != holon.CodeInvalidRequest {
+		t.Errorf("a bad cursor: %v, want %s", err, holon.CodeInvalidRequest)
 	}
 	if _, err := te.eng.Receipts("", "r1", 10); err != nil {
 		t.Errorf("a good cursor: %v", err)
 	}
 	old := te.restart(t) // its store is closed under it
 	_, err := old.Receipts("", "", 10)
-	var ge *gateway.Error
+	var ge *holon.Error
 	if err == nil || errors.As(err, &ge) {
 		t.Errorf("a closed store: %v, want the store's error, with no code", err)
 	}

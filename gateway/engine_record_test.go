@@ -53,7 +53,7 @@ func TestEngine_MinSuccessRateFromTheRecord(t *testing.T) {
 		}
 	}
 	res := call("alice/strict", "acme/flaky@1.0.0", false)
-	if res.Receipt.Status != holon.StatusDenied || res.Receipt.Error == nil || *res.Receipt.Error != gateway.CodeRequirementNotMet ||
+	if res.Receipt.Status != holon.StatusDenied || res.Receipt.Error == nil || *res.Receipt.Error != holon.CodeRequirementNotMet ||
 		!strings.Contains(res.Message, "succeeded 9 of 20 runs") || res.Receipt.Billed {
 		t.Errorf("after 9 of 20: %s %v %q, want denied requirement_not_met, unbilled", res.Receipt.Status, res.Receipt.Error, res.Message)
 	}

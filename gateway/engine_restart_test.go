@@ -60,7 +60,7 @@ func TestEngine_Recover(t *testing.T) {
 	var orch, echo, child *holon.Receipt
 	for _, id := range hanging {
 		r := te.receipt(t, id)
-		wantReceipt(t, r, holon.StatusFailed, gateway.CodeGatewayRestarted, false, "0")
+		wantReceipt(t, r, holon.StatusFailed, holon.CodeGatewayRestarted, false, "0")
 		if r.Parent != nil {
 			child = r
 			orch = te.receipt(t, *r.Parent)
@@ -69,7 +69,7 @@ func TestEngine_Recover(t *testing.T) {
 	if orch == nil {
 		t.Fatal("no hanging call was the orchestrator's child")
 	}
-	wantReceipt(t, orch, holon.StatusFailed, gateway.CodeGatewayRestarted, false, "0")
+	wantReceipt(t, orch, holon.StatusFailed, holon.CodeGatewayRestarted, false, "0")
 	if len(orch.Children) != 2 || orch.Children[1] != child.ID {
 		t.Fatalf("orchestrator children %v", orch.Children)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"holon.dev/holon"
 	"holon.dev/holon/gateway"
+	"holon.dev/holon/gateway/contract"
 	"holon.dev/holon/gateway/storetest"
 	"holon.dev/holon/journal"
 	"holon.dev/holon/kv"
@@ -77,16 +78,16 @@ func openEngine(tb testing.TB, cfg engineConfig) *testEngine {
 	if cfg.credit != "" {
 		te.credit = journal.MustParseAmount(cfg.credit)
 	}
-	te.runners = map[string]gateway.Runner{gateway.RuntimeDev: te.dev}
-	var ms []*gateway.Manifest
+	te.runners = map[string]gateway.Runner{contract.RuntimeDev: te.dev}
+	var ms []*contract.Manifest
 	for _, doc := range cfg.manifests {
-		m, err := gateway.ParseManifest([]byte(doc))
+		m, err := contract.ParseManifest([]byte(doc))
 		if err != nil {
 			tb.Fatalf("manifest: %v\n%s", err, doc)
 		}
 		ms = append(ms, m)
 	}
-	if err := te.reg.AddAll(ms, gateway.AgentFacts{}, true); err != nil {
+	if err := te.reg.AddAll(ms, contract.AgentFacts{}, true); err != nil {
 		tb.Fatalf("registry: %v", err)
 	}
 	for name, h := range cfg.handlers {
@@ -145,9 +146,9 @@ func (te *testEngine) newEngineOn(s holon.Store) *gateway.Engine {
 }
 
 // putMandate parses a mandate and stores it.
-func (te *testEngine) putMandate(tb testing.TB, doc string) *gateway.Mandate {
+func (te *testEngine) putMandate(tb testing.TB, doc string) *contract.Mandate {
 	tb.Helper()
-	m, err := gateway.ParseMandate([]byte(doc))
+	m, err := contract.ParseMandate([]byte(doc))
 	if err != nil {
 		tb.Fatalf("mandate: %v\n%s", err, doc)
 	}

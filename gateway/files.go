@@ -12,6 +12,9 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"holon.dev/holon"
+	"holon.dev/holon/gateway/contract"
 )
 
 // Files (gateway.md §7 "Files"): a call's input carries handles,
@@ -25,12 +28,6 @@ import (
 
 // FileHandlePrefix starts every file handle.
 const FileHandlePrefix = "holon://files/"
-
-// CodeUnreadableDocument is the declared error a downloading agent fails
-// with when a file does not arrive whole: its download failed, or what
-// arrived does not have the declared size and SHA-256. Agents that read
-// files declare it unbilled, so that the caller does not pay for a bad run.
-const CodeUnreadableDocument = "unreadable_document"
 
 // FileLink is what an agent receives for one handle: the gateway.md §6 row
 // of _meta["holon/files"].
@@ -120,18 +117,18 @@ func (e *Engine) fileLinks(ctx context.Context, input json.RawMessage, account s
 		return nil, RunResult{}, true
 	}
 	notFound := func(msg string) (map[string]FileLink, RunResult, bool) {
-		return nil, RunResult{Outcome: Outcome{Kind: OutcomeFileNotFound}, Message: msg}, false
+		return nil, RunResult{Outcome: contract.Outcome{Kind: contract.OutcomeFileNotFound}, Message: msg}, false
 	}
 	if e.files == nil {
 		return notFound(fmt.Sprintf("no file %s: this gateway keeps no files", handles[0]))
 	}
 	links, err := e.files.Links(ctx, account, handles, IsEvaluation(ctx))
-	var ge *Error
+	var ge *holon.Error
 	switch {
-	case errors.As(err, &ge) && ge.Code == CodeFileNotFound:
+	case errors.As(err, &ge) && ge.Code == holon.CodeFileNotFound:
 		return notFound(ge.Msg)
 	case err != nil:
-		return nil, RunResult{Outcome: Outcome{Kind: OutcomeGatewayError}, Message: "reading files: " + err.Error()}, false
+		return nil, RunResult{Outcome: contract.Outcome{Kind: contract.OutcomeGatewayError}, Message: "reading files: " + err.Error()}, false
 	}
 	return links, RunResult{}, true
 }
@@ -143,7 +140,7 @@ func (e *Engine) fileLinks(ctx context.Context, input json.RawMessage, account s
 // agents that read files).
 func ReadFile(ctx context.Context, link FileLink) ([]byte, error) {
 	unreadable := func(format string, args ...any) error {
-		return &AgentError{Code: CodeUnreadableDocument, Message: fmt.Sprintf(format, args...)}
+		return &AgentError{Code: holon.CodeUnreadableDocument, Message: fmt.Sprintf(format, args...)}
 	}
 	if link.Open == nil {
 		return nil, unreadable("the file has no link to download it from")
@@ -180,7 +177,7 @@ func ReadFile(ctx context.Context, link FileLink) ([]byte, error) {
 func (c *Ctx) Download(ctx context.Context, handle string) ([]byte, error) {
 	link, ok := c.inv.Files[handle]
 	if !ok {
-		return nil, &AgentError{Code: CodeUnreadableDocument, Message: fmt.Sprintf("no link was given for %s", handle)}
+		return nil, &AgentError{Code: holon.CodeUnreadableDocument, Message: fmt.Sprintf("no link was given for %s", handle)}
 	}
 	return ReadFile(ctx, link)
 }

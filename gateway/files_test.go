@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"holon.dev/holon"
 	"holon.dev/holon/gateway"
 )
 
@@ -65,8 +66,8 @@ func TestReadFile(t *testing.T) {
 	} {
 		_, err := gateway.ReadFile(context.Background(), l)
 		var ae *gateway.AgentError
-		if !errors.As(err, &ae) || ae.Code != gateway.CodeUnreadableDocument {
-			t.Errorf("%s: %v, want %s", name, err, gateway.CodeUnreadableDocument)
+		if !errors.As(err, &ae) || ae.Code != holon.CodeUnreadableDocument {
+			t.Errorf("%s: %v, want %s", name, err, holon.CodeUnreadableDocument)
 		}
 	}
 }

@@ -9,13 +9,15 @@ import (
 	"strings"
 	"sync"
 
+	"holon.dev/holon"
+	"holon.dev/holon/gateway/contract"
 	"holon.dev/holon/journal"
 )
 
 // AgentVersion is one listed agent version with what the platform knows of it.
 type AgentVersion struct {
-	Manifest *Manifest
-	Facts    AgentFacts
+	Manifest *contract.Manifest
+	Facts    contract.AgentFacts
 	// Chain is the royalty chain of its lineage, nearest upstream first.
 	Chain []journal.Upstream
 	// ChainRefs are the exact versions of Chain, level by level: who earns
@@ -41,7 +43,7 @@ func (v *AgentVersion) Matches(lowered string) bool {
 	return strings.Contains(v.search, lowered)
 }
 
-func searchText(m *Manifest) string {
+func searchText(m *contract.Manifest) string {
 	return strings.ToLower(m.ID + " " + m.Summary + " " + m.Description + " " + strings.Join(m.Capabilities, " "))
 }
 
@@ -72,10 +74,10 @@ func (r *Registry) Add(v *AgentVersion) error {
 	defer r.mu.Unlock()
 	m := v.Manifest
 	if _, ok := r.byRef[m.Ref()]; ok {
-		return Errorf(CodeInvalidManifest, "%s is already listed: versions are immutable", m.Ref())
+		return holon.Errorf(holon.CodeInvalidManifest, "%s is already listed: versions are immutable", m.Ref())
 	}
 	var refs []string
-	chain, err := m.CheckLineage(func(ref string) (*Manifest, bool) {
+	chain, err := m.CheckLineage(func(ref string) (*contract.Manifest, bool) {
 		up, ok := r.byRef[ref]
 		if !ok {
 			return nil, false
@@ -91,7 +93,7 @@ func (r *Registry) Add(v *AgentVersion) error {
 	r.latest = nil
 	r.byRef[m.Ref()] = v
 	vs := append(r.byID[m.ID], v)
-	sort.Slice(vs, func(i, j int) bool { return vs[i].Manifest.version.Compare(vs[j].Manifest.version) < 0 })
+	sort.Slice(vs, func(i, j int) bool { return vs[i].Manifest.SemVer().Compare(vs[j].Manifest.SemVer()) < 0 })
 	r.byID[m.ID] = vs
 	return nil
 }
@@ -116,7 +118,7 @@ func (r *Registry) Remove(ref string) {
 // SetFacts changes what the platform knows of a listed version (its
 // evaluation, say). The listed version is replaced by a copy, so a call
 // already holding the old one is not raced; false when ref is not listed.
-func (r *Registry) SetFacts(ref string, change func(*AgentFacts)) bool {
+func (r *Registry) SetFacts(ref string, change func(*contract.AgentFacts)) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	old, ok := r.byRef[ref]
@@ -148,23 +150,23 @@ func (r *Registry) Get(ref string) (*AgentVersion, bool) {
 // (ns/name, ns/name@version or ns/name@range). Pre-releases are chosen only
 // when the range names one; a bare ns/name means the highest release.
 func (r *Registry) Resolve(ref string) (*AgentVersion, error) {
-	ar, err := ParseAgentRef(ref)
+	ar, err := contract.ParseAgentRef(ref)
 	if err != nil {
-		return nil, Errorf(CodeInvalidRequest, "%v", err)
+		return nil, holon.Errorf(holon.CodeInvalidRequest, "%v", err)
 	}
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	vs := r.byID[ar.ID()]
 	for i := len(vs) - 1; i >= 0; i-- {
-		v := vs[i].Manifest.version
+		v := vs[i].Manifest.SemVer()
 		if ar.Range == nil && !v.IsPrerelease() || ar.Range != nil && ar.Range.Contains(v) {
 			return vs[i], nil
 		}
 	}
 	if len(vs) == 0 {
-		return nil, Errorf(CodeNotFound, "no agent %s is listed", ar.ID())
+		return nil, holon.Errorf(holon.CodeNotFound, "no agent %s is listed", ar.ID())
 	}
-	return nil, Errorf(CodeNotFound, "no listed version of %s matches %q", ar.ID(), ref)
+	return nil, holon.Errorf(holon.CodeNotFound, "no listed version of %s matches %q", ar.ID(), ref)
 }
 
 // Implementers returns, for each agent that implements capability, its
@@ -176,7 +178,7 @@ func (r *Registry) Implementers(capability string) []*AgentVersion {
 	for _, vs := range r.byID {
 		for i := len(vs) - 1; i >= 0; i-- {
 			m := vs[i].Manifest
-			if !m.version.IsPrerelease() && slices.Contains(m.Capabilities, capability) {
+			if !m.SemVer().IsPrerelease() && slices.Contains(m.Capabilities, capability) {
 				out = append(out, vs[i])
 				break
 			}
@@ -252,7 +254,7 @@ func (r *Registry) computeLatest() []*AgentVersion {
 	for _, vs := range r.byID {
 		pick := vs[len(vs)-1]
 		for i := len(vs) - 1; i >= 0; i-- {
-			if !vs[i].Manifest.version.IsPrerelease() {
+			if !vs[i].Manifest.SemVer().IsPrerelease() {
 				pick = vs[i]
 				break
 			}
@@ -266,8 +268,8 @@ func (r *Registry) computeLatest() []*AgentVersion {
 // LoadManifestDir reads every holon.yaml (and *.yaml, *.yml, *.json
 // manifest) under dir, recursively. Files that are not manifests are skipped;
 // an invalid manifest is an error naming its file.
-func LoadManifestDir(dir string) ([]*Manifest, error) {
-	var out []*Manifest
+func LoadManifestDir(dir string) ([]*contract.Manifest, error) {
+	var out []*contract.Manifest
 	err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -284,10 +286,10 @@ func LoadManifestDir(dir string) ([]*Manifest, error) {
 		if err != nil {
 			return err
 		}
-		if kind, _ := DocumentKind(b); kind != KindManifest {
+		if kind, _ := contract.DocumentKind(b); kind != contract.KindManifest {
 			return nil
 		}
-		m, err := ParseManifest(b)
+		m, err := contract.ParseManifest(b)
 		if err != nil {
 			return fmt.Errorf("%s: %w", path, err)
 		}
@@ -299,10 +301,10 @@ func LoadManifestDir(dir string) ([]*Manifest, error) {
 
 // AddAll lists manifests in an order that puts every upstream before its
 // forks, whatever order they came in.
-func (r *Registry) AddAll(ms []*Manifest, facts AgentFacts, shipped bool) error {
+func (r *Registry) AddAll(ms []*contract.Manifest, facts contract.AgentFacts, shipped bool) error {
 	pending := slices.Clone(ms)
 	for len(pending) > 0 {
-		var next []*Manifest
+		var next []*contract.Manifest
 		var lastErr error
 		for _, m := range pending {
 			if err := r.Add(&AgentVersion{Manifest: m, Facts: facts, Shipped: shipped}); err != nil {

@@ -6,16 +6,17 @@ import (
 	"testing"
 
 	"holon.dev/holon/gateway"
+	"holon.dev/holon/gateway/contract"
 )
 
 // regManifest is a free dev agent id@version, forking forkOf when set.
-func regManifest(t *testing.T, id, version, forkOf string) *gateway.Manifest {
+func regManifest(t *testing.T, id, version, forkOf string) *contract.Manifest {
 	t.Helper()
 	lineage := ""
 	if forkOf != "" {
 		lineage = fmt.Sprintf("lineage: { fork_of: %q }\nroyalties: { forks: \"0.10\" }\n", forkOf)
 	}
-	m, err := gateway.ParseManifest([]byte(fmt.Sprintf(`id: %s
+	m, err := contract.ParseManifest([]byte(fmt.Sprintf(`id: %s
 version: %s
 summary: Registry test agent %s.
 license: proprietary
@@ -36,7 +37,7 @@ runtime: { kind: dev }
 // changing the one a caller holds.
 func TestRegistry_ChainFactsLatest(t *testing.T) {
 	r := gateway.NewRegistry()
-	for _, m := range []*gateway.Manifest{
+	for _, m := range []*contract.Manifest{
 		regManifest(t, "ann/base", "1.0.0", ""),
 		regManifest(t, "cai/fork", "1.0.0", "ann/base@1.0.0"),
 		regManifest(t, "lena/fork", "2.0.0", "cai/fork@1.0.0"),
@@ -66,7 +67,7 @@ func TestRegistry_ChainFactsLatest(t *testing.T) {
 		t.Errorf("Latest after an add and a removal: %v", got)
 	}
 	held, _ := r.Get("ann/base@1.1.0")
-	if !r.SetFacts("ann/base@1.1.0", func(f *gateway.AgentFacts) { f.Evaluated = true }) {
+	if !r.SetFacts("ann/base@1.1.0", func(f *contract.AgentFacts) { f.Evaluated = true }) {
 		t.Fatal("SetFacts on a listed version said false")
 	}
 	now, _ := r.Get("ann/base@1.1.0")
@@ -76,7 +77,7 @@ func TestRegistry_ChainFactsLatest(t *testing.T) {
 	if v, _ := r.Resolve("ann/base"); !v.Facts.Evaluated {
 		t.Errorf("Resolve gives the old facts: %v", v.Facts)
 	}
-	if r.SetFacts("nobody/x@1.0.0", func(*gateway.AgentFacts) {}) {
+	if r.SetFacts("nobody/x@1.0.0", func(*contract.AgentFacts) {}) {
 		t.Error("SetFacts on an unlisted version said true")
 	}
 	if !now.Matches("test agent ann") || !now.Matches("") || now.Matches("TEST") {
@@ -89,8 +90,8 @@ func TestRegistry_ChainFactsLatest(t *testing.T) {
 // on offer.
 func TestRegistry_Capabilities(t *testing.T) {
 	r := gateway.NewRegistry()
-	parse := func(version, caps string) *gateway.Manifest {
-		m, err := gateway.ParseManifest([]byte("id: ann/x\nversion: " + version + "\nsummary: s\nlicense: proprietary\ncapabilities: " + caps +
+	parse := func(version, caps string) *contract.Manifest {
+		m, err := contract.ParseManifest([]byte("id: ann/x\nversion: " + version + "\nsummary: s\nlicense: proprietary\ncapabilities: " + caps +
 			"\ninterface: {input: {}, output: {}}\npricing: {model: free}\nruntime: {kind: dev}\n"))
 		if err != nil {
 			t.Fatal(err)

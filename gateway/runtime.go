@@ -8,13 +8,14 @@ import (
 	"sync"
 
 	"holon.dev/holon"
+	"holon.dev/holon/gateway/contract"
 	"holon.dev/holon/journal"
 )
 
 // Invocation is what a runtime needs to run one call.
 type Invocation struct {
 	// Manifest is the exact agent version being run.
-	Manifest *Manifest
+	Manifest *contract.Manifest
 	// Input is the call's input, already validated against interface.input.
 	Input json.RawMessage
 	// MaxCost is the caller's ceiling converted into the agent's currency
@@ -44,7 +45,7 @@ type RunResult struct {
 	// Output is the agent's output (not yet checked against interface.output).
 	Output json.RawMessage
 	// Outcome says how the run ended and carries the units or quote.
-	Outcome Outcome
+	Outcome contract.Outcome
 	// Message is the agent's own explanation of a failure; it is returned
 	// to the caller but never stored.
 	Message string
@@ -110,7 +111,7 @@ func (r *DevRuntime) Has(name string) bool {
 }
 
 // DevHandlerName is the handler a dev manifest runs: runtime.tool, or the agent's name.
-func DevHandlerName(m *Manifest) string {
+func DevHandlerName(m *contract.Manifest) string {
 	if m.Runtime.Tool != "" {
 		return m.Runtime.Tool
 	}
@@ -124,7 +125,7 @@ func (r *DevRuntime) Run(ctx context.Context, inv *Invocation) RunResult {
 	h, ok := r.handlers[DevHandlerName(inv.Manifest)]
 	r.mu.RUnlock()
 	if !ok {
-		return RunResult{Outcome: Outcome{Kind: OutcomeUnavailable},
+		return RunResult{Outcome: contract.Outcome{Kind: contract.OutcomeUnavailable},
 			Message: fmt.Sprintf("no dev handler %q is compiled into this gateway", DevHandlerName(inv.Manifest))}
 	}
 	c := &Ctx{inv: inv}
@@ -132,7 +133,7 @@ func (r *DevRuntime) Run(ctx context.Context, inv *Invocation) RunResult {
 	go func() {
 		defer func() {
 			if p := recover(); p != nil {
-				done <- RunResult{Outcome: Outcome{Kind: OutcomeCrash}, Message: fmt.Sprintf("agent panicked: %v", p)}
+				done <- RunResult{Outcome: contract.Outcome{Kind: contract.OutcomeCrash}, Message: fmt.Sprintf("agent panicked: %v", p)}
 			}
 		}()
 		out, err := h(ctx, inv.Input, c)
@@ -140,12 +141,12 @@ func (r *DevRuntime) Run(ctx context.Context, inv *Invocation) RunResult {
 	}()
 	select {
 	case res := <-done:
-		if ctx.Err() != nil && res.Outcome.Kind != OutcomeOutput {
-			return RunResult{Outcome: Outcome{Kind: OutcomeTimeout}}
+		if ctx.Err() != nil && res.Outcome.Kind != contract.OutcomeOutput {
+			return RunResult{Outcome: contract.Outcome{Kind: contract.OutcomeTimeout}}
 		}
 		return res
 	case <-ctx.Done():
-		return RunResult{Outcome: Outcome{Kind: OutcomeTimeout}}
+		return RunResult{Outcome: contract.Outcome{Kind: contract.OutcomeTimeout}}
 	}
 }
 
@@ -170,12 +171,12 @@ func (e *AgentError) Error() string { return e.Code + ": " + e.Message }
 // run's sub-mandate. An agent that declares no calls gets not_declared.
 func (c *Ctx) Call(ctx context.Context, t Target, input any) CallOutcome {
 	if c.inv.Delegate == nil {
-		return CallOutcome{Status: holon.StatusDenied, Error: CodeNotDeclared,
+		return CallOutcome{Status: holon.StatusDenied, Error: holon.CodeNotDeclared,
 			Message: fmt.Sprintf("%s declares no calls: it cannot delegate", c.inv.Manifest.Ref())}
 	}
 	b, err := json.Marshal(input)
 	if err != nil {
-		return CallOutcome{Status: holon.StatusFailed, Error: CodeRejectedInput, Message: "input is not JSON: " + err.Error()}
+		return CallOutcome{Status: holon.StatusFailed, Error: holon.CodeRejectedInput, Message: "input is not JSON: " + err.Error()}
 	}
 	return c.inv.Delegate.Call(ctx, t, b)
 }
@@ -223,26 +224,26 @@ func (c *Ctx) Receipt() string { return c.inv.Receipt }
 
 // Manifest is the exact agent version being run (its pricing, for an agent
 // that estimates its own cost).
-func (c *Ctx) Manifest() *Manifest { return c.inv.Manifest }
+func (c *Ctx) Manifest() *contract.Manifest { return c.inv.Manifest }
 
 func (c *Ctx) result(out any, err error) RunResult {
 	c.mu.Lock()
 	units, quote := c.units, c.quote
 	c.mu.Unlock()
-	res := RunResult{Outcome: Outcome{Units: units, Quote: quote}}
+	res := RunResult{Outcome: contract.Outcome{Units: units, Quote: quote}}
 	var ae *AgentError
 	switch {
 	case errors.As(err, &ae):
-		res.Outcome.Kind, res.Outcome.Code, res.Message = OutcomeError, ae.Code, ae.Message
+		res.Outcome.Kind, res.Outcome.Code, res.Message = contract.OutcomeError, ae.Code, ae.Message
 	case err != nil:
-		res.Outcome.Kind, res.Message = OutcomeCrash, err.Error()
+		res.Outcome.Kind, res.Message = contract.OutcomeCrash, err.Error()
 	default:
 		b, err := json.Marshal(out)
 		if err != nil {
-			res.Outcome.Kind, res.Message = OutcomeCrash, "output is not JSON: "+err.Error()
+			res.Outcome.Kind, res.Message = contract.OutcomeCrash, "output is not JSON: "+err.Error()
 			break
 		}
-		res.Outcome.Kind, res.Output = OutcomeOutput, b
+		res.Outcome.Kind, res.Output = contract.OutcomeOutput, b
 	}
 	return res
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"holon.dev/holon"
+	"holon.dev/holon/gateway/contract"
 	"holon.dev/holon/journal"
 )
 
@@ -19,10 +20,10 @@ import (
 type runState struct {
 	e        *Engine
 	rid      string
-	manifest *Manifest
+	manifest *contract.Manifest
 	version  *AgentVersion
-	mandate  *Mandate
-	sub      *Mandate
+	mandate  *contract.Mandate
+	sub      *contract.Mandate
 	payer    string
 	account  string
 	// claim is the root call's Idempotency-Key (nil when none, and for a
@@ -47,14 +48,14 @@ func (s *runState) childPayer() string {
 // fits checks a downstream candidate against the orchestrator's declared
 // calls: it must match an entry, and its worst case (in the mandate's
 // currency) must fit that entry's max_cost.
-func (s *runState) fits(m *Mandate, v *AgentVersion, capability string, worst journal.Amount) error {
+func (s *runState) fits(m *contract.Mandate, v *AgentVersion, capability string, worst journal.Amount) error {
 	rate, ok := m.Rate(s.manifest.Currency())
 	if !ok {
-		return Errorf(CodeNoFxRate, "no fx rate for %s", s.manifest.Currency())
+		return holon.Errorf(holon.CodeNoFxRate, "no fx rate for %s", s.manifest.Currency())
 	}
 	w, err := convertBackUp(worst, rate)
 	if err != nil {
-		return Errorf(CodeNotDeclared, "worst case out of range")
+		return holon.Errorf(holon.CodeNotDeclared, "worst case out of range")
 	}
 	_, err = s.manifest.Slot(v.Manifest, capability, w)
 	return err
@@ -84,14 +85,14 @@ func (s *runState) Call(ctx context.Context, t Target, input json.RawMessage) Ca
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		return CallOutcome{Status: holon.StatusDenied, Error: CodeGatewayError,
+		return CallOutcome{Status: holon.StatusDenied, Error: holon.CodeGatewayError,
 			Message: fmt.Sprintf("run %s has ended: no new downstream calls", s.rid)}
 	}
 	s.children.Add(1)
 	s.mu.Unlock()
 	defer s.children.Done()
 	if (t.Agent == "") == (t.Capability == "") {
-		return CallOutcome{Status: holon.StatusDenied, Error: CodeInvalidRequest, Message: "name exactly one of agent and capability"}
+		return CallOutcome{Status: holon.StatusDenied, Error: holon.CodeInvalidRequest, Message: "name exactly one of agent and capability"}
 	}
 	sp := callSpec{
 		mandate:    s.sub,
@@ -106,13 +107,13 @@ func (s *runState) Call(ctx context.Context, t Target, input json.RawMessage) Ca
 		rate, _ := s.mandate.Rate(s.manifest.Currency())
 		mc, err := journal.ConvertUp(*t.MaxCost, rate)
 		if err != nil {
-			return CallOutcome{Status: holon.StatusDenied, Error: CodeInvalidRequest, Message: "max_cost out of range"}
+			return CallOutcome{Status: holon.StatusDenied, Error: holon.CodeInvalidRequest, Message: "max_cost out of range"}
 		}
 		sp.maxCost = &mc
 	}
 	res, err := s.e.call(context.WithoutCancel(ctx), sp)
 	if err != nil {
-		return CallOutcome{Status: holon.StatusFailed, Error: CodeGatewayError, Message: err.Error()}
+		return CallOutcome{Status: holon.StatusFailed, Error: holon.CodeGatewayError, Message: err.Error()}
 	}
 	r := res.Receipt
 	out := CallOutcome{OK: r.Status == holon.StatusSucceeded, Output: res.Output, Receipt: r.ID, Status: r.Status, Message: res.Message}
@@ -144,7 +145,7 @@ func (s *runState) finish() {
 // and reservation (and passes the charge up to the calls it draws on),
 // writes the final receipt and the call event, in one transaction. If that
 // fails, the call is closed as gateway_error with nothing billed.
-func (e *Engine) settle(ctx context.Context, st *runState, bill Bill, d time.Duration) (*holon.Receipt, error) {
+func (e *Engine) settle(ctx context.Context, st *runState, bill contract.Bill, d time.Duration) (*holon.Receipt, error) {
 	var r *holon.Receipt
 	c, err := e.store.Apply(ctx, func(tx holon.Tx) error {
 		var err error
@@ -164,7 +165,7 @@ func (e *Engine) settle(ctx context.Context, st *runState, bill Bill, d time.Dur
 		return nil, err
 	}
 	e.log.Error("settlement failed; releasing the hold", "receipt", st.rid, "err", err)
-	failed := Bill{Status: holon.StatusFailed, Error: CodeGatewayError}
+	failed := contract.Bill{Status: holon.StatusFailed, Error: holon.CodeGatewayError}
 	err = e.store.Update(ctx, func(tx holon.Tx) error {
 		var err error
 		r, err = e.settleTx(tx, st, failed, d)
@@ -177,7 +178,7 @@ func (e *Engine) settle(ctx context.Context, st *runState, bill Bill, d time.Dur
 	return r, nil
 }
 
-func (e *Engine) settleTx(tx holon.Tx, st *runState, bill Bill, d time.Duration) (*holon.Receipt, error) {
+func (e *Engine) settleTx(tx holon.Tx, st *runState, bill contract.Bill, d time.Duration) (*holon.Receipt, error) {
 	h, err := tx.Hold(st.rid)
 	if err != nil {
 		return nil, fmt.Errorf("hold of %s: %w", st.rid, err)
@@ -371,7 +372,7 @@ func (e *Engine) Recover(ctx context.Context) (int, error) {
 			if err := e.release(tx, h, 0); err != nil {
 				return err
 			}
-			code := CodeGatewayRestarted
+			code := holon.CodeGatewayRestarted
 			r.Status, r.Error, r.Billed = holon.StatusFailed, &code, false
 			r.Cost = holon.Cost{Downstream: h.Downstream, Total: h.Downstream}
 			r.Children = append([]string{}, h.Children...)

@@ -1,130 +1,29 @@
 package gateway
 
 import (
-	"bytes"
-	"encoding/json"
-	"reflect"
-	"strings"
+	"holon.dev/holon"
+	"holon.dev/holon/gateway/canonical"
 )
 
-// This file is the one strict reader of JSON that comes from outside:
-// request bodies, call inputs and agents' answers. It is the parser of
-// CanonicalJSON, so what is checked here is exactly what the Idempotency-Key
-// and approval paths hash.
-
-// CheckJSON checks that b is strict JSON, I-JSON (RFC 7493): one value in
-// valid UTF-8, with no lone surrogate in a string, no duplicate key, no
-// number outside the range of a double, and nothing after it. Any value
-// that passes reads the same to every conforming decoder, so what the
-// gateway validates is what an agent or a caller receives. The error is an
-// *Error invalid_request that starts with what (such as "input") and names
-// the problem and its byte offset.
+// CheckJSON checks that b is strict JSON (canonical.Check: I-JSON, RFC
+// 7493), as every body, call input and agent's answer the gateway reads
+// must be, so what the gateway validates is what an agent or a caller
+// receives. The error is an *Error invalid_request that starts with what
+// (such as "input") and names the problem and its byte offset; it wraps the
+// *canonical.Error.
 func CheckJSON(b []byte, what string) error {
-	p := canonParser{in: b, what: what}
-	_, err := p.parse()
-	return err
+	if err := canonical.Check(b); err != nil {
+		return &holon.Error{Code: holon.CodeInvalidRequest, Msg: what + ": " + err.Error(), Err: err}
+	}
+	return nil
 }
 
-// DecodeJSON decodes b, which must pass CheckJSON, into v, strictly: a
-// field of v's structs matches only a key spelt exactly as its json name
-// (encoding/json alone would match any case), and an unknown field is
-// refused. Errors are *Error invalid_request starting with what.
+// DecodeJSON decodes b into v strictly (canonical.Decode: strict JSON, field
+// names spelt exactly, no unknown field). Errors are *Error invalid_request
+// starting with what.
 func DecodeJSON(b []byte, v any, what string) error {
-	p := canonParser{in: b, what: what}
-	root, err := p.parse()
-	if err != nil {
-		return err
-	}
-	if err := p.checkFields(&root, reflect.TypeOf(v)); err != nil {
-		return err
-	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return Errorf(CodeInvalidRequest, "%s: %v", what, err)
+	if err := canonical.Decode(b, v); err != nil {
+		return &holon.Error{Code: holon.CodeInvalidRequest, Msg: what + ": " + err.Error(), Err: err}
 	}
 	return nil
-}
-
-var jsonUnmarshaler = reflect.TypeFor[json.Unmarshaler]()
-
-// checkFields refuses, in the value n to be decoded into a t, any object
-// key that is not the exact json name of a field of its struct.
-func (p *canonParser) checkFields(n *canonNode, t reflect.Type) error {
-	for t != nil && t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	if t == nil || reflect.PointerTo(t).Implements(jsonUnmarshaler) || reflect.PointerTo(t).Implements(textUnmarshaler) {
-		return nil // decoded by its own rules, or anything goes (any)
-	}
-	switch {
-	case n.kind == '{' && t.Kind() == reflect.Struct:
-		fields := map[string]reflect.Type{}
-		jsonFields(t, fields)
-		for i := range n.members {
-			m := &n.members[i]
-			ft, ok := fields[m.key]
-			if !ok {
-				for name := range fields {
-					if strings.EqualFold(name, m.key) {
-						return p.errorAt(m.at, "unknown field %q (field names are case-sensitive: %q)", m.key, name)
-					}
-				}
-				return p.errorAt(m.at, "unknown field %q", m.key)
-			}
-			if err := p.checkFields(&m.value, ft); err != nil {
-				return err
-			}
-		}
-	case n.kind == '{' && t.Kind() == reflect.Map:
-		for i := range n.members {
-			if err := p.checkFields(&n.members[i].value, t.Elem()); err != nil {
-				return err
-			}
-		}
-	case n.kind == '[' && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array):
-		for i := range n.elems {
-			if err := p.checkFields(&n.elems[i], t.Elem()); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
-// jsonFields adds the json names of a struct's fields and their types,
-// those of embedded structs after the struct's own, as encoding/json
-// promotes them.
-func jsonFields(t reflect.Type, into map[string]reflect.Type) {
-	var embedded []reflect.Type
-	for i := range t.NumField() {
-		f := t.Field(i)
-		tag := f.Tag.Get("json")
-		if tag == "-" {
-			continue
-		}
-		name, _, _ := strings.Cut(tag, ",")
-		if f.Anonymous && name == "" {
-			ft := f.Type
-			if ft.Kind() == reflect.Pointer {
-				ft = ft.Elem()
-			}
-			if ft.Kind() == reflect.Struct {
-				embedded = append(embedded, ft)
-				continue
-			}
-		}
-		if !f.IsExported() {
-			continue
-		}
-		if name == "" {
-			name = f.Name
-		}
-		if _, ok := into[name]; !ok {
-			into[name] = f.Type
-		}
-	}
-	for _, e := range embedded {
-		jsonFields(e, into)
-	}
 }

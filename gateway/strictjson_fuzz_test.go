@@ -5,6 +5,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"holon.dev/holon"
 	"holon.dev/holon/gateway"
 )
 
@@ -19,7 +20,7 @@ func FuzzCheckJSON(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		err := gateway.CheckJSON(b, "body")
 		if err != nil {
-			if gateway.ErrorCode(err) != gateway.CodeInvalidRequest {
+			if holon.ErrorCode(err) != holon.CodeInvalidRequest {
 				t.Fatalf("%q refused with %v, want invalid_request", b, err)
 			}
 			return

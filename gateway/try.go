@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"holon.dev/holon"
+	"holon.dev/holon/gateway/contract"
 	"holon.dev/holon/journal"
 )
 
@@ -37,17 +39,17 @@ type TryResult struct {
 func (e *Engine) Try(ctx context.Context, v *AgentVersion, label string, input json.RawMessage, limit time.Duration) TryResult {
 	a := v.Manifest
 	if err := CheckJSON(input, "input"); err != nil {
-		return TryResult{Error: CodeRejectedInput, Message: errorMessage(err)}
+		return TryResult{Error: holon.CodeRejectedInput, Message: holon.ErrorMessage(err)}
 	}
-	if err := a.input.ValidateJSON(input); err != nil {
-		return TryResult{Error: CodeRejectedInput, Message: fmt.Sprintf("input does not match %s's interface.input: %v", a.Ref(), err)}
+	if err := a.InputSchema().ValidateJSON(input); err != nil {
+		return TryResult{Error: holon.CodeRejectedInput, Message: fmt.Sprintf("input does not match %s's interface.input: %v", a.Ref(), err)}
 	}
 	if len(a.Calls) > 0 {
-		return TryResult{Error: CodeGatewayError, Message: fmt.Sprintf("%s declares calls: it can only run as a paid call", a.Ref())}
+		return TryResult{Error: holon.CodeGatewayError, Message: fmt.Sprintf("%s declares calls: it can only run as a paid call", a.Ref())}
 	}
 	runner := e.runners[a.Runtime.Kind]
 	if runner == nil {
-		return TryResult{Error: CodeRuntimeUnavailable, Message: "no runtime for kind " + a.Runtime.Kind}
+		return TryResult{Error: holon.CodeRuntimeUnavailable, Message: "no runtime for kind " + a.Runtime.Kind}
 	}
 	timeout := time.Duration(a.Timeout()) * time.Second
 	if limit > 0 && limit < timeout {
@@ -65,11 +67,11 @@ func (e *Engine) Try(ctx context.Context, v *AgentVersion, label string, input j
 		res = runner.Run(rctx, &Invocation{Manifest: a, Input: input, Receipt: label, Shipped: v.Shipped, Files: files})
 	}
 	d := e.now().Sub(start)
-	if checkOutput(a, &res); res.Outcome.Kind == OutcomeInvalidOutput {
-		return TryResult{Error: CodeInvalidOutput, Duration: d, Message: res.Message}
+	if checkOutput(a, &res); res.Outcome.Kind == contract.OutcomeInvalidOutput {
+		return TryResult{Error: holon.CodeInvalidOutput, Duration: d, Message: res.Message}
 	}
 	// The billing table names the outcome; the price it computes is ignored.
-	bill := DecideBilling(a, res.Outcome, nil, journal.One)
+	bill := contract.DecideBilling(a, res.Outcome, nil, journal.One)
 	if bill.Error != "" {
 		return TryResult{Error: bill.Error, Message: res.Message, Duration: d}
 	}

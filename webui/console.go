@@ -14,7 +14,7 @@ import (
 	"net/http"
 	"strings"
 
-	"holon.dev/holon/gateway"
+	"holon.dev/holon"
 )
 
 // Prefix is where the console is mounted.
@@ -76,7 +76,7 @@ func (v Viewer) Operator() bool { return v.Kind == ViewerAdmin }
 // APIError is an API answer that was not 2xx.
 type APIError struct {
 	Status int
-	Err    *gateway.Error
+	Err    *holon.Error
 }
 
 // Error is the API's code and message.

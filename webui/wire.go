@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"time"
 
+	"holon.dev/holon"
 	"holon.dev/holon/gateway"
+	"holon.dev/holon/gateway/contract"
 	"holon.dev/holon/journal"
 )
 
@@ -95,32 +97,32 @@ type me struct {
 }
 
 type agentItem struct {
-	ID           string          `json:"id"`
-	Version      string          `json:"version"`
-	Summary      string          `json:"summary"`
-	Capabilities []string        `json:"capabilities"`
-	License      string          `json:"license"`
-	WorstCase    journal.Amount  `json:"worst_case"`
-	Currency     string          `json:"currency"`
-	Pricing      gateway.Pricing `json:"pricing"`
+	ID           string           `json:"id"`
+	Version      string           `json:"version"`
+	Summary      string           `json:"summary"`
+	Capabilities []string         `json:"capabilities"`
+	License      string           `json:"license"`
+	WorstCase    journal.Amount   `json:"worst_case"`
+	Currency     string           `json:"currency"`
+	Pricing      contract.Pricing `json:"pricing"`
 	Record       struct {
 		Runs      int64 `json:"runs"`
 		Succeeded int64 `json:"succeeded"`
 	} `json:"record"`
-	Denied *gateway.Error `json:"denied"`
+	Denied *holon.Error `json:"denied"`
 }
 
 type agentDetail struct {
-	Manifest *gateway.Manifest `json:"manifest"`
-	Record   measured          `json:"record"`
-	Versions []string          `json:"versions"`
+	Manifest *contract.Manifest `json:"manifest"`
+	Record   measured           `json:"record"`
+	Versions []string           `json:"versions"`
 }
 
 type callAnswer struct {
 	Output   json.RawMessage `json:"output"`
 	Receipt  *receipt        `json:"receipt"`
 	Approval *approval       `json:"approval"`
-	Error    *gateway.Error  `json:"error"`
+	Error    *holon.Error    `json:"error"`
 }
 
 // measured is an agent version's record, as the gateway measured it.

@@ -19,6 +19,7 @@ import (
 	"strings"
 
 	"holon.dev/holon/gateway"
+	"holon.dev/holon/gateway/contract"
 )
 
 // The sets of agents, by the folder that holds their manifests.
@@ -36,8 +37,8 @@ var files embed.FS
 func Sets() []string { return []string{SetAgents, SetExamples} }
 
 // Load parses the manifests of one set, ordered by agent id. Each call
-// parses afresh, so callers never share a *gateway.Manifest.
-func Load(set string) ([]*gateway.Manifest, error) {
+// parses afresh, so callers never share a *contract.Manifest.
+func Load(set string) ([]*contract.Manifest, error) {
 	if !slices.Contains(Sets(), set) {
 		return nil, fmt.Errorf("load agents: unknown set %q (want one of %q)", set, Sets())
 	}
@@ -45,19 +46,19 @@ func Load(set string) ([]*gateway.Manifest, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load agents %s: %w", set, err)
 	}
-	ms := make([]*gateway.Manifest, 0, len(names))
+	ms := make([]*contract.Manifest, 0, len(names))
 	for _, name := range names {
 		b, err := files.ReadFile(name)
 		if err != nil {
 			return nil, fmt.Errorf("load agents %s: %w", set, err)
 		}
-		m, err := gateway.ParseManifest(b)
+		m, err := contract.ParseManifest(b)
 		if err != nil {
 			return nil, fmt.Errorf("load agents %s: %s: %w", set, name, err)
 		}
 		ms = append(ms, m)
 	}
-	slices.SortFunc(ms, func(a, b *gateway.Manifest) int { return cmp.Compare(a.ID, b.ID) })
+	slices.SortFunc(ms, func(a, b *contract.Manifest) int { return cmp.Compare(a.ID, b.ID) })
 	return ms, nil
 }
 
@@ -111,7 +112,7 @@ func ParseExclude(s string) ([]string, error) {
 			continue
 		}
 		ns, name, ok := strings.Cut(id, "/")
-		if !ok || !gateway.ValidHandle(ns) || !gateway.ValidAgentName(name) {
+		if !ok || !contract.ValidHandle(ns) || !contract.ValidAgentName(name) {
 			return nil, fmt.Errorf("HOLON_EXCLUDE: %q is not an agent id (ns/name)", id)
 		}
 		out = append(out, id)
@@ -120,8 +121,8 @@ func ParseExclude(s string) ([]string, error) {
 }
 
 // Without returns the manifests whose agent is not excluded.
-func Without(ms []*gateway.Manifest, exclude []string) []*gateway.Manifest {
-	return slices.DeleteFunc(slices.Clone(ms), func(m *gateway.Manifest) bool {
+func Without(ms []*contract.Manifest, exclude []string) []*contract.Manifest {
+	return slices.DeleteFunc(slices.Clone(ms), func(m *contract.Manifest) bool {
 		return slices.Contains(exclude, m.ID)
 	})
 }

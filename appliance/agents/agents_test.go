@@ -14,6 +14,7 @@ import (
 	"holon.dev/holon"
 	"holon.dev/holon/appliance/agents"
 	"holon.dev/holon/gateway"
+	"holon.dev/holon/gateway/contract"
 	"holon.dev/holon/journal"
 )
 
@@ -49,7 +50,7 @@ func TestLoad(t *testing.T) {
 				t.Fatalf("Load(%q) = %q, want %q", tt.set, refs, tt.refs)
 			}
 			for _, m := range ms {
-				if m.Runtime.Kind != gateway.RuntimeDev {
+				if m.Runtime.Kind != contract.RuntimeDev {
 					t.Errorf("%s: runtime.kind = %q, want dev", m.Ref(), m.Runtime.Kind)
 				}
 				if m.License != "Apache-2.0" || m.Source == nil ||
@@ -163,7 +164,7 @@ func TestExamples_CallsFit(t *testing.T) {
 }
 
 // load is agents.Load that fails the test on an error.
-func load(t *testing.T, set string) []*gateway.Manifest {
+func load(t *testing.T, set string) []*contract.Manifest {
 	t.Helper()
 	ms, err := agents.Load(set)
 	if err != nil {
@@ -173,7 +174,7 @@ func load(t *testing.T, set string) []*gateway.Manifest {
 }
 
 // manifest finds an agent by id in any set.
-func manifest(t *testing.T, id string) *gateway.Manifest {
+func manifest(t *testing.T, id string) *contract.Manifest {
 	t.Helper()
 	for _, set := range agents.Sets() {
 		for _, m := range load(t, set) {
@@ -195,7 +196,7 @@ func devRuntime() *gateway.DevRuntime {
 
 // run runs one agent as the gateway would, without delegation: the input
 // must match interface.input, and an output must match interface.output.
-func run(t *testing.T, m *gateway.Manifest, input string) gateway.RunResult {
+func run(t *testing.T, m *contract.Manifest, input string) gateway.RunResult {
 	t.Helper()
 	return newDelegator(t).run(m, input)
 }
@@ -203,7 +204,7 @@ func run(t *testing.T, m *gateway.Manifest, input string) gateway.RunResult {
 // wantOutput checks that a run succeeded with an output equal, as JSON, to want.
 func wantOutput(t *testing.T, res gateway.RunResult, want string) {
 	t.Helper()
-	if res.Outcome.Kind != gateway.OutcomeOutput {
+	if res.Outcome.Kind != contract.OutcomeOutput {
 		t.Fatalf("outcome %v %q (%s), want an output", res.Outcome.Kind, res.Outcome.Code, res.Message)
 	}
 	if !jsonEqual(t, res.Output, []byte(want)) {
@@ -214,7 +215,7 @@ func wantOutput(t *testing.T, res gateway.RunResult, want string) {
 // wantError checks that a run failed with the declared error code.
 func wantError(t *testing.T, res gateway.RunResult, code string) {
 	t.Helper()
-	if res.Outcome.Kind != gateway.OutcomeError || res.Outcome.Code != code {
+	if res.Outcome.Kind != contract.OutcomeError || res.Outcome.Code != code {
 		t.Fatalf("outcome %v %q (%s), output %s; want declared error %s", res.Outcome.Kind, res.Outcome.Code, res.Message, res.Output, code)
 	}
 	if res.Message == "" {
@@ -240,7 +241,7 @@ func jsonEqual(t *testing.T, a, b []byte) bool {
 // delegator is a test double of the engine's delegation: it routes a
 // Target to the demo agent the engine would pick, checks the input and
 // output against the callee's schemas, runs it on the same dev runtime,
-// bills it with gateway.DecideBilling, and records every call.
+// bills it with contract.DecideBilling, and records every call.
 type delegator struct {
 	t   *testing.T
 	rt  *gateway.DevRuntime
@@ -257,13 +258,13 @@ type delegatedCall struct {
 	Target gateway.Target
 	Agent  string // the exact version called, "" when fail answered
 	Input  json.RawMessage
-	Bill   gateway.Bill
+	Bill   contract.Bill
 }
 
 func newDelegator(t *testing.T) *delegator {
 	t.Helper()
 	reg := gateway.NewRegistry()
-	if err := reg.AddAll(load(t, "examples"), gateway.AgentFacts{}, true); err != nil {
+	if err := reg.AddAll(load(t, "examples"), contract.AgentFacts{}, true); err != nil {
 		t.Fatal(err)
 	}
 	rt := devRuntime()
@@ -273,7 +274,7 @@ func newDelegator(t *testing.T) *delegator {
 }
 
 // run runs m as a top-level call with this delegator, when m declares calls.
-func (d *delegator) run(m *gateway.Manifest, input string) gateway.RunResult {
+func (d *delegator) run(m *contract.Manifest, input string) gateway.RunResult {
 	d.t.Helper()
 	if err := m.InputSchema().ValidateJSON([]byte(input)); err != nil {
 		d.t.Fatalf("%s: input %s does not match interface.input: %v", m.Ref(), input, err)
@@ -283,7 +284,7 @@ func (d *delegator) run(m *gateway.Manifest, input string) gateway.RunResult {
 		inv.Delegate = d
 	}
 	res := d.rt.Run(context.Background(), inv)
-	if res.Outcome.Kind == gateway.OutcomeOutput {
+	if res.Outcome.Kind == contract.OutcomeOutput {
 		if err := m.OutputSchema().ValidateJSON(res.Output); err != nil {
 			d.t.Fatalf("%s: output %s does not match interface.output: %v", m.Ref(), res.Output, err)
 		}
@@ -293,7 +294,7 @@ func (d *delegator) run(m *gateway.Manifest, input string) gateway.RunResult {
 
 // resolve picks the callee of a target as the engine would: the highest
 // version in range, or the first implementer of the capability.
-func (d *delegator) resolve(t gateway.Target) *gateway.Manifest {
+func (d *delegator) resolve(t gateway.Target) *contract.Manifest {
 	if t.Agent != "" {
 		v, err := d.reg.Resolve(t.Agent)
 		if err != nil {
@@ -327,22 +328,22 @@ func (d *delegator) Call(ctx context.Context, t gateway.Target, input json.RawMe
 	m := d.resolve(t)
 	if m == nil {
 		record(delegatedCall{Target: t, Input: input})
-		return gateway.CallOutcome{Status: holon.StatusDenied, Error: gateway.CodeNotFound, Receipt: receipt, Message: "no agent"}
+		return gateway.CallOutcome{Status: holon.StatusDenied, Error: holon.CodeNotFound, Receipt: receipt, Message: "no agent"}
 	}
 	call := delegatedCall{Target: t, Agent: m.Ref(), Input: input}
 	if err := m.InputSchema().ValidateJSON(input); err != nil {
 		record(call)
-		return gateway.CallOutcome{Status: holon.StatusRejected, Error: gateway.CodeRejectedInput, Receipt: receipt, Message: err.Error()}
+		return gateway.CallOutcome{Status: holon.StatusRejected, Error: holon.CodeRejectedInput, Receipt: receipt, Message: err.Error()}
 	}
 	res := d.rt.Run(ctx, &gateway.Invocation{Manifest: m, Input: input, Receipt: receipt})
 	out := res.Outcome
-	if out.Kind == gateway.OutcomeOutput {
+	if out.Kind == contract.OutcomeOutput {
 		if err := m.OutputSchema().ValidateJSON(res.Output); err != nil {
 			d.t.Errorf("%s: output %s does not match interface.output: %v", m.Ref(), res.Output, err)
-			out.Kind = gateway.OutcomeInvalidOutput
+			out.Kind = contract.OutcomeInvalidOutput
 		}
 	}
-	call.Bill = gateway.DecideBilling(m, out, nil, journal.One)
+	call.Bill = contract.DecideBilling(m, out, nil, journal.One)
 	record(call)
 	o := gateway.CallOutcome{OK: call.Bill.Status == holon.StatusSucceeded, Status: call.Bill.Status,
 		Error: call.Bill.Error, Message: res.Message, Receipt: receipt}

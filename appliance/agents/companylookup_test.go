@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"testing"
 
-	"holon.dev/holon/gateway"
+	"holon.dev/holon/gateway/contract"
 	"holon.dev/holon/journal"
 )
 
@@ -23,7 +23,7 @@ func TestCompanyLookup(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			res := run(t, m, nameInput(t, tt.name))
 			wantOutput(t, res, tt.want)
-			if bill := gateway.DecideBilling(m, res.Outcome, nil, journal.One); bill.Price != journal.MustParseAmount("0.08") {
+			if bill := contract.DecideBilling(m, res.Outcome, nil, journal.One); bill.Price != journal.MustParseAmount("0.08") {
 				t.Errorf("bill %+v, want a price of 0.08", bill)
 			}
 		})
@@ -37,7 +37,7 @@ func TestCompanyLookup_NotFound(t *testing.T) {
 	for _, name := range []string{"Nobody Ltd", "ACME", "ACME Corp.", "Globex"} {
 		res := run(t, m, nameInput(t, name))
 		wantError(t, res, "not_found")
-		if bill := gateway.DecideBilling(m, res.Outcome, nil, journal.One); bill.Billed {
+		if bill := contract.DecideBilling(m, res.Outcome, nil, journal.One); bill.Billed {
 			t.Errorf("%q: billed %+v", name, bill)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"holon.dev/holon/gateway"
+	"holon.dev/holon/gateway/contract"
 )
 
 // csvInput is csv-profile's input for a CSV text.
@@ -219,7 +220,7 @@ func TestCSVProfile_Deterministic(t *testing.T) {
 	}
 	input := csvInput(t, b.String())
 	first := run(t, m, input)
-	if first.Outcome.Kind != gateway.OutcomeOutput {
+	if first.Outcome.Kind != contract.OutcomeOutput {
 		t.Fatalf("outcome %v %q: %s", first.Outcome.Kind, first.Outcome.Code, first.Message)
 	}
 	checkCounts(t, first.Output)

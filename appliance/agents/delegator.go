@@ -52,7 +52,7 @@ type callAnswer struct {
 // Call implements gateway.Delegator over HTTP.
 func (d *RemoteDelegator) Call(ctx context.Context, t gateway.Target, input json.RawMessage) gateway.CallOutcome {
 	failed := func(format string, args ...any) gateway.CallOutcome {
-		return gateway.CallOutcome{Status: holon.StatusFailed, Error: gateway.CodeGatewayError, Message: fmt.Sprintf(format, args...)}
+		return gateway.CallOutcome{Status: holon.StatusFailed, Error: holon.CodeGatewayError, Message: fmt.Sprintf(format, args...)}
 	}
 	body, err := json.Marshal(delegatedRequest{Agent: t.Agent, Capability: t.Capability, Input: input, MaxCost: t.MaxCost})
 	if err != nil {
@@ -89,7 +89,7 @@ func (d *RemoteDelegator) Call(ctx context.Context, t gateway.Target, input json
 		// Refused before any receipt: a dead token, a malformed call.
 		out.Status = holon.StatusDenied
 		if out.Error == "" {
-			out.Status, out.Error = holon.StatusFailed, gateway.CodeGatewayError
+			out.Status, out.Error = holon.StatusFailed, holon.CodeGatewayError
 			out.Message = fmt.Sprintf("the gateway answered %d without a receipt", resp.StatusCode)
 		}
 		return out

@@ -12,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"holon.dev/holon/gateway"
+	"holon.dev/holon/gateway/contract"
 	"holon.dev/holon/journal"
 )
 
@@ -33,7 +34,7 @@ type Host struct {
 // HostConfig is what a Host serves, and how.
 type HostConfig struct {
 	// Manifests are the agents to serve: dev agents whose handlers Runtime has.
-	Manifests []*gateway.Manifest
+	Manifests []*contract.Manifest
 	// Runtime runs them.
 	Runtime *gateway.DevRuntime
 	// Client makes the orchestrators' delegated calls (http.DefaultClient
@@ -56,7 +57,7 @@ func NewHost(cfg HostConfig) (*Host, error) {
 	seen := map[string]string{}
 	for _, m := range cfg.Manifests {
 		name := m.Name()
-		if m.Runtime.Kind != gateway.RuntimeDev || !cfg.Runtime.Has(gateway.DevHandlerName(m)) {
+		if m.Runtime.Kind != contract.RuntimeDev || !cfg.Runtime.Has(gateway.DevHandlerName(m)) {
 			return nil, fmt.Errorf("agent host: %s is not an agent compiled into this binary", m.Ref())
 		}
 		if other, dup := seen[name]; dup {
@@ -82,7 +83,7 @@ func (h *Host) Tools() []string { return append([]string(nil), h.tools...) }
 func (h *Host) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.handler.ServeHTTP(w, r) }
 
 // hostTool runs one agent for one tools/call.
-func hostTool(m *gateway.Manifest, cfg HostConfig) mcp.ToolHandler {
+func hostTool(m *contract.Manifest, cfg HostConfig) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		input := json.RawMessage(req.Params.Arguments)
 		if len(input) == 0 {
@@ -121,7 +122,7 @@ func hostTool(m *gateway.Manifest, cfg HostConfig) mcp.ToolHandler {
 }
 
 // readMaxCost reads _meta["holon/max_cost"] = {amount, currency}.
-func readMaxCost(m *gateway.Manifest, raw any) (journal.Amount, error) {
+func readMaxCost(m *contract.Manifest, raw any) (journal.Amount, error) {
 	var mc struct {
 		Amount   string `json:"amount"`
 		Currency string `json:"currency"`
@@ -237,14 +238,14 @@ func toolResult(res gateway.RunResult) *mcp.CallToolResult {
 		}
 	}
 	switch res.Outcome.Kind {
-	case gateway.OutcomeOutput:
+	case contract.OutcomeOutput:
 		return &mcp.CallToolResult{Meta: meta, StructuredContent: res.Output,
 			Content: []mcp.Content{&mcp.TextContent{Text: string(res.Output)}}}
-	case gateway.OutcomeError:
+	case contract.OutcomeError:
 		return &mcp.CallToolResult{Meta: meta, IsError: true,
 			StructuredContent: map[string]any{"error": map[string]string{"code": res.Outcome.Code, "message": res.Message}},
 			Content:           []mcp.Content{&mcp.TextContent{Text: res.Outcome.Code + ": " + res.Message}}}
-	case gateway.OutcomeTimeout:
+	case contract.OutcomeTimeout:
 		return failure("the run was cancelled")
 	}
 	msg := res.Message
@@ -259,7 +260,7 @@ func toolResult(res gateway.RunResult) *mcp.CallToolResult {
 // RemoteManifest is m as an mcp agent of a host at endpoint: the same
 // manifest, with runtime {kind: mcp, endpoint, tool: <agent name>} and the
 // same limits. A gateway lists these to run the host's agents remotely.
-func RemoteManifest(m *gateway.Manifest, endpoint string) (*gateway.Manifest, error) {
+func RemoteManifest(m *contract.Manifest, endpoint string) (*contract.Manifest, error) {
 	b, err := json.Marshal(m)
 	if err != nil {
 		return nil, err
@@ -268,7 +269,7 @@ func RemoteManifest(m *gateway.Manifest, endpoint string) (*gateway.Manifest, er
 	if err := json.Unmarshal(b, &doc); err != nil {
 		return nil, err
 	}
-	rt := map[string]any{"kind": gateway.RuntimeMCP, "endpoint": endpoint, "tool": m.Name()}
+	rt := map[string]any{"kind": contract.RuntimeMCP, "endpoint": endpoint, "tool": m.Name()}
 	if m.Runtime.Limits != nil {
 		rt["limits"] = m.Runtime.Limits
 	}
@@ -276,5 +277,5 @@ func RemoteManifest(m *gateway.Manifest, endpoint string) (*gateway.Manifest, er
 	if b, err = json.Marshal(doc); err != nil {
 		return nil, err
 	}
-	return gateway.ParseManifest(b)
+	return contract.ParseManifest(b)
 }

@@ -12,8 +12,10 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"holon.dev/holon"
 	"holon.dev/holon/appliance/agents"
 	"holon.dev/holon/gateway"
+	"holon.dev/holon/gateway/contract"
 )
 
 // Ensure that the host hands _meta["holon/files"] to its agents, which
@@ -33,7 +35,7 @@ func TestHost_FileLinks(t *testing.T) {
 	t.Cleanup(origin.Close)
 	rt := gateway.NewDevRuntime()
 	agents.Register(rt)
-	h, err := agents.NewHost(agents.HostConfig{Manifests: []*gateway.Manifest{manifest(t, "holon-labs/csv-profile")}, Runtime: rt, Gateways: []string{origin.URL}})
+	h, err := agents.NewHost(agents.HostConfig{Manifests: []*contract.Manifest{manifest(t, "holon-labs/csv-profile")}, Runtime: rt, Gateways: []string{origin.URL}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +64,7 @@ func TestHost_FileLinks(t *testing.T) {
 		t.Errorf("a good link: %+v", res)
 	}
 	if res := call(origin.URL+"/v0/files/0123456789abcdef01234567", strings.Repeat("0", 64)); !res.IsError ||
-		res.StructuredContent.(map[string]any)["error"].(map[string]any)["code"] != gateway.CodeUnreadableDocument {
+		res.StructuredContent.(map[string]any)["error"].(map[string]any)["code"] != holon.CodeUnreadableDocument {
 		t.Errorf("another SHA-256: %+v", res)
 	}
 	if res := call("http://169.254.169.254/v0/files/0123456789abcdef01234567", good); !res.IsError ||

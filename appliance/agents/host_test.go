@@ -15,6 +15,8 @@ import (
 	"holon.dev/holon"
 	"holon.dev/holon/appliance/agents"
 	"holon.dev/holon/gateway"
+	"holon.dev/holon/gateway/contract"
+	"holon.dev/holon/gateway/remote"
 	"holon.dev/holon/gateway/storetest"
 	"holon.dev/holon/journal"
 	"holon.dev/holon/kv"
@@ -36,7 +38,7 @@ func servedHost(t *testing.T, f *fakeMessages) string {
 	t.Helper()
 	rt := gateway.NewDevRuntime()
 	agents.RegisterWith(rt, agents.Options{Summarize: f.config()})
-	var ms []*gateway.Manifest
+	var ms []*contract.Manifest
 	for _, set := range agents.Sets() {
 		ms = append(ms, load(t, set)...)
 	}
@@ -59,30 +61,30 @@ func servedHost(t *testing.T, f *fakeMessages) string {
 func hostGateway(t *testing.T, endpoint string) *gateway.Engine {
 	t.Helper()
 	reg := gateway.NewRegistry()
-	var ms []*gateway.Manifest
+	var ms []*contract.Manifest
 	for _, set := range agents.Sets() {
 		for _, m := range load(t, set) {
 			rm, err := agents.RemoteManifest(m, endpoint)
 			if err != nil {
 				t.Fatalf("RemoteManifest(%s): %v", m.Ref(), err)
 			}
-			if rm.Runtime.Kind != gateway.RuntimeMCP || rm.Runtime.Tool != m.Name() || rm.Ref() != m.Ref() {
+			if rm.Runtime.Kind != contract.RuntimeMCP || rm.Runtime.Tool != m.Name() || rm.Ref() != m.Ref() {
 				t.Fatalf("RemoteManifest(%s) = %+v", m.Ref(), rm.Runtime)
 			}
 			ms = append(ms, rm)
 		}
 	}
-	if err := reg.AddAll(ms, gateway.AgentFacts{}, false); err != nil {
+	if err := reg.AddAll(ms, contract.AgentFacts{}, false); err != nil {
 		t.Fatal(err)
 	}
 	s, err := kv.OpenStore(filepath.Join(t.TempDir(), "holon.db"), holon.StoreOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	runner := gateway.NewMCPRunner(gateway.RemoteConfig{Guard: gateway.NetGuard{AllowPrivate: true}})
+	runner := remote.NewMCPRunner(remote.Config{Guard: remote.NetGuard{AllowPrivate: true}})
 	e := gateway.New(gateway.Config{Store: s, Registry: reg, SignupCredit: journal.MustParseAmount("100.00"),
-		Runners: map[string]gateway.Runner{gateway.RuntimeMCP: runner}})
-	m, err := gateway.ParseMandate([]byte(hostMandate))
+		Runners: map[string]gateway.Runner{contract.RuntimeMCP: runner}})
+	m, err := contract.ParseMandate([]byte(hostMandate))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"holon.dev/holon"
 	"holon.dev/holon/gateway"
+	"holon.dev/holon/gateway/contract"
 	"holon.dev/holon/journal"
 )
 
@@ -54,7 +55,7 @@ func TestInvoicePipeline_DemoRun(t *testing.T) {
 		}
 		downstream += calls[i].Bill.Price
 	}
-	own := gateway.DecideBilling(m, res.Outcome, nil, journal.One)
+	own := contract.DecideBilling(m, res.Outcome, nil, journal.One)
 	total, err := own.Price.Add(downstream)
 	if err != nil {
 		t.Fatal(err)
@@ -121,7 +122,7 @@ func TestInvoicePipeline(t *testing.T) {
 // an invoice it cannot read.
 func TestInvoicePipeline_Errors(t *testing.T) {
 	m := manifest(t, "holon-labs/invoice-pipeline")
-	denied := gateway.CallOutcome{Status: holon.StatusDenied, Error: gateway.CodeOverBudget, Message: "the sub-mandate's budget is spent"}
+	denied := gateway.CallOutcome{Status: holon.StatusDenied, Error: holon.CodeOverBudget, Message: "the sub-mandate's budget is spent"}
 	noRows := gateway.CallOutcome{OK: true, Status: holon.StatusSucceeded, Output: json.RawMessage(`{"rows":[]}`)}
 	for _, tt := range []struct {
 		name, text string
@@ -171,7 +172,7 @@ func TestInvoicePipeline_Errors(t *testing.T) {
 			if !strings.Contains(res.Message, tt.message) {
 				t.Errorf("message %q does not mention %q", res.Message, tt.message)
 			}
-			if bill := gateway.DecideBilling(m, res.Outcome, nil, journal.One); bill.Billed {
+			if bill := contract.DecideBilling(m, res.Outcome, nil, journal.One); bill.Billed {
 				t.Errorf("billed %+v", bill)
 			}
 			wantCalls(t, d.Calls(), tt.calls...)
@@ -189,7 +190,7 @@ func TestInvoicePipeline_ForeignTable(t *testing.T) {
 			target.Capability == "extraction.table"
 	}
 	res := d.run(m, textInput(t, demoInvoice))
-	if res.Outcome.Kind != gateway.OutcomeCrash {
+	if res.Outcome.Kind != contract.OutcomeCrash {
 		t.Fatalf("outcome %v %q (%s), want a crash", res.Outcome.Kind, res.Outcome.Code, res.Message)
 	}
 	wantCalls(t, d.Calls(), "extraction.table")
@@ -201,8 +202,8 @@ func TestInvoicePipeline_NoDelegator(t *testing.T) {
 	m := manifest(t, "holon-labs/invoice-pipeline")
 	res := devRuntime().Run(t.Context(), &gateway.Invocation{Manifest: m, Input: json.RawMessage(textInput(t, demoInvoice)), Receipt: "r1"})
 	wantError(t, res, "no_table_found")
-	if !strings.Contains(res.Message, gateway.CodeNotDeclared) {
-		t.Errorf("message %q does not mention %s", res.Message, gateway.CodeNotDeclared)
+	if !strings.Contains(res.Message, holon.CodeNotDeclared) {
+		t.Errorf("message %q does not mention %s", res.Message, holon.CodeNotDeclared)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"holon.dev/holon/gateway"
+	"holon.dev/holon/gateway/contract"
 	"holon.dev/holon/journal"
 )
 
@@ -149,9 +150,9 @@ func (s *summarizer) run(ctx context.Context, input json.RawMessage, c *gateway.
 
 // estimatePrice is the price of units at the manifest's per_unit pricing,
 // capped at its max, as the gateway would charge it.
-func estimatePrice(m *gateway.Manifest, units int64) (journal.Amount, error) {
+func estimatePrice(m *contract.Manifest, units int64) (journal.Amount, error) {
 	p := m.Pricing
-	if p.Model != gateway.PricingPerUnit || p.Amount == nil || p.Max == nil {
+	if p.Model != contract.PricingPerUnit || p.Amount == nil || p.Max == nil {
 		return 0, fmt.Errorf("summarize: %s is not priced per unit", m.Ref())
 	}
 	price, err := p.Amount.MulInt(units)

@@ -12,6 +12,7 @@ import (
 
 	"holon.dev/holon/appliance/agents"
 	"holon.dev/holon/gateway"
+	"holon.dev/holon/gateway/contract"
 	"holon.dev/holon/journal"
 )
 
@@ -124,7 +125,7 @@ func examplesMessagesAPI(t *testing.T) agents.SummarizeConfig {
 }
 
 // runSummarize runs summarize on the dev runtime with cfg and a cap.
-func runSummarize(t *testing.T, cfg agents.SummarizeConfig, input string, maxCost string) (gateway.RunResult, gateway.Bill) {
+func runSummarize(t *testing.T, cfg agents.SummarizeConfig, input string, maxCost string) (gateway.RunResult, contract.Bill) {
 	t.Helper()
 	m := manifest(t, "holon-labs/summarize")
 	if err := m.InputSchema().ValidateJSON([]byte(input)); err != nil {
@@ -139,12 +140,12 @@ func runSummarize(t *testing.T, cfg agents.SummarizeConfig, input string, maxCos
 		mc, inv.MaxCost = &a, &a
 	}
 	res := rt.Run(context.Background(), inv)
-	if res.Outcome.Kind == gateway.OutcomeOutput {
+	if res.Outcome.Kind == contract.OutcomeOutput {
 		if err := m.OutputSchema().ValidateJSON(res.Output); err != nil {
 			t.Fatalf("output %s: %v", res.Output, err)
 		}
 	}
-	return res, gateway.DecideBilling(m, res.Outcome, mc, journal.One)
+	return res, contract.DecideBilling(m, res.Outcome, mc, journal.One)
 }
 
 // textOf is a text of n bytes.
@@ -160,7 +161,7 @@ func TestSummarize_Units(t *testing.T) {
 	})
 	text := textOf(6000)
 	res, bill := runSummarize(t, f.config(), `{"text":"`+text+`","max_words":40}`, "")
-	if res.Outcome.Kind != gateway.OutcomeOutput || string(res.Output) != `{"summary":"A short summary."}` {
+	if res.Outcome.Kind != contract.OutcomeOutput || string(res.Output) != `{"summary":"A short summary."}` {
 		t.Fatalf("outcome %v %s (%s)", res.Outcome.Kind, res.Output, res.Message)
 	}
 	if res.Outcome.Units != int64(3) {
@@ -192,7 +193,7 @@ func TestSummarize_OverBudget(t *testing.T) {
 	// summary (316 tokens): 2,436 tokens, 3 units, 0.03.
 	input := `{"text":"` + textOf(6000) + `"}`
 	res, bill := runSummarize(t, f.config(), input, "0.02")
-	if res.Outcome.Kind != gateway.OutcomeError || res.Outcome.Code != "over_budget" || bill.Billed || bill.Error != "over_budget" {
+	if res.Outcome.Kind != contract.OutcomeError || res.Outcome.Code != "over_budget" || bill.Billed || bill.Error != "over_budget" {
 		t.Fatalf("outcome %v %q (%s), bill %+v; want over_budget, not billed", res.Outcome.Kind, res.Outcome.Code, res.Message, bill)
 	}
 	if !strings.Contains(res.Message, "0.03") || !strings.Contains(res.Message, "0.02") {
@@ -202,7 +203,7 @@ func TestSummarize_OverBudget(t *testing.T) {
 		t.Fatalf("the API was called %d times for a run refused up front", n)
 	}
 	res, bill = runSummarize(t, f.config(), input, "0.03")
-	if res.Outcome.Kind != gateway.OutcomeOutput || bill.Charge.String() != "0.02" {
+	if res.Outcome.Kind != contract.OutcomeOutput || bill.Charge.String() != "0.02" {
 		t.Fatalf("at the estimate: %v (%s), bill %+v; want an output billed 0.02 (1,920 tokens)", res.Outcome.Kind, res.Message, bill)
 	}
 	if n := len(f.Calls()); n != 1 {
@@ -221,14 +222,14 @@ func TestSummarize_Failures(t *testing.T) {
 		name  string
 		cfg   agents.SummarizeConfig
 		input string
-		kind  gateway.OutcomeKind
+		kind  contract.OutcomeKind
 		code  string
 		msg   string
 	}{
-		{"empty text", f.config(), `{"text":" \n "}`, gateway.OutcomeError, "empty_text", "white space"},
-		{"overloaded", f.config(), `{"text":"hello"}`, gateway.OutcomeError, "upstream_failed", "overloaded_error"},
-		{"wrong key", agents.SummarizeConfig{APIKey: "nope", BaseURL: f.URL}, `{"text":"hello"}`, gateway.OutcomeError, "upstream_failed", "authentication_error"},
-		{"no key", agents.SummarizeConfig{BaseURL: f.URL}, `{"text":"hello"}`, gateway.OutcomeCrash, "", "ANTHROPIC_API_KEY"},
+		{"empty text", f.config(), `{"text":" \n "}`, contract.OutcomeError, "empty_text", "white space"},
+		{"overloaded", f.config(), `{"text":"hello"}`, contract.OutcomeError, "upstream_failed", "overloaded_error"},
+		{"wrong key", agents.SummarizeConfig{APIKey: "nope", BaseURL: f.URL}, `{"text":"hello"}`, contract.OutcomeError, "upstream_failed", "authentication_error"},
+		{"no key", agents.SummarizeConfig{BaseURL: f.URL}, `{"text":"hello"}`, contract.OutcomeCrash, "", "ANTHROPIC_API_KEY"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			res, bill := runSummarize(t, tt.cfg, tt.input, "")

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"holon.dev/holon"
 	"holon.dev/holon/gateway"
 )
 
@@ -55,7 +56,7 @@ func documentText(ctx context.Context, c *gateway.Ctx, handle string) (string, e
 		return "", err
 	}
 	if !utf8.Valid(b) {
-		return "", c.Error(gateway.CodeUnreadableDocument, fmt.Sprintf("%s is not UTF-8 text (cut short in the middle of a character, or not text at all)", handle))
+		return "", c.Error(holon.CodeUnreadableDocument, fmt.Sprintf("%s is not UTF-8 text (cut short in the middle of a character, or not text at all)", handle))
 	}
 	return string(b), nil
 }

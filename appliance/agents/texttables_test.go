@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"testing"
 
-	"holon.dev/holon/gateway"
+	"holon.dev/holon/gateway/contract"
 	"holon.dev/holon/journal"
 )
 
@@ -48,7 +48,7 @@ func TestTextTables(t *testing.T) {
 			if res.Outcome.Units != tt.units {
 				t.Errorf("units = %v (%T), want %d", res.Outcome.Units, res.Outcome.Units, tt.units)
 			}
-			bill := gateway.DecideBilling(m, res.Outcome, nil, journal.One)
+			bill := contract.DecideBilling(m, res.Outcome, nil, journal.One)
 			if !bill.Billed || bill.Price != journal.MustParseAmount(tt.price) {
 				t.Errorf("bill %+v, want a price of %s", bill, tt.price)
 			}
@@ -66,7 +66,7 @@ func TestTextTables_NoTable(t *testing.T) {
 		if res.Outcome.Units != nil {
 			t.Errorf("%q: units %v reported for no table", text, res.Outcome.Units)
 		}
-		if bill := gateway.DecideBilling(m, res.Outcome, nil, journal.One); bill.Billed {
+		if bill := contract.DecideBilling(m, res.Outcome, nil, journal.One); bill.Billed {
 			t.Errorf("%q: billed %+v", text, bill)
 		}
 	}

@@ -18,6 +18,7 @@ import (
 
 	"holon.dev/holon/appliance/agents"
 	"holon.dev/holon/gateway"
+	"holon.dev/holon/gateway/contract"
 )
 
 // agentsCommand is `holon agents serve` (the agent host) and `holon agents
@@ -70,7 +71,7 @@ func (c *agentsCommand) Run(ctx context.Context, args []string) error {
 
 // served loads the agents the host serves: the shipped ones, the demo ones
 // when asked, less HOLON_EXCLUDE.
-func (c *agentsCommand) served(examples bool) ([]*gateway.Manifest, error) {
+func (c *agentsCommand) served(examples bool) ([]*contract.Manifest, error) {
 	exclude, err := agents.ParseExclude(c.getenv("HOLON_EXCLUDE"))
 	if err != nil {
 		return nil, err
@@ -79,7 +80,7 @@ func (c *agentsCommand) served(examples bool) ([]*gateway.Manifest, error) {
 	if examples {
 		sets = append(sets, agents.SetExamples)
 	}
-	var ms []*gateway.Manifest
+	var ms []*contract.Manifest
 	for _, set := range sets {
 		s, err := agents.Load(set)
 		if err != nil {
@@ -113,7 +114,7 @@ func (c *agentsCommand) serve(ctx context.Context, args []string) error {
 		return err
 	}
 	opts := agents.OptionsFromEnv(c.getenv)
-	if slices.ContainsFunc(ms, func(m *gateway.Manifest) bool { return m.ID == "holon-labs/summarize" }) && opts.Summarize.APIKey == "" {
+	if slices.ContainsFunc(ms, func(m *contract.Manifest) bool { return m.ID == "holon-labs/summarize" }) && opts.Summarize.APIKey == "" {
 		return errors.New("holon-labs/summarize is served and ANTHROPIC_API_KEY is not set: set it, or leave summarize in HOLON_EXCLUDE")
 	}
 	rt := gateway.NewDevRuntime()

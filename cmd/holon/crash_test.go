@@ -297,7 +297,7 @@ func crashOnce(t *testing.T, agent string, idem bool, cc crashCase) {
 		switch {
 		case r.Status == holon.StatusSucceeded && r.Billed:
 			outcome = outcomeSettled
-		case r.Status == holon.StatusFailed && r.Error != nil && *r.Error == gateway.CodeGatewayRestarted && !r.Billed:
+		case r.Status == holon.StatusFailed && r.Error != nil && *r.Error == holon.CodeGatewayRestarted && !r.Billed:
 			outcome = outcomeCut
 		default:
 			t.Fatalf("after the restart the call's receipt is %s billed=%v error=%v", r.Status, r.Billed, r.Error)

@@ -14,7 +14,7 @@ import (
 
 	"holon.dev/holon/appliance"
 	"holon.dev/holon/backup"
-	"holon.dev/holon/gateway"
+	"holon.dev/holon/gateway/contract"
 	"holon.dev/holon/journal"
 	"holon.dev/holon/kv"
 )
@@ -80,7 +80,7 @@ func TestEarnings_AgainstRunningGateway(t *testing.T) {
 		}
 		keys[h] = out["human_key"].(string)
 	}
-	m, err := gateway.ParseManifest([]byte(adaLookup))
+	m, err := contract.ParseManifest([]byte(adaLookup))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,8 @@ import (
 	"strings"
 	"time"
 
-	"holon.dev/holon/gateway"
+	"holon.dev/holon"
+	"holon.dev/holon/gateway/contract"
 )
 
 // gatewayClient calls a running hosted gateway with a human key, from
@@ -49,7 +50,7 @@ func gatewayFlags(fs *flag.FlagSet) (url, key *string) {
 // apiError is a gateway's error answer, printed with its fields.
 type apiError struct {
 	status int
-	err    gateway.Error
+	err    holon.Error
 }
 
 func (e *apiError) Error() string {
@@ -86,7 +87,7 @@ func (c *gatewayClient) do(ctx context.Context, method, path string, body, out a
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		var e struct {
-			Error gateway.Error `json:"error"`
+			Error holon.Error `json:"error"`
 		}
 		_ = json.Unmarshal(b, &e)
 		return &apiError{status: resp.StatusCode, err: e.Error}
@@ -138,7 +139,7 @@ Flags:`)
 	if err != nil {
 		return err
 	}
-	m, err := gateway.ParseManifest(b)
+	m, err := contract.ParseManifest(b)
 	if err != nil {
 		return fmt.Errorf("%s: %w", fs.Arg(0), err)
 	}

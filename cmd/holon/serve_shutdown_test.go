@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"holon.dev/holon"
-	"holon.dev/holon/gateway"
 	"holon.dev/holon/gateway/storetest"
 	"holon.dev/holon/journal"
 	"holon.dev/holon/kv"
@@ -213,7 +212,7 @@ func TestServe_SIGTERM_DrainsCallsAndLeavesNoHold(t *testing.T) {
 		byID[r.ID] = r
 		switch {
 		case r.Status == holon.StatusSucceeded:
-		case r.Status == holon.StatusFailed && r.Error != nil && *r.Error == gateway.CodeGatewayRestarted:
+		case r.Status == holon.StatusFailed && r.Error != nil && *r.Error == holon.CodeGatewayRestarted:
 			restarted++
 			if r.Billed || r.Cost.Total != 0 {
 				t.Errorf("%s was cut short and billed %s", r.ID, r.Cost.Total)

@@ -10,7 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 
-	"holon.dev/holon/gateway"
+	"holon.dev/holon"
+	"holon.dev/holon/gateway/contract"
 )
 
 // validateCommand checks manifests and mandates against every rule of the
@@ -60,11 +61,11 @@ func (c *validateCommand) Run(ctx context.Context, args []string) error {
 
 	type result struct {
 		file     string
-		manifest *gateway.Manifest
-		mandate  *gateway.Mandate
+		manifest *contract.Manifest
+		mandate  *contract.Mandate
 		err      error
 	}
-	listed := map[string]*gateway.Manifest{}
+	listed := map[string]*contract.Manifest{}
 	for _, dir := range registries {
 		files, err := manifestFiles(dir)
 		if err != nil {
@@ -72,10 +73,10 @@ func (c *validateCommand) Run(ctx context.Context, args []string) error {
 		}
 		for _, f := range files {
 			b, err := os.ReadFile(f)
-			if kind, _ := gateway.DocumentKind(b); err != nil || kind != gateway.KindManifest {
+			if kind, _ := contract.DocumentKind(b); err != nil || kind != contract.KindManifest {
 				continue
 			}
-			if m, err := gateway.ParseManifest(b); err == nil {
+			if m, err := contract.ParseManifest(b); err == nil {
 				listed[m.Ref()] = m
 			}
 		}
@@ -86,22 +87,22 @@ func (c *validateCommand) Run(ctx context.Context, args []string) error {
 		b, err := os.ReadFile(file)
 		kind := ""
 		if err == nil {
-			kind, err = gateway.DocumentKind(b)
+			kind, err = contract.DocumentKind(b)
 		}
 		switch {
 		case err != nil:
 			r.err = err
-		case kind == gateway.KindManifest:
-			r.manifest, r.err = gateway.ParseManifest(b)
+		case kind == contract.KindManifest:
+			r.manifest, r.err = contract.ParseManifest(b)
 			if r.err == nil {
 				listed[r.manifest.Ref()] = r.manifest
 			}
 		default:
-			r.mandate, r.err = gateway.ParseMandate(b)
+			r.mandate, r.err = contract.ParseMandate(b)
 		}
 		results = append(results, r)
 	}
-	lookup := func(ref string) (*gateway.Manifest, bool) { m, ok := listed[ref]; return m, ok }
+	lookup := func(ref string) (*contract.Manifest, bool) { m, ok := listed[ref]; return m, ok }
 
 	failed := 0
 	for _, r := range results {
@@ -119,7 +120,7 @@ func (c *validateCommand) Run(ctx context.Context, args []string) error {
 			continue
 		}
 		failed++
-		var ge *gateway.Error
+		var ge *holon.Error
 		if errors.As(r.err, &ge) && len(ge.Fields) > 0 {
 			for _, f := range ge.Fields {
 				fmt.Fprintf(c.stdout, "%s: %s\n", r.file, f.Error())

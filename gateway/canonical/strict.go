@@ -1,0 +1,141 @@
+package canonical
+
+import (
+	"bytes"
+	"encoding"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"strings"
+)
+
+// This file is the strict reader of JSON that comes from outside: request
+// bodies, call inputs and agents' answers. It is the parser of JSON, so what
+// is checked here is exactly what the Idempotency-Key and approval paths
+// hash.
+
+// Error is a problem in a JSON input: what is wrong, and the byte offset
+// where it is.
+type Error struct {
+	Offset int    // the byte offset of the problem in the input
+	Msg    string // what is wrong, such as `duplicate key "a"`
+}
+
+// Error formats the problem as "message at byte offset".
+func (e *Error) Error() string { return fmt.Sprintf("%s at byte %d", e.Msg, e.Offset) }
+
+// Check checks that b is strict JSON, I-JSON (RFC 7493): one value in valid
+// UTF-8, with no lone surrogate in a string, no duplicate key, no number
+// outside the range of a double, and nothing after it. Any value that
+// passes reads the same to every conforming decoder. The error is an *Error
+// that names the problem and its byte offset.
+func Check(b []byte) error {
+	p := canonParser{in: b}
+	_, err := p.parse()
+	return err
+}
+
+// Decode decodes b, which must pass Check, into v, strictly: a field of v's
+// structs matches only a key spelt exactly as its json name (encoding/json
+// alone would match any case), and an unknown field is refused. A problem
+// in b or in its field names is an *Error; one in the values (a string
+// where v has a number) is the error of encoding/json.
+func Decode(b []byte, v any) error {
+	p := canonParser{in: b}
+	root, err := p.parse()
+	if err != nil {
+		return err
+	}
+	if err := p.checkFields(&root, reflect.TypeOf(v)); err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	return dec.Decode(v)
+}
+
+var (
+	jsonUnmarshaler = reflect.TypeFor[json.Unmarshaler]()
+	textUnmarshaler = reflect.TypeFor[encoding.TextUnmarshaler]()
+)
+
+// checkFields refuses, in the value n to be decoded into a t, any object
+// key that is not the exact json name of a field of its struct.
+func (p *canonParser) checkFields(n *canonNode, t reflect.Type) error {
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == nil || reflect.PointerTo(t).Implements(jsonUnmarshaler) || reflect.PointerTo(t).Implements(textUnmarshaler) {
+		return nil // decoded by its own rules, or anything goes (any)
+	}
+	switch {
+	case n.kind == '{' && t.Kind() == reflect.Struct:
+		fields := map[string]reflect.Type{}
+		jsonFields(t, fields)
+		for i := range n.members {
+			m := &n.members[i]
+			ft, ok := fields[m.key]
+			if !ok {
+				for name := range fields {
+					if strings.EqualFold(name, m.key) {
+						return p.errorAt(m.at, "unknown field %q (field names are case-sensitive: %q)", m.key, name)
+					}
+				}
+				return p.errorAt(m.at, "unknown field %q", m.key)
+			}
+			if err := p.checkFields(&m.value, ft); err != nil {
+				return err
+			}
+		}
+	case n.kind == '{' && t.Kind() == reflect.Map:
+		for i := range n.members {
+			if err := p.checkFields(&n.members[i].value, t.Elem()); err != nil {
+				return err
+			}
+		}
+	case n.kind == '[' && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array):
+		for i := range n.elems {
+			if err := p.checkFields(&n.elems[i], t.Elem()); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// jsonFields adds the json names of a struct's fields and their types,
+// those of embedded structs after the struct's own, as encoding/json
+// promotes them.
+func jsonFields(t reflect.Type, into map[string]reflect.Type) {
+	var embedded []reflect.Type
+	for i := range t.NumField() {
+		f := t.Field(i)
+		tag := f.Tag.Get("json")
+		if tag == "-" {
+			continue
+		}
+		name, _, _ := strings.Cut(tag, ",")
+		if f.Anonymous && name == "" {
+			ft := f.Type
+			if ft.Kind() == reflect.Pointer {
+				ft = ft.Elem()
+			}
+			if ft.Kind() == reflect.Struct {
+				embedded = append(embedded, ft)
+				continue
+			}
+		}
+		if !f.IsExported() {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		if _, ok := into[name]; !ok {
+			into[name] = f.Type
+		}
+	}
+	for _, e := range embedded {
+		jsonFields(e, into)
+	}
+}
