@@ -11,7 +11,6 @@ import (
 	"slices"
 	"sort"
 	"strconv"
-	"strings"
 
 	"github.com/julienschmidt/httprouter"
 
@@ -691,82 +690,57 @@ type recordView struct {
 	Succeeded int64 `json:"succeeded"`
 }
 
+// listAgents is GET /v0/agents[?q=&capability=&mandate=&limit=&cursor=]:
+// Engine.ListAgents, a page at a time; next is the cursor of the page
+// after ("" at the end).
 func (a *api) listAgents(w http.ResponseWriter, r *http.Request, _ httprouter.Params, p *principal) {
-	q := r.URL.Query()
-	text := strings.ToLower(q.Get("q"))
-	capability := q.Get("capability")
-	var mandate *contract.Mandate
-	id := q.Get("mandate")
-	if id == "" && p.kind == KindAgent {
-		id = p.mandate // an agent searches under its one mandate
+	qs := r.URL.Query()
+	q := gateway.AgentQuery{Text: qs.Get("q"), Capability: qs.Get("capability"), Mandate: qs.Get("mandate"),
+		Limit: limitParam(qs.Get("limit")), Cursor: qs.Get("cursor")}
+	if q.Mandate == "" && p.kind == KindAgent {
+		q.Mandate = p.mandate // an agent searches under its one mandate
 	}
-	if id != "" {
+	if q.Mandate != "" {
 		if p.kind == kindNone {
 			a.fail(w, r, holon.Errorf(CodeUnauthenticated, "listing under a mandate needs that mandate's key: send Authorization: Bearer <key>"))
 			return
 		}
-		if !p.seesMandate(id) {
-			a.fail(w, r, notFound("no mandate %s", id))
+		if !p.seesMandate(q.Mandate) {
+			a.fail(w, r, notFound("no mandate %s", q.Mandate))
 			return
 		}
-		st, err := a.engine.Mandate(id)
-		if err != nil {
-			a.fail(w, r, err)
-			return
-		}
-		mandate = st.Mandate
 	}
-	out := []agentView{}
-	for _, v := range a.engine.Registry().Latest() {
-		m := v.Manifest
-		if capability != "" && !contains(m.Capabilities, capability) {
-			continue
-		}
-		if !v.Matches(text) {
-			continue
-		}
-		rec, err := a.engine.Record(m.Ref())
-		if err != nil {
-			a.fail(w, r, err)
-			return
-		}
+	page, err := a.engine.ListAgents(r.Context(), q)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	out := make([]agentView, 0, len(page.Agents))
+	for _, l := range page.Agents {
+		m := l.Version.Manifest
 		av := agentView{ID: m.ID, Version: m.Version, Summary: m.Summary, Capabilities: m.Capabilities,
-			License: m.License, Pricing: m.Pricing, WorstCase: m.WorstCase(), Currency: m.Currency(),
-			Record: recordView{Runs: rec.Runs, Succeeded: rec.Succeeded}, Proprietary: !m.OpenSource()}
+			License: m.License, Pricing: m.Pricing, WorstCase: l.WorstCase, Currency: l.Currency,
+			Record: recordView{Runs: l.Record.Runs, Succeeded: l.Record.Succeeded}, Denied: l.Denied, Proprietary: !m.OpenSource()}
 		if av.Capabilities == nil {
 			av.Capabilities = []string{}
 		}
-		if mandate != nil {
-			d := contract.CheckListing(mandate, m, v.Measured(rec), contract.CallRequest{Capability: capability, Now: a.engine.Now()})
-			if d.Verdict == contract.VerdictDeny {
-				// The worst case stays in the agent's own currency: a
-				// denied agent may have no rate into the mandate's.
-				av.Denied = &holon.Error{Code: d.Reason, Msg: d.Msg}
-			} else {
-				av.WorstCase, av.Currency = d.WorstCase, mandate.Currency
-			}
-		}
 		out = append(out, av)
 	}
-	sort.SliceStable(out, func(i, j int) bool {
-		if (out[i].Denied == nil) != (out[j].Denied == nil) {
-			return out[i].Denied == nil
-		}
-		if out[i].WorstCase != out[j].WorstCase {
-			return out[i].WorstCase < out[j].WorstCase
-		}
-		return out[i].ID < out[j].ID
-	})
-	writeJSON(w, http.StatusOK, map[string]any{"agents": out})
+	writeJSON(w, http.StatusOK, map[string]any{"agents": out, "total": page.Total, "next": page.Next,
+		"capabilities": page.Capabilities})
 }
 
-func contains(xs []string, x string) bool {
-	for _, y := range xs {
-		if y == x {
-			return true
-		}
+// limitParam is a limit from a query string: 0 when absent, -1 (refused
+// by the engine with its range) when not a whole number from 1.
+func limitParam(s string) int {
+	if s == "" {
+		return 0
 	}
-	return false
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 {
+		return -1
+	}
+	return n
 }
 
 // agentDetail is GET /v0/agents/{ns}/{name}[@range].

@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"sort"
 	"strconv"
-	"strings"
 
 	"github.com/julienschmidt/httprouter"
 
@@ -112,17 +111,14 @@ func (l *listings) catalog(w http.ResponseWriter, r *http.Request, _ httprouter.
 		}
 		limit = n
 	}
-	text, capability, after := strings.ToLower(q.Get("q")), q.Get("capability"), q.Get("after")
+	match := gateway.AgentQuery{Text: q.Get("q"), Capability: q.Get("capability")}.Matcher()
+	after := q.Get("after")
 	all := l.engine.Registry().Latest() // in id order
 	start := sort.Search(len(all), func(i int) bool { return all[i].Manifest.ID > after })
 	var page []*gateway.AgentVersion
 	next := ""
 	for _, v := range all[start:] {
-		m := v.Manifest
-		if capability != "" && !contains(m.Capabilities, capability) {
-			continue
-		}
-		if !v.Matches(text) {
+		if !match(v) {
 			continue
 		}
 		if len(page) == limit {

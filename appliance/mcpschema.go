@@ -116,6 +116,7 @@ var (
 	searchInput = sObject(jsonObj{
 		"q":          sText("words to find in the agent's id, summary, description or capabilities"),
 		"capability": sText("an exact capability, such as extraction.table"),
+		"cursor":     sText("the next of the answer before, for the agents after those it listed"),
 	})
 	getAgentInput = sObject(jsonObj{
 		"agent": jsonObj{"type": "string", "minLength": 3, "description": "ns/name, optionally with a version or range: ns/name@1.2.0, ns/name@^1"},
@@ -158,8 +159,9 @@ var (
 
 	searchOutput = answerOrError(jsonObj{
 		"mandate": sText("the mandate the listing is for"),
-		"agents":  sList(agentSummary, "allowed agents first, cheapest worst case first; denied ones last, with the reason"),
-		"total":   jsonObj{"type": "integer", "description": "how many agents matched (at most 50 are listed)"},
+		"agents":  sList(agentSummary, "allowed agents first, lowest cost per successful run first (the worst case over the measured success rate); denied ones last, with the reason"),
+		"total":   jsonObj{"type": "integer", "description": "how many agents matched (at most 50 are listed at a time)"},
+		"next":    sText("when more agents matched than are listed: the cursor to send for the next ones"),
 	}, "mandate", "agents", "total")
 
 	getAgentOutput = answerOrError(jsonObj{

@@ -214,21 +214,10 @@ func (e *Engine) resolve(sp callSpec) (*contract.Mandate, *AgentVersion, contrac
 		}
 		rs[i] = ranked{v: v, d: d, cps: costPerSuccess(d.WorstCase, records[i])}
 	}
-	sort.SliceStable(rs, func(i, j int) bool {
-		a, b := rs[i], rs[j]
-		if (a.d.Verdict == contract.VerdictDeny) != (b.d.Verdict == contract.VerdictDeny) {
-			return b.d.Verdict == contract.VerdictDeny
-		}
-		if (a.cps == nil) != (b.cps == nil) {
-			return b.cps == nil
-		}
-		if a.cps != nil {
-			if c := a.cps.Cmp(b.cps); c != 0 {
-				return c < 0
-			}
-		}
-		return a.v.Manifest.ID < b.v.Manifest.ID
-	})
+	key := func(r ranked) rankKey {
+		return rankKey{denied: r.d.Verdict == contract.VerdictDeny, cps: r.cps, id: r.v.Manifest.ID}
+	}
+	sort.SliceStable(rs, func(i, j int) bool { return compareRank(key(rs[i]), key(rs[j])) < 0 })
 	return m, rs[0].v, rs[0].d, nil
 }
 

@@ -58,6 +58,8 @@ type Registry struct {
 	// be computed), so that searching many agents does not sort them on
 	// every request.
 	latest []*AgentVersion
+	// caps are the capabilities of latest, sorted, cached with it.
+	caps []string
 }
 
 // NewRegistry returns an empty registry.
@@ -204,13 +206,46 @@ func (r *Registry) Latest() []*AgentVersion {
 	r.mu.RUnlock()
 	if cached == nil {
 		r.mu.Lock()
-		if r.latest == nil {
-			r.latest = r.computeLatest()
-		}
+		r.cacheLatest()
 		cached = r.latest
 		r.mu.Unlock()
 	}
 	return cached
+}
+
+// Capabilities returns the capabilities of the versions Latest returns,
+// sorted; shared like Latest's slice.
+func (r *Registry) Capabilities() []string {
+	r.mu.RLock()
+	cached, ok := r.caps, r.latest != nil
+	r.mu.RUnlock()
+	if !ok {
+		r.mu.Lock()
+		r.cacheLatest()
+		cached = r.caps
+		r.mu.Unlock()
+	}
+	return cached
+}
+
+// cacheLatest computes Latest's answer and its capabilities when the
+// registry changed; the caller holds r.mu for writing.
+func (r *Registry) cacheLatest() {
+	if r.latest != nil {
+		return
+	}
+	r.latest = r.computeLatest()
+	seen := map[string]bool{}
+	r.caps = []string{}
+	for _, v := range r.latest {
+		for _, c := range v.Manifest.Capabilities {
+			if !seen[c] {
+				seen[c] = true
+				r.caps = append(r.caps, c)
+			}
+		}
+	}
+	sort.Strings(r.caps)
 }
 
 // computeLatest is Latest's answer, computed; the caller holds r.mu.

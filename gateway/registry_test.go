@@ -84,3 +84,37 @@ func TestRegistry_ChainFactsLatest(t *testing.T) {
 		t.Error("Matches: the text is lowercased once, the query is the caller's to lowercase")
 	}
 }
+
+// Ensure that Capabilities follows the latest versions through an add and
+// a removal: a capability only an older or a yanked version offers is not
+// on offer.
+func TestRegistry_Capabilities(t *testing.T) {
+	r := gateway.NewRegistry()
+	parse := func(version, caps string) *contract.Manifest {
+		m, err := contract.ParseManifest([]byte("id: ann/x\nversion: " + version + "\nsummary: s\nlicense: proprietary\ncapabilities: " + caps +
+			"\ninterface: {input: {}, output: {}}\npricing: {model: free}\nruntime: {kind: dev}\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	if got := r.Capabilities(); len(got) != 0 {
+		t.Errorf("empty registry: %v", got)
+	}
+	if err := r.Add(&gateway.AgentVersion{Manifest: parse("1.0.0", "[b.old, a.both]")}); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.Capabilities(); !slices.Equal(got, []string{"a.both", "b.old"}) {
+		t.Errorf("after 1.0.0: %v", got)
+	}
+	if err := r.Add(&gateway.AgentVersion{Manifest: parse("1.1.0", "[c.new, a.both]")}); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.Capabilities(); !slices.Equal(got, []string{"a.both", "c.new"}) {
+		t.Errorf("after 1.1.0: %v", got)
+	}
+	r.Remove("ann/x@1.1.0")
+	if got := r.Capabilities(); !slices.Equal(got, []string{"a.both", "b.old"}) {
+		t.Errorf("after yanking 1.1.0: %v", got)
+	}
+}

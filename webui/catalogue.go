@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
-	"sort"
 	"strings"
 
 	"holon.dev/holon/gateway"
@@ -16,6 +15,8 @@ type cataloguePage struct {
 	Q            string
 	Capability   string
 	Capabilities []string
+	// Next is the link to the following page, "" on the last.
+	Next string
 }
 
 type agentPage struct {
@@ -31,45 +32,34 @@ type tryForm struct {
 	Result                  *decidedPage
 }
 
-// catalogue lists the agents (GET /v0/agents): search, filter by
-// capability.
+// catalogue lists the agents (GET /v0/agents, ranked by the engine):
+// search, filter by capability, a page at a time.
 func (c *Console) catalogue(w http.ResponseWriter, r *http.Request, v Viewer) {
 	qs := r.URL.Query()
 	p := cataloguePage{Q: strings.TrimSpace(qs.Get("q")), Capability: strings.TrimSpace(qs.Get("capability"))}
-	var all struct {
-		Agents []agentItem `json:"agents"`
+	q := url.Values{}
+	if p.Q != "" {
+		q.Set("q", p.Q)
 	}
-	if err := c.b.Do(r, "GET", "/v0/agents", nil, &all); err != nil {
+	if p.Capability != "" {
+		q.Set("capability", p.Capability)
+	}
+	if cur := qs.Get("cursor"); cur != "" {
+		q.Set("cursor", cur)
+	}
+	var page struct {
+		Agents       []agentItem `json:"agents"`
+		Next         string      `json:"next"`
+		Capabilities []string    `json:"capabilities"`
+	}
+	if err := c.b.Do(r, "GET", "/v0/agents?"+q.Encode(), nil, &page); err != nil {
 		c.fail(w, r, v, err)
 		return
 	}
-	seen := map[string]bool{}
-	for _, a := range all.Agents {
-		for _, cp := range a.Capabilities {
-			if !seen[cp] {
-				seen[cp] = true
-				p.Capabilities = append(p.Capabilities, cp)
-			}
-		}
-	}
-	sort.Strings(p.Capabilities)
-	p.Agents = all.Agents
-	if p.Q != "" || p.Capability != "" {
-		q := url.Values{}
-		if p.Q != "" {
-			q.Set("q", p.Q)
-		}
-		if p.Capability != "" {
-			q.Set("capability", p.Capability)
-		}
-		var found struct {
-			Agents []agentItem `json:"agents"`
-		}
-		if err := c.b.Do(r, "GET", "/v0/agents?"+q.Encode(), nil, &found); err != nil {
-			c.fail(w, r, v, err)
-			return
-		}
-		p.Agents = found.Agents
+	p.Agents, p.Capabilities = page.Agents, page.Capabilities
+	if page.Next != "" {
+		q.Set("cursor", page.Next)
+		p.Next = Prefix + "/agents?" + q.Encode()
 	}
 	c.render(w, r, v, http.StatusOK, "agents", p)
 }
