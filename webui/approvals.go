@@ -5,15 +5,17 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+
+	"holon.dev/holon"
 )
 
 type approvalsPage struct {
-	Approvals []*approval
+	Approvals []*holon.Approval
 	Status    string
 }
 
 type approvalPage struct {
-	Approval *approval
+	Approval *holon.Approval
 	// Input is shown only when asked for (?show=input): the data of a
 	// call stays out of view unless the human wants to read it.
 	ShowInput bool
@@ -21,7 +23,7 @@ type approvalPage struct {
 }
 
 type decidedPage struct {
-	Approval *approval
+	Approval *holon.Approval
 	Answer   *callAnswer
 	Output   string
 }
@@ -33,7 +35,7 @@ func (c *Console) approvalList(w http.ResponseWriter, r *http.Request, v Viewer)
 		path += "?status=" + url.QueryEscape(status)
 	}
 	var aps struct {
-		Approvals []*approval `json:"approvals"`
+		Approvals []*holon.Approval `json:"approvals"`
 	}
 	if err := c.b.Do(r, "GET", path, nil, &aps); err != nil {
 		c.fail(w, r, v, err)
@@ -82,7 +84,7 @@ func (c *Console) approvalDecide(w http.ResponseWriter, r *http.Request, v Viewe
 		c.fail(w, r, v, err)
 		return
 	}
-	var ap approval
+	var ap holon.Approval
 	if err := c.b.Do(r, "GET", apiPath("/v0/approvals", id), nil, &ap); err != nil {
 		c.fail(w, r, v, err)
 		return

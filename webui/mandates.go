@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"strings"
 
+	"holon.dev/holon"
 	"holon.dev/holon/gateway"
 )
 
@@ -16,7 +17,7 @@ type mandatesPage struct {
 type mandatePage struct {
 	State    *gateway.MandateState
 	Keys     []keyView
-	Receipts []*receipt
+	Receipts []*holon.Receipt
 	// NewKey is a key just created: shown once.
 	NewKey string
 }

@@ -3,14 +3,15 @@ package webui
 import (
 	"net/http"
 
+	"holon.dev/holon"
 	"holon.dev/holon/gateway"
 )
 
 type overviewPage struct {
 	Accounts  []accountView
 	Mandates  []*gateway.MandateState
-	Receipts  []*receipt
-	Approvals []*approval
+	Receipts  []*holon.Receipt
+	Approvals []*holon.Approval
 }
 
 // overview is the first page: balance, mandates with their budgets as
@@ -54,7 +55,7 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request, v Viewer) {
 		return
 	}
 	var aps struct {
-		Approvals []*approval `json:"approvals"`
+		Approvals []*holon.Approval `json:"approvals"`
 	}
 	if err := c.b.Do(r, "GET", "/v0/approvals?status=pending", nil, &aps); err != nil {
 		c.fail(w, r, v, err)

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"holon.dev/holon"
 	"holon.dev/holon/journal"
 )
 
@@ -15,7 +16,7 @@ import (
 var receiptFilters = []string{"mandate", "agent", "status", "billed", "since", "until"}
 
 type receiptsPage struct {
-	Receipts []*receipt
+	Receipts []*holon.Receipt
 	Filter   map[string]string
 	// Next is the link to the older page; Scanned says how far a filter
 	// read when the page is short.

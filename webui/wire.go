@@ -11,62 +11,20 @@ import (
 )
 
 // The API's answers, as the console reads them (the JSON of gateway.md §4,
-// §5 and §7).
-
-// receipt is a receipt as GET /v0/receipts returns it.
-type receipt struct {
-	ID         string          `json:"id"`
-	Parent     *string         `json:"parent"`
-	Mandate    string          `json:"mandate"`
-	Caller     string          `json:"caller"`
-	Agent      *string         `json:"agent"`
-	Status     string          `json:"status"`
-	Error      *string         `json:"error"`
-	Approval   *string         `json:"approval"`
-	WorstCase  *journal.Amount `json:"worst_case"`
-	Currency   string          `json:"currency"`
-	Payer      string          `json:"payer"`
-	SubMandate *string         `json:"sub_mandate"`
-	Billed     bool            `json:"billed"`
-	Cost       struct {
-		Own        journal.Amount `json:"own"`
-		Downstream journal.Amount `json:"downstream"`
-		Total      journal.Amount `json:"total"`
-	} `json:"cost"`
-	Splits     []journal.Share `json:"splits"`
-	Children   []string        `json:"children"`
-	DurationMS int64           `json:"duration_ms"`
-	Created    time.Time       `json:"created"`
-}
+// §5 and §7). Receipts and approvals are the domain's own types
+// (holon.Receipt, holon.Approval), which are their wire form too; the rest
+// are the API's views.
 
 type receiptPage struct {
-	Receipts []*receipt `json:"receipts"`
-	Next     string     `json:"next"`
+	Receipts []*holon.Receipt `json:"receipts"`
+	Next     string           `json:"next"`
 	// Scanned is set when a filtered page stopped at its scan bound.
 	Scanned int `json:"scanned,omitempty"`
 }
 
 type receiptTree struct {
-	Receipt  *receipt       `json:"receipt"`
+	Receipt  *holon.Receipt `json:"receipt"`
 	Children []*receiptTree `json:"children"`
-}
-
-type approval struct {
-	ID         string          `json:"id"`
-	Mandate    string          `json:"mandate"`
-	Caller     string          `json:"caller"`
-	Agent      string          `json:"agent"`
-	Capability string          `json:"capability"`
-	MaxCost    *journal.Amount `json:"max_cost"`
-	WorstCase  journal.Amount  `json:"worst_case"`
-	Currency   string          `json:"currency"`
-	Receipt    string          `json:"receipt"`
-	Status     string          `json:"status"`
-	Created    time.Time       `json:"created"`
-	Expires    time.Time       `json:"expires"`
-	Decided    *time.Time      `json:"decided"`
-	Run        *string         `json:"run"`
-	Input      json.RawMessage `json:"input"`
 }
 
 type accountView struct {
@@ -120,8 +78,8 @@ type agentDetail struct {
 
 type callAnswer struct {
 	Output   json.RawMessage `json:"output"`
-	Receipt  *receipt        `json:"receipt"`
-	Approval *approval       `json:"approval"`
+	Receipt  *holon.Receipt  `json:"receipt"`
+	Approval *holon.Approval `json:"approval"`
 	Error    *holon.Error    `json:"error"`
 }
 
