@@ -14,10 +14,6 @@ import (
 	"holon.dev/holon/kv"
 )
 
-// statusRunning is the receipt status of a call in flight (gateway.StatusRunning;
-// backup does not import the engine).
-const statusRunning = "running"
-
 // statusSucceeded is the receipt status of a successful call.
 const statusSucceeded = "succeeded"
 
@@ -282,7 +278,7 @@ func (v *verifier) receipts() error {
 		if err != nil && !errors.Is(err, holon.ErrNotFound) {
 			return err
 		}
-		if r.Status == statusRunning {
+		if r.Status == holon.StatusRunning {
 			v.running++
 			if !hasHold {
 				holds.fail("receipt %s is running but has no hold", r.ID)
@@ -361,7 +357,7 @@ func (v *verifier) tree(c *CheckResult, r *holon.Receipt) error {
 			return err
 		default:
 			listed := p.Children
-			if p.Status == statusRunning {
+			if p.Status == holon.StatusRunning {
 				if h, err := v.tx.Hold(p.ID); err == nil {
 					listed = h.Children
 				}
@@ -372,7 +368,7 @@ func (v *verifier) tree(c *CheckResult, r *holon.Receipt) error {
 		}
 	}
 	children, downstream := r.Children, r.Cost.Downstream
-	if r.Status == statusRunning {
+	if r.Status == holon.StatusRunning {
 		h, err := v.tx.Hold(r.ID)
 		if err != nil {
 			return nil // reported by the holds check
@@ -428,7 +424,7 @@ func (v *verifier) holds() error {
 			c.fail("hold %s: its receipt does not exist", h.Receipt)
 		case err != nil:
 			return err
-		case r.Status != statusRunning:
+		case r.Status != holon.StatusRunning:
 			c.fail("hold %s outlives its call: the receipt is %s", h.Receipt, r.Status)
 		}
 		if h.Funder != "" && !funders[h.Funder] {

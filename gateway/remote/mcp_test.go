@@ -314,6 +314,11 @@ func TestMCPRunner_ReusesConnections(t *testing.T) {
 	}
 
 	agent.srv.Close()
+	// The transport drops the connections the agent closed as soon as it
+	// reads their end; a call written on one before that fails unbilled,
+	// sent at most once (TestMCPRunner_StaleConnectionNotResent). This test
+	// is about the calls after it did.
+	g.mcp.ForgetIdleConnections()
 	restarted := newMCPAgent(t, addr, map[string]mcp.ToolHandler{"echo": profileTools()["echo"]})
 	for i := range 3 {
 		if res := g.call(t, "acme/echo", `{"after":"restart"}`, ""); res.Receipt.Status != "succeeded" {
