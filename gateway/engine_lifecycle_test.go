@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"reflect"
 	"testing"
 	"time"
@@ -41,7 +42,7 @@ func TestEngine_Call_Succeeded(t *testing.T) {
 	}
 	row, ok := te.entry(t, "settle:"+r.ID)
 	want := map[string]journal.Amount{"alice": -eur("0.10"), "holon": eur("0.01"), "acme": eur("0.09")}
-	if !ok || !equalLines(lineMap(row.Lines), want) {
+	if !ok || !maps.Equal(lineMap(row.Lines), want) {
 		t.Errorf("settle:%s = %v (found %v), want %v", r.ID, row.Lines, ok, want)
 	}
 	if a := te.account(t, "alice"); a.Balance != eur("99.90") || a.Held != 0 {

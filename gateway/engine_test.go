@@ -270,18 +270,6 @@ func lineMap(lines []journal.Line) map[string]journal.Amount {
 	return m
 }
 
-func equalLines(a, b map[string]journal.Amount) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
-}
-
 // testClock is a clock a test moves by hand.
 type testClock struct {
 	mu sync.Mutex

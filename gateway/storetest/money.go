@@ -3,6 +3,7 @@ package storetest
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"sort"
 	"strings"
 	"sync"
@@ -242,7 +243,7 @@ func (c *moneyCheck) receipt(r *holon.Receipt, byID map[string]*holon.Receipt) (
 			tb.Errorf("%s: billed %s but no %s entry", r.ID, r.Cost.Own, key)
 			break
 		}
-		if got, want := lineMap(row.Lines), settlementLines(r); !equalLines(got, want) {
+		if got, want := lineMap(row.Lines), settlementLines(r); !maps.Equal(got, want) {
 			tb.Errorf("%s: settle entry lines %v, want %v", r.ID, got, want)
 		}
 	case hasEntry:
@@ -294,18 +295,6 @@ func lineMap(lines []journal.Line) map[string]journal.Amount {
 		m[l.Account] += l.Amount
 	}
 	return m
-}
-
-func equalLines(a, b map[string]journal.Amount) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
 }
 
 func contains(ss []string, s string) bool {
