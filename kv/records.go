@@ -26,21 +26,30 @@ func (tx *Tx) PutReceipt(r *holon.Receipt) error {
 	if !ok {
 		return fmt.Errorf("receipt id %q is not r<number>", r.ID)
 	}
+	if !tx.writable {
+		return errors.New("write in a read-only transaction")
+	}
 	key := u64(seq)
-	isNew := tx.btx.Bucket(bucketReceipts).Get(key) == nil
-	if err := tx.putJSON(bucketReceipts, key, r); err != nil {
+	b := tx.bucket(bucketReceipts)
+	prev := b.Get(key)
+	enc, err := tx.encode(r)
+	if err != nil {
+		return fmt.Errorf("encode receipt %s: %w", r.ID, err)
+	}
+	if err := tx.putOver(b, key, prev, enc); err != nil {
 		return err
 	}
-	if !isNew {
+	if prev != nil {
 		return nil
 	}
-	if err := tx.put(tx.btx.Bucket(bucketReceiptsByMand), mandateIndexKey(r.Mandate, seq), nil); err != nil {
+	// A new receipt's index key is new too: it is written with the receipt.
+	if err := tx.putNew(tx.btx.Bucket(bucketReceiptsByMand), mandateIndexKey(r.Mandate, seq), nil); err != nil {
 		return err
 	}
 	if _, err := tx.AddCounter("receipts", 1); err != nil {
 		return err
 	}
-	_, err := tx.AddCounter("receipts:"+r.Mandate, 1)
+	_, err = tx.AddCounter("receipts:"+r.Mandate, 1)
 	return err
 }
 

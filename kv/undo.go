@@ -58,6 +58,16 @@ func (tx *Tx) put(b *bolt.Bucket, key, v []byte) error {
 	return b.Put(key, v)
 }
 
+// putOver is put for a key whose value the caller has just read (old,
+// nil when there was none, in a bucket that holds no empty values): it
+// logs that value instead of looking it up again.
+func (tx *Tx) putOver(b *bolt.Bucket, key, old, v []byte) error {
+	if tx.logging {
+		tx.undo = append(tx.undo, undoStep{b: b, key: key, old: old, existed: old != nil})
+	}
+	return b.Put(key, v)
+}
+
 // putNew is put for a key the caller has just found absent (Get returned
 // nil, and the bucket holds no empty values): it saves put's lookup of the
 // old value, which the journal's appends would pay on every settlement.

@@ -28,7 +28,7 @@ var boltWrites = map[string]bool{
 // through, and those that write outside the writer (bucket creation at
 // Open, restore into a new file).
 var undoable = map[string]bool{
-	"undo.go:put": true, "undo.go:putNew": true, "undo.go:del": true, "undo.go:nextSeq": true, "undo.go:undoUpdate": true,
+	"undo.go:put": true, "undo.go:putOver": true, "undo.go:putNew": true, "undo.go:del": true, "undo.go:nextSeq": true, "undo.go:undoUpdate": true,
 	"tx.go:createBuckets": true, "export_restore.go:*": true, "approvals_index.go:buildApprovalIndex": true,
 }
 
@@ -77,7 +77,7 @@ func TestTx_Writes_Undoable(t *testing.T) {
 					return true
 				}
 				if !allowed {
-					t.Errorf("%s: %s writes to bbolt around the undo log (use tx.put, tx.del, tx.nextSeq)", fset.Position(call.Pos()), where)
+					t.Errorf("%s: %s writes to bbolt around the undo log (use tx.put, tx.putOver, tx.putNew, tx.del, tx.nextSeq)", fset.Position(call.Pos()), where)
 				}
 				return true
 			})
