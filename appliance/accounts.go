@@ -11,6 +11,8 @@ import (
 	"github.com/julienschmidt/httprouter"
 
 	"holon.dev/holon"
+	"holon.dev/holon/appliance/token"
+	"holon.dev/holon/appliance/web"
 	"holon.dev/holon/gateway"
 	"holon.dev/holon/gateway/contract"
 	"holon.dev/holon/journal"
@@ -117,13 +119,13 @@ func (h *hosted) accountMandates(handle string) ([]string, error) {
 
 // drawKey draws a key and builds its record.
 func (h *hosted) drawKey(kind, handle, mandate string, ask bool) (string, *keyRecord, error) {
-	key, err := newKey(h.rand, kind)
+	key, err := token.NewKey(h.rand, kind)
 	if err != nil {
 		return "", nil, err
 	}
 	return key, &keyRecord{
-		Prefix: keyPrefix(key), Kind: kind, Account: handle, Mandate: mandate, Ask: ask,
-		Created: h.now().UTC(), Hash: keyHash(key),
+		Prefix: token.Prefix(key), Kind: kind, Account: handle, Mandate: mandate, Ask: ask,
+		Created: h.now().UTC(), Hash: token.Hash(key),
 	}, nil
 }
 
@@ -149,7 +151,7 @@ type signupAnswer struct {
 func (a *api) signup(w http.ResponseWriter, r *http.Request, _ httprouter.Params, _ *principal) {
 	h := a.hosted
 	var body signupBody
-	if err := decodeBody(r, &body); err != nil {
+	if err := web.DecodeBody(r, &body); err != nil {
 		a.fail(w, r, err)
 		return
 	}
@@ -172,17 +174,17 @@ func (a *api) signup(w http.ResponseWriter, r *http.Request, _ httprouter.Params
 		return
 	}
 	w.Header().Set("Cache-Control", "no-store")
-	writeJSON(w, http.StatusCreated, ans)
+	web.JSON(w, http.StatusCreated, ans)
 }
 
 func (h *hosted) createAccount(r *http.Request, handle, email string) (*signupAnswer, error) {
 	sandbox := h.starterMandate(handle)
 	for attempt := 0; ; attempt++ {
-		humanKey, human, err := h.drawKey(KindHuman, handle, "", false)
+		humanKey, human, err := h.drawKey(token.KindHuman, handle, "", false)
 		if err != nil {
 			return nil, err
 		}
-		agentKey, agent, err := h.drawKey(KindAgent, handle, sandbox.ID, true)
+		agentKey, agent, err := h.drawKey(token.KindAgent, handle, sandbox.ID, true)
 		if err != nil {
 			return nil, err
 		}
@@ -302,7 +304,7 @@ func (a *api) me(w http.ResponseWriter, r *http.Request, _ httprouter.Params, p 
 		return
 	}
 	ans := meAnswer{Kind: p.kind, Handle: acct.Handle}
-	if p.kind == KindAgent {
+	if p.kind == token.KindAgent {
 		kw := p.key.view()
 		ans.Key = &kw
 		st, err := a.engine.Mandate(p.mandate)
@@ -311,7 +313,7 @@ func (a *api) me(w http.ResponseWriter, r *http.Request, _ httprouter.Params, p 
 			return
 		}
 		ans.Mandate = st
-		writeJSON(w, http.StatusOK, ans)
+		web.JSON(w, http.StatusOK, ans)
 		return
 	}
 	created := acct.Created
@@ -333,5 +335,5 @@ func (a *api) me(w http.ResponseWriter, r *http.Request, _ httprouter.Params, p 
 			ans.Keys = append(ans.Keys, k.view())
 		}
 	}
-	writeJSON(w, http.StatusOK, ans)
+	web.JSON(w, http.StatusOK, ans)
 }

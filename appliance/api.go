@@ -1,11 +1,9 @@
 package appliance
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -15,13 +13,12 @@ import (
 	"github.com/julienschmidt/httprouter"
 
 	"holon.dev/holon"
+	"holon.dev/holon/appliance/token"
+	"holon.dev/holon/appliance/web"
 	"holon.dev/holon/gateway"
 	"holon.dev/holon/gateway/contract"
 	"holon.dev/holon/journal"
 )
-
-// maxRequestBody bounds a request body (a call's input included).
-const maxRequestBody = 4 << 20
 
 // api serves the HTTP API of gateway.md §5 and, on a hosted gateway, the
 // extra endpoints of §7, every one behind its principals and scoping.
@@ -73,14 +70,14 @@ func (a *api) routes() {
 	a.routeConsole()
 	a.routeOAuth()
 	r.NotFound = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, holon.Errorf(holon.CodeNotFound, "no route %s %s", r.Method, redactKeys(r.URL.Path)))
+		web.Error(w, http.StatusNotFound, holon.Errorf(holon.CodeNotFound, "no route %s %s", r.Method, token.Redact(r.URL.Path)))
 	})
 	r.MethodNotAllowed = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusMethodNotAllowed, holon.Errorf(holon.CodeInvalidRequest, "%s is not allowed on %s", r.Method, redactKeys(r.URL.Path)))
+		web.Error(w, http.StatusMethodNotAllowed, holon.Errorf(holon.CodeInvalidRequest, "%s is not allowed on %s", r.Method, token.Redact(r.URL.Path)))
 	})
 	r.PanicHandler = func(w http.ResponseWriter, r *http.Request, p any) {
-		a.log.Error("handler panicked", "path", redactKeys(r.URL.Path), "panic", redactKeys(fmt.Sprint(p)))
-		writeError(w, http.StatusInternalServerError, holon.Errorf(holon.CodeGatewayError, "internal error"))
+		a.log.Error("handler panicked", "path", token.Redact(r.URL.Path), "panic", token.Redact(fmt.Sprint(p)))
+		web.Error(w, http.StatusInternalServerError, holon.Errorf(holon.CodeGatewayError, "internal error"))
 	}
 }
 
@@ -134,85 +131,14 @@ func receiptStatus(r *holon.Receipt) int {
 	return http.StatusBadGateway
 }
 
-type errorBody struct {
-	Error *holon.Error `json:"error"`
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(status)
-	enc := json.NewEncoder(w)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(v)
-}
-
-// writeError answers err with the status given; an error without a code
-// the gateway's table knows is answered gateway_error, telling nothing of
-// it. Most handlers want fail, which takes the status from the table and
-// logs internal errors.
-func writeError(w http.ResponseWriter, status int, err error) {
-	ge, _, _ := publicError(err)
-	if status == http.StatusUnauthorized && w.Header().Get("WWW-Authenticate") == "" {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="holon"`)
-	}
-	writeJSON(w, status, errorBody{Error: ge})
-}
-
-// fail answers with the status of the error's code (holon.HTTPStatus).
+// fail answers with the status of the error's code (web.Status).
 // An internal error (no code, a code the table does not know, or
 // gateway_error) is logged, once, with the request it failed; it is the
 // only kind that is.
-func (a *api) fail(w http.ResponseWriter, r *http.Request, err error) { failTo(a.log, w, r, err) }
-
-// failTo is fail for handlers outside api, logging to log.
-func failTo(log *slog.Logger, w http.ResponseWriter, r *http.Request, err error) {
-	ge, status, internal := publicError(err)
-	if internal {
-		log.Error("request failed", "method", r.Method, "path", redactKeys(r.URL.Path), "err", err)
-	}
-	writeError(w, status, ge)
-}
-
-// notFound is the answer for a resource that does not exist and for one
-// outside the principal's scope alike: nobody learns what others have.
-func notFound(format string, args ...any) error {
-	return holon.Errorf(holon.CodeNotFound, format, args...)
-}
-
-// decodeBody reads a JSON request body strictly (gateway.DecodeJSON: I-JSON,
-// field names spelt exactly, no unknown field, nothing after the object);
-// NUL characters and oversized bodies are refused too, each with a message
-// that says what to fix.
-func decodeBody(r *http.Request, v any) error {
-	b, err := readBody(r)
-	if err != nil {
-		return err
-	}
-	if len(bytes.TrimSpace(b)) == 0 {
-		b = []byte("{}")
-	}
-	return gateway.DecodeJSON(b, v, "body")
-}
-
-// readBody reads a bounded body with no NUL character in it.
-func readBody(r *http.Request) ([]byte, error) {
-	b, err := io.ReadAll(io.LimitReader(r.Body, maxRequestBody+1))
-	var tooLarge *http.MaxBytesError
-	if errors.As(err, &tooLarge) || len(b) > maxRequestBody {
-		return nil, holon.Errorf(CodeBodyTooLarge, "the body is larger than %d bytes", maxRequestBody)
-	}
-	if err != nil {
-		return nil, holon.Errorf(holon.CodeInvalidRequest, "read body: %v", err)
-	}
-	if bytes.IndexByte(b, 0) >= 0 || bytes.Contains(b, []byte(`\u0000`)) {
-		return nil, holon.Errorf(CodeNULCharacter, "NUL characters (raw or as \\u0000) are not accepted in a request body: remove them")
-	}
-	return b, nil
-}
+func (a *api) fail(w http.ResponseWriter, r *http.Request, err error) { web.Fail(a.log, w, r, err) }
 
 func (a *api) healthz(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	web.JSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
 // callBody is POST /v0/calls.
@@ -258,9 +184,9 @@ func (a *api) callMandate(p *principal, named string) (string, error) {
 	switch p.kind {
 	case kindDev:
 		return named, nil
-	case KindAgent:
+	case token.KindAgent:
 		if named != "" && named != p.mandate {
-			return "", notFound("no mandate %s (this agent key acts under %s only; leave mandate out)", named, p.mandate)
+			return "", web.NotFound("no mandate %s (this agent key acts under %s only; leave mandate out)", named, p.mandate)
 		}
 		return p.mandate, nil
 	}
@@ -268,7 +194,7 @@ func (a *api) callMandate(p *principal, named string) (string, error) {
 		return "", holon.Errorf(holon.CodeInvalidRequest, "mandate is required: the id of one of your mandates, such as %s/sandbox", p.account)
 	}
 	if !p.seesMandate(named) {
-		return "", notFound("no mandate %s", named)
+		return "", web.NotFound("no mandate %s", named)
 	}
 	st, err := a.engine.Mandate(named)
 	if err != nil {
@@ -282,7 +208,7 @@ func (a *api) callMandate(p *principal, named string) (string, error) {
 
 func (a *api) postCall(w http.ResponseWriter, r *http.Request, _ httprouter.Params, p *principal) {
 	var body callBody
-	if err := decodeBody(r, &body); err != nil {
+	if err := web.DecodeBody(r, &body); err != nil {
 		a.fail(w, r, err)
 		return
 	}
@@ -307,7 +233,7 @@ func (a *api) postCall(w http.ResponseWriter, r *http.Request, _ httprouter.Para
 		Mandate: body.Mandate, Agent: body.Agent, Capability: body.Capability,
 		Input: body.Input, MaxCost: body.MaxCost, Approval: body.Approval,
 	}
-	if p.kind == KindHuman {
+	if p.kind == token.KindHuman {
 		in.Caller = p.account
 	}
 	idemKey := r.Header.Get("Idempotency-Key")
@@ -318,7 +244,7 @@ func (a *api) postCall(w http.ResponseWriter, r *http.Request, _ httprouter.Para
 			return
 		}
 		status, ans := answer(res)
-		writeJSON(w, status, ans)
+		web.JSON(w, status, ans)
 		return
 	}
 	claim, err := a.idem.claim(p.scope(), idemKey, body)
@@ -346,7 +272,7 @@ func (a *api) postCall(w http.ResponseWriter, r *http.Request, _ httprouter.Para
 	}
 	finished = true
 	status, ans := answer(res)
-	writeJSON(w, status, ans)
+	web.JSON(w, status, ans)
 }
 
 // replay answers a call re-sent with a used Idempotency-Key: the original
@@ -366,7 +292,7 @@ func (a *api) replay(w http.ResponseWriter, r *http.Request, rec *idemRecord) {
 			ans.Approval = redactApproval(ap)
 		}
 	}
-	writeJSON(w, rec.Status, ans)
+	web.JSON(w, rec.Status, ans)
 }
 
 // redactApproval copies an approval for the wire. The input stays: the
@@ -395,13 +321,13 @@ func (a *api) listApprovals(w http.ResponseWriter, r *http.Request, _ httprouter
 	var page holon.ApprovalPage
 	switch {
 	case mandate != "" && !p.seesMandate(mandate):
-		a.fail(w, r, notFound("no mandate %s", mandate))
+		a.fail(w, r, web.NotFound("no mandate %s", mandate))
 		return
 	case mandate != "":
 		page, err = a.engine.ApprovalsOf([]string{mandate}, status, before, limit)
 	case p.kind == kindDev:
 		page, err = a.engine.AllApprovals(status, before, limit)
-	case p.kind == KindAgent:
+	case p.kind == token.KindAgent:
 		// Only calls under the key's own mandate are held for approval,
 		// never a delegated call under one derived from it.
 		page, err = a.engine.ApprovalsOf([]string{p.mandate}, status, before, limit)
@@ -416,7 +342,7 @@ func (a *api) listApprovals(w http.ResponseWriter, r *http.Request, _ httprouter
 		a.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, page)
+	web.JSON(w, http.StatusOK, page)
 }
 
 // approval reads an approval within the principal's scope.
@@ -426,7 +352,7 @@ func (a *api) approval(r *http.Request, id string, p *principal) (*holon.Approva
 		return nil, err
 	}
 	if !p.seesMandate(ap.Mandate) {
-		return nil, notFound("no approval %s", id)
+		return nil, web.NotFound("no approval %s", id)
 	}
 	return ap, nil
 }
@@ -437,7 +363,7 @@ func (a *api) getApproval(w http.ResponseWriter, r *http.Request, ps httprouter.
 		a.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, redactApproval(ap))
+	web.JSON(w, http.StatusOK, redactApproval(ap))
 }
 
 // decisionBody is POST /v0/approvals/{id}: {} approves and runs,
@@ -449,7 +375,7 @@ type decisionBody struct {
 
 func (a *api) decideApproval(w http.ResponseWriter, r *http.Request, ps httprouter.Params, p *principal) {
 	var body decisionBody
-	if err := decodeBody(r, &body); err != nil {
+	if err := web.DecodeBody(r, &body); err != nil {
 		a.fail(w, r, err)
 		return
 	}
@@ -477,12 +403,12 @@ func (a *api) decideApproval(w http.ResponseWriter, r *http.Request, ps httprout
 		return
 	}
 	if res == nil {
-		writeJSON(w, http.StatusOK, map[string]any{"approval": redactApproval(ap)})
+		web.JSON(w, http.StatusOK, map[string]any{"approval": redactApproval(ap)})
 		return
 	}
 	status, ans := answer(res)
 	ans.Approval = redactApproval(ap)
-	writeJSON(w, status, ans)
+	web.JSON(w, status, ans)
 }
 
 func (a *api) listReceipts(w http.ResponseWriter, r *http.Request, _ httprouter.Params, p *principal) {
@@ -511,13 +437,13 @@ func (a *api) listReceipts(w http.ResponseWriter, r *http.Request, _ httprouter.
 	var fetch func(before string, limit int) (holon.ReceiptPage, error)
 	switch {
 	case mandate != "" && !p.seesMandate(mandate):
-		a.fail(w, r, notFound("no mandate %s", mandate))
+		a.fail(w, r, web.NotFound("no mandate %s", mandate))
 		return
 	case mandate != "" || p.kind == kindDev:
 		fetch = func(before string, limit int) (holon.ReceiptPage, error) {
 			return a.engine.Receipts(mandate, before, limit)
 		}
-	case p.kind == KindAgent:
+	case p.kind == token.KindAgent:
 		fetch = func(before string, limit int) (holon.ReceiptPage, error) {
 			return a.engine.Receipts(p.mandate, before, limit)
 		}
@@ -544,7 +470,7 @@ func (a *api) listReceipts(w http.ResponseWriter, r *http.Request, _ httprouter.
 	if page.Receipts == nil {
 		page.Receipts = []*holon.Receipt{}
 	}
-	writeJSON(w, http.StatusOK, page)
+	web.JSON(w, http.StatusOK, page)
 }
 
 // receiptsOf pages the receipts of several mandates together, newest first:
@@ -605,7 +531,7 @@ func (a *api) getReceipt(w http.ResponseWriter, r *http.Request, ps httprouter.P
 	id := ps.ByName("id")
 	rc, err := a.engine.Receipt(id)
 	if err == nil && !p.seesMandate(rc.Mandate) {
-		err = notFound("no receipt %s", id)
+		err = web.NotFound("no receipt %s", id)
 	}
 	if err != nil {
 		a.fail(w, r, err)
@@ -616,13 +542,13 @@ func (a *api) getReceipt(w http.ResponseWriter, r *http.Request, ps httprouter.P
 		a.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, t)
+	web.JSON(w, http.StatusOK, t)
 }
 
 func (a *api) getMandate(w http.ResponseWriter, r *http.Request, ps httprouter.Params, p *principal) {
 	id := ps.ByName("ns") + "/" + ps.ByName("name")
 	if !p.seesMandate(id) {
-		a.fail(w, r, notFound("no mandate %s", id))
+		a.fail(w, r, web.NotFound("no mandate %s", id))
 		return
 	}
 	st, err := a.engine.Mandate(id)
@@ -630,7 +556,7 @@ func (a *api) getMandate(w http.ResponseWriter, r *http.Request, ps httprouter.P
 		a.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, st)
+	web.JSON(w, http.StatusOK, st)
 }
 
 type accountView struct {
@@ -643,13 +569,13 @@ type accountView struct {
 // listAccounts is GET /v0/accounts: a human's own balance (one read), or
 // every balance for the operator.
 func (a *api) listAccounts(w http.ResponseWriter, r *http.Request, _ httprouter.Params, p *principal) {
-	if p.kind == KindHuman {
+	if p.kind == token.KindHuman {
 		ac, err := a.engine.Account(p.account)
 		if err != nil {
 			a.fail(w, r, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, map[string]any{"accounts": []accountView{{Account: p.account, Balance: ac.Balance, Held: ac.Held, Available: ac.Available()}}})
+		web.JSON(w, http.StatusOK, map[string]any{"accounts": []accountView{{Account: p.account, Balance: ac.Balance, Held: ac.Held, Available: ac.Available()}}})
 		return
 	}
 	accts, err := a.engine.Accounts()
@@ -664,7 +590,7 @@ func (a *api) listAccounts(w http.ResponseWriter, r *http.Request, _ httprouter.
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Account < out[j].Account })
-	writeJSON(w, http.StatusOK, map[string]any{"accounts": out})
+	web.JSON(w, http.StatusOK, map[string]any{"accounts": out})
 }
 
 // agentView is one agent in a listing.
@@ -697,16 +623,16 @@ func (a *api) listAgents(w http.ResponseWriter, r *http.Request, _ httprouter.Pa
 	qs := r.URL.Query()
 	q := gateway.AgentQuery{Text: qs.Get("q"), Capability: qs.Get("capability"), Mandate: qs.Get("mandate"),
 		Limit: limitParam(qs.Get("limit")), Cursor: qs.Get("cursor")}
-	if q.Mandate == "" && p.kind == KindAgent {
+	if q.Mandate == "" && p.kind == token.KindAgent {
 		q.Mandate = p.mandate // an agent searches under its one mandate
 	}
 	if q.Mandate != "" {
 		if p.kind == kindNone {
-			a.fail(w, r, holon.Errorf(CodeUnauthenticated, "listing under a mandate needs that mandate's key: send Authorization: Bearer <key>"))
+			a.fail(w, r, holon.Errorf(web.CodeUnauthenticated, "listing under a mandate needs that mandate's key: send Authorization: Bearer <key>"))
 			return
 		}
 		if !p.seesMandate(q.Mandate) {
-			a.fail(w, r, notFound("no mandate %s", q.Mandate))
+			a.fail(w, r, web.NotFound("no mandate %s", q.Mandate))
 			return
 		}
 	}
@@ -726,7 +652,7 @@ func (a *api) listAgents(w http.ResponseWriter, r *http.Request, _ httprouter.Pa
 		}
 		out = append(out, av)
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"agents": out, "total": page.Total, "next": page.Next,
+	web.JSON(w, http.StatusOK, map[string]any{"agents": out, "total": page.Total, "next": page.Next,
 		"capabilities": page.Capabilities})
 }
 
@@ -766,5 +692,5 @@ func (a *api) getAgent(w http.ResponseWriter, r *http.Request, ps httprouter.Par
 	for _, x := range a.engine.Registry().Versions(v.Manifest.ID) {
 		d.Versions = append(d.Versions, x.Manifest.Version)
 	}
-	writeJSON(w, http.StatusOK, d)
+	web.JSON(w, http.StatusOK, d)
 }

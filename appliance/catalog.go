@@ -9,6 +9,7 @@ import (
 	"github.com/julienschmidt/httprouter"
 
 	"holon.dev/holon"
+	"holon.dev/holon/appliance/web"
 	"holon.dev/holon/gateway"
 	"holon.dev/holon/gateway/contract"
 	"holon.dev/holon/journal"
@@ -106,7 +107,7 @@ func (l *listings) catalog(w http.ResponseWriter, r *http.Request, _ httprouter.
 	if s := q.Get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 || n > catalogMaxLimit {
-			writeError(w, http.StatusBadRequest, holon.Errorf(holon.CodeInvalidRequest, "limit must be a whole number from 1 to %d", catalogMaxLimit))
+			web.Error(w, http.StatusBadRequest, holon.Errorf(holon.CodeInvalidRequest, "limit must be a whole number from 1 to %d", catalogMaxLimit))
 			return
 		}
 		limit = n
@@ -139,10 +140,10 @@ func (l *listings) catalog(w http.ResponseWriter, r *http.Request, _ httprouter.
 		return nil
 	})
 	if err != nil {
-		failTo(l.log, w, r, err)
+		web.Fail(l.log, w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"agents": out, "next": next})
+	web.JSON(w, http.StatusOK, map[string]any{"agents": out, "next": next})
 }
 
 // entry builds one version's catalogue entry from its counters.

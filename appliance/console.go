@@ -12,6 +12,7 @@ import (
 	"github.com/julienschmidt/httprouter"
 
 	"holon.dev/holon"
+	"holon.dev/holon/appliance/web"
 	"holon.dev/holon/webui"
 )
 
@@ -40,7 +41,7 @@ func (a *api) routeConsole() {
 			http.Redirect(w, r, webui.Prefix+"/", http.StatusSeeOther)
 			return
 		}
-		writeError(w, http.StatusNotFound, holon.Errorf(holon.CodeNotFound, "no route GET /: the API is under /v0, the console under /console"))
+		web.Error(w, http.StatusNotFound, holon.Errorf(holon.CodeNotFound, "no route GET /: the API is under /v0, the console under /console"))
 	})
 	if a.hosted == nil {
 		a.handle("GET", "/v0/mandates", accessAnyone, a.devMandates)
@@ -133,7 +134,7 @@ func (b consoleBackend) Send(r *http.Request, method, path, contentType string, 
 	rec := &recorder{header: http.Header{}, code: http.StatusOK}
 	b.a.router.ServeHTTP(rec, req)
 	if rec.code/100 != 2 {
-		var eb errorBody
+		var eb web.ErrorBody
 		if err := json.Unmarshal(rec.body.Bytes(), &eb); err != nil || eb.Error == nil {
 			return fmt.Errorf("console request %s %s: status %d", method, path, rec.code)
 		}
@@ -160,7 +161,7 @@ func (b consoleBackend) Send(r *http.Request, method, path, contentType string, 
 // (the status from the gateway's table). An internal error stays as it is:
 // the console logs it and shows a page that tells nothing of it.
 func apiError(err error) error {
-	if ge, status, internal := publicError(err); !internal {
+	if ge, status, internal := web.Public(err); !internal {
 		return &webui.APIError{Status: status, Err: ge}
 	}
 	return err

@@ -8,6 +8,7 @@ import (
 	"github.com/julienschmidt/httprouter"
 
 	"holon.dev/holon"
+	"holon.dev/holon/appliance/web"
 	"holon.dev/holon/gateway"
 )
 
@@ -39,7 +40,7 @@ func (a *api) devMandates(w http.ResponseWriter, r *http.Request, _ httprouter.P
 			out = append(out, st)
 		}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"mandates": out})
+	web.JSON(w, http.StatusOK, map[string]any{"mandates": out})
 }
 
 // healthView is GET /v0/admin/health: the store's size and write path.
@@ -69,5 +70,5 @@ func (a *api) storeHealth(w http.ResponseWriter, r *http.Request, _ httprouter.P
 		a.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, hv)
+	web.JSON(w, http.StatusOK, hv)
 }

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"holon.dev/holon"
+	"holon.dev/holon/appliance/token"
+	"holon.dev/holon/appliance/web"
 	"holon.dev/holon/webui"
 )
 
@@ -26,7 +28,7 @@ import (
 //
 // A handler of this package that needs the signed-in human (an OAuth
 // consent page, say) calls a.sessionPrincipal(r): it returns the
-// principal (kind KindHuman, account set; kindAdmin for the operator) or
+// principal (kind token.KindHuman, account set; kindAdmin for the operator) or
 // nil when nobody is signed in, and checks nothing else. Send nobody to
 // "/console/signin?next=<this page's path>": after signing in, the browser
 // comes back. Forms on such a page carry webui.CSRFToken and are checked
@@ -42,7 +44,7 @@ const sessionTTL = 7 * 24 * time.Hour
 // sessionRecord is a console session (holon.BucketSessions, by the SHA-256
 // of its id).
 type sessionRecord struct {
-	// Kind is KindHuman or "admin".
+	// Kind is token.KindHuman or "admin".
 	Kind string `json:"kind"`
 	// KeyHash is the SHA-256 of the key that signed in (hex).
 	KeyHash string    `json:"key_hash"`
@@ -86,7 +88,7 @@ func (a *api) sessionPrincipal(r *http.Request) (*principal, error) {
 		}
 		return &principal{kind: kindAdmin}, nil
 	}
-	p, err := h.keyPrincipal(s.KeyHash, KindHuman, s.Prefix)
+	p, err := h.keyPrincipal(s.KeyHash, token.KindHuman, s.Prefix)
 	var ge *holon.Error
 	if errors.As(err, &ge) {
 		return nil, nil // revoked, expired, or the account was disabled
@@ -109,18 +111,18 @@ func (a *api) startSession(w http.ResponseWriter, r *http.Request, key string) (
 		s.Kind, s.KeyHash = kindAdmin, hex.EncodeToString(sum[:])
 		p = &principal{kind: kindAdmin}
 	} else {
-		kind, ok := parseKey(key)
+		kind, ok := token.ParseKey(key)
 		switch {
 		case !ok:
-			return nil, holon.Errorf(CodeInvalidKey, "that is not a Holon key: paste a human key (hlk_h_…, %d characters) or the admin key", 6+keyBodyLen)
-		case kind != KindHuman:
-			return nil, holon.Errorf(CodeInvalidKey, "that is an agent key, which acts under one mandate: sign in with your human key (hlk_h_…)")
+			return nil, holon.Errorf(web.CodeInvalidKey, "that is not a Holon key: paste a human key (hlk_h_…, %d characters) or the admin key", 6+token.BodyLen)
+		case kind != token.KindHuman:
+			return nil, holon.Errorf(web.CodeInvalidKey, "that is an agent key, which acts under one mandate: sign in with your human key (hlk_h_…)")
 		}
 		var err error
-		if p, err = h.keyPrincipal(keyHash(key), kind, keyPrefix(key)); err != nil {
+		if p, err = h.keyPrincipal(token.Hash(key), kind, token.Prefix(key)); err != nil {
 			return nil, err
 		}
-		s.Kind, s.KeyHash, s.Prefix = KindHuman, p.key.Hash, p.key.Prefix
+		s.Kind, s.KeyHash, s.Prefix = token.KindHuman, p.key.Hash, p.key.Prefix
 		if p.key.Expires != nil && p.key.Expires.Before(s.Expires) {
 			s.Expires = p.key.Expires.UTC()
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/julienschmidt/httprouter"
 
 	"holon.dev/holon"
+	"holon.dev/holon/appliance/web"
 	"holon.dev/holon/gateway/contract"
 )
 
@@ -154,14 +155,14 @@ func (a *api) putCredential(w http.ResponseWriter, r *http.Request, ps httproute
 		return
 	}
 	var body credentialBody
-	if err := decodeBody(r, &body); err != nil {
+	if err := web.DecodeBody(r, &body); err != nil {
 		a.fail(w, r, err)
 		return
 	}
 	if err := checkToken(body.Token); err != nil {
 		// 400, not the table's 401 for invalid_token: here the code names
 		// a malformed field of the body, not a refused bearer token.
-		writeError(w, http.StatusBadRequest, err)
+		web.Error(w, http.StatusBadRequest, err)
 		return
 	}
 	if v.aead == nil {
@@ -181,7 +182,7 @@ func (a *api) putCredential(w http.ResponseWriter, r *http.Request, ps httproute
 	v.mu.Lock()
 	v.open[id] = body.Token
 	v.mu.Unlock()
-	writeJSON(w, http.StatusOK, map[string]any{"agent": id, "credential_set": true, "set": now})
+	web.JSON(w, http.StatusOK, map[string]any{"agent": id, "credential_set": true, "set": now})
 }
 
 // deleteCredential is DELETE /v0/agents/{ns}/{name}/credential.
@@ -195,7 +196,7 @@ func (a *api) deleteCredential(w http.ResponseWriter, r *http.Request, ps httpro
 	err = v.store.Update(r.Context(), func(tx holon.Tx) error {
 		var rec credentialRecord
 		if err := tx.Get(holon.BucketCredentials, id, &rec); errors.Is(err, holon.ErrNotFound) {
-			return notFound("%s has no credential set", id)
+			return web.NotFound("%s has no credential set", id)
 		} else if err != nil {
 			return err
 		}
@@ -208,5 +209,5 @@ func (a *api) deleteCredential(w http.ResponseWriter, r *http.Request, ps httpro
 	v.mu.Lock()
 	delete(v.open, id)
 	v.mu.Unlock()
-	writeJSON(w, http.StatusOK, map[string]any{"agent": id, "credential_set": false})
+	web.JSON(w, http.StatusOK, map[string]any{"agent": id, "credential_set": false})
 }

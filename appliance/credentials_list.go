@@ -7,6 +7,7 @@ import (
 
 	"github.com/julienschmidt/httprouter"
 	"holon.dev/holon"
+	"holon.dev/holon/appliance/web"
 )
 
 // credentialStatus is one agent's endpoint credential as its author sees
@@ -38,5 +39,5 @@ func (a *api) listCredentials(w http.ResponseWriter, r *http.Request, _ httprout
 		a.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"credentials": out})
+	web.JSON(w, http.StatusOK, map[string]any{"credentials": out})
 }

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"holon.dev/holon"
+	"holon.dev/holon/appliance/web"
 	"holon.dev/holon/gateway"
 	"holon.dev/holon/journal"
 )
@@ -91,7 +92,7 @@ func (d *demo) cors(w http.ResponseWriter, r *http.Request) bool {
 // preflight answers the browser's OPTIONS before a cross-origin POST.
 func (d *demo) preflight(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
 	if !d.cors(w, r) {
-		writeError(w, http.StatusForbidden, holon.Errorf(CodeForbidden, "the demo answers pages of the public site only (HOLON_SITE_URL)"))
+		web.Error(w, http.StatusForbidden, holon.Errorf(web.CodeForbidden, "the demo answers pages of the public site only (HOLON_SITE_URL)"))
 		return
 	}
 	w.Header().Set("Access-Control-Allow-Methods", "POST")
@@ -102,7 +103,7 @@ func (d *demo) preflight(w http.ResponseWriter, r *http.Request, _ httprouter.Pa
 
 func (d *demo) try(w http.ResponseWriter, r *http.Request, ps httprouter.Params, _ *principal) {
 	if !d.cors(w, r) {
-		writeError(w, http.StatusForbidden, holon.Errorf(CodeForbidden, "the demo answers pages of the public site only (HOLON_SITE_URL)"))
+		web.Error(w, http.StatusForbidden, holon.Errorf(web.CodeForbidden, "the demo answers pages of the public site only (HOLON_SITE_URL)"))
 		return
 	}
 	id := ps.ByName("ns") + "/" + ps.ByName("name")
@@ -111,38 +112,38 @@ func (d *demo) try(w http.ResponseWriter, r *http.Request, ps httprouter.Params,
 		err = holon.Errorf(holon.CodeNotFound, "%s cannot be tried here: the demo runs the gateway's own cheap agents only (at most %s a run, no delegated calls)", id, demoMaxWorstCase)
 	}
 	if err != nil {
-		writeError(w, http.StatusNotFound, err)
+		web.Error(w, http.StatusNotFound, err)
 		return
 	}
-	b, err := readBody(r)
+	b, err := web.ReadBody(r)
 	if err != nil {
-		writeError(w, errorStatus(holon.ErrorCode(err)), err)
+		web.Error(w, web.StatusOf(holon.ErrorCode(err)), err)
 		return
 	}
 	if len(b) > demoMaxInput {
-		writeError(w, http.StatusRequestEntityTooLarge, holon.Errorf(CodeBodyTooLarge, "a demo input is at most %d bytes; try a shorter one", demoMaxInput))
+		web.Error(w, http.StatusRequestEntityTooLarge, holon.Errorf(web.CodeBodyTooLarge, "a demo input is at most %d bytes; try a shorter one", demoMaxInput))
 		return
 	}
 	var body demoBody
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&body); err != nil || dec.More() || len(body.Input) == 0 {
-		writeError(w, http.StatusBadRequest, holon.Errorf(holon.CodeInvalidRequest, `the body is {"input": {...}}, the agent's input`))
+		web.Error(w, http.StatusBadRequest, holon.Errorf(holon.CodeInvalidRequest, `the body is {"input": {...}}, the agent's input`))
 		return
 	}
 	if s := string(body.Input); strings.Contains(s, demoFilePrefix) && strings.Count(s, demoFilePrefix) != strings.Count(s, demoSampleFiles) {
-		writeError(w, http.StatusUnprocessableEntity, holon.Errorf(holon.CodeFileNotFound, "the demo takes sample files only (%s…), not uploaded ones", demoSampleFiles))
+		web.Error(w, http.StatusUnprocessableEntity, holon.Errorf(holon.CodeFileNotFound, "the demo takes sample files only (%s…), not uploaded ones", demoSampleFiles))
 		return
 	}
 	// Both limits are counted only for a try that will run.
 	if ok, wait := d.visitor.allow(d.addrs.clientAddr(r)); !ok {
 		w.Header().Set("Retry-After", retryAfter(wait))
-		writeError(w, http.StatusTooManyRequests, holon.Errorf(CodeRateLimited, "%d demo tries an hour per visitor: retry in %s s", demoPerVisitor, retryAfter(wait)))
+		web.Error(w, http.StatusTooManyRequests, holon.Errorf(web.CodeRateLimited, "%d demo tries an hour per visitor: retry in %s s", demoPerVisitor, retryAfter(wait)))
 		return
 	}
 	if !d.all.AllowN(d.now(), 1) {
 		w.Header().Set("Retry-After", "60")
-		writeError(w, http.StatusTooManyRequests, holon.Errorf(CodeRateLimited, "the demo's %d tries of this hour are used up: retry later", demoPerHour))
+		web.Error(w, http.StatusTooManyRequests, holon.Errorf(web.CodeRateLimited, "the demo's %d tries of this hour are used up: retry later", demoPerHour))
 		return
 	}
 	res := d.engine.Try(r.Context(), v, "demo", body.Input, demoTimeout)
@@ -162,7 +163,7 @@ func (d *demo) try(w http.ResponseWriter, r *http.Request, ps httprouter.Params,
 			status = http.StatusInternalServerError
 		}
 	}
-	writeJSON(w, status, ans)
+	web.JSON(w, status, ans)
 }
 
 // demoAgent reports whether a version may be tried in the demo: shipped

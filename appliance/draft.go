@@ -13,6 +13,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"holon.dev/holon"
+	"holon.dev/holon/appliance/web"
 	"holon.dev/holon/gateway"
 	"holon.dev/holon/gateway/contract"
 	"holon.dev/holon/journal"
@@ -37,7 +38,7 @@ type draftBody struct {
 
 func (a *api) draftAgent(w http.ResponseWriter, r *http.Request, _ httprouter.Params, p *principal) {
 	var body draftBody
-	if err := decodeBody(r, &body); err != nil {
+	if err := web.DecodeBody(r, &body); err != nil {
 		a.fail(w, r, err)
 		return
 	}
@@ -105,7 +106,7 @@ func (a *api) draftAgent(w http.ResponseWriter, r *http.Request, _ httprouter.Pa
 		a.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"manifest": m, "yaml": y.String(),
+	web.JSON(w, http.StatusOK, map[string]any{"manifest": m, "yaml": y.String(),
 		"note": "Nothing is published: review the draft (summary, schemas, price), then POST it to /v0/agents."})
 }
 

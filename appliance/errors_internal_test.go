@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"holon.dev/holon"
+	"holon.dev/holon/appliance/web"
 	"holon.dev/holon/webui"
 )
 
@@ -35,9 +36,9 @@ func TestAPI_Fail_InternalErrors(t *testing.T) {
 		{"wrapped unknown code", fmt.Errorf("x: %w", holon.Errorf("made_up", "hunter2")), 500, holon.CodeGatewayError, true, "hunter2"},
 		{"gateway_error", holon.Errorf(holon.CodeGatewayError, "derive sub-mandate: no fx rate for USD"), 500, holon.CodeGatewayError, true, ""},
 		{"invalid_request", holon.Errorf(holon.CodeInvalidRequest, "limit must be between 1 and 500"), 400, holon.CodeInvalidRequest, false, ""},
-		{"not_found", notFound("no receipt r9"), 404, holon.CodeNotFound, false, ""},
-		{"wrapped not_found", fmt.Errorf("tree: %w", notFound("no receipt r9")), 404, holon.CodeNotFound, false, ""},
-		{"rate_limited", holon.Errorf(CodeRateLimited, "slow down"), 429, CodeRateLimited, false, ""},
+		{"not_found", web.NotFound("no receipt r9"), 404, holon.CodeNotFound, false, ""},
+		{"wrapped not_found", fmt.Errorf("tree: %w", web.NotFound("no receipt r9")), 404, holon.CodeNotFound, false, ""},
+		{"rate_limited", holon.Errorf(web.CodeRateLimited, "slow down"), 429, web.CodeRateLimited, false, ""},
 		{"version_exists", holon.Errorf(CodeVersionExists, "1.0.0 is published"), 409, CodeVersionExists, false, ""},
 		{"invalid_token", holon.Errorf(holon.CodeInvalidToken, "not a delegation token"), 401, holon.CodeInvalidToken, false, ""},
 	}
@@ -56,8 +57,8 @@ func TestAPI_Fail_InternalErrors(t *testing.T) {
 			if w.Code != tc.status || body.Error.Code != tc.code {
 				t.Errorf("answered %d %s, want %d %s", w.Code, body.Error.Code, tc.status, tc.code)
 			}
-			if tc.secret != "" && (strings.Contains(w.Body.String(), tc.secret) || body.Error.Message != internalMessage) {
-				t.Errorf("the client was told %q, want only %q", body.Error.Message, internalMessage)
+			if tc.secret != "" && (strings.Contains(w.Body.String(), tc.secret) || body.Error.Message != web.InternalMessage) {
+				t.Errorf("the client was told %q, want only %q", body.Error.Message, web.InternalMessage)
 			}
 			lines := strings.Count(logs.String(), "\n")
 			switch {
@@ -107,7 +108,7 @@ func TestMCPServer_Fail_InternalErrors(t *testing.T) {
 		{errors.New("decode receipts/7: hunter2"), holon.CodeGatewayError, true},
 		{holon.Errorf("no_such_code", "hunter2"), holon.CodeGatewayError, true},
 		{holon.Errorf(holon.CodeGatewayError, "derive sub-mandate"), holon.CodeGatewayError, true},
-		{notFound("no receipt r9"), holon.CodeNotFound, false},
+		{web.NotFound("no receipt r9"), holon.CodeNotFound, false},
 	} {
 		var logs bytes.Buffer
 		m := &mcpServer{log: slog.New(slog.NewJSONHandler(&logs, nil))}

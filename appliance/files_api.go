@@ -14,6 +14,7 @@ import (
 
 	"github.com/julienschmidt/httprouter"
 	"holon.dev/holon"
+	"holon.dev/holon/appliance/web"
 )
 
 // The files endpoints (gateway.md §7 "Extra endpoints"):
@@ -35,7 +36,7 @@ func (a *api) routeFiles(files *fileStore) {
 
 // bodyLimit is the most a request body may hold: a file upload's limit is
 // the file limit (and one byte more, so that the upload itself says what
-// was too large); every other body's is maxRequestBody.
+// was too large); every other body's is web.MaxBody.
 func bodyLimit(r *http.Request) int64 {
 	if r.Method == http.MethodPost && r.URL.Path == "/v0/files" {
 		return MaxFileSize + 1
@@ -43,7 +44,7 @@ func bodyLimit(r *http.Request) int64 {
 	if r.Method == http.MethodPost && r.URL.Path == consoleUploadPath {
 		return MaxFileSize + consoleUploadOverhead
 	}
-	return maxRequestBody
+	return web.MaxBody
 }
 
 // fileAnswer is the answer of POST /v0/files.
@@ -72,7 +73,7 @@ func (a *api) uploadFile(w http.ResponseWriter, r *http.Request, _ httprouter.Pa
 		owner = st.Mandate.Issuer
 	}
 	if owner == PlatformFileOwner {
-		a.fail(w, r, holon.Errorf(CodeForbidden, "platform files are stored by the evaluation runner, not uploaded"))
+		a.fail(w, r, holon.Errorf(web.CodeForbidden, "platform files are stored by the evaluation runner, not uploaded"))
 		return
 	}
 	ct := strings.TrimSpace(r.Header.Get("Content-Type"))
@@ -92,14 +93,14 @@ func (a *api) uploadFile(w http.ResponseWriter, r *http.Request, _ httprouter.Pa
 	rec, err := a.files.put(r.Context(), owner, ct, r.ContentLength, r.Body)
 	var ue *uploadError
 	if errors.As(err, &ue) {
-		writeError(w, ue.status, ue.err)
+		web.Error(w, ue.status, ue.err)
 		return
 	}
 	if err != nil {
 		a.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, fileAnswer{File: rec.handle(), Size: rec.Size, ContentType: rec.ContentType, SHA256: rec.SHA256, Expires: *rec.Expires})
+	web.JSON(w, http.StatusCreated, fileAnswer{File: rec.handle(), Size: rec.Size, ContentType: rec.ContentType, SHA256: rec.SHA256, Expires: *rec.Expires})
 }
 
 // downloadFile serves a file through a signed link: as an attachment, with
@@ -109,12 +110,12 @@ func (a *api) downloadFile(w http.ResponseWriter, r *http.Request, ps httprouter
 	id := ps.ByName("id")
 	q := r.URL.Query()
 	if err := a.files.links.verify(id, q.Get("exp"), q.Get("sig"), a.files.now()); err != nil {
-		writeError(w, http.StatusForbidden, err)
+		web.Error(w, http.StatusForbidden, err)
 		return
 	}
 	rec, ok, err := a.files.record(id)
 	if err == nil && (!ok || !rec.live(a.files.now())) {
-		err = notFound("file %s is gone: files are deleted 24 hours after their upload", id)
+		err = web.NotFound("file %s is gone: files are deleted 24 hours after their upload", id)
 	}
 	if err != nil {
 		a.fail(w, r, err)

@@ -12,6 +12,7 @@ import (
 	"github.com/julienschmidt/httprouter"
 
 	"holon.dev/holon"
+	"holon.dev/holon/appliance/web"
 )
 
 // GET /v0/files lists the caller's live files, soonest to expire first,
@@ -92,5 +93,5 @@ func (a *api) listFiles(w http.ResponseWriter, r *http.Request, _ httprouter.Par
 		a.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"files": out, "next": next})
+	web.JSON(w, http.StatusOK, map[string]any{"files": out, "next": next})
 }

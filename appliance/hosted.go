@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"holon.dev/holon"
+	"holon.dev/holon/appliance/token"
+	"holon.dev/holon/appliance/web"
 	"holon.dev/holon/gateway"
 	"holon.dev/holon/gateway/contract"
 	"holon.dev/holon/gateway/remote"
@@ -89,7 +91,7 @@ func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if a.hosted != nil {
 		addr = a.hosted.limits.clientAddr(r)
 		defer func() {
-			attrs := []any{"method", r.Method, "path", redactKeys(r.URL.Path), "status", sw.code,
+			attrs := []any{"method", r.Method, "path", token.Redact(r.URL.Path), "status", sw.code,
 				"ms", time.Since(start).Milliseconds(), "addr", addr}
 			if p := sw.p; p != nil {
 				attrs = append(attrs, "principal", p.kind)
@@ -105,7 +107,7 @@ func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if strings.ContainsRune(r.URL.Path, 0) || strings.ContainsRune(r.URL.RawQuery, 0) ||
 		strings.Contains(strings.ToLower(r.URL.RawQuery), "%00") {
-		a.fail(sw, r, holon.Errorf(CodeNULCharacter, "NUL characters are not accepted in the path or query"))
+		a.fail(sw, r, holon.Errorf(web.CodeNULCharacter, "NUL characters are not accepted in the path or query"))
 		return
 	}
 	if r.Body != nil {
@@ -127,5 +129,5 @@ func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (a *api) tooMany(w http.ResponseWriter, r *http.Request, wait time.Duration, who string) {
 	ra := retryAfter(wait)
 	w.Header().Set("Retry-After", ra)
-	a.fail(w, r, holon.Errorf(CodeRateLimited, "too many requests from %s: retry in %s s", who, ra))
+	a.fail(w, r, holon.Errorf(web.CodeRateLimited, "too many requests from %s: retry in %s s", who, ra))
 }

@@ -1,100 +1,16 @@
 package appliance
 
 import (
-	"crypto/sha256"
-	"encoding/base32"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"regexp"
-	"strings"
 	"time"
 
 	"holon.dev/holon"
 )
 
-// Key kinds, as the key's own prefix says (hlk_h_…, hlk_a_…).
-const (
-	KindHuman = "human"
-	KindAgent = "agent"
-)
-
-const (
-	keyEntropy = 32 // bytes of randomness in a key
-	// keyPrefixLen is how much of a key identifies it in listings and in
-	// DELETE /v0/keys/{prefix}: "hlk_a_" and 8 characters (40 bits).
-	keyPrefixLen = 6 + 8
-	// maxKeysPerAccount bounds the live keys of an account.
-	maxKeysPerAccount = 50
-)
-
-var keyEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
-
-// keyBodyLen is the length of the encoded random part.
-var keyBodyLen = keyEncoding.EncodedLen(keyEntropy)
-
-func kindMarker(kind string) string {
-	if kind == KindHuman {
-		return "hlk_h_"
-	}
-	return "hlk_a_"
-}
-
-// newKey draws a key of a kind from rand: its marker, then 32 random bytes
-// in lowercase base32 (52 characters).
-func newKey(rand io.Reader, kind string) (string, error) {
-	b := make([]byte, keyEntropy)
-	if _, err := io.ReadFull(rand, b); err != nil {
-		return "", fmt.Errorf("draw a key: %w", err)
-	}
-	return kindMarker(kind) + keyEncoding.EncodeToString(b), nil
-}
-
-// parseKey returns the kind of a well-formed account key.
-func parseKey(s string) (kind string, ok bool) {
-	var body string
-	switch {
-	case strings.HasPrefix(s, "hlk_h_"):
-		kind, body = KindHuman, s[6:]
-	case strings.HasPrefix(s, "hlk_a_"):
-		kind, body = KindAgent, s[6:]
-	default:
-		return "", false
-	}
-	if len(body) != keyBodyLen {
-		return "", false
-	}
-	for i := 0; i < len(body); i++ {
-		if c := body[i]; !(c >= 'a' && c <= 'z' || c >= '2' && c <= '7') {
-			return "", false
-		}
-	}
-	return kind, true
-}
-
-// keyHash is the only form in which a key is stored: its SHA-256, in hex.
-func keyHash(key string) string {
-	h := sha256.Sum256([]byte(key))
-	return hex.EncodeToString(h[:])
-}
-
-func keyPrefix(key string) string { return key[:keyPrefixLen] }
-
-// keyLike matches what could be a key, or most of one, in free text.
-// (The authorization server's codes and tokens, hlk_c_, hlk_t_ and hlk_r_,
-// are cut alike.)
-var keyLike = regexp.MustCompile(`hlk_[hactr]_[a-z2-7]{8}[a-z2-7]+`)
-
-// redactKeys cuts anything that looks like a key down to its prefix, for
-// text that is logged or echoed (a key pasted into a URL by mistake).
-func redactKeys(s string) string {
-	if !strings.Contains(s, "hlk_") {
-		return s
-	}
-	return keyLike.ReplaceAllStringFunc(s, func(k string) string { return k[:keyPrefixLen] + "…" })
-}
+// maxKeysPerAccount bounds the live keys of an account.
+const maxKeysPerAccount = 50
 
 // keyRecord is what the store knows of a key: never the key itself.
 type keyRecord struct {

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"regexp"
 	"strings"
+
+	"holon.dev/holon/appliance/token"
 )
 
 // Redacted replaces a secret in a log line.
@@ -15,7 +17,7 @@ const Redacted = "[redacted]"
 // accountKeyPattern matches a whole account key (hlk_h_… or hlk_a_…, then
 // its base32 body). The 14-character prefix that names a key in listings
 // and logs is not matched.
-var accountKeyPattern = regexp.MustCompile(fmt.Sprintf(`hlk_[ah]_[a-z2-7]{%d}`, keyBodyLen))
+var accountKeyPattern = regexp.MustCompile(fmt.Sprintf(`hlk_[ah]_[a-z2-7]{%d}`, token.BodyLen))
 
 // NewLogger returns the gateway's logger: JSON lines in production
 // (env EnvProduction), text otherwise. Whatever the code logs, every

@@ -11,6 +11,8 @@ import (
 	"github.com/julienschmidt/httprouter"
 
 	"holon.dev/holon"
+	"holon.dev/holon/appliance/token"
+	"holon.dev/holon/appliance/web"
 	"holon.dev/holon/gateway"
 	"holon.dev/holon/gateway/contract"
 	"holon.dev/holon/journal"
@@ -66,7 +68,7 @@ func (a *api) listMandates(w http.ResponseWriter, r *http.Request, _ httprouter.
 		a.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"mandates": out})
+	web.JSON(w, http.StatusOK, map[string]any{"mandates": out})
 }
 
 // mandateStates reads mandates with their budgets, in the order given.
@@ -88,7 +90,7 @@ func (a *api) mandateStates(ids []string) ([]*gateway.MandateState, error) {
 // platform's; everything else is checked as any mandate is.
 func (a *api) createMandate(w http.ResponseWriter, r *http.Request, _ httprouter.Params, p *principal) {
 	h := a.hosted
-	b, err := readBody(r)
+	b, err := web.ReadBody(r)
 	if err != nil {
 		a.fail(w, r, err)
 		return
@@ -182,7 +184,7 @@ func (a *api) createMandate(w http.ResponseWriter, r *http.Request, _ httprouter
 		a.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, st)
+	web.JSON(w, http.StatusCreated, st)
 }
 
 type keyBody struct {
@@ -202,7 +204,7 @@ type newKeyAnswer struct {
 func (a *api) createKey(w http.ResponseWriter, r *http.Request, _ httprouter.Params, p *principal) {
 	h := a.hosted
 	var body keyBody
-	if err := decodeBody(r, &body); err != nil {
+	if err := web.DecodeBody(r, &body); err != nil {
 		a.fail(w, r, err)
 		return
 	}
@@ -211,7 +213,7 @@ func (a *api) createKey(w http.ResponseWriter, r *http.Request, _ httprouter.Par
 		return
 	}
 	for attempt := 0; ; attempt++ {
-		key, rec, err := h.drawKey(KindAgent, p.account, body.Mandate, body.AskInClient)
+		key, rec, err := h.drawKey(token.KindAgent, p.account, body.Mandate, body.AskInClient)
 		if err != nil {
 			a.fail(w, r, err)
 			return
@@ -222,7 +224,7 @@ func (a *api) createKey(w http.ResponseWriter, r *http.Request, _ httprouter.Par
 				return err
 			}
 			if !slices.Contains(acct.Mandates, body.Mandate) {
-				return notFound("no mandate %s", body.Mandate)
+				return web.NotFound("no mandate %s", body.Mandate)
 			}
 			keys, err := accountKeys(tx, p.account)
 			if err != nil {
@@ -247,7 +249,7 @@ func (a *api) createKey(w http.ResponseWriter, r *http.Request, _ httprouter.Par
 			return
 		}
 		w.Header().Set("Cache-Control", "no-store")
-		writeJSON(w, http.StatusCreated, newKeyAnswer{Key: key, keyView: rec.view(),
+		web.JSON(w, http.StatusCreated, newKeyAnswer{Key: key, keyView: rec.view(),
 			Note: "The key is shown once, now: store it. It acts under " + body.Mandate + " only."})
 		return
 	}
@@ -258,15 +260,15 @@ func (a *api) createKey(w http.ResponseWriter, r *http.Request, _ httprouter.Par
 func (a *api) revokeKey(w http.ResponseWriter, r *http.Request, ps httprouter.Params, p *principal) {
 	h := a.hosted
 	prefix := ps.ByName("prefix")
-	if len(prefix) != keyPrefixLen || !strings.HasPrefix(prefix, "hlk_") {
-		a.fail(w, r, holon.Errorf(holon.CodeInvalidRequest, "%q is not a key prefix: name a key by its first %d characters, such as hlk_a_ab12cd34 (GET /v0/me lists them), never the whole key", redactKeys(prefix), keyPrefixLen))
+	if len(prefix) != token.PrefixLen || !strings.HasPrefix(prefix, "hlk_") {
+		a.fail(w, r, holon.Errorf(holon.CodeInvalidRequest, "%q is not a key prefix: name a key by its first %d characters, such as hlk_a_ab12cd34 (GET /v0/me lists them), never the whole key", token.Redact(prefix), token.PrefixLen))
 		return
 	}
 	var rec keyRecord
 	err := h.store.Update(r.Context(), func(tx holon.Tx) error {
 		var hash string
 		if err := tx.Get(holon.BucketKeys, keyByAccount(p.account, prefix), &hash); errors.Is(err, holon.ErrNotFound) {
-			return notFound("no key %s", prefix)
+			return web.NotFound("no key %s", prefix)
 		} else if err != nil {
 			return err
 		}
@@ -282,5 +284,5 @@ func (a *api) revokeKey(w http.ResponseWriter, r *http.Request, ps httprouter.Pa
 		a.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"prefix": rec.Prefix, "revoked": rec.Revoked})
+	web.JSON(w, http.StatusOK, map[string]any{"prefix": rec.Prefix, "revoked": rec.Revoked})
 }

@@ -13,6 +13,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"holon.dev/holon"
+	"holon.dev/holon/appliance/token"
+	"holon.dev/holon/appliance/web"
 )
 
 // CodeShuttingDown: the gateway is shutting down and takes no new MCP
@@ -127,7 +129,7 @@ func newMCPServer(a *api) *mcpServer {
 		// header; the dev gateway, open to anyone, keeps the SDK's
 		// protection against DNS rebinding.
 		DisableLocalhostProtection: a.hosted != nil,
-		MaxRequestBodyBytes:        maxRequestBody,
+		MaxRequestBodyBytes:        web.MaxBody,
 	})
 	// The bearer middleware only carries the caller api.handle has already
 	// authenticated into the SDK: its UserID binds the session to the key,
@@ -155,7 +157,7 @@ func (m *mcpServer) serve(w http.ResponseWriter, r *http.Request, _ httprouter.P
 	isPost := r.Method == http.MethodPost
 	if isPost && !m.enter() {
 		w.Header().Set("Retry-After", "5")
-		writeError(w, http.StatusServiceUnavailable, holon.Errorf(CodeShuttingDown, "the gateway is shutting down: reconnect in a moment"))
+		web.Error(w, http.StatusServiceUnavailable, holon.Errorf(CodeShuttingDown, "the gateway is shutting down: reconnect in a moment"))
 		return
 	}
 	if isPost {
@@ -182,7 +184,7 @@ func (m *mcpServer) serve(w http.ResponseWriter, r *http.Request, _ httprouter.P
 // mode the mandate of ?mandate=.
 func (m *mcpServer) callerFor(r *http.Request, p *principal) (*mcpCaller, error) {
 	switch p.kind {
-	case KindAgent:
+	case token.KindAgent:
 		return &mcpCaller{mandate: p.mandate, attended: p.key.Ask, owner: "key " + p.key.Hash, keyHash: p.key.Hash}, nil
 	case kindDev:
 		id := r.URL.Query().Get("mandate")
@@ -198,7 +200,7 @@ func (m *mcpServer) callerFor(r *http.Request, p *principal) (*mcpCaller, error)
 		}
 		return &mcpCaller{mandate: id, attended: true, owner: "dev " + id}, nil
 	}
-	return nil, holon.Errorf(CodeForbidden, "/mcp needs an agent key (hlk_a_…)")
+	return nil, holon.Errorf(web.CodeForbidden, "/mcp needs an agent key (hlk_a_…)")
 }
 
 // enter counts a POST in, unless the gateway is shutting down.

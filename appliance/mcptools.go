@@ -12,6 +12,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"holon.dev/holon"
+	"holon.dev/holon/appliance/token"
+	"holon.dev/holon/appliance/web"
 	"holon.dev/holon/gateway"
 	"holon.dev/holon/gateway/contract"
 	"holon.dev/holon/journal"
@@ -90,7 +92,7 @@ func (m *mcpServer) toolHandler(t *mcpTool) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (res *mcp.CallToolResult, err error) {
 		defer func() {
 			if p := recover(); p != nil {
-				m.log.Error("mcp tool panicked", "tool", t.def.Name, "panic", redactKeys(fmt.Sprint(p)))
+				m.log.Error("mcp tool panicked", "tool", t.def.Name, "panic", token.Redact(fmt.Sprint(p)))
 				res, err = toolError(holon.Errorf(holon.CodeGatewayError, "internal error"), nil), nil
 			}
 		}()
@@ -103,7 +105,7 @@ func (m *mcpServer) toolHandler(t *mcpTool) mcp.ToolHandler {
 			args = json.RawMessage("{}")
 		}
 		if bytes.IndexByte(args, 0) >= 0 || bytes.Contains(args, []byte(`\u0000`)) {
-			return toolError(holon.Errorf(CodeNULCharacter, "NUL characters (raw or as \\u0000) are not accepted in arguments: remove them"), nil), nil
+			return toolError(holon.Errorf(web.CodeNULCharacter, "NUL characters (raw or as \\u0000) are not accepted in arguments: remove them"), nil), nil
 		}
 		if err := t.input.ValidateJSON(args); err != nil {
 			return toolError(holon.Errorf(holon.CodeInvalidRequest, "arguments of %s: %s", t.def.Name, escapeLT(err.Error())), nil), nil
@@ -163,7 +165,7 @@ type mcpError struct {
 func toolError(err error, extra *mcpError) *mcp.CallToolResult {
 	var ge *holon.Error
 	if !errors.As(err, &ge) {
-		ge = holon.Errorf(holon.CodeGatewayError, "%s", internalMessage)
+		ge = holon.Errorf(holon.CodeGatewayError, "%s", web.InternalMessage)
 	}
 	body := mcpError{}
 	if extra != nil {
@@ -180,7 +182,7 @@ func toolError(err error, extra *mcpError) *mcp.CallToolResult {
 // table does not know, or gateway_error) is logged, and one without a known
 // code is answered gateway_error with a message that tells nothing of it.
 func (m *mcpServer) fail(tool string, err error) *mcp.CallToolResult {
-	ge, _, internal := publicError(err)
+	ge, _, internal := web.Public(err)
 	if internal {
 		m.log.Error("mcp tool failed", "tool", tool, "err", err)
 	}
@@ -332,7 +334,7 @@ func (m *mcpServer) getReceipt(_ context.Context, _ *mcp.CallToolRequest, c *mcp
 	}
 	rc, err := m.api.engine.Receipt(in.ID)
 	if err == nil && !c.sees(rc.Mandate) {
-		err = notFound("no receipt %s", in.ID)
+		err = web.NotFound("no receipt %s", in.ID)
 	}
 	if err != nil {
 		return m.fail("get_receipt", err)
@@ -440,7 +442,7 @@ func (m *mcpServer) approval(ctx context.Context, c *mcpCaller, id string) (*hol
 		return nil, err
 	}
 	if !c.sees(ap.Mandate) {
-		return nil, notFound("no approval %s", id)
+		return nil, web.NotFound("no approval %s", id)
 	}
 	return ap, nil
 }

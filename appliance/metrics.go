@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"holon.dev/holon"
+	"holon.dev/holon/appliance/web"
 )
 
 // MetricsPath is where the API serves the metrics: open on a dev gateway,
@@ -158,7 +159,7 @@ func (m *metrics) instrument(api http.Handler, cfg Config) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == MetricsPath {
 			if cfg.Hosted && !bearerMatches(r, adminKey) {
-				writeError(w, http.StatusUnauthorized, holon.Errorf(CodeUnauthenticated,
+				web.Error(w, http.StatusUnauthorized, holon.Errorf(web.CodeUnauthenticated,
 					"GET %s needs the admin key: send it as Authorization: Bearer <key>, or scrape the --metrics-addr listener", MetricsPath))
 				return
 			}

@@ -15,6 +15,7 @@ import (
 	"github.com/julienschmidt/httprouter"
 
 	"holon.dev/holon"
+	"holon.dev/holon/appliance/web"
 	"holon.dev/holon/journal"
 )
 
@@ -102,7 +103,7 @@ type creditBody struct {
 func (a *api) adminCredit(w http.ResponseWriter, r *http.Request, _ httprouter.Params, _ *principal) {
 	h := a.hosted
 	var body creditBody
-	if err := decodeBody(r, &body); err != nil {
+	if err := web.DecodeBody(r, &body); err != nil {
 		a.fail(w, r, err)
 		return
 	}
@@ -131,7 +132,7 @@ func (a *api) adminCredit(w http.ResponseWriter, r *http.Request, _ httprouter.P
 	err = h.store.Update(r.Context(), func(tx holon.Tx) error {
 		var acct account
 		if err := tx.Get(holon.BucketUsers, body.Account, &acct); errors.Is(err, holon.ErrNotFound) {
-			return notFound("no account %s", body.Account)
+			return web.NotFound("no account %s", body.Account)
 		} else if err != nil {
 			return err
 		}
@@ -151,7 +152,7 @@ func (a *api) adminCredit(w http.ResponseWriter, r *http.Request, _ httprouter.P
 		a.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{
+	web.JSON(w, http.StatusOK, map[string]any{
 		"account": body.Account, "amount": body.Amount, "entry": key,
 		"balance": accountView{Account: body.Account, Balance: bal.Balance, Held: bal.Held, Available: bal.Available()},
 	})
@@ -169,7 +170,7 @@ func (a *api) adminDisable(w http.ResponseWriter, r *http.Request, ps httprouter
 	h := a.hosted
 	handle := ps.ByName("handle")
 	var body disableBody
-	if err := decodeBody(r, &body); err != nil {
+	if err := web.DecodeBody(r, &body); err != nil {
 		a.fail(w, r, err)
 		return
 	}
@@ -197,7 +198,7 @@ func (a *api) adminDisable(w http.ResponseWriter, r *http.Request, ps httprouter
 		revoked = 0
 		var acct account
 		if err := tx.Get(holon.BucketUsers, handle, &acct); errors.Is(err, holon.ErrNotFound) {
-			return notFound("no account %s", handle)
+			return web.NotFound("no account %s", handle)
 		} else if err != nil {
 			return err
 		}
@@ -244,7 +245,7 @@ func (a *api) adminDisable(w http.ResponseWriter, r *http.Request, ps httprouter
 	if yank == nil {
 		yank = []string{}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"account": handle, "disabled": now, "reason": reason,
+	web.JSON(w, http.StatusOK, map[string]any{"account": handle, "disabled": now, "reason": reason,
 		"keys_revoked": revoked, "yanked": yank})
 }
 
@@ -268,7 +269,7 @@ func (a *api) adminYank(w http.ResponseWriter, r *http.Request, ps httprouter.Pa
 	h := a.hosted
 	ref := ps.ByName("ns") + "/" + ps.ByName("name")
 	var body yankBody
-	if err := decodeBody(r, &body); err != nil {
+	if err := web.DecodeBody(r, &body); err != nil {
 		a.fail(w, r, err)
 		return
 	}
@@ -288,7 +289,7 @@ func (a *api) adminYank(w http.ResponseWriter, r *http.Request, ps httprouter.Pa
 			a.fail(w, r, holon.Errorf(CodeAlreadyYanked, "%s was yanked already, at %s", ref, yr.Time.Format(time.RFC3339)))
 			return
 		}
-		a.fail(w, r, notFound("no agent version %s is listed", ref))
+		a.fail(w, r, web.NotFound("no agent version %s is listed", ref))
 		return
 	}
 	if v.Shipped {
@@ -308,7 +309,7 @@ func (a *api) adminYank(w http.ResponseWriter, r *http.Request, ps httprouter.Pa
 		return
 	}
 	a.engine.Registry().Remove(ref)
-	writeJSON(w, http.StatusOK, map[string]any{"agent": ref, "yanked": now, "reason": reason})
+	web.JSON(w, http.StatusOK, map[string]any{"agent": ref, "yanked": now, "reason": reason})
 }
 
 // adminAccountView is an account as the operator sees it.
@@ -354,7 +355,7 @@ func (a *api) adminAccounts(w http.ResponseWriter, r *http.Request, _ httprouter
 		a.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"accounts": out})
+	web.JSON(w, http.StatusOK, map[string]any{"accounts": out})
 }
 
 // adminLog is GET /v0/admin/log?after=&limit=: the moderation log, oldest
@@ -397,7 +398,7 @@ func (a *api) adminLog(w http.ResponseWriter, r *http.Request, _ httprouter.Para
 		a.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"entries": out, "next": next})
+	web.JSON(w, http.StatusOK, map[string]any{"entries": out, "next": next})
 }
 
 func queryLimit(r *http.Request, def, max int) (int, error) {

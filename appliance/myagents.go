@@ -8,6 +8,7 @@ import (
 	"github.com/julienschmidt/httprouter"
 
 	"holon.dev/holon"
+	"holon.dev/holon/appliance/web"
 	"holon.dev/holon/journal"
 )
 
@@ -85,7 +86,7 @@ func (l *listings) myAgents(w http.ResponseWriter, r *http.Request, _ httprouter
 		return nil
 	})
 	if err != nil {
-		failTo(l.log, w, r, err)
+		web.Fail(l.log, w, r, err)
 		return
 	}
 	out := make([]*myVersion, 0, len(byRef))
@@ -93,5 +94,5 @@ func (l *listings) myAgents(w http.ResponseWriter, r *http.Request, _ httprouter
 		out = append(out, mv)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Ref < out[j].Ref })
-	writeJSON(w, http.StatusOK, map[string]any{"account": p.account, "versions": out})
+	web.JSON(w, http.StatusOK, map[string]any{"account": p.account, "versions": out})
 }

@@ -1,12 +1,9 @@
 package appliance
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -18,6 +15,8 @@ import (
 	"github.com/julienschmidt/httprouter"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
 	"holon.dev/holon"
+	"holon.dev/holon/appliance/token"
+	"holon.dev/holon/appliance/web"
 )
 
 // The MCP authorization protocol (revision 2025-11-25) for /mcp: the
@@ -115,17 +114,12 @@ type oauthRefresh struct {
 func oauthClientKey(id string) string { return "client/" + id }
 
 func oauthSecretKey(kind, secret string) string {
-	sum := sha256.Sum256([]byte(secret))
-	return kind + "/" + hex.EncodeToString(sum[:])
+	return kind + "/" + token.Hash(secret)
 }
 
 // drawSecret draws a code or token: its marker and 32 random bytes.
 func (h *hosted) drawSecret(marker string) (string, error) {
-	b := make([]byte, keyEntropy)
-	if _, err := io.ReadFull(h.rand, b); err != nil {
-		return "", fmt.Errorf("draw a secret: %w", err)
-	}
-	return marker + keyEncoding.EncodeToString(b), nil
+	return token.Draw(h.rand, marker)
 }
 
 // routeOAuth mounts the authorization server of a hosted gateway.
@@ -197,7 +191,7 @@ func corsPreflight(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) 
 func writeMetadata(w http.ResponseWriter, v any) {
 	w.Header().Set("Access-Control-Allow-Origin", "*")
 	w.Header().Set("Cache-Control", "max-age=300")
-	writeJSON(w, http.StatusOK, v)
+	web.JSON(w, http.StatusOK, v)
 }
 
 func (a *api) protectedResourceMetadata(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
@@ -264,7 +258,7 @@ func (a *api) writeOAuthError(w http.ResponseWriter, r *http.Request, err error)
 		a.log.Error("oauth request failed", "path", r.URL.Path, "err", err)
 		oe = &oauthError{Code: "server_error", Description: "the gateway could not answer; the operator's log has the details"}
 		w.Header().Set("Cache-Control", "no-store")
-		writeJSON(w, http.StatusInternalServerError, oe)
+		web.JSON(w, http.StatusInternalServerError, oe)
 		return
 	}
 	w.Header().Set("Access-Control-Allow-Origin", "*")
@@ -273,7 +267,7 @@ func (a *api) writeOAuthError(w http.ResponseWriter, r *http.Request, err error)
 		status = http.StatusUnauthorized
 	}
 	w.Header().Set("Cache-Control", "no-store")
-	writeJSON(w, status, oe)
+	web.JSON(w, status, oe)
 }
 
 // registrationRequest is what a client sends to register (RFC 7591 §2):
@@ -313,7 +307,7 @@ func (a *api) registerClient(w http.ResponseWriter, r *http.Request, _ httproute
 		return
 	}
 	var req registrationRequest
-	b, err := readBody(r)
+	b, err := web.ReadBody(r)
 	if err == nil {
 		err = json.Unmarshal(b, &req)
 	}
@@ -354,7 +348,7 @@ func (a *api) registerClient(w http.ResponseWriter, r *http.Request, _ httproute
 	}
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("Access-Control-Allow-Origin", "*")
-	writeJSON(w, http.StatusCreated, registrationAnswer{
+	web.JSON(w, http.StatusCreated, registrationAnswer{
 		ClientID: c.ID, ClientIDIssuedAt: c.Created.Unix(), ClientName: c.Name, ClientURI: c.URI,
 		RedirectURIs: c.RedirectURIs, GrantTypes: c.GrantTypes, ResponseTypes: []string{"code"},
 		TokenEndpointAuthMethod: "none", Scope: req.Scope,

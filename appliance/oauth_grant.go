@@ -10,6 +10,7 @@ import (
 	"github.com/julienschmidt/httprouter"
 
 	"holon.dev/holon"
+	"holon.dev/holon/appliance/web"
 )
 
 // Errors of an authorization request that cannot be sent back to the
@@ -137,7 +138,7 @@ func (a *api) checkAuthorization(w http.ResponseWriter, r *http.Request, _ httpr
 		return
 	}
 	w.Header().Set("Cache-Control", "no-store")
-	writeJSON(w, http.StatusOK, ans)
+	web.JSON(w, http.StatusOK, ans)
 }
 
 // grantAuthorization is POST /v0/oauth/authorization: the human allows
@@ -147,7 +148,7 @@ func (a *api) checkAuthorization(w http.ResponseWriter, r *http.Request, _ httpr
 func (a *api) grantAuthorization(w http.ResponseWriter, r *http.Request, _ httprouter.Params, p *principal) {
 	h := a.hosted
 	var body grantBody
-	if err := decodeBody(r, &body); err != nil {
+	if err := web.DecodeBody(r, &body); err != nil {
 		a.fail(w, r, err)
 		return
 	}
@@ -158,13 +159,13 @@ func (a *api) grantAuthorization(w http.ResponseWriter, r *http.Request, _ httpr
 	}
 	w.Header().Set("Cache-Control", "no-store")
 	if ans.ErrorRedirect != "" {
-		writeJSON(w, http.StatusOK, ans)
+		web.JSON(w, http.StatusOK, ans)
 		return
 	}
 	switch body.Decision {
 	case "deny":
 		ans.Redirect = a.redirectWith(r, body.RedirectURI, body.State, url.Values{"error": {"access_denied"}, "error_description": {"the human declined"}})
-		writeJSON(w, http.StatusOK, ans)
+		web.JSON(w, http.StatusOK, ans)
 		return
 	case "allow":
 	default:
@@ -190,7 +191,7 @@ func (a *api) grantAuthorization(w http.ResponseWriter, r *http.Request, _ httpr
 			return err
 		}
 		if !slices.Contains(acct.Mandates, body.Mandate) {
-			return notFound("no mandate %s among your root mandates", body.Mandate)
+			return web.NotFound("no mandate %s among your root mandates", body.Mandate)
 		}
 		return tx.Put(holon.BucketOAuth, oauthSecretKey("code", code), rec)
 	})
@@ -199,5 +200,5 @@ func (a *api) grantAuthorization(w http.ResponseWriter, r *http.Request, _ httpr
 		return
 	}
 	ans.Redirect = a.redirectWith(r, body.RedirectURI, body.State, url.Values{"code": {code}})
-	writeJSON(w, http.StatusOK, ans)
+	web.JSON(w, http.StatusOK, ans)
 }

@@ -19,6 +19,8 @@ import (
 	"github.com/julienschmidt/httprouter"
 
 	"holon.dev/holon"
+	"holon.dev/holon/appliance/token"
+	"holon.dev/holon/appliance/web"
 )
 
 // tokenAnswer is RFC 6749 §5.1's answer.
@@ -88,7 +90,7 @@ func (a *api) token(w http.ResponseWriter, r *http.Request, _ httprouter.Params)
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("Pragma", "no-cache")
 	w.Header().Set("Access-Control-Allow-Origin", "*")
-	writeJSON(w, http.StatusOK, ans)
+	web.JSON(w, http.StatusOK, ans)
 }
 
 // s256 is the S256 code challenge of a verifier.
@@ -171,7 +173,7 @@ func (a *api) exchangeCode(r *http.Request, c *oauthClient, code, verifier, redi
 			}
 			// The key's own secret is drawn and dropped: the key is used
 			// only through its tokens.
-			_, key, err := h.drawKey(KindAgent, rec.Account, rec.Mandate, rec.Ask)
+			_, key, err := h.drawKey(token.KindAgent, rec.Account, rec.Mandate, rec.Ask)
 			if err != nil {
 				return err
 			}
@@ -313,27 +315,27 @@ func revokeKeyByHash(tx holon.Tx, hash string, now time.Time) error {
 // tokenPrincipal is the principal of an OAuth access token: the agent key
 // it was issued for, on /mcp only, for this gateway's resource, until it
 // expires; and only while the key is live and its account enabled.
-func (a *api) tokenPrincipal(r *http.Request, token string) (*principal, error) {
+func (a *api) tokenPrincipal(r *http.Request, bearer string) (*principal, error) {
 	h := a.hosted
-	body := strings.TrimPrefix(token, oauthAccessMarker)
-	if len(body) != keyBodyLen {
-		return nil, holon.Errorf(CodeInvalidKey, "the access token is malformed")
+	body := strings.TrimPrefix(bearer, oauthAccessMarker)
+	if len(body) != token.BodyLen {
+		return nil, holon.Errorf(web.CodeInvalidKey, "the access bearer is malformed")
 	}
 	var rec oauthAccess
-	err := h.store.View(func(tx holon.Tx) error { return tx.Get(holon.BucketOAuth, oauthSecretKey("access", token), &rec) })
+	err := h.store.View(func(tx holon.Tx) error { return tx.Get(holon.BucketOAuth, oauthSecretKey("access", bearer), &rec) })
 	switch {
 	case errors.Is(err, holon.ErrNotFound):
-		return nil, holon.Errorf(CodeInvalidKey, "unknown access token (or one replaced by a refresh): refresh it or authorize again")
+		return nil, holon.Errorf(web.CodeInvalidKey, "unknown access bearer (or one replaced by a refresh): refresh it or authorize again")
 	case err != nil:
 		return nil, fmt.Errorf("authenticate: %w", err)
 	case !h.now().Before(rec.Expires):
-		return nil, holon.Errorf(CodeInvalidKey, "the access token expired at %s: refresh it", rec.Expires.UTC().Format(time.RFC3339))
+		return nil, holon.Errorf(web.CodeInvalidKey, "the access bearer expired at %s: refresh it", rec.Expires.UTC().Format(time.RFC3339))
 	case r.URL.Path != "/mcp":
-		return nil, holon.Errorf(CodeInvalidKey, "an OAuth access token is good for /mcp only; the HTTP API takes keys (hlk_h_… or hlk_a_…)")
+		return nil, holon.Errorf(web.CodeInvalidKey, "an OAuth access bearer is good for /mcp only; the HTTP API takes keys (hlk_h_… or hlk_a_…)")
 	case rec.Resource != a.resource(r):
-		return nil, holon.Errorf(CodeInvalidKey, "the access token was issued for %s, not for %s", rec.Resource, a.resource(r))
+		return nil, holon.Errorf(web.CodeInvalidKey, "the access bearer was issued for %s, not for %s", rec.Resource, a.resource(r))
 	}
-	return h.keyPrincipal(rec.KeyHash, KindAgent, rec.Prefix)
+	return h.keyPrincipal(rec.KeyHash, token.KindAgent, rec.Prefix)
 }
 
 // pruneOAuth deletes the expired codes and tokens of one 256th of the

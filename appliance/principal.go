@@ -11,9 +11,11 @@ import (
 	"github.com/julienschmidt/httprouter"
 
 	"holon.dev/holon"
+	"holon.dev/holon/appliance/token"
+	"holon.dev/holon/appliance/web"
 )
 
-// Principal kinds besides KindHuman and KindAgent.
+// Principal kinds besides token.KindHuman and token.KindAgent.
 const (
 	kindNone  = "none"
 	kindAdmin = "admin"
@@ -51,9 +53,9 @@ func (p *principal) may(a access) bool {
 		return true
 	case kindNone:
 		return a&accessNone != 0
-	case KindHuman:
+	case token.KindHuman:
 		return a&accessHuman != 0
-	case KindAgent:
+	case token.KindAgent:
 		return a&accessAgent != 0
 	case kindAdmin:
 		return a&accessAdmin != 0
@@ -92,10 +94,10 @@ func (p *principal) seesMandate(id string) bool {
 	switch p.kind {
 	case kindDev:
 		return true
-	case KindHuman:
+	case token.KindHuman:
 		ns, _, _ := strings.Cut(id, "/")
 		return ns == p.account
-	case KindAgent:
+	case token.KindAgent:
 		return id == p.mandate || derivedFrom(id, p.mandate)
 	}
 	return false
@@ -121,7 +123,7 @@ func (p *principal) seesAccount(name string) bool {
 	switch p.kind {
 	case kindDev, kindAdmin:
 		return true
-	case KindHuman:
+	case token.KindHuman:
 		return name == p.account
 	}
 	return false
@@ -147,9 +149,9 @@ func (a *api) handle(method, path string, acc access, h handler) {
 		if !p.may(acc) {
 			if p.kind == kindNone {
 				a.challenge(w, r, false)
-				a.fail(w, r, holon.Errorf(CodeUnauthenticated, "%s needs %s: send it as Authorization: Bearer <key>", what, acc.describe()))
+				a.fail(w, r, holon.Errorf(web.CodeUnauthenticated, "%s needs %s: send it as Authorization: Bearer <key>", what, acc.describe()))
 			} else {
-				a.fail(w, r, holon.Errorf(CodeForbidden, "%s needs %s; this request carries %s", what, acc.describe(), p.describe()))
+				a.fail(w, r, holon.Errorf(web.CodeForbidden, "%s needs %s; this request carries %s", what, acc.describe(), p.describe()))
 			}
 			return
 		}
@@ -165,9 +167,9 @@ func (a *api) handle(method, path string, acc access, h handler) {
 
 func (p *principal) describe() string {
 	switch p.kind {
-	case KindHuman:
+	case token.KindHuman:
 		return "a human key"
-	case KindAgent:
+	case token.KindAgent:
 		return "an agent key"
 	case kindAdmin:
 		return "the admin key"
@@ -192,24 +194,24 @@ func (a *api) authenticate(r *http.Request) (*principal, error) {
 	if auth == "" {
 		return &principal{kind: kindNone}, nil
 	}
-	scheme, token, ok := strings.Cut(auth, " ")
-	token = strings.TrimSpace(token)
-	if !ok || !strings.EqualFold(scheme, "Bearer") || token == "" {
-		return nil, holon.Errorf(CodeInvalidKey, "the Authorization header must be Bearer <key>")
+	scheme, bearer, ok := strings.Cut(auth, " ")
+	bearer = strings.TrimSpace(bearer)
+	if !ok || !strings.EqualFold(scheme, "Bearer") || bearer == "" {
+		return nil, holon.Errorf(web.CodeInvalidKey, "the Authorization header must be Bearer <key>")
 	}
 	h := a.hosted
-	sum := sha256.Sum256([]byte(token))
+	sum := sha256.Sum256([]byte(bearer))
 	if h.adminKey != nil && subtle.ConstantTimeCompare(sum[:], h.adminKey) == 1 {
 		return &principal{kind: kindAdmin}, nil
 	}
-	if strings.HasPrefix(token, oauthAccessMarker) {
-		return a.tokenPrincipal(r, token) // oauth_token.go
+	if strings.HasPrefix(bearer, oauthAccessMarker) {
+		return a.tokenPrincipal(r, bearer) // oauth_token.go
 	}
-	kind, ok := parseKey(token)
+	kind, ok := token.ParseKey(bearer)
 	if !ok {
-		return nil, holon.Errorf(CodeInvalidKey, "the key is not a Holon key (hlk_h_… or hlk_a_…, %d characters)", 6+keyBodyLen)
+		return nil, holon.Errorf(web.CodeInvalidKey, "the key is not a Holon key (hlk_h_… or hlk_a_…, %d characters)", 6+token.BodyLen)
 	}
-	return h.keyPrincipal(keyHash(token), kind, keyPrefix(token))
+	return h.keyPrincipal(token.Hash(bearer), kind, token.Prefix(bearer))
 }
 
 // keyPrincipal is the principal of an account key, found by its hash: the
@@ -225,17 +227,17 @@ func (h *hosted) keyPrincipal(hash, kind, prefix string) (*principal, error) {
 	})
 	switch {
 	case errors.Is(err, holon.ErrNotFound):
-		return nil, holon.Errorf(CodeInvalidKey, "unknown key %s…: it was never issued here", prefix)
+		return nil, holon.Errorf(web.CodeInvalidKey, "unknown key %s…: it was never issued here", prefix)
 	case err != nil:
 		return nil, fmt.Errorf("authenticate: %w", err)
 	case rec.Kind != kind:
-		return nil, holon.Errorf(CodeInvalidKey, "unknown key %s…", rec.Prefix)
+		return nil, holon.Errorf(web.CodeInvalidKey, "unknown key %s…", rec.Prefix)
 	case rec.Revoked != nil:
-		return nil, holon.Errorf(CodeInvalidKey, "key %s… was revoked", rec.Prefix)
+		return nil, holon.Errorf(web.CodeInvalidKey, "key %s… was revoked", rec.Prefix)
 	case acct.Disabled != nil:
-		return nil, holon.Errorf(CodeInvalidKey, "key %s… belongs to a disabled account", rec.Prefix)
+		return nil, holon.Errorf(web.CodeInvalidKey, "key %s… belongs to a disabled account", rec.Prefix)
 	case !rec.live(h.now()):
-		return nil, holon.Errorf(CodeInvalidKey, "key %s… expired at %s: sign in again for a new one", rec.Prefix, rec.Expires.UTC().Format("2006-01-02T15:04:05Z"))
+		return nil, holon.Errorf(web.CodeInvalidKey, "key %s… expired at %s: sign in again for a new one", rec.Prefix, rec.Expires.UTC().Format("2006-01-02T15:04:05Z"))
 	}
 	return &principal{kind: kind, account: rec.Account, mandate: rec.Mandate, key: &rec}, nil
 }

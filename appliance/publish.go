@@ -17,6 +17,7 @@ import (
 	"github.com/julienschmidt/httprouter"
 
 	"holon.dev/holon"
+	"holon.dev/holon/appliance/web"
 	"holon.dev/holon/gateway"
 	"holon.dev/holon/gateway/contract"
 	"holon.dev/holon/gateway/remote"
@@ -34,7 +35,7 @@ import (
 // exact reference (ns/name@version) of every version once it is committed
 // and listed in the registry, so that it is callable through the engine.
 
-// Error codes of publishing (their HTTP statuses are in holon.HTTPStatus).
+// Error codes of publishing (their HTTP statuses are in web.Status).
 const (
 	CodeNotYourNamespace    = "not_your_namespace"
 	CodeGitHubNotLinked     = "github_not_linked"
@@ -212,7 +213,7 @@ func (a *api) publishAgent(w http.ResponseWriter, r *http.Request, _ httprouter.
 		a.fail(w, r, holon.Errorf(CodeGitHubNotConfigured, "publishing needs sign-in with GitHub, which is not configured on this gateway (HOLON_GITHUB_CLIENT_ID and HOLON_GITHUB_CLIENT_SECRET)"))
 		return
 	}
-	b, err := readBody(r)
+	b, err := web.ReadBody(r)
 	if err != nil {
 		a.fail(w, r, err)
 		return
@@ -238,7 +239,7 @@ func (a *api) publishAgent(w http.ResponseWriter, r *http.Request, _ httprouter.
 	if m.Source != nil {
 		ans.Repository = m.Source.Repository
 	}
-	writeJSON(w, http.StatusCreated, ans)
+	web.JSON(w, http.StatusCreated, ans)
 }
 
 // listVersion stores a version as published and lists it: the one path
@@ -418,14 +419,14 @@ func (a *api) yankAgent(w http.ResponseWriter, r *http.Request, ps httprouter.Pa
 		return
 	}
 	if ns != p.account {
-		a.fail(w, r, notFound("you published no version %s", ref))
+		a.fail(w, r, web.NotFound("you published no version %s", ref))
 		return
 	}
 	now := h.now().UTC()
 	err := h.store.Update(r.Context(), func(tx holon.Tx) error {
 		d, err := tx.Agent(ref)
 		if errors.Is(err, holon.ErrNotFound) || err == nil && !d.Published {
-			return notFound("you published no version %s", ref)
+			return web.NotFound("you published no version %s", ref)
 		} else if err != nil {
 			return err
 		}
@@ -444,6 +445,6 @@ func (a *api) yankAgent(w http.ResponseWriter, r *http.Request, ps httprouter.Pa
 	}
 	a.engine.Registry().Remove(ref)
 	a.log.Info("agent yanked", "agent", ref, "account", p.account)
-	writeJSON(w, http.StatusOK, map[string]any{"agent": ref, "yanked": now,
+	web.JSON(w, http.StatusOK, map[string]any{"agent": ref, "yanked": now,
 		"note": "the version is no longer listed; its number stays taken"})
 }

@@ -19,6 +19,8 @@ import (
 	"github.com/julienschmidt/httprouter"
 
 	"holon.dev/holon"
+	"holon.dev/holon/appliance/token"
+	"holon.dev/holon/appliance/web"
 )
 
 // Sign in with GitHub (gateway.md §7 "Accounts"): GET /v0/auth/github sends
@@ -177,7 +179,7 @@ func (a *api) githubCallback(w http.ResponseWriter, r *http.Request, _ httproute
 	case err == nil:
 		http.Redirect(w, r, console+"#login="+url.QueryEscape(code), http.StatusFound)
 	case errors.As(err, &refusal):
-		a.log.Info("sign-in refused", "reason", refusal.reason, "why", redactKeys(refusal.why))
+		a.log.Info("sign-in refused", "reason", refusal.reason, "why", token.Redact(refusal.why))
 		http.Redirect(w, r, console+"#login_error="+refusal.reason, http.StatusFound)
 	default:
 		a.log.Error("sign-in failed", "err", err)
@@ -235,7 +237,7 @@ func (a *api) signIn(r *http.Request) (string, error) {
 	if !h.knownGitHub(gu) {
 		// A new account: the signups' rate limit applies, as to POST /v0/signup.
 		if ok, _ := h.limits.signup.allow(h.limits.clientAddr(r)); !ok {
-			return "", refuseSignin(CodeRateLimited, "too many new accounts from this address")
+			return "", refuseSignin(web.CodeRateLimited, "too many new accounts from this address")
 		}
 	}
 	code, err := randomToken(h.rand)
@@ -366,7 +368,7 @@ func (a *api) exchangeLogin(w http.ResponseWriter, r *http.Request, _ httprouter
 		return
 	}
 	var body exchangeBody
-	if err := decodeBody(r, &body); err != nil {
+	if err := web.DecodeBody(r, &body); err != nil {
 		a.fail(w, r, err)
 		return
 	}
@@ -379,12 +381,12 @@ func (a *api) exchangeLogin(w http.ResponseWriter, r *http.Request, _ httprouter
 	var refusal error
 	for attempt := 0; ; attempt++ {
 		refusal = nil
-		humanKey, human, err := h.drawKey(KindHuman, "", "", false)
+		humanKey, human, err := h.drawKey(token.KindHuman, "", "", false)
 		if err != nil {
 			a.fail(w, r, err)
 			return
 		}
-		agentKey, agent, err := h.drawKey(KindAgent, "", "", true)
+		agentKey, agent, err := h.drawKey(token.KindAgent, "", "", true)
 		if err != nil {
 			a.fail(w, r, err)
 			return
@@ -442,11 +444,11 @@ func (a *api) exchangeLogin(w http.ResponseWriter, r *http.Request, _ httprouter
 		if refusal.(*holon.Error).Code == CodeAccountDisabled {
 			status = http.StatusForbidden
 		}
-		writeError(w, status, refusal)
+		web.Error(w, status, refusal)
 		return
 	}
 	w.Header().Set("Cache-Control", "no-store")
-	writeJSON(w, http.StatusOK, ans)
+	web.JSON(w, http.StatusOK, ans)
 }
 
 // purgeSignIn deletes the states and codes that expired.
