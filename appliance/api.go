@@ -25,7 +25,7 @@ import (
 type api struct {
 	engine *gateway.Engine
 	log    *slog.Logger
-	router *httprouter.Router
+	router *web.Router
 	// hosted is nil on a dev gateway: no authentication, no scoping.
 	hosted *hosted
 	// idem keeps Idempotency-Key records.
@@ -38,7 +38,7 @@ type api struct {
 }
 
 func newAPI(e *gateway.Engine, log *slog.Logger, h *hosted, idem *idempotency, backup http.Handler) *api {
-	a := &api{engine: e, log: log, router: httprouter.New(), hosted: h, idem: idem, backup: backup}
+	a := &api{engine: e, log: log, router: web.NewRouter(), hosted: h, idem: idem, backup: backup}
 	a.routes()
 	return a
 }
@@ -69,16 +69,14 @@ func (a *api) routes() {
 	}
 	a.routeConsole()
 	a.routeOAuth()
-	r.NotFound = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	r.Fallbacks(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		web.Error(w, http.StatusNotFound, holon.Errorf(holon.CodeNotFound, "no route %s %s", r.Method, token.Redact(r.URL.Path)))
-	})
-	r.MethodNotAllowed = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	}), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		web.Error(w, http.StatusMethodNotAllowed, holon.Errorf(holon.CodeInvalidRequest, "%s is not allowed on %s", r.Method, token.Redact(r.URL.Path)))
-	})
-	r.PanicHandler = func(w http.ResponseWriter, r *http.Request, p any) {
+	}), func(w http.ResponseWriter, r *http.Request, p any) {
 		a.log.Error("handler panicked", "path", token.Redact(r.URL.Path), "panic", token.Redact(fmt.Sprint(p)))
 		web.Error(w, http.StatusInternalServerError, holon.Errorf(holon.CodeGatewayError, "internal error"))
-	}
+	})
 }
 
 // hostedRoutes are the extra endpoints of a hosted gateway (gateway.md §7

@@ -19,6 +19,7 @@ import (
 
 	"holon.dev/holon"
 	"holon.dev/holon/appliance/agents"
+	"holon.dev/holon/appliance/web"
 	"holon.dev/holon/gateway"
 	"holon.dev/holon/gateway/contract"
 	"holon.dev/holon/gateway/remote"
@@ -33,7 +34,7 @@ type App struct {
 	store   holon.Store
 	engine  *gateway.Engine
 	log     *slog.Logger
-	handler http.Handler
+	api     *api
 	metrics *metrics
 	// served is handler with the metrics in front (/metrics, request counts).
 	served  http.Handler
@@ -235,8 +236,8 @@ func (a *App) init(ctx context.Context) error {
 	api := newAPI(a.engine, a.log, h, a.idem, backup)
 	api.routeListings(a.listings)
 	api.routeFiles(a.files)
-	a.handler = api
-	a.served = a.metrics.instrument(a.handler, a.cfg)
+	a.api = api
+	a.served = a.metrics.instrument(a.api, a.cfg)
 	sweepCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	a.stop, a.done = stop, make(chan struct{})
 	go a.sweep(sweepCtx)
@@ -313,6 +314,11 @@ func (a *App) Engine() *gateway.Engine { return a.engine }
 // the hosted one, behind keys, scoping and rate limits; and MetricsPath
 // (open in dev mode, the admin key's when hosted).
 func (a *App) Handler() http.Handler { return a.served }
+
+// Routes lists every route the appliance serves (method and path, the
+// path in the router's syntax: /v0/agents/:ns/:name), by path: what an
+// API description is checked against.
+func (a *App) Routes() []web.Route { return a.api.router.Routes() }
 
 // Close stops background work and closes the store. Calls still running
 // when it is called are closed as gateway_restarted at the next start.

@@ -30,7 +30,7 @@ func TestAuthenticate_ExpiringKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer app.Close()
-	a := app.handler.(*api)
+	a := app.api
 	key, rec, err := a.hosted.drawKey(token.KindHuman, "gh-user", "", false)
 	if err != nil {
 		t.Fatal(err)
