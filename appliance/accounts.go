@@ -164,7 +164,7 @@ func (a *api) signup(w http.ResponseWriter, r *http.Request, _ httprouter.Params
 		a.fail(w, r, err)
 		return
 	}
-	if ok, wait := h.limits.signup.allow(h.limits.clientAddr(r)); !ok {
+	if ok, wait := h.limits.signup.Allow(web.ClientAddr(r, h.limits.trustProxy)); !ok {
 		a.tooMany(w, r, wait, "your address (signups)")
 		return
 	}

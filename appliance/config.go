@@ -21,6 +21,7 @@ import (
 
 	"holon.dev/holon"
 	"holon.dev/holon/appliance/agents"
+	"holon.dev/holon/appliance/ratelimit"
 	"holon.dev/holon/gateway"
 	"holon.dev/holon/gateway/remote"
 	"holon.dev/holon/journal"
@@ -158,10 +159,7 @@ func (c *Config) deriveKey(purpose string) []byte {
 
 // Limit is a token bucket: Burst requests at once, refilled at Rate per
 // second.
-type Limit struct {
-	Rate  rate.Limit
-	Burst int
-}
+type Limit = ratelimit.Limit
 
 // Limits are the hosted gateway's rate limits (gateway.md §7 "Limits and
 // platform rules"): per account, so that more keys buy nothing, and per
@@ -186,7 +184,7 @@ var DefaultLimits = Limits{
 	Account:    Limit{Rate: 10, Burst: 600},
 	Address:    Limit{Rate: 20, Burst: 1200},
 	Signup:     Limit{Rate: rate.Every(12 * time.Minute), Burst: 5},
-	MaxTracked: 100_000,
+	MaxTracked: ratelimit.DefaultMaxTracked,
 }
 
 // DefaultPlatformFX is the platform's exchange rates into EUR unless

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"holon.dev/holon"
+	"holon.dev/holon/appliance/ratelimit"
 	"holon.dev/holon/appliance/web"
 	"holon.dev/holon/gateway"
 	"holon.dev/holon/journal"
@@ -42,20 +43,20 @@ type demo struct {
 	engine *gateway.Engine
 	// origin is HOLON_SITE_URL's origin, the only one CORS lets in ("":
 	// none).
-	origin  string
-	addrs   *limiters
-	visitor *limiterSet
-	all     *rate.Limiter
-	now     func() time.Time
+	origin     string
+	trustProxy bool
+	visitor    ratelimit.Limiter
+	all        *rate.Limiter
+	now        func() time.Time
 }
 
 func newDemo(e *gateway.Engine, cfg Config) *demo {
-	d := &demo{engine: e, now: cfg.Now, addrs: newLimiters(Limits{}, cfg.TrustProxy != nil && *cfg.TrustProxy, cfg.Now)}
+	d := &demo{engine: e, now: cfg.Now, trustProxy: cfg.TrustProxy != nil && *cfg.TrustProxy}
 	if u, err := url.Parse(cfg.SiteURL); err == nil && u.Scheme != "" && u.Host != "" {
 		d.origin = u.Scheme + "://" + u.Host
 	}
 	perHour := rate.Every(time.Hour / demoPerVisitor)
-	d.visitor = newLimiterSet(Limit{Rate: perHour, Burst: demoPerVisitor}, 0, cfg.Now)
+	d.visitor = ratelimit.NewSet(Limit{Rate: perHour, Burst: demoPerVisitor}, 0, cfg.Now)
 	d.all = rate.NewLimiter(rate.Every(time.Hour/demoPerHour), demoPerHour)
 	return d
 }
@@ -136,9 +137,9 @@ func (d *demo) try(w http.ResponseWriter, r *http.Request, ps httprouter.Params,
 		return
 	}
 	// Both limits are counted only for a try that will run.
-	if ok, wait := d.visitor.allow(d.addrs.clientAddr(r)); !ok {
-		w.Header().Set("Retry-After", retryAfter(wait))
-		web.Error(w, http.StatusTooManyRequests, holon.Errorf(web.CodeRateLimited, "%d demo tries an hour per visitor: retry in %s s", demoPerVisitor, retryAfter(wait)))
+	if ok, wait := d.visitor.Allow(web.ClientAddr(r, d.trustProxy)); !ok {
+		w.Header().Set("Retry-After", ratelimit.RetryAfter(wait))
+		web.Error(w, http.StatusTooManyRequests, holon.Errorf(web.CodeRateLimited, "%d demo tries an hour per visitor: retry in %s s", demoPerVisitor, ratelimit.RetryAfter(wait)))
 		return
 	}
 	if !d.all.AllowN(d.now(), 1) {

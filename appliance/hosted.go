@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"holon.dev/holon"
+	"holon.dev/holon/appliance/ratelimit"
 	"holon.dev/holon/appliance/token"
 	"holon.dev/holon/appliance/web"
 	"holon.dev/holon/gateway"
@@ -89,7 +90,7 @@ func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	addr := ""
 	if a.hosted != nil {
-		addr = a.hosted.limits.clientAddr(r)
+		addr = web.ClientAddr(r, a.hosted.limits.trustProxy)
 		defer func() {
 			attrs := []any{"method", r.Method, "path", token.Redact(r.URL.Path), "status", sw.code,
 				"ms", time.Since(start).Milliseconds(), "addr", addr}
@@ -114,7 +115,7 @@ func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r.Body = http.MaxBytesReader(sw, r.Body, bodyLimit(r))
 	}
 	if a.hosted != nil {
-		if ok, wait := a.hosted.limits.address.allow(addr); !ok {
+		if ok, wait := a.hosted.limits.address.Allow(addr); !ok {
 			a.tooMany(sw, r, wait, "your address")
 			return
 		}
@@ -127,7 +128,7 @@ func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // tooMany answers 429 with Retry-After.
 func (a *api) tooMany(w http.ResponseWriter, r *http.Request, wait time.Duration, who string) {
-	ra := retryAfter(wait)
+	ra := ratelimit.RetryAfter(wait)
 	w.Header().Set("Retry-After", ra)
 	a.fail(w, r, holon.Errorf(web.CodeRateLimited, "too many requests from %s: retry in %s s", who, ra))
 }

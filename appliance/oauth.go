@@ -302,7 +302,7 @@ func (a *api) registerClient(w http.ResponseWriter, r *http.Request, _ httproute
 	h := a.hosted
 	// A registration is an anonymous write, like a signup: it counts
 	// against the same limit of the client's address.
-	if ok, wait := h.limits.signup.allow(h.limits.clientAddr(r)); !ok {
+	if ok, wait := h.limits.signup.Allow(web.ClientAddr(r, h.limits.trustProxy)); !ok {
 		a.tooMany(w, r, wait, "your address (signups and client registrations)")
 		return
 	}

@@ -156,7 +156,7 @@ func (a *api) handle(method, path string, acc access, h handler) {
 			return
 		}
 		if a.hosted != nil && p.account != "" {
-			if ok, wait := a.hosted.limits.account.allow(p.account); !ok {
+			if ok, wait := a.hosted.limits.account.Allow(p.account); !ok {
 				a.tooMany(w, r, wait, "this account (all its keys together)")
 				return
 			}

@@ -236,7 +236,7 @@ func (a *api) signIn(r *http.Request) (string, error) {
 	}
 	if !h.knownGitHub(gu) {
 		// A new account: the signups' rate limit applies, as to POST /v0/signup.
-		if ok, _ := h.limits.signup.allow(h.limits.clientAddr(r)); !ok {
+		if ok, _ := h.limits.signup.Allow(web.ClientAddr(r, h.limits.trustProxy)); !ok {
 			return "", refuseSignin(web.CodeRateLimited, "too many new accounts from this address")
 		}
 	}
