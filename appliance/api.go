@@ -13,6 +13,7 @@ import (
 	"github.com/julienschmidt/httprouter"
 
 	"holon.dev/holon"
+	"holon.dev/holon/appliance/idempotency"
 	"holon.dev/holon/appliance/token"
 	"holon.dev/holon/appliance/web"
 	"holon.dev/holon/gateway"
@@ -29,7 +30,7 @@ type api struct {
 	// hosted is nil on a dev gateway: no authentication, no scoping.
 	hosted *hosted
 	// idem keeps Idempotency-Key records.
-	idem *idempotency
+	idem *idempotency.Keys
 	// files keeps uploads (files_api.go); nil until routeFiles.
 	files *fileStore
 	// backup streams the live backup (Config.Backup); nil leaves
@@ -37,7 +38,7 @@ type api struct {
 	backup http.Handler
 }
 
-func newAPI(e *gateway.Engine, log *slog.Logger, h *hosted, idem *idempotency, backup http.Handler) *api {
+func newAPI(e *gateway.Engine, log *slog.Logger, h *hosted, idem *idempotency.Keys, backup http.Handler) *api {
 	a := &api{engine: e, log: log, router: web.NewRouter(), hosted: h, idem: idem, backup: backup}
 	a.routes()
 	return a
@@ -96,39 +97,6 @@ func (a *api) hostedRoutes() {
 	a.publishRoutes()
 }
 
-// receiptStatus maps a call's receipt to the HTTP status of POST /v0/calls:
-// 200 succeeded, 202 pending approval, 403 denied, 422 input rejected, 502
-// the agent failed (500 when the gateway itself did).
-func receiptStatus(r *holon.Receipt) int {
-	code := ""
-	if r.Error != nil {
-		code = *r.Error
-	}
-	switch r.Status {
-	case holon.StatusSucceeded:
-		return http.StatusOK
-	case holon.StatusPendingApproval:
-		return http.StatusAccepted
-	case holon.StatusRejected:
-		return http.StatusUnprocessableEntity
-	case holon.StatusDenied:
-		switch code {
-		case holon.CodeNotFound:
-			return http.StatusNotFound
-		case holon.CodeInvalidRequest:
-			return http.StatusBadRequest
-		}
-		return http.StatusForbidden
-	}
-	switch code {
-	case holon.CodeGatewayError, holon.CodeGatewayRestarted:
-		return http.StatusInternalServerError
-	case holon.CodeFileNotFound:
-		return http.StatusNotFound
-	}
-	return http.StatusBadGateway
-}
-
 // fail answers with the status of the error's code (web.Status).
 // An internal error (no code, a code the table does not know, or
 // gateway_error) is logged, once, with the request it failed; it is the
@@ -171,7 +139,7 @@ func answer(res *gateway.CallResult) (int, callAnswer) {
 	if r := res.Receipt; r.Error != nil {
 		ans.Error = &holon.Error{Code: *r.Error, Msg: res.Message}
 	}
-	return receiptStatus(res.Receipt), ans
+	return web.ReceiptStatus(res.Receipt), ans
 }
 
 // callMandate is the mandate a principal's call runs under. An agent key
@@ -245,7 +213,7 @@ func (a *api) postCall(w http.ResponseWriter, r *http.Request, _ httprouter.Para
 		web.JSON(w, status, ans)
 		return
 	}
-	claim, err := a.idem.claim(p.scope(), idemKey, body)
+	claim, err := a.idem.Claim(p.scope(), idemKey, body)
 	if err != nil {
 		a.fail(w, r, err)
 		return
@@ -254,15 +222,15 @@ func (a *api) postCall(w http.ResponseWriter, r *http.Request, _ httprouter.Para
 	finished := false
 	defer func() {
 		if !finished { // the gateway failed (or panicked) without a receipt to show
-			claim.abandon(r.Context())
+			claim.Abandon(r.Context())
 		}
 	}()
 	res, err := a.engine.Call(r.Context(), in)
-	var replay *replayError
+	var replay *idempotency.ReplayError
 	switch {
 	case errors.As(err, &replay):
 		finished = true
-		a.replay(w, r, &replay.rec)
+		a.replay(w, r, &replay.Rec)
 		return
 	case err != nil:
 		a.fail(w, r, err)
@@ -275,7 +243,7 @@ func (a *api) postCall(w http.ResponseWriter, r *http.Request, _ httprouter.Para
 
 // replay answers a call re-sent with a used Idempotency-Key: the original
 // status and receipt, output null (outputs are never stored).
-func (a *api) replay(w http.ResponseWriter, r *http.Request, rec *idemRecord) {
+func (a *api) replay(w http.ResponseWriter, r *http.Request, rec *idempotency.Record) {
 	rc, err := a.engine.Receipt(rec.Receipt)
 	if err != nil {
 		a.fail(w, r, err)

@@ -19,6 +19,7 @@ import (
 
 	"holon.dev/holon"
 	"holon.dev/holon/appliance/agents"
+	"holon.dev/holon/appliance/idempotency"
 	"holon.dev/holon/appliance/web"
 	"holon.dev/holon/gateway"
 	"holon.dev/holon/gateway/contract"
@@ -57,7 +58,7 @@ type App struct {
 	filesDone chan struct{}
 	// idem keeps Idempotency-Keys (idempotency.go); idemDone closes when
 	// its sweeper ends.
-	idem     *idempotency
+	idem     *idempotency.Keys
 	idemDone chan struct{}
 }
 
@@ -193,7 +194,7 @@ func (a *App) init(ctx context.Context) error {
 	if closed > 0 {
 		a.log.Warn("closed calls left in flight by the last run", "calls", closed)
 	}
-	interrupted, err := interruptRunning(ctx, a.store, a.cfg.Now())
+	interrupted, err := idempotency.InterruptRunning(ctx, a.store, a.cfg.Now())
 	if err != nil {
 		return fmt.Errorf("mark interrupted idempotency keys: %w", err)
 	}
@@ -232,7 +233,7 @@ func (a *App) init(ctx context.Context) error {
 	if a.cfg.Backup != nil {
 		backup = a.cfg.Backup(a.store)
 	}
-	a.idem = &idempotency{store: a.store, now: a.cfg.Now, ttl: a.cfg.IdempotencyTTL}
+	a.idem = idempotency.New(a.store, a.cfg.Now, a.cfg.IdempotencyTTL)
 	api := newAPI(a.engine, a.log, h, a.idem, backup)
 	api.routeListings(a.listings)
 	api.routeFiles(a.files)
@@ -245,7 +246,7 @@ func (a *App) init(ctx context.Context) error {
 	a.filesDone = make(chan struct{})
 	go a.sweepFilesEvery(sweepCtx, time.Minute)
 	a.idemDone = make(chan struct{})
-	go a.sweepIdempotencyEvery(sweepCtx, idemSweepEvery(a.cfg.IdempotencyTTL))
+	go func() { defer close(a.idemDone); a.idem.SweepEvery(sweepCtx, a.log) }()
 	return nil
 }
 
@@ -319,6 +320,12 @@ func (a *App) Handler() http.Handler { return a.served }
 // path in the router's syntax: /v0/agents/:ns/:name), by path: what an
 // API description is checked against.
 func (a *App) Routes() []web.Route { return a.api.router.Routes() }
+
+// SweepIdempotencyKeys deletes now every Idempotency-Key whose lifetime
+// (Config.IdempotencyTTL) has passed, as the gateway does at start and
+// every hour, and returns how many it deleted. Keys of calls still
+// running are kept.
+func (a *App) SweepIdempotencyKeys(ctx context.Context) (int, error) { return a.idem.Sweep(ctx) }
 
 // Close stops background work and closes the store. Calls still running
 // when it is called are closed as gateway_restarted at the next start.

@@ -21,6 +21,7 @@ import (
 
 	"holon.dev/holon"
 	"holon.dev/holon/appliance/agents"
+	"holon.dev/holon/appliance/idempotency"
 	"holon.dev/holon/appliance/ratelimit"
 	"holon.dev/holon/gateway"
 	"holon.dev/holon/gateway/remote"
@@ -156,6 +157,11 @@ func (c *Config) deriveKey(purpose string) []byte {
 	}
 	return k
 }
+
+// DefaultIdempotencyTTL is how long an Idempotency-Key is kept after its
+// call finished (or was interrupted) unless Config.IdempotencyTTL says
+// otherwise: 24 hours, as Stripe keeps its keys.
+const DefaultIdempotencyTTL = idempotency.DefaultTTL
 
 // Limit is a token bucket: Burst requests at once, refilled at Rate per
 // second.

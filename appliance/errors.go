@@ -2,8 +2,8 @@ package appliance
 
 import ()
 
-// Error codes of the hosted product's accounts, keys, mandates,
-// idempotency and moderation. Each one comes with a message that says
+// Error codes of the hosted product's accounts, keys, mandates and
+// moderation. Each one comes with a message that says
 // what to fix; their HTTP statuses are web's table.
 const (
 	// CodeInvalidHandle and CodeInvalidEmail: a signup's fields are malformed.
@@ -21,15 +21,6 @@ const (
 	CodeLimitReached = "limit_reached"
 	// CodeKeyRevoked: the key named is revoked already.
 	CodeKeyRevoked = "key_revoked"
-	// CodeInvalidIdempotencyKey: the Idempotency-Key header is malformed.
-	CodeInvalidIdempotencyKey = "invalid_idempotency_key"
-	// CodeIdempotencyInFlight: the call of this Idempotency-Key is running.
-	CodeIdempotencyInFlight = "idempotency_in_flight"
-	// CodeIdempotencyInterrupted: a restart interrupted the call of this
-	// Idempotency-Key; its outcome is unknown.
-	CodeIdempotencyInterrupted = "idempotency_interrupted"
-	// CodeIdempotencyMismatch: the Idempotency-Key was used with another request.
-	CodeIdempotencyMismatch = "idempotency_mismatch"
 	// CodeAccountDisabled: the account is disabled already.
 	CodeAccountDisabled = "account_disabled"
 	// CodeShippedAgent: agents shipped with the gateway are not moderated.

@@ -15,6 +15,7 @@ import (
 
 	"holon.dev/holon"
 	"holon.dev/holon/appliance"
+	"holon.dev/holon/appliance/idempotency"
 	"holon.dev/holon/appliance/web"
 	"holon.dev/holon/gateway/storetest"
 	"holon.dev/holon/kv"
@@ -143,24 +144,24 @@ func TestHTTPStatus_EveryCodeHasARow(t *testing.T) {
 // documents, are the table's.
 func TestHTTPStatus_Spec(t *testing.T) {
 	for code, want := range map[string]int{
-		holon.CodeInvalidRequest:          400,
-		holon.CodeInvalidMandate:          400,
-		holon.CodeNotFound:                404,
-		holon.CodeOverBudget:              403,
-		holon.CodeNotAllowed:              403,
-		holon.CodeMandateInactive:         403,
-		holon.CodeRejectedInput:           422,
-		holon.CodeAgentError:              502,
-		holon.CodeTimeout:                 502,
-		holon.CodeRuntimeUnavailable:      502,
-		holon.CodeGatewayError:            500,
-		holon.CodeInvalidToken:            401,
-		web.CodeUnauthenticated:           401,
-		web.CodeForbidden:                 403,
-		web.CodeRateLimited:               429,
-		web.CodeBodyTooLarge:              413,
-		appliance.CodeIdempotencyInFlight: 409,
-		appliance.CodeGitHubUnavailable:   503,
+		holon.CodeInvalidRequest:            400,
+		holon.CodeInvalidMandate:            400,
+		holon.CodeNotFound:                  404,
+		holon.CodeOverBudget:                403,
+		holon.CodeNotAllowed:                403,
+		holon.CodeMandateInactive:           403,
+		holon.CodeRejectedInput:             422,
+		holon.CodeAgentError:                502,
+		holon.CodeTimeout:                   502,
+		holon.CodeRuntimeUnavailable:        502,
+		holon.CodeGatewayError:              500,
+		holon.CodeInvalidToken:              401,
+		web.CodeUnauthenticated:             401,
+		web.CodeForbidden:                   403,
+		web.CodeRateLimited:                 429,
+		web.CodeBodyTooLarge:                413,
+		idempotency.CodeIdempotencyInFlight: 409,
+		appliance.CodeGitHubUnavailable:     503,
 	} {
 		if got, _ := web.Status(code); got != want {
 			t.Errorf("%s: %d, want %d", code, got, want)

@@ -1,4 +1,11 @@
-package appliance
+// Package idempotency keeps the Idempotency-Keys of calls: the claim a
+// call checks and records inside its own write transactions
+// (gateway.Claim), the marking of calls a restart cut short, and the
+// sweep of keys whose lifetime has passed.
+//
+// It may import the domain (holon), web (the status a receipt is answered
+// with) and the gateway's canonical JSON; no other room.
+package idempotency
 
 import (
 	"context"
@@ -10,25 +17,39 @@ import (
 	"time"
 
 	"holon.dev/holon"
+	"holon.dev/holon/appliance/web"
 	"holon.dev/holon/gateway/canonical"
 )
 
 // Idempotency-Key states.
 const (
-	idemRunning = "running"
-	idemDone    = "done"
-	// idemInterrupted: a restart (or a failure of the gateway itself) cut
+	stateRunning = "running"
+	stateDone    = "done"
+	// stateInterrupted: a restart (or a failure of the gateway itself) cut
 	// the call short; whether it was billed is for the receipts to say.
-	idemInterrupted = "interrupted"
+	stateInterrupted = "interrupted"
+)
+
+// Error codes of Idempotency-Keys; their HTTP statuses are web's table.
+const (
+	// CodeInvalidIdempotencyKey: the Idempotency-Key header is malformed.
+	CodeInvalidIdempotencyKey = "invalid_idempotency_key"
+	// CodeIdempotencyInFlight: the call of this Idempotency-Key is running.
+	CodeIdempotencyInFlight = "idempotency_in_flight"
+	// CodeIdempotencyInterrupted: a restart interrupted the call of this
+	// Idempotency-Key; its outcome is unknown.
+	CodeIdempotencyInterrupted = "idempotency_interrupted"
+	// CodeIdempotencyMismatch: the Idempotency-Key was used with another request.
+	CodeIdempotencyMismatch = "idempotency_mismatch"
 )
 
 // maxIdempotencyKey bounds the header's length.
 const maxIdempotencyKey = 255
 
-// idemRecord is what an Idempotency-Key recorded (gateway.md §7
+// Record is what an Idempotency-Key recorded (gateway.md §7
 // "Idempotent calls"): the request it was first used with, and the call's
 // receipt and status once it finished. Never the output.
-type idemRecord struct {
+type Record struct {
 	State string `json:"state"`
 	// Request is the SHA-256 of the request in canonical JSON, with the
 	// mandate the call actually ran under.
@@ -46,17 +67,17 @@ type idemRecord struct {
 // one under "key/<scope>/<key>", written once. (A store written before this
 // layout has running records under key/ with a run/ marker of true; they
 // are read as such.)
-func idemKey(scope, key string) string    { return "key/" + scope + "/" + key }
-func idemRunKey(scope, key string) string { return "run/" + scope + "/" + key }
+func recordKey(scope, key string) string { return "key/" + scope + "/" + key }
+func runKey(scope, key string) string    { return "run/" + scope + "/" + key }
 
-// idempotency makes the claims of Idempotency-Keys. A claim is checked
+// Keys makes the claims of Idempotency-Keys. A claim is checked
 // and recorded inside the call's own write transactions (gateway.Claim):
 // the key's claim with the reservation, its outcome with the settlement,
 // so an idempotent call costs no commit of its own, and one transaction
 // decides each claim, so of any number of concurrent requests with the
 // same key exactly one runs. A finished key lives ttl: past it, the key
 // is unknown again, whether or not the sweep has deleted it yet.
-type idempotency struct {
+type Keys struct {
 	store holon.Store
 	now   func() time.Time
 	ttl   time.Duration
@@ -65,9 +86,9 @@ type idempotency struct {
 	onSweep func(deleted int)
 }
 
-// claim is an Idempotency-Key presented with a call: a gateway.Claim.
-type claim struct {
-	idem       *idempotency
+// Claim is an Idempotency-Key presented with a call: a gateway.Claim.
+type Claim struct {
+	keys       *Keys
 	scope, key string
 	hash       string
 	// receipt is the call's receipt once the key is recorded as running
@@ -76,13 +97,14 @@ type claim struct {
 	receipt string
 }
 
-// replayError stops a call whose key already finished: the answer is the
+// ReplayError stops a call whose key already finished: the answer is the
 // recorded one.
-type replayError struct{ rec idemRecord }
+type ReplayError struct{ Rec Record }
 
-func (e *replayError) Error() string { return "idempotency key already used: replay " + e.rec.Receipt }
+// Error says which receipt the replay answers with.
+func (e *ReplayError) Error() string { return "idempotency key already used: replay " + e.Rec.Receipt }
 
-func validIdempotencyKey(k string) bool {
+func validKey(k string) bool {
 	if len(k) < 1 || len(k) > maxIdempotencyKey {
 		return false
 	}
@@ -97,7 +119,7 @@ func validIdempotencyKey(k string) bool {
 // requestHash is the SHA-256 of a call request in canonical JSON (RFC
 // 8785): the same call sent with other white space or key order is the
 // same request.
-func requestHash(body callBody) (string, error) {
+func requestHash(body any) (string, error) {
 	b, err := json.Marshal(body)
 	if err != nil {
 		return "", err
@@ -110,25 +132,25 @@ func requestHash(body callBody) (string, error) {
 	return hex.EncodeToString(sum[:]), nil
 }
 
-// claim presents an Idempotency-Key for a request; the call checks and
+// Claim presents an Idempotency-Key for a request; the call checks and
 // records it (gateway.CallInput.Claim).
-func (d *idempotency) claim(scope, key string, body callBody) (*claim, error) {
-	if !validIdempotencyKey(key) {
+func (d *Keys) Claim(scope, key string, body any) (*Claim, error) {
+	if !validKey(key) {
 		return nil, holon.Errorf(CodeInvalidIdempotencyKey, "Idempotency-Key must be 1 to %d visible ASCII characters, such as a UUID", maxIdempotencyKey)
 	}
 	hash, err := requestHash(body)
 	if err != nil {
 		return nil, err
 	}
-	return &claim{idem: d, scope: scope, key: key, hash: hash}, nil
+	return &Claim{keys: d, scope: scope, key: key, hash: hash}, nil
 }
 
 // Check lets a new key through, and a key whose lifetime has passed. A
 // known key with another request is refused (422 idempotency_mismatch), a
 // running one answers 409, one whose call a restart cut short answers 409
 // idempotency_interrupted, and a finished one stops the call with a
-// *replayError.
-func (c *claim) Check(tx holon.Tx) error {
+// *ReplayError.
+func (c *Claim) Check(tx holon.Tx) error {
 	rec, found, err := c.lookup(tx)
 	switch {
 	case err != nil:
@@ -137,28 +159,28 @@ func (c *claim) Check(tx holon.Tx) error {
 		return nil
 	case rec.Request != c.hash:
 		return holon.Errorf(CodeIdempotencyMismatch, "Idempotency-Key %q was used with another request: send this one with a new key", c.key)
-	case rec.State == idemRunning:
+	case rec.State == stateRunning:
 		return holon.Errorf(CodeIdempotencyInFlight, "the call of Idempotency-Key %q is still running: wait for it, then re-send to get its receipt", c.key)
-	case rec.State == idemInterrupted:
+	case rec.State == stateInterrupted:
 		return holon.Errorf(CodeIdempotencyInterrupted, "the call of Idempotency-Key %q was interrupted (a restart) before it settled: check GET /v0/receipts, then send it again with a new key if it did not happen", c.key)
 	}
-	return &replayError{rec: rec}
+	return &ReplayError{Rec: rec}
 }
 
 // lookup reads the key's record: finished or interrupted under key/,
 // running under run/. A finished record past its lifetime is absent: the
 // key runs as a new one, and its new record replaces the old.
-func (c *claim) lookup(tx holon.Tx) (idemRecord, bool, error) {
-	var rec idemRecord
-	err := tx.Get(holon.BucketIdempotency, idemKey(c.scope, c.key), &rec)
-	if err == nil && !c.idem.expired(rec, c.idem.now()) {
+func (c *Claim) lookup(tx holon.Tx) (Record, bool, error) {
+	var rec Record
+	err := tx.Get(holon.BucketIdempotency, recordKey(c.scope, c.key), &rec)
+	if err == nil && !c.keys.expired(rec, c.keys.now()) {
 		return rec, true, nil
 	}
 	if err != nil && !errors.Is(err, holon.ErrNotFound) {
 		return rec, false, err
 	}
-	rec = idemRecord{}
-	if rec, ok, err := runningRecord(tx, idemRunKey(c.scope, c.key)); ok || err != nil {
+	rec = Record{}
+	if rec, ok, err := runningRecord(tx, runKey(c.scope, c.key)); ok || err != nil {
 		return rec, ok, err
 	}
 	return rec, false, nil
@@ -166,9 +188,9 @@ func (c *claim) lookup(tx holon.Tx) (idemRecord, bool, error) {
 
 // runningRecord reads a run/ entry: the running record, or (a store of the
 // earlier layout) true, whose record is under key/ and was found there.
-func runningRecord(tx holon.Tx, runKey string) (idemRecord, bool, error) {
+func runningRecord(tx holon.Tx, runKey string) (Record, bool, error) {
 	var raw json.RawMessage
-	var rec idemRecord
+	var rec Record
 	err := tx.Get(holon.BucketIdempotency, runKey, &raw)
 	switch {
 	case errors.Is(err, holon.ErrNotFound):
@@ -186,56 +208,56 @@ func runningRecord(tx holon.Tx, runKey string) (idemRecord, bool, error) {
 
 // Record writes the key as running with the call's reservation, or done
 // with the receipt and status that end the call.
-func (c *claim) Record(tx holon.Tx, r *holon.Receipt) error {
+func (c *Claim) Record(tx holon.Tx, r *holon.Receipt) error {
 	if r.Status == holon.StatusRunning {
 		c.receipt = r.ID
-		rec := idemRecord{State: idemRunning, Request: c.hash, Receipt: r.ID, Started: r.Created}
-		return tx.Put(holon.BucketIdempotency, idemRunKey(c.scope, c.key), rec)
+		rec := Record{State: stateRunning, Request: c.hash, Receipt: r.ID, Started: r.Created}
+		return tx.Put(holon.BucketIdempotency, runKey(c.scope, c.key), rec)
 	}
-	now := c.idem.now().UTC()
-	rec := idemRecord{State: idemDone, Request: c.hash, Receipt: r.ID, Status: receiptStatus(r), Started: r.Created, Finished: &now}
-	if err := tx.Put(holon.BucketIdempotency, idemKey(c.scope, c.key), rec); err != nil {
+	now := c.keys.now().UTC()
+	rec := Record{State: stateDone, Request: c.hash, Receipt: r.ID, Status: web.ReceiptStatus(r), Started: r.Created, Finished: &now}
+	if err := tx.Put(holon.BucketIdempotency, recordKey(c.scope, c.key), rec); err != nil {
 		return err
 	}
 	if c.receipt == "" {
 		return nil
 	}
-	return tx.Delete(holon.BucketIdempotency, idemRunKey(c.scope, c.key))
+	return tx.Delete(holon.BucketIdempotency, runKey(c.scope, c.key))
 }
 
-// abandon marks the key interrupted when the gateway failed (or panicked)
+// Abandon marks the key interrupted when the gateway failed (or panicked)
 // without a receipt to show after the key was recorded as running: the
 // outcome is unknown and the key must not run again. A key this request
 // never recorded is left alone (it may be another request's).
-func (c *claim) abandon(ctx context.Context) {
+func (c *Claim) Abandon(ctx context.Context) {
 	if c.receipt == "" {
 		return
 	}
-	now := c.idem.now().UTC()
-	_ = c.idem.store.Update(context.WithoutCancel(ctx), func(tx holon.Tx) error {
-		rec, ok, err := runningRecord(tx, idemRunKey(c.scope, c.key))
+	now := c.keys.now().UTC()
+	_ = c.keys.store.Update(context.WithoutCancel(ctx), func(tx holon.Tx) error {
+		rec, ok, err := runningRecord(tx, runKey(c.scope, c.key))
 		if err != nil || !ok || rec.Receipt != c.receipt {
 			return err
 		}
-		return interrupt(tx, idemRunKey(c.scope, c.key), rec, now)
+		return interrupt(tx, runKey(c.scope, c.key), rec, now)
 	})
 }
 
 // interrupt moves a running record to key/ as interrupted.
-func interrupt(tx holon.Tx, runKey string, rec idemRecord, now time.Time) error {
-	rec.State, rec.Finished = idemInterrupted, &now
+func interrupt(tx holon.Tx, runKey string, rec Record, now time.Time) error {
+	rec.State, rec.Finished = stateInterrupted, &now
 	if err := tx.Put(holon.BucketIdempotency, "key/"+runKey[len("run/"):], rec); err != nil {
 		return err
 	}
 	return tx.Delete(holon.BucketIdempotency, runKey)
 }
 
-// interruptRunning marks every key whose call was in flight when the last
+// InterruptRunning marks every key whose call was in flight when the last
 // run stopped: a settled call's key is done in its settlement's own
 // transaction, so a key still running was really cut short, and answers
 // 409 idempotency_interrupted for the key's lifetime. It runs at
 // start-up, before serving, and returns how many it marked.
-func interruptRunning(ctx context.Context, store holon.Store, now time.Time) (int, error) {
+func InterruptRunning(ctx context.Context, store holon.Store, now time.Time) (int, error) {
 	var n int
 	err := store.Update(ctx, func(tx holon.Tx) error {
 		n = 0
@@ -258,7 +280,7 @@ func interruptRunning(ctx context.Context, store holon.Store, now time.Time) (in
 				if err := tx.Get(holon.BucketIdempotency, key, &rec); err != nil {
 					return err
 				}
-				if rec.State != idemRunning {
+				if rec.State != stateRunning {
 					if err := tx.Delete(holon.BucketIdempotency, rk); err != nil {
 						return err
 					}
@@ -273,4 +295,10 @@ func interruptRunning(ctx context.Context, store holon.Store, now time.Time) (in
 		return nil
 	})
 	return n, err
+}
+
+// New returns the Idempotency-Keys kept in store, each living ttl after
+// its call ended.
+func New(store holon.Store, now func() time.Time, ttl time.Duration) *Keys {
+	return &Keys{store: store, now: now, ttl: ttl}
 }

@@ -1,30 +1,30 @@
-package appliance
+package idempotency
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"time"
 
 	"holon.dev/holon"
 )
 
-// DefaultIdempotencyTTL is how long an Idempotency-Key is kept after its
-// call finished (or was interrupted) unless Config.IdempotencyTTL says
-// otherwise: 24 hours, as Stripe keeps its keys.
-const DefaultIdempotencyTTL = 24 * time.Hour
+// DefaultTTL is how long an Idempotency-Key is kept after its call
+// finished (or was interrupted) unless configured otherwise: 24 hours, as Stripe keeps its keys.
+const DefaultTTL = 24 * time.Hour
 
-// idemSweepChunk bounds the keys one pass of the sweep reads in a read
+// sweepChunk bounds the keys one pass of the sweep reads in a read
 // transaction, and so the records one of its write transactions deletes:
 // a sweep of a large index never holds the writer long.
-const idemSweepChunk = 500
+const sweepChunk = 500
 
 // expired reports whether a record's lifetime has passed at now: a
 // finished or interrupted key lives ttl from its end (its start for a
 // record without one). A running key never expires: its call may still
 // settle, and the key must not run twice meanwhile.
-func (d *idempotency) expired(rec idemRecord, now time.Time) bool {
-	if rec.State == idemRunning {
+func (d *Keys) expired(rec Record, now time.Time) bool {
+	if rec.State == stateRunning {
 		return false
 	}
 	at := rec.Started
@@ -34,14 +34,14 @@ func (d *idempotency) expired(rec idemRecord, now time.Time) bool {
 	return !now.Before(at.Add(d.ttl))
 }
 
-// sweep deletes every finished or interrupted record whose lifetime has
+// Sweep deletes every finished or interrupted record whose lifetime has
 // passed and returns how many it deleted. It walks the finished records
-// (key/) in key order, idemSweepChunk at a time: each chunk is read in a
+// (key/) in key order, sweepChunk at a time: each chunk is read in a
 // read transaction, and only the expired keys found there are deleted in
 // a write transaction of their own, each checked again there (a new claim
 // may have replaced it since). Running records (run/) are never touched.
 // A sweep persists nothing: a restart just walks the index again.
-func (d *idempotency) sweep(ctx context.Context) (int, error) {
+func (d *Keys) Sweep(ctx context.Context) (int, error) {
 	deleted := 0
 	after := ""
 	for {
@@ -55,11 +55,11 @@ func (d *idempotency) sweep(ctx context.Context) (int, error) {
 			return tx.ForEachAfter(holon.BucketIdempotency, "key/", after, func(k string, raw json.RawMessage) (bool, error) {
 				seen++
 				last = k
-				var rec idemRecord
+				var rec Record
 				if err := json.Unmarshal(raw, &rec); err == nil && d.expired(rec, now) {
 					expired = append(expired, k)
 				}
-				return seen < idemSweepChunk, nil
+				return seen < sweepChunk, nil
 			})
 		})
 		if err != nil {
@@ -70,7 +70,7 @@ func (d *idempotency) sweep(ctx context.Context) (int, error) {
 			err := d.store.Update(ctx, func(tx holon.Tx) error {
 				n = 0
 				for _, k := range expired {
-					var rec idemRecord
+					var rec Record
 					err := tx.Get(holon.BucketIdempotency, k, &rec)
 					if errors.Is(err, holon.ErrNotFound) {
 						continue
@@ -96,38 +96,31 @@ func (d *idempotency) sweep(ctx context.Context) (int, error) {
 				d.onSweep(n)
 			}
 		}
-		if seen < idemSweepChunk {
+		if seen < sweepChunk {
 			return deleted, nil
 		}
 		after = last
 	}
 }
 
-// idemSweepEvery is how often the sweep runs for a lifetime: a
+// sweepPeriod is how often the sweep runs for a lifetime: a
 // twenty-fourth of it (hourly for 24 hours), at least hourly, at most
 // every second.
-func idemSweepEvery(ttl time.Duration) time.Duration {
+func sweepPeriod(ttl time.Duration) time.Duration {
 	return max(min(ttl/24, time.Hour), time.Second)
 }
 
-// SweepIdempotencyKeys deletes now every Idempotency-Key whose lifetime
-// (Config.IdempotencyTTL) has passed, as the gateway does at start and
-// every hour, and returns how many it deleted. Keys of calls still
-// running are kept.
-func (a *App) SweepIdempotencyKeys(ctx context.Context) (int, error) { return a.idem.sweep(ctx) }
-
-// sweepIdempotencyEvery sweeps expired Idempotency-Keys at start (those
-// that expired while the gateway was stopped) and then every period,
-// until ctx ends.
-func (a *App) sweepIdempotencyEvery(ctx context.Context, period time.Duration) {
-	defer close(a.idemDone)
-	t := time.NewTicker(period)
+// SweepEvery sweeps expired keys at start (those that expired while the
+// gateway was stopped) and then every period (SweepEvery of the
+// lifetime), until ctx ends.
+func (d *Keys) SweepEvery(ctx context.Context, log *slog.Logger) {
+	t := time.NewTicker(sweepPeriod(d.ttl))
 	defer t.Stop()
 	for {
-		if n, err := a.idem.sweep(ctx); err != nil && ctx.Err() == nil {
-			a.log.Error("delete expired idempotency keys", "err", err)
+		if n, err := d.Sweep(ctx); err != nil && ctx.Err() == nil {
+			log.Error("delete expired idempotency keys", "err", err)
 		} else if n > 0 {
-			a.log.Info("deleted expired idempotency keys", "keys", n)
+			log.Info("deleted expired idempotency keys", "keys", n)
 		}
 		select {
 		case <-ctx.Done():

@@ -1,4 +1,4 @@
-package appliance
+package idempotency
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 )
 
 // Ensure that each write transaction of the sweep deletes at most
-// idemSweepChunk records (500): 10,000 expired records, scattered among
+// sweepChunk records (500): 10,000 expired records, scattered among
 // fresh and running ones, take at least 20, each within the bound, and
 // the sweep makes no commit besides them.
 func TestIdempotencySweep_BoundedTransactions(t *testing.T) {
@@ -29,13 +29,13 @@ func TestIdempotencySweep_BoundedTransactions(t *testing.T) {
 			if i%6 == 5 {
 				at = start.Add(23 * time.Hour) // fresh at the sweep
 			}
-			rec := idemRecord{State: idemDone, Request: "r", Receipt: fmt.Sprintf("r%d", i), Status: 200, Started: at, Finished: &at}
-			if err := tx.Put(holon.BucketIdempotency, idemKey("s", fmt.Sprintf("%06d", i)), rec); err != nil {
+			rec := Record{State: stateDone, Request: "r", Receipt: fmt.Sprintf("r%d", i), Status: 200, Started: at, Finished: &at}
+			if err := tx.Put(holon.BucketIdempotency, recordKey("s", fmt.Sprintf("%06d", i)), rec); err != nil {
 				return err
 			}
 			if i%100 == 0 {
-				run := idemRecord{State: idemRunning, Request: "r", Receipt: fmt.Sprintf("q%d", i), Started: start}
-				if err := tx.Put(holon.BucketIdempotency, idemRunKey("s", fmt.Sprintf("q%06d", i)), run); err != nil {
+				run := Record{State: stateRunning, Request: "r", Receipt: fmt.Sprintf("q%d", i), Started: start}
+				if err := tx.Put(holon.BucketIdempotency, runKey("s", fmt.Sprintf("q%06d", i)), run); err != nil {
 					return err
 				}
 			}
@@ -46,18 +46,18 @@ func TestIdempotencySweep_BoundedTransactions(t *testing.T) {
 		t.Fatal(err)
 	}
 	var chunks []int
-	d := &idempotency{store: store, ttl: DefaultIdempotencyTTL,
+	d := &Keys{store: store, ttl: DefaultTTL,
 		now:     func() time.Time { return start.Add(25 * time.Hour) },
 		onSweep: func(n int) { chunks = append(chunks, n) }}
 	before := store.Stats().Commits
-	n, err := d.sweep(context.Background())
+	n, err := d.Sweep(context.Background())
 	if err != nil || n != 10_000 {
 		t.Fatalf("sweep: %d, %v, want 10000", n, err)
 	}
 	sum := 0
 	for i, c := range chunks {
-		if c > idemSweepChunk {
-			t.Errorf("transaction %d deleted %d records, more than %d", i, c, idemSweepChunk)
+		if c > sweepChunk {
+			t.Errorf("transaction %d deleted %d records, more than %d", i, c, sweepChunk)
 		}
 		sum += c
 	}
