@@ -11,6 +11,7 @@ import (
 	"github.com/julienschmidt/httprouter"
 
 	"holon.dev/holon"
+	"holon.dev/holon/appliance/auth"
 	"holon.dev/holon/appliance/token"
 	"holon.dev/holon/appliance/web"
 	"holon.dev/holon/gateway"
@@ -118,12 +119,12 @@ func (h *hosted) accountMandates(handle string) ([]string, error) {
 }
 
 // drawKey draws a key and builds its record.
-func (h *hosted) drawKey(kind, handle, mandate string, ask bool) (string, *keyRecord, error) {
+func (h *hosted) drawKey(kind, handle, mandate string, ask bool) (string, *auth.Key, error) {
 	key, err := token.NewKey(h.rand, kind)
 	if err != nil {
 		return "", nil, err
 	}
-	return key, &keyRecord{
+	return key, &auth.Key{
 		Prefix: token.Prefix(key), Kind: kind, Account: handle, Mandate: mandate, Ask: ask,
 		Created: h.now().UTC(), Hash: token.Hash(key),
 	}, nil
@@ -148,7 +149,7 @@ type signupAnswer struct {
 // signup creates an account (POST /v0/signup): the account, its email, a
 // human key, an agent key (ask_in_client) bound to the starter mandate
 // <handle>/sandbox, and the demo credit, all in one transaction.
-func (a *api) signup(w http.ResponseWriter, r *http.Request, _ httprouter.Params, _ *principal) {
+func (a *api) signup(w http.ResponseWriter, r *http.Request, _ httprouter.Params, _ *auth.Principal) {
 	h := a.hosted
 	var body signupBody
 	if err := web.DecodeBody(r, &body); err != nil {
@@ -273,8 +274,8 @@ type meAnswer struct {
 	Created  *time.Time              `json:"created,omitempty"`
 	Balance  *accountView            `json:"balance,omitempty"`
 	Mandates []*gateway.MandateState `json:"mandates,omitempty"`
-	Keys     []keyView               `json:"keys,omitempty"`
-	Key      *keyView                `json:"key,omitempty"`
+	Keys     []auth.KeyView          `json:"keys,omitempty"`
+	Key      *auth.KeyView           `json:"key,omitempty"`
 	Mandate  *gateway.MandateState   `json:"mandate,omitempty"`
 	// GitHub is the linked GitHub account (human keys; publishing needs it).
 	GitHub *githubLink `json:"github,omitempty"`
@@ -283,31 +284,31 @@ type meAnswer struct {
 // me is GET /v0/me: for a human key the account, its balance, mandates
 // and live keys (by prefix); for an agent key its own key and mandate with
 // its budget.
-func (a *api) me(w http.ResponseWriter, r *http.Request, _ httprouter.Params, p *principal) {
+func (a *api) me(w http.ResponseWriter, r *http.Request, _ httprouter.Params, p *auth.Principal) {
 	h := a.hosted
 	var acct account
-	var keys []*keyRecord
+	var keys []*auth.Key
 	var bal holon.Account
 	err := h.store.View(func(tx holon.Tx) error {
-		if err := tx.Get(holon.BucketUsers, p.account, &acct); err != nil {
+		if err := tx.Get(holon.BucketUsers, p.Account, &acct); err != nil {
 			return err
 		}
 		var err error
-		if keys, err = accountKeys(tx, p.account); err != nil {
+		if keys, err = accountKeys(tx, p.Account); err != nil {
 			return err
 		}
-		bal, err = tx.Account(p.account)
+		bal, err = tx.Account(p.Account)
 		return err
 	})
 	if err != nil {
 		a.fail(w, r, err)
 		return
 	}
-	ans := meAnswer{Kind: p.kind, Handle: acct.Handle}
-	if p.kind == token.KindAgent {
-		kw := p.key.view()
+	ans := meAnswer{Kind: p.Kind, Handle: acct.Handle}
+	if p.Kind == token.KindAgent {
+		kw := p.Key.View()
 		ans.Key = &kw
-		st, err := a.engine.Mandate(p.mandate)
+		st, err := a.engine.Mandate(p.Mandate)
 		if err != nil {
 			a.fail(w, r, err)
 			return
@@ -328,11 +329,11 @@ func (a *api) me(w http.ResponseWriter, r *http.Request, _ httprouter.Params, p 
 		}
 		ans.Mandates = append(ans.Mandates, st)
 	}
-	ans.Keys = []keyView{}
+	ans.Keys = []auth.KeyView{}
 	now := h.now()
 	for _, k := range keys {
-		if k.live(now) {
-			ans.Keys = append(ans.Keys, k.view())
+		if k.Live(now) {
+			ans.Keys = append(ans.Keys, k.View())
 		}
 	}
 	web.JSON(w, http.StatusOK, ans)

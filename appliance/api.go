@@ -13,6 +13,7 @@ import (
 	"github.com/julienschmidt/httprouter"
 
 	"holon.dev/holon"
+	"holon.dev/holon/appliance/auth"
 	"holon.dev/holon/appliance/idempotency"
 	"holon.dev/holon/appliance/token"
 	"holon.dev/holon/appliance/web"
@@ -27,6 +28,10 @@ type api struct {
 	engine *gateway.Engine
 	log    *slog.Logger
 	router *web.Router
+	// auth finds a request's principal; mount registers endpoints behind
+	// it.
+	auth  *auth.Chain
+	mount *auth.Mount
 	// hosted is nil on a dev gateway: no authentication, no scoping.
 	hosted *hosted
 	// idem keeps Idempotency-Key records.
@@ -40,6 +45,14 @@ type api struct {
 
 func newAPI(e *gateway.Engine, log *slog.Logger, h *hosted, idem *idempotency.Keys, backup http.Handler) *api {
 	a := &api{engine: e, log: log, router: web.NewRouter(), hosted: h, idem: idem, backup: backup}
+	a.auth = auth.NewChain(h == nil)
+	a.mount = &auth.Mount{Router: a.router, Chain: a.auth, Log: log, Challenge: a.challenge}
+	if h != nil {
+		a.auth.Register(auth.VerifierFunc(h.verifyAdmin))
+		a.auth.Register(auth.VerifierFunc(a.verifyAccessToken))
+		a.auth.Register(auth.VerifierFunc(h.verifyKey))
+		a.mount.Accounts = h.limits.account
+	}
 	a.routes()
 	return a
 }
@@ -47,21 +60,21 @@ func newAPI(e *gateway.Engine, log *slog.Logger, h *hosted, idem *idempotency.Ke
 func (a *api) routes() {
 	r := a.router
 	r.GET("/healthz", a.healthz)
-	a.handle("GET", "/v0/agents", accessAnyone, a.listAgents)
-	a.handle("GET", "/v0/agents/:ns/:name", accessAnyone, a.getAgent)
-	a.handle("POST", "/v0/calls", accessHuman|accessAgent, a.postCall)
-	a.handle("GET", "/v0/approvals", accessHuman|accessAgent, a.listApprovals)
-	a.handle("GET", "/v0/approvals/:id", accessHuman|accessAgent, a.getApproval)
-	a.handle("POST", "/v0/approvals/:id", accessHuman, a.decideApproval)
-	a.handle("GET", "/v0/receipts", accessHuman|accessAgent, a.listReceipts)
-	a.handle("GET", "/v0/receipts/:id", accessHuman|accessAgent, a.getReceipt)
-	a.handle("GET", "/v0/mandates/:ns/:name", accessHuman|accessAgent, a.getMandate)
-	a.handle("GET", "/v0/accounts", accessHuman|accessAdmin, a.listAccounts)
+	a.handle("GET", "/v0/agents", auth.Anyone, a.listAgents)
+	a.handle("GET", "/v0/agents/:ns/:name", auth.Anyone, a.getAgent)
+	a.handle("POST", "/v0/calls", auth.Human|auth.Agent, a.postCall)
+	a.handle("GET", "/v0/approvals", auth.Human|auth.Agent, a.listApprovals)
+	a.handle("GET", "/v0/approvals/:id", auth.Human|auth.Agent, a.getApproval)
+	a.handle("POST", "/v0/approvals/:id", auth.Human, a.decideApproval)
+	a.handle("GET", "/v0/receipts", auth.Human|auth.Agent, a.listReceipts)
+	a.handle("GET", "/v0/receipts/:id", auth.Human|auth.Agent, a.getReceipt)
+	a.handle("GET", "/v0/mandates/:ns/:name", auth.Human|auth.Agent, a.getMandate)
+	a.handle("GET", "/v0/accounts", auth.Human|auth.Operator, a.listAccounts)
 	a.mountMCP()
 	// The live backup: every row, so the operator's alone (open on a dev
 	// gateway, like everything there).
 	if a.backup != nil {
-		a.handle("GET", "/v0/admin/backup", accessAdmin, func(w http.ResponseWriter, r *http.Request, _ httprouter.Params, _ *principal) {
+		a.handle("GET", "/v0/admin/backup", auth.Operator, func(w http.ResponseWriter, r *http.Request, _ httprouter.Params, _ *auth.Principal) {
 			a.backup.ServeHTTP(w, r)
 		})
 	}
@@ -83,17 +96,17 @@ func (a *api) routes() {
 // hostedRoutes are the extra endpoints of a hosted gateway (gateway.md §7
 // "Extra endpoints"): accounts, keys, mandates and moderation.
 func (a *api) hostedRoutes() {
-	a.handle("POST", "/v0/signup", accessAnyone, a.signup)
-	a.handle("GET", "/v0/me", accessHuman|accessAgent, a.me)
-	a.handle("GET", "/v0/mandates", accessHuman, a.listMandates)
-	a.handle("POST", "/v0/mandates", accessHuman, a.createMandate)
-	a.handle("POST", "/v0/keys", accessHuman, a.createKey)
-	a.handle("DELETE", "/v0/keys/:prefix", accessHuman, a.revokeKey)
-	a.handle("POST", "/v0/admin/credit", accessAdmin, a.adminCredit)
-	a.handle("POST", "/v0/admin/accounts/:handle/disable", accessAdmin, a.adminDisable)
-	a.handle("POST", "/v0/admin/agents/:ns/:name/yank", accessAdmin, a.adminYank)
-	a.handle("GET", "/v0/admin/accounts", accessAdmin, a.adminAccounts)
-	a.handle("GET", "/v0/admin/log", accessAdmin, a.adminLog)
+	a.handle("POST", "/v0/signup", auth.Anyone, a.signup)
+	a.handle("GET", "/v0/me", auth.Human|auth.Agent, a.me)
+	a.handle("GET", "/v0/mandates", auth.Human, a.listMandates)
+	a.handle("POST", "/v0/mandates", auth.Human, a.createMandate)
+	a.handle("POST", "/v0/keys", auth.Human, a.createKey)
+	a.handle("DELETE", "/v0/keys/:prefix", auth.Human, a.revokeKey)
+	a.handle("POST", "/v0/admin/credit", auth.Operator, a.adminCredit)
+	a.handle("POST", "/v0/admin/accounts/:handle/disable", auth.Operator, a.adminDisable)
+	a.handle("POST", "/v0/admin/agents/:ns/:name/yank", auth.Operator, a.adminYank)
+	a.handle("GET", "/v0/admin/accounts", auth.Operator, a.adminAccounts)
+	a.handle("GET", "/v0/admin/log", auth.Operator, a.adminLog)
 	a.publishRoutes()
 }
 
@@ -146,20 +159,20 @@ func answer(res *gateway.CallResult) (int, callAnswer) {
 // acts under its own mandate only ("with an agent key, the mandate is the
 // key's"): naming another one is a 404, like any mandate out of scope. A
 // human key calls under the root mandates of its account.
-func (a *api) callMandate(p *principal, named string) (string, error) {
-	switch p.kind {
-	case kindDev:
+func (a *api) callMandate(p *auth.Principal, named string) (string, error) {
+	switch p.Kind {
+	case auth.KindDev:
 		return named, nil
 	case token.KindAgent:
-		if named != "" && named != p.mandate {
-			return "", web.NotFound("no mandate %s (this agent key acts under %s only; leave mandate out)", named, p.mandate)
+		if named != "" && named != p.Mandate {
+			return "", web.NotFound("no mandate %s (this agent key acts under %s only; leave mandate out)", named, p.Mandate)
 		}
-		return p.mandate, nil
+		return p.Mandate, nil
 	}
 	if named == "" {
-		return "", holon.Errorf(holon.CodeInvalidRequest, "mandate is required: the id of one of your mandates, such as %s/sandbox", p.account)
+		return "", holon.Errorf(holon.CodeInvalidRequest, "mandate is required: the id of one of your mandates, such as %s/sandbox", p.Account)
 	}
-	if !p.seesMandate(named) {
+	if !p.SeesMandate(named) {
 		return "", web.NotFound("no mandate %s", named)
 	}
 	st, err := a.engine.Mandate(named)
@@ -172,7 +185,7 @@ func (a *api) callMandate(p *principal, named string) (string, error) {
 	return named, nil
 }
 
-func (a *api) postCall(w http.ResponseWriter, r *http.Request, _ httprouter.Params, p *principal) {
+func (a *api) postCall(w http.ResponseWriter, r *http.Request, _ httprouter.Params, p *auth.Principal) {
 	var body callBody
 	if err := web.DecodeBody(r, &body); err != nil {
 		a.fail(w, r, err)
@@ -188,7 +201,7 @@ func (a *api) postCall(w http.ResponseWriter, r *http.Request, _ httprouter.Para
 		return
 	}
 	body.Mandate = mandate
-	if body.Approval != "" && p.kind != kindDev {
+	if body.Approval != "" && p.Kind != auth.KindDev {
 		// An approval out of scope is as unknown as one that never was.
 		if _, err := a.approval(r, body.Approval, p); err != nil {
 			a.fail(w, r, err)
@@ -199,8 +212,8 @@ func (a *api) postCall(w http.ResponseWriter, r *http.Request, _ httprouter.Para
 		Mandate: body.Mandate, Agent: body.Agent, Capability: body.Capability,
 		Input: body.Input, MaxCost: body.MaxCost, Approval: body.Approval,
 	}
-	if p.kind == token.KindHuman {
-		in.Caller = p.account
+	if p.Kind == token.KindHuman {
+		in.Caller = p.Account
 	}
 	idemKey := r.Header.Get("Idempotency-Key")
 	if idemKey == "" {
@@ -213,7 +226,7 @@ func (a *api) postCall(w http.ResponseWriter, r *http.Request, _ httprouter.Para
 		web.JSON(w, status, ans)
 		return
 	}
-	claim, err := a.idem.Claim(p.scope(), idemKey, body)
+	claim, err := a.idem.Claim(p.Scope(), idemKey, body)
 	if err != nil {
 		a.fail(w, r, err)
 		return
@@ -276,7 +289,7 @@ const approvalsPage = 200
 // approvals of the mandates the principal sees, newest first, read from
 // those mandates' index (a human's are its account's mandates, as for
 // receipts), and next, the cursor of the following page.
-func (a *api) listApprovals(w http.ResponseWriter, r *http.Request, _ httprouter.Params, p *principal) {
+func (a *api) listApprovals(w http.ResponseWriter, r *http.Request, _ httprouter.Params, p *auth.Principal) {
 	q := r.URL.Query()
 	mandate, status, before := q.Get("mandate"), q.Get("status"), q.Get("before")
 	limit, err := queryLimit(r, approvalsPage, approvalsPage)
@@ -286,21 +299,21 @@ func (a *api) listApprovals(w http.ResponseWriter, r *http.Request, _ httprouter
 	}
 	var page holon.ApprovalPage
 	switch {
-	case mandate != "" && !p.seesMandate(mandate):
+	case mandate != "" && !p.SeesMandate(mandate):
 		a.fail(w, r, web.NotFound("no mandate %s", mandate))
 		return
 	case mandate != "":
 		page, err = a.engine.ApprovalsOf([]string{mandate}, status, before, limit)
-	case p.kind == kindDev:
+	case p.Kind == auth.KindDev:
 		page, err = a.engine.AllApprovals(status, before, limit)
-	case p.kind == token.KindAgent:
+	case p.Kind == token.KindAgent:
 		// Only calls under the key's own mandate are held for approval,
 		// never a delegated call under one derived from it.
-		page, err = a.engine.ApprovalsOf([]string{p.mandate}, status, before, limit)
+		page, err = a.engine.ApprovalsOf([]string{p.Mandate}, status, before, limit)
 	default:
 		var roots []string
-		if roots, err = a.hosted.accountMandates(p.account); err == nil {
-			roots = slices.DeleteFunc(roots, func(m string) bool { return !p.seesMandate(m) })
+		if roots, err = a.hosted.accountMandates(p.Account); err == nil {
+			roots = slices.DeleteFunc(roots, func(m string) bool { return !p.SeesMandate(m) })
 			page, err = a.engine.ApprovalsOf(roots, status, before, limit)
 		}
 	}
@@ -312,18 +325,18 @@ func (a *api) listApprovals(w http.ResponseWriter, r *http.Request, _ httprouter
 }
 
 // approval reads an approval within the principal's scope.
-func (a *api) approval(r *http.Request, id string, p *principal) (*holon.Approval, error) {
+func (a *api) approval(r *http.Request, id string, p *auth.Principal) (*holon.Approval, error) {
 	ap, err := a.engine.Approval(r.Context(), id)
 	if err != nil {
 		return nil, err
 	}
-	if !p.seesMandate(ap.Mandate) {
+	if !p.SeesMandate(ap.Mandate) {
 		return nil, web.NotFound("no approval %s", id)
 	}
 	return ap, nil
 }
 
-func (a *api) getApproval(w http.ResponseWriter, r *http.Request, ps httprouter.Params, p *principal) {
+func (a *api) getApproval(w http.ResponseWriter, r *http.Request, ps httprouter.Params, p *auth.Principal) {
 	ap, err := a.approval(r, ps.ByName("id"), p)
 	if err != nil {
 		a.fail(w, r, err)
@@ -339,7 +352,7 @@ type decisionBody struct {
 	Run      *bool  `json:"run,omitempty"`
 }
 
-func (a *api) decideApproval(w http.ResponseWriter, r *http.Request, ps httprouter.Params, p *principal) {
+func (a *api) decideApproval(w http.ResponseWriter, r *http.Request, ps httprouter.Params, p *auth.Principal) {
 	var body decisionBody
 	if err := web.DecodeBody(r, &body); err != nil {
 		a.fail(w, r, err)
@@ -377,7 +390,7 @@ func (a *api) decideApproval(w http.ResponseWriter, r *http.Request, ps httprout
 	web.JSON(w, status, ans)
 }
 
-func (a *api) listReceipts(w http.ResponseWriter, r *http.Request, _ httprouter.Params, p *principal) {
+func (a *api) listReceipts(w http.ResponseWriter, r *http.Request, _ httprouter.Params, p *auth.Principal) {
 	q := r.URL.Query()
 	limit := 50
 	if s := q.Get("limit"); s != "" {
@@ -402,19 +415,19 @@ func (a *api) listReceipts(w http.ResponseWriter, r *http.Request, _ httprouter.
 	}
 	var fetch func(before string, limit int) (holon.ReceiptPage, error)
 	switch {
-	case mandate != "" && !p.seesMandate(mandate):
+	case mandate != "" && !p.SeesMandate(mandate):
 		a.fail(w, r, web.NotFound("no mandate %s", mandate))
 		return
-	case mandate != "" || p.kind == kindDev:
+	case mandate != "" || p.Kind == auth.KindDev:
 		fetch = func(before string, limit int) (holon.ReceiptPage, error) {
 			return a.engine.Receipts(mandate, before, limit)
 		}
-	case p.kind == token.KindAgent:
+	case p.Kind == token.KindAgent:
 		fetch = func(before string, limit int) (holon.ReceiptPage, error) {
-			return a.engine.Receipts(p.mandate, before, limit)
+			return a.engine.Receipts(p.Mandate, before, limit)
 		}
 	default:
-		roots, err := a.hosted.accountMandates(p.account)
+		roots, err := a.hosted.accountMandates(p.Account)
 		if err != nil {
 			a.fail(w, r, err)
 			return
@@ -493,10 +506,10 @@ func (a *api) tree(id string, depth int) (*receiptTree, error) {
 	return t, nil
 }
 
-func (a *api) getReceipt(w http.ResponseWriter, r *http.Request, ps httprouter.Params, p *principal) {
+func (a *api) getReceipt(w http.ResponseWriter, r *http.Request, ps httprouter.Params, p *auth.Principal) {
 	id := ps.ByName("id")
 	rc, err := a.engine.Receipt(id)
-	if err == nil && !p.seesMandate(rc.Mandate) {
+	if err == nil && !p.SeesMandate(rc.Mandate) {
 		err = web.NotFound("no receipt %s", id)
 	}
 	if err != nil {
@@ -511,9 +524,9 @@ func (a *api) getReceipt(w http.ResponseWriter, r *http.Request, ps httprouter.P
 	web.JSON(w, http.StatusOK, t)
 }
 
-func (a *api) getMandate(w http.ResponseWriter, r *http.Request, ps httprouter.Params, p *principal) {
+func (a *api) getMandate(w http.ResponseWriter, r *http.Request, ps httprouter.Params, p *auth.Principal) {
 	id := ps.ByName("ns") + "/" + ps.ByName("name")
-	if !p.seesMandate(id) {
+	if !p.SeesMandate(id) {
 		a.fail(w, r, web.NotFound("no mandate %s", id))
 		return
 	}
@@ -534,14 +547,14 @@ type accountView struct {
 
 // listAccounts is GET /v0/accounts: a human's own balance (one read), or
 // every balance for the operator.
-func (a *api) listAccounts(w http.ResponseWriter, r *http.Request, _ httprouter.Params, p *principal) {
-	if p.kind == token.KindHuman {
-		ac, err := a.engine.Account(p.account)
+func (a *api) listAccounts(w http.ResponseWriter, r *http.Request, _ httprouter.Params, p *auth.Principal) {
+	if p.Kind == token.KindHuman {
+		ac, err := a.engine.Account(p.Account)
 		if err != nil {
 			a.fail(w, r, err)
 			return
 		}
-		web.JSON(w, http.StatusOK, map[string]any{"accounts": []accountView{{Account: p.account, Balance: ac.Balance, Held: ac.Held, Available: ac.Available()}}})
+		web.JSON(w, http.StatusOK, map[string]any{"accounts": []accountView{{Account: p.Account, Balance: ac.Balance, Held: ac.Held, Available: ac.Available()}}})
 		return
 	}
 	accts, err := a.engine.Accounts()
@@ -551,7 +564,7 @@ func (a *api) listAccounts(w http.ResponseWriter, r *http.Request, _ httprouter.
 	}
 	out := make([]accountView, 0, len(accts))
 	for name, ac := range accts {
-		if p.seesAccount(name) {
+		if p.SeesAccount(name) {
 			out = append(out, accountView{Account: name, Balance: ac.Balance, Held: ac.Held, Available: ac.Available()})
 		}
 	}
@@ -585,19 +598,19 @@ type recordView struct {
 // listAgents is GET /v0/agents[?q=&capability=&mandate=&limit=&cursor=]:
 // Engine.ListAgents, a page at a time; next is the cursor of the page
 // after ("" at the end).
-func (a *api) listAgents(w http.ResponseWriter, r *http.Request, _ httprouter.Params, p *principal) {
+func (a *api) listAgents(w http.ResponseWriter, r *http.Request, _ httprouter.Params, p *auth.Principal) {
 	qs := r.URL.Query()
 	q := gateway.AgentQuery{Text: qs.Get("q"), Capability: qs.Get("capability"), Mandate: qs.Get("mandate"),
 		Limit: limitParam(qs.Get("limit")), Cursor: qs.Get("cursor")}
-	if q.Mandate == "" && p.kind == token.KindAgent {
-		q.Mandate = p.mandate // an agent searches under its one mandate
+	if q.Mandate == "" && p.Kind == token.KindAgent {
+		q.Mandate = p.Mandate // an agent searches under its one mandate
 	}
 	if q.Mandate != "" {
-		if p.kind == kindNone {
+		if p.Kind == auth.KindNone {
 			a.fail(w, r, holon.Errorf(web.CodeUnauthenticated, "listing under a mandate needs that mandate's key: send Authorization: Bearer <key>"))
 			return
 		}
-		if !p.seesMandate(q.Mandate) {
+		if !p.SeesMandate(q.Mandate) {
 			a.fail(w, r, web.NotFound("no mandate %s", q.Mandate))
 			return
 		}
@@ -642,7 +655,7 @@ type agentDetail struct {
 	Versions []string           `json:"versions"`
 }
 
-func (a *api) getAgent(w http.ResponseWriter, r *http.Request, ps httprouter.Params, _ *principal) {
+func (a *api) getAgent(w http.ResponseWriter, r *http.Request, ps httprouter.Params, _ *auth.Principal) {
 	ref := ps.ByName("ns") + "/" + ps.ByName("name")
 	v, err := a.engine.Registry().Resolve(ref)
 	if err != nil {

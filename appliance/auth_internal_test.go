@@ -48,7 +48,7 @@ func TestAuthenticate_ExpiringKey(t *testing.T) {
 	}
 	req := httptest.NewRequest("GET", "/v0/me", nil)
 	req.Header.Set("Authorization", "Bearer "+key)
-	if p, err := a.authenticate(req); err != nil || p.kind != token.KindHuman || p.account != "gh-user" {
+	if p, err := a.authenticate(req); err != nil || p.Kind != token.KindHuman || p.Account != "gh-user" {
 		t.Fatalf("before its expiry: %+v, %v", p, err)
 	}
 	clock.Store(&exp)

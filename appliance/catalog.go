@@ -9,6 +9,7 @@ import (
 	"github.com/julienschmidt/httprouter"
 
 	"holon.dev/holon"
+	"holon.dev/holon/appliance/auth"
 	"holon.dev/holon/appliance/web"
 	"holon.dev/holon/gateway"
 	"holon.dev/holon/gateway/contract"
@@ -101,7 +102,7 @@ type suiteCountsVw struct {
 // catalog is GET /v0/catalog[?q=&capability=&after=&limit=]: every listed
 // agent (its highest release) in id order, a page at a time; next is the
 // cursor of the following page ("" at the end).
-func (l *listings) catalog(w http.ResponseWriter, r *http.Request, _ httprouter.Params, _ *principal) {
+func (l *listings) catalog(w http.ResponseWriter, r *http.Request, _ httprouter.Params, _ *auth.Principal) {
 	q := r.URL.Query()
 	limit := catalogDefaultLimit
 	if s := q.Get("limit"); s != "" {

@@ -2,7 +2,6 @@ package appliance
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -12,13 +11,10 @@ import (
 	"github.com/julienschmidt/httprouter"
 
 	"holon.dev/holon"
+	"holon.dev/holon/appliance/auth"
 	"holon.dev/holon/appliance/web"
 	"holon.dev/holon/webui"
 )
-
-// consolePrincipalKey carries the principal of a console page's in-process
-// API request (see authenticate).
-type consolePrincipalKey struct{}
 
 // consoleBackend is the console's way to the gateway: every page reads and
 // writes through the API's own router and handlers, as the session's
@@ -44,9 +40,9 @@ func (a *api) routeConsole() {
 		web.Error(w, http.StatusNotFound, holon.Errorf(holon.CodeNotFound, "no route GET /: the API is under /v0, the console under /console"))
 	})
 	if a.hosted == nil {
-		a.handle("GET", "/v0/mandates", accessAnyone, a.devMandates)
+		a.handle("GET", "/v0/mandates", auth.Anyone, a.devMandates)
 	}
-	a.handle("GET", "/v0/admin/health", accessAdmin, a.storeHealth)
+	a.handle("GET", "/v0/admin/health", auth.Operator, a.storeHealth)
 }
 
 func (b consoleBackend) Hosted() bool { return b.a.hosted != nil }
@@ -65,14 +61,14 @@ func (b consoleBackend) Viewer(r *http.Request) (webui.Viewer, error) {
 	return viewerOf(p), nil
 }
 
-func viewerOf(p *principal) webui.Viewer {
-	switch p.kind {
-	case kindDev:
+func viewerOf(p *auth.Principal) webui.Viewer {
+	switch p.Kind {
+	case auth.KindDev:
 		return webui.Viewer{Kind: webui.ViewerDev}
-	case kindAdmin:
+	case auth.KindAdmin:
 		return webui.Viewer{Kind: webui.ViewerAdmin}
 	}
-	return webui.Viewer{Kind: webui.ViewerHuman, Account: p.account}
+	return webui.Viewer{Kind: webui.ViewerHuman, Account: p.Account}
 }
 
 func (b consoleBackend) SignIn(w http.ResponseWriter, r *http.Request, key string) (webui.Viewer, error) {
@@ -111,9 +107,9 @@ func (b consoleBackend) Send(r *http.Request, method, path, contentType string, 
 		return err
 	}
 	if p == nil {
-		p = &principal{kind: kindNone}
+		p = auth.Nobody()
 	}
-	ctx := context.WithValue(r.Context(), consolePrincipalKey{}, p)
+	ctx := auth.WithPrincipal(r.Context(), p)
 	req, err := http.NewRequestWithContext(ctx, method, path, body)
 	if err != nil {
 		return fmt.Errorf("console request %s %s: %w", method, path, err)

@@ -8,17 +8,18 @@ import (
 	"github.com/julienschmidt/httprouter"
 
 	"holon.dev/holon"
+	"holon.dev/holon/appliance/auth"
 	"holon.dev/holon/appliance/web"
 	"holon.dev/holon/gateway"
 )
 
 // devMandates is GET /v0/mandates on a dev gateway: every root mandate
 // with its budget (a hosted gateway lists the account's own).
-func (a *api) devMandates(w http.ResponseWriter, r *http.Request, _ httprouter.Params, _ *principal) {
+func (a *api) devMandates(w http.ResponseWriter, r *http.Request, _ httprouter.Params, _ *auth.Principal) {
 	var ids []string
 	err := a.engine.Store().View(func(tx holon.Tx) error {
 		return tx.ForEachMandate(func(id string, _ holon.Doc) error {
-			if i := strings.LastIndex(id, ".r"); i < 0 || !derivedFrom(id, id[:i]) {
+			if i := strings.LastIndex(id, ".r"); i < 0 || !auth.DerivedFrom(id, id[:i]) {
 				ids = append(ids, id)
 			}
 			return nil
@@ -54,7 +55,7 @@ type healthView struct {
 	Receipts  uint64  `json:"receipts"`
 }
 
-func (a *api) storeHealth(w http.ResponseWriter, r *http.Request, _ httprouter.Params, _ *principal) {
+func (a *api) storeHealth(w http.ResponseWriter, r *http.Request, _ httprouter.Params, _ *auth.Principal) {
 	s := a.engine.Store()
 	st := s.Stats()
 	hv := healthView{SizeBytes: st.SizeBytes, Commits: st.Commits, Updates: st.Updates, MaxBatch: st.MaxBatch}

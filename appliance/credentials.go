@@ -17,6 +17,7 @@ import (
 	"github.com/julienschmidt/httprouter"
 
 	"holon.dev/holon"
+	"holon.dev/holon/appliance/auth"
 	"holon.dev/holon/appliance/web"
 	"holon.dev/holon/gateway/contract"
 )
@@ -131,13 +132,13 @@ func checkToken(tok string) error {
 
 // credentialAgent is the agent id of a credential path, which must be in
 // the caller's namespace; the agent need not be published yet.
-func credentialAgent(ps httprouter.Params, p *principal) (string, error) {
+func credentialAgent(ps httprouter.Params, p *auth.Principal) (string, error) {
 	ns, name := ps.ByName("ns"), ps.ByName("name")
 	if !contract.ValidAgentName(name) {
 		return "", holon.Errorf(holon.CodeInvalidRequest, "%q is not an agent name (1-64 lowercase letters, digits, - and _; no version: a credential serves every version)", name)
 	}
-	if ns != p.account {
-		return "", holon.Errorf(CodeNotYourNamespace, "%s/%s is outside your namespace: set credentials for %s/<name>", ns, name, p.account)
+	if ns != p.Account {
+		return "", holon.Errorf(CodeNotYourNamespace, "%s/%s is outside your namespace: set credentials for %s/<name>", ns, name, p.Account)
 	}
 	return ns + "/" + name, nil
 }
@@ -147,7 +148,7 @@ type credentialBody struct {
 }
 
 // putCredential is PUT /v0/agents/{ns}/{name}/credential.
-func (a *api) putCredential(w http.ResponseWriter, r *http.Request, ps httprouter.Params, p *principal) {
+func (a *api) putCredential(w http.ResponseWriter, r *http.Request, ps httprouter.Params, p *auth.Principal) {
 	v := a.hosted.vault
 	id, err := credentialAgent(ps, p)
 	if err != nil {
@@ -186,7 +187,7 @@ func (a *api) putCredential(w http.ResponseWriter, r *http.Request, ps httproute
 }
 
 // deleteCredential is DELETE /v0/agents/{ns}/{name}/credential.
-func (a *api) deleteCredential(w http.ResponseWriter, r *http.Request, ps httprouter.Params, p *principal) {
+func (a *api) deleteCredential(w http.ResponseWriter, r *http.Request, ps httprouter.Params, p *auth.Principal) {
 	v := a.hosted.vault
 	id, err := credentialAgent(ps, p)
 	if err != nil {

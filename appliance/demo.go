@@ -12,6 +12,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"holon.dev/holon"
+	"holon.dev/holon/appliance/auth"
 	"holon.dev/holon/appliance/ratelimit"
 	"holon.dev/holon/appliance/web"
 	"holon.dev/holon/gateway"
@@ -102,7 +103,7 @@ func (d *demo) preflight(w http.ResponseWriter, r *http.Request, _ httprouter.Pa
 	w.WriteHeader(http.StatusNoContent)
 }
 
-func (d *demo) try(w http.ResponseWriter, r *http.Request, ps httprouter.Params, _ *principal) {
+func (d *demo) try(w http.ResponseWriter, r *http.Request, ps httprouter.Params, _ *auth.Principal) {
 	if !d.cors(w, r) {
 		web.Error(w, http.StatusForbidden, holon.Errorf(web.CodeForbidden, "the demo answers pages of the public site only (HOLON_SITE_URL)"))
 		return
@@ -138,8 +139,8 @@ func (d *demo) try(w http.ResponseWriter, r *http.Request, ps httprouter.Params,
 	}
 	// Both limits are counted only for a try that will run.
 	if ok, wait := d.visitor.Allow(web.ClientAddr(r, d.trustProxy)); !ok {
-		w.Header().Set("Retry-After", ratelimit.RetryAfter(wait))
-		web.Error(w, http.StatusTooManyRequests, holon.Errorf(web.CodeRateLimited, "%d demo tries an hour per visitor: retry in %s s", demoPerVisitor, ratelimit.RetryAfter(wait)))
+		w.Header().Set("Retry-After", web.RetryAfter(wait))
+		web.Error(w, http.StatusTooManyRequests, holon.Errorf(web.CodeRateLimited, "%d demo tries an hour per visitor: retry in %s s", demoPerVisitor, web.RetryAfter(wait)))
 		return
 	}
 	if !d.all.AllowN(d.now(), 1) {

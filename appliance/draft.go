@@ -13,6 +13,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"holon.dev/holon"
+	"holon.dev/holon/appliance/auth"
 	"holon.dev/holon/appliance/web"
 	"holon.dev/holon/gateway"
 	"holon.dev/holon/gateway/contract"
@@ -36,7 +37,7 @@ type draftBody struct {
 	Price    *journal.Amount `json:"price,omitempty"`
 }
 
-func (a *api) draftAgent(w http.ResponseWriter, r *http.Request, _ httprouter.Params, p *principal) {
+func (a *api) draftAgent(w http.ResponseWriter, r *http.Request, _ httprouter.Params, p *auth.Principal) {
 	var body draftBody
 	if err := web.DecodeBody(r, &body); err != nil {
 		a.fail(w, r, err)
@@ -60,7 +61,7 @@ func (a *api) draftAgent(w http.ResponseWriter, r *http.Request, _ httprouter.Pa
 		summary = "Draft listing of " + body.Name + ": describe what it does."
 	}
 	d := map[string]any{
-		"id": p.account + "/" + body.Name, "version": "0.1.0", "summary": summary, "license": contract.LicenseProprietary,
+		"id": p.Account + "/" + body.Name, "version": "0.1.0", "summary": summary, "license": contract.LicenseProprietary,
 		"interface": map[string]any{"input": map[string]any{}, "output": map[string]any{}},
 		"pricing":   map[string]any{"model": contract.PricingFree},
 		"runtime":   map[string]any{"kind": contract.RuntimeWebhook, "endpoint": body.Endpoint},

@@ -99,8 +99,8 @@ type fileRecord struct {
 
 func (f *fileRecord) handle() string { return gateway.FileHandlePrefix + f.ID }
 
-// live reports whether the file may still be read at now.
-func (f *fileRecord) live(now time.Time) bool { return f.Expires == nil || now.Before(*f.Expires) }
+// Live reports whether the file may still be read at now.
+func (f *fileRecord) Live(now time.Time) bool { return f.Expires == nil || now.Before(*f.Expires) }
 
 type usageRecord struct {
 	Bytes int64 `json:"bytes"`
@@ -379,7 +379,7 @@ func (s *fileStore) Links(ctx context.Context, account string, handles []string,
 			if validFileID(id) {
 				if gerr := tx.Get(holon.BucketFiles, fileKey(id), &rec); gerr == nil {
 					mine := rec.Owner == account || (rec.Owner == PlatformFileOwner && evaluation)
-					if mine && rec.live(now) {
+					if mine && rec.Live(now) {
 						err = nil
 					}
 				} else if !errors.Is(gerr, holon.ErrNotFound) {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/julienschmidt/httprouter"
 	"holon.dev/holon"
+	"holon.dev/holon/appliance/auth"
 	"holon.dev/holon/appliance/web"
 )
 
@@ -28,8 +29,8 @@ import (
 // routeFiles registers the files endpoints.
 func (a *api) routeFiles(files *fileStore) {
 	a.files = files
-	a.handle("POST", "/v0/files", accessHuman|accessAgent, a.uploadFile)
-	a.handle("GET", "/v0/files", accessHuman|accessAgent, a.listFiles)
+	a.handle("POST", "/v0/files", auth.Human|auth.Agent, a.uploadFile)
+	a.handle("GET", "/v0/files", auth.Human|auth.Agent, a.listFiles)
 	a.router.GET("/v0/files/:id", a.downloadFile)
 	a.router.HEAD("/v0/files/:id", a.downloadFile)
 }
@@ -56,9 +57,9 @@ type fileAnswer struct {
 	Expires     time.Time `json:"expires"`
 }
 
-func (a *api) uploadFile(w http.ResponseWriter, r *http.Request, _ httprouter.Params, p *principal) {
-	owner := p.account
-	if p.kind == kindDev {
+func (a *api) uploadFile(w http.ResponseWriter, r *http.Request, _ httprouter.Params, p *auth.Principal) {
+	owner := p.Account
+	if p.Kind == auth.KindDev {
 		id := r.URL.Query().Get("mandate")
 		if id == "" {
 			a.fail(w, r, holon.Errorf(holon.CodeInvalidRequest,
@@ -114,7 +115,7 @@ func (a *api) downloadFile(w http.ResponseWriter, r *http.Request, ps httprouter
 		return
 	}
 	rec, ok, err := a.files.record(id)
-	if err == nil && (!ok || !rec.live(a.files.now())) {
+	if err == nil && (!ok || !rec.Live(a.files.now())) {
 		err = web.NotFound("file %s is gone: files are deleted 24 hours after their upload", id)
 	}
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/julienschmidt/httprouter"
 
 	"holon.dev/holon"
+	"holon.dev/holon/appliance/auth"
 	"holon.dev/holon/appliance/web"
 )
 
@@ -41,7 +42,7 @@ type listedFile struct {
 // maxFilesPage bounds a page of GET /v0/files.
 const maxFilesPage = 200
 
-func (a *api) listFiles(w http.ResponseWriter, r *http.Request, _ httprouter.Params, p *principal) {
+func (a *api) listFiles(w http.ResponseWriter, r *http.Request, _ httprouter.Params, p *auth.Principal) {
 	q := r.URL.Query()
 	limit := 50
 	if s := q.Get("limit"); s != "" {
@@ -52,8 +53,8 @@ func (a *api) listFiles(w http.ResponseWriter, r *http.Request, _ httprouter.Par
 		}
 		limit = n
 	}
-	prefix := "o/" + p.account + "/"
-	if p.kind == kindDev {
+	prefix := "o/" + p.Account + "/"
+	if p.Kind == auth.KindDev {
 		prefix = "o/"
 	}
 	after := q.Get("after")
@@ -81,7 +82,7 @@ func (a *api) listFiles(w http.ResponseWriter, r *http.Request, _ httprouter.Par
 			} else if err != nil {
 				return false, err
 			}
-			if !rec.live(now) {
+			if !rec.Live(now) {
 				return true, nil // expired, not swept yet
 			}
 			out = append(out, listedFile{File: rec.handle(), Owner: rec.Owner, Size: rec.Size, ContentType: rec.ContentType,

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"holon.dev/holon"
-	"holon.dev/holon/appliance/ratelimit"
+	"holon.dev/holon/appliance/auth"
 	"holon.dev/holon/appliance/token"
 	"holon.dev/holon/appliance/web"
 	"holon.dev/holon/gateway"
@@ -77,8 +77,11 @@ func newHosted(cfg Config, store holon.Store, engine *gateway.Engine, log *slog.
 // its log line.
 type statusWriter struct {
 	codeWriter
-	p *principal
+	p *auth.Principal
 }
+
+// Tag is told the request's principal (auth.Tagger).
+func (sw *statusWriter) Tag(p *auth.Principal) { sw.p = p }
 
 // ServeHTTP runs what every request goes through before its route: NUL
 // characters in the path or query are refused, the body is bounded, and on
@@ -95,12 +98,12 @@ func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			attrs := []any{"method", r.Method, "path", token.Redact(r.URL.Path), "status", sw.code,
 				"ms", time.Since(start).Milliseconds(), "addr", addr}
 			if p := sw.p; p != nil {
-				attrs = append(attrs, "principal", p.kind)
-				if p.account != "" {
-					attrs = append(attrs, "account", p.account)
+				attrs = append(attrs, "principal", p.Kind)
+				if p.Account != "" {
+					attrs = append(attrs, "account", p.Account)
 				}
-				if p.key != nil {
-					attrs = append(attrs, "key", p.key.Prefix)
+				if p.Key != nil {
+					attrs = append(attrs, "key", p.Key.Prefix)
 				}
 			}
 			a.log.Info("request", attrs...)
@@ -128,7 +131,7 @@ func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // tooMany answers 429 with Retry-After.
 func (a *api) tooMany(w http.ResponseWriter, r *http.Request, wait time.Duration, who string) {
-	ra := ratelimit.RetryAfter(wait)
+	ra := web.RetryAfter(wait)
 	w.Header().Set("Retry-After", ra)
 	a.fail(w, r, holon.Errorf(web.CodeRateLimited, "too many requests from %s: retry in %s s", who, ra))
 }

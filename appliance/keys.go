@@ -7,49 +7,11 @@ import (
 	"time"
 
 	"holon.dev/holon"
+	"holon.dev/holon/appliance/auth"
 )
 
 // maxKeysPerAccount bounds the live keys of an account.
 const maxKeysPerAccount = 50
-
-// keyRecord is what the store knows of a key: never the key itself.
-type keyRecord struct {
-	Prefix  string    `json:"prefix"`
-	Kind    string    `json:"kind"`
-	Account string    `json:"account"`
-	Mandate string    `json:"mandate,omitempty"`
-	Ask     bool      `json:"ask_in_client,omitempty"`
-	Created time.Time `json:"created"`
-	// Expires is set on human keys from GitHub sign-in (30 days), and on
-	// the keys of OAuth connections (their newest refresh token's expiry).
-	Expires *time.Time `json:"expires,omitempty"`
-	Revoked *time.Time `json:"revoked,omitempty"`
-	// Client is the self-declared name of the OAuth client a key was
-	// made for on the consent page (oauth.go); "" for other keys.
-	Client string `json:"client,omitempty"`
-	// Hash is the key's SHA-256, the record's own key in the store.
-	Hash string `json:"hash"`
-}
-
-// keyView is a key as listings show it: identified by its prefix.
-type keyView struct {
-	Prefix      string     `json:"prefix"`
-	Kind        string     `json:"kind"`
-	Mandate     string     `json:"mandate,omitempty"`
-	AskInClient bool       `json:"ask_in_client"`
-	Created     time.Time  `json:"created"`
-	Expires     *time.Time `json:"expires,omitempty"`
-	Client      string     `json:"client,omitempty"`
-}
-
-func (k *keyRecord) view() keyView {
-	return keyView{Prefix: k.Prefix, Kind: k.Kind, Mandate: k.Mandate, AskInClient: k.Ask, Created: k.Created, Expires: k.Expires, Client: k.Client}
-}
-
-// live reports whether the key may authenticate at now.
-func (k *keyRecord) live(now time.Time) bool {
-	return k.Revoked == nil && (k.Expires == nil || now.Before(*k.Expires))
-}
 
 // Keys are stored under two names in holon.BucketKeys: "hash/<sha256>" holds
 // the record (authentication reads it), "acct/<handle>/<prefix>" points
@@ -64,14 +26,14 @@ var errKeyCollision = errors.New("key prefix collision")
 
 // putKey stores a new key record and its account index; the key's prefix
 // must be new in its account.
-func putKey(tx holon.Tx, k *keyRecord) error {
+func putKey(tx holon.Tx, k *auth.Key) error {
 	var hash string
 	if err := tx.Get(holon.BucketKeys, keyByAccount(k.Account, k.Prefix), &hash); err == nil {
 		return errKeyCollision
 	} else if !errors.Is(err, holon.ErrNotFound) {
 		return err
 	}
-	var old keyRecord
+	var old auth.Key
 	if err := tx.Get(holon.BucketKeys, keyByHash(k.Hash), &old); err == nil {
 		return errKeyCollision
 	} else if !errors.Is(err, holon.ErrNotFound) {
@@ -84,7 +46,7 @@ func putKey(tx holon.Tx, k *keyRecord) error {
 }
 
 // accountKeys lists an account's key records, live or not, by prefix.
-func accountKeys(tx holon.Tx, handle string) ([]*keyRecord, error) {
+func accountKeys(tx holon.Tx, handle string) ([]*auth.Key, error) {
 	var hashes []string
 	err := tx.ForEach(holon.BucketKeys, keyByAccount(handle, ""), func(_ string, raw json.RawMessage) (bool, error) {
 		var h string
@@ -97,9 +59,9 @@ func accountKeys(tx holon.Tx, handle string) ([]*keyRecord, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := make([]*keyRecord, 0, len(hashes))
+	out := make([]*auth.Key, 0, len(hashes))
 	for _, h := range hashes {
-		k := new(keyRecord)
+		k := new(auth.Key)
 		if err := tx.Get(holon.BucketKeys, keyByHash(h), k); err != nil {
 			return nil, fmt.Errorf("key %s of %s: %w", h[:8], handle, err)
 		}
@@ -109,7 +71,7 @@ func accountKeys(tx holon.Tx, handle string) ([]*keyRecord, error) {
 }
 
 // revokeKey marks a key revoked at now.
-func revokeKey(tx holon.Tx, k *keyRecord, now time.Time) error {
+func revokeKey(tx holon.Tx, k *auth.Key, now time.Time) error {
 	t := now.UTC()
 	k.Revoked = &t
 	return tx.Put(holon.BucketKeys, keyByHash(k.Hash), k)

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"holon.dev/holon/appliance/auth"
 	"holon.dev/holon/gateway"
 	"holon.dev/holon/gateway/contract"
 )
@@ -65,11 +66,11 @@ func (a *App) startListings(ctx context.Context) <-chan struct{} {
 
 // routeListings registers the catalogue, the author's view and the demo.
 func (api *api) routeListings(l *listings) {
-	api.handle("GET", "/v0/catalog", accessAnyone, l.catalog)
-	api.handle("POST", "/v0/demo/:ns/:name", accessAnyone, l.demo.try)
+	api.handle("GET", "/v0/catalog", auth.Anyone, l.catalog)
+	api.handle("POST", "/v0/demo/:ns/:name", auth.Anyone, l.demo.try)
 	api.router.OPTIONS("/v0/demo/:ns/:name", l.demo.preflight)
 	if api.hosted != nil {
-		api.handle("GET", "/v0/me/agents", accessHuman, l.myAgents)
+		api.handle("GET", "/v0/me/agents", auth.Human, l.myAgents)
 	}
 }
 

@@ -9,10 +9,11 @@ import (
 	"time"
 
 	"github.com/julienschmidt/httprouter"
-	"github.com/modelcontextprotocol/go-sdk/auth"
+	mcpauth "github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"holon.dev/holon"
+	"holon.dev/holon/appliance/auth"
 	"holon.dev/holon/appliance/token"
 	"holon.dev/holon/appliance/web"
 )
@@ -102,7 +103,7 @@ type mcpCallerKey struct{}
 func (a *api) mountMCP() {
 	m := newMCPServer(a)
 	for _, method := range []string{http.MethodGet, http.MethodPost, http.MethodDelete} {
-		a.handle(method, "/mcp", accessAgent, m.serve)
+		a.handle(method, "/mcp", auth.Agent, m.serve)
 	}
 }
 
@@ -134,20 +135,20 @@ func newMCPServer(a *api) *mcpServer {
 	// The bearer middleware only carries the caller api.handle has already
 	// authenticated into the SDK: its UserID binds the session to the key,
 	// and the tools read the caller from it on every request.
-	bind := auth.RequireBearerToken(func(ctx context.Context, _ string, r *http.Request) (*auth.TokenInfo, error) {
+	bind := mcpauth.RequireBearerToken(func(ctx context.Context, _ string, r *http.Request) (*mcpauth.TokenInfo, error) {
 		c, ok := r.Context().Value(mcpCallerKey{}).(*mcpCaller)
 		if !ok {
-			return nil, auth.ErrInvalidToken
+			return nil, mcpauth.ErrInvalidToken
 		}
-		return &auth.TokenInfo{UserID: c.owner, Extra: map[string]any{"holon": c}}, nil
-	}, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})
+		return &mcpauth.TokenInfo{UserID: c.owner, Extra: map[string]any{"holon": c}}, nil
+	}, &mcpauth.RequireBearerTokenOptions{AllowMissingExpiration: true})
 	m.handler = bind(stream)
 	return m
 }
 
 // serve is /mcp, behind api.handle: the key is valid, may use /mcp, and
 // the account is within its rate limit.
-func (m *mcpServer) serve(w http.ResponseWriter, r *http.Request, _ httprouter.Params, p *principal) {
+func (m *mcpServer) serve(w http.ResponseWriter, r *http.Request, _ httprouter.Params, p *auth.Principal) {
 	m.watch(r)
 	c, err := m.callerFor(r, p)
 	if err != nil {
@@ -182,11 +183,11 @@ func (m *mcpServer) serve(w http.ResponseWriter, r *http.Request, _ httprouter.P
 
 // callerFor is who a request acts for: an agent key's mandate, or in dev
 // mode the mandate of ?mandate=.
-func (m *mcpServer) callerFor(r *http.Request, p *principal) (*mcpCaller, error) {
-	switch p.kind {
+func (m *mcpServer) callerFor(r *http.Request, p *auth.Principal) (*mcpCaller, error) {
+	switch p.Kind {
 	case token.KindAgent:
-		return &mcpCaller{mandate: p.mandate, attended: p.key.Ask, owner: "key " + p.key.Hash, keyHash: p.key.Hash}, nil
-	case kindDev:
+		return &mcpCaller{mandate: p.Mandate, attended: p.Key.Ask, owner: "key " + p.Key.Hash, keyHash: p.Key.Hash}, nil
+	case auth.KindDev:
 		id := r.URL.Query().Get("mandate")
 		if id == "" {
 			return nil, holon.Errorf(holon.CodeInvalidRequest, "the dev gateway's /mcp acts under the mandate its URL names: connect to /mcp?mandate=<id>, such as /mcp?mandate=alice/bookkeeping-q4")
@@ -403,7 +404,7 @@ func (m *mcpServer) keyLive(hash string) (bool, error) {
 	if h == nil {
 		return true, nil
 	}
-	var rec keyRecord
+	var rec auth.Key
 	var acct account
 	err := h.store.View(func(tx holon.Tx) error {
 		if err := tx.Get(holon.BucketKeys, keyByHash(hash), &rec); err != nil {
@@ -417,7 +418,7 @@ func (m *mcpServer) keyLive(hash string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	return rec.live(h.now()) && acct.Disabled == nil, nil
+	return rec.Live(h.now()) && acct.Disabled == nil, nil
 }
 
 // minLevel drops log records below a level: the SDK's informational

@@ -12,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"holon.dev/holon"
+	"holon.dev/holon/appliance/auth"
 	"holon.dev/holon/appliance/token"
 	"holon.dev/holon/appliance/web"
 	"holon.dev/holon/gateway"
@@ -193,7 +194,7 @@ func (m *mcpServer) fail(tool string, err error) *mcp.CallToolResult {
 
 // sees reports whether a mandate is the caller's or derived from it.
 func (c *mcpCaller) sees(id string) bool {
-	return id == c.mandate || derivedFrom(id, c.mandate)
+	return id == c.mandate || auth.DerivedFrom(id, c.mandate)
 }
 
 // mcpAgent is one agent in search_agents.

@@ -15,6 +15,7 @@ import (
 	"github.com/julienschmidt/httprouter"
 
 	"holon.dev/holon"
+	"holon.dev/holon/appliance/auth"
 	"holon.dev/holon/appliance/web"
 	"holon.dev/holon/journal"
 )
@@ -100,7 +101,7 @@ type creditBody struct {
 
 // adminCredit is POST /v0/admin/credit: demo credit to an account,
 // journaled as admin-credit:<uuid> from external:demo-credit, logged.
-func (a *api) adminCredit(w http.ResponseWriter, r *http.Request, _ httprouter.Params, _ *principal) {
+func (a *api) adminCredit(w http.ResponseWriter, r *http.Request, _ httprouter.Params, _ *auth.Principal) {
 	h := a.hosted
 	var body creditBody
 	if err := web.DecodeBody(r, &body); err != nil {
@@ -140,7 +141,7 @@ func (a *api) adminCredit(w http.ResponseWriter, r *http.Request, _ httprouter.P
 			return err
 		}
 		amt := *body.Amount
-		if _, err := tx.Append(holon.BucketModLog, modEntry{Time: h.now().UTC(), Actor: kindAdmin, Action: actionCredit,
+		if _, err := tx.Append(holon.BucketModLog, modEntry{Time: h.now().UTC(), Actor: auth.KindAdmin, Action: actionCredit,
 			Target: body.Account, Reason: reason, Amount: &amt, Entry: key}); err != nil {
 			return err
 		}
@@ -166,7 +167,7 @@ type disableBody struct {
 // adminDisable is POST /v0/admin/accounts/{handle}/disable: every key of
 // the account is revoked at once, its email cannot sign up again, and with
 // yank_agents its agent versions (not the shipped ones) stop being listed.
-func (a *api) adminDisable(w http.ResponseWriter, r *http.Request, ps httprouter.Params, _ *principal) {
+func (a *api) adminDisable(w http.ResponseWriter, r *http.Request, ps httprouter.Params, _ *auth.Principal) {
 	h := a.hosted
 	handle := ps.ByName("handle")
 	var body disableBody
@@ -224,7 +225,7 @@ func (a *api) adminDisable(w http.ResponseWriter, r *http.Request, ps httprouter
 				revoked++
 			}
 		}
-		if _, err := tx.Append(holon.BucketModLog, modEntry{Time: now, Actor: kindAdmin, Action: actionDisable,
+		if _, err := tx.Append(holon.BucketModLog, modEntry{Time: now, Actor: auth.KindAdmin, Action: actionDisable,
 			Target: handle, Reason: reason, Agents: yank}); err != nil {
 			return err
 		}
@@ -254,7 +255,7 @@ func putYank(tx holon.Tx, ref, reason string, now time.Time) error {
 	if err := tx.Put(holon.BucketSettings, yankKey(ref), yankRecord{Ref: ref, Reason: reason, Time: now}); err != nil {
 		return err
 	}
-	_, err := tx.Append(holon.BucketModLog, modEntry{Time: now, Actor: kindAdmin, Action: actionYank, Target: ref, Reason: reason})
+	_, err := tx.Append(holon.BucketModLog, modEntry{Time: now, Actor: auth.KindAdmin, Action: actionYank, Target: ref, Reason: reason})
 	return err
 }
 
@@ -265,7 +266,7 @@ type yankBody struct {
 // adminYank is POST /v0/admin/agents/{ns}/{name}@{version}/yank: the
 // version stops being listed and resolved, for good (its number stays
 // taken). Shipped agents change with the code, not this way.
-func (a *api) adminYank(w http.ResponseWriter, r *http.Request, ps httprouter.Params, _ *principal) {
+func (a *api) adminYank(w http.ResponseWriter, r *http.Request, ps httprouter.Params, _ *auth.Principal) {
 	h := a.hosted
 	ref := ps.ByName("ns") + "/" + ps.ByName("name")
 	var body yankBody
@@ -325,7 +326,7 @@ type adminAccountView struct {
 
 // adminAccounts is GET /v0/admin/accounts?q=&limit=: accounts whose handle
 // or email contains q, by handle.
-func (a *api) adminAccounts(w http.ResponseWriter, r *http.Request, _ httprouter.Params, _ *principal) {
+func (a *api) adminAccounts(w http.ResponseWriter, r *http.Request, _ httprouter.Params, _ *auth.Principal) {
 	q := strings.ToLower(r.URL.Query().Get("q"))
 	limit, err := queryLimit(r, 100, 1000)
 	if err != nil {
@@ -360,7 +361,7 @@ func (a *api) adminAccounts(w http.ResponseWriter, r *http.Request, _ httprouter
 
 // adminLog is GET /v0/admin/log?after=&limit=: the moderation log, oldest
 // first, from the entry after seq `after`.
-func (a *api) adminLog(w http.ResponseWriter, r *http.Request, _ httprouter.Params, _ *principal) {
+func (a *api) adminLog(w http.ResponseWriter, r *http.Request, _ httprouter.Params, _ *auth.Principal) {
 	limit, err := queryLimit(r, 100, 1000)
 	if err != nil {
 		a.fail(w, r, err)

@@ -8,6 +8,7 @@ import (
 	"github.com/julienschmidt/httprouter"
 
 	"holon.dev/holon"
+	"holon.dev/holon/appliance/auth"
 	"holon.dev/holon/appliance/web"
 	"holon.dev/holon/journal"
 )
@@ -39,8 +40,8 @@ type earningsView struct {
 
 // myAgents is GET /v0/me/agents (human key): every version in the
 // account's namespace that is listed or has earned, in ref order.
-func (l *listings) myAgents(w http.ResponseWriter, r *http.Request, _ httprouter.Params, p *principal) {
-	ns := p.account + "/"
+func (l *listings) myAgents(w http.ResponseWriter, r *http.Request, _ httprouter.Params, p *auth.Principal) {
+	ns := p.Account + "/"
 	byRef := map[string]*myVersion{}
 	for _, latest := range l.engine.Registry().Latest() {
 		if !strings.HasPrefix(latest.Manifest.ID, ns) {
@@ -94,5 +95,5 @@ func (l *listings) myAgents(w http.ResponseWriter, r *http.Request, _ httprouter
 		out = append(out, mv)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Ref < out[j].Ref })
-	web.JSON(w, http.StatusOK, map[string]any{"account": p.account, "versions": out})
+	web.JSON(w, http.StatusOK, map[string]any{"account": p.Account, "versions": out})
 }

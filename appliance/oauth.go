@@ -15,6 +15,7 @@ import (
 	"github.com/julienschmidt/httprouter"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
 	"holon.dev/holon"
+	"holon.dev/holon/appliance/auth"
 	"holon.dev/holon/appliance/token"
 	"holon.dev/holon/appliance/web"
 )
@@ -143,8 +144,8 @@ func (a *api) routeOAuth() {
 	for _, p := range []string{oauthPRMPath, oauthPRMPath + "/mcp", oauthASMetaPath, oauthRegisterPath, oauthTokenPath} {
 		r.OPTIONS(p, corsPreflight)
 	}
-	a.handle("GET", "/v0/oauth/authorization", accessHuman, a.checkAuthorization)
-	a.handle("POST", "/v0/oauth/authorization", accessHuman, a.grantAuthorization)
+	a.handle("GET", "/v0/oauth/authorization", auth.Human, a.checkAuthorization)
+	a.handle("POST", "/v0/oauth/authorization", auth.Human, a.grantAuthorization)
 }
 
 // issuer is the gateway's public origin: HOLON_PUBLIC_URL, or (a

@@ -10,6 +10,7 @@ import (
 	"github.com/julienschmidt/httprouter"
 
 	"holon.dev/holon"
+	"holon.dev/holon/appliance/auth"
 	"holon.dev/holon/appliance/web"
 )
 
@@ -130,7 +131,7 @@ func queryRequest(r *http.Request) authorizationRequest {
 
 // checkAuthorization is GET /v0/oauth/authorization?<the authorization
 // request>: what the consent page shows, for the signed-in human.
-func (a *api) checkAuthorization(w http.ResponseWriter, r *http.Request, _ httprouter.Params, p *principal) {
+func (a *api) checkAuthorization(w http.ResponseWriter, r *http.Request, _ httprouter.Params, p *auth.Principal) {
 	q := queryRequest(r)
 	_, ans, err := a.checkRequest(r, &q)
 	if err != nil {
@@ -145,7 +146,7 @@ func (a *api) checkAuthorization(w http.ResponseWriter, r *http.Request, _ httpr
 // the client to act under one of their root mandates (an authorization
 // code, traded once within oauthCodeTTL for the key's tokens), or denies
 // it. The answer says where to send the browser.
-func (a *api) grantAuthorization(w http.ResponseWriter, r *http.Request, _ httprouter.Params, p *principal) {
+func (a *api) grantAuthorization(w http.ResponseWriter, r *http.Request, _ httprouter.Params, p *auth.Principal) {
 	h := a.hosted
 	var body grantBody
 	if err := web.DecodeBody(r, &body); err != nil {
@@ -173,7 +174,7 @@ func (a *api) grantAuthorization(w http.ResponseWriter, r *http.Request, _ httpr
 		return
 	}
 	if body.Mandate == "" {
-		a.fail(w, r, holon.Errorf(holon.CodeInvalidRequest, "mandate is required: the mandate %s acts under, such as %s/sandbox", c.Name, p.account))
+		a.fail(w, r, holon.Errorf(holon.CodeInvalidRequest, "mandate is required: the mandate %s acts under, such as %s/sandbox", c.Name, p.Account))
 		return
 	}
 	code, err := h.drawSecret(oauthCodeMarker)
@@ -183,11 +184,11 @@ func (a *api) grantAuthorization(w http.ResponseWriter, r *http.Request, _ httpr
 	}
 	now := h.now().UTC()
 	rec := oauthCode{Client: c.ID, ClientName: c.Name, RedirectURI: body.RedirectURI, Challenge: body.CodeChallenge,
-		Resource: a.resource(r), Scope: body.Scope, Account: p.account, Mandate: body.Mandate, Ask: body.AskInClient,
+		Resource: a.resource(r), Scope: body.Scope, Account: p.Account, Mandate: body.Mandate, Ask: body.AskInClient,
 		Expires: now.Add(oauthCodeTTL)}
 	err = h.store.Update(r.Context(), func(tx holon.Tx) error {
 		var acct account
-		if err := tx.Get(holon.BucketUsers, p.account, &acct); err != nil {
+		if err := tx.Get(holon.BucketUsers, p.Account, &acct); err != nil {
 			return err
 		}
 		if !slices.Contains(acct.Mandates, body.Mandate) {

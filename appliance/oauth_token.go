@@ -19,6 +19,7 @@ import (
 	"github.com/julienschmidt/httprouter"
 
 	"holon.dev/holon"
+	"holon.dev/holon/appliance/auth"
 	"holon.dev/holon/appliance/token"
 	"holon.dev/holon/appliance/web"
 )
@@ -164,7 +165,7 @@ func (a *api) exchangeCode(r *http.Request, c *oauthClient, code, verifier, redi
 			}
 			live := 0
 			for _, k := range keys {
-				if k.live(now) {
+				if k.Live(now) {
 					live++
 				}
 			}
@@ -233,7 +234,7 @@ func (a *api) refresh(r *http.Request, c *oauthClient, token string) (*tokenAnsw
 		case !now.Before(rec.Expires):
 			return oauthErrorf("invalid_grant", "the refresh token expired: authorize again")
 		}
-		var key keyRecord
+		var key auth.Key
 		if err := tx.Get(holon.BucketKeys, keyByHash(rec.KeyHash), &key); err != nil {
 			return err
 		}
@@ -268,7 +269,7 @@ func (a *api) refresh(r *http.Request, c *oauthClient, token string) (*tokenAnsw
 }
 
 // issueTokens stores a new access token and refresh token for a key.
-func (a *api) issueTokens(tx holon.Tx, key *keyRecord, client, resource, scope string, now time.Time) (*tokenAnswer, error) {
+func (a *api) issueTokens(tx holon.Tx, key *auth.Key, client, resource, scope string, now time.Time) (*tokenAnswer, error) {
 	h := a.hosted
 	if err := h.pruneOAuth(tx, now); err != nil {
 		return nil, err
@@ -302,7 +303,7 @@ func (a *api) issueTokens(tx holon.Tx, key *keyRecord, client, resource, scope s
 
 // revokeKeyByHash revokes a key (if it is not already).
 func revokeKeyByHash(tx holon.Tx, hash string, now time.Time) error {
-	var k keyRecord
+	var k auth.Key
 	if err := tx.Get(holon.BucketKeys, keyByHash(hash), &k); err != nil {
 		return fmt.Errorf("revoke key: %w", err)
 	}
@@ -315,7 +316,7 @@ func revokeKeyByHash(tx holon.Tx, hash string, now time.Time) error {
 // tokenPrincipal is the principal of an OAuth access token: the agent key
 // it was issued for, on /mcp only, for this gateway's resource, until it
 // expires; and only while the key is live and its account enabled.
-func (a *api) tokenPrincipal(r *http.Request, bearer string) (*principal, error) {
+func (a *api) tokenPrincipal(r *http.Request, bearer string) (*auth.Principal, error) {
 	h := a.hosted
 	body := strings.TrimPrefix(bearer, oauthAccessMarker)
 	if len(body) != token.BodyLen {

@@ -19,6 +19,7 @@ import (
 	"github.com/julienschmidt/httprouter"
 
 	"holon.dev/holon"
+	"holon.dev/holon/appliance/auth"
 	"holon.dev/holon/appliance/token"
 	"holon.dev/holon/appliance/web"
 )
@@ -102,9 +103,9 @@ func randomToken(rand io.Reader) (string, error) {
 }
 
 func (a *api) signinRoutes() {
-	a.handle("GET", "/v0/auth/github", accessAnyone, a.githubStart)
-	a.handle("GET", "/v0/auth/github/callback", accessAnyone, a.githubCallback)
-	a.handle("POST", "/v0/auth/exchange", accessAnyone, a.exchangeLogin)
+	a.handle("GET", "/v0/auth/github", auth.Anyone, a.githubStart)
+	a.handle("GET", "/v0/auth/github/callback", auth.Anyone, a.githubCallback)
+	a.handle("POST", "/v0/auth/exchange", auth.Anyone, a.exchangeLogin)
 }
 
 func (h *hosted) githubOff() error {
@@ -131,7 +132,7 @@ func (h *hosted) secureCookies(r *http.Request) bool {
 }
 
 // githubStart is GET /v0/auth/github.
-func (a *api) githubStart(w http.ResponseWriter, r *http.Request, _ httprouter.Params, _ *principal) {
+func (a *api) githubStart(w http.ResponseWriter, r *http.Request, _ httprouter.Params, _ *auth.Principal) {
 	h := a.hosted
 	if err := h.githubOff(); err != nil {
 		a.fail(w, r, err)
@@ -167,7 +168,7 @@ func refuseSignin(reason, format string, args ...any) error {
 
 // githubCallback is GET /v0/auth/github/callback: it always ends on the
 // console, with #login=<code> or #login_error=<reason>.
-func (a *api) githubCallback(w http.ResponseWriter, r *http.Request, _ httprouter.Params, _ *principal) {
+func (a *api) githubCallback(w http.ResponseWriter, r *http.Request, _ httprouter.Params, _ *auth.Principal) {
 	h := a.hosted
 	http.SetCookie(w, &http.Cookie{Name: stateCookie, Value: "", Path: "/v0/auth/github", MaxAge: -1,
 		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: h.secureCookies(r)})
@@ -361,7 +362,7 @@ type exchangeAnswer struct {
 }
 
 // exchangeLogin is POST /v0/auth/exchange.
-func (a *api) exchangeLogin(w http.ResponseWriter, r *http.Request, _ httprouter.Params, _ *principal) {
+func (a *api) exchangeLogin(w http.ResponseWriter, r *http.Request, _ httprouter.Params, _ *auth.Principal) {
 	h := a.hosted
 	if err := h.githubOff(); err != nil {
 		a.fail(w, r, err)

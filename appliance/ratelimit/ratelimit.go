@@ -7,9 +7,7 @@
 package ratelimit
 
 import (
-	"math"
 	"sort"
-	"strconv"
 	"sync"
 	"time"
 
@@ -116,13 +114,4 @@ func (s *Set) Size() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.m)
-}
-
-// RetryAfter is a Retry-After value: whole seconds, at least 1.
-func RetryAfter(d time.Duration) string {
-	s := int64(math.Ceil(d.Seconds()))
-	if s < 1 {
-		s = 1
-	}
-	return strconv.FormatInt(s, 10)
 }
