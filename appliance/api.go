@@ -36,8 +36,6 @@ type api struct {
 	hosted *hosted
 	// idem keeps Idempotency-Key records.
 	idem *idempotency.Keys
-	// files keeps uploads (files_api.go); nil until routeFiles.
-	files *fileStore
 	// backup streams the live backup (Config.Backup); nil leaves
 	// GET /v0/admin/backup out.
 	backup http.Handler

@@ -19,6 +19,7 @@ import (
 
 	"holon.dev/holon"
 	"holon.dev/holon/appliance/agents"
+	"holon.dev/holon/appliance/files"
 	"holon.dev/holon/appliance/idempotency"
 	"holon.dev/holon/appliance/web"
 	"holon.dev/holon/gateway"
@@ -54,7 +55,7 @@ type App struct {
 	listings  *listings
 	evalsDone <-chan struct{}
 	// files keeps uploads (files.go); filesDone closes when its sweeper ends.
-	files     *fileStore
+	files     *files.Store
 	filesDone chan struct{}
 	// idem keeps Idempotency-Keys (idempotency.go); idemDone closes when
 	// its sweeper ends.
@@ -236,7 +237,7 @@ func (a *App) init(ctx context.Context) error {
 	a.idem = idempotency.New(a.store, a.cfg.Now, a.cfg.IdempotencyTTL)
 	api := newAPI(a.engine, a.log, h, a.idem, backup)
 	api.routeListings(a.listings)
-	api.routeFiles(a.files)
+	a.files.Mount(api.mount, a.engine)
 	a.api = api
 	a.served = a.metrics.instrument(a.api, a.cfg)
 	sweepCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
@@ -244,7 +245,7 @@ func (a *App) init(ctx context.Context) error {
 	go a.sweep(sweepCtx)
 	a.evalsDone = a.startListings(sweepCtx)
 	a.filesDone = make(chan struct{})
-	go a.sweepFilesEvery(sweepCtx, time.Minute)
+	go func() { defer close(a.filesDone); a.files.SweepEvery(sweepCtx, time.Minute) }()
 	a.idemDone = make(chan struct{})
 	go func() { defer close(a.idemDone); a.idem.SweepEvery(sweepCtx, a.log) }()
 	return nil

@@ -1,7 +1,6 @@
 package appliance
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -11,6 +10,8 @@ import (
 	"path"
 	"sort"
 	"strings"
+
+	"holon.dev/holon/appliance/files"
 )
 
 // Evaluation fixtures (spec/evals.md §1): the files a suite's cases read,
@@ -64,7 +65,7 @@ func readFixtures(fsys fs.FS, dir string) (map[string]evalFixture, error) {
 		if err != nil {
 			return err
 		}
-		if len(b) > MaxFileSize {
+		if len(b) > files.MaxFileSize {
 			return fmt.Errorf("%s: %d bytes, more than a file may hold (20 MB)", p, len(b))
 		}
 		out[strings.TrimPrefix(p, root+"/")] = evalFixture{ContentType: fixtureType(p), Data: b}
@@ -158,18 +159,4 @@ func walkStrings(v any, f func(string) string) any {
 		return out
 	}
 	return v
-}
-
-// putFixture is the put of storeFixtures on the file store. A fixture
-// stored by an earlier start is found by its content-derived id without
-// writing a byte, so a gateway whose disk is full still starts.
-func (s *fileStore) putFixture(ctx context.Context, contentType string, data []byte) (string, error) {
-	sum := sha256.Sum256(data)
-	id := platformFileID(contentType, hex.EncodeToString(sum[:]))
-	if rec, ok, err := s.record(id); err != nil {
-		return "", err
-	} else if ok {
-		return rec.handle(), nil
-	}
-	return s.putPlatformFile(ctx, contentType, bytes.NewReader(data))
 }

@@ -11,6 +11,7 @@ import (
 
 	"holon.dev/holon"
 	"holon.dev/holon/appliance/auth"
+	"holon.dev/holon/appliance/files"
 	"holon.dev/holon/appliance/token"
 	"holon.dev/holon/appliance/web"
 	"holon.dev/holon/gateway"
@@ -134,4 +135,17 @@ func (a *api) tooMany(w http.ResponseWriter, r *http.Request, wait time.Duration
 	ra := web.RetryAfter(wait)
 	w.Header().Set("Retry-After", ra)
 	a.fail(w, r, holon.Errorf(web.CodeRateLimited, "too many requests from %s: retry in %s s", who, ra))
+}
+
+// bodyLimit is the most a request body may hold: a file upload's limit is
+// the file limit (and one byte more, so that the upload itself says what
+// was too large); every other body's is web.MaxBody.
+func bodyLimit(r *http.Request) int64 {
+	if r.Method == http.MethodPost && r.URL.Path == "/v0/files" {
+		return files.MaxFileSize + 1
+	}
+	if r.Method == http.MethodPost && r.URL.Path == consoleUploadPath {
+		return files.MaxFileSize + consoleUploadOverhead
+	}
+	return web.MaxBody
 }

@@ -31,7 +31,7 @@ func (a *App) initListings() error {
 	if err != nil {
 		return err
 	}
-	if err := storeFixtures(context.Background(), suites, a.files.putFixture); err != nil {
+	if err := storeFixtures(context.Background(), suites, a.files.PutFixture); err != nil {
 		return err
 	}
 	if a.cfg.Production() && a.cfg.PrivateEvals == "" {

@@ -1,6 +1,14 @@
-package appliance
+// Package files keeps the files callers upload for their agents to read:
+// records in the store, bytes in a directory beside it, signed download
+// links, the per-account quota, the sweep of expired files, the platform's
+// evaluation fixtures, and the /v0/files endpoints.
+//
+// It may import the domain (holon), the engine (gateway: the file links
+// it hands a run), web and auth; no other room.
+package files
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -85,8 +93,8 @@ const (
 	CodeInvalidLink = "invalid_link"
 )
 
-// fileRecord is what the store knows of one file.
-type fileRecord struct {
+// Record is what the store knows of one file.
+type Record struct {
 	ID          string    `json:"id"`
 	Owner       string    `json:"owner"`
 	Size        int64     `json:"size"`
@@ -97,10 +105,11 @@ type fileRecord struct {
 	Expires *time.Time `json:"expires,omitempty"`
 }
 
-func (f *fileRecord) handle() string { return gateway.FileHandlePrefix + f.ID }
+// Handle is the file's handle, as calls name it.
+func (f *Record) Handle() string { return gateway.FileHandlePrefix + f.ID }
 
 // Live reports whether the file may still be read at now.
-func (f *fileRecord) Live(now time.Time) bool { return f.Expires == nil || now.Before(*f.Expires) }
+func (f *Record) Live(now time.Time) bool { return f.Expires == nil || now.Before(*f.Expires) }
 
 type usageRecord struct {
 	Bytes int64 `json:"bytes"`
@@ -115,15 +124,15 @@ func usageKey(account string) string  { return "u/" + account }
 func blobKey(sha string) string       { return "b/" + sha }
 func expiryPrefix(t time.Time) string { return fmt.Sprintf("x/%020d/", t.UnixNano()) }
 
-// fileStore keeps uploaded files: records in the store, bytes in dir.
-type fileStore struct {
+// Store keeps uploaded files: records in the store, bytes in dir.
+type Store struct {
 	store  holon.Store
 	dir    string
 	now    func() time.Time
 	rand   io.Reader
 	log    *slog.Logger
 	noSync bool
-	links  *linkSigner
+	links  *Signer
 	// publicURL is the origin links point to (HOLON_PUBLIC_URL).
 	publicURL string
 	// perFile and perAccount are the limits (MaxFileSize, MaxAccountFiles).
@@ -132,17 +141,24 @@ type fileStore struct {
 	blobMu sync.Mutex
 }
 
-// filesDir is where the bytes of a store's files live.
-func filesDir(cfg Config) string {
-	if cfg.FilesDir != "" {
-		return cfg.FilesDir
-	}
-	return cfg.DB + ".files"
+// Options are what a file store is opened with.
+type Options struct {
+	// Dir is where the bytes live.
+	Dir    string
+	Now    func() time.Time
+	Rand   io.Reader
+	Log    *slog.Logger
+	NoSync bool
+	// LinkKey signs download links.
+	LinkKey []byte
+	// PublicURL is the origin links point to (HOLON_PUBLIC_URL).
+	PublicURL string
 }
 
-func openFileStore(cfg Config, store holon.Store, links *linkSigner) (*fileStore, error) {
-	st := &fileStore{store: store, dir: filesDir(cfg), now: cfg.Now, rand: cfg.Rand, log: cfg.Logger, noSync: cfg.NoSync,
-		links: links, publicURL: strings.TrimRight(cfg.PublicURL, "/"), perFile: MaxFileSize, perAccount: MaxAccountFiles}
+// Open opens the file store of store, its bytes under o.Dir.
+func Open(store holon.Store, o Options) (*Store, error) {
+	st := &Store{store: store, dir: o.Dir, now: o.Now, rand: o.Rand, log: o.Log, noSync: o.NoSync,
+		links: &Signer{key: o.LinkKey}, publicURL: strings.TrimRight(o.PublicURL, "/"), perFile: MaxFileSize, perAccount: MaxAccountFiles}
 	for _, d := range []string{st.dir, filepath.Join(st.dir, "blobs"), filepath.Join(st.dir, "tmp")} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, fmt.Errorf("files directory: %w", err)
@@ -160,20 +176,8 @@ func openFileStore(cfg Config, store holon.Store, links *linkSigner) (*fileStore
 	return st, nil
 }
 
-func (s *fileStore) blobPath(sha string) string {
+func (s *Store) blobPath(sha string) string {
 	return filepath.Join(s.dir, "blobs", sha[:2], sha)
-}
-
-// uploadError is a refused upload with its HTTP status.
-type uploadError struct {
-	status int
-	err    *holon.Error
-}
-
-func (e *uploadError) Error() string { return e.err.Error() }
-
-func refused(status int, code, format string, args ...any) error {
-	return &uploadError{status: status, err: holon.Errorf(code, format, args...)}
 }
 
 // usage is the bytes of an account's live files.
@@ -186,12 +190,12 @@ func usage(tx holon.Tx, account string) (int64, error) {
 	return u.Bytes, err
 }
 
-// put stores a file read from body for owner, enforcing the limits while
+// Put stores a file read from body for owner, enforcing the limits while
 // it reads: it never reads more than one byte past what the owner may
 // still store, so a 2 GB body is refused after 20 MB; and a body whose
 // declared length (-1: unknown) is over the limit is refused before a
 // byte of it is read. A platform file has no expiry and no quota.
-func (s *fileStore) put(ctx context.Context, owner, contentType string, declared int64, body io.Reader) (*fileRecord, error) {
+func (s *Store) Put(ctx context.Context, owner, contentType string, declared int64, body io.Reader) (*Record, error) {
 	platform := owner == PlatformFileOwner
 	var used int64
 	if !platform {
@@ -208,11 +212,11 @@ func (s *fileStore) put(ctx context.Context, owner, contentType string, declared
 		limit = min(limit, s.perAccount-used)
 	}
 	quotaFull := func() error {
-		return refused(413, CodeFileQuota, "%s's live files take %d of the %d bytes (200 MB) an account may keep: files are deleted 24 hours after their upload, which frees the quota",
+		return holon.Errorf(CodeFileQuota, "%s's live files take %d of the %d bytes (200 MB) an account may keep: files are deleted 24 hours after their upload, which frees the quota",
 			owner, used, s.perAccount)
 	}
 	tooLarge := func() error {
-		return refused(413, CodeFileTooLarge, "the file is larger than %d bytes (20 MB), the most one upload may hold", s.perFile)
+		return holon.Errorf(CodeFileTooLarge, "the file is larger than %d bytes (20 MB), the most one upload may hold", s.perFile)
 	}
 	switch {
 	case declared > s.perFile:
@@ -239,7 +243,7 @@ func (s *fileStore) put(ctx context.Context, owner, contentType string, declared
 	case n > limit:
 		return nil, quotaFull()
 	case err != nil:
-		return nil, refused(400, holon.CodeInvalidRequest, "the upload was cut short after %d bytes: %v", n, err)
+		return nil, holon.Errorf(holon.CodeInvalidRequest, "the upload was cut short after %d bytes: %v", n, err)
 	}
 	if !s.noSync {
 		if err := tmp.Sync(); err != nil {
@@ -249,9 +253,9 @@ func (s *fileStore) put(ctx context.Context, owner, contentType string, declared
 	if err := tmp.Close(); err != nil {
 		return nil, fmt.Errorf("upload: %w", err)
 	}
-	rec := &fileRecord{Owner: owner, Size: n, ContentType: contentType, SHA256: hexSum(h), Created: s.now().UTC()}
+	rec := &Record{Owner: owner, Size: n, ContentType: contentType, SHA256: hexSum(h), Created: s.now().UTC()}
 	if platform {
-		rec.ID = platformFileID(contentType, rec.SHA256)
+		rec.ID = PlatformFileID(contentType, rec.SHA256)
 	} else if rec.ID, err = s.newID(); err != nil {
 		return nil, err
 	}
@@ -282,7 +286,7 @@ func (s *fileStore) put(ctx context.Context, owner, contentType string, declared
 		if platform {
 			// The same fixture stored again (every start-up): the record
 			// there already serves it, and its blob keeps one reference.
-			var old fileRecord
+			var old Record
 			if err := tx.Get(holon.BucketFiles, fileKey(rec.ID), &old); err == nil {
 				*rec = old
 				return nil
@@ -328,7 +332,7 @@ func (s *fileStore) put(ctx context.Context, owner, contentType string, declared
 func hexSum(h hash.Hash) string { return hex.EncodeToString(h.Sum(nil)) }
 
 // newID is 96 random bits in hex: handles cannot be guessed or counted.
-func (s *fileStore) newID() (string, error) {
+func (s *Store) newID() (string, error) {
 	b := make([]byte, 12)
 	if _, err := io.ReadFull(s.rand, b); err != nil {
 		return "", fmt.Errorf("file id: %w", err)
@@ -343,9 +347,9 @@ func syncDir(dir string) {
 	}
 }
 
-// record reads a file record; ok is false when there is none.
-func (s *fileStore) record(id string) (*fileRecord, bool, error) {
-	var rec fileRecord
+// Lookup reads a file record; ok is false when there is none.
+func (s *Store) Lookup(id string) (*Record, bool, error) {
+	var rec Record
 	err := s.store.View(func(tx holon.Tx) error { return tx.Get(holon.BucketFiles, fileKey(id), &rec) })
 	switch {
 	case errors.Is(err, holon.ErrNotFound):
@@ -368,13 +372,13 @@ func validFileID(id string) bool {
 // Links resolves a run's handles for the root mandate's issuer
 // (gateway.FileStore). Every refusal has the same words, so that a caller
 // learns nothing about a file it may not pass, not even that it exists.
-func (s *fileStore) Links(ctx context.Context, account string, handles []string, evaluation bool) (map[string]gateway.FileLink, error) {
+func (s *Store) Links(ctx context.Context, account string, handles []string, evaluation bool) (map[string]gateway.FileLink, error) {
 	now := s.now()
 	out := make(map[string]gateway.FileLink, len(handles))
 	err := s.store.View(func(tx holon.Tx) error {
 		for _, h := range handles {
 			id := strings.TrimPrefix(h, gateway.FileHandlePrefix)
-			var rec fileRecord
+			var rec Record
 			err := errFileNotFound(h)
 			if validFileID(id) {
 				if gerr := tx.Get(holon.BucketFiles, fileKey(id), &rec); gerr == nil {
@@ -407,25 +411,25 @@ func errFileNotFound(handle string) error {
 
 // link is a signed link to rec, valid FileLinkTTL (and never past the
 // file's own expiry), with an opener that reads the blob in process.
-func (s *fileStore) link(rec *fileRecord, now time.Time) gateway.FileLink {
+func (s *Store) link(rec *Record, now time.Time) gateway.FileLink {
 	exp := now.Add(FileLinkTTL)
 	if rec.Expires != nil && rec.Expires.Before(exp) {
 		exp = *rec.Expires
 	}
 	l := gateway.FileLink{ContentType: rec.ContentType, Size: rec.Size, SHA256: rec.SHA256, Expires: exp.UTC().Truncate(time.Second)}
 	if s.publicURL != "" {
-		l.URL = s.publicURL + s.links.path(rec.ID, l.Expires)
+		l.URL = s.publicURL + s.links.Path(rec.ID, l.Expires)
 	}
 	path := s.blobPath(rec.SHA256)
 	l.Open = func(context.Context) (io.ReadCloser, error) { return os.Open(path) }
 	return l
 }
 
-// sweep deletes every file whose 24 hours have passed, frees its owner's
+// Sweep deletes every file whose 24 hours have passed, frees its owner's
 // quota and removes blobs no record names any more. It returns how many
 // files it deleted. Expired files are found through the expiry index, in
 // batches, so a sweep after a long stop does not hold the writer long.
-func (s *fileStore) sweep(ctx context.Context) (int, error) {
+func (s *Store) Sweep(ctx context.Context) (int, error) {
 	deleted := 0
 	for {
 		now := s.now()
@@ -451,7 +455,7 @@ func (s *fileStore) sweep(ctx context.Context) (int, error) {
 				if err := tx.Delete(holon.BucketFiles, key); err != nil {
 					return err
 				}
-				var rec fileRecord
+				var rec Record
 				if err := tx.Get(holon.BucketFiles, fileKey(id), &rec); errors.Is(err, holon.ErrNotFound) {
 					continue
 				} else if err != nil {
@@ -505,7 +509,7 @@ func (s *fileStore) sweep(ctx context.Context) (int, error) {
 
 // removeUnreferencedLocked removes the blobs of shas that no record names
 // (blobMu held).
-func (s *fileStore) removeUnreferencedLocked(shas []string) {
+func (s *Store) removeUnreferencedLocked(shas []string) {
 	if len(shas) == 0 {
 		return
 	}
@@ -522,10 +526,10 @@ func (s *fileStore) removeUnreferencedLocked(shas []string) {
 	})
 }
 
-// removeStrays removes blobs that no record names: left by a stop between
+// RemoveStrays removes blobs that no record names: left by a stop between
 // a sweep's commit and its removal, or between an upload's rename and its
 // commit. It runs in the background, never at start-up.
-func (s *fileStore) removeStrays(ctx context.Context) error {
+func (s *Store) RemoveStrays(ctx context.Context) error {
 	root := filepath.Join(s.dir, "blobs")
 	return filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil || ctx.Err() != nil {
@@ -541,24 +545,59 @@ func (s *fileStore) removeStrays(ctx context.Context) error {
 	})
 }
 
-// platformFileID names a platform file by its content and declared type,
+// PlatformFileID names a platform file by its content and declared type,
 // so that storing the same fixture again (at every start-up) finds the
 // file stored before instead of adding one. Knowing the name gives a
 // caller nothing: only evaluation runs may read platform files.
-func platformFileID(contentType, sha string) string {
+func PlatformFileID(contentType, sha string) string {
 	sum := sha256.Sum256([]byte("holon platform file\x00" + contentType + "\x00" + sha))
 	return hex.EncodeToString(sum[:12])
 }
 
-// putPlatformFile stores an evaluation fixture (no expiry, no quota),
+// PutPlatformFile stores an evaluation fixture (no expiry, no quota),
 // content-addressed: the same bytes and type give the same handle.
-func (s *fileStore) putPlatformFile(ctx context.Context, contentType string, body io.Reader) (string, error) {
-	rec, err := s.put(ctx, PlatformFileOwner, contentType, -1, body)
+func (s *Store) PutPlatformFile(ctx context.Context, contentType string, body io.Reader) (string, error) {
+	rec, err := s.Put(ctx, PlatformFileOwner, contentType, -1, body)
 	if err != nil {
 		return "", err
 	}
-	return rec.handle(), nil
+	return rec.Handle(), nil
 }
 
 // expiresString is a link's exp parameter.
 func expiresString(t time.Time) string { return strconv.FormatInt(t.Unix(), 10) }
+
+// PutFixture stores an evaluation fixture as a platform file. A fixture
+// stored by an earlier start is found by its content-derived id without
+// writing a byte, so a gateway whose disk is full still starts.
+func (s *Store) PutFixture(ctx context.Context, contentType string, data []byte) (string, error) {
+	sum := sha256.Sum256(data)
+	id := PlatformFileID(contentType, hex.EncodeToString(sum[:]))
+	if rec, ok, err := s.Lookup(id); err != nil {
+		return "", err
+	} else if ok {
+		return rec.Handle(), nil
+	}
+	return s.PutPlatformFile(ctx, contentType, bytes.NewReader(data))
+}
+
+// SweepEvery deletes expired files every period, first of all at
+// start (files that expired while the gateway was stopped), and removes
+// blobs no record names once, in the background.
+func (s *Store) SweepEvery(ctx context.Context, period time.Duration) {
+	if err := s.RemoveStrays(ctx); err != nil && ctx.Err() == nil {
+		s.log.Error("remove stray file blobs", "err", err)
+	}
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		if _, err := s.Sweep(ctx); err != nil && ctx.Err() == nil {
+			s.log.Error("delete expired files", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}

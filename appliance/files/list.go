@@ -1,4 +1,4 @@
-package appliance
+package files
 
 import (
 	"encoding/json"
@@ -24,7 +24,7 @@ import (
 // whatever the other accounts hold.
 
 // ownerKey is a file's row in the owner index.
-func ownerKey(rec *fileRecord) string {
+func ownerKey(rec *Record) string {
 	return fmt.Sprintf("o/%s/%020d/%s", rec.Owner, rec.Expires.UnixNano(), rec.ID)
 }
 
@@ -42,13 +42,13 @@ type listedFile struct {
 // maxFilesPage bounds a page of GET /v0/files.
 const maxFilesPage = 200
 
-func (a *api) listFiles(w http.ResponseWriter, r *http.Request, _ httprouter.Params, p *auth.Principal) {
+func (h *handlers) list(w http.ResponseWriter, r *http.Request, _ httprouter.Params, p *auth.Principal) {
 	q := r.URL.Query()
 	limit := 50
 	if s := q.Get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 || n > maxFilesPage {
-			a.fail(w, r, holon.Errorf(holon.CodeInvalidRequest, "limit must be between 1 and %d", maxFilesPage))
+			h.fail(w, r, holon.Errorf(holon.CodeInvalidRequest, "limit must be between 1 and %d", maxFilesPage))
 			return
 		}
 		limit = n
@@ -59,13 +59,13 @@ func (a *api) listFiles(w http.ResponseWriter, r *http.Request, _ httprouter.Par
 	}
 	after := q.Get("after")
 	if after != "" && !strings.HasPrefix(after, strings.TrimPrefix(prefix, "o/")) {
-		a.fail(w, r, holon.Errorf(holon.CodeInvalidRequest, "after must be the next of a previous page of GET /v0/files, unchanged"))
+		h.fail(w, r, holon.Errorf(holon.CodeInvalidRequest, "after must be the next of a previous page of GET /v0/files, unchanged"))
 		return
 	}
-	now := a.files.now()
+	now := h.files.now()
 	out := []listedFile{}
 	next := ""
-	err := a.engine.Store().View(func(tx holon.Tx) error {
+	err := h.files.store.View(func(tx holon.Tx) error {
 		cursor := ""
 		if after != "" {
 			cursor = "o/" + after
@@ -76,7 +76,7 @@ func (a *api) listFiles(w http.ResponseWriter, r *http.Request, _ httprouter.Par
 				return false, nil
 			}
 			cursor = key
-			var rec fileRecord
+			var rec Record
 			if err := tx.Get(holon.BucketFiles, fileKey(key[strings.LastIndexByte(key, '/')+1:]), &rec); errors.Is(err, holon.ErrNotFound) {
 				return true, nil
 			} else if err != nil {
@@ -85,13 +85,13 @@ func (a *api) listFiles(w http.ResponseWriter, r *http.Request, _ httprouter.Par
 			if !rec.Live(now) {
 				return true, nil // expired, not swept yet
 			}
-			out = append(out, listedFile{File: rec.handle(), Owner: rec.Owner, Size: rec.Size, ContentType: rec.ContentType,
+			out = append(out, listedFile{File: rec.Handle(), Owner: rec.Owner, Size: rec.Size, ContentType: rec.ContentType,
 				SHA256: rec.SHA256, Created: rec.Created, Expires: *rec.Expires})
 			return true, nil
 		})
 	})
 	if err != nil {
-		a.fail(w, r, err)
+		h.fail(w, r, err)
 		return
 	}
 	web.JSON(w, http.StatusOK, map[string]any{"files": out, "next": next})
