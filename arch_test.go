@@ -105,6 +105,26 @@ func TestImports_FlowOneWay(t *testing.T) {
 	only(module + "/gateway/semver")
 	only(module + "/gateway/canonical")
 	only(module+"/gateway/contract", module, module+"/journal", module+"/gateway/semver")
+	// The appliance's rooms (each package doc): leaves that import no
+	// room, the HTTP plumbing and the principal under every other room,
+	// and each room only the rooms listed for it. The composition root,
+	// appliance itself, wires them; no room imports it.
+	a := module + "/appliance/"
+	for room, allowed := range map[string][]string{
+		"token":       {},
+		"ratelimit":   {},
+		"web":         {module, module + "/journal", module + "/gateway", a + "token"},
+		"auth":        {module, a + "token", a + "web", a + "ratelimit"},
+		"idempotency": {module, module + "/gateway/canonical", a + "web"},
+		"files":       {module, module + "/gateway", a + "web", a + "auth"},
+	} {
+		only(a+room, allowed...)
+	}
+	for _, p := range pkgs {
+		if strings.HasPrefix(p, a) && slices.Contains(imports(t, p), module+"/appliance") {
+			t.Errorf("%s imports the composition root appliance: rooms are wired by it, never the reverse", p)
+		}
+	}
 	if d := deps(t, module+"/gateway"); slices.Contains(d, module+"/gateway/remote") {
 		t.Errorf("the engine depends on gateway/remote (its project dependencies: %v): the runtimes import the engine, never the reverse", d)
 	}
