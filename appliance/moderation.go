@@ -1,7 +1,6 @@
 package appliance
 
 import (
-	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -360,46 +359,52 @@ func (a *api) adminAccounts(w http.ResponseWriter, r *http.Request, _ httprouter
 }
 
 // adminLog is GET /v0/admin/log?after=&limit=: the moderation log, oldest
-// first, from the entry after seq `after`.
+// first, from the entry after seq `after`; with order=newest, newest
+// first, from the entry before seq `before` (the newest when absent), as
+// the operator reads it. next is the cursor of the following page ("" at
+// the end): after= of the next page oldest first, before= newest first.
 func (a *api) adminLog(w http.ResponseWriter, r *http.Request, _ httprouter.Params, _ *auth.Principal) {
 	limit, err := queryLimit(r, 100, 1000)
 	if err != nil {
 		a.fail(w, r, err)
 		return
 	}
-	var after uint64
-	if s := r.URL.Query().Get("after"); s != "" {
-		if after, err = strconv.ParseUint(s, 10, 64); err != nil {
-			a.fail(w, r, holon.Errorf(holon.CodeInvalidRequest, "after must be the seq of a log entry"))
+	q := r.URL.Query()
+	seqParam := func(name string) (uint64, bool) {
+		s := q.Get(name)
+		if s == "" {
+			return 0, true
+		}
+		n, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			a.fail(w, r, holon.Errorf(holon.CodeInvalidRequest, "%s must be the seq of a log entry", name))
+			return 0, false
+		}
+		return n, true
+	}
+	var page modLogPage
+	switch q.Get("order") {
+	case "", "oldest":
+		after, ok := seqParam("after")
+		if !ok {
 			return
 		}
+		err = a.hosted.store.View(func(tx holon.Tx) error { page, err = modLogAfter(tx, after, limit); return err })
+	case "newest":
+		before, ok := seqParam("before")
+		if !ok {
+			return
+		}
+		err = a.hosted.store.View(func(tx holon.Tx) error { page, err = modLogBefore(tx, before, limit); return err })
+	default:
+		a.fail(w, r, holon.Errorf(holon.CodeInvalidRequest, "order is oldest (the default) or newest"))
+		return
 	}
-	out := []modEntry{}
-	next := ""
-	err = a.hosted.store.View(func(tx holon.Tx) error {
-		return tx.ForEach(holon.BucketModLog, "", func(k string, raw json.RawMessage) (bool, error) {
-			seq := binary.BigEndian.Uint64([]byte(k))
-			if seq <= after {
-				return true, nil
-			}
-			if len(out) == limit {
-				next = strconv.FormatUint(out[len(out)-1].Seq, 10)
-				return false, nil
-			}
-			var e modEntry
-			if err := json.Unmarshal(raw, &e); err != nil {
-				return false, err
-			}
-			e.Seq = seq
-			out = append(out, e)
-			return true, nil
-		})
-	})
 	if err != nil {
 		a.fail(w, r, err)
 		return
 	}
-	web.JSON(w, http.StatusOK, map[string]any{"entries": out, "next": next})
+	web.JSON(w, http.StatusOK, page)
 }
 
 func queryLimit(r *http.Request, def, max int) (int, error) {

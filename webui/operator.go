@@ -70,17 +70,14 @@ func (c *Console) operator(w http.ResponseWriter, r *http.Request, v Viewer) {
 	for _, call := range []struct {
 		path string
 		out  any
-	}{{path, &accts}, {"/v0/admin/log?limit=1000", &log}, {"/v0/admin/health", &p.Health}} {
+	}{{path, &accts}, {"/v0/admin/log?order=newest&limit=1000", &log}, {"/v0/admin/health", &p.Health}} {
 		if err := c.b.Do(r, "GET", call.path, nil, call.out); err != nil {
 			c.fail(w, r, v, err)
 			return
 		}
 	}
 	p.Accounts = accts.Accounts
-	// Newest first.
-	for i := len(log.Entries) - 1; i >= 0; i-- {
-		p.Log = append(p.Log, log.Entries[i])
-	}
+	p.Log = log.Entries // newest first
 	c.render(w, r, v, http.StatusOK, "operator", p)
 }
 
