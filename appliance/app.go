@@ -19,6 +19,7 @@ import (
 
 	"holon.dev/holon"
 	"holon.dev/holon/appliance/agents"
+	"holon.dev/holon/appliance/catalog"
 	"holon.dev/holon/appliance/files"
 	"holon.dev/holon/appliance/idempotency"
 	"holon.dev/holon/appliance/web"
@@ -49,10 +50,9 @@ type App struct {
 	hooks  *publishHooks
 	vault  *vault
 	hosted *hosted
-	// evals runs evaluations; listings serves the catalogue, earnings and
-	// the demo (listings.go).
-	evals     *evaluator
-	listings  *listings
+	// listings runs evaluations and serves the catalogue, earnings and
+	// the demo.
+	listings  *catalog.Catalog
 	evalsDone <-chan struct{}
 	// files keeps uploads (files.go); filesDone closes when its sweeper ends.
 	files     *files.Store
@@ -227,7 +227,9 @@ func (a *App) init(ctx context.Context) error {
 			a.log.Info("no HOLON_GITHUB_CLIENT_ID/SECRET: sign-in with GitHub and publishing are off")
 		}
 	}
-	if err := a.initListings(); err != nil {
+	if a.listings, err = catalog.Open(ctx, a.engine, catalog.Options{PrivateEvals: a.cfg.PrivateEvals, PutFixture: a.files.PutFixture,
+		Records: a.cfg.Records, SiteURL: a.cfg.SiteURL, TrustProxy: a.cfg.TrustProxy != nil && *a.cfg.TrustProxy,
+		Production: a.cfg.Production(), Log: a.log, Now: a.cfg.Now}); err != nil {
 		return err
 	}
 	var backup http.Handler
@@ -236,14 +238,17 @@ func (a *App) init(ctx context.Context) error {
 	}
 	a.idem = idempotency.New(a.store, a.cfg.Now, a.cfg.IdempotencyTTL)
 	api := newAPI(a.engine, a.log, h, a.idem, backup)
-	api.routeListings(a.listings)
+	a.listings.Mount(api.mount, h != nil)
 	a.files.Mount(api.mount, a.engine)
 	a.api = api
 	a.served = a.metrics.instrument(a.api, a.cfg)
 	sweepCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	a.stop, a.done = stop, make(chan struct{})
 	go a.sweep(sweepCtx)
-	a.evalsDone = a.startListings(sweepCtx)
+	evalsDone := make(chan struct{})
+	a.evalsDone = evalsDone
+	a.listings.QueueStale(sweepCtx)
+	go func() { defer close(evalsDone); a.listings.Run(sweepCtx) }()
 	a.filesDone = make(chan struct{})
 	go func() { defer close(a.filesDone); a.files.SweepEvery(sweepCtx, time.Minute) }()
 	a.idemDone = make(chan struct{})

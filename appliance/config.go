@@ -132,7 +132,7 @@ type Config struct {
 	// Evaluations, catalogue and demo (evals.go, catalog.go, demo.go).
 	//
 	// PrivateEvals is HOLON_PRIVATE_EVALS: a directory laid out like
-	// appliance/evals whose suites replace the shipped ones, capability by
+	// appliance/catalog/evals whose suites replace the shipped ones, capability by
 	// capability. Empty: the shipped public samples only.
 	PrivateEvals string
 	// Records is HOLON_RECORDS=1: the catalogue also shows the sample

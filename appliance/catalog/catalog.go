@@ -1,4 +1,4 @@
-package appliance
+package catalog
 
 import (
 	"fmt"
@@ -102,7 +102,7 @@ type suiteCountsVw struct {
 // catalog is GET /v0/catalog[?q=&capability=&after=&limit=]: every listed
 // agent (its highest release) in id order, a page at a time; next is the
 // cursor of the following page ("" at the end).
-func (l *listings) catalog(w http.ResponseWriter, r *http.Request, _ httprouter.Params, _ *auth.Principal) {
+func (l *Catalog) catalog(w http.ResponseWriter, r *http.Request, _ httprouter.Params, _ *auth.Principal) {
 	q := r.URL.Query()
 	limit := catalogDefaultLimit
 	if s := q.Get("limit"); s != "" {
@@ -148,7 +148,7 @@ func (l *listings) catalog(w http.ResponseWriter, r *http.Request, _ httprouter.
 }
 
 // entry builds one version's catalogue entry from its counters.
-func (l *listings) entry(tx holon.Tx, v *gateway.AgentVersion) (catalogEntry, error) {
+func (l *Catalog) entry(tx holon.Tx, v *gateway.AgentVersion) (catalogEntry, error) {
 	m := v.Manifest
 	e := catalogEntry{ID: m.ID, Version: m.Version, Declared: declared(v)}
 	rec, err := tx.Record(m.Ref())

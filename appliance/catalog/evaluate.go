@@ -1,4 +1,4 @@
-package appliance
+package catalog
 
 import (
 	"context"
@@ -100,18 +100,6 @@ func newEvaluator(e *gateway.Engine, suites map[string]*evalSuite, log *slog.Log
 		caseTimeout: evalCaseTimeout, runTimeout: evalRunTimeout,
 		wake: make(chan struct{}, 1), running: map[string]bool{}}
 	return ev
-}
-
-// Evaluate queues a listed version for evaluation on the suites of its
-// capabilities and returns once the queue entry is durable; the run itself
-// happens in the background. It is the seam publishing calls after a
-// version is committed and listed (and what RegisterVersion calls): the
-// entry survives a restart, and a run cut short is run again. A version
-// none of whose capabilities has a suite is not queued (it stays
-// unevaluated, so require.evaluated refuses it). Evaluating again replaces
-// the last result when the new run ends.
-func (a *App) Evaluate(ctx context.Context, ref string) error {
-	return a.evals.enqueue(ctx, ref)
 }
 
 func (ev *evaluator) enqueue(ctx context.Context, ref string) error {

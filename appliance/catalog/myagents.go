@@ -1,4 +1,4 @@
-package appliance
+package catalog
 
 import (
 	"net/http"
@@ -40,7 +40,7 @@ type earningsView struct {
 
 // myAgents is GET /v0/me/agents (human key): every version in the
 // account's namespace that is listed or has earned, in ref order.
-func (l *listings) myAgents(w http.ResponseWriter, r *http.Request, _ httprouter.Params, p *auth.Principal) {
+func (l *Catalog) myAgents(w http.ResponseWriter, r *http.Request, _ httprouter.Params, p *auth.Principal) {
 	ns := p.Account + "/"
 	byRef := map[string]*myVersion{}
 	for _, latest := range l.engine.Registry().Latest() {

@@ -1,4 +1,4 @@
-package appliance
+package catalog
 
 import (
 	"bytes"
@@ -51,13 +51,13 @@ type demo struct {
 	now        func() time.Time
 }
 
-func newDemo(e *gateway.Engine, cfg Config) *demo {
-	d := &demo{engine: e, now: cfg.Now, trustProxy: cfg.TrustProxy != nil && *cfg.TrustProxy}
-	if u, err := url.Parse(cfg.SiteURL); err == nil && u.Scheme != "" && u.Host != "" {
+func newDemo(e *gateway.Engine, o Options) *demo {
+	d := &demo{engine: e, now: o.Now, trustProxy: o.TrustProxy}
+	if u, err := url.Parse(o.SiteURL); err == nil && u.Scheme != "" && u.Host != "" {
 		d.origin = u.Scheme + "://" + u.Host
 	}
 	perHour := rate.Every(time.Hour / demoPerVisitor)
-	d.visitor = ratelimit.NewSet(Limit{Rate: perHour, Burst: demoPerVisitor}, 0, cfg.Now)
+	d.visitor = ratelimit.NewSet(ratelimit.Limit{Rate: perHour, Burst: demoPerVisitor}, 0, o.Now)
 	d.all = rate.NewLimiter(rate.Every(time.Hour/demoPerHour), demoPerHour)
 	return d
 }

@@ -1,4 +1,4 @@
-package appliance
+package catalog
 
 import (
 	"context"
