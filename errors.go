@@ -116,6 +116,8 @@ var httpStatus = map[string]int{
 	"unauthenticated":            http.StatusUnauthorized,
 	"invalid_key":                http.StatusUnauthorized,
 	"forbidden":                  http.StatusForbidden,
+	"origin_not_allowed":         http.StatusForbidden,
+	"host_not_allowed":           http.StatusMisdirectedRequest,
 	"email_disabled":             http.StatusForbidden,
 	"email_unverified":           http.StatusForbidden,
 	"approval_rejected":          http.StatusForbidden,
