@@ -132,6 +132,7 @@ var httpStatus = map[string]int{
 	"invalid_idempotency_key":    http.StatusBadRequest,
 	"login_code_invalid":         http.StatusBadRequest,
 	"login_code_expired":         http.StatusBadRequest,
+	"login_code_other_browser":   http.StatusForbidden,
 	"oauth_invalid_client":       http.StatusBadRequest,
 	"oauth_invalid_redirect_uri": http.StatusBadRequest,
 	"handle_taken":               http.StatusConflict,

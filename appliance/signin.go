@@ -27,7 +27,8 @@ import (
 // minutes, reads the GitHub account (stable id, login, primary verified
 // email), creates or links the Holon account, and sends the browser to
 // /console#login=<code>; POST /v0/auth/exchange trades the code, once and
-// within 2 minutes, for a human key that expires after 30 days (and, for a
+// within 2 minutes, from that browser only (a cookie the callback sets
+// beside the code), for a human key that expires after 30 days (and, for a
 // new account, its agent key). No key travels in a URL, the GitHub token is
 // never kept, and keys are minted only at the exchange, so no key is ever
 // stored in clear. States and codes are stored (by their SHA-256): a
@@ -44,6 +45,12 @@ const (
 // started the sign-in only.
 const stateCookie = "holon_github_state"
 
+// loginCookie binds a login code to the browser the callback handed it
+// to: a code sent to another browser (/console#login=<code> in a link, the
+// login CSRF that would sign a victim into the sender's account) is
+// refused there.
+const loginCookie = "holon_login"
+
 // Error codes of sign-in and publishing.
 const (
 	// CodeGitHubNotConfigured: no HOLON_GITHUB_CLIENT_ID/SECRET (503).
@@ -54,6 +61,9 @@ const (
 	CodeLoginCodeInvalid = "login_code_invalid"
 	// CodeLoginCodeExpired: the login code is older than 2 minutes.
 	CodeLoginCodeExpired = "login_code_expired"
+	// CodeLoginCodeOtherBrowser: the login code was handed to another
+	// browser than the one that presents it (403).
+	CodeLoginCodeOtherBrowser = "login_code_other_browser"
 	// CodeEmailUnverified: the GitHub account has no verified primary email.
 	CodeEmailUnverified = "email_unverified"
 	// CodeEmailLinkedElsewhere: the account with this email is linked to
@@ -76,10 +86,12 @@ type signinState struct {
 }
 
 // loginCode is a one-time login code, under "code/<sha256>": who signed
-// in, and whether the sign-in created the account.
+// in, whether the sign-in created the account, and the SHA-256 of the
+// login cookie of the browser it was handed to.
 type loginCode struct {
 	Handle  string    `json:"handle"`
 	New     bool      `json:"new,omitempty"`
+	Browser string    `json:"browser"`
 	Expires time.Time `json:"expires"`
 }
 
@@ -170,11 +182,13 @@ func (a *api) githubCallback(w http.ResponseWriter, r *http.Request, _ httproute
 	http.SetCookie(w, &http.Cookie{Name: stateCookie, Value: "", Path: "/v0/auth/github", MaxAge: -1,
 		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: h.secureCookies(r)})
 	w.Header().Set("Cache-Control", "no-store")
-	code, err := a.signIn(r)
+	code, browser, err := a.signIn(r)
 	console := h.publicURL + "/console"
 	var refusal *signinRefusal
 	switch {
 	case err == nil:
+		http.SetCookie(w, &http.Cookie{Name: loginCookie, Value: browser, Path: "/v0/auth/exchange",
+			MaxAge: int(loginCodeTTL.Seconds()), HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: h.secureCookies(r)})
 		http.Redirect(w, r, console+"#login="+url.QueryEscape(code), http.StatusFound)
 	case errors.As(err, &refusal):
 		a.log.Info("sign-in refused", "reason", refusal.reason, "why", redactKeys(refusal.why))
@@ -186,11 +200,12 @@ func (a *api) githubCallback(w http.ResponseWriter, r *http.Request, _ httproute
 }
 
 // signIn checks the callback's state, reads the GitHub account, creates or
-// links the account, and returns a login code.
-func (a *api) signIn(r *http.Request) (string, error) {
+// links the account, and returns a login code and the login cookie that
+// binds it to this browser.
+func (a *api) signIn(r *http.Request) (code, browser string, err error) {
 	h := a.hosted
 	if h.github == nil {
-		return "", refuseSignin(CodeGitHubNotConfigured, "no GitHub app configured")
+		return "", "", refuseSignin(CodeGitHubNotConfigured, "no GitHub app configured")
 	}
 	q := r.URL.Query()
 	state := q.Get("state")
@@ -198,7 +213,7 @@ func (a *api) signIn(r *http.Request) (string, error) {
 	if state == "" || err != nil || subtle.ConstantTimeCompare([]byte(c.Value), []byte(state)) != 1 {
 		// Another browser (or none) started this sign-in: it must not
 		// finish here, nor burn the state of the browser that did.
-		return "", refuseSignin("state_mismatch", "the state does not match this browser's cookie")
+		return "", "", refuseSignin("state_mismatch", "the state does not match this browser's cookie")
 	}
 	now := h.now().UTC()
 	var st signinState
@@ -211,52 +226,55 @@ func (a *api) signIn(r *http.Request) (string, error) {
 	})
 	switch {
 	case errors.Is(err, holon.ErrNotFound):
-		return "", refuseSignin("state_invalid", "the state is unknown or was used already")
+		return "", "", refuseSignin("state_invalid", "the state is unknown or was used already")
 	case err != nil:
-		return "", err
+		return "", "", err
 	case !now.Before(st.Expires):
-		return "", refuseSignin("state_expired", "the sign-in was started more than 10 minutes ago")
+		return "", "", refuseSignin("state_expired", "the sign-in was started more than 10 minutes ago")
 	}
 	if e := q.Get("error"); e != "" {
 		if e != "access_denied" {
 			e = "github_error"
 		}
-		return "", refuseSignin(e, "GitHub answered %s", q.Get("error"))
+		return "", "", refuseSignin(e, "GitHub answered %s", q.Get("error"))
 	}
 	token, err := h.github.exchange(r.Context(), q.Get("code"), h.callbackURL(r))
 	if err != nil {
-		return "", githubRefusal(err)
+		return "", "", githubRefusal(err)
 	}
 	// The token reads the account once and is dropped: never stored.
 	gu, err := h.github.user(r.Context(), token)
 	if err != nil {
-		return "", githubRefusal(err)
+		return "", "", githubRefusal(err)
 	}
 	if !h.knownGitHub(gu) {
 		// A new account: the signups' rate limit applies, as to POST /v0/signup.
 		if ok, _ := h.limits.signup.allow(h.limits.clientAddr(r)); !ok {
-			return "", refuseSignin(CodeRateLimited, "too many new accounts from this address")
+			return "", "", refuseSignin(CodeRateLimited, "too many new accounts from this address")
 		}
 	}
-	code, err := randomToken(h.rand)
-	if err != nil {
-		return "", err
+	if code, err = randomToken(h.rand); err != nil {
+		return "", "", err
+	}
+	if browser, err = randomToken(h.rand); err != nil {
+		return "", "", err
 	}
 	err = h.store.Update(r.Context(), func(tx holon.Tx) error {
 		handle, isNew, err := h.linkGitHub(tx, gu, now)
 		if err != nil {
 			return err
 		}
-		return tx.Put(holon.BucketSignIn, hashed("code/", code), loginCode{Handle: handle, New: isNew, Expires: now.Add(loginCodeTTL)})
+		return tx.Put(holon.BucketSignIn, hashed("code/", code), loginCode{Handle: handle, New: isNew,
+			Browser: hashed("", browser), Expires: now.Add(loginCodeTTL)})
 	})
 	if err != nil {
 		var ge *holon.Error
 		if errors.As(err, &ge) {
-			return "", refuseSignin(ge.Code, "%s", ge.Msg)
+			return "", "", refuseSignin(ge.Code, "%s", ge.Msg)
 		}
-		return "", err
+		return "", "", err
 	}
-	return code, nil
+	return code, browser, nil
 }
 
 func githubRefusal(err error) error {
@@ -374,6 +392,10 @@ func (a *api) exchangeLogin(w http.ResponseWriter, r *http.Request, _ httprouter
 		a.fail(w, r, holon.Errorf(holon.CodeInvalidRequest, "code is required: the login code from /console#login=<code>"))
 		return
 	}
+	browser := ""
+	if c, err := r.Cookie(loginCookie); err == nil {
+		browser = hashed("", c.Value)
+	}
 	now := h.now().UTC()
 	var ans exchangeAnswer
 	var refusal error
@@ -397,6 +419,13 @@ func (a *api) exchangeLogin(w http.ResponseWriter, r *http.Request, _ httprouter
 				return nil
 			} else if err != nil {
 				return err
+			}
+			if subtle.ConstantTimeCompare([]byte(lc.Browser), []byte(browser)) != 1 {
+				// Another browser than the one the callback handed the
+				// code to: refused, and the code is not burnt for that one.
+				refusal = holon.Errorf(CodeLoginCodeOtherBrowser, "this login code belongs to the browser that signed in with GitHub, not to this one "+
+					"(a link with someone else's code would sign you into their account): sign in yourself at /v0/auth/github")
+				return nil
 			}
 			if err := tx.Delete(holon.BucketSignIn, key); err != nil { // once, whatever follows
 				return err
@@ -439,12 +468,15 @@ func (a *api) exchangeLogin(w http.ResponseWriter, r *http.Request, _ httprouter
 	}
 	if refusal != nil {
 		status := http.StatusBadRequest
-		if refusal.(*holon.Error).Code == CodeAccountDisabled {
+		switch refusal.(*holon.Error).Code {
+		case CodeAccountDisabled, CodeLoginCodeOtherBrowser:
 			status = http.StatusForbidden
 		}
 		writeError(w, status, refusal)
 		return
 	}
+	http.SetCookie(w, &http.Cookie{Name: loginCookie, Value: "", Path: "/v0/auth/exchange", MaxAge: -1,
+		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: h.secureCookies(r)})
 	w.Header().Set("Cache-Control", "no-store")
 	writeJSON(w, http.StatusOK, ans)
 }

@@ -38,7 +38,7 @@ func TestSignIn_GitHub_Success(t *testing.T) {
 		t.Errorf("authorize URL %s: want the cookie's state and the callback", loc)
 	}
 	code := g.loginCode(b.callback(b.authorize(loc)))
-	out := g.anonymous().must(http.StatusOK, "POST", "/v0/auth/exchange", map[string]any{"code": code})
+	out := b.mustExchange(code)
 	if out["handle"] != "octo-cat" || out["new_account"] != true || out["mandate"] != "octo-cat/sandbox" {
 		t.Fatalf("exchange: %v", out)
 	}
@@ -169,28 +169,39 @@ func TestSignIn_GitHub_AcrossRestart(t *testing.T) {
 	u, _ := url.Parse(cb)
 	code := g.loginCode(b.callback(g.srv.URL + u.Path + "?" + u.RawQuery))
 	g.restart()
-	g.anonymous().must(http.StatusOK, "POST", "/v0/auth/exchange", map[string]any{"code": code})
+	b.mustExchange(code)
 }
 
-// Ensure that a login code is traded once, within 2 minutes.
+// Ensure that a login code is traded once, within 2 minutes, by the
+// browser the callback handed it to only: another browser, with no login
+// cookie or with its own, is refused (the login CSRF: a link to
+// /console#login=<someone else's code>) without burning the code.
 func TestSignIn_GitHub_ExchangeCode(t *testing.T) {
 	g := newGitHubApp(t)
 	g.gh.AddUser(9, "linus", "linus@users.example.com", true)
 	g.gh.SignIn("linus")
 	b := g.newBrowser()
 	code := g.loginCode(b.callback(b.authorize(b.start())))
-	g.anonymous().must(http.StatusOK, "POST", "/v0/auth/exchange", map[string]any{"code": code})
-	st, out := g.anonymous().do("POST", "/v0/auth/exchange", map[string]any{"code": code})
+	other := g.newBrowser()
+	g.loginCode(other.callback(other.authorize(other.start()))) // its own cookie, its own code
+	if st, out := g.anonymous().do("POST", "/v0/auth/exchange", map[string]any{"code": code}); st != http.StatusForbidden || errorCode(out) != appliance.CodeLoginCodeOtherBrowser || out["human_key"] != nil {
+		t.Errorf("another browser (no login cookie): %d %v, want 403 %s", st, out, appliance.CodeLoginCodeOtherBrowser)
+	}
+	if st, out := other.exchange(code); st != http.StatusForbidden || errorCode(out) != appliance.CodeLoginCodeOtherBrowser || out["human_key"] != nil {
+		t.Errorf("another browser (its own login cookie): %d %v, want 403 %s", st, out, appliance.CodeLoginCodeOtherBrowser)
+	}
+	b.mustExchange(code)
+	st, out := b.exchange(code)
 	if st != http.StatusBadRequest || errorCode(out) != appliance.CodeLoginCodeInvalid {
 		t.Errorf("reused code: %d %v", st, out)
 	}
 	code2 := g.loginCode(b.callback(b.authorize(b.start())))
 	g.advance(2*time.Minute + time.Second)
-	st, out = g.anonymous().do("POST", "/v0/auth/exchange", map[string]any{"code": code2})
+	st, out = b.exchange(code2)
 	if st != http.StatusBadRequest || errorCode(out) != appliance.CodeLoginCodeExpired || out["human_key"] != nil {
 		t.Errorf("expired code: %d %v", st, out)
 	}
-	st, out = g.anonymous().do("POST", "/v0/auth/exchange", map[string]any{"code": code2})
+	st, out = b.exchange(code2)
 	if st != http.StatusBadRequest || errorCode(out) != appliance.CodeLoginCodeInvalid {
 		t.Errorf("expired code, again: %d %v", st, out)
 	}
@@ -248,7 +259,7 @@ func TestSignIn_GitHub_DisabledAccount(t *testing.T) {
 	b := g.newBrowser()
 	code := g.loginCode(b.callback(b.authorize(b.start())))
 	g.admin().must(http.StatusOK, "POST", "/v0/admin/accounts/mallory/disable", map[string]any{"reason": "spam"})
-	st, out := g.anonymous().do("POST", "/v0/auth/exchange", map[string]any{"code": code})
+	st, out := b.exchange(code)
 	if st != http.StatusForbidden || errorCode(out) != appliance.CodeAccountDisabled || out["human_key"] != nil {
 		t.Errorf("code minted before the disable: %d %v", st, out)
 	}
