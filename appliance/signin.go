@@ -344,6 +344,9 @@ func (h *hosted) linkGitHub(tx holon.Tx, gu *githubUser, now time.Time) (handle 
 			return "", false, holon.Errorf(CodeEmailLinkedElsewhere, "the account with this email is linked to another GitHub account")
 		}
 		acct.GitHub = link
+		if err := claimAccount(tx, &acct, gu.Login, now); err != nil {
+			return "", false, err
+		}
 		if err := tx.Put(holon.BucketUsers, er.Handle, acct); err != nil {
 			return "", false, err
 		}
@@ -359,6 +362,65 @@ func (h *hosted) linkGitHub(tx holon.Tx, gu *githubUser, now time.Time) (handle 
 		return "", false, err
 	}
 	return handle, true, tx.Put(holon.BucketSignIn, githubKey(gu.ID), handle)
+}
+
+// actionClaim is the moderation log's name for a verified identity
+// taking over an account made with an unverified email.
+const actionClaim = "claim"
+
+// claimMark says when a GitHub sign-in with a verified email took over an
+// account made by email signup, which never proved that email, and how
+// many keys made before it were revoked then: shown to the person on
+// GET /v0/me and on the console's overview.
+type claimMark struct {
+	At          time.Time `json:"at"`
+	GitHub      string    `json:"github"`
+	KeysRevoked int       `json:"keys_revoked"`
+}
+
+// claimAccount is the takeover of an account made with an email nobody
+// proved, by the first GitHub sign-in that proves it: whoever signed up
+// with that email may not be its owner (an account pre-hijacked by
+// someone who signed up with another person's email and waits), so
+// nothing made before keeps working for anyone but the person who just
+// proved the email: every earlier key is revoked (with them the console
+// sessions and the OAuth connections made with them), the authorization
+// codes not yet traded are dropped, and the takeover is in the moderation
+// log. The person is told on GET /v0/me and on the console.
+func claimAccount(tx holon.Tx, acct *account, login string, now time.Time) error {
+	keys, err := accountKeys(tx, acct.Handle)
+	if err != nil {
+		return err
+	}
+	revoked := 0
+	for _, k := range keys {
+		if k.Revoked == nil {
+			if err := revokeKey(tx, k, now); err != nil {
+				return err
+			}
+			revoked++
+		}
+	}
+	var codes []string
+	err = tx.ForEach(holon.BucketOAuth, "code/", func(k string, raw json.RawMessage) (bool, error) {
+		var c oauthCode
+		if err := json.Unmarshal(raw, &c); err == nil && c.Account == acct.Handle && c.Used == nil {
+			codes = append(codes, k)
+		}
+		return true, nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, k := range codes {
+		if err := tx.Delete(holon.BucketOAuth, k); err != nil {
+			return err
+		}
+	}
+	acct.Claimed = &claimMark{At: now, GitHub: login, KeysRevoked: revoked}
+	_, err = tx.Append(holon.BucketModLog, modEntry{Time: now, Actor: "github:" + login, Action: actionClaim, Target: acct.Handle,
+		Reason: fmt.Sprintf("a GitHub sign-in proved the email %s, which the account was made with unproved: %d earlier keys revoked", acct.Email, revoked)})
+	return err
 }
 
 type exchangeBody struct {

@@ -211,7 +211,7 @@ func TestSignIn_GitHub_ExchangeCode(t *testing.T) {
 }
 
 // Ensure that an account made by email is linked, not duplicated, when
-// GitHub has verified the same email; that an unverified email links
+// GitHub has verified the same email (its signup's keys revoked); that an unverified email links
 // nothing; and that a taken or reserved login is refused with its reason.
 func TestSignIn_GitHub_EmailLinking(t *testing.T) {
 	g := newGitHubApp(t)
@@ -230,7 +230,11 @@ func TestSignIn_GitHub_EmailLinking(t *testing.T) {
 	if me := g.as(str(out["human_key"])).must(http.StatusOK, "GET", "/v0/me", nil); me["handle"] != "ada" {
 		t.Errorf("linked key: %v", me)
 	}
-	ada.human.must(http.StatusOK, "GET", "/v0/me", nil) // the old keys keep working
+	// The signup never proved the email: its keys stop working
+	// (TestSignIn_GitHub_ClaimRevokesEarlierKeys).
+	if st, o := ada.human.do("GET", "/v0/me", nil); st != http.StatusUnauthorized {
+		t.Errorf("the signup's key after the link: %d %v, want 401", st, o)
+	}
 	// Another GitHub account with the same email cannot take the account.
 	g.gh.AddUser(13, "ada-impostor", "ada@example.com", true)
 	g.gh.SignIn("ada-impostor")
