@@ -78,7 +78,7 @@ func packages(t *testing.T) []string {
 	return out
 }
 
-// Ensure that imports flow one way (README "Where things are"): the domain
+// Ensure that imports flow one way (webui/manual/architecture.md, the room map): the domain
 // package imports nothing of the project but journal, nothing above the
 // engine reaches kv (not even through another package), the engine knows
 // no store but the interface, the shared store suite is written against

@@ -14,6 +14,7 @@ import (
 	"math/big"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -73,10 +74,10 @@ func LoadPostgres(ctx context.Context, r io.Reader, url string, progress func(do
 	if _, err := tx.Exec(ctx, Schema); err != nil {
 		return sum, fmt.Errorf("apply the schema: %w", err)
 	}
-	if _, err := tx.Exec(ctx, `CREATE TEMP TABLE journal_stage (seq bigint, key text, time timestamptz, prev text, hash text, lines jsonb) ON COMMIT DROP`); err != nil {
+	if _, err := tx.Exec(ctx, `CREATE TEMP TABLE journal_stage (seq bigint, key text, time text, prev text, hash text, lines jsonb) ON COMMIT DROP`); err != nil {
 		return sum, err
 	}
-	l := &pgLoader{ctx: ctx, tx: tx, rd: rd, progress: progress, counts: sum.Tables}
+	l := &pgLoader{ctx: ctx, tx: tx, rd: rd, progress: progress, counts: sum.Tables, sums: map[string][]uint64{}}
 	if err := l.load(); err != nil {
 		return sum, err
 	}
@@ -160,8 +161,11 @@ type pgLoader struct {
 	rd       *Reader
 	progress func(done, total int64)
 	counts   map[string]int64
-	pending  *kv.Row
-	eof      bool
+	// sums are the digests of each loaded bucket's rows, in file order
+	// (postgres_readback.go).
+	sums    map[string][]uint64
+	pending *kv.Row
+	eof     bool
 }
 
 // peek returns the next row without taking it; false after the trailer.
@@ -244,6 +248,7 @@ func (s *copySource) Next() bool {
 		s.err = fmt.Errorf("%w: line %d: %s %s: %v", ErrCorrupt, s.l.rd.Line(), r.Bucket, keyText(r.Key), s.err)
 		return false
 	}
+	s.l.sums[s.bucket] = append(s.l.sums[s.bucket], rowSum(r.Key, r.Value))
 	return true
 }
 
@@ -309,7 +314,7 @@ func (l *pgLoader) finish(hd Header, t Trailer) error {
 	if len(bad) > 0 {
 		return fmt.Errorf("balances are not the sums of the journal: %s (run holon verify on the backup)", strings.Join(bad, "; "))
 	}
-	return nil
+	return l.checkReadBack()
 }
 
 // Conversions: amounts are integer micro-units, sent as NUMERIC with six
@@ -335,6 +340,18 @@ func bigint(n uint64) (int64, error) {
 		return 0, fmt.Errorf("%d does not fit a bigint", n)
 	}
 	return int64(n), nil
+}
+
+// ts is a time as the store's JSON writes it (RFC 3339, nanoseconds, its
+// zone offset): schema.sql keeps times as that text.
+func ts(t time.Time) string { return t.Format(time.RFC3339Nano) }
+
+func optTs(t *time.Time) *string {
+	if t == nil {
+		return nil
+	}
+	s := ts(*t)
+	return &s
 }
 
 func optText(s string) *string {
@@ -378,7 +395,7 @@ func convertDoc(r kv.Row) ([]any, error) {
 	if len(d.Doc) == 0 {
 		d.Doc = json.RawMessage("null")
 	}
-	return []any{string(r.Key), d.Doc, d.Created, d.Published, optText(d.Yanked), d.Revoked}, nil
+	return []any{string(r.Key), d.Doc, ts(d.Created), d.Published, optText(d.Yanked), d.Revoked}, nil
 }
 
 func convertBudget(r kv.Row) ([]any, error) {
@@ -423,7 +440,7 @@ func convertJournal(r kv.Row) ([]any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return []any{seq, row.Key, row.Time, row.Prev, row.Hash, json.RawMessage(lines)}, nil
+	return []any{seq, row.Key, ts(row.Time), row.Prev, row.Hash, json.RawMessage(lines)}, nil
 }
 
 var receiptColumns = []string{"id", "seq", "parent", "mandate", "caller", "agent", "status", "error", "approval",
@@ -443,22 +460,17 @@ func convertReceipt(r kv.Row) ([]any, error) {
 	if err != nil {
 		return nil, err
 	}
-	splits := rc.Splits
-	if splits == nil {
-		splits = []journal.Share{}
-	}
-	sj, err := json.Marshal(splits)
-	if err != nil {
-		return nil, err
+	var sj json.RawMessage
+	if rc.Splits != nil {
+		if sj, err = json.Marshal(rc.Splits); err != nil {
+			return nil, err
+		}
 	}
 	children := rc.Children
-	if children == nil {
-		children = []string{}
-	}
 	return []any{rc.ID, n, rc.Parent, rc.Mandate, rc.Caller, rc.Agent, rc.Status, rc.Error, rc.Approval,
 		optAmount(rc.WorstCase), rc.Currency, rc.Payer, rc.SubMandate, rc.Billed,
 		amount(rc.Cost.Own), amount(rc.Cost.Downstream), amount(rc.Cost.Total),
-		json.RawMessage(sj), children, rc.DurationMS, rc.Created}, nil
+		sj, children, rc.DurationMS, ts(rc.Created)}, nil
 }
 
 var approvalColumns = []string{"id", "seq", "mandate", "caller", "agent", "capability", "input_hash", "max_cost", "worst_case",
@@ -482,7 +494,7 @@ func convertApproval(r kv.Row) ([]any, error) {
 		input = a.Input
 	}
 	return []any{a.ID, n, a.Mandate, a.Caller, a.Agent, optText(a.Capability), a.InputHash, optAmount(a.MaxCost), amount(a.WorstCase),
-		a.Currency, a.Receipt, a.Status, a.Created, a.Expires, a.Decided, a.Run, input}, nil
+		a.Currency, a.Receipt, a.Status, ts(a.Created), ts(a.Expires), optTs(a.Decided), a.Run, input}, nil
 }
 
 var holdColumns = []string{"receipt", "payer", "amount", "mandate", "reserved", "funder", "parent", "children",
@@ -498,7 +510,7 @@ func convertHold(r kv.Row) ([]any, error) {
 		children = []string{}
 	}
 	return []any{h.Receipt, h.Payer, amount(h.Amount), h.Mandate, amount(h.Reserved), optText(h.Funder),
-		optText(h.Parent), children, amount(h.Downstream), optText(h.SubMandate), h.Started}, nil
+		optText(h.Parent), children, amount(h.Downstream), optText(h.SubMandate), ts(h.Started)}, nil
 }
 
 var eventColumns = []string{"seq", "receipt", "agent", "status", "error", "duration_ms", "billed", "currency",
@@ -514,7 +526,7 @@ func convertEvent(r kv.Row) ([]any, error) {
 		return nil, err
 	}
 	return []any{seq, ev.Receipt, ev.Agent, ev.Status, optText(ev.Error), ev.DurationMS, amount(ev.Billed),
-		ev.Currency, ev.Delegated, ev.Time}, nil
+		ev.Currency, ev.Delegated, ts(ev.Time)}, nil
 }
 
 func convertRecord(r kv.Row) ([]any, error) {

@@ -93,6 +93,7 @@ type Console struct {
 	mux    *http.ServeMux
 	assets *assets
 	pages  map[string]*page
+	manual *manual
 }
 
 // New builds the console over a backend.
@@ -106,6 +107,9 @@ func New(b Backend, log *slog.Logger) (*Console, error) {
 		return nil, err
 	}
 	if c.pages, err = c.loadPages(); err != nil {
+		return nil, err
+	}
+	if c.manual, err = loadManual(); err != nil {
 		return nil, err
 	}
 	c.routes()
@@ -137,6 +141,7 @@ func (c *Console) routes() {
 	m.Handle("POST "+Prefix+"/signup", c.public(c.signup))
 	m.Handle("POST "+Prefix+"/signout", c.public(c.signout))
 	c.routePages()
+	c.routeManual()
 	m.HandleFunc(Prefix+"/", func(w http.ResponseWriter, r *http.Request) {
 		c.render(w, r, Viewer{}, http.StatusNotFound, "error", errorPage{Title: "Not found", Message: "There is no page " + r.URL.Path + "."})
 	})
