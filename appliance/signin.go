@@ -45,6 +45,10 @@ const (
 // started the sign-in only.
 const stateCookie = "holon_github_state"
 
+// codeStateMismatch is the sign-in's end (#login_error=) when the state
+// is not the one in this browser's cookie.
+const codeStateMismatch = "state_mismatch"
+
 // loginCookie binds a login code to the browser the callback handed it
 // to: a code sent to another browser (/console#login=<code> in a link, the
 // login CSRF that would sign a victim into the sender's account) is
@@ -179,12 +183,17 @@ func refuseSignin(reason, format string, args ...any) error {
 // console, with #login=<code> or #login_error=<reason>.
 func (a *api) githubCallback(w http.ResponseWriter, r *http.Request, _ httprouter.Params, _ *principal) {
 	h := a.hosted
-	http.SetCookie(w, &http.Cookie{Name: stateCookie, Value: "", Path: "/v0/auth/github", MaxAge: -1,
-		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: h.secureCookies(r)})
 	w.Header().Set("Cache-Control", "no-store")
 	code, browser, err := a.signIn(r)
 	console := h.publicURL + "/console"
 	var refusal *signinRefusal
+	if !errors.As(err, &refusal) || refusal.reason != codeStateMismatch {
+		// This browser's own state came back: spent, whatever follows. A
+		// state that is not its own leaves its cookie, and the sign-in it
+		// has under way, alone.
+		http.SetCookie(w, &http.Cookie{Name: stateCookie, Value: "", Path: "/v0/auth/github", MaxAge: -1,
+			HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: h.secureCookies(r)})
+	}
 	switch {
 	case err == nil:
 		http.SetCookie(w, &http.Cookie{Name: loginCookie, Value: browser, Path: "/v0/auth/exchange",
@@ -213,7 +222,7 @@ func (a *api) signIn(r *http.Request) (code, browser string, err error) {
 	if state == "" || err != nil || subtle.ConstantTimeCompare([]byte(c.Value), []byte(state)) != 1 {
 		// Another browser (or none) started this sign-in: it must not
 		// finish here, nor burn the state of the browser that did.
-		return "", "", refuseSignin("state_mismatch", "the state does not match this browser's cookie")
+		return "", "", refuseSignin(codeStateMismatch, "the state does not match this browser's cookie")
 	}
 	now := h.now().UTC()
 	var st signinState

@@ -100,9 +100,10 @@ func containsAll(s string, subs ...string) bool {
 
 // Ensure that the state is accepted once, from the browser that started
 // the sign-in only, within 10 minutes: a replayed state, a state from
-// another browser (no cookie) and an expired state each end on the
-// console with their reason, and the other browser does not burn the
-// state of the one that started.
+// another browser (with no cookie, or with a cookie of its own sign-in)
+// and an expired state each end on the console with their reason, and a
+// refused callback burns neither the state of the browser that started
+// nor the other browser's own.
 func TestSignIn_GitHub_State(t *testing.T) {
 	g := newGitHubApp(t)
 	g.gh.AddUser(7, "ada", "ada@users.example.com", true)
@@ -112,6 +113,16 @@ func TestSignIn_GitHub_State(t *testing.T) {
 	cb := b.authorize(b.start())
 	if frag := g.newBrowser().callback(cb); frag != "login_error=state_mismatch" {
 		t.Errorf("another browser: %q, want login_error=state_mismatch", frag)
+	}
+	// Another browser with a sign-in of its own under way: its cookie
+	// holds another state. Refused, and its own sign-in still finishes.
+	other := g.newBrowser()
+	otherCB := other.authorize(other.start())
+	if frag := other.callback(cb); frag != "login_error=state_mismatch" {
+		t.Errorf("another browser with its own state cookie: %q, want login_error=state_mismatch", frag)
+	}
+	if frag := other.callback(otherCB); !strings.HasPrefix(frag, "login=") {
+		t.Errorf("the other browser's own sign-in, after a refused callback: %q", frag)
 	}
 	u, _ := url.Parse(cb)
 	cookieURL, _ := url.Parse(g.srv.URL + "/v0/auth/github")
