@@ -397,18 +397,9 @@ type claimMark struct {
 // codes not yet traded are dropped, and the takeover is in the moderation
 // log. The person is told on GET /v0/me and on the console.
 func claimAccount(tx holon.Tx, acct *account, login string, now time.Time) error {
-	keys, err := accountKeys(tx, acct.Handle)
+	revoked, err := revokeLiveKeys(tx, acct.Handle, now)
 	if err != nil {
 		return err
-	}
-	revoked := 0
-	for _, k := range keys {
-		if k.Revoked == nil {
-			if err := revokeKey(tx, k, now); err != nil {
-				return err
-			}
-			revoked++
-		}
 	}
 	var codes []string
 	err = tx.ForEach(holon.BucketOAuth, "code/", func(k string, raw json.RawMessage) (bool, error) {
