@@ -120,6 +120,8 @@ func TestImports_FlowOneWay(t *testing.T) {
 		"auth":        {module, a + "token", a + "web", a + "ratelimit"},
 		"idempotency": {module, module + "/gateway/canonical", a + "web"},
 		"files":       {module, module + "/gateway", a + "web", a + "auth"},
+		"catalog":     {module, module + "/journal", module + "/gateway", module + "/gateway/contract", a + "web", a + "auth", a + "ratelimit", a + "files"},
+		"clientmeta":  {module + "/gateway/remote"},
 	} {
 		only(a+room, allowed...)
 	}

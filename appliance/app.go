@@ -238,6 +238,7 @@ func (a *App) init(ctx context.Context) error {
 	}
 	a.idem = idempotency.New(a.store, a.cfg.Now, a.cfg.IdempotencyTTL)
 	api := newAPI(a.engine, a.log, h, a.idem, backup)
+	api.publicURL = strings.TrimRight(a.cfg.PublicURL, "/")
 	a.listings.Mount(api.mount, h != nil)
 	a.files.Mount(api.mount, a.engine)
 	a.api = api

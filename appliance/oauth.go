@@ -1,6 +1,7 @@
 package appliance
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,6 +17,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
 	"holon.dev/holon"
 	"holon.dev/holon/appliance/auth"
+	"holon.dev/holon/appliance/clientmeta"
 	"holon.dev/holon/appliance/token"
 	"holon.dev/holon/appliance/web"
 )
@@ -219,7 +221,10 @@ type authServerMeta struct {
 	TokenEndpointAuthMethods      []string `json:"token_endpoint_auth_methods_supported"`
 	CodeChallengeMethodsSupported []string `json:"code_challenge_methods_supported"`
 	IssParameterSupported         bool     `json:"authorization_response_iss_parameter_supported"`
-	ServiceDocumentation          string   `json:"service_documentation"`
+	// ClientIDMetadataDocuments: a client_id may be the https URL of the
+	// client's metadata document (oauth_cimd.go), instead of registering.
+	ClientIDMetadataDocuments bool   `json:"client_id_metadata_document_supported"`
+	ServiceDocumentation      string `json:"service_documentation"`
 }
 
 func (a *api) authServerMetadata(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
@@ -235,6 +240,7 @@ func (a *api) authServerMetadata(w http.ResponseWriter, r *http.Request, _ httpr
 		TokenEndpointAuthMethods:      []string{"none"},
 		CodeChallengeMethodsSupported: []string{"S256"},
 		IssParameterSupported:         true,
+		ClientIDMetadataDocuments:     true,
 		ServiceDocumentation:          iss + "/console/",
 	})
 }
@@ -479,8 +485,12 @@ func redirectMatches(registered []string, requested string) bool {
 	return false
 }
 
-// getClient reads a registered client.
-func (h *hosted) getClient(id string) (*oauthClient, error) {
+// getClient reads a registered client, or the client an https client_id's
+// metadata document describes (oauth_cimd.go).
+func (h *hosted) getClient(ctx context.Context, id string) (*oauthClient, error) {
+	if clientmeta.IsURL(id) {
+		return h.documentClient(ctx, id)
+	}
 	var c oauthClient
 	if id == "" || len(id) > 64 {
 		return nil, holon.ErrNotFound
