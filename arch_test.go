@@ -123,7 +123,7 @@ func TestImports_FlowOneWay(t *testing.T) {
 		"catalog":     {module, module + "/journal", module + "/gateway", module + "/gateway/contract", a + "web", a + "auth", a + "ratelimit", a + "files"},
 		"clientmeta":  {module + "/gateway/remote"},
 		"wire":        {module},
-		"mcpserver":   {module, module + "/gateway", module + "/gateway/contract", a + "web", a + "auth", a + "token", a + "wire"},
+		"mcpserver":   {module, module + "/journal", module + "/gateway", module + "/gateway/contract", a + "web", a + "auth", a + "token", a + "wire"},
 	} {
 		only(a+room, allowed...)
 	}

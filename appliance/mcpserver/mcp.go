@@ -3,7 +3,7 @@
 // and the tools, which act under the key's mandate through the same
 // engine calls as the HTTP API.
 //
-// It may import the domain (holon), the engine (gateway and its
+// It may import the domain (holon), journal, the engine (gateway and its
 // contract), web, auth, token and wire; no other room.
 package mcpserver
 
