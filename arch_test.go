@@ -122,6 +122,8 @@ func TestImports_FlowOneWay(t *testing.T) {
 		"files":       {module, module + "/gateway", a + "web", a + "auth"},
 		"catalog":     {module, module + "/journal", module + "/gateway", module + "/gateway/contract", a + "web", a + "auth", a + "ratelimit", a + "files"},
 		"clientmeta":  {module + "/gateway/remote"},
+		"wire":        {module},
+		"mcpserver":   {module, module + "/journal", module + "/gateway", module + "/gateway/contract", a + "web", a + "auth", a + "token", a + "wire"},
 	} {
 		only(a+room, allowed...)
 	}

@@ -15,8 +15,10 @@ import (
 	"holon.dev/holon"
 	"holon.dev/holon/appliance/auth"
 	"holon.dev/holon/appliance/idempotency"
+	"holon.dev/holon/appliance/mcpserver"
 	"holon.dev/holon/appliance/token"
 	"holon.dev/holon/appliance/web"
+	"holon.dev/holon/appliance/wire"
 	"holon.dev/holon/gateway"
 	"holon.dev/holon/gateway/contract"
 	"holon.dev/holon/journal"
@@ -32,6 +34,8 @@ type api struct {
 	// it.
 	auth  *auth.Chain
 	mount *auth.Mount
+	// mcp is the MCP server on /mcp.
+	mcp *mcpserver.Server
 	// hosted is nil on a dev gateway: no authentication, no scoping.
 	hosted *hosted
 	// idem keeps Idempotency-Key records.
@@ -72,7 +76,8 @@ func (a *api) routes() {
 	a.handle("GET", "/v0/receipts/:id", auth.Human|auth.Agent, a.getReceipt)
 	a.handle("GET", "/v0/mandates/:ns/:name", auth.Human|auth.Agent, a.getMandate)
 	a.handle("GET", "/v0/accounts", auth.Human|auth.Operator, a.listAccounts)
-	a.mountMCP()
+	a.mcp = mcpserver.New(a.engine, a.log, a.keyLive)
+	a.mcp.Mount(a.mount)
 	// The live backup: every row, so the operator's alone (open on a dev
 	// gateway, like everything there).
 	if a.backup != nil {
@@ -283,10 +288,6 @@ func redactApproval(ap *holon.Approval) *holon.Approval {
 	return &c
 }
 
-// approvalsPage is the most GET /v0/approvals shows at once, and its
-// default.
-const approvalsPage = 200
-
 // listApprovals is GET /v0/approvals?mandate=&status=&before=&limit=: the
 // approvals of the mandates the principal sees, newest first, read from
 // those mandates' index (a human's are its account's mandates, as for
@@ -294,7 +295,7 @@ const approvalsPage = 200
 func (a *api) listApprovals(w http.ResponseWriter, r *http.Request, _ httprouter.Params, p *auth.Principal) {
 	q := r.URL.Query()
 	mandate, status, before := q.Get("mandate"), q.Get("status"), q.Get("before")
-	limit, err := queryLimit(r, approvalsPage, approvalsPage)
+	limit, err := queryLimit(r, wire.ApprovalsPage, wire.ApprovalsPage)
 	if err != nil {
 		a.fail(w, r, err)
 		return
@@ -483,31 +484,6 @@ func (a *api) receiptsOf(mandates []string, before string, limit int) (holon.Rec
 	return page, nil
 }
 
-// receiptTree is a receipt with its children's trees.
-type receiptTree struct {
-	Receipt  *holon.Receipt `json:"receipt"`
-	Children []*receiptTree `json:"children"`
-}
-
-func (a *api) tree(id string, depth int) (*receiptTree, error) {
-	rc, err := a.engine.Receipt(id)
-	if err != nil {
-		return nil, err
-	}
-	t := &receiptTree{Receipt: rc, Children: []*receiptTree{}}
-	if depth > 16 {
-		return t, nil
-	}
-	for _, c := range rc.Children {
-		ct, err := a.tree(c, depth+1)
-		if err != nil {
-			return nil, err
-		}
-		t.Children = append(t.Children, ct)
-	}
-	return t, nil
-}
-
 func (a *api) getReceipt(w http.ResponseWriter, r *http.Request, ps httprouter.Params, p *auth.Principal) {
 	id := ps.ByName("id")
 	rc, err := a.engine.Receipt(id)
@@ -518,7 +494,7 @@ func (a *api) getReceipt(w http.ResponseWriter, r *http.Request, ps httprouter.P
 		a.fail(w, r, err)
 		return
 	}
-	t, err := a.tree(id, 0)
+	t, err := wire.Tree(a.engine, id)
 	if err != nil {
 		a.fail(w, r, err)
 		return

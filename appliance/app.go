@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"holon.dev/holon"
-	"holon.dev/holon/appliance/agents"
 	"holon.dev/holon/appliance/catalog"
 	"holon.dev/holon/appliance/files"
 	"holon.dev/holon/appliance/idempotency"
@@ -43,8 +42,8 @@ type App struct {
 	served  http.Handler
 	mcp     *remote.MCPRunner
 	webhook *remote.WebhookRunner
-	stop    context.CancelFunc
-	done    chan struct{}
+	// workers are the background loops, under one context (wire.go).
+	workers *workers
 	// Publishing: the hooks told of each published version, the endpoint
 	// credentials, and the hosted half (nil on a dev gateway).
 	hooks  *publishHooks
@@ -52,15 +51,10 @@ type App struct {
 	hosted *hosted
 	// listings runs evaluations and serves the catalogue, earnings and
 	// the demo.
-	listings  *catalog.Catalog
-	evalsDone <-chan struct{}
-	// files keeps uploads (files.go); filesDone closes when its sweeper ends.
-	files     *files.Store
-	filesDone chan struct{}
-	// idem keeps Idempotency-Keys (idempotency.go); idemDone closes when
-	// its sweeper ends.
-	idem     *idempotency.Keys
-	idemDone chan struct{}
+	listings *catalog.Catalog
+	// files keeps uploads; idem keeps Idempotency-Keys.
+	files *files.Store
+	idem  *idempotency.Keys
 }
 
 // Open checks the configuration, opens the store, loads the agents and
@@ -104,179 +98,6 @@ func Open(ctx context.Context, cfg Config) (*App, error) {
 		return nil, err
 	}
 	return app, nil
-}
-
-func (a *App) init(ctx context.Context) error {
-	reg := gateway.NewRegistry()
-	dev := gateway.NewDevRuntime()
-	agents.RegisterWith(dev, a.cfg.Agents)
-	exclude := a.cfg.Exclude
-	if exclude == nil {
-		exclude = agents.DefaultExclude
-	}
-	for name, h := range a.cfg.DevHandlers {
-		dev.Register(name, h)
-	}
-	authors := map[string]bool{}
-	var shipped []string
-	for _, src := range a.cfg.Registry {
-		var ms []*contract.Manifest
-		var err error
-		isShipped := false
-		switch src {
-		case agents.SetAgents, agents.SetExamples:
-			ms, err = agents.Load(src)
-			isShipped = true
-		default:
-			ms, err = gateway.LoadManifestDir(src)
-		}
-		if err != nil {
-			return fmt.Errorf("registry %s: %w", src, err)
-		}
-		ms = agents.Without(ms, exclude)
-		for _, m := range ms {
-			if m.Runtime.Kind == contract.RuntimeDev && !dev.Has(gateway.DevHandlerName(m)) {
-				return fmt.Errorf("registry %s: %s is a dev agent with no handler %q compiled into this gateway", src, m.Ref(), gateway.DevHandlerName(m))
-			}
-		}
-		if err := reg.AddAll(ms, contract.AgentFacts{}, isShipped); err != nil {
-			return fmt.Errorf("registry %s: %w", src, err)
-		}
-		for _, m := range ms {
-			if !authors[m.NS()] && isShipped {
-				shipped = append(shipped, m.NS())
-			}
-			authors[m.NS()] = true
-		}
-	}
-	if err := a.loadPublished(reg); err != nil {
-		return err
-	}
-	// Versions the operator yanked stay withdrawn: they are listed first
-	// (so that their forks' royalty chains resolve) and removed at once.
-	yanked, err := yankedRefs(a.store)
-	if err != nil {
-		return fmt.Errorf("read yanked agents: %w", err)
-	}
-	for _, ref := range yanked {
-		reg.Remove(ref)
-	}
-	if err := a.openFiles(); err != nil {
-		return err
-	}
-	if a.vault, err = newVault([]byte(a.cfg.FileSecret), a.store, a.cfg.Rand, a.log); err != nil {
-		return fmt.Errorf("endpoint credentials: %w", err)
-	}
-	rc := remote.Config{Guard: remote.NetGuard{AllowPrivate: a.cfg.AllowPrivateEndpoints, Resolver: a.cfg.Resolver},
-		Credentials: a.vault.token, Logger: a.log, RootCAs: a.cfg.RemoteRootCAs}
-	a.mcp, a.webhook = remote.NewMCPRunner(rc), remote.NewWebhookRunner(rc)
-	a.engine = gateway.New(gateway.Config{
-		Store:    a.store,
-		Registry: reg,
-		Runners: map[string]gateway.Runner{
-			contract.RuntimeDev:     dev,
-			contract.RuntimeMCP:     a.mcp,
-			contract.RuntimeWebhook: a.webhook,
-		},
-		PublicURL:      a.cfg.PublicURL,
-		Now:            a.cfg.Now,
-		SignupCredit:   a.cfg.SignupCredit,
-		Logger:         a.log,
-		OnStoreFailure: a.cfg.OnStoreFailure,
-		OnCall:         a.metrics.observeCall,
-		Files:          a.files,
-		OnStep:         a.cfg.OnStep,
-	})
-	closed, err := a.engine.Recover(ctx)
-	if err != nil {
-		return fmt.Errorf("close calls left in flight: %w", err)
-	}
-	a.metrics.closedAtOpen.Set(float64(closed))
-	if closed > 0 {
-		a.log.Warn("closed calls left in flight by the last run", "calls", closed)
-	}
-	interrupted, err := idempotency.InterruptRunning(ctx, a.store, a.cfg.Now())
-	if err != nil {
-		return fmt.Errorf("mark interrupted idempotency keys: %w", err)
-	}
-	if interrupted > 0 {
-		a.log.Warn("marked the Idempotency-Keys of interrupted calls", "keys", interrupted)
-	}
-	var mandates []*contract.Mandate
-	if !a.cfg.Hosted || a.cfg.MandatesDir != "" {
-		// A hosted gateway's mandates come from its accounts; the demo
-		// mandates would hand their accounts to whoever signs up first.
-		if mandates, err = loadMandates(a.cfg.MandatesDir); err != nil {
-			return err
-		}
-	}
-	for _, m := range mandates {
-		if err := a.engine.PutMandate(ctx, m); err != nil {
-			return fmt.Errorf("mandate %s: %w", m.ID, err)
-		}
-	}
-	var h *hosted
-	if a.cfg.Hosted {
-		h = newHosted(a.cfg, a.store, a.engine, a.log, a.cfg.Now, a.cfg.Rand, authors, shipped)
-		a.initPublishing(h)
-		a.hosted = h
-		if a.cfg.AdminKey == "" {
-			a.log.Warn("no HOLON_ADMIN_KEY: the admin endpoints answer 401")
-		}
-		if !a.cfg.GitHubSignIn() {
-			a.log.Info("no HOLON_GITHUB_CLIENT_ID/SECRET: sign-in with GitHub and publishing are off")
-		}
-	}
-	if a.listings, err = catalog.Open(ctx, a.engine, catalog.Options{PrivateEvals: a.cfg.PrivateEvals, PutFixture: a.files.PutFixture,
-		Records: a.cfg.Records, SiteURL: a.cfg.SiteURL, TrustProxy: a.cfg.TrustProxy != nil && *a.cfg.TrustProxy,
-		Production: a.cfg.Production(), Log: a.log, Now: a.cfg.Now}); err != nil {
-		return err
-	}
-	var backup http.Handler
-	if a.cfg.Backup != nil {
-		backup = a.cfg.Backup(a.store)
-	}
-	a.idem = idempotency.New(a.store, a.cfg.Now, a.cfg.IdempotencyTTL)
-	api := newAPI(a.engine, a.log, h, a.idem, backup)
-	api.publicURL = strings.TrimRight(a.cfg.PublicURL, "/")
-	a.listings.Mount(api.mount, h != nil)
-	a.files.Mount(api.mount, a.engine)
-	a.api = api
-	a.served = a.metrics.instrument(a.api, a.cfg)
-	sweepCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	a.stop, a.done = stop, make(chan struct{})
-	go a.sweep(sweepCtx)
-	evalsDone := make(chan struct{})
-	a.evalsDone = evalsDone
-	a.listings.QueueStale(sweepCtx)
-	go func() { defer close(evalsDone); a.listings.Run(sweepCtx) }()
-	a.filesDone = make(chan struct{})
-	go func() { defer close(a.filesDone); a.files.SweepEvery(sweepCtx, time.Minute) }()
-	a.idemDone = make(chan struct{})
-	go func() { defer close(a.idemDone); a.idem.SweepEvery(sweepCtx, a.log) }()
-	return nil
-}
-
-// sweep expires stale approvals every hour.
-func (a *App) sweep(ctx context.Context) {
-	defer close(a.done)
-	t := time.NewTicker(time.Hour)
-	defer t.Stop()
-	for {
-		if _, err := a.engine.ExpireApprovals(ctx); err != nil && ctx.Err() == nil {
-			a.log.Error("expire approvals", "err", err)
-		}
-		if a.hosted != nil {
-			if _, err := a.hosted.purgeSignIn(a.cfg.Now()); err != nil && ctx.Err() == nil {
-				a.log.Error("purge expired sign-in states", "err", err)
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
 }
 
 // loadMandates reads every mandate under dir, or the demo mandates.
@@ -337,12 +158,8 @@ func (a *App) SweepIdempotencyKeys(ctx context.Context) (int, error) { return a.
 // Close stops background work and closes the store. Calls still running
 // when it is called are closed as gateway_restarted at the next start.
 func (a *App) Close() error {
-	if a.stop != nil {
-		a.stop()
-		<-a.done
-		<-a.evalsDone
-		<-a.filesDone
-		<-a.idemDone
+	if a.workers != nil {
+		a.workers.stop()
 	}
 	if a.mcp != nil {
 		a.mcp.Close()

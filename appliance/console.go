@@ -83,9 +83,11 @@ func (b consoleBackend) SignOut(w http.ResponseWriter, r *http.Request) error {
 	return b.a.endSession(w, r)
 }
 
-// Do serves one API request in-process: the router, the route's access
-// rule, the account's rate limit and the handler, exactly as for a
-// request from outside, with the session's principal (nobody when none).
+// Do serves one API request in-process through the front door (its NUL,
+// host and body checks, its log line), the router, the route's access
+// rule and the handler, exactly as for a request from outside, with the
+// session's principal (nobody when none). The rate limits are not
+// charged again: the page's own request was counted.
 func (b consoleBackend) Do(r *http.Request, method, path string, body, out any) error {
 	var rd io.Reader = http.NoBody
 	if body != nil {
@@ -128,7 +130,7 @@ func (b consoleBackend) Send(r *http.Request, method, path, contentType string, 
 	}
 	req.Header.Set("Content-Type", contentType)
 	rec := &recorder{header: http.Header{}, code: http.StatusOK}
-	b.a.router.ServeHTTP(rec, req)
+	b.a.ServeHTTP(rec, req) // the front door, as a request from outside
 	if rec.code/100 != 2 {
 		var eb web.ErrorBody
 		if err := json.Unmarshal(rec.body.Bytes(), &eb); err != nil || eb.Error == nil {

@@ -87,7 +87,8 @@ type statusWriter struct {
 // Tag is told the request's principal (auth.Tagger).
 func (sw *statusWriter) Tag(p *auth.Principal) { sw.p = p }
 
-// ServeHTTP runs what every request goes through before its route: NUL
+// ServeHTTP is the front door: what every request goes through before its
+// route, from outside or from a console page asking in-process: NUL
 // characters in the path or query are refused, a dev gateway answers only
 // its own names and /mcp only its own origin (origin.go), the body is
 // bounded, and on
@@ -135,7 +136,9 @@ func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Body != nil {
 		r.Body = http.MaxBytesReader(sw, r.Body, bodyLimit(r))
 	}
-	if a.hosted != nil {
+	// A console page's own requests (auth.InProcess) were counted once,
+	// as the page's request: they are not extra requests of the address.
+	if a.hosted != nil && !auth.InProcess(r.Context()) {
 		if ok, wait := a.hosted.limits.address.Allow(addr); !ok {
 			a.tooMany(sw, r, wait, "your address")
 			return

@@ -77,3 +77,18 @@ func (a *api) verifyAccessToken(r *http.Request, credential string) (*auth.Princ
 	p, err := a.tokenPrincipal(r, credential)
 	return p, true, err
 }
+
+// keyLive reports whether a key, by its hash, still authenticates, as the
+// chain decides (keyPrincipal): the MCP server ends the sessions of a key
+// that no longer does. Every key is live on a dev gateway.
+func (a *api) keyLive(hash string) (bool, error) {
+	if a.hosted == nil {
+		return true, nil
+	}
+	_, err := a.hosted.keyPrincipal(hash, token.KindAgent, "")
+	var ge *holon.Error
+	if errors.As(err, &ge) && ge.Code == web.CodeInvalidKey {
+		return false, nil
+	}
+	return err == nil, err
+}

@@ -78,3 +78,11 @@ type principalKey struct{}
 func WithPrincipal(ctx context.Context, p *Principal) context.Context {
 	return context.WithValue(ctx, principalKey{}, p)
 }
+
+// InProcess reports whether a request was made in-process with its
+// principal handed in (WithPrincipal): a console page's request, counted
+// once as the page's own, never again as an API call.
+func InProcess(ctx context.Context) bool {
+	_, ok := ctx.Value(principalKey{}).(*Principal)
+	return ok
+}

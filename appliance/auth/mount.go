@@ -56,7 +56,7 @@ func (m *Mount) Handle(method, path string, acc Access, h Handler) {
 			}
 			return
 		}
-		if m.Accounts != nil && p.Account != "" {
+		if m.Accounts != nil && p.Account != "" && !InProcess(r.Context()) {
 			if ok, wait := m.Accounts.Allow(p.Account); !ok {
 				web.TooMany(m.Log, w, r, wait, "this account (all its keys together)")
 				return

@@ -1,8 +1,14 @@
-package appliance
+// Package mcpserver is the MCP server for assistants: Streamable HTTP
+// with stateful sessions on /mcp, each bound to the key that opened it,
+// and the tools, which act under the key's mandate through the same
+// engine calls as the HTTP API.
+//
+// It may import the domain (holon), journal, the engine (gateway and its
+// contract), web, auth, token and wire; no other room.
+package mcpserver
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -16,6 +22,7 @@ import (
 	"holon.dev/holon/appliance/auth"
 	"holon.dev/holon/appliance/token"
 	"holon.dev/holon/appliance/web"
+	"holon.dev/holon/gateway"
 )
 
 // CodeShuttingDown: the gateway is shutting down and takes no new MCP
@@ -43,7 +50,7 @@ const (
 	mcpElicitTimeout = 10 * time.Minute
 )
 
-// mcpServer is the MCP server for assistants (spec/mcp.md): Streamable
+// Server is the MCP server for assistants (spec/mcp.md): Streamable
 // HTTP with stateful sessions on /mcp. Every HTTP request is
 // authenticated on its own (api.handle), so a revoked key's sessions stop
 // at its next request; the SDK binds each session to the key that opened
@@ -53,8 +60,10 @@ const (
 // In dev mode (no --hosted) there are no keys: /mcp acts under the mandate
 // its URL names, /mcp?mandate=<id>, and asks in the client for approvals
 // (the dev gateway lets anyone decide them anyway).
-type mcpServer struct {
-	api     *api
+type Server struct {
+	engine *gateway.Engine
+	// keyLive tells whether a key, by its hash, still authenticates.
+	keyLive func(hash string) (bool, error)
 	server  *mcp.Server
 	handler http.Handler
 	log     *slog.Logger
@@ -98,25 +107,27 @@ type mcpCaller struct {
 
 type mcpCallerKey struct{}
 
-// mountMCP serves the MCP server on /mcp for agent keys (and the dev
+// Mount serves the MCP server on /mcp for agent keys (and the dev
 // principal).
-func (a *api) mountMCP() {
-	m := newMCPServer(a)
+func (m *Server) Mount(mt *auth.Mount) {
 	for _, method := range []string{http.MethodGet, http.MethodPost, http.MethodDelete} {
-		a.handle(method, "/mcp", auth.Agent, m.serve)
+		mt.Handle(method, "/mcp", auth.Agent, m.serve)
 	}
 }
 
-func newMCPServer(a *api) *mcpServer {
-	m := &mcpServer{
-		api:      a,
-		log:      a.log,
+// New returns the MCP server of engine; keyLive tells whether a key, by
+// its hash, still authenticates (its sessions end when it does not).
+func New(engine *gateway.Engine, log *slog.Logger, keyLive func(hash string) (bool, error)) *Server {
+	m := &Server{
+		engine:   engine,
+		keyLive:  keyLive,
+		log:      log,
 		sessions: map[string]*mcpSession{},
 		byOwner:  map[string][]string{},
 		watched:  map[*http.Server]bool{},
 	}
 	m.stop, m.stopCancel = context.WithCancel(context.Background())
-	quiet := slog.New(minLevel{a.log.Handler(), slog.LevelWarn})
+	quiet := slog.New(minLevel{log.Handler(), slog.LevelWarn})
 	m.server = mcp.NewServer(&mcp.Implementation{Name: "holon", Title: "Holon gateway", Version: "v0"}, &mcp.ServerOptions{
 		Instructions: mcpInstructions,
 		Logger:       quiet,
@@ -148,11 +159,11 @@ func newMCPServer(a *api) *mcpServer {
 
 // serve is /mcp, behind api.handle: the key is valid, may use /mcp, and
 // the account is within its rate limit.
-func (m *mcpServer) serve(w http.ResponseWriter, r *http.Request, _ httprouter.Params, p *auth.Principal) {
+func (m *Server) serve(w http.ResponseWriter, r *http.Request, _ httprouter.Params, p *auth.Principal) {
 	m.watch(r)
 	c, err := m.callerFor(r, p)
 	if err != nil {
-		m.api.fail(w, r, err)
+		web.Fail(m.log, w, r, err)
 		return
 	}
 	isPost := r.Method == http.MethodPost
@@ -183,7 +194,7 @@ func (m *mcpServer) serve(w http.ResponseWriter, r *http.Request, _ httprouter.P
 
 // callerFor is who a request acts for: an agent key's mandate, or in dev
 // mode the mandate of ?mandate=.
-func (m *mcpServer) callerFor(r *http.Request, p *auth.Principal) (*mcpCaller, error) {
+func (m *Server) callerFor(r *http.Request, p *auth.Principal) (*mcpCaller, error) {
 	switch p.Kind {
 	case token.KindAgent:
 		return &mcpCaller{mandate: p.Mandate, attended: p.Key.Ask, owner: "key " + p.Key.Hash, keyHash: p.Key.Hash}, nil
@@ -192,7 +203,7 @@ func (m *mcpServer) callerFor(r *http.Request, p *auth.Principal) (*mcpCaller, e
 		if id == "" {
 			return nil, holon.Errorf(holon.CodeInvalidRequest, "the dev gateway's /mcp acts under the mandate its URL names: connect to /mcp?mandate=<id>, such as /mcp?mandate=alice/bookkeeping-q4")
 		}
-		st, err := m.api.engine.Mandate(id)
+		st, err := m.engine.Mandate(id)
 		if err != nil {
 			return nil, err
 		}
@@ -205,7 +216,7 @@ func (m *mcpServer) callerFor(r *http.Request, p *auth.Principal) (*mcpCaller, e
 }
 
 // enter counts a POST in, unless the gateway is shutting down.
-func (m *mcpServer) enter() bool {
+func (m *Server) enter() bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.draining {
@@ -218,7 +229,7 @@ func (m *mcpServer) enter() bool {
 // watch ends the MCP sessions cleanly when the http.Server serving them
 // shuts down (holon serve on SIGTERM): their event streams are long-lived
 // requests that Shutdown would otherwise wait for until its timeout.
-func (m *mcpServer) watch(r *http.Request) {
+func (m *Server) watch(r *http.Request) {
 	srv, ok := r.Context().Value(http.ServerContextKey).(*http.Server)
 	if !ok {
 		return
@@ -237,7 +248,7 @@ func (m *mcpServer) watch(r *http.Request) {
 // requests answer, then every session is closed, which ends its event
 // stream. Calls themselves settle whatever happens: the engine runs them
 // detached from their request.
-func (m *mcpServer) shutdown() {
+func (m *Server) shutdown() {
 	m.mu.Lock()
 	if m.draining {
 		m.mu.Unlock()
@@ -255,7 +266,7 @@ func (m *mcpServer) shutdown() {
 
 // track records a new session with its owner, ends the owner's oldest
 // session beyond mcpSessionsPerOwner, and starts the sweep of revoked keys.
-func (m *mcpServer) track(id string, c *mcpCaller) {
+func (m *Server) track(id string, c *mcpCaller) {
 	var ss *mcp.ServerSession
 	for s := range m.server.Sessions() {
 		if s.ID() == id {
@@ -293,7 +304,7 @@ func (m *mcpServer) track(id string, c *mcpCaller) {
 }
 
 // untrack forgets a closed session.
-func (m *mcpServer) untrack(id string) {
+func (m *Server) untrack(id string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	s, ok := m.sessions[id]
@@ -318,7 +329,7 @@ func (m *mcpServer) untrack(id string) {
 
 // ending is told a session is about to be deleted by its client: a
 // pending approval form stops waiting, so the session can close.
-func (m *mcpServer) ending(id, owner string) {
+func (m *Server) ending(id, owner string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if s, ok := m.sessions[id]; ok && s.owner == owner {
@@ -327,7 +338,7 @@ func (m *mcpServer) ending(id, owner string) {
 }
 
 // end closes a session from the gateway's side.
-func (m *mcpServer) end(id string) {
+func (m *Server) end(id string) {
 	m.mu.Lock()
 	s, ok := m.sessions[id]
 	if ok {
@@ -344,7 +355,7 @@ func (m *mcpServer) end(id string) {
 }
 
 // sessionContext is the context of an open session: done when it ends.
-func (m *mcpServer) sessionContext(id string) context.Context {
+func (m *Server) sessionContext(id string) context.Context {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if s, ok := m.sessions[id]; ok {
@@ -357,7 +368,7 @@ func (m *mcpServer) sessionContext(id string) context.Context {
 // expired or belongs to a disabled account since they opened, so that
 // their event streams and approval forms end too. It runs while sessions
 // opened by keys are open.
-func (m *mcpServer) sweep() {
+func (m *Server) sweep() {
 	t := time.NewTicker(mcpSweepEvery)
 	defer t.Stop()
 	for {
@@ -395,30 +406,6 @@ func (m *mcpServer) sweep() {
 			}
 		}
 	}
-}
-
-// keyLive reports whether a key, by its hash, still authenticates: as
-// api.authenticate decides, without the key itself.
-func (m *mcpServer) keyLive(hash string) (bool, error) {
-	h := m.api.hosted
-	if h == nil {
-		return true, nil
-	}
-	var rec auth.Key
-	var acct account
-	err := h.store.View(func(tx holon.Tx) error {
-		if err := tx.Get(holon.BucketKeys, keyByHash(hash), &rec); err != nil {
-			return err
-		}
-		return tx.Get(holon.BucketUsers, rec.Account, &acct)
-	})
-	if errors.Is(err, holon.ErrNotFound) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	return rec.Live(h.now()) && acct.Disabled == nil, nil
 }
 
 // minLevel drops log records below a level: the SDK's informational

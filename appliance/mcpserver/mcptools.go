@@ -1,4 +1,4 @@
-package appliance
+package mcpserver
 
 import (
 	"bytes"
@@ -15,6 +15,7 @@ import (
 	"holon.dev/holon/appliance/auth"
 	"holon.dev/holon/appliance/token"
 	"holon.dev/holon/appliance/web"
+	"holon.dev/holon/appliance/wire"
 	"holon.dev/holon/gateway"
 	"holon.dev/holon/gateway/contract"
 	"holon.dev/holon/journal"
@@ -31,7 +32,7 @@ type mcpTool struct {
 // maxListed bounds the agents search_agents lists.
 const maxListed = 50
 
-func (m *mcpServer) addTools() {
+func (m *Server) addTools() {
 	yes, no := true, false
 	read := &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: &no}
 	defs := []struct {
@@ -89,7 +90,7 @@ func withTitle(a *mcp.ToolAnnotations, title string) *mcp.ToolAnnotations {
 // toolHandler checks a call's arguments the way POST /v0/calls checks a
 // body (no NUL, the schema), runs the tool, and turns a panic into a
 // gateway_error.
-func (m *mcpServer) toolHandler(t *mcpTool) mcp.ToolHandler {
+func (m *Server) toolHandler(t *mcpTool) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (res *mcp.CallToolResult, err error) {
 		defer func() {
 			if p := recover(); p != nil {
@@ -182,7 +183,7 @@ func toolError(err error, extra *mcpError) *mcp.CallToolResult {
 // reads them (publicError): an internal one (no code, a code the gateway's
 // table does not know, or gateway_error) is logged, and one without a known
 // code is answered gateway_error with a message that tells nothing of it.
-func (m *mcpServer) fail(tool string, err error) *mcp.CallToolResult {
+func (m *Server) fail(tool string, err error) *mcp.CallToolResult {
 	ge, _, internal := web.Public(err)
 	if internal {
 		m.log.Error("mcp tool failed", "tool", tool, "err", err)
@@ -220,12 +221,12 @@ type searchArgs struct {
 
 // searchAgents lists the agents as GET /v0/agents?mandate= does for the
 // caller's mandate (Engine.ListAgents), author texts wrapped.
-func (m *mcpServer) searchAgents(ctx context.Context, _ *mcp.CallToolRequest, c *mcpCaller, args json.RawMessage) *mcp.CallToolResult {
+func (m *Server) searchAgents(ctx context.Context, _ *mcp.CallToolRequest, c *mcpCaller, args json.RawMessage) *mcp.CallToolResult {
 	var in searchArgs
 	if err := decodeArgs(args, &in); err != nil {
 		return toolError(err, nil)
 	}
-	page, err := m.api.engine.ListAgents(ctx, gateway.AgentQuery{Text: in.Q, Capability: in.Capability,
+	page, err := m.engine.ListAgents(ctx, gateway.AgentQuery{Text: in.Q, Capability: in.Capability,
 		Mandate: c.mandate, Limit: maxListed, Cursor: in.Cursor})
 	if err != nil {
 		return m.fail("search_agents", err)
@@ -253,12 +254,12 @@ type agentArgs struct {
 }
 
 // getAgent describes an agent version, author texts wrapped.
-func (m *mcpServer) getAgent(ctx context.Context, _ *mcp.CallToolRequest, c *mcpCaller, args json.RawMessage) *mcp.CallToolResult {
+func (m *Server) getAgent(ctx context.Context, _ *mcp.CallToolRequest, c *mcpCaller, args json.RawMessage) *mcp.CallToolResult {
 	var in agentArgs
 	if err := decodeArgs(args, &in); err != nil {
 		return toolError(err, nil)
 	}
-	e := m.api.engine
+	e := m.engine
 	v, err := e.Registry().Resolve(in.Agent)
 	if err != nil {
 		return m.fail("get_agent", err)
@@ -328,19 +329,19 @@ type idArgs struct {
 }
 
 // getReceipt is a receipt tree of the caller's mandate.
-func (m *mcpServer) getReceipt(_ context.Context, _ *mcp.CallToolRequest, c *mcpCaller, args json.RawMessage) *mcp.CallToolResult {
+func (m *Server) getReceipt(_ context.Context, _ *mcp.CallToolRequest, c *mcpCaller, args json.RawMessage) *mcp.CallToolResult {
 	var in idArgs
 	if err := decodeArgs(args, &in); err != nil {
 		return toolError(err, nil)
 	}
-	rc, err := m.api.engine.Receipt(in.ID)
+	rc, err := m.engine.Receipt(in.ID)
 	if err == nil && !c.sees(rc.Mandate) {
 		err = web.NotFound("no receipt %s", in.ID)
 	}
 	if err != nil {
 		return m.fail("get_receipt", err)
 	}
-	t, err := m.api.tree(in.ID, 0)
+	t, err := wire.Tree(m.engine, in.ID)
 	if err != nil {
 		return m.fail("get_receipt", err)
 	}
@@ -350,7 +351,7 @@ func (m *mcpServer) getReceipt(_ context.Context, _ *mcp.CallToolRequest, c *mcp
 
 // escapeTree escapes the error codes of a receipt tree: a remote agent
 // chooses its error code.
-func escapeTree(t *receiptTree) {
+func escapeTree(t *wire.ReceiptTree) {
 	t.Receipt = escapeReceipt(t.Receipt)
 	for _, c := range t.Children {
 		escapeTree(c)
@@ -368,12 +369,12 @@ func escapeReceipt(r *holon.Receipt) *holon.Receipt {
 }
 
 // getBudget is the caller's mandate and its budget.
-func (m *mcpServer) getBudget(_ context.Context, _ *mcp.CallToolRequest, c *mcpCaller, args json.RawMessage) *mcp.CallToolResult {
+func (m *Server) getBudget(_ context.Context, _ *mcp.CallToolRequest, c *mcpCaller, args json.RawMessage) *mcp.CallToolResult {
 	var in struct{}
 	if err := decodeArgs(args, &in); err != nil {
 		return toolError(err, nil)
 	}
-	st, err := m.api.engine.Mandate(c.mandate)
+	st, err := m.engine.Mandate(c.mandate)
 	if err != nil {
 		return m.fail("get_budget", err)
 	}
@@ -420,12 +421,12 @@ func viewApproval(ap *holon.Approval) *approvalView {
 
 // listApprovals lists the caller's mandate's open approvals, as GET
 // /v0/approvals does.
-func (m *mcpServer) listApprovals(_ context.Context, _ *mcp.CallToolRequest, c *mcpCaller, args json.RawMessage) *mcp.CallToolResult {
+func (m *Server) listApprovals(_ context.Context, _ *mcp.CallToolRequest, c *mcpCaller, args json.RawMessage) *mcp.CallToolResult {
 	var in struct{}
 	if err := decodeArgs(args, &in); err != nil {
 		return toolError(err, nil)
 	}
-	page, err := m.api.engine.ApprovalsOf([]string{c.mandate}, "", "", approvalsPage)
+	page, err := m.engine.ApprovalsOf([]string{c.mandate}, "", "", wire.ApprovalsPage)
 	if err != nil {
 		return m.fail("list_approvals", err)
 	}
@@ -437,8 +438,8 @@ func (m *mcpServer) listApprovals(_ context.Context, _ *mcp.CallToolRequest, c *
 }
 
 // approval reads an approval within the caller's scope.
-func (m *mcpServer) approval(ctx context.Context, c *mcpCaller, id string) (*holon.Approval, error) {
-	ap, err := m.api.engine.Approval(ctx, id)
+func (m *Server) approval(ctx context.Context, c *mcpCaller, id string) (*holon.Approval, error) {
+	ap, err := m.engine.Approval(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -449,7 +450,7 @@ func (m *mcpServer) approval(ctx context.Context, c *mcpCaller, id string) (*hol
 }
 
 // getApproval is one approval's status, with what to do next.
-func (m *mcpServer) getApproval(ctx context.Context, _ *mcp.CallToolRequest, c *mcpCaller, args json.RawMessage) *mcp.CallToolResult {
+func (m *Server) getApproval(ctx context.Context, _ *mcp.CallToolRequest, c *mcpCaller, args json.RawMessage) *mcp.CallToolResult {
 	var in idArgs
 	if err := decodeArgs(args, &in); err != nil {
 		return toolError(err, nil)

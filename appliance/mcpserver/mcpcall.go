@@ -1,4 +1,4 @@
-package appliance
+package mcpserver
 
 import (
 	"context"
@@ -44,7 +44,7 @@ type callAnswerMCP struct {
 // for the key, and when the call is held for approval asks the human in
 // the client (attended key, client with elicitation) or answers
 // pending_approval.
-func (m *mcpServer) callAgent(ctx context.Context, req *mcp.CallToolRequest, c *mcpCaller, args json.RawMessage) *mcp.CallToolResult {
+func (m *Server) callAgent(ctx context.Context, req *mcp.CallToolRequest, c *mcpCaller, args json.RawMessage) *mcp.CallToolResult {
 	var in callArgs
 	if err := decodeArgs(args, &in); err != nil {
 		return toolError(err, nil)
@@ -66,7 +66,7 @@ func (m *mcpServer) callAgent(ctx context.Context, req *mcp.CallToolRequest, c *
 			return m.fail("call_agent", err)
 		}
 	}
-	res, err := m.api.engine.Call(ctx, ci)
+	res, err := m.engine.Call(ctx, ci)
 	if err != nil {
 		return m.fail("call_agent", err)
 	}
@@ -98,9 +98,9 @@ func canElicit(ss *mcp.ServerSession) bool {
 // approve runs the call, reject (or decline) rejects it, and a form left
 // unanswered (cancelled, timed out, the session or the gateway ending)
 // leaves it pending.
-func (m *mcpServer) askHuman(ctx context.Context, req *mcp.CallToolRequest, held *gateway.CallResult) *mcp.CallToolResult {
+func (m *Server) askHuman(ctx context.Context, req *mcp.CallToolRequest, held *gateway.CallResult) *mcp.CallToolResult {
 	ap := held.Approval
-	st, err := m.api.engine.Mandate(ap.Mandate)
+	st, err := m.engine.Mandate(ap.Mandate)
 	if err != nil {
 		return m.fail("call_agent", err)
 	}
@@ -125,7 +125,7 @@ func (m *mcpServer) askHuman(ctx context.Context, req *mcp.CallToolRequest, held
 	default:
 		return pending(held, "the human closed the approval form without deciding")
 	}
-	decided, res, err := m.api.engine.Decide(context.WithoutCancel(ctx), ap.ID, d)
+	decided, res, err := m.engine.Decide(context.WithoutCancel(ctx), ap.ID, d)
 	if err != nil {
 		// Decided elsewhere meanwhile (POST /v0/approvals): say how it stands.
 		extra := &mcpError{Agent: ap.Agent, Receipt: escapeReceipt(held.Receipt), Approval: viewApproval(decided)}

@@ -1,4 +1,4 @@
-package appliance
+package mcpserver
 
 // The JSON Schemas of the MCP tools (spec/mcp.md "Tools"). Every output
 // schema takes a tool's answer and its error alike (clients validate
