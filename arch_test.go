@@ -117,15 +117,22 @@ func TestImports_FlowOneWay(t *testing.T) {
 		"token":       {},
 		"ratelimit":   {},
 		"web":         {module, module + "/journal", module + "/gateway", a + "token"},
-		"auth":        {module, a + "token", a + "web", a + "ratelimit"},
+		"auth":        {module, a + "token", a + "web", a + "ratelimit", a + "wire"},
 		"idempotency": {module, module + "/gateway/canonical", a + "web"},
 		"files":       {module, module + "/gateway", a + "web", a + "auth"},
 		"catalog":     {module, module + "/journal", module + "/gateway", module + "/gateway/contract", a + "web", a + "auth", a + "ratelimit", a + "files"},
 		"clientmeta":  {module + "/gateway/remote"},
-		"wire":        {module},
+		"wire":        {module, module + "/journal", module + "/gateway", module + "/gateway/contract"},
 		"mcpserver":   {module, module + "/journal", module + "/gateway", module + "/gateway/contract", a + "web", a + "auth", a + "token", a + "wire"},
 	} {
 		only(a+room, allowed...)
+	}
+	// The console is a client of the API: of the appliance, it sees the
+	// wire types alone.
+	for _, imp := range imports(t, module+"/webui") {
+		if strings.HasPrefix(imp, module+"/appliance") && imp != a+"wire" {
+			t.Errorf("webui imports %s: of the appliance, the console may import only the API's wire types (appliance/wire)", imp)
+		}
 	}
 	for _, p := range pkgs {
 		if strings.HasPrefix(p, a) && slices.Contains(imports(t, p), module+"/appliance") {

@@ -14,6 +14,7 @@ import (
 	"holon.dev/holon/appliance/auth"
 	"holon.dev/holon/appliance/token"
 	"holon.dev/holon/appliance/web"
+	"holon.dev/holon/appliance/wire"
 	"holon.dev/holon/gateway"
 	"holon.dev/holon/gateway/contract"
 	"holon.dev/holon/journal"
@@ -29,10 +30,10 @@ type account struct {
 	Mandates []string      `json:"mandates"`
 	Disabled *disabledMark `json:"disabled,omitempty"`
 	// GitHub is the GitHub account linked by signing in (publishing needs it).
-	GitHub *githubLink `json:"github,omitempty"`
+	GitHub *wire.GitHubLink `json:"github,omitempty"`
 	// Claimed is set when a GitHub sign-in that proved the account's
 	// email took the account over from its unproved signup (signin.go).
-	Claimed *claimMark `json:"claimed,omitempty"`
+	Claimed *wire.Claim `json:"claimed,omitempty"`
 }
 
 // disabledMark says when and why the operator disabled an account.
@@ -269,24 +270,6 @@ func handleFree(tx holon.Tx, handle string) error {
 	return nil
 }
 
-// meAnswer is GET /v0/me.
-type meAnswer struct {
-	Kind     string                  `json:"kind"`
-	Handle   string                  `json:"handle"`
-	Email    string                  `json:"email,omitempty"`
-	Created  *time.Time              `json:"created,omitempty"`
-	Balance  *accountView            `json:"balance,omitempty"`
-	Mandates []*gateway.MandateState `json:"mandates,omitempty"`
-	Keys     []auth.KeyView          `json:"keys,omitempty"`
-	Key      *auth.KeyView           `json:"key,omitempty"`
-	Mandate  *gateway.MandateState   `json:"mandate,omitempty"`
-	// GitHub is the linked GitHub account (human keys; publishing needs it).
-	GitHub *githubLink `json:"github,omitempty"`
-	// Claimed says a GitHub sign-in that proved the email took the
-	// account over from its unproved signup, revoking the keys made before.
-	Claimed *claimMark `json:"claimed,omitempty"`
-}
-
 // me is GET /v0/me: for a human key the account, its balance, mandates
 // and live keys (by prefix); for an agent key its own key and mandate with
 // its budget.
@@ -310,7 +293,7 @@ func (a *api) me(w http.ResponseWriter, r *http.Request, _ httprouter.Params, p 
 		a.fail(w, r, err)
 		return
 	}
-	ans := meAnswer{Kind: p.Kind, Handle: acct.Handle}
+	ans := wire.Me{Kind: p.Kind, Handle: acct.Handle}
 	if p.Kind == token.KindAgent {
 		kw := p.Key.View()
 		ans.Key = &kw
@@ -325,7 +308,7 @@ func (a *api) me(w http.ResponseWriter, r *http.Request, _ httprouter.Params, p 
 	}
 	created := acct.Created
 	ans.Email, ans.Created, ans.GitHub, ans.Claimed = acct.Email, &created, acct.GitHub, acct.Claimed
-	ans.Balance = &accountView{Account: acct.Handle, Balance: bal.Balance, Held: bal.Held, Available: bal.Available()}
+	ans.Balance = &wire.AccountView{Account: acct.Handle, Balance: wire.Money(bal.Balance), Held: wire.Money(bal.Held), Available: wire.Money(bal.Available())}
 	ans.Mandates = []*gateway.MandateState{}
 	for _, id := range acct.Mandates {
 		st, err := a.engine.Mandate(id)
@@ -335,7 +318,7 @@ func (a *api) me(w http.ResponseWriter, r *http.Request, _ httprouter.Params, p 
 		}
 		ans.Mandates = append(ans.Mandates, st)
 	}
-	ans.Keys = []auth.KeyView{}
+	ans.Keys = []wire.KeyView{}
 	now := h.now()
 	for _, k := range keys {
 		if k.Live(now) {

@@ -20,7 +20,6 @@ import (
 	"holon.dev/holon/appliance/web"
 	"holon.dev/holon/appliance/wire"
 	"holon.dev/holon/gateway"
-	"holon.dev/holon/gateway/contract"
 	"holon.dev/holon/journal"
 )
 
@@ -137,19 +136,8 @@ type callBody struct {
 	Approval   string          `json:"approval,omitempty"`
 }
 
-// callAnswer is the answer of POST /v0/calls and of approve-and-run.
-type callAnswer struct {
-	Output   json.RawMessage `json:"output"`
-	Receipt  *holon.Receipt  `json:"receipt"`
-	Approval *holon.Approval `json:"approval,omitempty"`
-	Error    *holon.Error    `json:"error,omitempty"`
-	// Replayed is set on the answer to a call re-sent with an
-	// Idempotency-Key already used: nothing ran again.
-	Replayed bool `json:"replayed,omitempty"`
-}
-
-func answer(res *gateway.CallResult) (int, callAnswer) {
-	ans := callAnswer{Output: res.Output, Receipt: res.Receipt, Approval: res.Approval}
+func answer(res *gateway.CallResult) (int, wire.CallAnswer) {
+	ans := wire.CallAnswer{Output: res.Output, Receipt: res.Receipt, Approval: res.Approval}
 	if ans.Output == nil {
 		ans.Output = json.RawMessage("null")
 	}
@@ -269,7 +257,7 @@ func (a *api) replay(w http.ResponseWriter, r *http.Request, rec *idempotency.Re
 		a.fail(w, r, err)
 		return
 	}
-	ans := callAnswer{Output: json.RawMessage("null"), Receipt: rc, Replayed: true}
+	ans := wire.CallAnswer{Output: json.RawMessage("null"), Receipt: rc, Replayed: true}
 	if rc.Error != nil {
 		ans.Error = &holon.Error{Code: *rc.Error, Msg: "replayed: the original call ended with " + *rc.Error}
 	}
@@ -437,11 +425,11 @@ func (a *api) listReceipts(w http.ResponseWriter, r *http.Request, _ httprouter.
 		}
 		fetch = func(before string, limit int) (holon.ReceiptPage, error) { return a.receiptsOf(roots, before, limit) }
 	}
-	var page receiptPageView
+	var page wire.ReceiptPage
 	if filter.empty() {
 		var kp holon.ReceiptPage
 		kp, err = fetch(before, limit)
-		page = receiptPageView{Receipts: kp.Receipts, Next: kp.Next}
+		page = wire.ReceiptPage{Receipts: kp.Receipts, Next: kp.Next}
 	} else {
 		page, err = a.filteredReceipts(filter, before, limit, fetch)
 	}
@@ -516,13 +504,6 @@ func (a *api) getMandate(w http.ResponseWriter, r *http.Request, ps httprouter.P
 	web.JSON(w, http.StatusOK, st)
 }
 
-type accountView struct {
-	Account   string         `json:"account"`
-	Balance   journal.Amount `json:"balance"`
-	Held      journal.Amount `json:"held"`
-	Available journal.Amount `json:"available"`
-}
-
 // listAccounts is GET /v0/accounts: a human's own balance (one read), or
 // every balance for the operator.
 func (a *api) listAccounts(w http.ResponseWriter, r *http.Request, _ httprouter.Params, p *auth.Principal) {
@@ -532,7 +513,7 @@ func (a *api) listAccounts(w http.ResponseWriter, r *http.Request, _ httprouter.
 			a.fail(w, r, err)
 			return
 		}
-		web.JSON(w, http.StatusOK, map[string]any{"accounts": []accountView{{Account: p.Account, Balance: ac.Balance, Held: ac.Held, Available: ac.Available()}}})
+		web.JSON(w, http.StatusOK, map[string]any{"accounts": []wire.AccountView{{Account: p.Account, Balance: wire.Money(ac.Balance), Held: wire.Money(ac.Held), Available: wire.Money(ac.Available())}}})
 		return
 	}
 	accts, err := a.engine.Accounts()
@@ -540,37 +521,14 @@ func (a *api) listAccounts(w http.ResponseWriter, r *http.Request, _ httprouter.
 		a.fail(w, r, err)
 		return
 	}
-	out := make([]accountView, 0, len(accts))
+	out := make([]wire.AccountView, 0, len(accts))
 	for name, ac := range accts {
 		if p.SeesAccount(name) {
-			out = append(out, accountView{Account: name, Balance: ac.Balance, Held: ac.Held, Available: ac.Available()})
+			out = append(out, wire.AccountView{Account: name, Balance: wire.Money(ac.Balance), Held: wire.Money(ac.Held), Available: wire.Money(ac.Available())})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Account < out[j].Account })
 	web.JSON(w, http.StatusOK, map[string]any{"accounts": out})
-}
-
-// agentView is one agent in a listing.
-type agentView struct {
-	ID           string           `json:"id"`
-	Version      string           `json:"version"`
-	Summary      string           `json:"summary"`
-	Capabilities []string         `json:"capabilities"`
-	License      string           `json:"license"`
-	Pricing      contract.Pricing `json:"pricing"`
-	// WorstCase is in the agent's currency, or the mandate's when listed
-	// under one (Currency says which).
-	WorstCase journal.Amount `json:"worst_case"`
-	Currency  string         `json:"currency"`
-	Record    recordView     `json:"record"`
-	Denied    *holon.Error   `json:"denied,omitempty"`
-	// Proprietary labels an agent with no code to check (manifest.md §8).
-	Proprietary bool `json:"proprietary,omitempty"`
-}
-
-type recordView struct {
-	Runs      int64 `json:"runs"`
-	Succeeded int64 `json:"succeeded"`
 }
 
 // listAgents is GET /v0/agents[?q=&capability=&mandate=&limit=&cursor=]:
@@ -598,12 +556,12 @@ func (a *api) listAgents(w http.ResponseWriter, r *http.Request, _ httprouter.Pa
 		a.fail(w, r, err)
 		return
 	}
-	out := make([]agentView, 0, len(page.Agents))
+	out := make([]wire.Agent, 0, len(page.Agents))
 	for _, l := range page.Agents {
 		m := l.Version.Manifest
-		av := agentView{ID: m.ID, Version: m.Version, Summary: m.Summary, Capabilities: m.Capabilities,
+		av := wire.Agent{ID: m.ID, Version: m.Version, Summary: m.Summary, Capabilities: m.Capabilities,
 			License: m.License, Pricing: m.Pricing, WorstCase: l.WorstCase, Currency: l.Currency,
-			Record: recordView{Runs: l.Record.Runs, Succeeded: l.Record.Succeeded}, Denied: l.Denied, Proprietary: !m.OpenSource()}
+			Record: wire.AgentRecord{Runs: l.Record.Runs, Succeeded: l.Record.Succeeded}, Denied: l.Denied, Proprietary: !m.OpenSource()}
 		if av.Capabilities == nil {
 			av.Capabilities = []string{}
 		}
@@ -626,13 +584,6 @@ func limitParam(s string) int {
 	return n
 }
 
-// agentDetail is GET /v0/agents/{ns}/{name}[@range].
-type agentDetail struct {
-	Manifest *contract.Manifest `json:"manifest"`
-	Record   holon.Record       `json:"record"`
-	Versions []string           `json:"versions"`
-}
-
 func (a *api) getAgent(w http.ResponseWriter, r *http.Request, ps httprouter.Params, _ *auth.Principal) {
 	ref := ps.ByName("ns") + "/" + ps.ByName("name")
 	v, err := a.engine.Registry().Resolve(ref)
@@ -645,7 +596,7 @@ func (a *api) getAgent(w http.ResponseWriter, r *http.Request, ps httprouter.Par
 		a.fail(w, r, err)
 		return
 	}
-	d := agentDetail{Manifest: v.Manifest, Record: rec, Versions: []string{}}
+	d := wire.AgentDetail{Manifest: v.Manifest, Record: rec, Versions: []string{}}
 	for _, x := range a.engine.Registry().Versions(v.Manifest.ID) {
 		d.Versions = append(d.Versions, x.Manifest.Version)
 	}

@@ -14,6 +14,7 @@ import (
 	"holon.dev/holon/appliance/auth"
 	"holon.dev/holon/appliance/token"
 	"holon.dev/holon/appliance/web"
+	"holon.dev/holon/appliance/wire"
 	"holon.dev/holon/gateway"
 	"holon.dev/holon/gateway/contract"
 	"holon.dev/holon/journal"
@@ -196,7 +197,7 @@ type keyBody struct {
 // newKeyAnswer carries a new key: the only time it is shown.
 type newKeyAnswer struct {
 	Key string `json:"key"`
-	auth.KeyView
+	wire.KeyView
 	Note string `json:"note"`
 }
 

@@ -16,6 +16,7 @@ import (
 	"holon.dev/holon"
 	"holon.dev/holon/appliance/auth"
 	"holon.dev/holon/appliance/web"
+	"holon.dev/holon/appliance/wire"
 	"holon.dev/holon/journal"
 )
 
@@ -154,7 +155,7 @@ func (a *api) adminCredit(w http.ResponseWriter, r *http.Request, _ httprouter.P
 	}
 	web.JSON(w, http.StatusOK, map[string]any{
 		"account": body.Account, "amount": body.Amount, "entry": key,
-		"balance": accountView{Account: body.Account, Balance: bal.Balance, Held: bal.Held, Available: bal.Available()},
+		"balance": wire.AccountView{Account: body.Account, Balance: wire.Money(bal.Balance), Held: wire.Money(bal.Held), Available: wire.Money(bal.Available())},
 	})
 }
 

@@ -20,6 +20,7 @@ import (
 	"holon.dev/holon/appliance/auth"
 	"holon.dev/holon/appliance/clientmeta"
 	"holon.dev/holon/appliance/web"
+	"holon.dev/holon/appliance/wire"
 	"holon.dev/holon/gateway"
 	"holon.dev/holon/gateway/contract"
 	"holon.dev/holon/gateway/remote"
@@ -366,7 +367,7 @@ func (a *api) checkEndpoint(ctx context.Context, endpoint string) error {
 // checkSource wants source.repository to be a public GitHub repository of
 // the author's GitHub account, or of an organisation that lists that
 // account as a public member.
-func (h *hosted) checkSource(ctx context.Context, repository string, link *githubLink) error {
+func (h *hosted) checkSource(ctx context.Context, repository string, link *wire.GitHubLink) error {
 	path := strings.TrimSuffix(strings.TrimPrefix(repository, "https://github.com/"), ".git")
 	owner, name, _ := strings.Cut(strings.TrimSuffix(path, "/"), "/")
 	rp, err := h.github.repo(ctx, owner, name)

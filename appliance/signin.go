@@ -22,6 +22,7 @@ import (
 	"holon.dev/holon/appliance/auth"
 	"holon.dev/holon/appliance/token"
 	"holon.dev/holon/appliance/web"
+	"holon.dev/holon/appliance/wire"
 )
 
 // Sign in with GitHub (gateway.md §7 "Accounts"): GET /v0/auth/github sends
@@ -77,15 +78,6 @@ const (
 	// another GitHub account.
 	CodeEmailLinkedElsewhere = "email_linked_elsewhere"
 )
-
-// githubLink is the GitHub account an account signed in with.
-type githubLink struct {
-	ID    int64  `json:"id"`
-	Login string `json:"login"`
-	// Linked is when the link was made; Seen the last sign-in.
-	Linked time.Time `json:"linked"`
-	Seen   time.Time `json:"seen"`
-}
 
 // signinState is a state handed out, under "state/<sha256>".
 type signinState struct {
@@ -341,7 +333,7 @@ func (h *hosted) linkGitHub(tx holon.Tx, gu *githubUser, now time.Time) (handle 
 	if err != nil {
 		return "", false, err
 	}
-	link := &githubLink{ID: gu.ID, Login: gu.Login, Linked: now, Seen: now}
+	link := &wire.GitHubLink{ID: gu.ID, Login: gu.Login, Linked: now, Seen: now}
 	var er emailRecord
 	switch err := tx.Get(holon.BucketEmails, email, &er); {
 	case err == nil:
@@ -380,16 +372,6 @@ func (h *hosted) linkGitHub(tx holon.Tx, gu *githubUser, now time.Time) (handle 
 // taking over an account made with an unverified email.
 const actionClaim = "claim"
 
-// claimMark says when a GitHub sign-in with a verified email took over an
-// account made by email signup, which never proved that email, and how
-// many keys made before it were revoked then: shown to the person on
-// GET /v0/me and on the console's overview.
-type claimMark struct {
-	At          time.Time `json:"at"`
-	GitHub      string    `json:"github"`
-	KeysRevoked int       `json:"keys_revoked"`
-}
-
 // claimAccount is the takeover of an account made with an email nobody
 // proved, by the first GitHub sign-in that proves it: whoever signed up
 // with that email may not be its owner (an account pre-hijacked by
@@ -420,7 +402,7 @@ func claimAccount(tx holon.Tx, acct *account, login string, now time.Time) error
 			return err
 		}
 	}
-	acct.Claimed = &claimMark{At: now, GitHub: login, KeysRevoked: revoked}
+	acct.Claimed = &wire.Claim{At: now, GitHub: login, KeysRevoked: revoked}
 	_, err = tx.Append(holon.BucketModLog, modEntry{Time: now, Actor: "github:" + login, Action: actionClaim, Target: acct.Handle,
 		Reason: fmt.Sprintf("a GitHub sign-in proved the email %s, which the account was made with unproved: %d earlier keys revoked", acct.Email, revoked)})
 	return err

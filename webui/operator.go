@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"holon.dev/holon/appliance/wire"
 	"holon.dev/holon/journal"
 )
 
@@ -17,9 +18,9 @@ type adminAccount struct {
 		At     time.Time `json:"at"`
 		Reason string    `json:"reason"`
 	} `json:"disabled"`
-	Mandates []string `json:"mandates"`
-	Balance  money    `json:"balance"`
-	Held     money    `json:"held"`
+	Mandates []string   `json:"mandates"`
+	Balance  wire.Money `json:"balance"`
+	Held     wire.Money `json:"held"`
 }
 
 type modEntry struct {

@@ -6,6 +6,7 @@ import (
 
 	"holon.dev/holon"
 	"holon.dev/holon/appliance/token"
+	"holon.dev/holon/appliance/wire"
 )
 
 // Principal kinds.
@@ -57,22 +58,6 @@ type Key struct {
 	Client string `json:"client,omitempty"`
 	// Hash is the key's SHA-256, the record's own key in the store.
 	Hash string `json:"hash"`
-}
-
-// KeyView is a key as listings show it: identified by its prefix.
-type KeyView struct {
-	Prefix      string     `json:"prefix"`
-	Kind        string     `json:"kind"`
-	Mandate     string     `json:"mandate,omitempty"`
-	AskInClient bool       `json:"ask_in_client"`
-	Created     time.Time  `json:"created"`
-	Expires     *time.Time `json:"expires,omitempty"`
-	Client      string     `json:"client,omitempty"`
-}
-
-// View is the key as listings show it.
-func (k *Key) View() KeyView {
-	return KeyView{Prefix: k.Prefix, Kind: k.Kind, Mandate: k.Mandate, AskInClient: k.Ask, Created: k.Created, Expires: k.Expires, Client: k.Client}
 }
 
 // Live reports whether the key may authenticate at now.
@@ -186,4 +171,9 @@ func (p *Principal) Describe() string {
 		return "the admin key"
 	}
 	return "no key"
+}
+
+// View is the key as listings show it.
+func (k *Key) View() wire.KeyView {
+	return wire.KeyView{Prefix: k.Prefix, Kind: k.Kind, Mandate: k.Mandate, AskInClient: k.Ask, Created: k.Created, Expires: k.Expires, Client: k.Client}
 }

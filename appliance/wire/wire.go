@@ -2,8 +2,9 @@
 // encode and what the console, a client of the API, decodes, so that a
 // field renamed on one side breaks the build of the other.
 //
-// It may import the domain (holon), journal and the contracts
-// (gateway/contract): types only, no room.
+// It may import the domain (holon), journal, the contracts
+// (gateway/contract) and the engine's views (gateway.MandateState): types
+// only, no room.
 package wire
 
 import "holon.dev/holon"
