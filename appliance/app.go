@@ -21,6 +21,7 @@ import (
 	"holon.dev/holon/appliance/catalog"
 	"holon.dev/holon/appliance/files"
 	"holon.dev/holon/appliance/idempotency"
+	"holon.dev/holon/appliance/ops"
 	"holon.dev/holon/appliance/web"
 	"holon.dev/holon/gateway"
 	"holon.dev/holon/gateway/contract"
@@ -37,7 +38,7 @@ type App struct {
 	engine  *gateway.Engine
 	log     *slog.Logger
 	api     *api
-	metrics *metrics
+	metrics *ops.Metrics
 	// served is handler with the metrics in front (/metrics, request counts).
 	served  http.Handler
 	mcp     *remote.MCPRunner
@@ -86,12 +87,12 @@ func Open(ctx context.Context, cfg Config) (*App, error) {
 	if cfg.OpenStore == nil {
 		return nil, errors.New("appliance: Config.OpenStore is not set (kv.OpenStore opens the embedded store)")
 	}
-	m := newMetrics()
-	store, err := cfg.OpenStore(cfg.DB, holon.StoreOptions{NoSync: cfg.NoSync, Now: cfg.Now, OnCommit: m.observeBatch, OnFailure: cfg.OnStoreFailure})
+	m := ops.NewMetrics()
+	store, err := cfg.OpenStore(cfg.DB, holon.StoreOptions{NoSync: cfg.NoSync, Now: cfg.Now, OnCommit: m.ObserveBatch, OnFailure: cfg.OnStoreFailure})
 	if err != nil {
 		return nil, err
 	}
-	m.watchStore(store)
+	m.WatchStore(store)
 	app := &App{cfg: cfg, store: store, log: cfg.Logger, metrics: m, hooks: &publishHooks{}}
 	if err := app.init(ctx); err != nil {
 		store.Close()

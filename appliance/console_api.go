@@ -9,6 +9,7 @@ import (
 
 	"holon.dev/holon"
 	"holon.dev/holon/appliance/auth"
+	"holon.dev/holon/appliance/ops"
 	"holon.dev/holon/appliance/web"
 	"holon.dev/holon/gateway"
 )
@@ -63,10 +64,12 @@ func (a *api) storeHealth(w http.ResponseWriter, r *http.Request, _ httprouter.P
 		hv.MeanBatch = float64(st.Updates) / float64(st.Commits)
 	}
 	err := s.View(func(tx holon.Tx) error {
-		holds, err := tx.Holds()
-		hv.HoldsOpen, hv.Receipts = len(holds), tx.Counter("receipts")
-		return err
+		hv.Receipts = tx.Counter("receipts")
+		return nil
 	})
+	if err == nil {
+		hv.HoldsOpen, err = ops.HoldsOpen(s)
+	}
 	if err != nil {
 		a.fail(w, r, err)
 		return

@@ -80,7 +80,7 @@ func newHosted(cfg Config, store holon.Store, engine *gateway.Engine, log *slog.
 // statusWriter remembers the status and the principal of a request, for
 // its log line.
 type statusWriter struct {
-	codeWriter
+	web.CodeWriter
 	p *auth.Principal
 }
 
@@ -96,13 +96,13 @@ func (sw *statusWriter) Tag(p *auth.Principal) { sw.p = p }
 // key is looked up) and one line is logged: never a key, a query string,
 // an input or an output.
 func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	sw := &statusWriter{codeWriter: codeWriter{ResponseWriter: w}}
+	sw := &statusWriter{CodeWriter: web.CodeWriter{ResponseWriter: w}}
 	start := time.Now()
 	addr := ""
 	if a.hosted != nil {
 		addr = web.ClientAddr(r, a.hosted.limits.trustProxy)
 		defer func() {
-			attrs := []any{"method", r.Method, "path", token.Redact(r.URL.Path), "status", sw.code,
+			attrs := []any{"method", r.Method, "path", token.Redact(r.URL.Path), "status", sw.Code,
 				"ms", time.Since(start).Milliseconds(), "addr", addr}
 			if p := sw.p; p != nil {
 				attrs = append(attrs, "principal", p.Kind)

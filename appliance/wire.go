@@ -11,6 +11,7 @@ import (
 	"holon.dev/holon/appliance/agents"
 	"holon.dev/holon/appliance/catalog"
 	"holon.dev/holon/appliance/idempotency"
+	"holon.dev/holon/appliance/ops"
 	"holon.dev/holon/gateway"
 	"holon.dev/holon/gateway/contract"
 	"holon.dev/holon/gateway/remote"
@@ -132,7 +133,7 @@ func (a *App) openEngine(reg *gateway.Registry, dev *gateway.DevRuntime) {
 		SignupCredit:   a.cfg.SignupCredit,
 		Logger:         a.log,
 		OnStoreFailure: a.cfg.OnStoreFailure,
-		OnCall:         a.metrics.observeCall,
+		OnCall:         a.metrics.ObserveCall,
 		Files:          a.files,
 		OnStep:         a.cfg.OnStep,
 	})
@@ -145,7 +146,7 @@ func (a *App) recover(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("close calls left in flight: %w", err)
 	}
-	a.metrics.closedAtOpen.Set(float64(closed))
+	a.metrics.ClosedAtOpen(closed)
 	if closed > 0 {
 		a.log.Warn("closed calls left in flight by the last run", "calls", closed)
 	}
@@ -202,7 +203,8 @@ func (a *App) mount() {
 	a.api.publicURL = strings.TrimRight(a.cfg.PublicURL, "/")
 	a.listings.Mount(a.api.mount, a.hosted != nil)
 	a.files.Mount(a.api.mount, a.engine)
-	a.served = a.metrics.instrument(a.api, a.cfg)
+	a.served = a.metrics.Instrument(a.api, ops.Exposure{Hosted: a.cfg.Hosted, AdminKey: a.cfg.AdminKey,
+		CheckHost: func(r *http.Request) error { return checkHost(r, a.cfg.PublicURL) }, Log: a.cfg.Logger})
 }
 
 // startWorkers starts the background loops, each until Close: the

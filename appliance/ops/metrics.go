@@ -1,8 +1,11 @@
-package appliance
+// Package ops is what the operator runs the gateway with: the Prometheus
+// metrics (in a registry of their own), the logger that scrubs secrets
+// out of every line, and systemd's notification socket and watchdog.
+//
+// It may import the domain (holon), token and web; no other room.
+package ops
 
 import (
-	"crypto/sha256"
-	"crypto/subtle"
 	"fmt"
 	"log/slog"
 	"math"
@@ -16,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"holon.dev/holon"
+	"holon.dev/holon/appliance/token"
 	"holon.dev/holon/appliance/web"
 )
 
@@ -23,13 +27,13 @@ import (
 // behind the admin key on a hosted one.
 const MetricsPath = "/metrics"
 
-// metrics are the appliance's Prometheus metrics, in a registry of its own
+// Metrics are the appliance's Prometheus metrics, in a registry of its own
 // (no global state): calls by agent and status and their latency, the
 // store's group-commit batch sizes, the holds open, the store's size and
 // write counters, the HTTP requests, and the Go runtime's and process's
 // usual families. Labels only ever hold bounded values: agent versions the
 // registry resolved, statuses, error codes, methods and status codes.
-type metrics struct {
+type Metrics struct {
 	reg          *prometheus.Registry
 	calls        *prometheus.CounterVec
 	latency      *prometheus.HistogramVec
@@ -39,8 +43,9 @@ type metrics struct {
 	closedAtOpen prometheus.Gauge
 }
 
-func newMetrics() *metrics {
-	m := &metrics{
+// NewMetrics returns the metrics, registered.
+func NewMetrics() *Metrics {
+	m := &Metrics{
 		reg: prometheus.NewRegistry(),
 		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "holon_calls_total",
@@ -75,19 +80,14 @@ func newMetrics() *metrics {
 	return m
 }
 
-// watchStore adds the families read from the store at each scrape.
-func (m *metrics) watchStore(s holon.Store) {
+// WatchStore adds the families read from the store at each scrape.
+func (m *Metrics) WatchStore(s holon.Store) {
 	m.reg.MustRegister(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "holon_holds_open",
 			Help: "Holds open: calls reserved and not settled yet.",
 		}, func() float64 {
-			var n int
-			err := s.View(func(tx holon.Tx) error {
-				hs, err := tx.Holds()
-				n = len(hs)
-				return err
-			})
+			n, err := HoldsOpen(s)
 			if err != nil {
 				return math.NaN()
 			}
@@ -112,8 +112,8 @@ func (m *metrics) watchStore(s holon.Store) {
 	)
 }
 
-// observeCall counts a call the engine answered.
-func (m *metrics) observeCall(r *holon.Receipt, d time.Duration) {
+// ObserveCall counts a call the engine answered.
+func (m *Metrics) ObserveCall(r *holon.Receipt, d time.Duration) {
 	agent := "none"
 	if r.Agent != nil {
 		agent = *r.Agent
@@ -127,12 +127,12 @@ func (m *metrics) observeCall(r *holon.Receipt, d time.Duration) {
 }
 
 // observeBatch records the size of a committed write transaction.
-func (m *metrics) observeBatch(n int) { m.batches.Observe(float64(n)) }
+func (m *Metrics) ObserveBatch(n int) { m.batches.Observe(float64(n)) }
 
-// handler serves the registry in the Prometheus text format. A collector
+// Handler serves the registry in the Prometheus text format. A collector
 // that fails (a /proc file a sandbox hides, say) is logged and left out;
 // the other families are still served.
-func (m *metrics) handler(log *slog.Logger) http.Handler {
+func (m *Metrics) Handler(log *slog.Logger) http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{
 		ErrorHandling: promhttp.ContinueOnError,
 		ErrorLog:      promLogger{log},
@@ -146,25 +146,24 @@ func (l promLogger) Println(v ...any) {
 	l.log.Warn("metrics: " + strings.TrimSpace(fmt.Sprintln(v...)))
 }
 
-// instrument serves MetricsPath in front of the API, and counts the API's
+// Instrument serves MetricsPath in front of the API, and counts the API's
 // requests. On a hosted gateway the metrics need the admin key: they name
 // agents and show traffic.
-func (m *metrics) instrument(api http.Handler, cfg Config) http.Handler {
-	scrape := m.handler(cfg.Logger)
+func (m *Metrics) Instrument(api http.Handler, o Exposure) http.Handler {
+	scrape := m.Handler(o.Log)
 	var adminKey []byte
-	if cfg.AdminKey != "" {
-		sum := sha256.Sum256([]byte(cfg.AdminKey))
-		adminKey = sum[:]
+	if o.AdminKey != "" {
+		adminKey = token.Sum(o.AdminKey)
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == MetricsPath {
-			if !cfg.Hosted {
-				if err := checkHost(r, cfg.PublicURL); err != nil {
+			if !o.Hosted {
+				if err := o.CheckHost(r); err != nil {
 					web.Error(w, http.StatusMisdirectedRequest, err)
 					return
 				}
 			}
-			if cfg.Hosted && !bearerMatches(r, adminKey) {
+			if o.Hosted && !bearerMatches(r, adminKey) {
 				web.Error(w, http.StatusUnauthorized, holon.Errorf(web.CodeUnauthenticated,
 					"GET %s needs the admin key: send it as Authorization: Bearer <key>, or scrape the --metrics-addr listener", MetricsPath))
 				return
@@ -174,9 +173,9 @@ func (m *metrics) instrument(api http.Handler, cfg Config) http.Handler {
 		}
 		m.inFlight.Inc()
 		defer m.inFlight.Dec()
-		cw := &codeWriter{ResponseWriter: w}
+		cw := &web.CodeWriter{ResponseWriter: w}
 		defer func() {
-			code := cw.code
+			code := cw.Code
 			if code == 0 {
 				code = http.StatusOK
 			}
@@ -189,12 +188,8 @@ func (m *metrics) instrument(api http.Handler, cfg Config) http.Handler {
 // bearerMatches compares the request's bearer token with a SHA-256 in
 // constant time; a nil want matches nothing.
 func bearerMatches(r *http.Request, want []byte) bool {
-	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
-	if want == nil || !ok || !strings.EqualFold(scheme, "Bearer") {
-		return false
-	}
-	sum := sha256.Sum256([]byte(strings.TrimSpace(token)))
-	return subtle.ConstantTimeCompare(sum[:], want) == 1
+	credential, ok := web.Bearer(r)
+	return ok && token.Equal(credential, want)
 }
 
 // methodLabel keeps the method label bounded: a client can send any word.
@@ -207,37 +202,28 @@ func methodLabel(m string) string {
 	return "other"
 }
 
-// codeWriter remembers the status code of a response.
-type codeWriter struct {
-	http.ResponseWriter
-	code int
+// Exposure says who may scrape the metrics.
+type Exposure struct {
+	// Hosted puts the metrics behind the admin key.
+	Hosted   bool
+	AdminKey string
+	// CheckHost refuses a request to a dev gateway for a name that is not
+	// its own.
+	CheckHost func(r *http.Request) error
+	Log       *slog.Logger
 }
 
-func (w *codeWriter) WriteHeader(code int) {
-	if w.code == 0 {
-		w.code = code
-	}
-	w.ResponseWriter.WriteHeader(code)
+// HoldsOpen counts the calls in flight: reserved, not settled.
+func HoldsOpen(s holon.Store) (int, error) {
+	var n int
+	err := s.View(func(tx holon.Tx) error {
+		hs, err := tx.Holds()
+		n = len(hs)
+		return err
+	})
+	return n, err
 }
 
-func (w *codeWriter) Write(b []byte) (int, error) {
-	if w.code == 0 {
-		w.code = http.StatusOK
-	}
-	return w.ResponseWriter.Write(b)
-}
-
-// Flush lets streaming handlers (the MCP server) flush through the wrapper.
-func (w *codeWriter) Flush() {
-	if f, ok := w.ResponseWriter.(http.Flusher); ok {
-		f.Flush()
-	}
-}
-
-// Unwrap gives http.ResponseController the underlying writer.
-func (w *codeWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
-
-// MetricsHandler serves the appliance's metrics with no authentication,
-// for a listener of their own (holon serve --metrics-addr, loopback by
-// default).
-func (a *App) MetricsHandler() http.Handler { return a.metrics.handler(a.log) }
+// ClosedAtOpen records how many calls the last run left in flight, closed
+// at this start.
+func (m *Metrics) ClosedAtOpen(n int) { m.closedAtOpen.Set(float64(n)) }

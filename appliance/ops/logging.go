@@ -1,4 +1,4 @@
-package appliance
+package ops
 
 import (
 	"context"
@@ -19,16 +19,16 @@ const Redacted = "[redacted]"
 // and logs is not matched.
 var accountKeyPattern = regexp.MustCompile(fmt.Sprintf(`hlk_[ah]_[a-z2-7]{%d}`, token.BodyLen))
 
-// NewLogger returns the gateway's logger: JSON lines in production
-// (env EnvProduction), text otherwise. Whatever the code logs, every
+// NewLogger returns the gateway's logger: JSON lines when asJSON (in
+// production), text otherwise. Whatever the code logs, every
 // message and attribute goes through a last guard that replaces the given
 // secrets (the admin key, the file secret, API keys of the operator) and
 // anything shaped like an account key with Redacted. Inputs and outputs
 // are never handed to the logger in the first place.
-func NewLogger(w io.Writer, env string, secrets ...string) *slog.Logger {
+func NewLogger(w io.Writer, asJSON bool, secrets ...string) *slog.Logger {
 	opts := &slog.HandlerOptions{Level: slog.LevelInfo}
 	var h slog.Handler
-	if env == EnvProduction {
+	if asJSON {
 		h = slog.NewJSONHandler(w, opts)
 	} else {
 		h = slog.NewTextHandler(w, opts)

@@ -1,15 +1,11 @@
-package appliance
+package ops
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"net"
 	"strconv"
 	"strings"
 	"time"
-
-	"holon.dev/holon"
 )
 
 // Notifier tells systemd how the service is doing, through the datagram
@@ -70,64 +66,4 @@ func WatchdogInterval(getenv func(string) string, pid int) (time.Duration, error
 		return 0, fmt.Errorf("WATCHDOG_USEC: %q is not a positive number of microseconds", us)
 	}
 	return time.Duration(n) * time.Microsecond / 2, nil
-}
-
-// CheckStore proves the store still answers: a read transaction, then an
-// empty update through the writer (the group commit that every settlement
-// takes), which waits for the writer however long it takes. A store whose
-// writer is stuck never returns, so a watchdog that pings only after this
-// returns nil lets systemd restart a gateway that can no longer settle.
-func (a *App) CheckStore(ctx context.Context) error {
-	err := a.store.View(func(tx holon.Tx) error {
-		var v struct{}
-		err := tx.Get(holon.BucketSettings, "watchdog", &v)
-		if errors.Is(err, holon.ErrNotFound) {
-			return nil
-		}
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("store check, read: %w", err)
-	}
-	if err := a.store.Update(ctx, func(holon.Tx) error { return nil }); err != nil {
-		return fmt.Errorf("store check, write: %w", err)
-	}
-	return nil
-}
-
-// Watchdog pings systemd's watchdog every interval, each time right after
-// CheckStore succeeds, until ctx ends. A failed check is logged and not
-// pinged: systemd then stops the gateway (WatchdogSec) and restarts it.
-func (a *App) Watchdog(ctx context.Context, n *Notifier, every time.Duration) {
-	if every <= 0 || !n.Enabled() {
-		return
-	}
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		if err := a.CheckStore(ctx); err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			a.log.Error("watchdog: the store does not answer; not pinging systemd", "err", err)
-		} else if err := n.Notify("WATCHDOG=1"); err != nil {
-			a.log.Warn("watchdog ping", "err", err)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
-}
-
-// HoldsOpen counts the calls in flight: reserved, not settled.
-func (a *App) HoldsOpen() (int, error) {
-	var n int
-	err := a.store.View(func(tx holon.Tx) error {
-		hs, err := tx.Holds()
-		n = len(hs)
-		return err
-	})
-	return n, err
 }
