@@ -90,12 +90,12 @@ func (a *api) routes() {
 	a.routeConsole()
 	a.routeOAuth()
 	r.Fallbacks(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		web.Error(w, http.StatusNotFound, holon.Errorf(holon.CodeNotFound, "no route %s %s", r.Method, token.Redact(r.URL.Path)))
+		web.Answer(w, holon.Errorf(holon.CodeNotFound, "no route %s %s", r.Method, token.Redact(r.URL.Path)))
 	}), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		web.Error(w, http.StatusMethodNotAllowed, holon.Errorf(holon.CodeInvalidRequest, "%s is not allowed on %s", r.Method, token.Redact(r.URL.Path)))
+		web.MethodNotAllowed(w, "%s is not allowed on %s", r.Method, token.Redact(r.URL.Path))
 	}), func(w http.ResponseWriter, r *http.Request, p any) {
 		a.log.Error("handler panicked", "path", token.Redact(r.URL.Path), "panic", token.Redact(fmt.Sprint(p)))
-		web.Error(w, http.StatusInternalServerError, holon.Errorf(holon.CodeGatewayError, "internal error"))
+		web.Answer(w, holon.Errorf(holon.CodeGatewayError, "internal error"))
 	})
 }
 

@@ -37,7 +37,7 @@ func (a *api) routeConsole() {
 			http.Redirect(w, r, webui.Prefix+"/", http.StatusSeeOther)
 			return
 		}
-		web.Error(w, http.StatusNotFound, holon.Errorf(holon.CodeNotFound, "no route GET /: the API is under /v0, the console under /console"))
+		web.Answer(w, holon.Errorf(holon.CodeNotFound, "no route GET /: the API is under /v0, the console under /console"))
 	})
 	if a.hosted == nil {
 		a.handle("GET", "/v0/mandates", auth.Anyone, a.devMandates)

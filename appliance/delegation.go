@@ -63,7 +63,7 @@ func serveDelegated(e *gateway.Engine, log *slog.Logger, w http.ResponseWriter, 
 	}
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
-		web.Error(w, http.StatusMethodNotAllowed, holon.Errorf(holon.CodeInvalidRequest, "a delegation token is only good for POST /v0/calls"))
+		web.MethodNotAllowed(w, "a delegation token is only good for POST /v0/calls")
 		return true
 	}
 	serveDelegatedCall(e, log, w, r, token)
@@ -126,7 +126,7 @@ func serveDelegatedCall(e *gateway.Engine, log *slog.Logger, w http.ResponseWrit
 		if code == "" {
 			code = holon.CodeGatewayError
 		}
-		web.Error(w, web.StatusOf(code), &holon.Error{Code: code, Msg: out.Message})
+		web.Answer(w, &holon.Error{Code: code, Msg: out.Message})
 		return
 	}
 	rc, err := e.Receipt(out.Receipt)

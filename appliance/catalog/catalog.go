@@ -108,7 +108,7 @@ func (l *Catalog) catalog(w http.ResponseWriter, r *http.Request, _ httprouter.P
 	if s := q.Get("limit"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 || n > catalogMaxLimit {
-			web.Error(w, http.StatusBadRequest, holon.Errorf(holon.CodeInvalidRequest, "limit must be a whole number from 1 to %d", catalogMaxLimit))
+			web.Fail(l.log, w, r, holon.Errorf(holon.CodeInvalidRequest, "limit must be a whole number from 1 to %d", catalogMaxLimit))
 			return
 		}
 		limit = n

@@ -94,7 +94,7 @@ func (d *demo) cors(w http.ResponseWriter, r *http.Request) bool {
 // preflight answers the browser's OPTIONS before a cross-origin POST.
 func (d *demo) preflight(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
 	if !d.cors(w, r) {
-		web.Error(w, http.StatusForbidden, holon.Errorf(web.CodeForbidden, "the demo answers pages of the public site only (HOLON_SITE_URL)"))
+		web.Answer(w, holon.Errorf(web.CodeForbidden, "the demo answers pages of the public site only (HOLON_SITE_URL)"))
 		return
 	}
 	w.Header().Set("Access-Control-Allow-Methods", "POST")
@@ -105,7 +105,7 @@ func (d *demo) preflight(w http.ResponseWriter, r *http.Request, _ httprouter.Pa
 
 func (d *demo) try(w http.ResponseWriter, r *http.Request, ps httprouter.Params, _ *auth.Principal) {
 	if !d.cors(w, r) {
-		web.Error(w, http.StatusForbidden, holon.Errorf(web.CodeForbidden, "the demo answers pages of the public site only (HOLON_SITE_URL)"))
+		web.Answer(w, holon.Errorf(web.CodeForbidden, "the demo answers pages of the public site only (HOLON_SITE_URL)"))
 		return
 	}
 	id := ps.ByName("ns") + "/" + ps.ByName("name")
@@ -114,38 +114,38 @@ func (d *demo) try(w http.ResponseWriter, r *http.Request, ps httprouter.Params,
 		err = holon.Errorf(holon.CodeNotFound, "%s cannot be tried here: the demo runs the gateway's own cheap agents only (at most %s a run, no delegated calls)", id, demoMaxWorstCase)
 	}
 	if err != nil {
-		web.Error(w, http.StatusNotFound, err)
+		web.Answer(w, err)
 		return
 	}
 	b, err := web.ReadBody(r)
 	if err != nil {
-		web.Error(w, web.StatusOf(holon.ErrorCode(err)), err)
+		web.Answer(w, err)
 		return
 	}
 	if len(b) > demoMaxInput {
-		web.Error(w, http.StatusRequestEntityTooLarge, holon.Errorf(web.CodeBodyTooLarge, "a demo input is at most %d bytes; try a shorter one", demoMaxInput))
+		web.Answer(w, holon.Errorf(web.CodeBodyTooLarge, "a demo input is at most %d bytes; try a shorter one", demoMaxInput))
 		return
 	}
 	var body demoBody
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&body); err != nil || dec.More() || len(body.Input) == 0 {
-		web.Error(w, http.StatusBadRequest, holon.Errorf(holon.CodeInvalidRequest, `the body is {"input": {...}}, the agent's input`))
+		web.Answer(w, holon.Errorf(holon.CodeInvalidRequest, `the body is {"input": {...}}, the agent's input`))
 		return
 	}
 	if s := string(body.Input); strings.Contains(s, demoFilePrefix) && strings.Count(s, demoFilePrefix) != strings.Count(s, demoSampleFiles) {
-		web.Error(w, http.StatusUnprocessableEntity, holon.Errorf(holon.CodeFileNotFound, "the demo takes sample files only (%s…), not uploaded ones", demoSampleFiles))
+		web.Answer(w, holon.Errorf(holon.CodeFileNotFound, "the demo takes sample files only (%s…), not uploaded ones", demoSampleFiles))
 		return
 	}
 	// Both limits are counted only for a try that will run.
 	if ok, wait := d.visitor.Allow(web.ClientAddr(r, d.trustProxy)); !ok {
 		w.Header().Set("Retry-After", web.RetryAfter(wait))
-		web.Error(w, http.StatusTooManyRequests, holon.Errorf(web.CodeRateLimited, "%d demo tries an hour per visitor: retry in %s s", demoPerVisitor, web.RetryAfter(wait)))
+		web.Answer(w, holon.Errorf(web.CodeRateLimited, "%d demo tries an hour per visitor: retry in %s s", demoPerVisitor, web.RetryAfter(wait)))
 		return
 	}
 	if !d.all.AllowN(d.now(), 1) {
 		w.Header().Set("Retry-After", "60")
-		web.Error(w, http.StatusTooManyRequests, holon.Errorf(web.CodeRateLimited, "the demo's %d tries of this hour are used up: retry later", demoPerHour))
+		web.Answer(w, holon.Errorf(web.CodeRateLimited, "the demo's %d tries of this hour are used up: retry later", demoPerHour))
 		return
 	}
 	res := d.engine.Try(r.Context(), v, "demo", body.Input, demoTimeout)

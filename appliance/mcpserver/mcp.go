@@ -169,7 +169,7 @@ func (m *Server) serve(w http.ResponseWriter, r *http.Request, _ httprouter.Para
 	isPost := r.Method == http.MethodPost
 	if isPost && !m.enter() {
 		w.Header().Set("Retry-After", "5")
-		web.Error(w, http.StatusServiceUnavailable, holon.Errorf(CodeShuttingDown, "the gateway is shutting down: reconnect in a moment"))
+		web.Answer(w, holon.Errorf(CodeShuttingDown, "the gateway is shutting down: reconnect in a moment"))
 		return
 	}
 	if isPost {

@@ -159,12 +159,12 @@ func (m *Metrics) Instrument(api http.Handler, o Exposure) http.Handler {
 		if r.URL.Path == MetricsPath {
 			if !o.Hosted {
 				if err := o.CheckHost(r); err != nil {
-					web.Error(w, http.StatusMisdirectedRequest, err)
+					web.Answer(w, err)
 					return
 				}
 			}
 			if o.Hosted && !bearerMatches(r, adminKey) {
-				web.Error(w, http.StatusUnauthorized, holon.Errorf(web.CodeUnauthenticated,
+				web.Answer(w, holon.Errorf(web.CodeUnauthenticated,
 					"GET %s needs the admin key: send it as Authorization: Bearer <key>, or scrape the --metrics-addr listener", MetricsPath))
 				return
 			}

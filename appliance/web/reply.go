@@ -90,3 +90,17 @@ func ReadBody(r *http.Request) ([]byte, error) {
 	}
 	return b, nil
 }
+
+// Answer answers err with the status of its code (Status), as Fail does,
+// for a handler with nothing to log to: an internal error is answered
+// gateway_error, telling nothing of it, and not logged.
+func Answer(w http.ResponseWriter, err error) {
+	ge, status, _ := Public(err)
+	Error(w, status, ge)
+}
+
+// MethodNotAllowed answers 405 invalid_request: the one status that is
+// the route's, not an error code's.
+func MethodNotAllowed(w http.ResponseWriter, format string, args ...any) {
+	Error(w, http.StatusMethodNotAllowed, holon.Errorf(holon.CodeInvalidRequest, format, args...))
+}
