@@ -283,7 +283,7 @@ func redactApproval(ap *holon.Approval) *holon.Approval {
 func (a *api) listApprovals(w http.ResponseWriter, r *http.Request, _ httprouter.Params, p *auth.Principal) {
 	q := r.URL.Query()
 	mandate, status, before := q.Get("mandate"), q.Get("status"), q.Get("before")
-	limit, err := queryLimit(r, wire.ApprovalsPage, wire.ApprovalsPage)
+	limit, err := web.Limit(r, wire.ApprovalsPage, wire.ApprovalsPage)
 	if err != nil {
 		a.fail(w, r, err)
 		return
@@ -383,14 +383,10 @@ func (a *api) decideApproval(w http.ResponseWriter, r *http.Request, ps httprout
 
 func (a *api) listReceipts(w http.ResponseWriter, r *http.Request, _ httprouter.Params, p *auth.Principal) {
 	q := r.URL.Query()
-	limit := 50
-	if s := q.Get("limit"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > 500 {
-			a.fail(w, r, holon.Errorf(holon.CodeInvalidRequest, "limit must be between 1 and 500"))
-			return
-		}
-		limit = n
+	limit, err := web.Limit(r, 50, 500)
+	if err != nil {
+		a.fail(w, r, err)
+		return
 	}
 	mandate, before := q.Get("mandate"), q.Get("before")
 	if before != "" {

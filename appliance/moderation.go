@@ -320,7 +320,7 @@ type adminAccountView struct {
 // or email contains q, by handle.
 func (a *api) adminAccounts(w http.ResponseWriter, r *http.Request, _ httprouter.Params, _ *auth.Principal) {
 	q := strings.ToLower(r.URL.Query().Get("q"))
-	limit, err := queryLimit(r, 100, 1000)
+	limit, err := web.Limit(r, 100, 1000)
 	if err != nil {
 		a.fail(w, r, err)
 		return
@@ -357,7 +357,7 @@ func (a *api) adminAccounts(w http.ResponseWriter, r *http.Request, _ httprouter
 // the operator reads it. next is the cursor of the following page ("" at
 // the end): after= of the next page oldest first, before= newest first.
 func (a *api) adminLog(w http.ResponseWriter, r *http.Request, _ httprouter.Params, _ *auth.Principal) {
-	limit, err := queryLimit(r, 100, 1000)
+	limit, err := web.Limit(r, 100, 1000)
 	if err != nil {
 		a.fail(w, r, err)
 		return
@@ -398,16 +398,4 @@ func (a *api) adminLog(w http.ResponseWriter, r *http.Request, _ httprouter.Para
 		return
 	}
 	web.JSON(w, http.StatusOK, page)
-}
-
-func queryLimit(r *http.Request, def, max int) (int, error) {
-	s := r.URL.Query().Get("limit")
-	if s == "" {
-		return def, nil
-	}
-	n, err := strconv.Atoi(s)
-	if err != nil || n < 1 || n > max {
-		return 0, holon.Errorf(holon.CodeInvalidRequest, "limit must be between 1 and %d", max)
-	}
-	return n, nil
 }

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/http"
 	"sort"
-	"strconv"
 
 	"github.com/julienschmidt/httprouter"
 
@@ -104,14 +103,10 @@ type suiteCountsVw struct {
 // cursor of the following page ("" at the end).
 func (l *Catalog) catalog(w http.ResponseWriter, r *http.Request, _ httprouter.Params, _ *auth.Principal) {
 	q := r.URL.Query()
-	limit := catalogDefaultLimit
-	if s := q.Get("limit"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > catalogMaxLimit {
-			web.Fail(l.log, w, r, holon.Errorf(holon.CodeInvalidRequest, "limit must be a whole number from 1 to %d", catalogMaxLimit))
-			return
-		}
-		limit = n
+	limit, err := web.Limit(r, catalogDefaultLimit, catalogMaxLimit)
+	if err != nil {
+		web.Fail(l.log, w, r, err)
+		return
 	}
 	match := gateway.AgentQuery{Text: q.Get("q"), Capability: q.Get("capability")}.Matcher()
 	after := q.Get("after")
@@ -130,7 +125,7 @@ func (l *Catalog) catalog(w http.ResponseWriter, r *http.Request, _ httprouter.P
 		page = append(page, v)
 	}
 	out := make([]catalogEntry, 0, len(page))
-	err := l.engine.Store().View(func(tx holon.Tx) error {
+	err = l.engine.Store().View(func(tx holon.Tx) error {
 		for _, v := range page {
 			e, err := l.entry(tx, v)
 			if err != nil {

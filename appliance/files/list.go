@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -44,14 +43,10 @@ const maxFilesPage = 200
 
 func (h *handlers) list(w http.ResponseWriter, r *http.Request, _ httprouter.Params, p *auth.Principal) {
 	q := r.URL.Query()
-	limit := 50
-	if s := q.Get("limit"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > maxFilesPage {
-			h.fail(w, r, holon.Errorf(holon.CodeInvalidRequest, "limit must be between 1 and %d", maxFilesPage))
-			return
-		}
-		limit = n
+	limit, err := web.Limit(r, 50, maxFilesPage)
+	if err != nil {
+		h.fail(w, r, err)
+		return
 	}
 	prefix := "o/" + p.Account + "/"
 	if p.Kind == auth.KindDev {
@@ -65,7 +60,7 @@ func (h *handlers) list(w http.ResponseWriter, r *http.Request, _ httprouter.Par
 	now := h.files.now()
 	out := []listedFile{}
 	next := ""
-	err := h.files.store.View(func(tx holon.Tx) error {
+	err = h.files.store.View(func(tx holon.Tx) error {
 		cursor := ""
 		if after != "" {
 			cursor = "o/" + after
