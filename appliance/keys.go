@@ -95,3 +95,16 @@ func revokeLiveKeys(tx holon.Tx, handle string, now time.Time) (int, error) {
 	}
 	return revoked, nil
 }
+
+// liveKeys counts an account's keys that may authenticate at now: what
+// maxKeysPerAccount bounds.
+func liveKeys(tx holon.Tx, handle string, now time.Time) (int, error) {
+	keys, err := accountKeys(tx, handle)
+	live := 0
+	for _, k := range keys {
+		if k.Live(now) {
+			live++
+		}
+	}
+	return live, err
+}

@@ -228,17 +228,9 @@ func (a *api) createKey(w http.ResponseWriter, r *http.Request, _ httprouter.Par
 			if !slices.Contains(acct.Mandates, body.Mandate) {
 				return web.NotFound("no mandate %s", body.Mandate)
 			}
-			keys, err := accountKeys(tx, p.Account)
-			if err != nil {
+			if live, err := liveKeys(tx, p.Account, h.now()); err != nil {
 				return err
-			}
-			live := 0
-			for _, k := range keys {
-				if k.Live(h.now()) {
-					live++
-				}
-			}
-			if live >= maxKeysPerAccount {
+			} else if live >= maxKeysPerAccount {
 				return holon.Errorf(CodeLimitReached, "an account holds at most %d live keys: revoke one with DELETE /v0/keys/{prefix}", maxKeysPerAccount)
 			}
 			return putKey(tx, rec)

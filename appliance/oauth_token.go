@@ -170,17 +170,9 @@ func (a *api) exchangeCode(r *http.Request, c *oauthClient, code, verifier, redi
 			if !slices.Contains(acct.Mandates, rec.Mandate) {
 				return oauthErrorf("invalid_grant", "the mandate %s is gone", rec.Mandate)
 			}
-			keys, err := accountKeys(tx, rec.Account)
-			if err != nil {
+			if live, err := liveKeys(tx, rec.Account, now); err != nil {
 				return err
-			}
-			live := 0
-			for _, k := range keys {
-				if k.Live(now) {
-					live++
-				}
-			}
-			if live >= maxKeysPerAccount {
+			} else if live >= maxKeysPerAccount {
 				return oauthErrorf("invalid_grant", "the account holds %d live keys, the most it may: revoke one in the console and authorize again", maxKeysPerAccount)
 			}
 			// The key's own secret is drawn and dropped: the key is used
