@@ -3,7 +3,6 @@ package backup
 import (
 	"bytes"
 	"context"
-	_ "embed"
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
@@ -22,13 +21,14 @@ import (
 	"holon.dev/holon"
 	"holon.dev/holon/journal"
 	"holon.dev/holon/kv"
+	"holon.dev/holon/kv/pg"
 )
 
-// Schema is the PostgreSQL schema a backup loads into: tables with keys and
-// constraints, and the journal's rules as database constraints.
-//
-//go:embed schema.sql
-var Schema string
+// Schema is the PostgreSQL schema a backup loads into, version 1 of the
+// PostgreSQL store's (kv/pg): tables with keys and constraints, and the
+// journal's rules as database constraints. The loader checks the backup
+// against it, then applies the store's later versions.
+var Schema = pg.Migrations()[0].SQL
 
 // ErrDatabaseNotEmpty is returned when the target PostgreSQL database
 // already holds tables or functions.
@@ -71,7 +71,7 @@ func LoadPostgres(ctx context.Context, r io.Reader, url string, progress func(do
 		return sum, err
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
-	if _, err := tx.Exec(ctx, Schema); err != nil {
+	if err := pg.ApplyTo(ctx, tx, 0, 1); err != nil {
 		return sum, fmt.Errorf("apply the schema: %w", err)
 	}
 	if _, err := tx.Exec(ctx, `CREATE TEMP TABLE journal_stage (seq bigint, key text, time text, prev text, hash text, lines jsonb) ON COMMIT DROP`); err != nil {
@@ -88,6 +88,11 @@ func LoadPostgres(ctx context.Context, r io.Reader, url string, progress func(do
 	sum.Trailer, sum.Bytes = t, cr.n
 	if err := l.finish(hd, t); err != nil {
 		return sum, err
+	}
+	// Checked against version 1 (its references included): now the
+	// versions a gateway serves from.
+	if err := pg.ApplyTo(ctx, tx, 1, pg.SchemaVersion()); err != nil {
+		return sum, fmt.Errorf("migrate the loaded schema: %w", err)
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return sum, fmt.Errorf("PostgreSQL refused the load at commit: %w", err)

@@ -12,6 +12,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
 
 	"holon.dev/holon"
@@ -221,10 +222,26 @@ type errorPage struct {
 
 // localPath keeps a "next" parameter only when it is a path of this
 // gateway (the console, or a page such as an OAuth consent), so a sign-in
-// never sends the browser elsewhere.
+// never sends the browser elsewhere. It judges the path as the browser
+// will read it: a browser drops tabs and newlines anywhere in a URL and
+// control characters at its ends, and reads \ as /, so "/\t/evil.example"
+// is "//evil.example", another origin. A path with any control character
+// or backslash is refused; what is left must resolve to this origin.
 func localPath(next string) string {
-	if strings.HasPrefix(next, "/") && !strings.HasPrefix(next, "//") && !strings.ContainsAny(next, "\\\r\n") {
-		return next
+	for _, c := range next {
+		if c < 0x20 || c == 0x7f || c == '\\' {
+			return ""
+		}
 	}
-	return ""
+	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") {
+		return ""
+	}
+	u, err := url.Parse(next)
+	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || u.Opaque != "" {
+		return ""
+	}
+	if here := (&url.URL{Scheme: "https", Host: "gateway.invalid", Path: "/"}); here.ResolveReference(u).Host != here.Host {
+		return ""
+	}
+	return next
 }

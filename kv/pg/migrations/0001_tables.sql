@@ -1,7 +1,8 @@
--- Holon's store as PostgreSQL tables: the way out of the host.
+-- Holon's store as PostgreSQL tables: version 1 of the schema, the tables
+-- a backup loads into (`holon restore --to-postgres`) and the PostgreSQL
+-- store serves from (`holon serve --store postgres://…`). The store applies
+-- the versions after it itself (migrations/, recorded in holon_schema).
 --
--- `holon restore --in backup.jsonl --to-postgres postgres://…` applies this
--- file to an EMPTY database and loads the backup, in one transaction.
 -- Amounts are NUMERIC(20,6): the store's integer micro-units, exactly.
 -- Times are text, RFC 3339 with nanoseconds and the zone offset exactly as
 -- the store wrote them (timestamptz would keep microseconds and no offset,
