@@ -2,6 +2,7 @@ package appliance_test
 
 import (
 	"bytes"
+	"flag"
 	"fmt"
 	"io"
 	"mime"
@@ -22,6 +23,10 @@ import (
 	"holon.dev/holon/appliance"
 	"holon.dev/holon/webui"
 )
+
+// updateCodes rewrites the description's ErrorCode enum and the API
+// page's table of codes from holon.HTTPStatuses.
+var updateCodes = flag.Bool("update-codes", false, "rewrite the error codes of openapi.yaml and api.md from holon.HTTPStatuses")
 
 // specURL names the OpenAPI description for the schema compiler.
 const specURL = "https://holon.dev/openapi.json"
@@ -307,31 +312,21 @@ func TestOpenAPI_ErrorCodes(t *testing.T) {
 			}
 		}
 	})
+	if *updateCodes {
+		writeCodes(t, codes, want(table, codes))
+		return
+	}
 	if !slices.Equal(slices.Sorted(slices.Values(listed)), codes) {
-		t.Errorf("components.schemas.ErrorCode.enum of openapi.yaml is not holon.HTTPStatuses' codes:\n got %v\nwant %v", listed, codes)
+		t.Errorf("components.schemas.ErrorCode.enum of openapi.yaml is not holon.HTTPStatuses' codes (-update-codes rewrites it):\n got %v\nwant %v", listed, codes)
 	}
-	byStatus := map[int][]string{}
-	for _, c := range codes {
-		byStatus[table[c]] = append(byStatus[table[c]], "`"+c+"`")
-	}
-	var want strings.Builder
-	want.WriteString("| status | codes |\n|---|---|\n")
-	for _, s := range slices.Sorted(func(yield func(int) bool) {
-		for s := range byStatus {
-			if !yield(s) {
-				return
-			}
-		}
-	}) {
-		fmt.Fprintf(&want, "| %d | %s |\n", s, strings.Join(byStatus[s], ", "))
-	}
+	pageTable := want(table, codes)
 	page, err := os.ReadFile("../webui/manual/api.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	m := regexp.MustCompile(`(?s)<!-- error codes:[^>]*-->\n(.*?)<!-- end error codes -->`).FindSubmatch(page)
-	if m == nil || string(m[1]) != want.String() {
-		t.Errorf("webui/manual/api.md's table of error codes is not holon.HTTPStatuses; it should read:\n%s", want.String())
+	if m == nil || string(m[1]) != pageTable {
+		t.Errorf("webui/manual/api.md's table of error codes is not holon.HTTPStatuses (go test ./appliance -run TestOpenAPI_ErrorCodes -update-codes rewrites it); it should read:\n%s", pageTable)
 	}
 }
 
@@ -463,5 +458,52 @@ func TestOpenAPI_HostedAnswers(t *testing.T) {
 	admin.raw("GET", "/metrics", nil)
 	if n := spec.checkTranscript(t, ta); n < 50 {
 		t.Errorf("only %d answers checked", n)
+	}
+}
+
+// want is the API page's table of codes by status.
+func want(table map[string]int, codes []string) string {
+	byStatus := map[int][]string{}
+	for _, c := range codes {
+		byStatus[table[c]] = append(byStatus[table[c]], "`"+c+"`")
+	}
+	var b strings.Builder
+	b.WriteString("| status | codes |\n|---|---|\n")
+	statuses := make([]int, 0, len(byStatus))
+	for s := range byStatus {
+		statuses = append(statuses, s)
+	}
+	sort.Ints(statuses)
+	for _, s := range statuses {
+		fmt.Fprintf(&b, "| %d | %s |\n", s, strings.Join(byStatus[s], ", "))
+	}
+	return b.String()
+}
+
+// writeCodes rewrites the codes of openapi.yaml and api.md.
+func writeCodes(t *testing.T, codes []string, table string) {
+	t.Helper()
+	var enum strings.Builder
+	for _, c := range codes {
+		enum.WriteString("        - " + c + "\n")
+	}
+	for _, r := range []struct {
+		file, re, repl string
+	}{
+		{"../webui/manual/openapi.yaml", `(?m)(^    ErrorCode:\n(?:      .*\n)*?      enum:\n)(?:        - .*\n)+`, enum.String()},
+		{"../webui/manual/api.md", `(?s)(<!-- error codes:[^>]*-->\n).*?(<!-- end error codes -->)`, table},
+	} {
+		b, err := os.ReadFile(r.file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		re := regexp.MustCompile(r.re)
+		if !re.Match(b) {
+			t.Fatalf("%s: no list of codes to rewrite", r.file)
+		}
+		b = re.ReplaceAll(b, []byte("${1}"+strings.ReplaceAll(r.repl, "$", "$$")+"${2}"))
+		if err := os.WriteFile(r.file, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
