@@ -1,6 +1,7 @@
 package web
 
 import (
+	"maps"
 	"net/http"
 
 	"holon.dev/holon"
@@ -109,6 +110,10 @@ func Status(code string) (int, bool) {
 	s, ok := httpStatus[code]
 	return s, ok
 }
+
+// Statuses returns a copy of the whole table of Status: every code the
+// API answers with, and its status.
+func Statuses() map[string]int { return maps.Clone(httpStatus) }
 
 // Error codes of the front door, which every room answers with too. Each
 // one comes with a message that says what to fix.
