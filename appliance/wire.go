@@ -209,7 +209,8 @@ func (a *App) mount() {
 
 // startWorkers starts the background loops, each until Close: the
 // expiry of approvals (and of sign-in states), the evaluation queue, the
-// files' sweep and the Idempotency-Keys' sweep.
+// files' sweep, the Idempotency-Keys' sweep, and on a shared store the
+// recovery of the calls of gateways that died.
 func (a *App) startWorkers(ctx context.Context) {
 	a.workers = newWorkers(ctx)
 	a.listings.QueueStale(a.workers.ctx)
@@ -217,6 +218,7 @@ func (a *App) startWorkers(ctx context.Context) {
 	a.workers.run(a.listings.Run)
 	a.workers.run(func(ctx context.Context) { a.files.SweepEvery(ctx, time.Minute) })
 	a.workers.run(func(ctx context.Context) { a.idem.SweepEvery(ctx, a.log) })
+	a.workers.run(a.recoverEvery)
 }
 
 // expire expires stale approvals, and the sign-in states that expired.
