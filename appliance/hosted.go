@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"holon.dev/holon"
+	"holon.dev/holon/appliance/clientmeta"
 	"holon.dev/holon/gateway"
 	"holon.dev/holon/gateway/contract"
 	"holon.dev/holon/gateway/remote"
@@ -45,6 +46,8 @@ type hosted struct {
 	vault     *vault
 	webhook   *remote.WebhookRunner
 	guard     remote.NetGuard
+	// clientDocs fetches OAuth clients' metadata documents (oauth_cimd.go).
+	clientDocs *clientmeta.Fetcher
 
 	// list stores and lists a version that passed publishing's rules
 	// (App.listVersion).

@@ -348,7 +348,7 @@ func bigint(n uint64) (int64, error) {
 }
 
 // ts is a time as the store's JSON writes it (RFC 3339, nanoseconds, its
-// zone offset): schema.sql keeps times as that text.
+// zone offset): the schema keeps times as that text.
 func ts(t time.Time) string { return t.Format(time.RFC3339Nano) }
 
 func optTs(t *time.Time) *string {

@@ -9,7 +9,7 @@ import (
 	"holon.dev/holon/kv"
 )
 
-// The publishing records in PostgreSQL (schema.sql: credentials, signin).
+// The publishing records in PostgreSQL (kv/pg/migrations: credentials, signin).
 
 var credentialColumns = []string{"agent", "doc"}
 

@@ -301,7 +301,7 @@ func (l *pgLoader) checkReadBack() error {
 		got := 0
 		rb, ok := readBacks[bucket]
 		if !ok {
-			rb = readBack{`SELECT key_bytes, doc::text, raw FROM app_docs WHERE bucket = $1 ORDER BY key_bytes`, appDocRow}
+			rb = appDocsReadBack
 		}
 		var args []any
 		if !ok {

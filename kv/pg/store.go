@@ -307,3 +307,9 @@ func unavailable(err error) error {
 	}
 	return fmt.Errorf("%w: %w", ErrUnavailable, err)
 }
+
+// Read runs fn in a read-only REPEATABLE READ transaction on the tables
+// themselves: one consistent state, for backups.
+func (s *Store) Read(ctx context.Context, fn func(pgx.Tx) error) error {
+	return pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, fn)
+}
