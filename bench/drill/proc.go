@@ -43,7 +43,7 @@ type gatewayProc struct {
 // directory) with the agents of registry; set, when not nil, adjusts it
 // before it starts. The caller kills it (defer g.kill()).
 func (d *drill) serve(ctx context.Context, registry string, set func(*gatewayProc), env ...string) (*gatewayProc, error) {
-	g, err := newGateway(d.o.Holon, filepath.Join(d.dir, "holon.db"), registry, env...)
+	g, err := d.newGateway(filepath.Join(d.dir, "holon.db"), registry, env...)
 	if err != nil {
 		return nil, err
 	}
@@ -54,6 +54,12 @@ func (d *drill) serve(ctx context.Context, registry string, set func(*gatewayPro
 		return nil, err
 	}
 	return g, nil
+}
+
+// newGateway is newGateway with the drill's binary, and Options.GatewayEnv
+// added last (so it wins).
+func (d *drill) newGateway(db, registry string, env ...string) (*gatewayProc, error) {
+	return newGateway(d.o.Holon, db, registry, append(env, d.o.GatewayEnv...)...)
 }
 
 // newGateway prepares a gateway on db with the drill's webhook agents
@@ -232,6 +238,17 @@ func (l *lockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+// crashLog is the part of a gateway's log that says why it died: from its
+// panic or fatal error on (3,000 bytes), else its tail.
+func crashLog(s string) string {
+	for _, m := range []string{"panic: ", "fatal error: ", "unexpected fault address"} {
+		if i := strings.LastIndex(s, m); i >= 0 {
+			return s[i:min(len(s), i+2500)] + "…"
+		}
+	}
+	return tail(s, 2000)
 }
 
 func tail(s string, n int) string {
