@@ -17,7 +17,7 @@ import (
 
 // serveEnv, set in a process's environment, makes it the server of one
 // lossy filesystem (see init): the variable holds the backing directory and the mount point, a newline between.
-const serveEnv = "HOLON_LOSSYFS_SERVE"
+const serveEnv = "LOSSYFS_SERVE"
 
 // FS is a mounted lossy filesystem. Its server runs in a child process (a
 // copy of this binary): a process that serves a FUSE filesystem must not
