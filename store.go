@@ -11,7 +11,7 @@ import (
 // Store is what the engine needs of a store: serializable transactions
 // whose writes are grouped into durable commits. Package kv implements it
 // on bbolt; a second implementation must pass the shared suite in package
-// holon.dev/holon/gateway/storetest (README "A second store").
+// holon.dev/holon/gateway/storetest (webui/manual/architecture.md, "A second store").
 type Store interface {
 	// View runs fn in a read-only transaction that sees one consistent
 	// state of the store.

@@ -27,6 +27,9 @@ type account struct {
 	Disabled *disabledMark `json:"disabled,omitempty"`
 	// GitHub is the GitHub account linked by signing in (publishing needs it).
 	GitHub *githubLink `json:"github,omitempty"`
+	// Claimed is set when a GitHub sign-in that proved the account's
+	// email took the account over from its unproved signup (signin.go).
+	Claimed *claimMark `json:"claimed,omitempty"`
 }
 
 // disabledMark says when and why the operator disabled an account.
@@ -276,6 +279,9 @@ type meAnswer struct {
 	Mandate  *gateway.MandateState   `json:"mandate,omitempty"`
 	// GitHub is the linked GitHub account (human keys; publishing needs it).
 	GitHub *githubLink `json:"github,omitempty"`
+	// Claimed says a GitHub sign-in that proved the email took the
+	// account over from its unproved signup, revoking the keys made before.
+	Claimed *claimMark `json:"claimed,omitempty"`
 }
 
 // me is GET /v0/me: for a human key the account, its balance, mandates
@@ -315,7 +321,7 @@ func (a *api) me(w http.ResponseWriter, r *http.Request, _ httprouter.Params, p 
 		return
 	}
 	created := acct.Created
-	ans.Email, ans.Created, ans.GitHub = acct.Email, &created, acct.GitHub
+	ans.Email, ans.Created, ans.GitHub, ans.Claimed = acct.Email, &created, acct.GitHub, acct.Claimed
 	ans.Balance = &accountView{Account: acct.Handle, Balance: bal.Balance, Held: bal.Held, Available: bal.Available()}
 	ans.Mandates = []*gateway.MandateState{}
 	for _, id := range acct.Mandates {

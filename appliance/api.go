@@ -38,6 +38,10 @@ type api struct {
 	// backup streams the live backup (Config.Backup); nil leaves
 	// GET /v0/admin/backup out.
 	backup http.Handler
+	// publicURL is HOLON_PUBLIC_URL without a trailing slash ("" when
+	// unset): the host a dev gateway answers besides loopback, and the
+	// origin /mcp accepts (origin.go).
+	publicURL string
 }
 
 func newAPI(e *gateway.Engine, log *slog.Logger, h *hosted, idem *idempotency, backup http.Handler) *api {

@@ -233,6 +233,7 @@ func (a *App) init(ctx context.Context) error {
 	}
 	a.idem = &idempotency{store: a.store, now: a.cfg.Now, ttl: a.cfg.IdempotencyTTL}
 	api := newAPI(a.engine, a.log, h, a.idem, backup)
+	api.publicURL = strings.TrimRight(a.cfg.PublicURL, "/")
 	api.routeListings(a.listings)
 	api.routeFiles(a.files)
 	a.handler = api

@@ -125,7 +125,8 @@ type Config struct {
 	// time and at every connection (the system resolver when nil).
 	Resolver remote.Resolver
 	// RemoteRootCAs are the roots trusted for remote agents' certificates
-	// (the system's when nil): tests serve https agents on loopback.
+	// and for OAuth clients' metadata documents (the system's when nil):
+	// tests serve https agents and documents on loopback.
 	RemoteRootCAs *x509.CertPool
 	// Evaluations, catalogue and demo (evals.go, catalog.go, demo.go).
 	//

@@ -1,7 +1,9 @@
 package appliance_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"net"
 	"net/http"
 	"net/http/cookiejar"
@@ -135,6 +137,33 @@ func (b *ghBrowser) callback(u string) string {
 	return frag
 }
 
+// exchange trades a login code in this browser (with its cookies), as
+// the console's script does, and returns the status and the answer.
+func (b *ghBrowser) exchange(code string) (int, map[string]any) {
+	b.g.t.Helper()
+	body, _ := json.Marshal(map[string]any{"code": code})
+	resp, err := b.client.Post(b.g.srv.URL+"/v0/auth/exchange", "application/json", bytes.NewReader(body))
+	if err != nil {
+		b.g.t.Fatalf("POST /v0/auth/exchange: %v", err)
+	}
+	defer resp.Body.Close()
+	var out map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		b.g.t.Fatalf("POST /v0/auth/exchange: decode: %v", err)
+	}
+	return resp.StatusCode, out
+}
+
+// mustExchange trades a login code in this browser, wanting 200.
+func (b *ghBrowser) mustExchange(code string) map[string]any {
+	b.g.t.Helper()
+	status, out := b.exchange(code)
+	if status != http.StatusOK {
+		b.g.t.Fatalf("POST /v0/auth/exchange: %d %v", status, out)
+	}
+	return out
+}
+
 // loginCode is the code of a "login=<code>" fragment, or fails.
 func (g *ghApp) loginCode(frag string) string {
 	g.t.Helper()
@@ -156,7 +185,7 @@ func (g *ghApp) signInAs(login string) map[string]any {
 	g.gh.SignIn(login)
 	b := g.newBrowser()
 	code := g.loginCode(b.callback(b.authorize(b.start())))
-	return g.anonymous().must(http.StatusOK, "POST", "/v0/auth/exchange", map[string]any{"code": code})
+	return b.mustExchange(code)
 }
 
 // author is an account signed in with GitHub: a GitHub user with id,

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"holon.dev/holon"
+	"holon.dev/holon/appliance/clientmeta"
 	"holon.dev/holon/gateway"
 	"holon.dev/holon/gateway/contract"
 	"holon.dev/holon/gateway/remote"
@@ -45,6 +46,8 @@ type hosted struct {
 	vault     *vault
 	webhook   *remote.WebhookRunner
 	guard     remote.NetGuard
+	// clientDocs fetches OAuth clients' metadata documents (oauth_cimd.go).
+	clientDocs *clientmeta.Fetcher
 
 	// list stores and lists a version that passed publishing's rules
 	// (App.listVersion).
@@ -78,7 +81,9 @@ type statusWriter struct {
 }
 
 // ServeHTTP runs what every request goes through before its route: NUL
-// characters in the path or query are refused, the body is bounded, and on
+// characters in the path or query are refused, a dev gateway answers only
+// its own names and /mcp only its own origin (origin.go), the body is
+// bounded, and on
 // a hosted gateway the client address's rate limit applies (before any
 // key is looked up) and one line is logged: never a key, a query string,
 // an input or an output.
@@ -107,6 +112,18 @@ func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		strings.Contains(strings.ToLower(r.URL.RawQuery), "%00") {
 		a.fail(sw, r, holon.Errorf(CodeNULCharacter, "NUL characters are not accepted in the path or query"))
 		return
+	}
+	if a.hosted == nil {
+		if err := checkHost(r, a.publicURL); err != nil {
+			a.fail(sw, r, err)
+			return
+		}
+	}
+	if r.URL.Path == "/mcp" {
+		if err := a.checkMCPOrigin(r); err != nil {
+			a.fail(sw, r, err)
+			return
+		}
 	}
 	if r.Body != nil {
 		r.Body = http.MaxBytesReader(sw, r.Body, bodyLimit(r))

@@ -198,3 +198,22 @@ func revokeKey(tx holon.Tx, k *keyRecord, now time.Time) error {
 	k.Revoked = &t
 	return tx.Put(holon.BucketKeys, keyByHash(k.Hash), k)
 }
+
+// revokeLiveKeys revokes every live key of an account at now and returns
+// how many it revoked.
+func revokeLiveKeys(tx holon.Tx, handle string, now time.Time) (int, error) {
+	keys, err := accountKeys(tx, handle)
+	if err != nil {
+		return 0, err
+	}
+	revoked := 0
+	for _, k := range keys {
+		if k.Revoked == nil {
+			if err := revokeKey(tx, k, now); err != nil {
+				return revoked, err
+			}
+			revoked++
+		}
+	}
+	return revoked, nil
+}

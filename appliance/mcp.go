@@ -122,11 +122,11 @@ func newMCPServer(a *api) *mcpServer {
 	stream := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return m.server }, &mcp.StreamableHTTPOptions{
 		Logger:         quiet,
 		SessionTimeout: mcpSessionIdle,
-		// A hosted gateway authenticates every request by its key, and
-		// often runs behind a proxy on loopback that keeps the public Host
-		// header; the dev gateway, open to anyone, keeps the SDK's
-		// protection against DNS rebinding.
-		DisableLocalhostProtection: a.hosted != nil,
+		// The front door's one rule answers for the Host (a dev gateway
+		// answers only its own names, on every route, /mcp included) and
+		// for the Origin (origin.go): the SDK's own copy of the first
+		// would refuse a dev gateway's public name behind a proxy.
+		DisableLocalhostProtection: true,
 		MaxRequestBodyBytes:        maxRequestBody,
 	})
 	// The bearer middleware only carries the caller api.handle has already

@@ -157,6 +157,12 @@ func (m *metrics) instrument(api http.Handler, cfg Config) http.Handler {
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == MetricsPath {
+			if !cfg.Hosted {
+				if err := checkHost(r, cfg.PublicURL); err != nil {
+					writeError(w, http.StatusMisdirectedRequest, err)
+					return
+				}
+			}
 			if cfg.Hosted && !bearerMatches(r, adminKey) {
 				writeError(w, http.StatusUnauthorized, holon.Errorf(CodeUnauthenticated,
 					"GET %s needs the admin key: send it as Authorization: Bearer <key>, or scrape the --metrics-addr listener", MetricsPath))

@@ -211,17 +211,9 @@ func (a *api) adminDisable(w http.ResponseWriter, r *http.Request, ps httprouter
 		if err := tx.Put(holon.BucketEmails, acct.Email, emailRecord{Handle: handle, Disabled: true}); err != nil {
 			return err
 		}
-		keys, err := accountKeys(tx, handle)
-		if err != nil {
+		var err error
+		if revoked, err = revokeLiveKeys(tx, handle, now); err != nil {
 			return err
-		}
-		for _, k := range keys {
-			if k.Revoked == nil {
-				if err := revokeKey(tx, k, now); err != nil {
-					return err
-				}
-				revoked++
-			}
 		}
 		if _, err := tx.Append(holon.BucketModLog, modEntry{Time: now, Actor: kindAdmin, Action: actionDisable,
 			Target: handle, Reason: reason, Agents: yank}); err != nil {

@@ -1,6 +1,7 @@
 package appliance
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -18,6 +19,7 @@ import (
 	"github.com/julienschmidt/httprouter"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
 	"holon.dev/holon"
+	"holon.dev/holon/appliance/clientmeta"
 )
 
 // The MCP authorization protocol (revision 2025-11-25) for /mcp: the
@@ -224,7 +226,10 @@ type authServerMeta struct {
 	TokenEndpointAuthMethods      []string `json:"token_endpoint_auth_methods_supported"`
 	CodeChallengeMethodsSupported []string `json:"code_challenge_methods_supported"`
 	IssParameterSupported         bool     `json:"authorization_response_iss_parameter_supported"`
-	ServiceDocumentation          string   `json:"service_documentation"`
+	// ClientIDMetadataDocuments: a client_id may be the https URL of the
+	// client's metadata document (oauth_cimd.go), instead of registering.
+	ClientIDMetadataDocuments bool   `json:"client_id_metadata_document_supported"`
+	ServiceDocumentation      string `json:"service_documentation"`
 }
 
 func (a *api) authServerMetadata(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
@@ -240,6 +245,7 @@ func (a *api) authServerMetadata(w http.ResponseWriter, r *http.Request, _ httpr
 		TokenEndpointAuthMethods:      []string{"none"},
 		CodeChallengeMethodsSupported: []string{"S256"},
 		IssParameterSupported:         true,
+		ClientIDMetadataDocuments:     true,
 		ServiceDocumentation:          iss + "/console/",
 	})
 }
@@ -484,8 +490,12 @@ func redirectMatches(registered []string, requested string) bool {
 	return false
 }
 
-// getClient reads a registered client.
-func (h *hosted) getClient(id string) (*oauthClient, error) {
+// getClient reads a registered client, or the client an https client_id's
+// metadata document describes (oauth_cimd.go).
+func (h *hosted) getClient(ctx context.Context, id string) (*oauthClient, error) {
+	if clientmeta.IsURL(id) {
+		return h.documentClient(ctx, id)
+	}
 	var c oauthClient
 	if id == "" || len(id) > 64 {
 		return nil, holon.ErrNotFound

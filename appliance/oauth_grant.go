@@ -10,6 +10,7 @@ import (
 	"github.com/julienschmidt/httprouter"
 
 	"holon.dev/holon"
+	"holon.dev/holon/appliance/clientmeta"
 )
 
 // Errors of an authorization request that cannot be sent back to the
@@ -68,15 +69,19 @@ var pkceChallenge = regexp.MustCompile(`^[A-Za-z0-9_-]{43}$`)
 // redirect URI is an error for the human; the other faults come back as
 // an ErrorRedirect for the client.
 func (a *api) checkRequest(r *http.Request, q *authorizationRequest) (*oauthClient, *authorizationAnswer, error) {
-	c, err := a.hosted.getClient(q.ClientID)
+	c, err := a.hosted.getClient(r.Context(), q.ClientID)
 	if err != nil {
+		var doc *clientmeta.Error
+		if errors.As(err, &doc) {
+			return nil, nil, holon.Errorf(CodeOAuthInvalidClient, "the application that sent you here describes itself in a document this gateway cannot use (%s): nothing was sent to it", doc.Error())
+		}
 		if errors.Is(err, holon.ErrNotFound) {
 			return nil, nil, holon.Errorf(CodeOAuthInvalidClient, "the application that sent you here is not registered with this gateway (client_id %q): start connecting again from the application", q.ClientID)
 		}
 		return nil, nil, err
 	}
 	if q.RedirectURI == "" || !redirectMatches(c.RedirectURIs, q.RedirectURI) {
-		return nil, nil, holon.Errorf(CodeOAuthInvalidRedirect, "%s asked to send you back to %q, which is not a redirect URI it registered: nothing was sent to it", c.Name, q.RedirectURI)
+		return nil, nil, holon.Errorf(CodeOAuthInvalidRedirect, "%s asked to send you back to %q, which is not among the redirect URIs it registered or lists in its metadata document: nothing was sent to it", c.Name, q.RedirectURI)
 	}
 	refuse := func(code, desc string) (*oauthClient, *authorizationAnswer, error) {
 		return c, &authorizationAnswer{ErrorRedirect: a.redirectWith(r, q.RedirectURI, q.State, url.Values{"error": {code}, "error_description": {desc}})}, nil

@@ -339,7 +339,14 @@ func TestOAuth_Refusals(t *testing.T) {
 	t.Run("disabled account", func(t *testing.T) {
 		ta.restart(func(c *appliance.Config) { c.PublicURL = "" })
 		access, refresh := f.tokens("ann/sandbox")
+		// A code the human granted before the disable, traded after it.
+		code := f.authorize("ann/sandbox")
+		secrets = append(secrets, access, refresh, code)
 		ta.admin().must(http.StatusOK, "POST", "/v0/admin/accounts/ann/disable", map[string]any{"reason": "test"})
+		if status, out := f.exchange(code, f.verifier); status != http.StatusBadRequest || out["error"] != "invalid_grant" ||
+			!strings.Contains(str(out["error_description"]), "disabled") || out["access_token"] != nil {
+			t.Errorf("a code granted before the disable, traded after: %d %v, want invalid_grant naming the disable", status, out)
+		}
 		if status, _, _ := mcpInit(t, ta.srv.URL, access); status != http.StatusUnauthorized {
 			t.Errorf("/mcp of a disabled account: %d", status)
 		}

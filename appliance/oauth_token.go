@@ -19,6 +19,7 @@ import (
 	"github.com/julienschmidt/httprouter"
 
 	"holon.dev/holon"
+	"holon.dev/holon/appliance/clientmeta"
 )
 
 // tokenAnswer is RFC 6749 §5.1's answer.
@@ -54,7 +55,17 @@ func (a *api) token(w http.ResponseWriter, r *http.Request, _ httprouter.Params)
 		// secret: it is still a public client.
 		clientID, _ = url.QueryUnescape(u)
 	}
-	c, err := a.hosted.getClient(clientID)
+	var c *oauthClient
+	var err error
+	if clientmeta.IsURL(clientID) {
+		// A client described by its metadata document: the document was
+		// read when the human consented, and the code or refresh token
+		// presented names the client it was issued to, so an anonymous
+		// request here never makes the gateway fetch anything.
+		c = documentTokenClient(clientID)
+	} else {
+		c, err = a.hosted.getClient(r.Context(), clientID)
+	}
 	if errors.Is(err, holon.ErrNotFound) {
 		a.writeOAuthError(w, r, oauthErrorf("invalid_client", "unknown client_id %q: register the client first (%s)", clientID, oauthRegisterPath))
 		return

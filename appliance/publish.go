@@ -17,6 +17,7 @@ import (
 	"github.com/julienschmidt/httprouter"
 
 	"holon.dev/holon"
+	"holon.dev/holon/appliance/clientmeta"
 	"holon.dev/holon/gateway"
 	"holon.dev/holon/gateway/contract"
 	"holon.dev/holon/gateway/remote"
@@ -86,6 +87,7 @@ func (a *App) initPublishing(h *hosted) {
 	h.hooks, h.vault, h.webhook = a.hooks, a.vault, a.webhook
 	h.list = a.listVersion
 	h.guard = remote.NetGuard{AllowPrivate: a.cfg.AllowPrivateEndpoints, Resolver: a.cfg.Resolver}
+	h.clientDocs = clientmeta.New(&h.guard, clientmeta.Options{RootCAs: a.cfg.RemoteRootCAs, Now: h.now})
 	if !a.cfg.GitHubSignIn() {
 		return
 	}

@@ -27,7 +27,8 @@ import (
 // minutes, reads the GitHub account (stable id, login, primary verified
 // email), creates or links the Holon account, and sends the browser to
 // /console#login=<code>; POST /v0/auth/exchange trades the code, once and
-// within 2 minutes, for a human key that expires after 30 days (and, for a
+// within 2 minutes, from that browser only (a cookie the callback sets
+// beside the code), for a human key that expires after 30 days (and, for a
 // new account, its agent key). No key travels in a URL, the GitHub token is
 // never kept, and keys are minted only at the exchange, so no key is ever
 // stored in clear. States and codes are stored (by their SHA-256): a
@@ -44,6 +45,16 @@ const (
 // started the sign-in only.
 const stateCookie = "holon_github_state"
 
+// codeStateMismatch is the sign-in's end (#login_error=) when the state
+// is not the one in this browser's cookie.
+const codeStateMismatch = "state_mismatch"
+
+// loginCookie binds a login code to the browser the callback handed it
+// to: a code sent to another browser (/console#login=<code> in a link, the
+// login CSRF that would sign a victim into the sender's account) is
+// refused there.
+const loginCookie = "holon_login"
+
 // Error codes of sign-in and publishing.
 const (
 	// CodeGitHubNotConfigured: no HOLON_GITHUB_CLIENT_ID/SECRET (503).
@@ -54,6 +65,9 @@ const (
 	CodeLoginCodeInvalid = "login_code_invalid"
 	// CodeLoginCodeExpired: the login code is older than 2 minutes.
 	CodeLoginCodeExpired = "login_code_expired"
+	// CodeLoginCodeOtherBrowser: the login code was handed to another
+	// browser than the one that presents it (403).
+	CodeLoginCodeOtherBrowser = "login_code_other_browser"
 	// CodeEmailUnverified: the GitHub account has no verified primary email.
 	CodeEmailUnverified = "email_unverified"
 	// CodeEmailLinkedElsewhere: the account with this email is linked to
@@ -76,10 +90,12 @@ type signinState struct {
 }
 
 // loginCode is a one-time login code, under "code/<sha256>": who signed
-// in, and whether the sign-in created the account.
+// in, whether the sign-in created the account, and the SHA-256 of the
+// login cookie of the browser it was handed to.
 type loginCode struct {
 	Handle  string    `json:"handle"`
 	New     bool      `json:"new,omitempty"`
+	Browser string    `json:"browser"`
 	Expires time.Time `json:"expires"`
 }
 
@@ -167,14 +183,21 @@ func refuseSignin(reason, format string, args ...any) error {
 // console, with #login=<code> or #login_error=<reason>.
 func (a *api) githubCallback(w http.ResponseWriter, r *http.Request, _ httprouter.Params, _ *principal) {
 	h := a.hosted
-	http.SetCookie(w, &http.Cookie{Name: stateCookie, Value: "", Path: "/v0/auth/github", MaxAge: -1,
-		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: h.secureCookies(r)})
 	w.Header().Set("Cache-Control", "no-store")
-	code, err := a.signIn(r)
+	code, browser, err := a.signIn(r)
 	console := h.publicURL + "/console"
 	var refusal *signinRefusal
+	if !errors.As(err, &refusal) || refusal.reason != codeStateMismatch {
+		// This browser's own state came back: spent, whatever follows. A
+		// state that is not its own leaves its cookie, and the sign-in it
+		// has under way, alone.
+		http.SetCookie(w, &http.Cookie{Name: stateCookie, Value: "", Path: "/v0/auth/github", MaxAge: -1,
+			HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: h.secureCookies(r)})
+	}
 	switch {
 	case err == nil:
+		http.SetCookie(w, &http.Cookie{Name: loginCookie, Value: browser, Path: "/v0/auth/exchange",
+			MaxAge: int(loginCodeTTL.Seconds()), HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: h.secureCookies(r)})
 		http.Redirect(w, r, console+"#login="+url.QueryEscape(code), http.StatusFound)
 	case errors.As(err, &refusal):
 		a.log.Info("sign-in refused", "reason", refusal.reason, "why", redactKeys(refusal.why))
@@ -186,11 +209,12 @@ func (a *api) githubCallback(w http.ResponseWriter, r *http.Request, _ httproute
 }
 
 // signIn checks the callback's state, reads the GitHub account, creates or
-// links the account, and returns a login code.
-func (a *api) signIn(r *http.Request) (string, error) {
+// links the account, and returns a login code and the login cookie that
+// binds it to this browser.
+func (a *api) signIn(r *http.Request) (code, browser string, err error) {
 	h := a.hosted
 	if h.github == nil {
-		return "", refuseSignin(CodeGitHubNotConfigured, "no GitHub app configured")
+		return "", "", refuseSignin(CodeGitHubNotConfigured, "no GitHub app configured")
 	}
 	q := r.URL.Query()
 	state := q.Get("state")
@@ -198,7 +222,7 @@ func (a *api) signIn(r *http.Request) (string, error) {
 	if state == "" || err != nil || subtle.ConstantTimeCompare([]byte(c.Value), []byte(state)) != 1 {
 		// Another browser (or none) started this sign-in: it must not
 		// finish here, nor burn the state of the browser that did.
-		return "", refuseSignin("state_mismatch", "the state does not match this browser's cookie")
+		return "", "", refuseSignin(codeStateMismatch, "the state does not match this browser's cookie")
 	}
 	now := h.now().UTC()
 	var st signinState
@@ -211,52 +235,55 @@ func (a *api) signIn(r *http.Request) (string, error) {
 	})
 	switch {
 	case errors.Is(err, holon.ErrNotFound):
-		return "", refuseSignin("state_invalid", "the state is unknown or was used already")
+		return "", "", refuseSignin("state_invalid", "the state is unknown or was used already")
 	case err != nil:
-		return "", err
+		return "", "", err
 	case !now.Before(st.Expires):
-		return "", refuseSignin("state_expired", "the sign-in was started more than 10 minutes ago")
+		return "", "", refuseSignin("state_expired", "the sign-in was started more than 10 minutes ago")
 	}
 	if e := q.Get("error"); e != "" {
 		if e != "access_denied" {
 			e = "github_error"
 		}
-		return "", refuseSignin(e, "GitHub answered %s", q.Get("error"))
+		return "", "", refuseSignin(e, "GitHub answered %s", q.Get("error"))
 	}
 	token, err := h.github.exchange(r.Context(), q.Get("code"), h.callbackURL(r))
 	if err != nil {
-		return "", githubRefusal(err)
+		return "", "", githubRefusal(err)
 	}
 	// The token reads the account once and is dropped: never stored.
 	gu, err := h.github.user(r.Context(), token)
 	if err != nil {
-		return "", githubRefusal(err)
+		return "", "", githubRefusal(err)
 	}
 	if !h.knownGitHub(gu) {
 		// A new account: the signups' rate limit applies, as to POST /v0/signup.
 		if ok, _ := h.limits.signup.allow(h.limits.clientAddr(r)); !ok {
-			return "", refuseSignin(CodeRateLimited, "too many new accounts from this address")
+			return "", "", refuseSignin(CodeRateLimited, "too many new accounts from this address")
 		}
 	}
-	code, err := randomToken(h.rand)
-	if err != nil {
-		return "", err
+	if code, err = randomToken(h.rand); err != nil {
+		return "", "", err
+	}
+	if browser, err = randomToken(h.rand); err != nil {
+		return "", "", err
 	}
 	err = h.store.Update(r.Context(), func(tx holon.Tx) error {
 		handle, isNew, err := h.linkGitHub(tx, gu, now)
 		if err != nil {
 			return err
 		}
-		return tx.Put(holon.BucketSignIn, hashed("code/", code), loginCode{Handle: handle, New: isNew, Expires: now.Add(loginCodeTTL)})
+		return tx.Put(holon.BucketSignIn, hashed("code/", code), loginCode{Handle: handle, New: isNew,
+			Browser: hashed("", browser), Expires: now.Add(loginCodeTTL)})
 	})
 	if err != nil {
 		var ge *holon.Error
 		if errors.As(err, &ge) {
-			return "", refuseSignin(ge.Code, "%s", ge.Msg)
+			return "", "", refuseSignin(ge.Code, "%s", ge.Msg)
 		}
-		return "", err
+		return "", "", err
 	}
-	return code, nil
+	return code, browser, nil
 }
 
 func githubRefusal(err error) error {
@@ -326,6 +353,9 @@ func (h *hosted) linkGitHub(tx holon.Tx, gu *githubUser, now time.Time) (handle 
 			return "", false, holon.Errorf(CodeEmailLinkedElsewhere, "the account with this email is linked to another GitHub account")
 		}
 		acct.GitHub = link
+		if err := claimAccount(tx, &acct, gu.Login, now); err != nil {
+			return "", false, err
+		}
 		if err := tx.Put(holon.BucketUsers, er.Handle, acct); err != nil {
 			return "", false, err
 		}
@@ -341,6 +371,56 @@ func (h *hosted) linkGitHub(tx holon.Tx, gu *githubUser, now time.Time) (handle 
 		return "", false, err
 	}
 	return handle, true, tx.Put(holon.BucketSignIn, githubKey(gu.ID), handle)
+}
+
+// actionClaim is the moderation log's name for a verified identity
+// taking over an account made with an unverified email.
+const actionClaim = "claim"
+
+// claimMark says when a GitHub sign-in with a verified email took over an
+// account made by email signup, which never proved that email, and how
+// many keys made before it were revoked then: shown to the person on
+// GET /v0/me and on the console's overview.
+type claimMark struct {
+	At          time.Time `json:"at"`
+	GitHub      string    `json:"github"`
+	KeysRevoked int       `json:"keys_revoked"`
+}
+
+// claimAccount is the takeover of an account made with an email nobody
+// proved, by the first GitHub sign-in that proves it: whoever signed up
+// with that email may not be its owner (an account pre-hijacked by
+// someone who signed up with another person's email and waits), so
+// nothing made before keeps working for anyone but the person who just
+// proved the email: every earlier key is revoked (with them the console
+// sessions and the OAuth connections made with them), the authorization
+// codes not yet traded are dropped, and the takeover is in the moderation
+// log. The person is told on GET /v0/me and on the console.
+func claimAccount(tx holon.Tx, acct *account, login string, now time.Time) error {
+	revoked, err := revokeLiveKeys(tx, acct.Handle, now)
+	if err != nil {
+		return err
+	}
+	var codes []string
+	err = tx.ForEach(holon.BucketOAuth, "code/", func(k string, raw json.RawMessage) (bool, error) {
+		var c oauthCode
+		if err := json.Unmarshal(raw, &c); err == nil && c.Account == acct.Handle && c.Used == nil {
+			codes = append(codes, k)
+		}
+		return true, nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, k := range codes {
+		if err := tx.Delete(holon.BucketOAuth, k); err != nil {
+			return err
+		}
+	}
+	acct.Claimed = &claimMark{At: now, GitHub: login, KeysRevoked: revoked}
+	_, err = tx.Append(holon.BucketModLog, modEntry{Time: now, Actor: "github:" + login, Action: actionClaim, Target: acct.Handle,
+		Reason: fmt.Sprintf("a GitHub sign-in proved the email %s, which the account was made with unproved: %d earlier keys revoked", acct.Email, revoked)})
+	return err
 }
 
 type exchangeBody struct {
@@ -374,6 +454,10 @@ func (a *api) exchangeLogin(w http.ResponseWriter, r *http.Request, _ httprouter
 		a.fail(w, r, holon.Errorf(holon.CodeInvalidRequest, "code is required: the login code from /console#login=<code>"))
 		return
 	}
+	browser := ""
+	if c, err := r.Cookie(loginCookie); err == nil {
+		browser = hashed("", c.Value)
+	}
 	now := h.now().UTC()
 	var ans exchangeAnswer
 	var refusal error
@@ -397,6 +481,13 @@ func (a *api) exchangeLogin(w http.ResponseWriter, r *http.Request, _ httprouter
 				return nil
 			} else if err != nil {
 				return err
+			}
+			if subtle.ConstantTimeCompare([]byte(lc.Browser), []byte(browser)) != 1 {
+				// Another browser than the one the callback handed the
+				// code to: refused, and the code is not burnt for that one.
+				refusal = holon.Errorf(CodeLoginCodeOtherBrowser, "this login code belongs to the browser that signed in with GitHub, not to this one "+
+					"(a link with someone else's code would sign you into their account): sign in yourself at /v0/auth/github")
+				return nil
 			}
 			if err := tx.Delete(holon.BucketSignIn, key); err != nil { // once, whatever follows
 				return err
@@ -439,12 +530,15 @@ func (a *api) exchangeLogin(w http.ResponseWriter, r *http.Request, _ httprouter
 	}
 	if refusal != nil {
 		status := http.StatusBadRequest
-		if refusal.(*holon.Error).Code == CodeAccountDisabled {
+		switch refusal.(*holon.Error).Code {
+		case CodeAccountDisabled, CodeLoginCodeOtherBrowser:
 			status = http.StatusForbidden
 		}
 		writeError(w, status, refusal)
 		return
 	}
+	http.SetCookie(w, &http.Cookie{Name: loginCookie, Value: "", Path: "/v0/auth/exchange", MaxAge: -1,
+		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: h.secureCookies(r)})
 	w.Header().Set("Cache-Control", "no-store")
 	writeJSON(w, http.StatusOK, ans)
 }

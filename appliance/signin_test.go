@@ -38,7 +38,7 @@ func TestSignIn_GitHub_Success(t *testing.T) {
 		t.Errorf("authorize URL %s: want the cookie's state and the callback", loc)
 	}
 	code := g.loginCode(b.callback(b.authorize(loc)))
-	out := g.anonymous().must(http.StatusOK, "POST", "/v0/auth/exchange", map[string]any{"code": code})
+	out := b.mustExchange(code)
 	if out["handle"] != "octo-cat" || out["new_account"] != true || out["mandate"] != "octo-cat/sandbox" {
 		t.Fatalf("exchange: %v", out)
 	}
@@ -100,9 +100,10 @@ func containsAll(s string, subs ...string) bool {
 
 // Ensure that the state is accepted once, from the browser that started
 // the sign-in only, within 10 minutes: a replayed state, a state from
-// another browser (no cookie) and an expired state each end on the
-// console with their reason, and the other browser does not burn the
-// state of the one that started.
+// another browser (with no cookie, or with a cookie of its own sign-in)
+// and an expired state each end on the console with their reason, and a
+// refused callback burns neither the state of the browser that started
+// nor the other browser's own.
 func TestSignIn_GitHub_State(t *testing.T) {
 	g := newGitHubApp(t)
 	g.gh.AddUser(7, "ada", "ada@users.example.com", true)
@@ -112,6 +113,16 @@ func TestSignIn_GitHub_State(t *testing.T) {
 	cb := b.authorize(b.start())
 	if frag := g.newBrowser().callback(cb); frag != "login_error=state_mismatch" {
 		t.Errorf("another browser: %q, want login_error=state_mismatch", frag)
+	}
+	// Another browser with a sign-in of its own under way: its cookie
+	// holds another state. Refused, and its own sign-in still finishes.
+	other := g.newBrowser()
+	otherCB := other.authorize(other.start())
+	if frag := other.callback(cb); frag != "login_error=state_mismatch" {
+		t.Errorf("another browser with its own state cookie: %q, want login_error=state_mismatch", frag)
+	}
+	if frag := other.callback(otherCB); !strings.HasPrefix(frag, "login=") {
+		t.Errorf("the other browser's own sign-in, after a refused callback: %q", frag)
 	}
 	u, _ := url.Parse(cb)
 	cookieURL, _ := url.Parse(g.srv.URL + "/v0/auth/github")
@@ -169,28 +180,39 @@ func TestSignIn_GitHub_AcrossRestart(t *testing.T) {
 	u, _ := url.Parse(cb)
 	code := g.loginCode(b.callback(g.srv.URL + u.Path + "?" + u.RawQuery))
 	g.restart()
-	g.anonymous().must(http.StatusOK, "POST", "/v0/auth/exchange", map[string]any{"code": code})
+	b.mustExchange(code)
 }
 
-// Ensure that a login code is traded once, within 2 minutes.
+// Ensure that a login code is traded once, within 2 minutes, by the
+// browser the callback handed it to only: another browser, with no login
+// cookie or with its own, is refused (the login CSRF: a link to
+// /console#login=<someone else's code>) without burning the code.
 func TestSignIn_GitHub_ExchangeCode(t *testing.T) {
 	g := newGitHubApp(t)
 	g.gh.AddUser(9, "linus", "linus@users.example.com", true)
 	g.gh.SignIn("linus")
 	b := g.newBrowser()
 	code := g.loginCode(b.callback(b.authorize(b.start())))
-	g.anonymous().must(http.StatusOK, "POST", "/v0/auth/exchange", map[string]any{"code": code})
-	st, out := g.anonymous().do("POST", "/v0/auth/exchange", map[string]any{"code": code})
+	other := g.newBrowser()
+	g.loginCode(other.callback(other.authorize(other.start()))) // its own cookie, its own code
+	if st, out := g.anonymous().do("POST", "/v0/auth/exchange", map[string]any{"code": code}); st != http.StatusForbidden || errorCode(out) != appliance.CodeLoginCodeOtherBrowser || out["human_key"] != nil {
+		t.Errorf("another browser (no login cookie): %d %v, want 403 %s", st, out, appliance.CodeLoginCodeOtherBrowser)
+	}
+	if st, out := other.exchange(code); st != http.StatusForbidden || errorCode(out) != appliance.CodeLoginCodeOtherBrowser || out["human_key"] != nil {
+		t.Errorf("another browser (its own login cookie): %d %v, want 403 %s", st, out, appliance.CodeLoginCodeOtherBrowser)
+	}
+	b.mustExchange(code)
+	st, out := b.exchange(code)
 	if st != http.StatusBadRequest || errorCode(out) != appliance.CodeLoginCodeInvalid {
 		t.Errorf("reused code: %d %v", st, out)
 	}
 	code2 := g.loginCode(b.callback(b.authorize(b.start())))
 	g.advance(2*time.Minute + time.Second)
-	st, out = g.anonymous().do("POST", "/v0/auth/exchange", map[string]any{"code": code2})
+	st, out = b.exchange(code2)
 	if st != http.StatusBadRequest || errorCode(out) != appliance.CodeLoginCodeExpired || out["human_key"] != nil {
 		t.Errorf("expired code: %d %v", st, out)
 	}
-	st, out = g.anonymous().do("POST", "/v0/auth/exchange", map[string]any{"code": code2})
+	st, out = b.exchange(code2)
 	if st != http.StatusBadRequest || errorCode(out) != appliance.CodeLoginCodeInvalid {
 		t.Errorf("expired code, again: %d %v", st, out)
 	}
@@ -200,7 +222,7 @@ func TestSignIn_GitHub_ExchangeCode(t *testing.T) {
 }
 
 // Ensure that an account made by email is linked, not duplicated, when
-// GitHub has verified the same email; that an unverified email links
+// GitHub has verified the same email (its signup's keys revoked); that an unverified email links
 // nothing; and that a taken or reserved login is refused with its reason.
 func TestSignIn_GitHub_EmailLinking(t *testing.T) {
 	g := newGitHubApp(t)
@@ -219,7 +241,11 @@ func TestSignIn_GitHub_EmailLinking(t *testing.T) {
 	if me := g.as(str(out["human_key"])).must(http.StatusOK, "GET", "/v0/me", nil); me["handle"] != "ada" {
 		t.Errorf("linked key: %v", me)
 	}
-	ada.human.must(http.StatusOK, "GET", "/v0/me", nil) // the old keys keep working
+	// The signup never proved the email: its keys stop working
+	// (TestSignIn_GitHub_ClaimRevokesEarlierKeys).
+	if st, o := ada.human.do("GET", "/v0/me", nil); st != http.StatusUnauthorized {
+		t.Errorf("the signup's key after the link: %d %v, want 401", st, o)
+	}
 	// Another GitHub account with the same email cannot take the account.
 	g.gh.AddUser(13, "ada-impostor", "ada@example.com", true)
 	g.gh.SignIn("ada-impostor")
@@ -248,7 +274,7 @@ func TestSignIn_GitHub_DisabledAccount(t *testing.T) {
 	b := g.newBrowser()
 	code := g.loginCode(b.callback(b.authorize(b.start())))
 	g.admin().must(http.StatusOK, "POST", "/v0/admin/accounts/mallory/disable", map[string]any{"reason": "spam"})
-	st, out := g.anonymous().do("POST", "/v0/auth/exchange", map[string]any{"code": code})
+	st, out := b.exchange(code)
 	if st != http.StatusForbidden || errorCode(out) != appliance.CodeAccountDisabled || out["human_key"] != nil {
 		t.Errorf("code minted before the disable: %d %v", st, out)
 	}

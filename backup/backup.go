@@ -135,7 +135,7 @@ const restAfter = 2 * time.Millisecond
 // Write streams a backup of s to w from one read transaction. The gateway
 // keeps serving meanwhile. On an error the output lacks its trailer, so
 // any reader sees it as truncated.
-func Write(w io.Writer, s *kv.Store, opts Options) (Summary, error) {
+func Write(w io.Writer, s Source, opts Options) (Summary, error) {
 	now := opts.Now
 	if now == nil {
 		now = time.Now

@@ -42,19 +42,7 @@ func TestBackup_Golden(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(got, want) {
-		gl, wl := lines(got), lines(want)
-		for i := 0; i < max(len(gl), len(wl)); i++ {
-			var g, w string
-			if i < len(gl) {
-				g = gl[i]
-			}
-			if i < len(wl) {
-				w = wl[i]
-			}
-			if g != w {
-				t.Fatalf("backup differs from %s at line %d:\n got %s\nwant %s", goldenPath, i+1, g, w)
-			}
-		}
+		diffLines(t, got, want)
 	}
 }
 

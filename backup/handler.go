@@ -6,6 +6,7 @@ import (
 
 	"holon.dev/holon"
 	"holon.dev/holon/kv"
+	"holon.dev/holon/kv/pg"
 )
 
 // Handler streams a backup of the store as JSONL (the format of
@@ -14,7 +15,7 @@ import (
 // (GET /v0/admin/backup), since the copy holds every account and key. The
 // response has no length; a copy cut short lacks its trailer, which
 // `holon backup --url` and `holon restore` detect.
-func Handler(store *kv.Store) http.Handler {
+func Handler(store Source) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			w.Header().Set("Allow", "GET, HEAD")
@@ -48,6 +49,9 @@ func Handler(store *kv.Store) http.Handler {
 func StoreHandler(s holon.Store) http.Handler {
 	if ks := kv.Unwrap(s); ks != nil {
 		return Handler(ks)
+	}
+	if ps, ok := s.(*pg.Store); ok {
+		return Handler(PostgresSource(ps))
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "backup: this store is not the embedded one; back it up with its own tools", http.StatusNotImplemented)

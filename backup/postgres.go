@@ -3,7 +3,6 @@ package backup
 import (
 	"bytes"
 	"context"
-	_ "embed"
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
@@ -14,6 +13,7 @@ import (
 	"math/big"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -21,13 +21,14 @@ import (
 	"holon.dev/holon"
 	"holon.dev/holon/journal"
 	"holon.dev/holon/kv"
+	"holon.dev/holon/kv/pg"
 )
 
-// Schema is the PostgreSQL schema a backup loads into: tables with keys and
-// constraints, and the journal's rules as database constraints.
-//
-//go:embed schema.sql
-var Schema string
+// Schema is the PostgreSQL schema a backup loads into, version 1 of the
+// PostgreSQL store's (kv/pg): tables with keys and constraints, and the
+// journal's rules as database constraints. The loader checks the backup
+// against it, then applies the store's later versions.
+var Schema = pg.Migrations()[0].SQL
 
 // ErrDatabaseNotEmpty is returned when the target PostgreSQL database
 // already holds tables or functions.
@@ -70,13 +71,13 @@ func LoadPostgres(ctx context.Context, r io.Reader, url string, progress func(do
 		return sum, err
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
-	if _, err := tx.Exec(ctx, Schema); err != nil {
+	if err := pg.ApplyTo(ctx, tx, 0, 1); err != nil {
 		return sum, fmt.Errorf("apply the schema: %w", err)
 	}
-	if _, err := tx.Exec(ctx, `CREATE TEMP TABLE journal_stage (seq bigint, key text, time timestamptz, prev text, hash text, lines jsonb) ON COMMIT DROP`); err != nil {
+	if _, err := tx.Exec(ctx, `CREATE TEMP TABLE journal_stage (seq bigint, key text, time text, prev text, hash text, lines jsonb) ON COMMIT DROP`); err != nil {
 		return sum, err
 	}
-	l := &pgLoader{ctx: ctx, tx: tx, rd: rd, progress: progress, counts: sum.Tables}
+	l := &pgLoader{ctx: ctx, tx: tx, rd: rd, progress: progress, counts: sum.Tables, sums: map[string][]uint64{}}
 	if err := l.load(); err != nil {
 		return sum, err
 	}
@@ -87,6 +88,11 @@ func LoadPostgres(ctx context.Context, r io.Reader, url string, progress func(do
 	sum.Trailer, sum.Bytes = t, cr.n
 	if err := l.finish(hd, t); err != nil {
 		return sum, err
+	}
+	// Checked against version 1 (its references included): now the
+	// versions a gateway serves from.
+	if err := pg.ApplyTo(ctx, tx, 1, pg.SchemaVersion()); err != nil {
+		return sum, fmt.Errorf("migrate the loaded schema: %w", err)
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return sum, fmt.Errorf("PostgreSQL refused the load at commit: %w", err)
@@ -160,8 +166,11 @@ type pgLoader struct {
 	rd       *Reader
 	progress func(done, total int64)
 	counts   map[string]int64
-	pending  *kv.Row
-	eof      bool
+	// sums are the digests of each loaded bucket's rows, in file order
+	// (postgres_readback.go).
+	sums    map[string][]uint64
+	pending *kv.Row
+	eof     bool
 }
 
 // peek returns the next row without taking it; false after the trailer.
@@ -244,6 +253,7 @@ func (s *copySource) Next() bool {
 		s.err = fmt.Errorf("%w: line %d: %s %s: %v", ErrCorrupt, s.l.rd.Line(), r.Bucket, keyText(r.Key), s.err)
 		return false
 	}
+	s.l.sums[s.bucket] = append(s.l.sums[s.bucket], rowSum(r.Key, r.Value))
 	return true
 }
 
@@ -309,7 +319,7 @@ func (l *pgLoader) finish(hd Header, t Trailer) error {
 	if len(bad) > 0 {
 		return fmt.Errorf("balances are not the sums of the journal: %s (run holon verify on the backup)", strings.Join(bad, "; "))
 	}
-	return nil
+	return l.checkReadBack()
 }
 
 // Conversions: amounts are integer micro-units, sent as NUMERIC with six
@@ -335,6 +345,18 @@ func bigint(n uint64) (int64, error) {
 		return 0, fmt.Errorf("%d does not fit a bigint", n)
 	}
 	return int64(n), nil
+}
+
+// ts is a time as the store's JSON writes it (RFC 3339, nanoseconds, its
+// zone offset): the schema keeps times as that text.
+func ts(t time.Time) string { return t.Format(time.RFC3339Nano) }
+
+func optTs(t *time.Time) *string {
+	if t == nil {
+		return nil
+	}
+	s := ts(*t)
+	return &s
 }
 
 func optText(s string) *string {
@@ -378,7 +400,7 @@ func convertDoc(r kv.Row) ([]any, error) {
 	if len(d.Doc) == 0 {
 		d.Doc = json.RawMessage("null")
 	}
-	return []any{string(r.Key), d.Doc, d.Created, d.Published, optText(d.Yanked), d.Revoked}, nil
+	return []any{string(r.Key), d.Doc, ts(d.Created), d.Published, optText(d.Yanked), d.Revoked}, nil
 }
 
 func convertBudget(r kv.Row) ([]any, error) {
@@ -423,7 +445,7 @@ func convertJournal(r kv.Row) ([]any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return []any{seq, row.Key, row.Time, row.Prev, row.Hash, json.RawMessage(lines)}, nil
+	return []any{seq, row.Key, ts(row.Time), row.Prev, row.Hash, json.RawMessage(lines)}, nil
 }
 
 var receiptColumns = []string{"id", "seq", "parent", "mandate", "caller", "agent", "status", "error", "approval",
@@ -443,22 +465,17 @@ func convertReceipt(r kv.Row) ([]any, error) {
 	if err != nil {
 		return nil, err
 	}
-	splits := rc.Splits
-	if splits == nil {
-		splits = []journal.Share{}
-	}
-	sj, err := json.Marshal(splits)
-	if err != nil {
-		return nil, err
+	var sj json.RawMessage
+	if rc.Splits != nil {
+		if sj, err = json.Marshal(rc.Splits); err != nil {
+			return nil, err
+		}
 	}
 	children := rc.Children
-	if children == nil {
-		children = []string{}
-	}
 	return []any{rc.ID, n, rc.Parent, rc.Mandate, rc.Caller, rc.Agent, rc.Status, rc.Error, rc.Approval,
 		optAmount(rc.WorstCase), rc.Currency, rc.Payer, rc.SubMandate, rc.Billed,
 		amount(rc.Cost.Own), amount(rc.Cost.Downstream), amount(rc.Cost.Total),
-		json.RawMessage(sj), children, rc.DurationMS, rc.Created}, nil
+		sj, children, rc.DurationMS, ts(rc.Created)}, nil
 }
 
 var approvalColumns = []string{"id", "seq", "mandate", "caller", "agent", "capability", "input_hash", "max_cost", "worst_case",
@@ -482,7 +499,7 @@ func convertApproval(r kv.Row) ([]any, error) {
 		input = a.Input
 	}
 	return []any{a.ID, n, a.Mandate, a.Caller, a.Agent, optText(a.Capability), a.InputHash, optAmount(a.MaxCost), amount(a.WorstCase),
-		a.Currency, a.Receipt, a.Status, a.Created, a.Expires, a.Decided, a.Run, input}, nil
+		a.Currency, a.Receipt, a.Status, ts(a.Created), ts(a.Expires), optTs(a.Decided), a.Run, input}, nil
 }
 
 var holdColumns = []string{"receipt", "payer", "amount", "mandate", "reserved", "funder", "parent", "children",
@@ -498,7 +515,7 @@ func convertHold(r kv.Row) ([]any, error) {
 		children = []string{}
 	}
 	return []any{h.Receipt, h.Payer, amount(h.Amount), h.Mandate, amount(h.Reserved), optText(h.Funder),
-		optText(h.Parent), children, amount(h.Downstream), optText(h.SubMandate), h.Started}, nil
+		optText(h.Parent), children, amount(h.Downstream), optText(h.SubMandate), ts(h.Started)}, nil
 }
 
 var eventColumns = []string{"seq", "receipt", "agent", "status", "error", "duration_ms", "billed", "currency",
@@ -514,7 +531,7 @@ func convertEvent(r kv.Row) ([]any, error) {
 		return nil, err
 	}
 	return []any{seq, ev.Receipt, ev.Agent, ev.Status, optText(ev.Error), ev.DurationMS, amount(ev.Billed),
-		ev.Currency, ev.Delegated, ev.Time}, nil
+		ev.Currency, ev.Delegated, ts(ev.Time)}, nil
 }
 
 func convertRecord(r kv.Row) ([]any, error) {

@@ -275,7 +275,7 @@ func TestLoadPostgres_CoversEveryField(t *testing.T) {
 		sort.Strings(got)
 		want = slices.Sorted(slices.Values(want))
 		if !slices.Equal(got, want) {
-			t.Errorf("%s has JSON fields %v; the PostgreSQL loader maps %v: update schema.sql and postgres.go", typ, got, want)
+			t.Errorf("%s has JSON fields %v; the PostgreSQL loader maps %v: update kv/pg/migrations and postgres.go", typ, got, want)
 		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -303,4 +304,18 @@ func (tx *Tx) EntrySeq(key string) (uint64, bool) {
 		return 0, false
 	}
 	return binary.BigEndian.Uint64(v), true
+}
+
+// BucketNames lists the buckets a backup holds, in name order: every
+// bucket of the store but the approvals index, which is derived. Another
+// store exporting the same records (the PostgreSQL one) lists these.
+func BucketNames() []string {
+	var out []string
+	for _, b := range allBuckets {
+		if !bytes.Equal(b, bucketApprovalsByMand) {
+			out = append(out, string(b))
+		}
+	}
+	slices.Sort(out)
+	return out
 }

@@ -12,6 +12,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
 
 	"holon.dev/holon"
@@ -92,6 +93,7 @@ type Console struct {
 	mux    *http.ServeMux
 	assets *assets
 	pages  map[string]*page
+	manual *manual
 }
 
 // New builds the console over a backend.
@@ -105,6 +107,9 @@ func New(b Backend, log *slog.Logger) (*Console, error) {
 		return nil, err
 	}
 	if c.pages, err = c.loadPages(); err != nil {
+		return nil, err
+	}
+	if c.manual, err = loadManual(); err != nil {
 		return nil, err
 	}
 	c.routes()
@@ -136,6 +141,7 @@ func (c *Console) routes() {
 	m.Handle("POST "+Prefix+"/signup", c.public(c.signup))
 	m.Handle("POST "+Prefix+"/signout", c.public(c.signout))
 	c.routePages()
+	c.routeManual()
 	m.HandleFunc(Prefix+"/", func(w http.ResponseWriter, r *http.Request) {
 		c.render(w, r, Viewer{}, http.StatusNotFound, "error", errorPage{Title: "Not found", Message: "There is no page " + r.URL.Path + "."})
 	})
@@ -216,10 +222,26 @@ type errorPage struct {
 
 // localPath keeps a "next" parameter only when it is a path of this
 // gateway (the console, or a page such as an OAuth consent), so a sign-in
-// never sends the browser elsewhere.
+// never sends the browser elsewhere. It judges the path as the browser
+// will read it: a browser drops tabs and newlines anywhere in a URL and
+// control characters at its ends, and reads \ as /, so "/\t/evil.example"
+// is "//evil.example", another origin. A path with any control character
+// or backslash is refused; what is left must resolve to this origin.
 func localPath(next string) string {
-	if strings.HasPrefix(next, "/") && !strings.HasPrefix(next, "//") && !strings.ContainsAny(next, "\\\r\n") {
-		return next
+	for _, c := range next {
+		if c < 0x20 || c == 0x7f || c == '\\' {
+			return ""
+		}
 	}
-	return ""
+	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") {
+		return ""
+	}
+	u, err := url.Parse(next)
+	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || u.Opaque != "" {
+		return ""
+	}
+	if here := (&url.URL{Scheme: "https", Host: "gateway.invalid", Path: "/"}); here.ResolveReference(u).Host != here.Host {
+		return ""
+	}
+	return next
 }

@@ -12,6 +12,9 @@ type overviewPage struct {
 	Mandates  []*gateway.MandateState
 	Receipts  []*holon.Receipt
 	Approvals []*holon.Approval
+	// Claimed tells the person their GitHub sign-in took the account over
+	// from an unproved email signup, and what that revoked.
+	Claimed *claimed
 }
 
 // overview is the first page: balance, mandates with their budgets as
@@ -31,7 +34,7 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request, v Viewer) {
 		if m.Balance != nil {
 			p.Accounts = []accountView{*m.Balance}
 		}
-		p.Mandates = m.Mandates
+		p.Mandates, p.Claimed = m.Mandates, m.Claimed
 	} else {
 		var accts struct {
 			Accounts []accountView `json:"accounts"`

@@ -49,6 +49,12 @@ func TestLocalPath(t *testing.T) {
 		"/console/receipts": "/console/receipts", "/oauth/authorize?x=1": "/oauth/authorize?x=1",
 		"//evil.example/": "", "https://evil.example/": "", "/\\evil.example": "", "": "",
 		"javascript:alert(1)": "", "/console/\r\nSet-Cookie: x": "",
+		// Browsers drop tabs and newlines inside a URL and control
+		// characters at its ends: each of these is //evil.example to them.
+		"/\t/evil.example/": "", "/\x01/evil.example": "", "/\x1f/evil.example": "", "/\x7f/evil.example": "",
+		"/\x00/evil.example": "", "/console/\t": "", "/\n/evil.example": "",
+		// Escaped, the same bytes stay in the path.
+		"/%09/evil.example/": "/%09/evil.example/", "/console/files?q=a%2Fb": "/console/files?q=a%2Fb",
 	} {
 		if got := localPath(next); got != want {
 			t.Errorf("localPath(%q) = %q, want %q", next, got, want)

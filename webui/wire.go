@@ -52,6 +52,15 @@ type me struct {
 	Balance  *accountView            `json:"balance"`
 	Mandates []*gateway.MandateState `json:"mandates"`
 	Keys     []keyView               `json:"keys"`
+	Claimed  *claimed                `json:"claimed"`
+}
+
+// claimed is a GitHub sign-in that proved the account's email taking it
+// over from its unproved signup.
+type claimed struct {
+	At          time.Time `json:"at"`
+	GitHub      string    `json:"github"`
+	KeysRevoked int       `json:"keys_revoked"`
 }
 
 type agentItem struct {

@@ -50,6 +50,16 @@ for no exclusion) leaves agents out. holon-labs/summarize needs
 ANTHROPIC_API_KEY (and optionally ANTHROPIC_BASE_URL, HOLON_SUMMARIZE_MODEL).`)
 }
 
+// flagUsage is the usage of one subcommand: the command's, then that
+// subcommand's flags.
+func (c *agentsCommand) flagUsage(fs *flag.FlagSet) func() {
+	return func() {
+		c.usage()
+		fmt.Fprintf(c.stderr, "\nFlags of holon %s:\n", fs.Name())
+		fs.PrintDefaults()
+	}
+}
+
 func (c *agentsCommand) Run(ctx context.Context, args []string) error {
 	if len(args) == 0 {
 		c.usage()
@@ -101,7 +111,7 @@ func (c *agentsCommand) serve(ctx context.Context, args []string) error {
 	examples := fs.Bool("examples", false, "serve the demo agents too")
 	gateways := fs.String("gateway", "", "comma list of gateway origins the orchestrators may delegate to, and file links may point to (default: any)")
 	shutdown := fs.Duration("shutdown-timeout", 30*time.Second, "how long running calls may take to finish on SIGTERM")
-	fs.Usage = c.usage
+	fs.Usage = c.flagUsage(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -167,7 +177,7 @@ func (c *agentsCommand) manifests(args []string) error {
 	endpoint := fs.String("endpoint", "", "the host's MCP endpoint, such as http://127.0.0.1:8090/mcp")
 	examples := fs.Bool("examples", false, "the demo agents too")
 	out := fs.String("out", "", "the directory to write the manifests to")
-	fs.Usage = c.usage
+	fs.Usage = c.flagUsage(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

@@ -40,8 +40,9 @@ func (c *backupCommand) Run(ctx context.Context, args []string) error {
 	url := fs.String("url", "", "a running gateway's base URL (its live backup endpoint, admin key; default: $HOLON_URL when --db is not given)")
 	key := fs.String("key", "", "the gateway's admin key (default: $HOLON_KEY)")
 	out := fs.String("out", "", `the backup file to write ("-" for stdout); it must not exist`)
+	store := fs.String("store", "", "a PostgreSQL store's URL (postgres://…), copied live")
 	fs.Usage = func() {
-		fmt.Fprintln(c.stderr, `Usage: holon backup (--db FILE | --url URL) --out FILE.jsonl
+		fmt.Fprintln(c.stderr, `Usage: holon backup (--db FILE | --url URL | --store postgres://…) --out FILE.jsonl
 
 Copies every row of a Holon store, counters and sequences included, from one
 read transaction, as JSON Lines with a header and a checksummed trailer.
@@ -50,6 +51,8 @@ A running gateway holds its database file: back it up through the gateway
 with --url or HOLON_URL (GET `+backupPath+` with the admin key from --key or
 HOLON_KEY);
 calls keep being served meanwhile. --db reads a stopped gateway's file.
+--store reads a PostgreSQL store from one consistent snapshot while its
+gateways go on serving; the file is the one the embedded store would write.
 The file is written under a temporary name and renamed once complete.
 
 Flags:`)
@@ -58,11 +61,11 @@ Flags:`)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *db == "" && *url == "" {
+	if *db == "" && *url == "" && *store == "" {
 		*url = c.getenv("HOLON_URL")
 	}
-	if fs.NArg() > 0 || (*db == "") == (*url == "") || *out == "" {
-		fmt.Fprintln(c.stderr, "holon backup: give one of --db and --url, and --out")
+	if given := btoi(*db != "") + btoi(*url != "") + btoi(*store != ""); fs.NArg() > 0 || given != 1 || *out == "" || (*store != "" && !isPostgresURL(*store)) {
+		fmt.Fprintln(c.stderr, "holon backup: give one of --db, --url and --store (postgres://…), and --out")
 		fs.Usage()
 		return errUsage
 	}
@@ -73,9 +76,12 @@ Flags:`)
 	var sum backup.Summary
 	n, err := writeOutput(*out, c.stdout, func(w io.Writer) error {
 		var err error
-		if *db != "" {
+		switch {
+		case *db != "":
 			sum, err = backupFile(*db, w, prog.report)
-		} else {
+		case *store != "":
+			sum, err = backupPostgres(ctx, *store, w, prog.report)
+		default:
 			sum, err = c.backupURL(ctx, *url, *key, w, prog.report)
 		}
 		return err

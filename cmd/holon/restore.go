@@ -29,8 +29,9 @@ func (c *restoreCommand) Run(ctx context.Context, args []string) error {
 	in := fs.String("in", "", `the backup file ("-" for stdin)`)
 	db := fs.String("db", "", "the database file to create (missing, or an empty store)")
 	pg := fs.String("to-postgres", "", "an empty PostgreSQL database's URL (postgres://…)")
+	fs.StringVar(pg, "store", "", "the same as --to-postgres: the PostgreSQL store to create (holon serve --store then serves it)")
 	fs.Usage = func() {
-		fmt.Fprintln(c.stderr, `Usage: holon restore --in FILE.jsonl (--db NEW.db | --to-postgres URL)
+		fmt.Fprintln(c.stderr, `Usage: holon restore --in FILE.jsonl (--db NEW.db | --store postgres://…)
 
 Loads a backup written by holon backup, counters and sequences included,
 with memory that does not grow with the store. Nothing is written unless
@@ -39,9 +40,10 @@ version, or a target that is not empty is refused and leaves the target
 as it was.
 
 --db creates a new store (stop any gateway using that path first).
---to-postgres applies Holon's PostgreSQL schema to an empty database and
-loads the backup into it: the way out of the host, and a way to answer
-money questions in SQL.
+--store (or --to-postgres) applies Holon's PostgreSQL schema to an empty
+database and loads the backup into it: a PostgreSQL store that holon serve
+--store serves from, several gateways at once, and a way to answer money
+questions in SQL.
 
 Flags:`)
 		fs.PrintDefaults()
@@ -50,7 +52,7 @@ Flags:`)
 		return err
 	}
 	if fs.NArg() > 0 || *in == "" || (*db == "") == (*pg == "") {
-		fmt.Fprintln(c.stderr, "holon restore: give --in, and one of --db and --to-postgres")
+		fmt.Fprintln(c.stderr, "holon restore: give --in, and one of --db and --store (postgres://…)")
 		fs.Usage()
 		return errUsage
 	}

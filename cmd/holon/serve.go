@@ -14,7 +14,6 @@ import (
 	"holon.dev/holon/appliance"
 	"holon.dev/holon/backup"
 	"holon.dev/holon/gateway"
-	"holon.dev/holon/kv"
 	holontls "holon.dev/holon/tls"
 )
 
@@ -47,6 +46,7 @@ type serveFlags struct {
 	shutdown                    time.Duration
 	bodyTimeout                 time.Duration
 	idempotencyTTL              time.Duration
+	store                       string
 	domains                     stringList
 	acmeCA, acmeEmail, acmeRoot string
 	tlsCert, tlsKey             string
@@ -58,6 +58,7 @@ func (c *serveCommand) flags() (*flag.FlagSet, *serveFlags) {
 	fs.SetOutput(c.stderr)
 	fs.StringVar(&f.addr, "addr", "", "address of the API (default 127.0.0.1:8080; :443 with --domain or --tls-cert)")
 	fs.StringVar(&f.db, "db", "holon.db", "the database file (bbolt); certificates go to certs/ beside it")
+	fs.StringVar(&f.store, "store", "", "serve from a PostgreSQL store instead of --db (postgres://…; --db still places certs/ and uploaded files)")
 	fs.StringVar(&f.mandates, "mandates", "", "a directory of mandate YAML files (default: the demo mandates)")
 	fs.DurationVar(&f.shutdown, "shutdown-timeout", 30*time.Second, "on SIGTERM, how long running calls may take to finish")
 	fs.DurationVar(&f.bodyTimeout, "body-timeout", defaultBodyTimeout, "how long a client may take to send a request body; slower ones are cut off")
@@ -120,6 +121,8 @@ Flags:`)
 func (f *serveFlags) check() error {
 	tlsOwn := f.tlsCert != "" || f.tlsKey != ""
 	switch {
+	case f.store != "" && !isPostgresURL(f.store):
+		return errors.New("--store takes a PostgreSQL URL (postgres://user@host/db); the embedded store is --db")
 	case len(f.domains) > 0 && tlsOwn:
 		return errors.New("give --domain (certificates by ACME) or --tls-cert and --tls-key (your own), not both")
 	case tlsOwn && (f.tlsCert == "" || f.tlsKey == ""):
@@ -186,7 +189,7 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 	if err := f.check(); err != nil {
 		return err
 	}
-	cfg := appliance.Config{DB: f.db, OpenStore: kv.OpenStore, Backup: backup.StoreHandler, MandatesDir: f.mandates, Hosted: f.hosted, DevHandlers: c.devHandlers, OnStep: c.onStep, IdempotencyTTL: f.idempotencyTTL}
+	cfg := appliance.Config{DB: f.db, OpenStore: openStore(f.store), Backup: backup.StoreHandler, MandatesDir: f.mandates, Hosted: f.hosted, DevHandlers: c.devHandlers, OnStep: c.onStep, IdempotencyTTL: f.idempotencyTTL}
 	if err := appliance.ConfigFromEnv(c.getenv, &cfg); err != nil {
 		return err
 	}

@@ -25,15 +25,17 @@ func (c *verifyCommand) Run(ctx context.Context, args []string) error {
 	db := fs.String("db", "", "a stopped gateway's database file")
 	in := fs.String("in", "", `a backup file ("-" for stdin)`)
 	tmp := fs.String("tmp", "", "where to restore a backup for the check (default: the system's temporary directory)")
+	store := fs.String("store", "", "a PostgreSQL store's URL (postgres://…): checked live, through a backup of one snapshot")
 	fs.Usage = func() {
-		fmt.Fprintln(c.stderr, `Usage: holon verify (--db FILE | --in FILE.jsonl)
+		fmt.Fprintln(c.stderr, `Usage: holon verify (--db FILE | --in FILE.jsonl | --store postgres://…)
 
 An offline integrity check: every journal entry sums to zero, balances are
 the sums of their lines, the journal's hash chain is intact (a row altered or
 removed is detected), every billed receipt has its settlement entry and every
 settlement its receipt, receipt trees are complete and add up, no hold
 outlives its call, counters match their rows. A backup is first checked as a
-file (counts, checksum), then restored into a temporary store and checked.
+file (counts, checksum), then restored into a temporary store and checked;
+a PostgreSQL store is checked as its backup, taken from one snapshot.
 
 Prints one line per check; exits 1 when any fails.
 
@@ -43,8 +45,8 @@ Flags:`)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 || (*db == "") == (*in == "") {
-		fmt.Fprintln(c.stderr, "holon verify: give one of --db and --in")
+	if given := btoi(*db != "") + btoi(*in != "") + btoi(*store != ""); fs.NArg() > 0 || given != 1 || (*store != "" && !isPostgresURL(*store)) {
+		fmt.Fprintln(c.stderr, "holon verify: give one of --db, --in and --store (postgres://…)")
 		fs.Usage()
 		return errUsage
 	}
@@ -59,6 +61,20 @@ Flags:`)
 		if rep, err = backup.Verify(s); err != nil {
 			return err
 		}
+	} else if *store != "" {
+		pr, pw := io.Pipe()
+		go func() {
+			_, err := backupPostgres(ctx, *store, pw, nil)
+			pw.CloseWithError(err)
+		}()
+		var sum backup.Summary
+		var err error
+		rep, sum, err = backup.VerifyFile(pr, *tmp)
+		pr.CloseWithError(err)
+		if err != nil {
+			return fmt.Errorf("PostgreSQL store: %w", err)
+		}
+		fmt.Fprintf(c.stdout, "verify: PostgreSQL store, snapshot of %s, %d rows\n", sum.Header.Time.Format("2006-01-02T15:04:05Z"), sum.Trailer.Rows)
 	} else {
 		r, closeIn, err := openInput(*in, c.stdin)
 		if err != nil {

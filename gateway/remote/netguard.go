@@ -219,6 +219,14 @@ func (g *NetGuard) dial(ctx context.Context, network, address string, guarded bo
 			}
 		}
 	}
+	return g.connect(ctx, network, addrs, port, guarded)
+}
+
+// connect dials the addresses a lookup gave, in order, until one answers;
+// guarded, with no Dialer of the caller's, each socket checks its own
+// address just before it connects (controlAddr), the second line behind
+// the check of the lookup's answers.
+func (g *NetGuard) connect(ctx context.Context, network string, addrs []netip.Addr, port string, guarded bool) (net.Conn, error) {
 	d := g.Dialer
 	if d == nil {
 		nd := &net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second}
@@ -229,7 +237,7 @@ func (g *NetGuard) dial(ctx context.Context, network, address string, guarded bo
 	}
 	pn, err := strconv.ParseUint(port, 10, 16)
 	if err != nil {
-		return nil, fmt.Errorf("dial %s: bad port %q", address, port)
+		return nil, fmt.Errorf("dial: bad port %q", port)
 	}
 	var firstErr error
 	for _, a := range addrs {

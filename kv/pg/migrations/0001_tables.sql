@@ -1,8 +1,15 @@
--- Holon's store as PostgreSQL tables: the way out of the host.
+-- Holon's store as PostgreSQL tables: version 1 of the schema, the tables
+-- a backup loads into (`holon restore --to-postgres`) and the PostgreSQL
+-- store serves from (`holon serve --store postgres://…`). The store applies
+-- the versions after it itself (migrations/, recorded in holon_schema).
 --
--- `holon restore --in backup.jsonl --to-postgres postgres://…` applies this
--- file to an EMPTY database and loads the backup, in one transaction.
 -- Amounts are NUMERIC(20,6): the store's integer micro-units, exactly.
+-- Times are text, RFC 3339 with nanoseconds and the zone offset exactly as
+-- the store wrote them (timestamptz would keep microseconds and no offset,
+-- and a restored store would differ from its backup): read them with
+-- ::timestamptz. Documents are json, not jsonb, for the same reason: json
+-- keeps the text as written, jsonb reorders keys and rewrites numbers.
+-- The loader reads every row back and compares it with the backup's.
 --
 -- The journal's rules hold here as they do in the store:
 --   * an entry whose lines do not sum to zero (or that has fewer than two
@@ -50,7 +57,7 @@ CREATE TABLE accounts (
 CREATE TABLE journal_entries (
     seq  bigint PRIMARY KEY CHECK (seq > 0),
     key  text NOT NULL UNIQUE CHECK (key <> ''),
-    time timestamptz NOT NULL,
+    time text NOT NULL CHECK (time::timestamptz IS NOT NULL),
     -- The hash chain: hash covers the entry and prev, the hash of the entry before.
     prev text NOT NULL,
     hash text NOT NULL UNIQUE
@@ -123,9 +130,9 @@ CREATE VIEW journal_balances AS
 -- Documents: mandates (root and derived sub-mandates) and agent versions.
 CREATE TABLE mandates (
     id        text PRIMARY KEY,
-    doc       jsonb NOT NULL,
+    doc       json NOT NULL,
     issuer    text GENERATED ALWAYS AS (doc ->> 'issuer') STORED,
-    created   timestamptz NOT NULL,
+    created   text NOT NULL CHECK (created::timestamptz IS NOT NULL),
     published boolean NOT NULL,
     yanked    text,
     revoked   boolean NOT NULL
@@ -133,8 +140,8 @@ CREATE TABLE mandates (
 
 CREATE TABLE agents (
     ref       text PRIMARY KEY,
-    doc       jsonb NOT NULL,
-    created   timestamptz NOT NULL,
+    doc       json NOT NULL,
+    created   text NOT NULL CHECK (created::timestamptz IS NOT NULL),
     published boolean NOT NULL,
     yanked    text,
     revoked   boolean NOT NULL
@@ -165,11 +172,12 @@ CREATE TABLE receipts (
     cost_own        numeric(20,6) NOT NULL CHECK (cost_own >= 0),
     cost_downstream numeric(20,6) NOT NULL CHECK (cost_downstream >= 0),
     cost_total      numeric(20,6) NOT NULL,
-    -- [{"to": account, "amount": "0.09"}, …], as in the receipt.
-    splits          jsonb NOT NULL,
-    children        text[] NOT NULL,
+    -- [{"to": account, "amount": "0.09"}, …], as in the receipt; NULL
+    -- where the receipt's own list is null rather than empty.
+    splits          jsonb,
+    children        text[],
     duration_ms     bigint NOT NULL,
-    created         timestamptz NOT NULL,
+    created         text NOT NULL CHECK (created::timestamptz IS NOT NULL),
     CHECK (cost_total = cost_own + cost_downstream)
 );
 CREATE INDEX receipts_mandate ON receipts (mandate, seq);
@@ -195,12 +203,12 @@ CREATE TABLE approvals (
     currency   text NOT NULL,
     receipt    text NOT NULL REFERENCES receipts (id) DEFERRABLE INITIALLY DEFERRED,
     status     text NOT NULL CHECK (status IN ('pending', 'granted', 'used', 'rejected', 'expired')),
-    created    timestamptz NOT NULL,
-    expires    timestamptz NOT NULL,
-    decided    timestamptz,
+    created    text NOT NULL CHECK (created::timestamptz IS NOT NULL),
+    expires    text NOT NULL CHECK (expires::timestamptz IS NOT NULL),
+    decided    text CHECK (decided IS NULL OR decided::timestamptz IS NOT NULL),
     run        text REFERENCES receipts (id) DEFERRABLE INITIALLY DEFERRED,
     -- Kept only while the approval is undecided.
-    input      jsonb,
+    input      json,
     CHECK (input IS NULL OR status IN ('pending', 'granted'))
 );
 ALTER TABLE receipts ADD FOREIGN KEY (approval) REFERENCES approvals (id) DEFERRABLE INITIALLY DEFERRED;
@@ -217,7 +225,7 @@ CREATE TABLE holds (
     children    text[] NOT NULL,
     downstream  numeric(20,6) NOT NULL CHECK (downstream >= 0),
     sub_mandate text,
-    started     timestamptz NOT NULL
+    started     text NOT NULL CHECK (started::timestamptz IS NOT NULL)
 );
 
 -- Every finished run, as the platform measures it: append-only.
@@ -231,7 +239,7 @@ CREATE TABLE call_events (
     billed      numeric(20,6) NOT NULL CHECK (billed >= 0),
     currency    text NOT NULL,
     delegated   boolean NOT NULL,
-    time        timestamptz NOT NULL
+    time        text NOT NULL CHECK (time::timestamptz IS NOT NULL)
 );
 CREATE INDEX call_events_agent ON call_events (agent);
 CREATE TRIGGER call_events_append_only BEFORE UPDATE OR DELETE ON call_events
@@ -254,7 +262,7 @@ CREATE TABLE app_docs (
     -- The key as it reads: the text, the decimal of an 8-byte sequence key, or base64.
     key       text NOT NULL,
     key_bytes bytea NOT NULL,
-    doc       jsonb,
+    doc       json,
     raw       bytea,
     PRIMARY KEY (bucket, key_bytes),
     CHECK ((doc IS NULL) <> (raw IS NULL))
@@ -263,26 +271,32 @@ CREATE TABLE app_docs (
 -- Endpoint credentials (gateway.md §6 "Authentication"), by agent id: the
 -- token sealed with AES-256-GCM under a key derived from HOLON_FILE_SECRET
 -- and bound to the agent id. Never in clear, here either: without the
--- secret these rows open for nobody.
+-- secret these rows open for nobody. The stored document is kept as written (doc); the columns are generated
+-- from it, so they cannot disagree with it.
 CREATE TABLE credentials (
     agent   text PRIMARY KEY CHECK (agent ~ '^[a-z0-9]+(-[a-z0-9]+)*/[a-z0-9_-]{1,64}$'),
-    version integer NOT NULL CHECK (version = 1),
-    nonce   bytea NOT NULL CHECK (length(nonce) = 12),
-    sealed  bytea NOT NULL CHECK (length(sealed) > 16),
-    set_at  timestamptz NOT NULL
+    doc     json NOT NULL,
+    version integer GENERATED ALWAYS AS ((doc ->> 'v')::integer) STORED NOT NULL CHECK (version = 1),
+    nonce   bytea GENERATED ALWAYS AS (decode(doc ->> 'nonce', 'base64')) STORED NOT NULL CHECK (length(nonce) = 12),
+    sealed  bytea GENERATED ALWAYS AS (decode(doc ->> 'sealed', 'base64')) STORED NOT NULL CHECK (length(sealed) > 16),
+    set_at  text GENERATED ALWAYS AS (doc ->> 'set') STORED NOT NULL CHECK (set_at::timestamptz IS NOT NULL)
 );
 
 -- GitHub sign-in: each GitHub account's link to its account ('github',
--- by GitHub id), and the states and one-time login codes under way
--- ('state', 'code', by their SHA-256: never the secret itself).
+-- by GitHub id: the document is the handle as a JSON string), and the
+-- states and one-time login codes under way ('state', 'code', by their
+-- SHA-256: never the secret itself). As for credentials, the document is
+-- kept as written and the columns are generated from it.
 CREATE TABLE signin (
     key         text PRIMARY KEY,
-    kind        text NOT NULL CHECK (kind IN ('github', 'state', 'code')),
-    github_id   bigint CHECK (github_id > 0),
-    hash        text CHECK (hash ~ '^[0-9a-f]{64}$'),
-    handle      text,
-    new_account boolean NOT NULL DEFAULT false,
-    expires     timestamptz,
+    doc         json NOT NULL,
+    kind        text GENERATED ALWAYS AS (split_part(key, '/', 1)) STORED NOT NULL CHECK (kind IN ('github', 'state', 'code')),
+    github_id   bigint GENERATED ALWAYS AS (CASE WHEN split_part(key, '/', 1) = 'github' THEN split_part(key, '/', 2)::bigint END) STORED CHECK (github_id > 0),
+    hash        text GENERATED ALWAYS AS (CASE WHEN split_part(key, '/', 1) <> 'github' THEN split_part(key, '/', 2) END) STORED CHECK (hash ~ '^[0-9a-f]{64}$'),
+    handle      text GENERATED ALWAYS AS (CASE WHEN split_part(key, '/', 1) = 'github' THEN doc #>> '{}' ELSE doc ->> 'handle' END) STORED,
+    new_account boolean GENERATED ALWAYS AS (CASE WHEN split_part(key, '/', 1) = 'code' THEN coalesce((doc ->> 'new')::boolean, false) ELSE false END) STORED NOT NULL,
+    expires     text GENERATED ALWAYS AS (CASE WHEN split_part(key, '/', 1) <> 'github' THEN doc ->> 'expires' END) STORED
+                CHECK (expires IS NULL OR expires::timestamptz IS NOT NULL),
     CHECK (kind <> 'github' OR (github_id IS NOT NULL AND handle IS NOT NULL AND expires IS NULL)),
     CHECK (kind = 'github' OR (hash IS NOT NULL AND expires IS NOT NULL)),
     CHECK (kind <> 'code' OR handle IS NOT NULL)
@@ -297,13 +311,13 @@ CREATE VIEW agent_earnings AS
            (e.value ->> 'paid_calls')::bigint AS paid_calls,
            (e.value ->> 'own')::numeric(20,6) AS own,
            (e.value ->> 'royalties')::numeric(20,6) AS royalties
-    FROM app_docs d, jsonb_each(d.doc) e
+    FROM app_docs d, json_each(d.doc) e
     WHERE d.bucket = 'earnings';
 
 -- Each version's settled runs as a latency histogram (counts per bucket of
 -- kv.LatencyBoundsMS, the last one slower).
 CREATE VIEW agent_latency AS
-    SELECT key AS agent, ARRAY(SELECT jsonb_array_elements_text(doc -> 'counts')::bigint) AS counts
+    SELECT key AS agent, ARRAY(SELECT json_array_elements_text(doc -> 'counts')::bigint) AS counts
     FROM app_docs WHERE bucket = 'latency';
 
 -- Each version's last evaluation (hidden cases as counts only), and the

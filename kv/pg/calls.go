@@ -1,0 +1,458 @@
+package pg
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+
+	"github.com/jackc/pgx/v5"
+
+	"holon.dev/holon"
+	"holon.dev/holon/journal"
+)
+
+// NewReceiptID reserves the next receipt id.
+func (t *Tx) NewReceiptID() (string, error) {
+	n, err := t.nextSeq("receipts")
+	return "r" + strconv.FormatUint(n, 10), err
+}
+
+const receiptColumns = `id, parent, mandate, caller, agent, status, error, approval, (worst_case * 1000000)::bigint,
+	currency, payer, sub_mandate, billed, (cost_own * 1000000)::bigint, (cost_downstream * 1000000)::bigint,
+	(cost_total * 1000000)::bigint, splits::text, children, duration_ms, created`
+
+func scanReceipt(rows pgx.Rows) (*holon.Receipt, error) {
+	rc := new(holon.Receipt)
+	var worst *int64
+	var own, down, total int64
+	var splits *string
+	var created string
+	if err := rows.Scan(&rc.ID, &rc.Parent, &rc.Mandate, &rc.Caller, &rc.Agent, &rc.Status, &rc.Error, &rc.Approval, &worst,
+		&rc.Currency, &rc.Payer, &rc.SubMandate, &rc.Billed, &own, &down, &total, &splits, &rc.Children, &rc.DurationMS, &created); err != nil {
+		return nil, err
+	}
+	rc.WorstCase = optAmount(worst)
+	rc.Cost = holon.Cost{Own: journal.Amount(own), Downstream: journal.Amount(down), Total: journal.Amount(total)}
+	if splits != nil {
+		if err := json.Unmarshal([]byte(*splits), &rc.Splits); err != nil {
+			return nil, fmt.Errorf("receipt %s: splits: %w", rc.ID, err)
+		}
+	}
+	var err error
+	rc.Created, err = parseTime(created)
+	return rc, err
+}
+
+// PutReceipt writes a new receipt or the final state of one.
+func (t *Tx) PutReceipt(r *holon.Receipt) error {
+	seq, ok := holon.ReceiptSeq(r.ID)
+	if !ok {
+		return fmt.Errorf("receipt id %q is not r<number>", r.ID)
+	}
+	if err := t.writable(); err != nil {
+		return err
+	}
+	var splits []byte
+	if r.Splits != nil {
+		var err error
+		if splits, err = json.Marshal(r.Splits); err != nil {
+			return err
+		}
+	}
+	var inserted bool
+	err := t.one(`INSERT INTO receipts AS r (id, seq, parent, mandate, caller, agent, status, error, approval, worst_case, currency, payer,
+			sub_mandate, billed, cost_own, cost_downstream, cost_total, splits, children, duration_ms, created)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)
+		ON CONFLICT (id) DO UPDATE SET parent = EXCLUDED.parent, mandate = EXCLUDED.mandate, caller = EXCLUDED.caller,
+			agent = EXCLUDED.agent, status = EXCLUDED.status, error = EXCLUDED.error, approval = EXCLUDED.approval,
+			worst_case = EXCLUDED.worst_case, currency = EXCLUDED.currency, payer = EXCLUDED.payer, sub_mandate = EXCLUDED.sub_mandate,
+			billed = EXCLUDED.billed, cost_own = EXCLUDED.cost_own, cost_downstream = EXCLUDED.cost_downstream,
+			cost_total = EXCLUDED.cost_total, splits = EXCLUDED.splits, children = EXCLUDED.children,
+			duration_ms = EXCLUDED.duration_ms, created = EXCLUDED.created
+		RETURNING xmax = 0`,
+		[]any{r.ID, int64(seq), r.Parent, r.Mandate, r.Caller, r.Agent, r.Status, r.Error, r.Approval, optNumeric(r.WorstCase),
+			r.Currency, r.Payer, r.SubMandate, r.Billed, numeric(r.Cost.Own), numeric(r.Cost.Downstream), numeric(r.Cost.Total),
+			jsonArg(splits), r.Children, r.DurationMS, ts(r.Created)}, &inserted)
+	if err != nil || !inserted {
+		return err
+	}
+	if _, err := t.AddCounter("receipts", 1); err != nil {
+		return err
+	}
+	_, err = t.AddCounter("receipts:"+r.Mandate, 1)
+	return err
+}
+
+// jsonArg is a JSON value for a json column, NULL when nil.
+func jsonArg(b []byte) any {
+	if b == nil {
+		return nil
+	}
+	return string(b)
+}
+
+// Receipt reads one receipt.
+func (t *Tx) Receipt(id string) (*holon.Receipt, error) {
+	if _, ok := holon.ReceiptSeq(id); !ok {
+		return nil, holon.ErrNotFound
+	}
+	var out *holon.Receipt
+	err := t.all(`SELECT `+receiptColumns+` FROM receipts WHERE id = $1`, []any{id}, func(rows pgx.Rows) (err error) {
+		out, err = scanReceipt(rows)
+		return err
+	})
+	if err == nil && out == nil {
+		err = holon.ErrNotFound
+	}
+	return out, err
+}
+
+// Receipts lists receipts newest first, of one mandate or all.
+func (t *Tx) Receipts(mandate, before string, limit int) (holon.ReceiptPage, error) {
+	var page holon.ReceiptPage
+	if limit <= 0 {
+		limit = 50
+	}
+	start := int64(1<<63 - 1)
+	if before != "" {
+		n, ok := holon.ReceiptSeq(before)
+		if !ok {
+			return page, fmt.Errorf("cursor %q is not a receipt id", before)
+		}
+		start = int64(n) - 1
+	}
+	err := t.all(`SELECT `+receiptColumns+` FROM receipts WHERE seq <= $1 AND ($2 = '' OR mandate = $2) ORDER BY seq DESC LIMIT $3`,
+		[]any{start, mandate, limit + 1}, func(rows pgx.Rows) error {
+			r, err := scanReceipt(rows)
+			page.Receipts = append(page.Receipts, r)
+			return err
+		})
+	if len(page.Receipts) > limit {
+		page.Receipts = page.Receipts[:limit]
+		page.Next = page.Receipts[limit-1].ID
+	}
+	return page, err
+}
+
+// Budget reads a mandate's spending.
+func (t *Tx) Budget(mandate string) (holon.Budget, error) {
+	var spent, reserved int64
+	err := t.one(`SELECT (spent * 1000000)::bigint, (reserved * 1000000)::bigint FROM budgets WHERE mandate = $1`, []any{mandate}, &spent, &reserved)
+	if err == holon.ErrNotFound {
+		return holon.Budget{}, nil
+	}
+	return holon.Budget{Spent: journal.Amount(spent), Reserved: journal.Amount(reserved)}, err
+}
+
+// AddBudget moves a mandate's spent and reserved amounts.
+func (t *Tx) AddBudget(mandate string, spent, reserved journal.Amount) error {
+	b, err := t.Budget(mandate)
+	if err != nil {
+		return err
+	}
+	if b.Spent, err = b.Spent.Add(spent); err != nil {
+		return err
+	}
+	if b.Reserved, err = b.Reserved.Add(reserved); err != nil {
+		return err
+	}
+	if b.Spent < 0 || b.Reserved < 0 {
+		return fmt.Errorf("budget of %s would go below zero (spent %s, reserved %s)", mandate, b.Spent, b.Reserved)
+	}
+	return t.exec(`INSERT INTO budgets (mandate, spent, reserved) VALUES ($1, $2, $3)
+		ON CONFLICT (mandate) DO UPDATE SET spent = EXCLUDED.spent, reserved = EXCLUDED.reserved`, mandate, numeric(b.Spent), numeric(b.Reserved))
+}
+
+const holdColumns = `receipt, payer, (amount * 1000000)::bigint, mandate, (reserved * 1000000)::bigint, funder, parent, children,
+	(downstream * 1000000)::bigint, sub_mandate, started`
+
+func scanHold(rows pgx.Rows) (*holon.Hold, error) {
+	h := new(holon.Hold)
+	var amount, reserved, down int64
+	var funder, parent, sub *string
+	var started string
+	if err := rows.Scan(&h.Receipt, &h.Payer, &amount, &h.Mandate, &reserved, &funder, &parent, &h.Children, &down, &sub, &started); err != nil {
+		return nil, err
+	}
+	h.Amount, h.Reserved, h.Downstream = journal.Amount(amount), journal.Amount(reserved), journal.Amount(down)
+	h.Funder, h.Parent, h.SubMandate = deref(funder), deref(parent), deref(sub)
+	if len(h.Children) == 0 {
+		h.Children = nil
+	}
+	var err error
+	h.Started, err = parseTime(started)
+	return h, err
+}
+
+// PutHold records a call in flight.
+func (t *Tx) PutHold(h *holon.Hold) error {
+	children := h.Children
+	if children == nil {
+		children = []string{}
+	}
+	return t.exec(`INSERT INTO holds (receipt, payer, amount, mandate, reserved, funder, parent, children, downstream, sub_mandate, started)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+		ON CONFLICT (receipt) DO UPDATE SET payer = EXCLUDED.payer, amount = EXCLUDED.amount, mandate = EXCLUDED.mandate,
+			reserved = EXCLUDED.reserved, funder = EXCLUDED.funder, parent = EXCLUDED.parent, children = EXCLUDED.children,
+			downstream = EXCLUDED.downstream, sub_mandate = EXCLUDED.sub_mandate, started = EXCLUDED.started`,
+		h.Receipt, h.Payer, numeric(h.Amount), h.Mandate, numeric(h.Reserved), optText(h.Funder), optText(h.Parent), children,
+		numeric(h.Downstream), optText(h.SubMandate), ts(h.Started))
+}
+
+// Hold reads a call in flight.
+func (t *Tx) Hold(receipt string) (*holon.Hold, error) {
+	var out *holon.Hold
+	err := t.all(`SELECT `+holdColumns+` FROM holds WHERE receipt = $1`, []any{receipt}, func(rows pgx.Rows) (err error) {
+		out, err = scanHold(rows)
+		return err
+	})
+	if err == nil && out == nil {
+		err = holon.ErrNotFound
+	}
+	return out, err
+}
+
+// DeleteHold forgets a call in flight once it settled.
+func (t *Tx) DeleteHold(receipt string) error {
+	return t.exec(`DELETE FROM holds WHERE receipt = $1`, receipt)
+}
+
+// Holds lists the calls in flight.
+func (t *Tx) Holds() ([]*holon.Hold, error) {
+	var out []*holon.Hold
+	err := t.all(`SELECT `+holdColumns+` FROM holds ORDER BY receipt COLLATE "C"`, nil, func(rows pgx.Rows) error {
+		h, err := scanHold(rows)
+		out = append(out, h)
+		return err
+	})
+	return out, err
+}
+
+// NewApprovalID reserves the next approval id.
+func (t *Tx) NewApprovalID() (string, error) {
+	n, err := t.nextSeq("approvals")
+	return "a" + strconv.FormatUint(n, 10), err
+}
+
+const approvalColumns = `seq, id, mandate, caller, agent, capability, input_hash, (max_cost * 1000000)::bigint, (worst_case * 1000000)::bigint,
+	currency, receipt, status, created, expires, decided, run, input::text`
+
+func scanApproval(rows pgx.Rows) (uint64, *holon.Approval, error) {
+	a := new(holon.Approval)
+	var seq int64
+	var capability, decided, input *string
+	var maxCost *int64
+	var worst int64
+	var created, expires string
+	if err := rows.Scan(&seq, &a.ID, &a.Mandate, &a.Caller, &a.Agent, &capability, &a.InputHash, &maxCost, &worst,
+		&a.Currency, &a.Receipt, &a.Status, &created, &expires, &decided, &a.Run, &input); err != nil {
+		return 0, nil, err
+	}
+	a.Capability = deref(capability)
+	a.MaxCost, a.WorstCase = optAmount(maxCost), journal.Amount(worst)
+	if input != nil {
+		a.Input = json.RawMessage(*input)
+	}
+	var err error
+	if a.Created, err = parseTime(created); err != nil {
+		return 0, nil, err
+	}
+	if a.Expires, err = parseTime(expires); err != nil {
+		return 0, nil, err
+	}
+	a.Decided, err = parseOptTime(decided)
+	return uint64(seq), a, err
+}
+
+// PutApproval writes an approval.
+func (t *Tx) PutApproval(a *holon.Approval) error {
+	seq, ok := holon.ApprovalSeq(a.ID)
+	if !ok {
+		return holon.ErrNotFound
+	}
+	var input any
+	if len(a.Input) > 0 {
+		b, err := json.Marshal(a.Input) // as the embedded store writes it
+		if err != nil {
+			return err
+		}
+		input = string(b)
+	}
+	return t.exec(`INSERT INTO approvals (id, seq, mandate, caller, agent, capability, input_hash, max_cost, worst_case, currency,
+			receipt, status, created, expires, decided, run, input)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)
+		ON CONFLICT (id) DO UPDATE SET mandate = EXCLUDED.mandate, caller = EXCLUDED.caller, agent = EXCLUDED.agent,
+			capability = EXCLUDED.capability, input_hash = EXCLUDED.input_hash, max_cost = EXCLUDED.max_cost,
+			worst_case = EXCLUDED.worst_case, currency = EXCLUDED.currency, receipt = EXCLUDED.receipt, status = EXCLUDED.status,
+			created = EXCLUDED.created, expires = EXCLUDED.expires, decided = EXCLUDED.decided, run = EXCLUDED.run, input = EXCLUDED.input`,
+		a.ID, int64(seq), a.Mandate, a.Caller, a.Agent, optText(a.Capability), a.InputHash, optNumeric(a.MaxCost), numeric(a.WorstCase),
+		a.Currency, a.Receipt, a.Status, ts(a.Created), ts(a.Expires), optTs(a.Decided), a.Run, input)
+}
+
+// Approval reads one approval.
+func (t *Tx) Approval(id string) (*holon.Approval, error) {
+	if _, ok := holon.ApprovalSeq(id); !ok {
+		return nil, holon.ErrNotFound
+	}
+	var out *holon.Approval
+	err := t.all(`SELECT `+approvalColumns+` FROM approvals WHERE id = $1`, []any{id}, func(rows pgx.Rows) (err error) {
+		_, out, err = scanApproval(rows)
+		return err
+	})
+	if err == nil && out == nil {
+		err = holon.ErrNotFound
+	}
+	return out, err
+}
+
+// Approvals lists approvals newest first that keep accepts.
+func (t *Tx) Approvals(keep func(*holon.Approval) bool, limit int) ([]*holon.Approval, error) {
+	var out []*holon.Approval
+	err := t.walkApprovals(nil, 1<<63-1, func(_ uint64, a *holon.Approval) bool {
+		if len(out) >= limit {
+			return false
+		}
+		if keep(a) {
+			out = append(out, a)
+		}
+		return len(out) < limit
+	})
+	return out, err
+}
+
+// walkApprovals calls fn for approvals at or below seq start, newest first
+// (of the given mandates, or all when nil), a page at a time, until fn
+// returns false.
+func (t *Tx) walkApprovals(mandates []string, start int64, fn func(seq uint64, a *holon.Approval) bool) error {
+	for {
+		type row struct {
+			seq uint64
+			a   *holon.Approval
+		}
+		var page []row
+		err := t.all(`SELECT `+approvalColumns+` FROM approvals WHERE seq <= $1 AND ($2::text[] IS NULL OR mandate = ANY($2))
+			ORDER BY seq DESC LIMIT $3`, []any{start, mandates, pageSize}, func(rows pgx.Rows) error {
+			seq, a, err := scanApproval(rows)
+			page = append(page, row{seq, a})
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		for _, r := range page {
+			if !fn(r.seq, r.a) {
+				return nil
+			}
+			start = int64(r.seq) - 1
+		}
+		if len(page) < pageSize {
+			return nil
+		}
+	}
+}
+
+// ApprovalsOf lists the approvals of the given mandates newest first.
+func (t *Tx) ApprovalsOf(mandates []string, before string, keep func(*holon.Approval) bool, limit, scan int) (holon.ApprovalPage, error) {
+	if mandates == nil {
+		mandates = []string{}
+	}
+	return t.approvalPage(mandates, before, keep, limit, scan)
+}
+
+// ApprovalsBefore is ApprovalsOf over every mandate's approvals.
+func (t *Tx) ApprovalsBefore(before string, keep func(*holon.Approval) bool, limit, scan int) (holon.ApprovalPage, error) {
+	return t.approvalPage(nil, before, keep, limit, scan)
+}
+
+// approvalPage reads a page: at most limit kept, at most scan read (at
+// least limit), with a Next when more approvals follow.
+func (t *Tx) approvalPage(mandates []string, before string, keep func(*holon.Approval) bool, limit, scan int) (holon.ApprovalPage, error) {
+	var page holon.ApprovalPage
+	start := int64(1<<63 - 1)
+	if before != "" {
+		n, ok := holon.ApprovalSeq(before)
+		if !ok {
+			return page, fmt.Errorf("cursor %q is not an approval id", before)
+		}
+		start = int64(n) - 1
+	}
+	if limit <= 0 {
+		limit = 50
+	}
+	scan = max(scan, limit)
+	var read int
+	var last uint64
+	err := t.walkApprovals(mandates, start, func(seq uint64, a *holon.Approval) bool {
+		if len(page.Approvals) == limit || read == scan {
+			page.Next = "a" + strconv.FormatUint(last, 10)
+			return false
+		}
+		read, last = read+1, seq
+		if keep(a) {
+			page.Approvals = append(page.Approvals, a)
+		}
+		return true
+	})
+	return page, err
+}
+
+// AppendEvent records a finished run and adds it to its agent's record.
+func (t *Tx) AppendEvent(ev *holon.Event, succeeded bool) error {
+	seq, err := t.nextSeq("call_events")
+	if err != nil {
+		return err
+	}
+	ev.Seq = seq
+	if err := t.exec(`INSERT INTO call_events (seq, receipt, agent, status, error, duration_ms, billed, currency, delegated, time)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`, int64(seq), ev.Receipt, ev.Agent, ev.Status, optText(ev.Error),
+		ev.DurationMS, numeric(ev.Billed), ev.Currency, ev.Delegated, ts(ev.Time)); err != nil {
+		return err
+	}
+	ok := int64(0)
+	if succeeded {
+		ok = 1
+	}
+	return t.exec(`INSERT INTO agent_records AS r (agent, runs, succeeded, billed, duration_ms) VALUES ($1, 1, $2, $3, $4)
+		ON CONFLICT (agent) DO UPDATE SET runs = r.runs + 1, succeeded = r.succeeded + EXCLUDED.succeeded,
+			billed = r.billed + EXCLUDED.billed, duration_ms = r.duration_ms + EXCLUDED.duration_ms`,
+		ev.Agent, ok, numeric(ev.Billed), ev.DurationMS)
+}
+
+// Events lists events before sequence number before (0: the newest),
+// newest first.
+func (t *Tx) Events(before uint64, limit int) ([]*holon.Event, error) {
+	start := int64(1<<63 - 1)
+	if before != 0 {
+		start = int64(before) - 1
+	}
+	var out []*holon.Event
+	err := t.all(`SELECT seq, receipt, agent, status, error, duration_ms, (billed * 1000000)::bigint, currency, delegated, time
+		FROM call_events WHERE seq <= $1 ORDER BY seq DESC LIMIT $2`, []any{start, limit}, func(rows pgx.Rows) error {
+		ev := new(holon.Event)
+		var seq, billed int64
+		var errText *string
+		var at string
+		if err := rows.Scan(&seq, &ev.Receipt, &ev.Agent, &ev.Status, &errText, &ev.DurationMS, &billed, &ev.Currency, &ev.Delegated, &at); err != nil {
+			return err
+		}
+		ev.Seq, ev.Error, ev.Billed = uint64(seq), deref(errText), journal.Amount(billed)
+		var err error
+		ev.Time, err = parseTime(at)
+		out = append(out, ev)
+		return err
+	})
+	return out, err
+}
+
+// Record reads an agent version's record.
+func (t *Tx) Record(agent string) (holon.Record, error) {
+	var r holon.Record
+	var billed int64
+	err := t.one(`SELECT runs, succeeded, (billed * 1000000)::bigint, duration_ms FROM agent_records WHERE agent = $1`,
+		[]any{agent}, &r.Runs, &r.Succeeded, &billed, &r.DurationMS)
+	if err == holon.ErrNotFound {
+		return holon.Record{}, nil
+	}
+	r.Billed = journal.Amount(billed)
+	return r, err
+}

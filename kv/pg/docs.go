@@ -1,0 +1,444 @@
+package pg
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strconv"
+
+	"github.com/jackc/pgx/v5"
+
+	"holon.dev/holon"
+	"holon.dev/holon/journal"
+)
+
+// appBuckets are the buckets Put, Get, Delete and ForEach reach, as in the
+// embedded store; appendOnly refuse rewrites.
+var (
+	appBuckets = map[string]bool{
+		holon.BucketSignIn: true, holon.BucketUsers: true, holon.BucketEmails: true, holon.BucketKeys: true,
+		holon.BucketIdempotency: true, holon.BucketModLog: true, holon.BucketCredentials: true, holon.BucketFiles: true,
+		holon.BucketSettings: true, holon.BucketSessions: true, holon.BucketEvals: true, holon.BucketEvalQueue: true,
+		holon.BucketOAuth: true,
+	}
+	appendOnly = map[string]bool{holon.BucketModLog: true}
+)
+
+// docTable is where a bucket's documents live: credentials and sign-in
+// records in their own tables (documents kept as written, columns
+// generated from them), everything else in app_docs.
+type docTable struct {
+	get, put, del, walk string
+}
+
+var (
+	appDocTable = docTable{
+		get: `SELECT coalesce(convert_to(doc::text, 'UTF8'), raw) FROM app_docs WHERE bucket = $1 AND key_bytes = $2`,
+		put: `INSERT INTO app_docs (bucket, key, key_bytes, doc, raw) VALUES ($1, $3, $2, $4, $5)
+			ON CONFLICT (bucket, key_bytes) DO UPDATE SET doc = EXCLUDED.doc, raw = EXCLUDED.raw`,
+		del:  `DELETE FROM app_docs WHERE bucket = $1 AND key_bytes = $2`,
+		walk: `SELECT key_bytes, coalesce(convert_to(doc::text, 'UTF8'), raw) FROM app_docs WHERE bucket = $1 AND key_bytes >= $2 ORDER BY key_bytes LIMIT $3`,
+	}
+	ownTables = map[string]docTable{
+		holon.BucketCredentials: keyDocTable("credentials", "agent"),
+		holon.BucketSignIn:      keyDocTable("signin", "key"),
+	}
+)
+
+func keyDocTable(table, key string) docTable {
+	return docTable{
+		get:  `SELECT convert_to(doc::text, 'UTF8') FROM ` + table + ` WHERE $1 <> '' AND ` + key + ` = convert_from($2, 'UTF8')`,
+		put:  `INSERT INTO ` + table + ` (` + key + `, doc) VALUES (convert_from($2, 'UTF8'), $4) ON CONFLICT (` + key + `) DO UPDATE SET doc = EXCLUDED.doc`,
+		del:  `DELETE FROM ` + table + ` WHERE $1 <> '' AND ` + key + ` = convert_from($2, 'UTF8')`,
+		walk: `SELECT convert_to(` + key + `, 'UTF8'), convert_to(doc::text, 'UTF8') FROM ` + table + ` WHERE $1 <> '' AND ` + key + ` >= convert_from($2, 'UTF8') COLLATE "C" ORDER BY ` + key + ` COLLATE "C" LIMIT $3`,
+	}
+}
+
+func tableOf(bucket string) docTable {
+	if t, ok := ownTables[bucket]; ok {
+		return t
+	}
+	return appDocTable
+}
+
+func (t *Tx) appBucket(name string) error {
+	if !appBuckets[name] {
+		return fmt.Errorf("%q is not an app bucket", name)
+	}
+	return nil
+}
+
+// getRaw reads a stored value (ErrNotFound).
+func (t *Tx) getRaw(bucket string, key []byte) ([]byte, error) {
+	var v []byte
+	err := t.one(tableOf(bucket).get, []any{bucket, key}, &v)
+	return v, err
+}
+
+// putRaw stores a value: a JSON document as json, anything else as bytes.
+func (t *Tx) putRaw(bucket string, key, value []byte) error {
+	var doc, raw any
+	if isDocument(value) {
+		doc = string(value)
+	} else {
+		raw = value
+	}
+	tb := tableOf(bucket)
+	if tb != appDocTable {
+		doc = string(value)
+	}
+	return t.exec(tb.put, bucket, key, keyText(key), doc, raw)
+}
+
+// walk calls fn for the bucket's values from key from on, in key order, a
+// page at a time, until fn returns false.
+func (t *Tx) walk(bucket string, from []byte, fn func(k, v []byte) (bool, error)) error {
+	if from == nil {
+		from = []byte{}
+	}
+	for {
+		type kv struct{ k, v []byte }
+		var page []kv
+		err := t.all(tableOf(bucket).walk, []any{bucket, from, pageSize}, func(rows pgx.Rows) error {
+			var x kv
+			err := rows.Scan(&x.k, &x.v)
+			page = append(page, x)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		for _, x := range page {
+			more, err := fn(x.k, x.v)
+			if err != nil || !more {
+				return err
+			}
+			from = append(x.k[:len(x.k):len(x.k)], 0)
+		}
+		if len(page) < pageSize {
+			return nil
+		}
+	}
+}
+
+// Put stores v as JSON under key.
+func (t *Tx) Put(bucket, key string, v any) error {
+	if err := t.appBucket(bucket); err != nil {
+		return err
+	}
+	if err := t.writable(); err != nil {
+		return err
+	}
+	if appendOnly[bucket] {
+		if _, err := t.getRaw(bucket, []byte(key)); err == nil {
+			return fmt.Errorf("%s is append-only: %s exists", bucket, key)
+		}
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return t.putRaw(bucket, []byte(key), b)
+}
+
+// Get reads the document under key into v.
+func (t *Tx) Get(bucket, key string, v any) error {
+	if err := t.appBucket(bucket); err != nil {
+		return err
+	}
+	b, err := t.getRaw(bucket, []byte(key))
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("decode %s/%s: %w", bucket, key, err)
+	}
+	return nil
+}
+
+// Delete removes a document.
+func (t *Tx) Delete(bucket, key string) error {
+	if err := t.appBucket(bucket); err != nil {
+		return err
+	}
+	if appendOnly[bucket] {
+		return fmt.Errorf("%s is append-only", bucket)
+	}
+	return t.exec(tableOf(bucket).del, bucket, []byte(key))
+}
+
+// ForEach calls fn for every document whose key starts with prefix.
+func (t *Tx) ForEach(bucket, prefix string, fn func(key string, raw json.RawMessage) (bool, error)) error {
+	return t.ForEachAfter(bucket, prefix, "", fn)
+}
+
+// ForEachAfter is ForEach from the first key after after.
+func (t *Tx) ForEachAfter(bucket, prefix, after string, fn func(key string, raw json.RawMessage) (bool, error)) error {
+	if err := t.appBucket(bucket); err != nil {
+		return err
+	}
+	start := []byte(prefix)
+	if after > prefix {
+		start = []byte(after + "\x00")
+	}
+	p := []byte(prefix)
+	return t.walk(bucket, start, func(k, v []byte) (bool, error) {
+		if !bytes.HasPrefix(k, p) {
+			return false, nil
+		}
+		return fn(string(k), v)
+	})
+}
+
+// Append stores v under the bucket's next sequence number.
+func (t *Tx) Append(bucket string, v any) (uint64, error) {
+	if err := t.appBucket(bucket); err != nil {
+		return 0, err
+	}
+	seq, err := t.nextSeq(bucket)
+	if err != nil {
+		return 0, err
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return 0, err
+	}
+	return seq, t.putRaw(bucket, u64(seq), b)
+}
+
+// The registry: mandates and agent versions.
+
+func (t *Tx) putDoc(table, key, id string, d holon.Doc) error {
+	doc := d.Doc
+	if len(doc) == 0 {
+		doc = json.RawMessage("null")
+	}
+	// As json.Marshal writes it (compact, HTML-escaped), as the
+	// embedded store keeps it.
+	compact, err := json.Marshal(doc)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", table, id, err)
+	}
+	return t.exec(`INSERT INTO `+table+` (`+key+`, doc, created, published, yanked, revoked) VALUES ($1, $2, $3, $4, $5, $6)
+		ON CONFLICT (`+key+`) DO UPDATE SET doc = EXCLUDED.doc, created = EXCLUDED.created, published = EXCLUDED.published,
+			yanked = EXCLUDED.yanked, revoked = EXCLUDED.revoked`, id, string(compact), ts(d.Created), d.Published, optText(d.Yanked), d.Revoked)
+}
+
+func scanDoc(rows pgx.Rows) (string, holon.Doc, error) {
+	var k, doc, created string
+	var yanked *string
+	var d holon.Doc
+	if err := rows.Scan(&k, &doc, &created, &d.Published, &yanked, &d.Revoked); err != nil {
+		return "", d, err
+	}
+	d.Doc, d.Yanked = json.RawMessage(doc), deref(yanked)
+	var err error
+	d.Created, err = parseTime(created)
+	return k, d, err
+}
+
+func (t *Tx) doc(table, key, id string) (holon.Doc, error) {
+	var d holon.Doc
+	found := false
+	err := t.all(`SELECT `+key+`, doc::text, created, published, yanked, revoked FROM `+table+` WHERE `+key+` = $1`, []any{id}, func(rows pgx.Rows) (err error) {
+		_, d, err = scanDoc(rows)
+		found = true
+		return err
+	})
+	if err == nil && !found {
+		err = holon.ErrNotFound
+	}
+	return d, err
+}
+
+func (t *Tx) forEachDoc(table, key string, fn func(id string, d holon.Doc) error) error {
+	after := ""
+	for first := true; ; first = false {
+		type row struct {
+			id string
+			d  holon.Doc
+		}
+		var page []row
+		err := t.all(`SELECT `+key+`, doc::text, created, published, yanked, revoked FROM `+table+`
+			WHERE $1 OR `+key+` > $2 COLLATE "C" ORDER BY `+key+` COLLATE "C" LIMIT $3`, []any{first, after, pageSize}, func(rows pgx.Rows) error {
+			id, d, err := scanDoc(rows)
+			page = append(page, row{id, d})
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		for _, r := range page {
+			if err := fn(r.id, r.d); err != nil {
+				return err
+			}
+			after = r.id
+		}
+		if len(page) < pageSize {
+			return nil
+		}
+	}
+}
+
+// PutMandate writes a mandate.
+func (t *Tx) PutMandate(id string, d holon.Doc) error { return t.putDoc("mandates", "id", id, d) }
+
+// Mandate reads a mandate.
+func (t *Tx) Mandate(id string) (holon.Doc, error) { return t.doc("mandates", "id", id) }
+
+// MandateRevision is the mandate's record as the store encodes it: equal
+// in two transactions only if the record did not change.
+func (t *Tx) MandateRevision(id string) []byte {
+	d, err := t.Mandate(id)
+	if err != nil {
+		return nil
+	}
+	b, _ := json.Marshal(d)
+	return b
+}
+
+// ForEachMandate calls fn for every mandate, in id order.
+func (t *Tx) ForEachMandate(fn func(id string, d holon.Doc) error) error {
+	return t.forEachDoc("mandates", "id", fn)
+}
+
+// PutAgent writes an agent version.
+func (t *Tx) PutAgent(ref string, d holon.Doc) error { return t.putDoc("agents", "ref", ref, d) }
+
+// Agent reads an agent version.
+func (t *Tx) Agent(ref string) (holon.Doc, error) { return t.doc("agents", "ref", ref) }
+
+// ForEachAgent calls fn for every agent version, in ref order.
+func (t *Tx) ForEachAgent(fn func(ref string, d holon.Doc) error) error {
+	return t.forEachDoc("agents", "ref", fn)
+}
+
+// Earnings and latency are documents in app_docs (buckets earnings and
+// latency), as in the embedded store.
+
+// markFrom records, once, the sequence a count starts from.
+func (t *Tx) markFrom(key, bucket string) error {
+	if _, ok := t.meta(key); ok {
+		return nil
+	}
+	return t.putMeta(key, strconv.FormatUint(t.sequence(bucket), 10))
+}
+
+func (t *Tx) countsFrom(key string) (uint64, bool) {
+	v, ok := t.meta(key)
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(v, 10, 64)
+	return n, err == nil
+}
+
+// AddEarnings adds to a version's earnings in a currency.
+func (t *Tx) AddEarnings(ref, currency string, paidCalls int64, own, royalties journal.Amount) error {
+	if err := t.markFrom("earnings_from", "journal"); err != nil {
+		return err
+	}
+	e, err := t.Earnings(ref)
+	if err != nil {
+		return err
+	}
+	x := e[currency]
+	x.PaidCalls += paidCalls
+	if x.Own, err = x.Own.Add(own); err != nil {
+		return err
+	}
+	if x.Royalties, err = x.Royalties.Add(royalties); err != nil {
+		return err
+	}
+	if x.PaidCalls < 0 || x.Own < 0 || x.Royalties < 0 {
+		return fmt.Errorf("earnings of %s would go below zero", ref)
+	}
+	e[currency] = x
+	b, err := json.Marshal(e)
+	if err != nil {
+		return err
+	}
+	return t.putRaw("earnings", []byte(ref), b)
+}
+
+// Earnings reads a version's earnings.
+func (t *Tx) Earnings(ref string) (holon.Earnings, error) {
+	e := holon.Earnings{}
+	b, err := t.getRaw("earnings", []byte(ref))
+	if err == holon.ErrNotFound {
+		return e, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return e, json.Unmarshal(b, &e)
+}
+
+// ForEachEarnings walks the versions whose ref starts with prefix.
+func (t *Tx) ForEachEarnings(prefix string, fn func(ref string, e holon.Earnings) error) error {
+	p := []byte(prefix)
+	return t.walk("earnings", p, func(k, v []byte) (bool, error) {
+		if !bytes.HasPrefix(k, p) {
+			return false, nil
+		}
+		e := holon.Earnings{}
+		if err := json.Unmarshal(v, &e); err != nil {
+			return false, fmt.Errorf("decode earnings %s: %w", k, err)
+		}
+		return true, fn(string(k), e)
+	})
+}
+
+// EarningsFrom is the first journal row counted.
+func (t *Tx) EarningsFrom() (uint64, bool) { return t.countsFrom("earnings_from") }
+
+// AddLatency counts one settled run of a version.
+func (t *Tx) AddLatency(ref string, ms int64) error {
+	if err := t.markFrom("latency_from", "call_events"); err != nil {
+		return err
+	}
+	l, err := t.Latency(ref)
+	if err != nil {
+		return err
+	}
+	l.Counts[holon.LatencyBucket(ms)]++
+	b, err := json.Marshal(l)
+	if err != nil {
+		return err
+	}
+	return t.putRaw("latency", []byte(ref), b)
+}
+
+// Latency reads a version's histogram.
+func (t *Tx) Latency(ref string) (holon.Latency, error) {
+	var l holon.Latency
+	b, err := t.getRaw("latency", []byte(ref))
+	if err != nil && err != holon.ErrNotFound {
+		return l, err
+	}
+	if err == nil {
+		if err := json.Unmarshal(b, &l); err != nil {
+			return l, err
+		}
+	}
+	if len(l.Counts) != len(holon.LatencyBoundsMS)+1 {
+		grown := make([]int64, len(holon.LatencyBoundsMS)+1)
+		copy(grown, l.Counts)
+		l.Counts = grown
+	}
+	return l, nil
+}
+
+// ForEachLatency walks the versions' histograms.
+func (t *Tx) ForEachLatency(fn func(ref string, l holon.Latency) error) error {
+	return t.walk("latency", nil, func(k, v []byte) (bool, error) {
+		var l holon.Latency
+		if err := json.Unmarshal(v, &l); err != nil {
+			return false, fmt.Errorf("decode latency %s: %w", k, err)
+		}
+		return true, fn(string(k), l)
+	})
+}
+
+// LatencyFrom is the first call event counted.
+func (t *Tx) LatencyFrom() (uint64, bool) { return t.countsFrom("latency_from") }

@@ -1,0 +1,207 @@
+package pg
+
+import (
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"holon.dev/holon"
+	"holon.dev/holon/journal"
+)
+
+// The journal's rules hold twice: the store checks an entry before it
+// writes it (sums to zero, key new), and the tables refuse what breaks
+// them anyway (deferred triggers, append-only triggers, a unique key).
+
+// AppendEntry journals an entry and moves its accounts' balances.
+func (t *Tx) AppendEntry(e journal.Entry) (holon.JournalRow, error) {
+	if err := t.writable(); err != nil {
+		return holon.JournalRow{}, err
+	}
+	if err := e.Validate(); err != nil {
+		return holon.JournalRow{}, err
+	}
+	if t.HasEntry(e.Key) {
+		return holon.JournalRow{}, fmt.Errorf("entry %s: %w", e.Key, holon.ErrDuplicateKey)
+	}
+	seq, err := t.nextSeq("journal")
+	if err != nil {
+		return holon.JournalRow{}, err
+	}
+	prev, _ := t.meta("journal_head")
+	row := holon.JournalRow{Seq: seq, Key: e.Key, Time: t.Now().UTC(), Lines: e.Lines, Prev: prev}
+	row.Hash = journal.RowHash(prev, seq, row.Key, row.Time, row.Lines)
+	if err := t.exec(`INSERT INTO journal_entries (seq, key, time, prev, hash) VALUES ($1, $2, $3, $4, $5)`,
+		int64(seq), row.Key, ts(row.Time), row.Prev, row.Hash); err != nil {
+		return holon.JournalRow{}, err
+	}
+	accounts := make([]string, len(e.Lines))
+	amounts := make([]int64, len(e.Lines))
+	for i, l := range e.Lines {
+		accounts[i], amounts[i] = l.Account, l.Amount.Micros()
+	}
+	// The accounts first (the lines refer to them), summing the lines of
+	// an account named twice.
+	if err := t.exec(`INSERT INTO accounts AS a (name, balance, held)
+			SELECT name, sum(micros) / 1000000.0, 0 FROM unnest($1::text[], $2::bigint[]) AS l (name, micros) GROUP BY name
+		ON CONFLICT (name) DO UPDATE SET balance = a.balance + EXCLUDED.balance`, accounts, amounts); err != nil {
+		return holon.JournalRow{}, fmt.Errorf("entry %s: %w", e.Key, err)
+	}
+	if err := t.exec(`INSERT INTO journal_lines (entry, position, account, amount)
+			SELECT $1, position, name, micros / 1000000.0 FROM unnest($2::text[], $3::bigint[]) WITH ORDINALITY AS l (name, micros, position)`,
+		int64(seq), accounts, amounts); err != nil {
+		return holon.JournalRow{}, err
+	}
+	if err := t.putMeta("journal_head", row.Hash); err != nil {
+		return holon.JournalRow{}, err
+	}
+	_, err = t.AddCounter("journal_entries", 1)
+	return row, err
+}
+
+// HasEntry reports whether an entry with this key is journaled.
+func (t *Tx) HasEntry(key string) bool {
+	var ok bool
+	t.one(`SELECT EXISTS (SELECT 1 FROM journal_entries WHERE key = $1)`, []any{key}, &ok)
+	return ok
+}
+
+// entryQuery reads journal rows with their lines, in sequence order.
+const entryQuery = `SELECT e.seq, e.key, e.time, e.prev, e.hash,
+		array_agg(l.account ORDER BY l.position), array_agg((l.amount * 1000000)::bigint ORDER BY l.position)
+	FROM journal_entries e JOIN journal_lines l ON l.entry = e.seq `
+
+func scanEntry(rows pgx.Rows) (holon.JournalRow, error) {
+	var row holon.JournalRow
+	var seq int64
+	var at string
+	var accounts []string
+	var amounts []int64
+	if err := rows.Scan(&seq, &row.Key, &at, &row.Prev, &row.Hash, &accounts, &amounts); err != nil {
+		return row, err
+	}
+	row.Seq = uint64(seq)
+	var err error
+	if row.Time, err = parseTime(at); err != nil {
+		return row, err
+	}
+	row.Lines = make([]journal.Line, len(accounts))
+	for i := range accounts {
+		row.Lines[i] = journal.Line{Account: accounts[i], Amount: journal.Amount(amounts[i])}
+	}
+	return row, nil
+}
+
+// EntryByKey reads the row of the entry with this key.
+func (t *Tx) EntryByKey(key string) (holon.JournalRow, error) {
+	var out []holon.JournalRow
+	err := t.all(entryQuery+`WHERE e.key = $1 GROUP BY e.seq`, []any{key}, func(rows pgx.Rows) error {
+		row, err := scanEntry(rows)
+		out = append(out, row)
+		return err
+	})
+	if err != nil {
+		return holon.JournalRow{}, err
+	}
+	if len(out) == 0 {
+		return holon.JournalRow{}, holon.ErrNotFound
+	}
+	return out[0], nil
+}
+
+// ForEachEntry calls fn for every row after sequence number after, in
+// order, a page at a time.
+func (t *Tx) ForEachEntry(after uint64, fn func(holon.JournalRow) (bool, error)) error {
+	for {
+		var page []holon.JournalRow
+		err := t.all(entryQuery+`WHERE e.seq > $1 GROUP BY e.seq ORDER BY e.seq LIMIT $2`, []any{int64(after), pageSize}, func(rows pgx.Rows) error {
+			row, err := scanEntry(rows)
+			page = append(page, row)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		for _, row := range page {
+			more, err := fn(row)
+			if err != nil || !more {
+				return err
+			}
+			after = row.Seq
+		}
+		if len(page) < pageSize {
+			return nil
+		}
+	}
+}
+
+// Account reads an account (zero when it never moved).
+func (t *Tx) Account(name string) (holon.Account, error) {
+	var bal, held int64
+	err := t.one(`SELECT (balance * 1000000)::bigint, (held * 1000000)::bigint FROM accounts WHERE name = $1`, []any{name}, &bal, &held)
+	if err == holon.ErrNotFound {
+		return holon.Account{}, nil
+	}
+	return holon.Account{Balance: journal.Amount(bal), Held: journal.Amount(held)}, err
+}
+
+// ForEachAccount calls fn for every account, in name order.
+func (t *Tx) ForEachAccount(fn func(name string, a holon.Account) error) error {
+	after := ""
+	for first := true; ; first = false {
+		type acct struct {
+			name string
+			a    holon.Account
+		}
+		var page []acct
+		err := t.all(`SELECT name, (balance * 1000000)::bigint, (held * 1000000)::bigint FROM accounts
+			WHERE $1 OR name > $2 COLLATE "C" ORDER BY name COLLATE "C" LIMIT $3`, []any{first, after, pageSize}, func(rows pgx.Rows) error {
+			var x acct
+			var bal, held int64
+			err := rows.Scan(&x.name, &bal, &held)
+			x.a = holon.Account{Balance: journal.Amount(bal), Held: journal.Amount(held)}
+			page = append(page, x)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		for _, x := range page {
+			if err := fn(x.name, x.a); err != nil {
+				return err
+			}
+			after = x.name
+		}
+		if len(page) < pageSize {
+			return nil
+		}
+	}
+}
+
+// AddHeld moves what is held on an account; it never goes below zero.
+func (t *Tx) AddHeld(account string, delta journal.Amount) error {
+	a, err := t.Account(account)
+	if err != nil {
+		return err
+	}
+	held, err := a.Held.Add(delta)
+	if err != nil {
+		return err
+	}
+	if held < 0 {
+		return fmt.Errorf("release %s on %s: only %s is held", -delta, account, a.Held)
+	}
+	return t.exec(`INSERT INTO accounts AS a (name, balance, held) VALUES ($1, 0, $2)
+		ON CONFLICT (name) DO UPDATE SET held = EXCLUDED.held`, account, numeric(held))
+}
+
+// VerifyJournal checks the journal's rules and that the stored head is
+// the last row's hash.
+func (t *Tx) VerifyJournal() error {
+	return holon.VerifyJournal(t, func(last string) error {
+		if head, _ := t.meta("journal_head"); head != last {
+			return fmt.Errorf("journal head %q does not match the last row %q", head, last)
+		}
+		return nil
+	})
+}

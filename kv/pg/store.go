@@ -1,0 +1,315 @@
+package pg
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"holon.dev/holon"
+)
+
+// MaxBatch is the most updates one commit holds.
+const MaxBatch = 64
+
+// maxAttempts bounds how often a group runs again after serialization
+// conflicts before its updates fail.
+const maxAttempts = 100
+
+// Store is a holon.Store on PostgreSQL.
+type Store struct {
+	pool *pgxpool.Pool
+	now  func() time.Time
+	opts holon.StoreOptions
+
+	mu     sync.RWMutex // held for reading while submitting, for writing by Close
+	closed bool
+	queue  chan *update
+	done   chan struct{}
+
+	commits, updates, replays atomic.Uint64
+	maxBatch                  atomic.Int64
+}
+
+var _ holon.Store = (*Store)(nil)
+
+// update is one queued Update or Apply.
+type update struct {
+	ctx  context.Context
+	fn   func(holon.Tx) error
+	done chan error
+}
+
+// Open connects to the database at url (postgres://…), creates or
+// migrates its schema, and starts the store's writer.
+func Open(ctx context.Context, url string, opts holon.StoreOptions) (*Store, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("PostgreSQL address: %w", err)
+	}
+	if cfg.MaxConns < 4 {
+		cfg.MaxConns = 4
+	}
+	if opts.NoSync {
+		cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "off"
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect to PostgreSQL: %w", err)
+	}
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("connect to PostgreSQL: %w", err)
+	}
+	_, err = Migrate(ctx, conn.Conn())
+	conn.Release()
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	s := &Store{pool: pool, now: opts.Now, opts: opts, queue: make(chan *update, 4*MaxBatch), done: make(chan struct{})}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	go s.write()
+	if err := s.Update(ctx, initMeta); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// OpenStore opens the store at url: a holon.OpenStore.
+func OpenStore(url string, opts holon.StoreOptions) (holon.Store, error) {
+	return Open(context.Background(), url, opts)
+}
+
+var _ holon.OpenStore = OpenStore
+
+// View runs fn in a read-only transaction that sees one state.
+func (s *Store) View(fn func(holon.Tx) error) error {
+	ctx := context.Background()
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return unavailable(err)
+	}
+	defer conn.Release()
+	ptx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return unavailable(err)
+	}
+	defer ptx.Rollback(ctx)
+	tx := &Tx{s: s, ctx: ctx, tx: ptx, readOnly: true}
+	if err := fn(tx); err != nil {
+		return err
+	}
+	return tx.fatal
+}
+
+// Update runs fn in a write transaction and returns once it is committed.
+func (s *Store) Update(ctx context.Context, fn func(holon.Tx) error) error {
+	u := &update{ctx: ctx, fn: fn, done: make(chan error, 1)}
+	s.mu.RLock()
+	if s.closed {
+		s.mu.RUnlock()
+		return holon.ErrClosed
+	}
+	select {
+	case s.queue <- u:
+	case <-ctx.Done():
+		s.mu.RUnlock()
+		return ctx.Err()
+	}
+	s.mu.RUnlock()
+	return <-u.done
+}
+
+// Apply runs fn as Update does. PostgreSQL's commit is durable when it
+// returns, so the Commit it returns has nothing left to wait for.
+func (s *Store) Apply(ctx context.Context, fn func(holon.Tx) error) (holon.Commit, error) {
+	if err := s.Update(ctx, fn); err != nil {
+		return nil, err
+	}
+	return committed{}, nil
+}
+
+type committed struct{}
+
+func (committed) Wait() error { return nil }
+
+// Stats describes the store's write path since it opened.
+func (s *Store) Stats() holon.StoreStats {
+	st := holon.StoreStats{Commits: s.commits.Load(), Updates: s.updates.Load(), MaxBatch: int(s.maxBatch.Load()), Replays: s.replays.Load()}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	s.pool.QueryRow(ctx, `SELECT pg_database_size(current_database())`).Scan(&st.SizeBytes)
+	return st
+}
+
+// Close waits for the updates submitted so far and closes the store.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	close(s.queue)
+	s.mu.Unlock()
+	<-s.done
+	s.pool.Close()
+	return nil
+}
+
+// write is the writer: it takes the queued updates in groups and commits
+// each group in one transaction.
+func (s *Store) write() {
+	defer close(s.done)
+	for u := range s.queue {
+		batch := []*update{u}
+	fill:
+		for len(batch) < MaxBatch {
+			select {
+			case u, ok := <-s.queue:
+				if !ok {
+					break fill
+				}
+				batch = append(batch, u)
+			default:
+				break fill
+			}
+		}
+		s.run(batch)
+	}
+}
+
+// run commits one group, running it again after a serialization conflict
+// with another writer, and answers each update.
+func (s *Store) run(batch []*update) {
+	var errs []error
+	var err error
+	for attempt := 1; ; attempt++ {
+		var retry bool
+		errs, retry, err = s.try(batch)
+		if !retry {
+			break
+		}
+		s.replays.Add(1)
+		if attempt == maxAttempts {
+			err = fmt.Errorf("PostgreSQL: %d serialization conflicts in a row: %w", attempt, err)
+			break
+		}
+		time.Sleep(time.Duration(attempt) * 100 * time.Microsecond)
+	}
+	if err == nil {
+		s.commits.Add(1)
+		s.updates.Add(uint64(len(batch)))
+		if n := int64(len(batch)); n > s.maxBatch.Load() {
+			s.maxBatch.Store(n)
+		}
+		if s.opts.OnCommit != nil {
+			s.opts.OnCommit(len(batch))
+		}
+	}
+	for i, u := range batch {
+		if err != nil {
+			u.done <- err
+		} else {
+			u.done <- errs[i]
+		}
+	}
+}
+
+// try runs the group once in a SERIALIZABLE transaction, each update under
+// a savepoint. retry is true after a serialization conflict or deadlock
+// (the whole group must run again); err is an error of the transaction
+// itself (the database unreachable, the commit refused).
+func (s *Store) try(batch []*update) (errs []error, retry bool, err error) {
+	ctx := context.Background()
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, false, unavailable(err)
+	}
+	defer conn.Release()
+	ptx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.Serializable})
+	if err != nil {
+		return nil, false, unavailable(err)
+	}
+	defer ptx.Rollback(ctx)
+	errs = make([]error, len(batch))
+	for i, u := range batch {
+		if err := u.ctx.Err(); err != nil {
+			errs[i] = err
+			continue
+		}
+		if _, err := ptx.Exec(ctx, `SAVEPOINT u`); err != nil {
+			return nil, conflict(err), unavailable(err)
+		}
+		tx := &Tx{s: s, ctx: ctx, tx: ptx}
+		ferr := call(u.fn, tx)
+		if tx.fatal != nil {
+			return nil, conflict(tx.fatal), unavailable(tx.fatal)
+		}
+		if ferr == nil && tx.failed != nil {
+			ferr = tx.failed // an error PostgreSQL returned, which fn went past
+		}
+		undo := `RELEASE SAVEPOINT u`
+		if ferr != nil {
+			errs[i], undo = ferr, `ROLLBACK TO SAVEPOINT u`
+		}
+		if _, err := ptx.Exec(ctx, undo); err != nil {
+			return nil, conflict(err), unavailable(err)
+		}
+	}
+	if err := ptx.Commit(ctx); err != nil {
+		return nil, conflict(err), unavailable(err)
+	}
+	return errs, false, nil
+}
+
+// call runs fn, its panic turned into its error.
+func call(fn func(holon.Tx) error, tx holon.Tx) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("update panicked: %v", r)
+		}
+	}()
+	return fn(tx)
+}
+
+// conflict reports whether err is a serialization conflict or a deadlock:
+// the transaction may succeed if it runs again.
+func conflict(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01")
+}
+
+// ErrUnavailable wraps the errors of a database that cannot be reached:
+// the gateway answers 503 and tries again later.
+var ErrUnavailable = errors.New("PostgreSQL is unavailable")
+
+// unavailable marks a connection-level error as ErrUnavailable; errors
+// PostgreSQL itself returned are left as they are.
+func unavailable(err error) error {
+	if err == nil {
+		return nil
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrUnavailable, err)
+}
+
+// Read runs fn in a read-only REPEATABLE READ transaction on the tables
+// themselves: one consistent state, for backups.
+func (s *Store) Read(ctx context.Context, fn func(pgx.Tx) error) error {
+	return pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, fn)
+}
