@@ -33,6 +33,10 @@ type serveCommand struct {
 	// onStep, when set, is told each step of every call's lifecycle
 	// (appliance.Config.OnStep): the crash tests kill the process there.
 	onStep func(step, receipt string)
+	// listenOn, when set, opens the listener of an address instead of
+	// net.Listen: tests hand over listeners they bound once, so that no
+	// other process can take a port between its choice and its use.
+	listenOn func(addr string) (net.Listener, error)
 }
 
 func (c *serveCommand) Name() string     { return "serve" }
