@@ -87,8 +87,33 @@ func newGateway(holon, db, registry string, env ...string) (*gatewayProc, error)
 	return g, nil
 }
 
-// start execs the gateway and waits until /healthz answers 200.
+// start execs the gateway and waits until /healthz answers 200. The first
+// start retries on another port when the one picked was taken meanwhile
+// (the child binds it after this process let it go); later starts keep
+// the address the clients know.
 func (g *gatewayProc) start(ctx context.Context) error {
+	for attempt := 0; ; attempt++ {
+		err := g.startOnce(ctx)
+		if err == nil || g.starts > 1 || attempt == 4 || !strings.Contains(err.Error(), "address already in use") {
+			return err
+		}
+		addr, perr := freePort()
+		if perr != nil {
+			return err
+		}
+		g.mu.Lock()
+		g.starts = 0
+		g.addr, g.url = addr, "http://"+addr
+		for i, kv := range g.env {
+			if strings.HasPrefix(kv, "HOLON_PUBLIC_URL=") {
+				g.env[i] = "HOLON_PUBLIC_URL=" + g.url
+			}
+		}
+		g.mu.Unlock()
+	}
+}
+
+func (g *gatewayProc) startOnce(ctx context.Context) error {
 	g.mu.Lock()
 	bt := g.bodyTimeout
 	if bt == 0 {
