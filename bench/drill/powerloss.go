@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"holon.dev/holon/bench/drill/lossyfs"
@@ -144,6 +145,7 @@ func powerlossDrill(ctx context.Context, d *drill) error {
 			early = fmt.Errorf("the gateway exited on its own before cut %d: %v (its log: gateway.log in the work directory)\n%s", k+1, g.exitErr(), crashLog(logs))
 		}
 		// The power goes: every process on the filesystem dies at once.
+		p.cutting.Store(true)
 		g.kill()
 		stopLoad()
 		wg.Wait()
@@ -189,6 +191,7 @@ func powerlossDrill(ctx context.Context, d *drill) error {
 		if err := g.start(ctx); err != nil {
 			return fmt.Errorf("restart after cut %d: %w", k+1, err)
 		}
+		p.cutting.Store(false)
 		if err := l.checkAPI(ctx, totals); err != nil {
 			return err
 		}
@@ -234,6 +237,9 @@ type powerRun struct {
 	g    *gatewayProc
 	data string
 	seq  int
+	// cutting is set from the kill of a cut to the restart: a command
+	// failing then failed because of the cut.
+	cutting atomic.Bool
 
 	mu    sync.Mutex
 	files map[string]upload
@@ -339,7 +345,7 @@ func (p *powerRun) run(ctx context.Context, env []string, args ...string) error 
 	cmd := execCommand(ctx, p.d.o.Holon, args...)
 	cmd.Env = append(childEnv(), env...)
 	out, err := cmd.CombinedOutput()
-	if err != nil && ctx.Err() == nil {
+	if err != nil && ctx.Err() == nil && !p.cutting.Load() {
 		p.d.note("holon %s failed with the gateway up: %v: %s", args[0], err, tail(string(out), 300))
 	}
 	return err
@@ -412,7 +418,7 @@ func (p *powerRun) checkBackups(ctx context.Context, k int) {
 			p.d.count("restores in progress at a cut", 1)
 		}
 		if !exists {
-			p.d.check("a restore reported done is there after a cut", !done, "%s after cut %d: %v", filepath.Base(to), k+1, err)
+			p.d.check("a restore missing after a cut had not been reported done", !done, "%s after cut %d: %v", filepath.Base(to), k+1, err)
 			if !done {
 				p.d.count("restores in progress at a cut, or done before it", 1)
 				p.d.count("restores cut before their rename: not begun", 1)
