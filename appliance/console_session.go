@@ -18,7 +18,13 @@ import (
 
 // Console sessions. A browser that signs in (a pasted key, an email
 // signup, a GitHub exchange) gets a random session id in the SessionCookie
-// cookie: HttpOnly, SameSite=Strict, Secure on https. The store keeps only
+// cookie: HttpOnly, SameSite=Lax, Secure on https. Lax, not Strict, so that
+// a human who follows a link from another site (an assistant's "connect"
+// button on claude.ai or chatgpt.com sends the browser to the consent
+// page) arrives signed in; the browser still never sends it with another
+// site's POST, every console GET only reads, and every form carries the
+// double-submitted CSRF token (its cookie stays Strict) and is refused
+// from another Origin. The store keeps only
 // the id's SHA-256 (holon.BucketSessions), with the hash of the key that
 // signed in, never the key itself. Every request re-checks that key, so a
 // revoked key, an expired one or a disabled account ends its sessions at
@@ -148,7 +154,7 @@ func (a *api) startSession(w http.ResponseWriter, r *http.Request, key string) (
 	}
 	http.SetCookie(w, &http.Cookie{
 		Name: SessionCookie, Value: id, Path: "/", HttpOnly: true, Secure: a.secureCookies(r),
-		SameSite: http.SameSiteStrictMode, Expires: s.Expires, MaxAge: int(s.Expires.Sub(now).Seconds()),
+		SameSite: http.SameSiteLaxMode, Expires: s.Expires, MaxAge: int(s.Expires.Sub(now).Seconds()),
 	})
 	return p, nil
 }
@@ -165,7 +171,7 @@ func (a *api) endSession(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	http.SetCookie(w, &http.Cookie{Name: SessionCookie, Value: "", Path: "/", HttpOnly: true, Secure: a.secureCookies(r),
-		SameSite: http.SameSiteStrictMode, MaxAge: -1})
+		SameSite: http.SameSiteLaxMode, MaxAge: -1})
 	return nil
 }
 

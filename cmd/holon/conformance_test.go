@@ -78,11 +78,6 @@ var serverScenarios = map[string]string{
 	"prompts-get-with-image":        naPrompts,
 }
 
-// hostedOnly are the verdicts that differ for a hosted gateway.
-var hostedOnly = map[string]string{
-	"dns-rebinding-protection": "it sends another site's Host and Origin and expects a refusal; a hosted /mcp answers any request that carries a valid agent key (a page rebound by DNS has none: without it /mcp answers 401), and the loopback proxy in front adds the key to every request, since the suite's runner sends no headers",
-}
-
 // authScenarios are the authorization-server scenarios, run against a
 // hosted gateway (a dev gateway has no authorization server).
 var authScenarios = map[string]string{
@@ -315,15 +310,8 @@ func TestConformance_MCP(t *testing.T) {
 		t.Fatalf("signup: %d", code)
 	}
 	agentKey = ann.AgentKey
-	verdicts := map[string]string{}
-	for k, v := range serverScenarios {
-		verdicts[k] = v
-	}
-	for k, v := range hostedOnly {
-		verdicts[k] = v
-	}
 	out = runSuite(t, node, suite, "server", "--url", front.URL+"/mcp", "--suite", "all", "--spec-version", conformanceRevision)
-	report = append(report, judge(t, "hosted", listed, verdicts, suiteResults(t, out, "server"))...)
+	report = append(report, judge(t, "hosted", listed, serverScenarios, suiteResults(t, out, "server"))...)
 
 	report = append(report, authorizationSuite(t, node, suite, api, ann.HumanKey, ann.Mandate)...)
 	for _, line := range report {
