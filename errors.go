@@ -3,6 +3,7 @@ package holon
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"strings"
 )
@@ -172,6 +173,10 @@ func HTTPStatus(code string) (int, bool) {
 	s, ok := httpStatus[code]
 	return s, ok
 }
+
+// HTTPStatuses returns a copy of the whole table of HTTPStatus: every
+// code the API answers with, and its status.
+func HTTPStatuses() map[string]int { return maps.Clone(httpStatus) }
 
 // FieldError is one problem in a document, named by its field path
 // ("pricing.max", "calls[1].max_cost").

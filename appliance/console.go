@@ -46,6 +46,15 @@ func (a *api) routeConsole() {
 		a.handle("GET", "/v0/mandates", accessAnyone, a.devMandates)
 	}
 	a.handle("GET", "/v0/admin/health", accessAdmin, a.storeHealth)
+	spec, err := webui.OpenAPI()
+	if err != nil {
+		panic(err) // an embedded file: a build defect
+	}
+	a.router.GET(webui.OpenAPIPath, func(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		_, _ = w.Write(spec)
+	})
 }
 
 func (b consoleBackend) Hosted() bool { return b.a.hosted != nil }

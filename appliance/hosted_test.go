@@ -179,6 +179,9 @@ func newHostedApp(t testing.TB, opts ...func(*appliance.Config)) *hostedApp {
 	t.Cleanup(func() {
 		ta.letGo()
 		ta.shutdown(true)
+		// Every answer the test saw is one the OpenAPI description
+		// describes (openapi_test.go).
+		loadSpec(t).checkTranscript(t, ta)
 	})
 	return ta
 }

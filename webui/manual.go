@@ -131,6 +131,8 @@ func manualURL(dir, dest string) string {
 		return ManualPrefix + "readme" + frag
 	case p == "webui/manual/README.md":
 		return ManualPrefix + frag
+	case p == "webui/manual/openapi.yaml":
+		return OpenAPIPath
 	case p == "webui/console.png":
 		return ManualPrefix + "console.png"
 	case path.Dir(p) == "webui/manual" && path.Ext(p) == ".md":
