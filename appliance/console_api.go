@@ -68,7 +68,7 @@ func (a *api) storeHealth(w http.ResponseWriter, r *http.Request, _ httprouter.P
 		return nil
 	})
 	if err == nil {
-		hv.HoldsOpen, err = ops.HoldsOpen(s)
+		hv.HoldsOpen, err = ops.HoldsOpen(s, a.engine.InFlight)
 	}
 	if err != nil {
 		a.fail(w, r, err)

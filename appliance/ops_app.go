@@ -59,12 +59,22 @@ func (a *App) Watchdog(ctx context.Context, n *ops.Notifier, every time.Duration
 	}
 }
 
-// HoldsOpen counts the calls in flight: reserved, not settled.
+// HoldsOpen counts the calls in flight: reserved, not settled (their
+// holds in the store or in the engine's memory).
 func (a *App) HoldsOpen() (int, error) {
-	return ops.HoldsOpen(a.store)
+	return ops.HoldsOpen(a.store, a.inMemory)
 }
 
 // MetricsHandler serves the appliance's metrics with no authentication,
 // for a listener of their own (holon serve --metrics-addr, loopback by
 // default).
 func (a *App) MetricsHandler() http.Handler { return a.metrics.Handler(a.log) }
+
+// inMemory counts the calls whose hold the engine keeps in memory (not in
+// the store's holds) until they settle.
+func (a *App) inMemory() int {
+	if a.engine == nil {
+		return 0
+	}
+	return a.engine.InFlight()
+}

@@ -80,14 +80,15 @@ func NewMetrics() *Metrics {
 	return m
 }
 
-// WatchStore adds the families read from the store at each scrape.
-func (m *Metrics) WatchStore(s holon.Store) {
+// WatchStore adds the families read from the store at each scrape;
+// inMemory counts the calls whose hold the engine keeps in memory.
+func (m *Metrics) WatchStore(s holon.Store, inMemory func() int) {
 	m.reg.MustRegister(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "holon_holds_open",
-			Help: "Holds open: calls reserved and not settled yet.",
+			Help: "Holds open: calls reserved and not settled yet (in the store or in memory).",
 		}, func() float64 {
-			n, err := HoldsOpen(s)
+			n, err := HoldsOpen(s, inMemory)
 			if err != nil {
 				return math.NaN()
 			}
@@ -213,15 +214,16 @@ type Exposure struct {
 	Log       *slog.Logger
 }
 
-// HoldsOpen counts the calls in flight: reserved, not settled.
-func HoldsOpen(s holon.Store) (int, error) {
+// HoldsOpen counts the calls in flight: reserved, not settled, their
+// holds in the store or, inMemory's count, in the engine's memory.
+func HoldsOpen(s holon.Store, inMemory func() int) (int, error) {
 	var n int
 	err := s.View(func(tx holon.Tx) error {
 		hs, err := tx.Holds()
 		n = len(hs)
 		return err
 	})
-	return n, err
+	return n + inMemory(), err
 }
 
 // ClosedAtOpen records how many calls the last run left in flight, closed
