@@ -152,7 +152,15 @@ func (c *Config) deriveKey(purpose string) []byte {
 	if c.FileSecret == "" {
 		return nil
 	}
-	k, err := hkdf.Key(sha256.New, []byte(c.FileSecret), nil, "holon "+purpose, 32)
+	return hkdfKey([]byte(c.FileSecret), "holon "+purpose)
+}
+
+// hkdfKey is the one derivation of a key from the secret: HKDF-SHA256, 32
+// bytes, under label. (The credentials' label, credentialPurpose, predates
+// deriveKey's "holon <purpose>" scheme and stays as it is: the tokens
+// stored are sealed under it.)
+func hkdfKey(secret []byte, label string) []byte {
+	k, err := hkdf.Key(sha256.New, secret, nil, label, 32)
 	if err != nil {
 		panic(err) // only for a length HKDF-SHA256 cannot give
 	}

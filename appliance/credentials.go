@@ -3,8 +3,6 @@ package appliance
 import (
 	"crypto/aes"
 	"crypto/cipher"
-	"crypto/hkdf"
-	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -63,11 +61,7 @@ func newVault(secret []byte, store holon.Store, rand io.Reader, log *slog.Logger
 	if len(secret) == 0 {
 		return v, nil
 	}
-	key, err := hkdf.Key(sha256.New, secret, nil, credentialPurpose, 32)
-	if err != nil {
-		return nil, fmt.Errorf("derive the credentials key: %w", err)
-	}
-	block, err := aes.NewCipher(key)
+	block, err := aes.NewCipher(hkdfKey(secret, credentialPurpose))
 	if err != nil {
 		return nil, err
 	}
