@@ -118,7 +118,7 @@ func TestImports_FlowOneWay(t *testing.T) {
 		"ratelimit":   {},
 		"web":         {module, module + "/journal", module + "/gateway", a + "token"},
 		"auth":        {module, a + "token", a + "web", a + "ratelimit", a + "wire"},
-		"idempotency": {module, module + "/gateway/canonical", a + "web"},
+		"idempotency": {module, module + "/gateway", module + "/gateway/canonical", a + "web"},
 		"files":       {module, module + "/gateway", a + "web", a + "auth"},
 		"catalog":     {module, module + "/journal", module + "/gateway", module + "/gateway/contract", a + "web", a + "auth", a + "ratelimit", a + "files"},
 		"clientmeta":  {module + "/gateway/remote"},

@@ -4,7 +4,7 @@
 // sweep of keys whose lifetime has passed.
 //
 // It may import the domain (holon), web (the status a receipt is answered
-// with) and the gateway's canonical JSON; no other room.
+// with), the engine (gateway.Claim) and its canonical JSON; no other room.
 package idempotency
 
 import (
