@@ -34,6 +34,10 @@ type serveCommand struct {
 	// onStep, when set, is told each step of every call's lifecycle
 	// (appliance.Config.OnStep): the crash tests kill the process there.
 	onStep func(step, receipt string)
+	// listenOn, when set, opens the listener of an address instead of
+	// net.Listen: tests hand over listeners they bound once, so that no
+	// other process can take a port between its choice and its use.
+	listenOn func(addr string) (net.Listener, error)
 }
 
 func (c *serveCommand) Name() string     { return "serve" }
@@ -267,7 +271,7 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 		if err != nil {
 			log.Error("count calls still running", "err", err)
 		}
-		log.Warn("shutdown bound reached: calls still running are cut short; the next start closes them as gateway_restarted, never billed",
+		log.Warn("shutdown bound reached: calls still running are cut short, never billed: the next start closes those whose reservation is stored as gateway_restarted (a call to an in-process agent leaves no trace)",
 			"calls", n, "timeout", f.shutdown.String())
 	}
 	stopWatchdog()
