@@ -118,6 +118,11 @@ func TestImports_FlowOneWay(t *testing.T) {
 				t.Errorf("%s depends on a store package (its project dependencies: %v): above the store, only holon.Store may be seen", p, d)
 			}
 		}
+		if !under("bench") && !under("cmd") {
+			if d := deps(t, p); slices.Contains(d, module+"/bench/drill/lossyfs") {
+				t.Errorf("%s depends on bench/drill/lossyfs (its project dependencies: %v): the lossy filesystem is for tests and drills only", p, d)
+			}
+		}
 		if under("kv") || under("journal") {
 			for _, imp := range imports(t, p) {
 				if !strings.HasPrefix(imp, module+"/kv") && imp != module && imp != module+"/journal" {

@@ -228,3 +228,21 @@ type DocsTx interface {
 	// sort in order) and returns it.
 	Append(bucket string, v any) (uint64, error)
 }
+
+// SharedTx is implemented by the transactions of a store several gateways
+// serve from at once (the PostgreSQL store), where a call in flight may be
+// another running gateway's.
+type SharedTx interface {
+	// Orphaned reports whether the call in flight under this receipt is
+	// held by no running gateway: the gateway that admitted it stopped, or
+	// its lease ran out. Only those are closed (Engine.Recover).
+	Orphaned(receipt string) (bool, error)
+}
+
+// SharedStore is implemented by a store several gateways serve from at
+// once. Each holds a lease on it; a gateway whose lease runs out (it
+// died) has its calls in flight closed by the others, which run
+// Engine.Recover about twice per Lease.
+type SharedStore interface {
+	Lease() time.Duration
+}

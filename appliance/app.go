@@ -58,6 +58,9 @@ type App struct {
 	// its sweeper ends.
 	idem     *idempotency
 	idemDone chan struct{}
+	// recoverDone closes when the recovery of dead gateways' calls
+	// stops (recover.go).
+	recoverDone chan struct{}
 }
 
 // Open checks the configuration, opens the store, loads the agents and
@@ -246,6 +249,8 @@ func (a *App) init(ctx context.Context) error {
 	go a.sweepFilesEvery(sweepCtx, time.Minute)
 	a.idemDone = make(chan struct{})
 	go a.sweepIdempotencyEvery(sweepCtx, idemSweepEvery(a.cfg.IdempotencyTTL))
+	a.recoverDone = make(chan struct{})
+	go a.recoverEvery(sweepCtx)
 	return nil
 }
 
@@ -324,6 +329,7 @@ func (a *App) Close() error {
 		<-a.evalsDone
 		<-a.filesDone
 		<-a.idemDone
+		<-a.recoverDone
 	}
 	if a.mcp != nil {
 		a.mcp.Close()

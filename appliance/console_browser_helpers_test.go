@@ -16,10 +16,12 @@ import (
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
+
+	"holon.dev/holon/appliance/npmtest"
 )
 
-// axeScript is axe-core, pinned by webui/testdata/axe/package-lock.json.
-const axeScript = "../webui/testdata/axe/node_modules/axe-core/axe.min.js"
+// axeDir pins axe-core (webui/testdata/axe/package-lock.json).
+const axeDir = "../webui/testdata/axe"
 
 // screenshotDir receives the pages at desktop and phone width (ignored by
 // git).
@@ -36,7 +38,11 @@ func needBrowser(t *testing.T) (chromium string, axe []byte) {
 			break
 		}
 	}
-	axe, err := os.ReadFile(axeScript)
+	err := os.ErrNotExist
+	if chromium != "" {
+		// Installed from its lockfile into the user's cache, once.
+		axe, err = os.ReadFile(filepath.Join(npmtest.Install(t, axeDir), "axe-core", "axe.min.js"))
+	}
 	switch {
 	case chromium == "":
 		missing = "chromium is not installed (apt-get install chromium)"

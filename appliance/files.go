@@ -144,7 +144,7 @@ func openFileStore(cfg Config, store holon.Store, links *linkSigner) (*fileStore
 	st := &fileStore{store: store, dir: filesDir(cfg), now: cfg.Now, rand: cfg.Rand, log: cfg.Logger, noSync: cfg.NoSync,
 		links: links, publicURL: strings.TrimRight(cfg.PublicURL, "/"), perFile: MaxFileSize, perAccount: MaxAccountFiles}
 	for _, d := range []string{st.dir, filepath.Join(st.dir, "blobs"), filepath.Join(st.dir, "tmp")} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
+		if err := st.mkdirAll(d); err != nil {
 			return nil, fmt.Errorf("files directory: %w", err)
 		}
 	}
@@ -267,14 +267,17 @@ func (s *fileStore) put(ctx context.Context, owner, contentType string, declared
 		// The same bytes are stored already: one copy serves both records.
 		os.Remove(tmp.Name())
 	} else {
-		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		if err := s.mkdirAll(filepath.Dir(path)); err != nil {
 			return nil, fmt.Errorf("upload: %w", err)
 		}
 		if err := os.Rename(tmp.Name(), path); err != nil {
 			return nil, fmt.Errorf("upload: %w", err)
 		}
-		if !s.noSync {
-			syncDir(filepath.Dir(path))
+		// The record that names the blob commits only once its name is
+		// durable: else a power cut could leave a record without bytes.
+		if err := s.syncDir(filepath.Dir(path)); err != nil {
+			os.Remove(path)
+			return nil, fmt.Errorf("upload: %w", err)
 		}
 	}
 	placed = true
@@ -336,11 +339,39 @@ func (s *fileStore) newID() (string, error) {
 	return hex.EncodeToString(b), nil
 }
 
-func syncDir(dir string) {
-	if d, err := os.Open(dir); err == nil {
-		d.Sync()
-		d.Close()
+// mkdirAll is os.MkdirAll whose new directories' names are durable when it
+// returns: each directory it creates is synced into its parent.
+func (s *fileStore) mkdirAll(dir string) error {
+	if st, err := os.Stat(dir); err == nil && st.IsDir() {
+		return nil
 	}
+	parent := filepath.Dir(dir)
+	if parent != dir {
+		if err := s.mkdirAll(parent); err != nil {
+			return err
+		}
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+		return err
+	}
+	return s.syncDir(parent)
+}
+
+// syncDir fsyncs a directory (unless NoSync), making the names in it
+// durable.
+func (s *fileStore) syncDir(dir string) error {
+	if s.noSync {
+		return nil
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // record reads a file record; ok is false when there is none.

@@ -248,10 +248,22 @@ func interruptRunning(ctx context.Context, store holon.Store, now time.Time) (in
 			return err
 		}
 		t := now.UTC()
+		shared, _ := tx.(holon.SharedTx)
 		for _, rk := range running {
 			rec, ok, err := runningRecord(tx, rk)
 			if err != nil {
 				return err
+			}
+			if shared != nil {
+				// Several gateways share the store: only the keys of
+				// calls no running gateway holds were cut short.
+				orphaned, err := shared.Orphaned(rec.Receipt)
+				if err != nil {
+					return err
+				}
+				if !ok || rec.Receipt == "" || !orphaned {
+					continue
+				}
 			}
 			if !ok { // the earlier layout: the record is under key/
 				key := "key/" + rk[len("run/"):]

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"holon.dev/holon/appliance/npmtest"
 )
 
 // mcpClientDir holds the reference TypeScript client and its lockfile.
@@ -26,7 +28,9 @@ func needNodeClient(t *testing.T) string {
 	case err != nil:
 		missing = "node is not installed (Node 20+: apt-get install nodejs npm)"
 	default:
-		if _, err := os.Stat(filepath.Join(mcpClientDir, "node_modules", "@modelcontextprotocol", "sdk", "package.json")); err != nil {
+		// Installed from its lockfile into the user's cache, once.
+		modules := npmtest.Install(t, mcpClientDir)
+		if _, err := os.Stat(filepath.Join(modules, "@modelcontextprotocol", "sdk", "package.json")); err != nil {
 			missing = "the reference MCP client is not installed: run npm ci in appliance/" + mcpClientDir
 		}
 	}

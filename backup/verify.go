@@ -1,6 +1,7 @@
 package backup
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -133,10 +134,15 @@ func (r *Report) WriteTo(w io.Writer) (int64, error) {
 //   - latency: each version's histogram is its settled events' durations.
 //
 // An error means the store could not be read; problems are in the report.
-func Verify(s *kv.Store) (*Report, error) {
+func Verify(s *kv.Store) (*Report, error) { return VerifyContext(context.Background(), s) }
+
+// VerifyContext is Verify that stops, with ctx's error, soon after ctx
+// ends (every 1,024 rows of any scan it checks): a long scan of a large
+// store is not a reason to ignore SIGTERM.
+func VerifyContext(ctx context.Context, s *kv.Store) (*Report, error) {
 	rep := &Report{}
 	err := s.View(func(tx *kv.Tx) error {
-		v := &verifier{tx: tx, rep: rep, c: map[string]*CheckResult{}}
+		v := &verifier{ctx: ctx, tx: tx, rep: rep, c: map[string]*CheckResult{}}
 		for _, name := range []string{CheckJournal, CheckBalances, CheckSettlements, CheckTrees, CheckHolds, CheckApprovals, CheckRecords, CheckCounters,
 			CheckEarnings, CheckLatency, CheckPublished} {
 			c := &CheckResult{Name: name}
@@ -158,9 +164,12 @@ func Verify(s *kv.Store) (*Report, error) {
 }
 
 type verifier struct {
-	tx  *kv.Tx
-	rep *Report
-	c   map[string]*CheckResult
+	ctx context.Context
+	// seen counts the rows scanned, for tick.
+	seen int64
+	tx   *kv.Tx
+	rep  *Report
+	c    map[string]*CheckResult
 
 	// From the journal pass.
 	rows int64
@@ -177,6 +186,19 @@ type verifier struct {
 	maxApproval, maxEvent uint64
 }
 
+// tick returns ctx's error on the first row and every 1,024th: the scans
+// call it for each row they read.
+func (v *verifier) tick() error {
+	v.seen++
+	if v.seen%1024 != 1 {
+		return nil
+	}
+	if err := v.ctx.Err(); err != nil {
+		return fmt.Errorf("stopped after %d rows: %w", v.seen-1, err)
+	}
+	return nil
+}
+
 func (v *verifier) journal() error {
 	c := v.c[CheckJournal]
 	settle := v.c[CheckSettlements]
@@ -184,6 +206,9 @@ func (v *verifier) journal() error {
 	prev := ""
 	var want uint64 = 1
 	err := v.tx.ForEachEntry(0, func(row holon.JournalRow) (bool, error) {
+		if err := v.tick(); err != nil {
+			return false, err
+		}
 		v.rows++
 		if row.Seq != want {
 			c.fail("row %d is missing (the next row is %d): rows were removed", want, row.Seq)
@@ -263,6 +288,9 @@ func (v *verifier) receipts() error {
 	appr := v.c[CheckApprovals]
 	v.byMandate = map[string]uint64{}
 	err := v.tx.ForEachReceipt(func(r *holon.Receipt) error {
+		if err := v.tick(); err != nil {
+			return err
+		}
 		v.nReceipts++
 		seq, _ := holon.ReceiptSeq(r.ID)
 		v.maxReceipt = max(v.maxReceipt, seq)
@@ -472,6 +500,9 @@ func (v *verifier) approvals() error {
 	n := 0
 	indexed := v.tx.ApprovalIndexRows()
 	err := v.tx.ForEachApproval(func(a *holon.Approval) error {
+		if err := v.tick(); err != nil {
+			return err
+		}
 		n++
 		seq, _ := holon.ApprovalSeq(a.ID)
 		v.maxApproval = max(v.maxApproval, seq)
@@ -514,6 +545,9 @@ func (v *verifier) records() error {
 	sums := map[string]*holon.Record{}
 	var events int64
 	err := v.tx.ForEachEvent(func(ev *holon.Event) error {
+		if err := v.tick(); err != nil {
+			return err
+		}
 		events++
 		r := sums[ev.Agent]
 		if r == nil {

@@ -54,6 +54,9 @@ func (v *verifier) earnings() error {
 	settled := map[string]int64{}
 	entries := 0
 	err = v.tx.ForEachReceipt(func(r *holon.Receipt) error {
+		if err := v.tick(); err != nil {
+			return err
+		}
 		if !r.Billed || r.Cost.Own <= 0 || r.Agent == nil {
 			return nil
 		}
@@ -105,6 +108,9 @@ func (v *verifier) latency() error {
 	from, started := v.tx.LatencyFrom()
 	want := map[string][]int64{}
 	err := v.tx.ForEachEvent(func(ev *holon.Event) error {
+		if err := v.tick(); err != nil {
+			return err
+		}
 		if !started || ev.Seq < from || ev.Error == statusGatewayRestarted {
 			return nil
 		}

@@ -331,7 +331,10 @@ func (e *Engine) creditParent(tx holon.Tx, h *holon.Hold, r *holon.Receipt) erro
 // Recover closes the calls that were in flight when the gateway stopped:
 // failed with gateway_restarted, never billed; holds and reservations
 // released. Downstream calls that had finished stay paid. It returns how
-// many calls it closed.
+// many calls it closed. On a store several gateways share (its
+// transactions are holon.SharedTx) it closes only the calls no running
+// gateway holds, and may run at any time: a call another gateway closed
+// meanwhile is left alone.
 func (e *Engine) Recover(ctx context.Context) (int, error) {
 	var holds []*holon.Hold
 	if err := e.store.View(func(tx holon.Tx) error {
@@ -359,12 +362,25 @@ func (e *Engine) Recover(ctx context.Context) (int, error) {
 		return d
 	}
 	sort.SliceStable(holds, func(i, j int) bool { return depth(holds[i]) > depth(holds[j]) })
+	closed := 0
 	for _, h := range holds {
+		var closes bool
 		err := e.store.Update(ctx, func(tx holon.Tx) error {
+			closes = false
 			h, err := tx.Hold(h.Receipt)
+			if errors.Is(err, holon.ErrNotFound) {
+				return nil // settled or closed meanwhile
+			}
 			if err != nil {
 				return err
 			}
+			if st, ok := tx.(holon.SharedTx); ok {
+				orphaned, err := st.Orphaned(h.Receipt)
+				if err != nil || !orphaned {
+					return err // a running gateway's call
+				}
+			}
+			closes = true
 			r, err := tx.Receipt(h.Receipt)
 			if err != nil {
 				return err
@@ -396,8 +412,11 @@ func (e *Engine) Recover(ctx context.Context) (int, error) {
 			return tx.DeleteHold(h.Receipt)
 		})
 		if err != nil {
-			return 0, fmt.Errorf("close %s after restart: %w", h.Receipt, err)
+			return closed, fmt.Errorf("close %s after restart: %w", h.Receipt, err)
+		}
+		if closes {
+			closed++
 		}
 	}
-	return len(holds), nil
+	return closed, nil
 }

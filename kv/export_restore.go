@@ -77,7 +77,7 @@ func restore(path string, snap Snapshot, next func() (Row, error), batchBytes in
 // it into place once complete, checked and synced.
 func restoreNew(path string, snap Snapshot, next func() (Row, error), batchBytes int) error {
 	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := mkdirAllDurable(dir); err != nil {
 		return err
 	}
 	var rnd [6]byte
@@ -106,11 +106,8 @@ func restoreNew(path string, snap Snapshot, next func() (Row, error), batchBytes
 		os.Remove(tmp)
 		return err
 	}
-	if d, err := os.Open(dir); err == nil {
-		d.Sync()
-		d.Close()
-	}
-	return nil
+	// The rename is the restore: durable once its directory is synced.
+	return syncDir(dir)
 }
 
 // checkEmpty accepts a store that holds nothing but its schema version.

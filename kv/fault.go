@@ -18,6 +18,9 @@ import (
 //	short-write  a page is written in part (torn), then the commit fails
 //	fsync        the batch is written but its fsync fails: the callers are
 //	             told of an error, while the kernel may keep the pages
+//	nosync       (n ignored) a planted bug: the store is opened with
+//	             bbolt's NoSync, so no commit is ever fsynced; the
+//	             power-loss drill must catch it (a crash cannot)
 //
 // Unset (always, outside a drill) it costs one nil check per commit.
 const FaultEnv = "HOLON_TEST_STORE_FAULT"
@@ -39,8 +42,8 @@ func faultsFromEnv(path string) (*faults, error) {
 	}
 	kind, n, _ := strings.Cut(v, ":")
 	after, err := strconv.ParseInt(n, 10, 64)
-	if err != nil || after < 0 || (kind != "commit" && kind != "short-write" && kind != "fsync") {
-		return nil, fmt.Errorf("%s=%q: want commit|short-write|fsync:<good commits before it>", FaultEnv, v)
+	if err != nil || after < 0 || (kind != "commit" && kind != "short-write" && kind != "fsync" && kind != "nosync") {
+		return nil, fmt.Errorf("%s=%q: want commit|short-write|fsync:<good commits before it>, or nosync:0", FaultEnv, v)
 	}
 	f := &faults{kind: kind, path: path}
 	f.left.Store(after)
@@ -48,7 +51,10 @@ func faultsFromEnv(path string) (*faults, error) {
 }
 
 // due reports whether this commit is the one to fail (once).
-func (f *faults) due() bool { return f != nil && f.left.Add(-1) == -1 }
+func (f *faults) due() bool { return f != nil && f.kind != "nosync" && f.left.Add(-1) == -1 }
+
+// noSync reports whether the planted bug "nosync" is on.
+func (f *faults) noSync() bool { return f != nil && f.kind == "nosync" }
 
 // beforeCommit is called at the end of a batch's transaction, before bbolt
 // commits it: an error rolls the whole batch back.

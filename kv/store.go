@@ -47,7 +47,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"runtime/debug"
 	"sync"
@@ -172,10 +171,9 @@ func (c *Commit) Wait() error {
 
 // Open opens (or creates) the database at path and starts its writer.
 func Open(path string, opts Options) (*Store, error) {
-	if dir := filepath.Dir(path); dir != "" {
-		if err := os.MkdirAll(dir, 0o700); err != nil {
-			return nil, fmt.Errorf("open store: %w", err)
-		}
+	dir := filepath.Dir(path)
+	if err := mkdirAllDurable(dir); err != nil {
+		return nil, fmt.Errorf("open store: %w", err)
 	}
 	db, err := bolt.Open(path, 0o600, &bolt.Options{
 		Timeout:      2 * time.Second,
@@ -204,6 +202,9 @@ func Open(path string, opts Options) (*Store, error) {
 		db.Close()
 		return nil, err
 	}
+	if s.faults.noSync() {
+		db.NoSync = true
+	}
 	if s.maxBatch <= 0 {
 		s.maxBatch = DefaultMaxBatch
 	}
@@ -213,6 +214,12 @@ func Open(path string, opts Options) (*Store, error) {
 	if err := db.Update(func(btx *bolt.Tx) error { return createBuckets(btx) }); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open store %s: %w", path, err)
+	}
+	// bbolt syncs the file it creates, not its name: sync the directory,
+	// or a power cut could take the whole store with it.
+	if err := syncDir(dir); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open store %s: sync its directory: %w", path, err)
 	}
 	go s.writer()
 	return s, nil

@@ -126,6 +126,10 @@ func crashDrill(ctx context.Context, d *drill) error {
 	}
 	d.checkRestarted(v, inFlight, kills)
 	l.checkAnswers(v, agents)
+	d.floor("calls answered 200", int64(5*kills))
+	d.floor("calls in flight at a kill", int64(max(kills/4, 1)))
+	d.floor("approvals decided", 1)
+	d.floor("idempotent calls re-sent after their 200", 1)
 	return nil
 }
 

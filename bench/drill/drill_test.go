@@ -3,9 +3,12 @@ package drill_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -38,6 +41,27 @@ func holon(t *testing.T) string {
 		t.Fatalf("go build ./cmd/holon: %v\n%s", buildErr, buildOut)
 	}
 	return holonBin
+}
+
+// runBroken runs a drill's short form against a gateway given env, and
+// wants it to fail naming what matches want (a regular expression).
+func runBroken(t *testing.T, name string, o drill.Options, want string, env ...string) {
+	if testing.Short() {
+		t.Skip("drills drive the real binary for seconds each: not in -short")
+	}
+	var out bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	o.Holon, o.Out, o.GatewayEnv, o.Dir = holon(t), &out, env, t.TempDir()
+	o.Strict = os.Getenv("HOLON_TEST_STRICT") == "1"
+	err := drill.Run(ctx, name, o)
+	t.Logf("holon drill %s against %v:\n%s", name, env, out.String())
+	if strings.Contains(out.String(), "skipped") && !o.Strict {
+		t.Skip("the drill was skipped here (see its note)")
+	}
+	if err == nil || !errors.Is(err, drill.ErrBroken) || !regexp.MustCompile(want).MatchString(err.Error()) {
+		t.Fatalf("holon drill %s against a gateway with %v: %v, want it broken naming %q", name, env, err, want)
+	}
 }
 
 // runDrill runs one drill's short form (as `holon drill <name>` does) and
@@ -79,3 +103,24 @@ func TestDrill_Hostile(t *testing.T) { runDrill(t, "hostile") }
 // about units or redirect each fail cleanly and unbilled, within their
 // timeout, while calls to other agents go on.
 func TestDrill_Agents(t *testing.T) { runDrill(t, "agents") }
+
+// Ensure that the gateway's data directory on a filesystem that loses
+// whatever was not fsynced, cut at random moments under calls, uploads, a
+// live backup and a restore, loses nothing the gateway answered for.
+func TestDrill_PowerLoss(t *testing.T) { runDrill(t, "powerloss") }
+
+// Ensure that the power-loss drill catches a store that never fsyncs (the
+// planted bug kv.FaultEnv=nosync:0), which the crash drill cannot see.
+func TestDrill_PowerLoss_CatchesNoSync(t *testing.T) {
+	runBroken(t, "powerloss", drill.Options{Kills: 3}, "every call answered 200 has its billed receipt|keeps its record across a cut|keeps its bytes", "HOLON_TEST_STORE_FAULT=nosync:0")
+}
+
+// refuseAll makes the gateway refuse every call of the drills: their
+// agents are excluded from its catalogue (404 not_found).
+const refuseAll = "HOLON_EXCLUDE=drill/echo,drill/slow,drill/pricey,drill/orch"
+
+// Ensure that a gateway refusing every call fails the crash drill, naming
+// its floor, instead of holding every invariant over nothing.
+func TestDrill_Crash_RefusingGatewayFails(t *testing.T) {
+	runBroken(t, "crash", drill.Options{Kills: 3}, "floor of real work", refuseAll)
+}

@@ -63,7 +63,11 @@ func faultsDrill(ctx context.Context, d *drill) error {
 		}
 		d.count("faults injected: file size limit (EFBIG)", 1)
 	}
-	return f.fullTmpfs(ctx)
+	if err := f.fullTmpfs(ctx); err != nil {
+		return err
+	}
+	d.floor("calls answered 200", int64(10*(4*rounds)))
+	return nil
 }
 
 // faultRun is the state the faults drill keeps across its rounds: one
@@ -83,7 +87,7 @@ type faultRun struct {
 // setup creates the store, the account and its mandate, on a gateway
 // without faults, in dir.
 func (f *faultRun) setup(ctx context.Context, db string) error {
-	g, err := newGateway(f.d.o.Holon, db, f.registry)
+	g, err := f.d.newGateway(db, f.registry)
 	if err != nil {
 		return err
 	}
@@ -117,7 +121,7 @@ func (f *faultRun) round(ctx context.Context, name string, arm func(*gatewayProc
 
 func (f *faultRun) roundOn(ctx context.Context, name, db string, arm func(*gatewayProc)) error {
 	d := f.d
-	g, err := newGateway(d.o.Holon, db, f.registry)
+	g, err := d.newGateway(db, f.registry)
 	if err != nil {
 		return err
 	}
@@ -173,7 +177,7 @@ func (f *faultRun) roundOn(ctx context.Context, name, db string, arm func(*gatew
 	d.check("the process stops with a non-zero exit, naming the store", errors.As(exit, &ee) && strings.Contains(g.logs(), "store"),
 		"%s: exit %v:\n%s", name, exit, tail(g.logs(), 800))
 	// The next start, without the fault, recovers.
-	g2, err := newGateway(d.o.Holon, db, f.registry)
+	g2, err := d.newGateway(db, f.registry)
 	if err != nil {
 		return err
 	}

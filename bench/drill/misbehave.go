@@ -195,6 +195,8 @@ func agentsDrill(ctx context.Context, d *drill) error {
 	byWG.Wait()
 	d.note("bystander p99: %s before (%d calls), %s while the agents misbehaved (%d calls), %d of its calls failed", ms(baseline.p(0.99)), len(baseline.d), ms(during.p(0.99)), len(during.d), by.failed())
 	d.check("the bystander's calls all succeed meanwhile", by.failed() == 0, "%d failed", by.failed())
+	d.count("bystander calls answered 200", int64(len(baseline.d)+len(during.d)))
+	d.floor("bystander calls answered 200", 10)
 	d.check("the bystander's p99 stays under 2s meanwhile", during.p(0.99) < 2*time.Second, "p99 %s", during.p(0.99))
 	if err := g.stop(); err != nil {
 		return err

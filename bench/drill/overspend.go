@@ -147,6 +147,8 @@ func overspendDrill(ctx context.Context, d *drill) error {
 		d.check("an Idempotency-Key sent at once three times runs once at most", byNonce[k.(string)] <= 1, "%s ran %d times", k, byNonce[k.(string)])
 		return true
 	})
+	d.count("calls answered 200", ok200.Load())
+	d.floor("calls answered 200", 100)
 	d.note("billed %s of the balance's 5.00 (mandate a %s of 2.00, b %s of 4.00), %d calls answered 200", sum, billed[mandates[0]], billed[mandates[1]], ok200.Load())
 	return nil
 }

@@ -43,7 +43,7 @@ type gatewayProc struct {
 // directory) with the agents of registry; set, when not nil, adjusts it
 // before it starts. The caller kills it (defer g.kill()).
 func (d *drill) serve(ctx context.Context, registry string, set func(*gatewayProc), env ...string) (*gatewayProc, error) {
-	g, err := newGateway(d.o.Holon, filepath.Join(d.dir, "holon.db"), registry, env...)
+	g, err := d.newGateway(filepath.Join(d.dir, "holon.db"), registry, env...)
 	if err != nil {
 		return nil, err
 	}
@@ -54,6 +54,12 @@ func (d *drill) serve(ctx context.Context, registry string, set func(*gatewayPro
 		return nil, err
 	}
 	return g, nil
+}
+
+// newGateway is newGateway with the drill's binary, and Options.GatewayEnv
+// added last (so it wins).
+func (d *drill) newGateway(db, registry string, env ...string) (*gatewayProc, error) {
+	return newGateway(d.o.Holon, db, registry, append(env, d.o.GatewayEnv...)...)
 }
 
 // newGateway prepares a gateway on db with the drill's webhook agents
@@ -81,8 +87,33 @@ func newGateway(holon, db, registry string, env ...string) (*gatewayProc, error)
 	return g, nil
 }
 
-// start execs the gateway and waits until /healthz answers 200.
+// start execs the gateway and waits until /healthz answers 200. The first
+// start retries on another port when the one picked was taken meanwhile
+// (the child binds it after this process let it go); later starts keep
+// the address the clients know.
 func (g *gatewayProc) start(ctx context.Context) error {
+	for attempt := 0; ; attempt++ {
+		err := g.startOnce(ctx)
+		if err == nil || g.starts > 1 || attempt == 4 || !strings.Contains(err.Error(), "address already in use") {
+			return err
+		}
+		addr, perr := freePort()
+		if perr != nil {
+			return err
+		}
+		g.mu.Lock()
+		g.starts = 0
+		g.addr, g.url = addr, "http://"+addr
+		for i, kv := range g.env {
+			if strings.HasPrefix(kv, "HOLON_PUBLIC_URL=") {
+				g.env[i] = "HOLON_PUBLIC_URL=" + g.url
+			}
+		}
+		g.mu.Unlock()
+	}
+}
+
+func (g *gatewayProc) startOnce(ctx context.Context) error {
 	g.mu.Lock()
 	bt := g.bodyTimeout
 	if bt == 0 {
@@ -232,6 +263,17 @@ func (l *lockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+// crashLog is the part of a gateway's log that says why it died: from its
+// panic or fatal error on (3,000 bytes), else its tail.
+func crashLog(s string) string {
+	for _, m := range []string{"panic: ", "fatal error: ", "unexpected fault address"} {
+		if i := strings.LastIndex(s, m); i >= 0 {
+			return s[i:min(len(s), i+2500)] + "…"
+		}
+	}
+	return tail(s, 2000)
 }
 
 func tail(s string, n int) string {

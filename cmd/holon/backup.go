@@ -187,6 +187,11 @@ func writeOutput(path string, stdout io.Writer, write func(io.Writer) error) (in
 			err = os.Remove(tmp)
 		}
 	}
+	if err == nil {
+		// The name is durable only once its directory is synced: before,
+		// a power cut could take the backup reported done.
+		err = syncDir(filepath.Dir(path))
+	}
 	if err != nil {
 		os.Remove(tmp)
 		return 0, err
@@ -263,4 +268,17 @@ func byteSize(n int64) string {
 	default:
 		return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30))
 	}
+}
+
+// syncDir fsyncs a directory, making the names in it durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }

@@ -28,11 +28,18 @@ func (c *drillCommand) Run(ctx context.Context, args []string) error {
 	var o drill.Options
 	fs.BoolVar(&o.Long, "long", false, "the long form (minutes) instead of the short one (seconds, as CI runs it)")
 	fs.DurationVar(&o.Duration, "duration", 0, "bound the load phase (default: the form's)")
-	fs.IntVar(&o.Kills, "kills", 0, "crash: how many SIGKILLs (default 20, 100 with --long)")
+	fs.IntVar(&o.Kills, "kills", 0, "crash: how many SIGKILLs (default 20, 100 with --long); powerloss: how many power cuts (default 8, 60 with --long)")
 	fs.IntVar(&o.Clients, "clients", 0, "concurrent clients of the load (default: the drill's)")
 	fs.IntVar(&o.Calls, "calls", 0, "overspend: calls aimed at one budget (default 2000, 10000 with --long)")
 	fs.Int64Var(&o.Seed, "seed", 0, "seed of the random moments and choices (default: the clock; printed)")
 	fs.StringVar(&o.Dir, "dir", "", "work directory, kept (default: a temporary one, removed when the drill held)")
+	fs.Func("gateway-env", "add `NAME=value` to the gateway's environment (repeatable): to plant a bug, e.g. HOLON_TEST_STORE_FAULT=nosync:0, and see a drill catch it", func(v string) error {
+		if !strings.Contains(v, "=") {
+			return fmt.Errorf("want NAME=value, got %q", v)
+		}
+		o.GatewayEnv = append(o.GatewayEnv, v)
+		return nil
+	})
 	verbose := fs.Bool("v", false, "print progress")
 	fs.Usage = func() {
 		fmt.Fprintf(c.stderr, `Usage: holon drill [flags] <%s|all>
@@ -57,9 +64,17 @@ on a temporary store, with loopback webhook agents, and attacks it:
   agents     remote agents that hang, close mid-answer, flood, answer
              garbage, lie about units or redirect: each a clear unbilled
              failure, other agents' p99 measured meanwhile
+  powerloss  power cuts: the data directory on a FUSE filesystem that
+             loses every write and name not fsynced, under the crash load
+             plus uploads, a live backup and a restore; after each cut:
+             holon verify, bbolt's check, every 200 billed, every upload
+             answered 201 there with its SHA-256, every backup reported
+             done whole, every restore complete or not begun (needs root
+             and /dev/fuse; skipped without, failed under strict)
 
-Prints what each tried and which invariants held; exits 1 naming the
-invariant that broke. HOLON_TEST_STRICT=1 makes a part that cannot run here
+Prints what each tried and which invariants held, and its seed (--seed
+replays a run); exits 1 naming the invariant that broke, or the floor of
+real work a drill did not reach. HOLON_TEST_STRICT=1 makes a part that cannot run here
 (a tmpfs mount needs root) fail instead of skip.
 
 Flags:

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -156,6 +157,13 @@ type runningServe struct {
 // until every listener serves.
 func startServe(t *testing.T, env map[string]string, args ...string) *runningServe {
 	t.Helper()
+	return startServeOn(t, nil, env, args...)
+}
+
+// startServeOn is startServe whose listeners for the addresses of held are
+// the ones held (bound once by the test), not new ones.
+func startServeOn(t *testing.T, held map[string]*heldPort, env map[string]string, args ...string) *runningServe {
+	t.Helper()
 	rs := &runningServe{addrs: map[string]string{}, stderr: &lockedBuffer{}, done: make(chan error, 1)}
 	var mu sync.Mutex
 	ready := make(chan struct{})
@@ -163,6 +171,14 @@ func startServe(t *testing.T, env map[string]string, args ...string) *runningSer
 		stderr: rs.stderr, getenv: func(k string) string { return env[k] }, devHandlers: testAgents(),
 		listening: func(name, addr string) { mu.Lock(); rs.addrs[name] = addr; mu.Unlock() },
 		ready:     func(string) { close(ready) },
+	}
+	if held != nil {
+		c.listenOn = func(addr string) (net.Listener, error) {
+			if h, ok := held[addr]; ok {
+				return h.listener()
+			}
+			return net.Listen("tcp", addr)
+		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	rs.cancel = cancel
@@ -302,3 +318,32 @@ next:
 	}
 	return 0
 }
+
+// heldPort is a loopback port a test bound once and keeps for its whole
+// run: each server started on it gets a listener of its own on the same
+// socket (closing that one leaves the port held), so no other process can
+// take the port between the test's choice and the server's start.
+type heldPort struct {
+	f    *os.File
+	addr string
+	port int
+}
+
+func holdPort(t *testing.T) *heldPort {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := ln.(*net.TCPListener).File()
+	ln.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	a := ln.Addr().(*net.TCPAddr)
+	return &heldPort{f: f, addr: a.String(), port: a.Port}
+}
+
+// listener is a new listener on the held socket.
+func (h *heldPort) listener() (net.Listener, error) { return net.FileListener(h.f) }

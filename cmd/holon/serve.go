@@ -14,6 +14,7 @@ import (
 	"holon.dev/holon/appliance"
 	"holon.dev/holon/backup"
 	"holon.dev/holon/gateway"
+	"holon.dev/holon/kv/pg"
 	holontls "holon.dev/holon/tls"
 )
 
@@ -33,6 +34,10 @@ type serveCommand struct {
 	// onStep, when set, is told each step of every call's lifecycle
 	// (appliance.Config.OnStep): the crash tests kill the process there.
 	onStep func(step, receipt string)
+	// listenOn, when set, opens the listener of an address instead of
+	// net.Listen: tests hand over listeners they bound once, so that no
+	// other process can take a port between its choice and its use.
+	listenOn func(addr string) (net.Listener, error)
 }
 
 func (c *serveCommand) Name() string     { return "serve" }
@@ -47,6 +52,7 @@ type serveFlags struct {
 	bodyTimeout                 time.Duration
 	idempotencyTTL              time.Duration
 	store                       string
+	storeLease                  time.Duration
 	domains                     stringList
 	acmeCA, acmeEmail, acmeRoot string
 	tlsCert, tlsKey             string
@@ -59,6 +65,7 @@ func (c *serveCommand) flags() (*flag.FlagSet, *serveFlags) {
 	fs.StringVar(&f.addr, "addr", "", "address of the API (default 127.0.0.1:8080; :443 with --domain or --tls-cert)")
 	fs.StringVar(&f.db, "db", "holon.db", "the database file (bbolt); certificates go to certs/ beside it")
 	fs.StringVar(&f.store, "store", "", "serve from a PostgreSQL store instead of --db (postgres://…; --db still places certs/ and uploaded files)")
+	fs.DurationVar(&f.storeLease, "store-lease", pg.DefaultLease, "with --store: how long this gateway's lease lasts unrenewed; the other gateways close a dead one's calls in flight within 1.5 times it")
 	fs.StringVar(&f.mandates, "mandates", "", "a directory of mandate YAML files (default: the demo mandates)")
 	fs.DurationVar(&f.shutdown, "shutdown-timeout", 30*time.Second, "on SIGTERM, how long running calls may take to finish")
 	fs.DurationVar(&f.bodyTimeout, "body-timeout", defaultBodyTimeout, "how long a client may take to send a request body; slower ones are cut off")
@@ -189,7 +196,7 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 	if err := f.check(); err != nil {
 		return err
 	}
-	cfg := appliance.Config{DB: f.db, OpenStore: openStore(f.store), Backup: backup.StoreHandler, MandatesDir: f.mandates, Hosted: f.hosted, DevHandlers: c.devHandlers, OnStep: c.onStep, IdempotencyTTL: f.idempotencyTTL}
+	cfg := appliance.Config{DB: f.db, OpenStore: openStore(f.store, f.storeLease), Backup: backup.StoreHandler, MandatesDir: f.mandates, Hosted: f.hosted, DevHandlers: c.devHandlers, OnStep: c.onStep, IdempotencyTTL: f.idempotencyTTL}
 	if err := appliance.ConfigFromEnv(c.getenv, &cfg); err != nil {
 		return err
 	}

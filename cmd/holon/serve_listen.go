@@ -44,7 +44,11 @@ func (c *serveCommand) listen(f *serveFlags, app *appliance.App, log *slog.Logge
 		}
 	}()
 	open := func(addr, what string) (net.Listener, error) {
-		ln, err := net.Listen("tcp", addr)
+		listen := c.listenOn
+		if listen == nil {
+			listen = func(addr string) (net.Listener, error) { return net.Listen("tcp", addr) }
+		}
+		ln, err := listen(addr)
 		if err != nil {
 			return nil, fmt.Errorf("%s listener: %w", what, err)
 		}

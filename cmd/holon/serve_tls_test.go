@@ -64,7 +64,11 @@ func waitHTTPS(t *testing.T, c *http.Client, url string, within time.Duration) *
 // HOLON_TRUST_PROXY to 0, logs JSON lines, keeps the certificate in certs/
 // beside --db, and after a restart serves it again with the CA gone.
 func TestServe_Domain_ACMECertificate(t *testing.T) {
-	httpPort, apiPort := pebbletest.FreePort(t), pebbletest.FreePort(t)
+	// Both ports are bound here, once, and handed to each serve in turn:
+	// a port picked, closed and bound later could be taken meanwhile.
+	httpHeld, apiHeld := holdPort(t), holdPort(t)
+	httpPort, apiPort := httpHeld.port, apiHeld.port
+	held := map[string]*heldPort{httpHeld.addr: httpHeld, apiHeld.addr: apiHeld}
 	ca := pebbletest.Start(t, pebbletest.Options{HTTPPort: httpPort, TLSPort: apiPort})
 	dir := t.TempDir()
 	root := filepath.Join(dir, "acme-root.pem")
@@ -82,7 +86,7 @@ func TestServe_Domain_ACMECertificate(t *testing.T) {
 	apiAddr, httpAddr := "127.0.0.1:"+strconv.Itoa(apiPort), "127.0.0.1:"+strconv.Itoa(httpPort)
 	args := []string{"--hosted", "--domain", domain, "--acme-ca", ca.URL, "--acme-ca-root", root, "--acme-email", "ops@example.com",
 		"--addr", apiAddr, "--http-addr", httpAddr, "--db", db}
-	rs := startServe(t, env, args...)
+	rs := startServeOn(t, held, env, args...)
 	c := httpsClient(ca.Roots(), apiAddr)
 	cert := waitHTTPS(t, c, "https://"+domain+"/healthz", 20*time.Second)
 	if len(cert.DNSNames) != 1 || cert.DNSNames[0] != domain {
@@ -124,7 +128,7 @@ func TestServe_Domain_ACMECertificate(t *testing.T) {
 
 	// Restart with the CA gone: the stored certificate is served.
 	ca.Close()
-	rs2 := startServe(t, env, args...)
+	rs2 := startServeOn(t, held, env, args...)
 	again := waitHTTPS(t, c, "https://"+domain+"/healthz", 10*time.Second)
 	if again.SerialNumber.Cmp(cert.SerialNumber) != 0 {
 		t.Errorf("after a restart: serial %s, want the stored %s", again.SerialNumber, cert.SerialNumber)

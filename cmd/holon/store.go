@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"strings"
+	"time"
 
 	"holon.dev/holon"
 	"holon.dev/holon/backup"
@@ -18,11 +19,13 @@ func isPostgresURL(s string) bool {
 
 // openStore is how serve opens its store: the embedded one at --db, or the
 // PostgreSQL one at --store (--db then only places certificates and files).
-func openStore(url string) holon.OpenStore {
+func openStore(url string, lease time.Duration) holon.OpenStore {
 	if url == "" {
 		return kv.OpenStore
 	}
-	return func(_ string, o holon.StoreOptions) (holon.Store, error) { return pg.OpenStore(url, o) }
+	return func(_ string, o holon.StoreOptions) (holon.Store, error) {
+		return pg.OpenWith(context.Background(), url, o, pg.Options{Lease: lease})
+	}
 }
 
 // backupPostgres copies the PostgreSQL store at url, live: one REPEATABLE

@@ -58,7 +58,10 @@ Flags:`)
 		}
 		defer s.Close()
 		fmt.Fprintf(c.stdout, "verify: store %s\n", *db)
-		if rep, err = backup.Verify(s); err != nil {
+		if rep, err = backup.VerifyContext(ctx, s); err != nil {
+			if ctx.Err() != nil {
+				return fmt.Errorf("stopped before the check finished (%v): nothing was checked to the end", context.Cause(ctx))
+			}
 			return err
 		}
 	} else if *store != "" {

@@ -190,13 +190,15 @@ func (t *Tx) PutHold(h *holon.Hold) error {
 	if children == nil {
 		children = []string{}
 	}
-	return t.exec(`INSERT INTO holds (receipt, payer, amount, mandate, reserved, funder, parent, children, downstream, sub_mandate, started)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+	// The hold is this gateway's (its lease's id): Orphaned once that
+	// runs out.
+	return t.exec(`INSERT INTO holds (receipt, payer, amount, mandate, reserved, funder, parent, children, downstream, sub_mandate, started, gateway)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
 		ON CONFLICT (receipt) DO UPDATE SET payer = EXCLUDED.payer, amount = EXCLUDED.amount, mandate = EXCLUDED.mandate,
 			reserved = EXCLUDED.reserved, funder = EXCLUDED.funder, parent = EXCLUDED.parent, children = EXCLUDED.children,
-			downstream = EXCLUDED.downstream, sub_mandate = EXCLUDED.sub_mandate, started = EXCLUDED.started`,
+			downstream = EXCLUDED.downstream, sub_mandate = EXCLUDED.sub_mandate, started = EXCLUDED.started, gateway = EXCLUDED.gateway`,
 		h.Receipt, h.Payer, numeric(h.Amount), h.Mandate, numeric(h.Reserved), optText(h.Funder), optText(h.Parent), children,
-		numeric(h.Downstream), optText(h.SubMandate), ts(h.Started))
+		numeric(h.Downstream), optText(h.SubMandate), ts(h.Started), t.s.id)
 }
 
 // Hold reads a call in flight.

@@ -35,9 +35,18 @@ type Store struct {
 
 	commits, updates, replays atomic.Uint64
 	maxBatch                  atomic.Int64
+
+	// The gateway's lease (lease.go).
+	id                   string
+	lease                time.Duration
+	stopLease, leaseDone chan struct{}
 }
 
-var _ holon.Store = (*Store)(nil)
+var (
+	_ holon.Store       = (*Store)(nil)
+	_ holon.SharedStore = (*Store)(nil)
+	_ holon.SharedTx    = (*Tx)(nil)
+)
 
 // update is one queued Update or Apply.
 type update struct {
@@ -47,8 +56,13 @@ type update struct {
 }
 
 // Open connects to the database at url (postgres://…), creates or
-// migrates its schema, and starts the store's writer.
+// migrates its schema, takes its lease and starts the store's writer.
 func Open(ctx context.Context, url string, opts holon.StoreOptions) (*Store, error) {
+	return OpenWith(ctx, url, opts, Options{})
+}
+
+// OpenWith is Open with the store's own settings.
+func OpenWith(ctx context.Context, url string, opts holon.StoreOptions, o Options) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("PostgreSQL address: %w", err)
@@ -74,10 +88,19 @@ func Open(ctx context.Context, url string, opts holon.StoreOptions) (*Store, err
 		pool.Close()
 		return nil, err
 	}
-	s := &Store{pool: pool, now: opts.Now, opts: opts, queue: make(chan *update, 4*MaxBatch), done: make(chan struct{})}
+	s := &Store{pool: pool, now: opts.Now, opts: opts, queue: make(chan *update, 4*MaxBatch), done: make(chan struct{}),
+		id: newID(), lease: o.Lease, stopLease: make(chan struct{}), leaseDone: make(chan struct{})}
 	if s.now == nil {
 		s.now = time.Now
 	}
+	if s.lease <= 0 {
+		s.lease = DefaultLease
+	}
+	if err := s.renew(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("take the gateway's lease: %w", err)
+	}
+	go s.keepLease()
 	go s.write()
 	if err := s.Update(ctx, initMeta); err != nil {
 		s.Close()
@@ -164,6 +187,13 @@ func (s *Store) Close() error {
 	close(s.queue)
 	s.mu.Unlock()
 	<-s.done
+	close(s.stopLease)
+	<-s.leaseDone
+	// Give the lease back: the calls this handle held are closed (the
+	// gateway drained them before closing its store).
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	s.pool.Exec(ctx, `DELETE FROM gateways WHERE id = $1`, s.id)
+	cancel()
 	s.pool.Close()
 	return nil
 }

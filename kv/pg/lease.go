@@ -1,0 +1,90 @@
+package pg
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"time"
+)
+
+// DefaultLease is how long a gateway's lease lasts without being renewed:
+// a gateway that dies has its calls in flight closed by the others once
+// it ran out. The store renews it every third of it.
+const DefaultLease = 15 * time.Second
+
+// Options are the PostgreSQL store's own settings.
+type Options struct {
+	// Lease is how long the store's lease lasts unrenewed (DefaultLease
+	// when zero).
+	Lease time.Duration
+}
+
+// newID names a store handle: host, process and a random part.
+func newID() string {
+	host, _ := os.Hostname()
+	b := make([]byte, 4)
+	rand.Read(b)
+	return fmt.Sprintf("%s/%d/%s", host, os.Getpid(), hex.EncodeToString(b))
+}
+
+// renew takes or extends the lease, by the database's clock.
+func (s *Store) renew(ctx context.Context) error {
+	_, err := s.pool.Exec(ctx, `INSERT INTO gateways (id, started, expires) VALUES ($1, now(), now() + $2 * interval '1 millisecond')
+		ON CONFLICT (id) DO UPDATE SET expires = EXCLUDED.expires`, s.id, s.lease.Milliseconds())
+	return err
+}
+
+// keepLease renews the lease until the store closes or is killed.
+func (s *Store) keepLease() {
+	defer close(s.leaseDone)
+	t := time.NewTicker(s.lease / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stopLease:
+			return
+		case <-t.C:
+			ctx, cancel := context.WithTimeout(context.Background(), s.lease/3)
+			s.renew(ctx) // a failure is retried next tick; the lease runs out if they go on
+			cancel()
+		}
+	}
+}
+
+// Lease is how long the store's lease lasts unrenewed: the gateway
+// closes the calls of a dead one within it and one pass of its recovery
+// (holon.SharedStore).
+func (s *Store) Lease() time.Duration { return s.lease }
+
+// ID names this store handle in the gateways table.
+func (s *Store) ID() string { return s.id }
+
+// Kill stops the store as a crash would, for drills and tests: no update
+// runs any more, and its lease is left to run out rather than given
+// back, so its calls in flight stay its own until then.
+func (s *Store) Kill() {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.closed = true
+	close(s.queue)
+	s.mu.Unlock()
+	close(s.stopLease)
+	<-s.leaseDone
+	<-s.done
+	s.pool.Close()
+}
+
+// Orphaned reports whether the call in flight under receipt is held by no
+// running gateway (holon.SharedTx): its gateway's lease ran out or was
+// given back, or it has none.
+func (t *Tx) Orphaned(receipt string) (bool, error) {
+	var live bool
+	err := t.one(`SELECT EXISTS (SELECT 1 FROM holds h JOIN gateways g ON g.id = h.gateway
+		WHERE h.receipt = $1 AND g.expires > now())`, []any{receipt}, &live)
+	return !live, err
+}
