@@ -275,7 +275,7 @@ func TestReadme_Walkthrough(t *testing.T) {
 		name, _, _ := strings.Cut(r["agent"].(string), "@")
 		children[name] = obj(r, "cost")["total"]
 	}
-	same("text-tables' cost", children["holon-labs/text-tables"], quoted(`\(`+"`holon-labs/text-tables`"+`, [0-9.]+ per row: ([0-9.]+) for three rows\)`)[0])
+	same("text-tables' cost", children["holon-labs/text-tables"], quoted(`\(` + "`holon-labs/text-tables`" + `, [0-9.]+ per row: ([0-9.]+) for three rows\)`)[0])
 	same("company-lookup's cost", children["holon-labs/company-lookup"], quoted("`holon-labs/company-lookup` \\(([0-9.]+)\\)")[0])
 
 	// The money after it, as the comments say.
