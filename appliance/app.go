@@ -97,8 +97,8 @@ func Open(ctx context.Context, cfg Config) (*App, error) {
 	if err != nil {
 		return nil, err
 	}
-	m.watchStore(store)
 	app := &App{cfg: cfg, store: store, log: cfg.Logger, metrics: m, hooks: &publishHooks{}}
+	m.watchStore(store, app.inMemory)
 	if err := app.init(ctx); err != nil {
 		store.Close()
 		return nil, err

@@ -62,7 +62,7 @@ func (a *api) storeHealth(w http.ResponseWriter, r *http.Request, _ httprouter.P
 	}
 	err := s.View(func(tx holon.Tx) error {
 		holds, err := tx.Holds()
-		hv.HoldsOpen, hv.Receipts = len(holds), tx.Counter("receipts")
+		hv.HoldsOpen, hv.Receipts = len(holds)+a.engine.InFlight(), tx.Counter("receipts")
 		return err
 	})
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"holon.dev/holon"
+	"holon.dev/holon/gateway"
 	"holon.dev/holon/gateway/canonical"
 )
 
@@ -143,6 +144,18 @@ func (c *claim) Check(tx holon.Tx) error {
 		return holon.Errorf(CodeIdempotencyInterrupted, "the call of Idempotency-Key %q was interrupted (a restart) before it settled: check GET /v0/receipts, then send it again with a new key if it did not happen", c.key)
 	}
 	return &replayError{rec: rec}
+}
+
+// Key is the key with its scope: a gateway.Claim.
+func (c *claim) Key() string { return c.scope + "/" + c.key }
+
+// Running refuses the key while another call of it runs in memory, as
+// Check refuses a running record: 422 for another request, else 409.
+func (c *claim) Running(other gateway.Claim) error {
+	if o, ok := other.(*claim); ok && o.hash != c.hash {
+		return holon.Errorf(CodeIdempotencyMismatch, "Idempotency-Key %q was used with another request: send this one with a new key", c.key)
+	}
+	return holon.Errorf(CodeIdempotencyInFlight, "the call of Idempotency-Key %q is still running: wait for it, then re-send to get its receipt", c.key)
 }
 
 // lookup reads the key's record: finished or interrupted under key/,

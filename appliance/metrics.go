@@ -74,12 +74,13 @@ func newMetrics() *metrics {
 	return m
 }
 
-// watchStore adds the families read from the store at each scrape.
-func (m *metrics) watchStore(s holon.Store) {
+// watchStore adds the families read from the store at each scrape;
+// inMemory counts the calls whose hold the engine keeps in memory.
+func (m *metrics) watchStore(s holon.Store, inMemory func() int) {
 	m.reg.MustRegister(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "holon_holds_open",
-			Help: "Holds open: calls reserved and not settled yet.",
+			Help: "Holds open: calls reserved and not settled yet (in the store or in memory).",
 		}, func() float64 {
 			var n int
 			err := s.View(func(tx holon.Tx) error {
@@ -90,7 +91,7 @@ func (m *metrics) watchStore(s holon.Store) {
 			if err != nil {
 				return math.NaN()
 			}
-			return float64(n)
+			return float64(n + inMemory())
 		}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "holon_store_size_bytes",

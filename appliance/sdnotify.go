@@ -129,5 +129,14 @@ func (a *App) HoldsOpen() (int, error) {
 		n = len(hs)
 		return err
 	})
-	return n, err
+	return n + a.inMemory(), err
+}
+
+// inMemory counts the calls whose hold the engine keeps in memory (not in
+// the store's holds) until they settle.
+func (a *App) inMemory() int {
+	if a.engine == nil {
+		return 0
+	}
+	return a.engine.InFlight()
 }

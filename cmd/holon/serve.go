@@ -271,7 +271,7 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 		if err != nil {
 			log.Error("count calls still running", "err", err)
 		}
-		log.Warn("shutdown bound reached: calls still running are cut short; the next start closes them as gateway_restarted, never billed",
+		log.Warn("shutdown bound reached: calls still running are cut short, never billed: the next start closes those whose reservation is stored as gateway_restarted (a call to an in-process agent leaves no trace)",
 			"calls", n, "timeout", f.shutdown.String())
 	}
 	stopWatchdog()
