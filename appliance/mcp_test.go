@@ -126,15 +126,21 @@ func connectMCP(t *testing.T, url, key string, elicit func(context.Context, *mcp
 	return s
 }
 
+// dialMCP connects a Go SDK client at revision 2025-11-25 (a stateful
+// session); dialMCPAt at the revision given (mcp_revisions_test.go).
 func dialMCP(url, key string, elicit func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error)) (*mcp.ClientSession, error) {
-	client := mcp.NewClient(&mcp.Implementation{Name: "holon-test", Version: "v0"}, &mcp.ClientOptions{ElicitationHandler: elicit})
+	return dialMCPAt(url, key, "2025-11-25", &mcp.ClientOptions{ElicitationHandler: elicit})
+}
+
+func dialMCPAt(url, key, revision string, opts *mcp.ClientOptions) (*mcp.ClientSession, error) {
+	client := mcp.NewClient(&mcp.Implementation{Name: "holon-test", Version: "v0"}, opts)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	return client.Connect(ctx, &mcp.StreamableClientTransport{
 		Endpoint:   url,
 		HTTPClient: &http.Client{Transport: bearer{key: key, base: http.DefaultTransport}},
 		MaxRetries: -1,
-	}, nil)
+	}, &mcp.ClientSessionOptions{ProtocolVersion: revision})
 }
 
 // call calls a tool and returns its result and structured content, after

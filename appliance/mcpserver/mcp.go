@@ -9,6 +9,7 @@ package mcpserver
 
 import (
 	"context"
+	"crypto/rand"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -66,7 +67,11 @@ type Server struct {
 	keyLive func(hash string) (bool, error)
 	server  *mcp.Server
 	handler http.Handler
-	log     *slog.Logger
+	// stateless serves the revisions without sessions (2026-07-28,
+	// mcp_revisions.go); stateKey seals their approvals' request states.
+	stateless http.Handler
+	stateKey  []byte
+	log       *slog.Logger
 
 	// stop is cancelled when the gateway shuts down: pending approval
 	// forms stop waiting.
@@ -154,6 +159,17 @@ func New(engine *gateway.Engine, log *slog.Logger, keyLive func(hash string) (bo
 		return &mcpauth.TokenInfo{UserID: c.owner, Extra: map[string]any{"holon": c}}, nil
 	}, &mcpauth.RequireBearerTokenOptions{AllowMissingExpiration: true})
 	m.handler = bind(stream)
+	m.stateless = bind(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return m.server }, &mcp.StreamableHTTPOptions{
+		Logger:    quiet,
+		Stateless: true,
+		// A client that gives up on a request cancels its tool call, as
+		// closing a stateful session's request does.
+		PropagateRequestCancellation: true,
+		DisableLocalhostProtection:   true,
+		MaxRequestBodyBytes:          web.MaxBody,
+	}))
+	m.stateKey = make([]byte, 32)
+	rand.Read(m.stateKey) // never fails (it crashes the program instead)
 	return m
 }
 
@@ -184,6 +200,10 @@ func (m *Server) serve(w http.ResponseWriter, r *http.Request, _ httprouter.Para
 	r = r.WithContext(context.WithValue(r.Context(), mcpCallerKey{}, c))
 	r.Header = r.Header.Clone()
 	r.Header.Set("Authorization", "Bearer holon")
+	if statelessRequest(r) {
+		m.stateless.ServeHTTP(w, r)
+		return
+	}
 	m.handler.ServeHTTP(w, r)
 	if isPost && sid == "" {
 		if id := w.Header().Get("Mcp-Session-Id"); id != "" {

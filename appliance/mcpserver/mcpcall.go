@@ -45,6 +45,10 @@ type callAnswerMCP struct {
 // the client (attended key, client with elicitation) or answers
 // pending_approval.
 func (m *Server) callAgent(ctx context.Context, req *mcp.CallToolRequest, c *mcpCaller, args json.RawMessage) *mcp.CallToolResult {
+	if req.Params.RequestState != "" || len(req.Params.InputResponses) > 0 {
+		// 2026-07-28: the approval form's answer (mcp_revisions.go).
+		return m.approvalAnswered(ctx, req, c)
+	}
 	var in callArgs
 	if err := decodeArgs(args, &in); err != nil {
 		return toolError(err, nil)
@@ -79,6 +83,9 @@ func (m *Server) callAgent(ctx context.Context, req *mcp.CallToolRequest, c *mcp
 			why = "this client cannot show approval forms (it did not declare elicitation)"
 		}
 		return pending(res, why)
+	}
+	if multiRoundTrip(req.Session) {
+		return m.approvalInput(res, c)
 	}
 	return m.askHuman(ctx, req, res)
 }
@@ -116,6 +123,15 @@ func (m *Server) askHuman(ctx context.Context, req *mcp.CallToolRequest, held *g
 	if err != nil {
 		return pending(held, fmt.Sprintf("the approval form got no answer (%s)", escapeLT(err.Error())))
 	}
+	return m.decideAnswer(ctx, held, ans)
+}
+
+// decideAnswer decides a held call's approval with the approval form's
+// answer, as POST /v0/approvals/{id} would: approve runs the call, reject
+// (or decline) rejects it, and a form closed without deciding leaves it
+// pending.
+func (m *Server) decideAnswer(ctx context.Context, held *gateway.CallResult, ans *mcp.ElicitResult) *mcp.CallToolResult {
+	ap := held.Approval
 	decision, _ := ans.Content["decision"].(string)
 	var d gateway.ApprovalDecision
 	switch {
