@@ -33,6 +33,15 @@ type Store interface {
 	Close() error
 }
 
+// SoleWriter is implemented by a store that only this process writes
+// (package kv's). The engine may then keep the reservations of calls to
+// in-process agents in memory until they settle, visible to its own
+// admissions, since no other process could admit a call on the same
+// money. A store several gateways share must not report true.
+type SoleWriter interface {
+	SoleWriter() bool
+}
+
 // StoreOptions configure a store as the hosted product opens it.
 type StoreOptions struct {
 	// NoSync skips making commits durable: for tests and benchmarks of the

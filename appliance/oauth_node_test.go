@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"net/url"
 	"os"
 	"os/exec"
@@ -68,58 +69,7 @@ func TestOAuth_TypeScriptClientAndBrowser(t *testing.T) {
 	browser := newHeadless(t, chromium)
 	tb := newTab(t, browser, ta.srv.URL, axe, "connect")
 
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, node, "oauth.mjs")
-	cmd.Dir = mcpClientDir
-	cmd.Env = append(os.Environ(), "HOLON_MCP_URL="+ta.srv.URL+"/mcp")
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
-	events := make(chan clientEvent)
-	go func() {
-		defer close(events)
-		sc := bufio.NewScanner(stdout)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		for sc.Scan() {
-			var ev clientEvent
-			if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
-				t.Errorf("client line %q: %v", sc.Text(), err)
-				continue
-			}
-			events <- ev
-		}
-	}()
-	next := func(want string) clientEvent {
-		t.Helper()
-		for {
-			select {
-			case ev, ok := <-events:
-				if !ok {
-					t.Fatalf("the client ended before %q:\n%s", want, stderr.String())
-				}
-				if ev.Event == want {
-					return ev
-				}
-				if ev.Event != "authorize" {
-					t.Fatalf("client event %q, want %q", ev.Event, want)
-				}
-			case <-ctx.Done():
-				t.Fatalf("no %q from the client:\n%s", want, stderr.String())
-			}
-		}
-	}
+	next, stdin := startOAuthNodeClient(t, node, "HOLON_MCP_URL="+ta.srv.URL+"/mcp")
 
 	// The client found the authorization endpoint from the 401 and
 	// registered; the human is not signed in, so the console asks first
@@ -228,4 +178,65 @@ func TestOAuth_TypeScriptClientAndBrowser(t *testing.T) {
 			t.Errorf("a code or token (%.8s…) is in the store file or the logs", s)
 		}
 	}
+}
+
+// startOAuthNodeClient runs oauth.mjs (the TypeScript SDK's OAuth client)
+// with env added to the test's, and returns the function that waits for
+// its next event of a kind (skipping "authorize" events that come before)
+// and its stdin.
+func startOAuthNodeClient(t *testing.T, node string, env ...string) (func(want string) clientEvent, io.Writer) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	t.Cleanup(cancel)
+	cmd := exec.CommandContext(ctx, node, "oauth.mjs")
+	cmd.Dir = mcpClientDir
+	cmd.Env = append(os.Environ(), env...)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr lockedBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	events := make(chan clientEvent)
+	go func() {
+		defer close(events)
+		sc := bufio.NewScanner(stdout)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			var ev clientEvent
+			if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+				t.Errorf("client line %q: %v", sc.Text(), err)
+				continue
+			}
+			events <- ev
+		}
+	}()
+	next := func(want string) clientEvent {
+		t.Helper()
+		for {
+			select {
+			case ev, ok := <-events:
+				if !ok {
+					t.Fatalf("the client ended before %q:\n%s", want, stderr.String())
+				}
+				if ev.Event == want {
+					return ev
+				}
+				if ev.Event != "authorize" {
+					t.Fatalf("client event %q, want %q", ev.Event, want)
+				}
+			case <-ctx.Done():
+				t.Fatalf("no %q from the client:\n%s", want, stderr.String())
+			}
+		}
+	}
+	return next, stdin
 }

@@ -10,6 +10,7 @@
 //	limit     the same load on the smallest durable server doing the same durable work (kv/limit): row 1 as a share of it
 //	hosted    the same load on a hosted gateway, agent keys and an Idempotency-Key on every call: a share of row 1
 //	postgres  a settled call in PostgreSQL built by its experts (postgres.sql: one transaction through a prepared function, a pool of one connection per core)
+//	cluster   gateways on the PostgreSQL store: one against row [2], three against one, and the store's ceiling from three writers (cluster.go)
 //	mcp       a real MCP agent on loopback, through the gateway against directly: latency at 1 client, throughput at 32
 //	startup   start-up of the real binary on a store of 1,000,000 receipts, its RSS, and the newest 50 receipts of a mandate
 //	inflight  memory for 2,000 calls in flight to a slow agent, in a child gateway process
@@ -33,7 +34,7 @@ import (
 )
 
 // Rows are the rows a bench can run, in the order it runs them.
-var Rows = []string{"calls", "limit", "hosted", "postgres", "mcp", "startup", "inflight", "catalog", "backup"}
+var Rows = []string{"calls", "limit", "hosted", "postgres", "cluster", "mcp", "startup", "inflight", "catalog", "backup"}
 
 // Options size and select a bench run.
 type Options struct {
@@ -175,6 +176,8 @@ func Run(ctx context.Context, o Options) error {
 type bench struct {
 	o         Options
 	callsRate float64
+	// pgRate is row [2]'s settled calls/s (PostgreSQL built by its experts).
+	pgRate float64
 	// callsUpdates is row 1's store updates per call.
 	callsUpdates float64
 }
@@ -189,6 +192,8 @@ func (b *bench) run(ctx context.Context, row string) ([]*Result, error) {
 		return b.hosted(ctx)
 	case "postgres":
 		return b.postgres(ctx)
+	case "cluster":
+		return b.cluster(ctx)
 	case "mcp":
 		return b.mcp(ctx)
 	case "startup":

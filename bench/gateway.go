@@ -21,6 +21,7 @@ import (
 	"holon.dev/holon/gateway"
 	"holon.dev/holon/journal"
 	"holon.dev/holon/kv"
+	"holon.dev/holon/kv/pg"
 )
 
 // The bench's agents and mandates. Every payer has its own mandate, so
@@ -52,6 +53,8 @@ type gatewayConfig struct {
 	hosted bool
 	// db, when set, is the store to open instead of a new one in dir.
 	db string
+	// store, when set, is a PostgreSQL store's URL to serve from instead.
+	store string
 }
 
 // adminKey is the hosted bench gateway's operator key.
@@ -126,6 +129,9 @@ allow: {agents: ["bench/*"]}
 	if cfg.db != "" {
 		acfg.DB = cfg.db
 	}
+	if cfg.store != "" {
+		acfg.OpenStore = func(_ string, o holon.StoreOptions) (holon.Store, error) { return pg.OpenStore(cfg.store, o) }
+	}
 	if cfg.hosted {
 		acfg.Hosted, acfg.AdminKey, acfg.MandatesDir = true, adminKey, ""
 		acfg.Limits = appliance.Limits{
@@ -184,7 +190,7 @@ type moneyState struct {
 
 func (g *benchGateway) money() (moneyState, error) {
 	var st moneyState
-	err := g.Store().View(func(tx *kv.Tx) error {
+	err := g.app.Engine().Store().View(func(tx holon.Tx) error {
 		st.entries = tx.Counter("journal_entries")
 		hs, err := tx.Holds()
 		st.holds = len(hs)
@@ -207,7 +213,10 @@ func (g *benchGateway) checkMoney(before moneyState, settled int) (string, error
 	if got := int(after.entries - before.entries); got != settled {
 		return "", fmt.Errorf("%d calls answered 200 (settled, billed) but %d settlement entries were journaled", settled, got)
 	}
-	if err := g.Store().View(func(tx *kv.Tx) error { return tx.VerifyJournal() }); err != nil {
+	err = g.app.Engine().Store().View(func(tx holon.Tx) error {
+		return tx.(interface{ VerifyJournal() error }).VerifyJournal() // kv's and pg's: the chain's head too
+	})
+	if err != nil {
 		return "", fmt.Errorf("journal: %w", err)
 	}
 	return fmt.Sprintf("money checked: %s settlements journaled for %s calls answered 200, journal sums to zero with its hash chain intact, balances match, no hold left",

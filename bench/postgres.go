@@ -131,6 +131,7 @@ func (b *bench) postgres(ctx context.Context) ([]*Result, error) {
 	res.Measured = fmt.Sprintf("PostgreSQL %s, a pool of %d connections: %s settled calls/s (p50 %s, p99 %s)", pgVersion(ctx, pc.Conn), conns, thousands(int64(lr.Rate())), ms(lr.Lat.P(0.5)), ms(lr.Lat.P(0.99)))
 	res.Notes = append(res.Notes, "the pool's size, the best of a short probe (connections: calls/s): "+strings.Join(probes, ", "), checked,
 		"PostgreSQL's figure is the call's transaction alone, from clients in this process; Holon's (row 1) is whole calls over HTTP")
+	b.pgRate = lr.Rate()
 	if b.callsRate == 0 {
 		res.Verdict = "skipped: the ratio needs row 1 (--rows calls,postgres)"
 		return []*Result{res}, nil

@@ -285,10 +285,14 @@ func (e *Engine) newReceipt(id string, m *contract.Mandate, sp callSpec, v *Agen
 func (e *Engine) refuse(ctx context.Context, sp callSpec, m *contract.Mandate, v *AgentVersion, status, code, msg string) (*CallResult, error) {
 	var r *holon.Receipt
 	var stop error
+	dl := &durableLedger{l: e.led}
+	defer dl.release()
 	err := e.store.Update(ctx, func(tx holon.Tx) error {
-		if stop = checkClaim(tx, sp.claim); stop != nil {
+		defer dl.unlock()
+		if stop = dl.checkClaim(tx, sp.claim); stop != nil {
 			return nil
 		}
+		dl.pend(tx, "", "", "", 0, 0, sp.claim)
 		id, err := tx.NewReceiptID()
 		if err != nil {
 			return err
@@ -321,6 +325,10 @@ type reservation struct {
 	// commit is the reservation's durability: done already, unless the
 	// call runs an in-process agent.
 	commit holon.Commit
+	// hold is the durable reservation's hold; mem the reservation held in
+	// memory instead (memory.go), which nothing in the store knows of.
+	hold *holon.Hold
+	mem  *memHold
 }
 
 // reserve runs admission again on the live budget and, in the same
@@ -330,12 +338,29 @@ type reservation struct {
 // may start as soon as its reservation is applied (durability.go).
 func (e *Engine) reserve(ctx context.Context, m *contract.Mandate, v *AgentVersion, sp callSpec) (*reservation, error) {
 	a := v.Manifest
+	var preID string
+	if e.inMemory(v, sp) {
+		rs, err := e.reserveInMemory(ctx, m, v, sp)
+		if err == nil {
+			e.step(StepReserveApplied, rs.receipt.ID)
+			return rs, nil
+		}
+		var nim *notInMemory
+		if !errors.As(err, &nim) {
+			return nil, err
+		}
+		preID = nim.id
+	}
 	var rs *reservation
 	req := e.callRequest(m, sp)
+	dl := &durableLedger{l: e.led}
 	write := func(tx holon.Tx) error {
-		id, err := tx.NewReceiptID()
-		if err != nil {
-			return err
+		id := preID
+		if id == "" {
+			var err error
+			if id, err = tx.NewReceiptID(); err != nil {
+				return err
+			}
 		}
 		r := e.newReceipt(id, m, sp, v)
 		rs.receipt = r
@@ -354,6 +379,9 @@ func (e *Engine) reserve(ctx context.Context, m *contract.Mandate, v *AgentVersi
 		if err != nil {
 			return err
 		}
+		// What the transaction cannot see: the reservations held in memory.
+		memReserved, memHeld := dl.unseen(tx, m.ID, r.Payer)
+		b.Reserved += memReserved
 		d := contract.CheckCall(m, a, v.Measured(rec), contract.BudgetState{Spent: b.Spent, Reserved: b.Reserved}, req)
 		if d.WorstCase > 0 || d.Verdict != contract.VerdictDeny {
 			w := d.WorstCase
@@ -391,9 +419,9 @@ func (e *Engine) reserve(ctx context.Context, m *contract.Mandate, v *AgentVersi
 			if err != nil {
 				return err
 			}
-			if acct.Available() < w {
+			if avail := acct.Available() - memHeld; avail < w {
 				return finish(holon.StatusDenied, holon.CodeInsufficientFunds,
-					fmt.Sprintf("%s has %s available, the worst case is %s", r.Payer, acct.Available(), w))
+					fmt.Sprintf("%s has %s available, the worst case is %s", r.Payer, avail, w))
 			}
 		}
 		if len(a.Calls) > 0 {
@@ -442,23 +470,36 @@ func (e *Engine) reserve(ctx context.Context, m *contract.Mandate, v *AgentVersi
 			}
 		}
 		r.Status = holon.StatusRunning
+		rs.hold = hold
 		return tx.PutReceipt(r)
 	}
 	var stop error
 	c, err := e.store.Apply(ctx, func(tx holon.Tx) error {
+		defer dl.unlock()
 		rs = &reservation{}
-		if stop = checkClaim(tx, sp.claim); stop != nil {
+		if stop = dl.checkClaim(tx, sp.claim); stop != nil {
 			return nil
 		}
 		if err := write(tx); err != nil {
 			return err
 		}
-		return recordClaim(tx, sp.claim, rs.receipt)
+		if err := recordClaim(tx, sp.claim, rs.receipt); err != nil {
+			return err
+		}
+		// Until this commit is durable, reads do not see it: in-memory
+		// admissions count it from the ledger.
+		if h := rs.hold; h != nil {
+			dl.pend(tx, h.Receipt, h.Payer, h.Mandate, h.Amount, h.Reserved, sp.claim)
+		} else {
+			dl.pend(tx, "", "", "", 0, 0, sp.claim)
+		}
+		return nil
 	})
 	if err != nil {
+		dl.release()
 		return nil, err
 	}
-	return e.reserved(rs, c, stop, a.Runtime.Kind)
+	return e.reserved(rs, c, stop, a.Runtime.Kind, dl)
 }
 
 // run runs a reserved call with its hard timeout, checks the output, waits
@@ -467,7 +508,7 @@ func (e *Engine) run(ctx context.Context, m *contract.Mandate, v *AgentVersion, 
 	a := v.Manifest
 	rate, _ := m.Rate(a.Currency())
 	st := &runState{e: e, rid: rs.receipt.ID, manifest: a, version: v, sub: rs.sub, mandate: m, payer: rs.receipt.Payer, account: m.Issuer,
-		claim: sp.claim, reserved: rs.commit}
+		claim: sp.claim, reserved: rs.commit, mem: rs.mem}
 	if sp.parent != nil {
 		st.account = sp.parent.account
 	}

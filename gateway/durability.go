@@ -52,6 +52,13 @@ type Claim interface {
 	// after Check: the reservation (receipt running), or the receipt of
 	// the call's end (a refusal, a pending approval, a settlement).
 	Record(tx holon.Tx, r *holon.Receipt) error
+	// Key names the Idempotency-Key: two claims with equal keys claim the
+	// same key (its scope and the key itself).
+	Key() string
+	// Running is the refusal of this claim while a call that claimed the
+	// same key (other) runs with no record of it in the store yet: its
+	// reservation is held in memory, or not yet durable (memory.go).
+	Running(other Claim) error
 }
 
 // InProcess is implemented by a Runner whose agents run inside the
@@ -105,22 +112,25 @@ func recordClaim(tx holon.Tx, c Claim, r *holon.Receipt) error {
 
 // reserved waits, when the rule wants it, for the reservation's commit:
 // always, but for a call about to run an in-process agent.
-func (e *Engine) reserved(rs *reservation, c holon.Commit, stop error, kind string) (*reservation, error) {
+// The ledger counts the reservation (dl) until its commit is durable.
+func (e *Engine) reserved(rs *reservation, c holon.Commit, stop error, kind string, dl *durableLedger) (*reservation, error) {
 	rs.commit = c
 	if stop == nil {
 		e.step(StepReserveApplied, rs.receipt.ID)
 	}
 	if stop == nil && rs.receipt.Status == holon.StatusRunning && e.inProcess(kind) {
-		if e.onStep != nil {
-			go func() {
-				if c.Wait() == nil {
-					e.step(StepReserveDurable, rs.receipt.ID)
-				}
-			}()
-		}
+		go func() {
+			err := c.Wait()
+			dl.release()
+			if err == nil {
+				e.step(StepReserveDurable, rs.receipt.ID)
+			}
+		}()
 		return rs, nil
 	}
-	if err := e.durable(c); err != nil {
+	err := e.durable(c)
+	dl.release()
+	if err != nil {
 		return nil, err
 	}
 	if stop != nil {

@@ -58,6 +58,12 @@ type Config struct {
 	// (durability.go), from the goroutine that runs the call: the crash
 	// tests stop the process there. Nil in service.
 	OnStep func(step, receipt string)
+	// DurableReservations writes every call's reservation to the store
+	// before it runs, as on a store several gateways share. Otherwise, on
+	// a store only this process writes (holon.SoleWriter), a call to an
+	// in-process agent keeps its reservation in memory until it settles
+	// (memory.go).
+	DurableReservations bool
 }
 
 // Engine runs the call lifecycle of gateway.md §1 on a store.
@@ -80,6 +86,10 @@ type Engine struct {
 	delegations delegations
 
 	files FileStore
+
+	// led holds in-memory reservations (memory.go), used when memory is.
+	led    *ledger
+	memory bool
 }
 
 type cachedMandate struct {
@@ -106,6 +116,8 @@ func New(cfg Config) *Engine {
 
 		publicURL: strings.TrimRight(cfg.PublicURL, "/"),
 		files:     cfg.Files,
+		led:       newLedger(),
+		memory:    !cfg.DurableReservations && soleWriter(cfg.Store),
 	}
 	if e.now == nil {
 		e.now = time.Now

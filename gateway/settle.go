@@ -30,6 +30,9 @@ type runState struct {
 	// delegated call); reserved is its reservation's commit.
 	claim    Claim
 	reserved holon.Commit
+	// mem is the reservation when it is held in memory (memory.go): nil
+	// once it is written to the store, and for any other call.
+	mem *memHold
 
 	mu       sync.Mutex
 	closed   bool
@@ -127,6 +130,9 @@ func (s *runState) Call(ctx context.Context, t Target, input json.RawMessage) Ca
 // in-process agent calls it (Ctx.Durable) before any effect of its own
 // leaves the process.
 func (s *runState) durable() error {
+	if s.mem != nil {
+		return s.e.promote(context.Background(), s)
+	}
 	if s.reserved == nil {
 		return nil
 	}
@@ -147,6 +153,10 @@ func (s *runState) finish() {
 // fails, the call is closed as gateway_error with nothing billed.
 func (e *Engine) settle(ctx context.Context, st *runState, bill contract.Bill, d time.Duration) (*holon.Receipt, error) {
 	var r *holon.Receipt
+	if mh := st.mem; mh != nil {
+		// Out of the ledger once the settlement is durable, or failed.
+		defer e.led.leave(mh.entry)
+	}
 	c, err := e.store.Apply(ctx, func(tx holon.Tx) error {
 		var err error
 		r, err = e.settleTx(tx, st, bill, d)
@@ -179,11 +189,7 @@ func (e *Engine) settle(ctx context.Context, st *runState, bill contract.Bill, d
 }
 
 func (e *Engine) settleTx(tx holon.Tx, st *runState, bill contract.Bill, d time.Duration) (*holon.Receipt, error) {
-	h, err := tx.Hold(st.rid)
-	if err != nil {
-		return nil, fmt.Errorf("hold of %s: %w", st.rid, err)
-	}
-	r, err := tx.Receipt(st.rid)
+	h, r, err := st.holdAndReceipt(tx)
 	if err != nil {
 		return nil, err
 	}
@@ -216,7 +222,7 @@ func (e *Engine) settleTx(tx holon.Tx, st *runState, bill contract.Bill, d time.
 		}
 		r.Splits = shares
 	}
-	if err := e.release(tx, h, charge); err != nil {
+	if err := e.release(tx, h, charge, st.mem == nil); err != nil {
 		return nil, err
 	}
 	r.Status = bill.Status
@@ -238,10 +244,35 @@ func (e *Engine) settleTx(tx holon.Tx, st *runState, bill contract.Bill, d time.
 	if err := tx.PutReceipt(r); err != nil {
 		return nil, err
 	}
+	if st.mem != nil {
+		e.led.wrote(tx, st.mem.entry)
+	}
 	if err := e.settled(tx, st, h, r, charge, journaled); err != nil {
 		return nil, err
 	}
+	if st.mem != nil {
+		return r, nil
+	}
 	return r, tx.DeleteHold(h.Receipt)
+}
+
+// holdAndReceipt reads a run's hold and receipt: from the store, or copies
+// of the in-memory reservation's (a settlement that runs twice starts from
+// them again).
+func (s *runState) holdAndReceipt(tx holon.Tx) (*holon.Hold, *holon.Receipt, error) {
+	if mh := s.mem; mh != nil {
+		h, r := *mh.hold, *mh.receipt
+		return &h, &r, nil
+	}
+	h, err := tx.Hold(s.rid)
+	if err != nil {
+		return nil, nil, fmt.Errorf("hold of %s: %w", s.rid, err)
+	}
+	r, err := tx.Receipt(s.rid)
+	if err != nil {
+		return nil, nil, err
+	}
+	return h, r, nil
 }
 
 // settled writes what else a settlement records, in its transaction: the
@@ -267,12 +298,16 @@ func (e *Engine) settled(tx holon.Tx, st *runState, h *holon.Hold, r *holon.Rece
 // release ends a call's hold: the charge becomes spent in its mandate and,
 // for each call it draws on (passthrough), moves from that call's
 // reservation and hold to spent; the rest of its own reservation and hold
-// is released.
-func (e *Engine) release(tx holon.Tx, h *holon.Hold, charge journal.Amount) error {
-	if err := tx.AddBudget(h.Mandate, charge, -h.Reserved); err != nil {
+// is released (stored: a hold held in memory was never in the store).
+func (e *Engine) release(tx holon.Tx, h *holon.Hold, charge journal.Amount, stored bool) error {
+	reserved := -h.Reserved
+	if !stored {
+		reserved = 0
+	}
+	if err := tx.AddBudget(h.Mandate, charge, reserved); err != nil {
 		return err
 	}
-	if h.Amount > 0 {
+	if h.Amount > 0 && stored {
 		if err := tx.AddHeld(h.Payer, -h.Amount); err != nil {
 			return err
 		}
@@ -385,7 +420,7 @@ func (e *Engine) Recover(ctx context.Context) (int, error) {
 			if err != nil {
 				return err
 			}
-			if err := e.release(tx, h, 0); err != nil {
+			if err := e.release(tx, h, 0, true); err != nil {
 				return err
 			}
 			code := holon.CodeGatewayRestarted

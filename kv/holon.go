@@ -49,6 +49,10 @@ func (e engineStore) Stats() holon.StoreStats {
 
 func (e engineStore) Close() error { return e.s.Close() }
 
+// SoleWriter reports true: a bbolt file is written by the one process that
+// holds its lock.
+func (e engineStore) SoleWriter() bool { return true }
+
 // OpenStore opens (or creates) the store at path as a holon.Store: what
 // the hosted product is given to open its store with.
 func OpenStore(path string, opts holon.StoreOptions) (holon.Store, error) {

@@ -25,6 +25,7 @@ import (
 	"fmt"
 	"io"
 	"mime"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -231,7 +232,10 @@ func (f *Fetcher) fetch(ctx context.Context, clientID string, old *entry) (*Docu
 		if errors.As(err, &blocked) {
 			return fail(fmt.Sprintf("its host is not on the public internet (%s, %s): a client metadata document must be served from a public https address", blocked.Addr, blocked.Why), err)
 		}
-		if ctx.Err() != nil {
+		// The deadline, the client's timeout or the transport's header
+		// timeout, whichever fires first on a busy machine: all the same.
+		var ne net.Error
+		if ctx.Err() != nil || (errors.As(err, &ne) && ne.Timeout()) {
 			return fail(fmt.Sprintf("no answer within %s", f.timeout), err)
 		}
 		return fail(fmt.Sprintf("could not be fetched: %v", err), err)

@@ -40,7 +40,7 @@ func (c *benchCommand) Run(ctx context.Context, args []string) error {
 	fs.StringVar(&o.Dir, "dir", "", "work directory (default: a temporary one, removed after)")
 	fs.StringVar(&o.CPUProfile, "cpuprofile", "", "write CPU profiles of the calls row and of the MCP row's gateway load into this directory")
 	fs.Usage = func() {
-		fmt.Fprintln(c.stderr, `Usage: holon bench [--quick] [--rows calls,limit,hosted,postgres,mcp,startup,inflight,backup] [flags]
+		fmt.Fprintln(c.stderr, `Usage: holon bench [--quick] [--rows calls,limit,hosted,postgres,cluster,mcp,startup,inflight,backup] [flags]
 
 Measures the gateway on this machine against its performance targets and
 prints each figure beside its target, MISSED when it misses, with what the
@@ -51,6 +51,7 @@ mandates and drives the load from its own goroutines over loopback HTTP:
   limit     the same load on the smallest durable server doing the same work: row 1 as a share of it
   hosted    the same through a hosted gateway, agent keys and an Idempotency-Key on every call
   postgres  a settled call in PostgreSQL built by its experts (needs PostgreSQL installed)
+  cluster   gateways on the PostgreSQL store: one against postgres, three against one, the store's ceiling
   mcp       a real MCP agent through the gateway against directly (1 and 32 clients)
   startup   start-up of holon serve on 1,000,000 receipts, its RSS, the newest 50 receipts
   inflight  memory per call with 2,000 calls in flight to a slow agent

@@ -98,8 +98,10 @@ func TestServe_Metrics(t *testing.T) {
 	}
 	commits1, _ := metricValue(after, "holon_store_commits_total", nil)
 	batches1, _ := metricValue(after, "holon_store_commit_batch_size", nil)
-	// Each run commits at least its reservation and its settlement.
-	if commits1-commits0 < 7 || batches1-batches0 < 7 {
-		t.Errorf("commits %v → %v, batch observations %v → %v: want at least 7 more", commits0, commits1, batches0, batches1)
+	// Each run commits its settlement (an in-process agent's reservation
+	// is held in memory), the refusal its receipt, and the first call took
+	// a block of receipt ids.
+	if commits1-commits0 < 5 || batches1-batches0 < 5 {
+		t.Errorf("commits %v → %v, batch observations %v → %v: want at least 5 more", commits0, commits1, batches0, batches1)
 	}
 }

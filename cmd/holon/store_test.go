@@ -62,9 +62,12 @@ func TestServe_PostgresStore(t *testing.T) {
 	if code != http.StatusOK {
 		t.Fatalf("call on PostgreSQL: %d %v\n%s", code, out, rs.stderr.String())
 	}
+	// Receipt ids increase, with gaps: the bbolt gateway took a block of
+	// them for its in-process calls, and the sequence restored is past it.
 	receipt := out["receipt"].(map[string]any)
-	if receipt["id"] != "r2" || receipt["billed"] != true {
-		t.Errorf("the call on the restored store: receipt %v, want r2 billed", receipt)
+	id, _ := receipt["id"].(string)
+	if seq, ok := holon.ReceiptSeq(id); !ok || seq < 2 || receipt["billed"] != true {
+		t.Errorf("the call on the restored store: receipt %v, want an id after r1, billed", receipt)
 	}
 	rs.stop(t)
 

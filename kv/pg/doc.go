@@ -7,9 +7,12 @@
 // Writes are grouped as the embedded store groups them: one writer per
 // store handle runs the queued updates in one SERIALIZABLE transaction,
 // each under its own savepoint, so that a failing or panicking update is
-// undone alone; PostgreSQL serializes the transactions of several handles
-// (several gateways), and a group that loses a serialization conflict runs
-// again whole. Reads run in REPEATABLE READ READ ONLY transactions.
+// undone alone. The writers of several handles (several gateways) take
+// turns under one advisory lock, taken before the transaction begins, so
+// each group sees every group before it and none conflicts with another;
+// what queued while a writer waited joins its group. A group that still
+// loses a serialization conflict runs again whole. Reads run in
+// REPEATABLE READ READ ONLY transactions and never wait for the writers.
 //
 // Imports: only holon and journal of the project (and pgx). Nothing in
 // gateway/, appliance/ or webui/ imports it: they see holon.Store.

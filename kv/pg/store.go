@@ -18,6 +18,10 @@ import (
 // MaxBatch is the most updates one commit holds.
 const MaxBatch = 64
 
+// writeLock is the advisory lock the writers of every gateway take in
+// turn.
+const writeLock = 0x686f6c6f6e + 1
+
 // maxAttempts bounds how often a group runs again after serialization
 // conflicts before its updates fail.
 const maxAttempts = 100
@@ -203,31 +207,36 @@ func (s *Store) Close() error {
 func (s *Store) write() {
 	defer close(s.done)
 	for u := range s.queue {
-		batch := []*update{u}
-	fill:
-		for len(batch) < MaxBatch {
-			select {
-			case u, ok := <-s.queue:
-				if !ok {
-					break fill
-				}
-				batch = append(batch, u)
-			default:
-				break fill
-			}
-		}
-		s.run(batch)
+		s.run(u)
 	}
 }
 
-// run commits one group, running it again after a serialization conflict
-// with another writer, and answers each update.
-func (s *Store) run(batch []*update) {
+// fill adds to batch the updates queued meanwhile, up to MaxBatch.
+func (s *Store) fill(batch []*update) []*update {
+	for len(batch) < MaxBatch {
+		select {
+		case u, ok := <-s.queue:
+			if !ok {
+				return batch
+			}
+			batch = append(batch, u)
+		default:
+			return batch
+		}
+	}
+	return batch
+}
+
+// run commits one group, the first update and those queued by the time
+// the writer has its turn, running it again after a serialization
+// conflict, and answers each update.
+func (s *Store) run(first *update) {
+	batch := []*update{first}
 	var errs []error
 	var err error
 	for attempt := 1; ; attempt++ {
 		var retry bool
-		errs, retry, err = s.try(batch)
+		errs, retry, err = s.try(&batch, attempt == 1)
 		if !retry {
 			break
 		}
@@ -261,13 +270,27 @@ func (s *Store) run(batch []*update) {
 // a savepoint. retry is true after a serialization conflict or deadlock
 // (the whole group must run again); err is an error of the transaction
 // itself (the database unreachable, the commit refused).
-func (s *Store) try(batch []*update) (errs []error, retry bool, err error) {
+func (s *Store) try(group *[]*update, fill bool) (errs []error, retry bool, err error) {
 	ctx := context.Background()
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return nil, false, unavailable(err)
 	}
 	defer conn.Release()
+	// The writers of every gateway take turns, a group at a time: the
+	// lock is taken before the transaction begins, so its snapshot sees
+	// every group committed before it and no two groups ever conflict (a
+	// conflict would run a whole group again). A gateway that dies lets
+	// go of it with its connection.
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, writeLock); err != nil {
+		return nil, false, unavailable(err)
+	}
+	defer conn.Exec(ctx, `SELECT pg_advisory_unlock($1)`, writeLock)
+	if fill {
+		// What queued while this writer waited for its turn joins the group.
+		*group = s.fill(*group)
+	}
+	batch := *group
 	ptx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.Serializable})
 	if err != nil {
 		return nil, false, unavailable(err)

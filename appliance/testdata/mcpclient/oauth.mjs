@@ -10,7 +10,10 @@
 //   {"event":"done",…}             after the test said "revoked" on stdin
 // Any unexpected failure exits 1 with the error on stderr.
 //
-// Environment: HOLON_MCP_URL.
+// Environment: HOLON_MCP_URL; HOLON_CLIENT_METADATA_URL, when set, is the
+// https URL of this client's metadata document, used as its client_id
+// instead of registering (the SDK does so when the server advertises
+// client_id_metadata_document_supported).
 import http from 'node:http';
 import readline from 'node:readline';
 import { randomBytes } from 'node:crypto';
@@ -47,6 +50,7 @@ const nextCallback = () => new Promise((ok) => {
 const store = { states: [], authorizeURLs: [], forms: [] };
 const provider = {
   get redirectUrl() { return redirectUrl; },
+  get clientMetadataUrl() { return process.env.HOLON_CLIENT_METADATA_URL || undefined; },
   get clientMetadata() {
     return {
       client_name: 'Holon Test Client',

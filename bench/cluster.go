@@ -1,0 +1,241 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"holon.dev/holon"
+	"holon.dev/holon/backup/pgserver"
+	"holon.dev/holon/journal"
+	"holon.dev/holon/kv/pg"
+)
+
+// Targets of the cluster rows.
+const (
+	targetOneOnPG    = 0.8 // one gateway on the PostgreSQL store, as a share of row [2]
+	targetThreeOnOne = 1.0 // three gateways on one database, as a share of one
+)
+
+// cluster measures gateways on the PostgreSQL store (one database, fsync
+// on): one gateway at Clients clients, as a share of PostgreSQL built by
+// its experts (row [2], the same database doing the same work); three
+// gateways with the same load spread over them, as a share of one; and the
+// store's own ceiling, settlements through holon.Store from three writers
+// with no HTTP, with the capacity model it gives.
+func (b *bench) cluster(ctx context.Context) ([]*Result, error) {
+	o := b.o
+	one := &Result{
+		Name:   fmt.Sprintf("[10] one gateway on the PostgreSQL store: POST /v0/calls, in-process dev agent, %d clients, fsync on", o.Clients),
+		Target: fmt.Sprintf("≥ %.1f× row [2] (PostgreSQL built by its experts, the same database)", targetOneOnPG),
+	}
+	three := &Result{
+		Name:   fmt.Sprintf("[11] three gateways on one PostgreSQL store, the same %d clients spread over them", o.Clients),
+		Target: fmt.Sprintf("≥ %.1f× row [10]", targetThreeOnOne),
+	}
+	ceiling := &Result{
+		Name:   "[12] the PostgreSQL store's ceiling: a call's updates through holon.Store from three writers at once, no HTTP",
+		Target: "printed, with the capacity model it gives",
+	}
+	rows := []*Result{one, three, ceiling}
+	srv, err := pgserver.Start(ctx, pgserver.Options{Durable: true})
+	if errors.Is(err, pgserver.ErrNotInstalled) {
+		for _, r := range rows {
+			r.Verdict = "skipped: install postgresql (" + pgserver.Install + ")"
+		}
+		return rows, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer srv.Stop()
+	createDB := func(name string) (string, error) {
+		c, err := pgx.Connect(ctx, srv.URL("postgres"))
+		if err != nil {
+			return "", err
+		}
+		defer c.Close(context.Background())
+		_, err = c.Exec(ctx, "CREATE DATABASE "+name)
+		return srv.URL(name), err
+	}
+
+	// [10] and [11]: the same database, one gateway then three.
+	url, err := createDB("gateways")
+	if err != nil {
+		return nil, err
+	}
+	var gws []*benchGateway
+	defer func() {
+		for _, g := range gws {
+			g.Close()
+		}
+	}()
+	for i := range 3 {
+		g, err := openGateway(ctx, gatewayConfig{dir: fmt.Sprintf("%s/cluster/g%d", o.Dir, i), store: url})
+		if err != nil {
+			return nil, err
+		}
+		gws = append(gws, g)
+	}
+	measure := func(gs []*benchGateway) (loadResult, time.Duration, string, error) {
+		callers := make([]*devCaller, len(gs))
+		for i, g := range gs {
+			callers[i] = newDevCaller(g.url, o.Clients)
+		}
+		before, err := gs[0].money()
+		if err != nil {
+			return loadResult{}, 0, "", err
+		}
+		cpu0 := cpuTime()
+		lr, err := runLoad(ctx, o.Clients, warmUp(o), o.Duration, func(ctx context.Context, c int) error {
+			return callers[c%len(gs)].call(ctx, c)
+		})
+		cpu := cpuTime() - cpu0
+		if err != nil {
+			return lr, 0, "", err
+		}
+		var answered int64
+		for _, dc := range callers {
+			answered += dc.answered()
+		}
+		checked, err := gs[0].checkMoney(before, int(answered))
+		return lr, cpu, checked, err
+	}
+	lr1, cpu1, checked1, err := measure(gws[:1])
+	if err != nil {
+		return nil, fmt.Errorf("one gateway on PostgreSQL: %w", err)
+	}
+	rate1 := lr1.Rate()
+	one.Measured = fmt.Sprintf("%s calls/s, p50 %s, p99 %s", thousands(int64(rate1)), ms(lr1.Lat.P(0.5)), ms(lr1.Lat.P(0.99)))
+	st := gws[0].app.Engine().Store().Stats()
+	one.Notes = append(one.Notes, checked1, fmt.Sprintf("the store's writer: %.1f updates per commit, %d groups ran again after a serialization conflict", float64(st.Updates)/float64(max(st.Commits, 1)), st.Replays),
+		cpuNote(cpu1, lr1.Elapsed+warmUp(o), int64(lr1.Calls)))
+	if b.pgRate == 0 {
+		one.Verdict = "skipped: the ratio needs row [2] (--rows postgres,cluster)"
+	} else {
+		ratio := rate1 / b.pgRate
+		one.Measured += fmt.Sprintf("; row [2] %s calls/s: %.2f×", thousands(int64(b.pgRate)), ratio)
+		one.judge(ratio >= targetOneOnPG, "the store's writer sends each of a call's store reads and writes as its own statement, one after the other inside its group's transaction (about 40 round trips a call, and a savepoint per update), where row [2] sends one prepared function per call on 64 connections at once")
+	}
+	lr3, _, checked3, err := measure(gws)
+	if err != nil {
+		return nil, fmt.Errorf("three gateways on PostgreSQL: %w", err)
+	}
+	rate3 := lr3.Rate()
+	var replays uint64
+	for _, g := range gws {
+		replays += g.app.Engine().Store().Stats().Replays
+	}
+	three.Measured = fmt.Sprintf("%s calls/s, p50 %s, p99 %s: %.2f× one gateway", thousands(int64(rate3)), ms(lr3.Lat.P(0.5)), ms(lr3.Lat.P(0.99)), rate3/rate1)
+	three.Notes = append(three.Notes, checked3, fmt.Sprintf("%d groups ran again after a serialization conflict, over all three gateways and both loads", replays),
+		"three gateways share this machine's two cores with PostgreSQL and the clients: the row shows what contention costs, not the sum of three machines")
+	three.judge(rate3 >= targetThreeOnOne*rate1, "the gateways' writers take turns under one lock (the journal's one chain): the cluster writes through one writer at a time, each gateway's group a third of one gateway's, with a hand-off of the lock between groups")
+
+	// [12]: the store alone, three writers.
+	url, err = createDB("ceiling")
+	if err != nil {
+		return nil, err
+	}
+	rate, note, err := storeCeiling(ctx, url, o)
+	if err != nil {
+		return nil, fmt.Errorf("the store's ceiling: %w", err)
+	}
+	perCore := rate1 / max(cpu1.Seconds()/(lr1.Elapsed+warmUp(o)).Seconds(), 0.01)
+	ceiling.Measured = fmt.Sprintf("%s settlements/s", thousands(int64(rate)))
+	ceiling.Notes = append(ceiling.Notes, note, fmt.Sprintf("capacity model: N gateways give min(N × %s calls/s per core of a gateway (row [10]: calls/s over the cores its process used) × its cores, %s/s); on this 2-core machine, with PostgreSQL beside them, N gateways cannot show their sum",
+		thousands(int64(perCore)), thousands(int64(rate))))
+	ceiling.Verdict = "ok"
+	return rows, nil
+}
+
+// storeCeiling settles calls through holon.Store from three handles on one
+// database, Clients goroutines over them, each call the updates a settled
+// call writes: its receipt, its hold and reservation, then its
+// settlement, budget, event and release.
+func storeCeiling(ctx context.Context, url string, o Options) (float64, string, error) {
+	var stores []*pg.Store
+	for range 3 {
+		s, err := pg.Open(ctx, url, holon.StoreOptions{})
+		if err != nil {
+			return 0, "", err
+		}
+		defer s.Close()
+		stores = append(stores, s)
+	}
+	price := journal.MustParseAmount(callPrice)
+	shares, err := journal.Split(price, "bench", nil)
+	if err != nil {
+		return 0, "", err
+	}
+	var settled atomic.Int64
+	lr, err := runLoad(ctx, o.Clients, warmUp(o), o.Duration, func(ctx context.Context, c int) error {
+		s := stores[c%len(stores)]
+		payer, mandate := fmt.Sprintf("p%02d", c%benchPayers), mandateID(c)
+		var id string
+		err := s.Update(ctx, func(tx holon.Tx) (err error) {
+			if id, err = tx.NewReceiptID(); err != nil {
+				return err
+			}
+			if err := tx.PutReceipt(&holon.Receipt{ID: id, Mandate: mandate, Caller: payer, Status: holon.StatusRunning, Payer: payer, Currency: "EUR", Created: tx.Now()}); err != nil {
+				return err
+			}
+			if err := tx.AddBudget(mandate, 0, price); err != nil {
+				return err
+			}
+			if err := tx.AddHeld(payer, price); err != nil {
+				return err
+			}
+			return tx.PutHold(&holon.Hold{Receipt: id, Payer: payer, Amount: price, Mandate: mandate, Reserved: price, Started: tx.Now()})
+		})
+		if err != nil {
+			return err
+		}
+		err = s.Update(ctx, func(tx holon.Tx) error {
+			e, err := journal.Settlement("settle:"+id, payer, shares)
+			if err != nil {
+				return err
+			}
+			if _, err := tx.AppendEntry(e); err != nil {
+				return err
+			}
+			if err := tx.AddBudget(mandate, price, -price); err != nil {
+				return err
+			}
+			if err := tx.AddHeld(payer, -price); err != nil {
+				return err
+			}
+			if err := tx.AppendEvent(&holon.Event{Receipt: id, Agent: agentEcho + "@1.0.0", Status: holon.StatusSucceeded, Billed: price, Currency: "EUR", Time: tx.Now()}, true); err != nil {
+				return err
+			}
+			return tx.DeleteHold(id)
+		})
+		if err == nil {
+			settled.Add(1)
+		}
+		return err
+	})
+	if err != nil {
+		return 0, "", err
+	}
+	var replays, commits, updates uint64
+	for _, s := range stores {
+		st := s.Stats()
+		replays, commits, updates = replays+st.Replays, commits+st.Commits, updates+st.Updates
+	}
+	err = stores[0].View(func(tx holon.Tx) error {
+		if hs, err := tx.Holds(); err != nil || len(hs) != 0 {
+			return fmt.Errorf("%d holds left (%v)", len(hs), err)
+		}
+		return tx.(*pg.Tx).VerifyJournal()
+	})
+	if err != nil {
+		return 0, "", err
+	}
+	return lr.Rate(), fmt.Sprintf("%s calls settled in two updates each from %d clients over 3 handles (%d cores): %.1f updates per commit, %d groups ran again after a serialization conflict; journal verified, no hold left",
+		thousands(settled.Load()), o.Clients, runtime.NumCPU(), float64(updates)/float64(max(commits, 1)), replays), nil
+}

@@ -1,0 +1,430 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"holon.dev/holon"
+	"holon.dev/holon/gateway/contract"
+	"holon.dev/holon/journal"
+)
+
+// This file keeps the reservations of in-process calls in memory. By the
+// durability rule a call to an in-process agent may leave no trace at all
+// if the process dies before it settles: it had no effect anywhere. So on
+// a store only this process writes (holon.SoleWriter), such a call's
+// reservation, hold and Idempotency-Key claim live in the engine's ledger,
+// and reach the store only inside the settlement's update: one store
+// update per call. An agent that asks for durability (Ctx.Durable: an
+// effect is about to leave the process) has its reservation written first,
+// as any other call's is.
+//
+// Lock order: the ledger's lock, then a read of the store (View), never the
+// other way round: bbolt's writer, growing the file, waits for every read
+// to end, and a read waiting for the ledger would wait for an admission
+// that waits for the writer. (An admission preview, resolve, reads the
+// store alone: the decisive check is the reservation's.)
+//
+// The ledger is visible to every admission exactly as a stored hold is:
+//
+//   - An in-memory admission reads the committed state and the ledger
+//     under the ledger's lock, and counts both the in-memory reservations
+//     and the pending ones: durable reservations applied in the writer's
+//     transaction and not yet visible to a read.
+//   - A durable reservation's check, in the writer's transaction, counts
+//     what that transaction sees and the in-memory reservations, and
+//     registers itself as pending, under the same lock; it stays pending
+//     until its commit is durable (so visible to reads).
+//   - An in-memory reservation leaves the ledger only once its
+//     settlement's commit is durable, and so visible.
+//
+// So between two admissions every reservation is counted at least once
+// (twice for a moment, which only makes an admission more careful), and
+// nothing can be overspent at any instant. Idempotency-Keys are claimed the
+// same way: a key running in memory, or pending in a durable reservation,
+// refuses a second run until the store shows the key.
+
+// ledger is the engine's in-memory reservations and claims.
+type ledger struct {
+	mu sync.Mutex
+	// memHeld (per account) and memReserved (per mandate) sum the
+	// in-memory reservations; pendHeld and pendReserved the pending
+	// durable ones.
+	memHeld, memReserved   map[string]journal.Amount
+	pendHeld, pendReserved map[string]journal.Amount
+	// written are the entries whose receipt a transaction wrote (perhaps
+	// not committed yet, perhaps undone): a transaction that sees that
+	// receipt sees the entry's money in the store, and does not count it
+	// again.
+	written map[*resv]struct{}
+	// claims are the Idempotency-Keys running in memory or pending.
+	claims map[string]Claim
+	// inFlight counts the in-memory reservations.
+	inFlight int
+
+	// ids are receipt ids taken from the store in blocks, in order.
+	idsMu sync.Mutex
+	ids   []string
+}
+
+// receiptIDBlock is how many receipt ids one store update takes for
+// in-memory calls (unused ones are gaps after a restart).
+const receiptIDBlock = 64
+
+func newLedger() *ledger {
+	return &ledger{
+		memHeld: map[string]journal.Amount{}, memReserved: map[string]journal.Amount{},
+		pendHeld: map[string]journal.Amount{}, pendReserved: map[string]journal.Amount{},
+		written: map[*resv]struct{}{}, claims: map[string]Claim{},
+	}
+}
+
+// resv is one entry of the ledger: an in-memory reservation, or a pending
+// durable one.
+type resv struct {
+	receipt        string
+	payer, mandate string
+	held, reserved journal.Amount
+	claim          Claim
+	mem            bool
+	// seen is the store's receipts counter just after a transaction wrote
+	// the entry's receipt (0: none did): a transaction whose counter is
+	// lower cannot see that receipt.
+	seen uint64
+}
+
+// add moves an amount in a per-name sum, forgetting names back at zero.
+func add(m map[string]journal.Amount, name string, d journal.Amount) {
+	if v := m[name] + d; v == 0 {
+		delete(m, name)
+	} else {
+		m[name] = v
+	}
+}
+
+// enterLocked counts an entry; the caller holds l.mu.
+func (l *ledger) enterLocked(r *resv) {
+	held, reserved := l.pendHeld, l.pendReserved
+	if r.mem {
+		held, reserved = l.memHeld, l.memReserved
+		l.inFlight++
+	}
+	add(held, r.payer, r.held)
+	add(reserved, r.mandate, r.reserved)
+	if r.claim != nil {
+		l.claims[r.claim.Key()] = r.claim
+	}
+}
+
+// leaveLocked forgets an entry (nil: nothing); the caller holds l.mu.
+func (l *ledger) leaveLocked(r *resv) {
+	if r == nil {
+		return
+	}
+	held, reserved := l.pendHeld, l.pendReserved
+	if r.mem {
+		held, reserved = l.memHeld, l.memReserved
+		l.inFlight--
+	}
+	add(held, r.payer, -r.held)
+	add(reserved, r.mandate, -r.reserved)
+	if r.claim != nil && l.claims[r.claim.Key()] == r.claim {
+		delete(l.claims, r.claim.Key())
+	}
+	delete(l.written, r)
+}
+
+// leave forgets an entry once the store shows it to every read: its
+// commit is durable (or failed, and the process stops).
+func (l *ledger) leave(r *resv) {
+	l.mu.Lock()
+	l.leaveLocked(r)
+	l.mu.Unlock()
+}
+
+// wroteLocked notes that tx has just written r's receipt.
+func (l *ledger) wroteLocked(tx holon.Tx, r *resv) {
+	r.seen = tx.Counter("receipts")
+	l.written[r] = struct{}{}
+}
+
+// wrote is wroteLocked, taking the lock.
+func (l *ledger) wrote(tx holon.Tx, r *resv) {
+	l.mu.Lock()
+	l.wroteLocked(tx, r)
+	l.mu.Unlock()
+}
+
+// unseenLocked is what tx does not show of the ledger, for a mandate and
+// an account: the in-memory reservations (and, with pending, the pending
+// durable ones), less those whose receipt tx already sees, whose money it
+// shows. The caller holds l.mu.
+func (l *ledger) unseenLocked(tx holon.Tx, mandate, account string, pending bool) (reserved, held journal.Amount) {
+	reserved, held = l.memReserved[mandate], l.memHeld[account]
+	if pending {
+		reserved += l.pendReserved[mandate]
+		held += l.pendHeld[account]
+	}
+	if len(l.written) == 0 {
+		return reserved, held
+	}
+	n := tx.Counter("receipts")
+	for r := range l.written {
+		if r.seen > n || (!r.mem && !pending) || (r.mandate != mandate && r.payer != account) {
+			continue
+		}
+		if _, err := tx.Receipt(r.receipt); err != nil {
+			continue
+		}
+		if r.mandate == mandate {
+			reserved -= r.reserved
+		}
+		if r.payer == account {
+			held -= r.held
+		}
+	}
+	return reserved, held
+}
+
+// memHold is an in-memory reservation: the hold a durable one would store.
+type memHold struct {
+	hold    *holon.Hold
+	receipt *holon.Receipt
+	claim   Claim
+	entry   *resv
+}
+
+// InFlight counts the calls whose reservation is held in memory (not in
+// the store's holds).
+func (e *Engine) InFlight() int {
+	e.led.mu.Lock()
+	defer e.led.mu.Unlock()
+	return e.led.inFlight
+}
+
+// soleWriter reports whether the store is written by this process only.
+func soleWriter(s holon.Store) bool {
+	sw, ok := s.(holon.SoleWriter)
+	return ok && sw.SoleWriter()
+}
+
+// inMemory reports whether a call may keep its reservation in memory: an
+// in-process agent that delegates nothing, called at the root, with no
+// approval to bind, on a store only this process writes.
+func (e *Engine) inMemory(v *AgentVersion, sp callSpec) bool {
+	return e.memory && sp.parent == nil && sp.approval == "" && !sp.preApproved &&
+		len(v.Manifest.Calls) == 0 && e.inProcess(v.Manifest.Runtime.Kind)
+}
+
+// receiptID hands out the next receipt id of the engine's block, taking a
+// new block from the store when it is used up.
+func (e *Engine) receiptID(ctx context.Context) (string, error) {
+	l := e.led
+	l.idsMu.Lock()
+	defer l.idsMu.Unlock()
+	if len(l.ids) == 0 {
+		var ids []string
+		err := e.store.Update(ctx, func(tx holon.Tx) error {
+			ids = ids[:0]
+			for range receiptIDBlock {
+				id, err := tx.NewReceiptID()
+				if err != nil {
+					return err
+				}
+				ids = append(ids, id)
+			}
+			return nil
+		})
+		if err != nil {
+			return "", err
+		}
+		l.ids = ids
+	}
+	id := l.ids[0]
+	l.ids = l.ids[1:]
+	return id, nil
+}
+
+// notInMemory sends a call to the durable reservation: its admission did
+// not allow it outright (a denial, an approval, missing funds), which the
+// durable path decides and writes, under the receipt id already taken.
+type notInMemory struct{ id string }
+
+func (e *notInMemory) Error() string { return "not reserved in memory" }
+
+// reserveInMemory admits a call on the committed state and the ledger and,
+// when it is allowed, reserves it in the ledger. A *notInMemory: the call
+// takes the durable path.
+func (e *Engine) reserveInMemory(ctx context.Context, m *contract.Mandate, v *AgentVersion, sp callSpec) (*reservation, error) {
+	a := v.Manifest
+	id, err := e.receiptID(ctx)
+	if err != nil {
+		return nil, err
+	}
+	r := e.newReceipt(id, m, sp, v)
+	req := e.callRequest(m, sp)
+	l := e.led
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if sp.claim != nil {
+		if other := l.claims[sp.claim.Key()]; other != nil {
+			return nil, sp.claim.Running(other)
+		}
+	}
+	var stop error
+	var d contract.Decision
+	var avail journal.Amount
+	err = e.store.View(func(tx holon.Tx) error {
+		if stop = checkClaim(tx, sp.claim); stop != nil {
+			return nil
+		}
+		b, err := tx.Budget(m.ID)
+		if err != nil {
+			return err
+		}
+		rec, err := tx.Record(a.Ref())
+		if err != nil {
+			return err
+		}
+		reserved, held := l.unseenLocked(tx, m.ID, r.Payer, true)
+		d = contract.CheckCall(m, a, v.Measured(rec), contract.BudgetState{Spent: b.Spent, Reserved: b.Reserved + reserved}, req)
+		acct, err := tx.Account(r.Payer)
+		if err != nil {
+			return err
+		}
+		avail = acct.Available() - held
+		return nil
+	})
+	switch {
+	case err != nil:
+		return nil, err
+	case stop != nil:
+		return nil, stop
+	case d.Verdict != contract.VerdictAllow || avail < d.WorstCase:
+		return nil, &notInMemory{id: id}
+	}
+	w := d.WorstCase
+	r.WorstCase = &w
+	r.Status = holon.StatusRunning
+	h := &holon.Hold{Receipt: r.ID, Payer: r.Payer, Mandate: m.ID, Reserved: w, Amount: w, Started: r.Created}
+	entry := &resv{receipt: r.ID, payer: r.Payer, mandate: m.ID, held: w, reserved: w, claim: sp.claim, mem: true}
+	l.enterLocked(entry)
+	return &reservation{receipt: r, mem: &memHold{hold: h, receipt: r, claim: sp.claim, entry: entry}}, nil
+}
+
+// durableLedger is what a durable reservation's transaction sees of the
+// ledger: it is taken in the writer's transaction, checked against and
+// registered in (as pending) under the ledger's lock, which the
+// transaction holds from the check to its end.
+type durableLedger struct {
+	l      *ledger
+	locked bool
+	p      *resv
+}
+
+// lock takes the ledger for the rest of the transaction and forgets what
+// an earlier run of the same update registered.
+func (dl *durableLedger) lock() {
+	if dl == nil || dl.l == nil || dl.locked {
+		return
+	}
+	dl.l.mu.Lock()
+	dl.locked = true
+	dl.l.leaveLocked(dl.p)
+	dl.p = nil
+}
+
+// unlock ends the transaction's hold on the ledger.
+func (dl *durableLedger) unlock() {
+	if dl == nil || !dl.locked {
+		return
+	}
+	dl.locked = false
+	dl.l.mu.Unlock()
+}
+
+// checkClaim refuses a key running in memory or pending in another
+// reservation, then checks it in tx.
+func (dl *durableLedger) checkClaim(tx holon.Tx, c Claim) error {
+	if c == nil {
+		return nil
+	}
+	if dl != nil && dl.l != nil {
+		dl.lock()
+		if other := dl.l.claims[c.Key()]; other != nil && other != c {
+			return c.Running(other)
+		}
+	}
+	return c.Check(tx)
+}
+
+// unseen is what tx does not show of the in-memory reservations, for a
+// mandate and an account (pending durable ones are in tx, or will be
+// checked in their own transaction after this one).
+func (dl *durableLedger) unseen(tx holon.Tx, mandate, account string) (reserved, held journal.Amount) {
+	if dl == nil || dl.l == nil {
+		return 0, 0
+	}
+	dl.lock()
+	return dl.l.unseenLocked(tx, mandate, account, false)
+}
+
+// pend registers the transaction's reservation (and claim) as pending;
+// receipt is the one it wrote ("" for none).
+func (dl *durableLedger) pend(tx holon.Tx, receipt, payer, mandate string, held, reserved journal.Amount, c Claim) {
+	if dl == nil || dl.l == nil {
+		return
+	}
+	dl.lock()
+	p := &resv{receipt: receipt, payer: payer, mandate: mandate, held: held, reserved: reserved, claim: c}
+	dl.l.enterLocked(p)
+	if receipt != "" {
+		dl.l.wroteLocked(tx, p)
+	}
+	dl.p = p
+}
+
+// release forgets the transaction's pending reservation: once its commit
+// is durable (visible to reads), or once its update failed.
+func (dl *durableLedger) release() {
+	if dl == nil || dl.l == nil {
+		return
+	}
+	dl.l.leave(dl.p)
+}
+
+// promote writes an in-memory reservation to the store, as a durable
+// reservation would have written it, and waits for it: an in-process agent
+// asked for durability before an effect of its own leaves the process.
+// The ledger counts the reservation until the write is durable.
+func (e *Engine) promote(ctx context.Context, st *runState) error {
+	mh := st.mem
+	err := e.store.Update(ctx, func(tx holon.Tx) error {
+		h := *mh.hold
+		if err := tx.AddHeld(h.Payer, h.Amount); err != nil {
+			return err
+		}
+		if err := tx.AddBudget(h.Mandate, 0, h.Reserved); err != nil {
+			return err
+		}
+		if err := tx.PutHold(&h); err != nil {
+			return err
+		}
+		if err := tx.PutReceipt(mh.receipt); err != nil {
+			return err
+		}
+		e.led.wrote(tx, mh.entry)
+		return recordClaim(tx, mh.claim, mh.receipt)
+	})
+	if err != nil {
+		if errors.Is(err, holon.ErrBroken) {
+			e.fail(err)
+		}
+		return fmt.Errorf("write the reservation of %s: %w", st.rid, err)
+	}
+	st.mem = nil
+	e.led.leave(mh.entry)
+	return nil
+}
