@@ -108,6 +108,38 @@ func TestImports_FlowOneWay(t *testing.T) {
 	only(module + "/gateway/semver")
 	only(module + "/gateway/canonical")
 	only(module+"/gateway/contract", module, module+"/journal", module+"/gateway/semver")
+	// The appliance's rooms (each package doc): leaves that import no
+	// room, the HTTP plumbing and the principal under every other room,
+	// and each room only the rooms listed for it. The composition root,
+	// appliance itself, wires them; no room imports it.
+	a := module + "/appliance/"
+	for room, allowed := range map[string][]string{
+		"token":       {},
+		"ratelimit":   {},
+		"web":         {module, module + "/journal", module + "/gateway", a + "token"},
+		"auth":        {module, a + "token", a + "web", a + "ratelimit", a + "wire"},
+		"idempotency": {module, module + "/gateway", module + "/gateway/canonical", a + "web"},
+		"files":       {module, module + "/gateway", a + "web", a + "auth"},
+		"catalog":     {module, module + "/journal", module + "/gateway", module + "/gateway/contract", a + "web", a + "auth", a + "ratelimit", a + "files"},
+		"clientmeta":  {module + "/gateway/remote"},
+		"ops":         {module, a + "token", a + "web"},
+		"wire":        {module, module + "/journal", module + "/gateway", module + "/gateway/contract"},
+		"mcpserver":   {module, module + "/journal", module + "/gateway", module + "/gateway/contract", a + "web", a + "auth", a + "token", a + "wire"},
+	} {
+		only(a+room, allowed...)
+	}
+	// The console is a client of the API: of the appliance, it sees the
+	// wire types alone.
+	for _, imp := range imports(t, module+"/webui") {
+		if strings.HasPrefix(imp, module+"/appliance") && imp != a+"wire" {
+			t.Errorf("webui imports %s: of the appliance, the console may import only the API's wire types (appliance/wire)", imp)
+		}
+	}
+	for _, p := range pkgs {
+		if strings.HasPrefix(p, a) && slices.Contains(imports(t, p), module+"/appliance") {
+			t.Errorf("%s imports the composition root appliance: rooms are wired by it, never the reverse", p)
+		}
+	}
 	if d := deps(t, module+"/gateway"); slices.Contains(d, module+"/gateway/remote") {
 		t.Errorf("the engine depends on gateway/remote (its project dependencies: %v): the runtimes import the engine, never the reverse", d)
 	}

@@ -3,8 +3,6 @@ package holon
 import (
 	"errors"
 	"fmt"
-	"maps"
-	"net/http"
 	"strings"
 )
 
@@ -69,114 +67,6 @@ const CodeInvalidToken = "invalid_token"
 // arrived does not have the declared size and SHA-256. Agents that read
 // files declare it unbilled, so that the caller does not pay for a bad run.
 const CodeUnreadableDocument = "unreadable_document"
-
-// httpStatus is the one table of HTTP statuses: the status the API
-// answers each error code with, for the gateway's codes and for those of
-// the hosted product (appliance) alike, so that every place that answers
-// an error (the JSON API, delegated calls, the console) agrees. A code
-// missing here is treated as an internal error: 500 gateway_error, logged.
-// The appliance's tests check that every code it declares has a row.
-var httpStatus = map[string]int{
-	// Admission (mandate.md §3): the call is denied.
-	CodeMandateInactive:   http.StatusForbidden,
-	CodeDeniedByMandate:   http.StatusForbidden,
-	CodeNotAllowed:        http.StatusForbidden,
-	CodeRequirementNotMet: http.StatusForbidden,
-	CodeDataPolicy:        http.StatusForbidden,
-	CodeNoFxRate:          http.StatusForbidden,
-	CodeBelowFixedPrice:   http.StatusForbidden,
-	CodeOverPerCall:       http.StatusForbidden,
-	CodeOverBudget:        http.StatusForbidden,
-	CodeDelegationDepth:   http.StatusForbidden,
-	CodeApprovalRequired:  http.StatusForbidden,
-	CodeNotDeclared:       http.StatusForbidden,
-	CodeInsufficientFunds: http.StatusForbidden,
-	// The request itself.
-	CodeInvalidManifest: http.StatusBadRequest,
-	CodeInvalidMandate:  http.StatusBadRequest,
-	CodeInvalidRequest:  http.StatusBadRequest,
-	CodeNotFound:        http.StatusNotFound,
-	CodeFileNotFound:    http.StatusNotFound,
-	CodeRejectedInput:   http.StatusUnprocessableEntity,
-	CodeInvalidApproval: http.StatusConflict,
-	CodeInvalidToken:    http.StatusUnauthorized,
-	// The agent failed (gateway.md §5: 502).
-	CodeInvalidOutput:      http.StatusBadGateway,
-	CodeAgentError:         http.StatusBadGateway,
-	CodeTimeout:            http.StatusBadGateway,
-	CodeRuntimeUnavailable: http.StatusBadGateway,
-	CodeInvalidUnits:       http.StatusBadGateway,
-	CodeInvalidQuote:       http.StatusBadGateway,
-	CodeUnreadableDocument: http.StatusBadGateway,
-	// The gateway itself failed: internal.
-	CodeGatewayError:     http.StatusInternalServerError,
-	CodeGatewayRestarted: http.StatusInternalServerError,
-
-	// The hosted product (appliance/errors.go, publish.go, signin.go,
-	// files.go, oauth_grant.go, mcp.go, mcpcall.go).
-	"unauthenticated":            http.StatusUnauthorized,
-	"invalid_key":                http.StatusUnauthorized,
-	"forbidden":                  http.StatusForbidden,
-	"origin_not_allowed":         http.StatusForbidden,
-	"host_not_allowed":           http.StatusMisdirectedRequest,
-	"email_disabled":             http.StatusForbidden,
-	"email_unverified":           http.StatusForbidden,
-	"approval_rejected":          http.StatusForbidden,
-	"invalid_link":               http.StatusForbidden,
-	"rate_limited":               http.StatusTooManyRequests,
-	"body_too_large":             http.StatusRequestEntityTooLarge,
-	"file_too_large":             http.StatusRequestEntityTooLarge,
-	"file_quota_exceeded":        http.StatusRequestEntityTooLarge,
-	"nul_character":              http.StatusBadRequest,
-	"invalid_handle":             http.StatusBadRequest,
-	"invalid_email":              http.StatusBadRequest,
-	"invalid_idempotency_key":    http.StatusBadRequest,
-	"login_code_invalid":         http.StatusBadRequest,
-	"login_code_expired":         http.StatusBadRequest,
-	"login_code_other_browser":   http.StatusForbidden,
-	"oauth_invalid_client":       http.StatusBadRequest,
-	"oauth_invalid_redirect_uri": http.StatusBadRequest,
-	"handle_taken":               http.StatusConflict,
-	"email_taken":                http.StatusConflict,
-	"email_linked_elsewhere":     http.StatusConflict,
-	"mandate_exists":             http.StatusConflict,
-	"limit_reached":              http.StatusConflict,
-	"key_revoked":                http.StatusConflict,
-	"idempotency_in_flight":      http.StatusConflict,
-	"idempotency_interrupted":    http.StatusConflict,
-	"account_disabled":           http.StatusConflict,
-	"shipped_agent":              http.StatusConflict,
-	"already_yanked":             http.StatusConflict,
-	"idempotency_mismatch":       http.StatusUnprocessableEntity,
-	"shutting_down":              http.StatusServiceUnavailable,
-	// Sign-in and publishing.
-	"github_not_configured":   http.StatusServiceUnavailable,
-	"github_unavailable":      http.StatusServiceUnavailable,
-	"credentials_unavailable": http.StatusServiceUnavailable,
-	"not_your_namespace":      http.StatusForbidden,
-	"github_not_linked":       http.StatusForbidden,
-	"repository_not_yours":    http.StatusForbidden,
-	"not_public_member":       http.StatusForbidden,
-	"repository_not_found":    http.StatusUnprocessableEntity,
-	"runtime_not_published":   http.StatusBadRequest,
-	"endpoint_not_https":      http.StatusBadRequest,
-	"endpoint_not_public":     http.StatusBadRequest,
-	"endpoint_unresolvable":   http.StatusBadRequest,
-	"version_exists":          http.StatusConflict,
-	"draft_call_failed":       http.StatusBadGateway,
-}
-
-// HTTPStatus returns the HTTP status an error code is answered with, and
-// false for a code the table does not know: an error with such a code (or
-// with none) is internal, answered 500 gateway_error.
-func HTTPStatus(code string) (int, bool) {
-	s, ok := httpStatus[code]
-	return s, ok
-}
-
-// HTTPStatuses returns a copy of the whole table of HTTPStatus: every
-// code the API answers with, and its status.
-func HTTPStatuses() map[string]int { return maps.Clone(httpStatus) }
 
 // FieldError is one problem in a document, named by its field path
 // ("pricing.max", "calls[1].max_cost").

@@ -11,6 +11,10 @@ import (
 	"github.com/julienschmidt/httprouter"
 
 	"holon.dev/holon"
+	"holon.dev/holon/appliance/auth"
+	"holon.dev/holon/appliance/token"
+	"holon.dev/holon/appliance/web"
+	"holon.dev/holon/appliance/wire"
 	"holon.dev/holon/gateway"
 	"holon.dev/holon/gateway/contract"
 	"holon.dev/holon/journal"
@@ -26,10 +30,10 @@ type account struct {
 	Mandates []string      `json:"mandates"`
 	Disabled *disabledMark `json:"disabled,omitempty"`
 	// GitHub is the GitHub account linked by signing in (publishing needs it).
-	GitHub *githubLink `json:"github,omitempty"`
+	GitHub *wire.GitHubLink `json:"github,omitempty"`
 	// Claimed is set when a GitHub sign-in that proved the account's
 	// email took the account over from its unproved signup (signin.go).
-	Claimed *claimMark `json:"claimed,omitempty"`
+	Claimed *wire.Claim `json:"claimed,omitempty"`
 }
 
 // disabledMark says when and why the operator disabled an account.
@@ -119,14 +123,14 @@ func (h *hosted) accountMandates(handle string) ([]string, error) {
 }
 
 // drawKey draws a key and builds its record.
-func (h *hosted) drawKey(kind, handle, mandate string, ask bool) (string, *keyRecord, error) {
-	key, err := newKey(h.rand, kind)
+func (h *hosted) drawKey(kind, handle, mandate string, ask bool) (string, *auth.Key, error) {
+	key, err := token.NewKey(h.rand, kind)
 	if err != nil {
 		return "", nil, err
 	}
-	return key, &keyRecord{
-		Prefix: keyPrefix(key), Kind: kind, Account: handle, Mandate: mandate, Ask: ask,
-		Created: h.now().UTC(), Hash: keyHash(key),
+	return key, &auth.Key{
+		Prefix: token.Prefix(key), Kind: kind, Account: handle, Mandate: mandate, Ask: ask,
+		Created: h.now().UTC(), Hash: token.Hash(key),
 	}, nil
 }
 
@@ -149,10 +153,10 @@ type signupAnswer struct {
 // signup creates an account (POST /v0/signup): the account, its email, a
 // human key, an agent key (ask_in_client) bound to the starter mandate
 // <handle>/sandbox, and the demo credit, all in one transaction.
-func (a *api) signup(w http.ResponseWriter, r *http.Request, _ httprouter.Params, _ *principal) {
+func (a *api) signup(w http.ResponseWriter, r *http.Request, _ httprouter.Params, _ *auth.Principal) {
 	h := a.hosted
 	var body signupBody
-	if err := decodeBody(r, &body); err != nil {
+	if err := web.DecodeBody(r, &body); err != nil {
 		a.fail(w, r, err)
 		return
 	}
@@ -165,7 +169,7 @@ func (a *api) signup(w http.ResponseWriter, r *http.Request, _ httprouter.Params
 		a.fail(w, r, err)
 		return
 	}
-	if ok, wait := h.limits.signup.allow(h.limits.clientAddr(r)); !ok {
+	if ok, wait := h.limits.signup.Allow(web.ClientAddr(r, h.limits.trustProxy)); !ok {
 		a.tooMany(w, r, wait, "your address (signups)")
 		return
 	}
@@ -175,17 +179,17 @@ func (a *api) signup(w http.ResponseWriter, r *http.Request, _ httprouter.Params
 		return
 	}
 	w.Header().Set("Cache-Control", "no-store")
-	writeJSON(w, http.StatusCreated, ans)
+	web.JSON(w, http.StatusCreated, ans)
 }
 
 func (h *hosted) createAccount(r *http.Request, handle, email string) (*signupAnswer, error) {
 	sandbox := h.starterMandate(handle)
 	for attempt := 0; ; attempt++ {
-		humanKey, human, err := h.drawKey(KindHuman, handle, "", false)
+		humanKey, human, err := h.drawKey(token.KindHuman, handle, "", false)
 		if err != nil {
 			return nil, err
 		}
-		agentKey, agent, err := h.drawKey(KindAgent, handle, sandbox.ID, true)
+		agentKey, agent, err := h.drawKey(token.KindAgent, handle, sandbox.ID, true)
 		if err != nil {
 			return nil, err
 		}
@@ -266,63 +270,45 @@ func handleFree(tx holon.Tx, handle string) error {
 	return nil
 }
 
-// meAnswer is GET /v0/me.
-type meAnswer struct {
-	Kind     string                  `json:"kind"`
-	Handle   string                  `json:"handle"`
-	Email    string                  `json:"email,omitempty"`
-	Created  *time.Time              `json:"created,omitempty"`
-	Balance  *accountView            `json:"balance,omitempty"`
-	Mandates []*gateway.MandateState `json:"mandates,omitempty"`
-	Keys     []keyView               `json:"keys,omitempty"`
-	Key      *keyView                `json:"key,omitempty"`
-	Mandate  *gateway.MandateState   `json:"mandate,omitempty"`
-	// GitHub is the linked GitHub account (human keys; publishing needs it).
-	GitHub *githubLink `json:"github,omitempty"`
-	// Claimed says a GitHub sign-in that proved the email took the
-	// account over from its unproved signup, revoking the keys made before.
-	Claimed *claimMark `json:"claimed,omitempty"`
-}
-
 // me is GET /v0/me: for a human key the account, its balance, mandates
 // and live keys (by prefix); for an agent key its own key and mandate with
 // its budget.
-func (a *api) me(w http.ResponseWriter, r *http.Request, _ httprouter.Params, p *principal) {
+func (a *api) me(w http.ResponseWriter, r *http.Request, _ httprouter.Params, p *auth.Principal) {
 	h := a.hosted
 	var acct account
-	var keys []*keyRecord
+	var keys []*auth.Key
 	var bal holon.Account
 	err := h.store.View(func(tx holon.Tx) error {
-		if err := tx.Get(holon.BucketUsers, p.account, &acct); err != nil {
+		if err := tx.Get(holon.BucketUsers, p.Account, &acct); err != nil {
 			return err
 		}
 		var err error
-		if keys, err = accountKeys(tx, p.account); err != nil {
+		if keys, err = accountKeys(tx, p.Account); err != nil {
 			return err
 		}
-		bal, err = tx.Account(p.account)
+		bal, err = tx.Account(p.Account)
 		return err
 	})
 	if err != nil {
 		a.fail(w, r, err)
 		return
 	}
-	ans := meAnswer{Kind: p.kind, Handle: acct.Handle}
-	if p.kind == KindAgent {
-		kw := p.key.view()
+	ans := wire.Me{Kind: p.Kind, Handle: acct.Handle}
+	if p.Kind == token.KindAgent {
+		kw := p.Key.View()
 		ans.Key = &kw
-		st, err := a.engine.Mandate(p.mandate)
+		st, err := a.engine.Mandate(p.Mandate)
 		if err != nil {
 			a.fail(w, r, err)
 			return
 		}
 		ans.Mandate = st
-		writeJSON(w, http.StatusOK, ans)
+		web.JSON(w, http.StatusOK, ans)
 		return
 	}
 	created := acct.Created
 	ans.Email, ans.Created, ans.GitHub, ans.Claimed = acct.Email, &created, acct.GitHub, acct.Claimed
-	ans.Balance = &accountView{Account: acct.Handle, Balance: bal.Balance, Held: bal.Held, Available: bal.Available()}
+	ans.Balance = &wire.AccountView{Account: acct.Handle, Balance: wire.Money(bal.Balance), Held: wire.Money(bal.Held), Available: wire.Money(bal.Available())}
 	ans.Mandates = []*gateway.MandateState{}
 	for _, id := range acct.Mandates {
 		st, err := a.engine.Mandate(id)
@@ -332,12 +318,12 @@ func (a *api) me(w http.ResponseWriter, r *http.Request, _ httprouter.Params, p 
 		}
 		ans.Mandates = append(ans.Mandates, st)
 	}
-	ans.Keys = []keyView{}
+	ans.Keys = []wire.KeyView{}
 	now := h.now()
 	for _, k := range keys {
-		if k.live(now) {
-			ans.Keys = append(ans.Keys, k.view())
+		if k.Live(now) {
+			ans.Keys = append(ans.Keys, k.View())
 		}
 	}
-	writeJSON(w, http.StatusOK, ans)
+	web.JSON(w, http.StatusOK, ans)
 }

@@ -1,11 +1,9 @@
 package appliance
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -15,26 +13,32 @@ import (
 	"github.com/julienschmidt/httprouter"
 
 	"holon.dev/holon"
+	"holon.dev/holon/appliance/auth"
+	"holon.dev/holon/appliance/idempotency"
+	"holon.dev/holon/appliance/mcpserver"
+	"holon.dev/holon/appliance/token"
+	"holon.dev/holon/appliance/web"
+	"holon.dev/holon/appliance/wire"
 	"holon.dev/holon/gateway"
-	"holon.dev/holon/gateway/contract"
 	"holon.dev/holon/journal"
 )
-
-// maxRequestBody bounds a request body (a call's input included).
-const maxRequestBody = 4 << 20
 
 // api serves the HTTP API of gateway.md §5 and, on a hosted gateway, the
 // extra endpoints of §7, every one behind its principals and scoping.
 type api struct {
 	engine *gateway.Engine
 	log    *slog.Logger
-	router *httprouter.Router
+	router *web.Router
+	// auth finds a request's principal; mount registers endpoints behind
+	// it.
+	auth  *auth.Chain
+	mount *auth.Mount
+	// mcp is the MCP server on /mcp.
+	mcp *mcpserver.Server
 	// hosted is nil on a dev gateway: no authentication, no scoping.
 	hosted *hosted
 	// idem keeps Idempotency-Key records.
-	idem *idempotency
-	// files keeps uploads (files_api.go); nil until routeFiles.
-	files *fileStore
+	idem *idempotency.Keys
 	// backup streams the live backup (Config.Backup); nil leaves
 	// GET /v0/admin/backup out.
 	backup http.Handler
@@ -44,8 +48,16 @@ type api struct {
 	publicURL string
 }
 
-func newAPI(e *gateway.Engine, log *slog.Logger, h *hosted, idem *idempotency, backup http.Handler) *api {
-	a := &api{engine: e, log: log, router: httprouter.New(), hosted: h, idem: idem, backup: backup}
+func newAPI(e *gateway.Engine, log *slog.Logger, h *hosted, idem *idempotency.Keys, backup http.Handler) *api {
+	a := &api{engine: e, log: log, router: web.NewRouter(), hosted: h, idem: idem, backup: backup}
+	a.auth = auth.NewChain(h == nil)
+	a.mount = &auth.Mount{Router: a.router, Chain: a.auth, Log: log, Challenge: a.challenge}
+	if h != nil {
+		a.auth.Register(auth.VerifierFunc(h.verifyAdmin))
+		a.auth.Register(auth.VerifierFunc(a.verifyAccessToken))
+		a.auth.Register(auth.VerifierFunc(h.verifyKey))
+		a.mount.Accounts = h.limits.account
+	}
 	a.routes()
 	return a
 }
@@ -53,21 +65,22 @@ func newAPI(e *gateway.Engine, log *slog.Logger, h *hosted, idem *idempotency, b
 func (a *api) routes() {
 	r := a.router
 	r.GET("/healthz", a.healthz)
-	a.handle("GET", "/v0/agents", accessAnyone, a.listAgents)
-	a.handle("GET", "/v0/agents/:ns/:name", accessAnyone, a.getAgent)
-	a.handle("POST", "/v0/calls", accessHuman|accessAgent, a.postCall)
-	a.handle("GET", "/v0/approvals", accessHuman|accessAgent, a.listApprovals)
-	a.handle("GET", "/v0/approvals/:id", accessHuman|accessAgent, a.getApproval)
-	a.handle("POST", "/v0/approvals/:id", accessHuman, a.decideApproval)
-	a.handle("GET", "/v0/receipts", accessHuman|accessAgent, a.listReceipts)
-	a.handle("GET", "/v0/receipts/:id", accessHuman|accessAgent, a.getReceipt)
-	a.handle("GET", "/v0/mandates/:ns/:name", accessHuman|accessAgent, a.getMandate)
-	a.handle("GET", "/v0/accounts", accessHuman|accessAdmin, a.listAccounts)
-	a.mountMCP()
+	a.handle("GET", "/v0/agents", auth.Anyone, a.listAgents)
+	a.handle("GET", "/v0/agents/:ns/:name", auth.Anyone, a.getAgent)
+	a.handle("POST", "/v0/calls", auth.Human|auth.Agent, a.postCall)
+	a.handle("GET", "/v0/approvals", auth.Human|auth.Agent, a.listApprovals)
+	a.handle("GET", "/v0/approvals/:id", auth.Human|auth.Agent, a.getApproval)
+	a.handle("POST", "/v0/approvals/:id", auth.Human, a.decideApproval)
+	a.handle("GET", "/v0/receipts", auth.Human|auth.Agent, a.listReceipts)
+	a.handle("GET", "/v0/receipts/:id", auth.Human|auth.Agent, a.getReceipt)
+	a.handle("GET", "/v0/mandates/:ns/:name", auth.Human|auth.Agent, a.getMandate)
+	a.handle("GET", "/v0/accounts", auth.Human|auth.Operator, a.listAccounts)
+	a.mcp = mcpserver.New(a.engine, a.log, a.keyLive)
+	a.mcp.Mount(a.mount)
 	// The live backup: every row, so the operator's alone (open on a dev
 	// gateway, like everything there).
 	if a.backup != nil {
-		a.handle("GET", "/v0/admin/backup", accessAdmin, func(w http.ResponseWriter, r *http.Request, _ httprouter.Params, _ *principal) {
+		a.handle("GET", "/v0/admin/backup", auth.Operator, func(w http.ResponseWriter, r *http.Request, _ httprouter.Params, _ *auth.Principal) {
 			a.backup.ServeHTTP(w, r)
 		})
 	}
@@ -76,147 +89,41 @@ func (a *api) routes() {
 	}
 	a.routeConsole()
 	a.routeOAuth()
-	r.NotFound = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, holon.Errorf(holon.CodeNotFound, "no route %s %s", r.Method, redactKeys(r.URL.Path)))
+	r.Fallbacks(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		web.Answer(w, holon.Errorf(holon.CodeNotFound, "no route %s %s", r.Method, token.Redact(r.URL.Path)))
+	}), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		web.MethodNotAllowed(w, "%s is not allowed on %s", r.Method, token.Redact(r.URL.Path))
+	}), func(w http.ResponseWriter, r *http.Request, p any) {
+		a.log.Error("handler panicked", "path", token.Redact(r.URL.Path), "panic", token.Redact(fmt.Sprint(p)))
+		web.Answer(w, holon.Errorf(holon.CodeGatewayError, "internal error"))
 	})
-	r.MethodNotAllowed = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusMethodNotAllowed, holon.Errorf(holon.CodeInvalidRequest, "%s is not allowed on %s", r.Method, redactKeys(r.URL.Path)))
-	})
-	r.PanicHandler = func(w http.ResponseWriter, r *http.Request, p any) {
-		a.log.Error("handler panicked", "path", redactKeys(r.URL.Path), "panic", redactKeys(fmt.Sprint(p)))
-		writeError(w, http.StatusInternalServerError, holon.Errorf(holon.CodeGatewayError, "internal error"))
-	}
 }
 
 // hostedRoutes are the extra endpoints of a hosted gateway (gateway.md §7
 // "Extra endpoints"): accounts, keys, mandates and moderation.
 func (a *api) hostedRoutes() {
-	a.handle("POST", "/v0/signup", accessAnyone, a.signup)
-	a.handle("GET", "/v0/me", accessHuman|accessAgent, a.me)
-	a.handle("GET", "/v0/mandates", accessHuman, a.listMandates)
-	a.handle("POST", "/v0/mandates", accessHuman, a.createMandate)
-	a.handle("POST", "/v0/keys", accessHuman, a.createKey)
-	a.handle("DELETE", "/v0/keys/:prefix", accessHuman, a.revokeKey)
-	a.handle("POST", "/v0/admin/credit", accessAdmin, a.adminCredit)
-	a.handle("POST", "/v0/admin/accounts/:handle/disable", accessAdmin, a.adminDisable)
-	a.handle("POST", "/v0/admin/agents/:ns/:name/yank", accessAdmin, a.adminYank)
-	a.handle("GET", "/v0/admin/accounts", accessAdmin, a.adminAccounts)
-	a.handle("GET", "/v0/admin/log", accessAdmin, a.adminLog)
+	a.handle("POST", "/v0/signup", auth.Anyone, a.signup)
+	a.handle("GET", "/v0/me", auth.Human|auth.Agent, a.me)
+	a.handle("GET", "/v0/mandates", auth.Human, a.listMandates)
+	a.handle("POST", "/v0/mandates", auth.Human, a.createMandate)
+	a.handle("POST", "/v0/keys", auth.Human, a.createKey)
+	a.handle("DELETE", "/v0/keys/:prefix", auth.Human, a.revokeKey)
+	a.handle("POST", "/v0/admin/credit", auth.Operator, a.adminCredit)
+	a.handle("POST", "/v0/admin/accounts/:handle/disable", auth.Operator, a.adminDisable)
+	a.handle("POST", "/v0/admin/agents/:ns/:name/yank", auth.Operator, a.adminYank)
+	a.handle("GET", "/v0/admin/accounts", auth.Operator, a.adminAccounts)
+	a.handle("GET", "/v0/admin/log", auth.Operator, a.adminLog)
 	a.publishRoutes()
 }
 
-// receiptStatus maps a call's receipt to the HTTP status of POST /v0/calls:
-// 200 succeeded, 202 pending approval, 403 denied, 422 input rejected, 502
-// the agent failed (500 when the gateway itself did).
-func receiptStatus(r *holon.Receipt) int {
-	code := ""
-	if r.Error != nil {
-		code = *r.Error
-	}
-	switch r.Status {
-	case holon.StatusSucceeded:
-		return http.StatusOK
-	case holon.StatusPendingApproval:
-		return http.StatusAccepted
-	case holon.StatusRejected:
-		return http.StatusUnprocessableEntity
-	case holon.StatusDenied:
-		switch code {
-		case holon.CodeNotFound:
-			return http.StatusNotFound
-		case holon.CodeInvalidRequest:
-			return http.StatusBadRequest
-		}
-		return http.StatusForbidden
-	}
-	switch code {
-	case holon.CodeGatewayError, holon.CodeGatewayRestarted:
-		return http.StatusInternalServerError
-	case holon.CodeFileNotFound:
-		return http.StatusNotFound
-	}
-	return http.StatusBadGateway
-}
-
-type errorBody struct {
-	Error *holon.Error `json:"error"`
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(status)
-	enc := json.NewEncoder(w)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(v)
-}
-
-// writeError answers err with the status given; an error without a code
-// the gateway's table knows is answered gateway_error, telling nothing of
-// it. Most handlers want fail, which takes the status from the table and
-// logs internal errors.
-func writeError(w http.ResponseWriter, status int, err error) {
-	ge, _, _ := publicError(err)
-	if status == http.StatusUnauthorized && w.Header().Get("WWW-Authenticate") == "" {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="holon"`)
-	}
-	writeJSON(w, status, errorBody{Error: ge})
-}
-
-// fail answers with the status of the error's code (holon.HTTPStatus).
+// fail answers with the status of the error's code (web.Status).
 // An internal error (no code, a code the table does not know, or
 // gateway_error) is logged, once, with the request it failed; it is the
 // only kind that is.
-func (a *api) fail(w http.ResponseWriter, r *http.Request, err error) { failTo(a.log, w, r, err) }
-
-// failTo is fail for handlers outside api, logging to log.
-func failTo(log *slog.Logger, w http.ResponseWriter, r *http.Request, err error) {
-	ge, status, internal := publicError(err)
-	if internal {
-		log.Error("request failed", "method", r.Method, "path", redactKeys(r.URL.Path), "err", err)
-	}
-	writeError(w, status, ge)
-}
-
-// notFound is the answer for a resource that does not exist and for one
-// outside the principal's scope alike: nobody learns what others have.
-func notFound(format string, args ...any) error {
-	return holon.Errorf(holon.CodeNotFound, format, args...)
-}
-
-// decodeBody reads a JSON request body strictly (gateway.DecodeJSON: I-JSON,
-// field names spelt exactly, no unknown field, nothing after the object);
-// NUL characters and oversized bodies are refused too, each with a message
-// that says what to fix.
-func decodeBody(r *http.Request, v any) error {
-	b, err := readBody(r)
-	if err != nil {
-		return err
-	}
-	if len(bytes.TrimSpace(b)) == 0 {
-		b = []byte("{}")
-	}
-	return gateway.DecodeJSON(b, v, "body")
-}
-
-// readBody reads a bounded body with no NUL character in it.
-func readBody(r *http.Request) ([]byte, error) {
-	b, err := io.ReadAll(io.LimitReader(r.Body, maxRequestBody+1))
-	var tooLarge *http.MaxBytesError
-	if errors.As(err, &tooLarge) || len(b) > maxRequestBody {
-		return nil, holon.Errorf(CodeBodyTooLarge, "the body is larger than %d bytes", maxRequestBody)
-	}
-	if err != nil {
-		return nil, holon.Errorf(holon.CodeInvalidRequest, "read body: %v", err)
-	}
-	if bytes.IndexByte(b, 0) >= 0 || bytes.Contains(b, []byte(`\u0000`)) {
-		return nil, holon.Errorf(CodeNULCharacter, "NUL characters (raw or as \\u0000) are not accepted in a request body: remove them")
-	}
-	return b, nil
-}
+func (a *api) fail(w http.ResponseWriter, r *http.Request, err error) { web.Fail(a.log, w, r, err) }
 
 func (a *api) healthz(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	web.JSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
 // callBody is POST /v0/calls.
@@ -229,19 +136,8 @@ type callBody struct {
 	Approval   string          `json:"approval,omitempty"`
 }
 
-// callAnswer is the answer of POST /v0/calls and of approve-and-run.
-type callAnswer struct {
-	Output   json.RawMessage `json:"output"`
-	Receipt  *holon.Receipt  `json:"receipt"`
-	Approval *holon.Approval `json:"approval,omitempty"`
-	Error    *holon.Error    `json:"error,omitempty"`
-	// Replayed is set on the answer to a call re-sent with an
-	// Idempotency-Key already used: nothing ran again.
-	Replayed bool `json:"replayed,omitempty"`
-}
-
-func answer(res *gateway.CallResult) (int, callAnswer) {
-	ans := callAnswer{Output: res.Output, Receipt: res.Receipt, Approval: res.Approval}
+func answer(res *gateway.CallResult) (int, wire.CallAnswer) {
+	ans := wire.CallAnswer{Output: res.Output, Receipt: res.Receipt, Approval: res.Approval}
 	if ans.Output == nil {
 		ans.Output = json.RawMessage("null")
 	}
@@ -251,28 +147,28 @@ func answer(res *gateway.CallResult) (int, callAnswer) {
 	if r := res.Receipt; r.Error != nil {
 		ans.Error = &holon.Error{Code: *r.Error, Msg: res.Message}
 	}
-	return receiptStatus(res.Receipt), ans
+	return web.ReceiptStatus(res.Receipt), ans
 }
 
 // callMandate is the mandate a principal's call runs under. An agent key
 // acts under its own mandate only ("with an agent key, the mandate is the
 // key's"): naming another one is a 404, like any mandate out of scope. A
 // human key calls under the root mandates of its account.
-func (a *api) callMandate(p *principal, named string) (string, error) {
-	switch p.kind {
-	case kindDev:
+func (a *api) callMandate(p *auth.Principal, named string) (string, error) {
+	switch p.Kind {
+	case auth.KindDev:
 		return named, nil
-	case KindAgent:
-		if named != "" && named != p.mandate {
-			return "", notFound("no mandate %s (this agent key acts under %s only; leave mandate out)", named, p.mandate)
+	case token.KindAgent:
+		if named != "" && named != p.Mandate {
+			return "", web.NotFound("no mandate %s (this agent key acts under %s only; leave mandate out)", named, p.Mandate)
 		}
-		return p.mandate, nil
+		return p.Mandate, nil
 	}
 	if named == "" {
-		return "", holon.Errorf(holon.CodeInvalidRequest, "mandate is required: the id of one of your mandates, such as %s/sandbox", p.account)
+		return "", holon.Errorf(holon.CodeInvalidRequest, "mandate is required: the id of one of your mandates, such as %s/sandbox", p.Account)
 	}
-	if !p.seesMandate(named) {
-		return "", notFound("no mandate %s", named)
+	if !p.SeesMandate(named) {
+		return "", web.NotFound("no mandate %s", named)
 	}
 	st, err := a.engine.Mandate(named)
 	if err != nil {
@@ -284,9 +180,9 @@ func (a *api) callMandate(p *principal, named string) (string, error) {
 	return named, nil
 }
 
-func (a *api) postCall(w http.ResponseWriter, r *http.Request, _ httprouter.Params, p *principal) {
+func (a *api) postCall(w http.ResponseWriter, r *http.Request, _ httprouter.Params, p *auth.Principal) {
 	var body callBody
-	if err := decodeBody(r, &body); err != nil {
+	if err := web.DecodeBody(r, &body); err != nil {
 		a.fail(w, r, err)
 		return
 	}
@@ -300,7 +196,7 @@ func (a *api) postCall(w http.ResponseWriter, r *http.Request, _ httprouter.Para
 		return
 	}
 	body.Mandate = mandate
-	if body.Approval != "" && p.kind != kindDev {
+	if body.Approval != "" && p.Kind != auth.KindDev {
 		// An approval out of scope is as unknown as one that never was.
 		if _, err := a.approval(r, body.Approval, p); err != nil {
 			a.fail(w, r, err)
@@ -311,8 +207,8 @@ func (a *api) postCall(w http.ResponseWriter, r *http.Request, _ httprouter.Para
 		Mandate: body.Mandate, Agent: body.Agent, Capability: body.Capability,
 		Input: body.Input, MaxCost: body.MaxCost, Approval: body.Approval,
 	}
-	if p.kind == KindHuman {
-		in.Caller = p.account
+	if p.Kind == token.KindHuman {
+		in.Caller = p.Account
 	}
 	idemKey := r.Header.Get("Idempotency-Key")
 	if idemKey == "" {
@@ -322,10 +218,10 @@ func (a *api) postCall(w http.ResponseWriter, r *http.Request, _ httprouter.Para
 			return
 		}
 		status, ans := answer(res)
-		writeJSON(w, status, ans)
+		web.JSON(w, status, ans)
 		return
 	}
-	claim, err := a.idem.claim(p.scope(), idemKey, body)
+	claim, err := a.idem.Claim(p.Scope(), idemKey, body)
 	if err != nil {
 		a.fail(w, r, err)
 		return
@@ -334,15 +230,15 @@ func (a *api) postCall(w http.ResponseWriter, r *http.Request, _ httprouter.Para
 	finished := false
 	defer func() {
 		if !finished { // the gateway failed (or panicked) without a receipt to show
-			claim.abandon(r.Context())
+			claim.Abandon(r.Context())
 		}
 	}()
 	res, err := a.engine.Call(r.Context(), in)
-	var replay *replayError
+	var replay *idempotency.ReplayError
 	switch {
 	case errors.As(err, &replay):
 		finished = true
-		a.replay(w, r, &replay.rec)
+		a.replay(w, r, &replay.Rec)
 		return
 	case err != nil:
 		a.fail(w, r, err)
@@ -350,18 +246,18 @@ func (a *api) postCall(w http.ResponseWriter, r *http.Request, _ httprouter.Para
 	}
 	finished = true
 	status, ans := answer(res)
-	writeJSON(w, status, ans)
+	web.JSON(w, status, ans)
 }
 
 // replay answers a call re-sent with a used Idempotency-Key: the original
 // status and receipt, output null (outputs are never stored).
-func (a *api) replay(w http.ResponseWriter, r *http.Request, rec *idemRecord) {
+func (a *api) replay(w http.ResponseWriter, r *http.Request, rec *idempotency.Record) {
 	rc, err := a.engine.Receipt(rec.Receipt)
 	if err != nil {
 		a.fail(w, r, err)
 		return
 	}
-	ans := callAnswer{Output: json.RawMessage("null"), Receipt: rc, Replayed: true}
+	ans := wire.CallAnswer{Output: json.RawMessage("null"), Receipt: rc, Replayed: true}
 	if rc.Error != nil {
 		ans.Error = &holon.Error{Code: *rc.Error, Msg: "replayed: the original call ended with " + *rc.Error}
 	}
@@ -370,7 +266,7 @@ func (a *api) replay(w http.ResponseWriter, r *http.Request, rec *idemRecord) {
 			ans.Approval = redactApproval(ap)
 		}
 	}
-	writeJSON(w, rec.Status, ans)
+	web.JSON(w, rec.Status, ans)
 }
 
 // redactApproval copies an approval for the wire. The input stays: the
@@ -380,39 +276,35 @@ func redactApproval(ap *holon.Approval) *holon.Approval {
 	return &c
 }
 
-// approvalsPage is the most GET /v0/approvals shows at once, and its
-// default.
-const approvalsPage = 200
-
 // listApprovals is GET /v0/approvals?mandate=&status=&before=&limit=: the
 // approvals of the mandates the principal sees, newest first, read from
 // those mandates' index (a human's are its account's mandates, as for
 // receipts), and next, the cursor of the following page.
-func (a *api) listApprovals(w http.ResponseWriter, r *http.Request, _ httprouter.Params, p *principal) {
+func (a *api) listApprovals(w http.ResponseWriter, r *http.Request, _ httprouter.Params, p *auth.Principal) {
 	q := r.URL.Query()
 	mandate, status, before := q.Get("mandate"), q.Get("status"), q.Get("before")
-	limit, err := queryLimit(r, approvalsPage, approvalsPage)
+	limit, err := web.Limit(r, wire.ApprovalsPage, wire.ApprovalsPage)
 	if err != nil {
 		a.fail(w, r, err)
 		return
 	}
 	var page holon.ApprovalPage
 	switch {
-	case mandate != "" && !p.seesMandate(mandate):
-		a.fail(w, r, notFound("no mandate %s", mandate))
+	case mandate != "" && !p.SeesMandate(mandate):
+		a.fail(w, r, web.NotFound("no mandate %s", mandate))
 		return
 	case mandate != "":
 		page, err = a.engine.ApprovalsOf([]string{mandate}, status, before, limit)
-	case p.kind == kindDev:
+	case p.Kind == auth.KindDev:
 		page, err = a.engine.AllApprovals(status, before, limit)
-	case p.kind == KindAgent:
+	case p.Kind == token.KindAgent:
 		// Only calls under the key's own mandate are held for approval,
 		// never a delegated call under one derived from it.
-		page, err = a.engine.ApprovalsOf([]string{p.mandate}, status, before, limit)
+		page, err = a.engine.ApprovalsOf([]string{p.Mandate}, status, before, limit)
 	default:
 		var roots []string
-		if roots, err = a.hosted.accountMandates(p.account); err == nil {
-			roots = slices.DeleteFunc(roots, func(m string) bool { return !p.seesMandate(m) })
+		if roots, err = a.hosted.accountMandates(p.Account); err == nil {
+			roots = slices.DeleteFunc(roots, func(m string) bool { return !p.SeesMandate(m) })
 			page, err = a.engine.ApprovalsOf(roots, status, before, limit)
 		}
 	}
@@ -420,28 +312,28 @@ func (a *api) listApprovals(w http.ResponseWriter, r *http.Request, _ httprouter
 		a.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, page)
+	web.JSON(w, http.StatusOK, page)
 }
 
 // approval reads an approval within the principal's scope.
-func (a *api) approval(r *http.Request, id string, p *principal) (*holon.Approval, error) {
+func (a *api) approval(r *http.Request, id string, p *auth.Principal) (*holon.Approval, error) {
 	ap, err := a.engine.Approval(r.Context(), id)
 	if err != nil {
 		return nil, err
 	}
-	if !p.seesMandate(ap.Mandate) {
-		return nil, notFound("no approval %s", id)
+	if !p.SeesMandate(ap.Mandate) {
+		return nil, web.NotFound("no approval %s", id)
 	}
 	return ap, nil
 }
 
-func (a *api) getApproval(w http.ResponseWriter, r *http.Request, ps httprouter.Params, p *principal) {
+func (a *api) getApproval(w http.ResponseWriter, r *http.Request, ps httprouter.Params, p *auth.Principal) {
 	ap, err := a.approval(r, ps.ByName("id"), p)
 	if err != nil {
 		a.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, redactApproval(ap))
+	web.JSON(w, http.StatusOK, redactApproval(ap))
 }
 
 // decisionBody is POST /v0/approvals/{id}: {} approves and runs,
@@ -451,9 +343,9 @@ type decisionBody struct {
 	Run      *bool  `json:"run,omitempty"`
 }
 
-func (a *api) decideApproval(w http.ResponseWriter, r *http.Request, ps httprouter.Params, p *principal) {
+func (a *api) decideApproval(w http.ResponseWriter, r *http.Request, ps httprouter.Params, p *auth.Principal) {
 	var body decisionBody
-	if err := decodeBody(r, &body); err != nil {
+	if err := web.DecodeBody(r, &body); err != nil {
 		a.fail(w, r, err)
 		return
 	}
@@ -481,24 +373,20 @@ func (a *api) decideApproval(w http.ResponseWriter, r *http.Request, ps httprout
 		return
 	}
 	if res == nil {
-		writeJSON(w, http.StatusOK, map[string]any{"approval": redactApproval(ap)})
+		web.JSON(w, http.StatusOK, map[string]any{"approval": redactApproval(ap)})
 		return
 	}
 	status, ans := answer(res)
 	ans.Approval = redactApproval(ap)
-	writeJSON(w, status, ans)
+	web.JSON(w, status, ans)
 }
 
-func (a *api) listReceipts(w http.ResponseWriter, r *http.Request, _ httprouter.Params, p *principal) {
+func (a *api) listReceipts(w http.ResponseWriter, r *http.Request, _ httprouter.Params, p *auth.Principal) {
 	q := r.URL.Query()
-	limit := 50
-	if s := q.Get("limit"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > 500 {
-			a.fail(w, r, holon.Errorf(holon.CodeInvalidRequest, "limit must be between 1 and 500"))
-			return
-		}
-		limit = n
+	limit, err := web.Limit(r, 50, 500)
+	if err != nil {
+		a.fail(w, r, err)
+		return
 	}
 	mandate, before := q.Get("mandate"), q.Get("before")
 	if before != "" {
@@ -514,30 +402,30 @@ func (a *api) listReceipts(w http.ResponseWriter, r *http.Request, _ httprouter.
 	}
 	var fetch func(before string, limit int) (holon.ReceiptPage, error)
 	switch {
-	case mandate != "" && !p.seesMandate(mandate):
-		a.fail(w, r, notFound("no mandate %s", mandate))
+	case mandate != "" && !p.SeesMandate(mandate):
+		a.fail(w, r, web.NotFound("no mandate %s", mandate))
 		return
-	case mandate != "" || p.kind == kindDev:
+	case mandate != "" || p.Kind == auth.KindDev:
 		fetch = func(before string, limit int) (holon.ReceiptPage, error) {
 			return a.engine.Receipts(mandate, before, limit)
 		}
-	case p.kind == KindAgent:
+	case p.Kind == token.KindAgent:
 		fetch = func(before string, limit int) (holon.ReceiptPage, error) {
-			return a.engine.Receipts(p.mandate, before, limit)
+			return a.engine.Receipts(p.Mandate, before, limit)
 		}
 	default:
-		roots, err := a.hosted.accountMandates(p.account)
+		roots, err := a.hosted.accountMandates(p.Account)
 		if err != nil {
 			a.fail(w, r, err)
 			return
 		}
 		fetch = func(before string, limit int) (holon.ReceiptPage, error) { return a.receiptsOf(roots, before, limit) }
 	}
-	var page receiptPageView
+	var page wire.ReceiptPage
 	if filter.empty() {
 		var kp holon.ReceiptPage
 		kp, err = fetch(before, limit)
-		page = receiptPageView{Receipts: kp.Receipts, Next: kp.Next}
+		page = wire.ReceiptPage{Receipts: kp.Receipts, Next: kp.Next}
 	} else {
 		page, err = a.filteredReceipts(filter, before, limit, fetch)
 	}
@@ -548,7 +436,7 @@ func (a *api) listReceipts(w http.ResponseWriter, r *http.Request, _ httprouter.
 	if page.Receipts == nil {
 		page.Receipts = []*holon.Receipt{}
 	}
-	writeJSON(w, http.StatusOK, page)
+	web.JSON(w, http.StatusOK, page)
 }
 
 // receiptsOf pages the receipts of several mandates together, newest first:
@@ -580,53 +468,28 @@ func (a *api) receiptsOf(mandates []string, before string, limit int) (holon.Rec
 	return page, nil
 }
 
-// receiptTree is a receipt with its children's trees.
-type receiptTree struct {
-	Receipt  *holon.Receipt `json:"receipt"`
-	Children []*receiptTree `json:"children"`
-}
-
-func (a *api) tree(id string, depth int) (*receiptTree, error) {
-	rc, err := a.engine.Receipt(id)
-	if err != nil {
-		return nil, err
-	}
-	t := &receiptTree{Receipt: rc, Children: []*receiptTree{}}
-	if depth > 16 {
-		return t, nil
-	}
-	for _, c := range rc.Children {
-		ct, err := a.tree(c, depth+1)
-		if err != nil {
-			return nil, err
-		}
-		t.Children = append(t.Children, ct)
-	}
-	return t, nil
-}
-
-func (a *api) getReceipt(w http.ResponseWriter, r *http.Request, ps httprouter.Params, p *principal) {
+func (a *api) getReceipt(w http.ResponseWriter, r *http.Request, ps httprouter.Params, p *auth.Principal) {
 	id := ps.ByName("id")
 	rc, err := a.engine.Receipt(id)
-	if err == nil && !p.seesMandate(rc.Mandate) {
-		err = notFound("no receipt %s", id)
+	if err == nil && !p.SeesMandate(rc.Mandate) {
+		err = web.NotFound("no receipt %s", id)
 	}
 	if err != nil {
 		a.fail(w, r, err)
 		return
 	}
-	t, err := a.tree(id, 0)
+	t, err := wire.Tree(a.engine, id)
 	if err != nil {
 		a.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, t)
+	web.JSON(w, http.StatusOK, t)
 }
 
-func (a *api) getMandate(w http.ResponseWriter, r *http.Request, ps httprouter.Params, p *principal) {
+func (a *api) getMandate(w http.ResponseWriter, r *http.Request, ps httprouter.Params, p *auth.Principal) {
 	id := ps.ByName("ns") + "/" + ps.ByName("name")
-	if !p.seesMandate(id) {
-		a.fail(w, r, notFound("no mandate %s", id))
+	if !p.SeesMandate(id) {
+		a.fail(w, r, web.NotFound("no mandate %s", id))
 		return
 	}
 	st, err := a.engine.Mandate(id)
@@ -634,26 +497,19 @@ func (a *api) getMandate(w http.ResponseWriter, r *http.Request, ps httprouter.P
 		a.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, st)
-}
-
-type accountView struct {
-	Account   string         `json:"account"`
-	Balance   journal.Amount `json:"balance"`
-	Held      journal.Amount `json:"held"`
-	Available journal.Amount `json:"available"`
+	web.JSON(w, http.StatusOK, st)
 }
 
 // listAccounts is GET /v0/accounts: a human's own balance (one read), or
 // every balance for the operator.
-func (a *api) listAccounts(w http.ResponseWriter, r *http.Request, _ httprouter.Params, p *principal) {
-	if p.kind == KindHuman {
-		ac, err := a.engine.Account(p.account)
+func (a *api) listAccounts(w http.ResponseWriter, r *http.Request, _ httprouter.Params, p *auth.Principal) {
+	if p.Kind == token.KindHuman {
+		ac, err := a.engine.Account(p.Account)
 		if err != nil {
 			a.fail(w, r, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, map[string]any{"accounts": []accountView{{Account: p.account, Balance: ac.Balance, Held: ac.Held, Available: ac.Available()}}})
+		web.JSON(w, http.StatusOK, map[string]any{"accounts": []wire.AccountView{{Account: p.Account, Balance: wire.Money(ac.Balance), Held: wire.Money(ac.Held), Available: wire.Money(ac.Available())}}})
 		return
 	}
 	accts, err := a.engine.Accounts()
@@ -661,56 +517,33 @@ func (a *api) listAccounts(w http.ResponseWriter, r *http.Request, _ httprouter.
 		a.fail(w, r, err)
 		return
 	}
-	out := make([]accountView, 0, len(accts))
+	out := make([]wire.AccountView, 0, len(accts))
 	for name, ac := range accts {
-		if p.seesAccount(name) {
-			out = append(out, accountView{Account: name, Balance: ac.Balance, Held: ac.Held, Available: ac.Available()})
+		if p.SeesAccount(name) {
+			out = append(out, wire.AccountView{Account: name, Balance: wire.Money(ac.Balance), Held: wire.Money(ac.Held), Available: wire.Money(ac.Available())})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Account < out[j].Account })
-	writeJSON(w, http.StatusOK, map[string]any{"accounts": out})
-}
-
-// agentView is one agent in a listing.
-type agentView struct {
-	ID           string           `json:"id"`
-	Version      string           `json:"version"`
-	Summary      string           `json:"summary"`
-	Capabilities []string         `json:"capabilities"`
-	License      string           `json:"license"`
-	Pricing      contract.Pricing `json:"pricing"`
-	// WorstCase is in the agent's currency, or the mandate's when listed
-	// under one (Currency says which).
-	WorstCase journal.Amount `json:"worst_case"`
-	Currency  string         `json:"currency"`
-	Record    recordView     `json:"record"`
-	Denied    *holon.Error   `json:"denied,omitempty"`
-	// Proprietary labels an agent with no code to check (manifest.md §8).
-	Proprietary bool `json:"proprietary,omitempty"`
-}
-
-type recordView struct {
-	Runs      int64 `json:"runs"`
-	Succeeded int64 `json:"succeeded"`
+	web.JSON(w, http.StatusOK, map[string]any{"accounts": out})
 }
 
 // listAgents is GET /v0/agents[?q=&capability=&mandate=&limit=&cursor=]:
 // Engine.ListAgents, a page at a time; next is the cursor of the page
 // after ("" at the end).
-func (a *api) listAgents(w http.ResponseWriter, r *http.Request, _ httprouter.Params, p *principal) {
+func (a *api) listAgents(w http.ResponseWriter, r *http.Request, _ httprouter.Params, p *auth.Principal) {
 	qs := r.URL.Query()
 	q := gateway.AgentQuery{Text: qs.Get("q"), Capability: qs.Get("capability"), Mandate: qs.Get("mandate"),
 		Limit: limitParam(qs.Get("limit")), Cursor: qs.Get("cursor")}
-	if q.Mandate == "" && p.kind == KindAgent {
-		q.Mandate = p.mandate // an agent searches under its one mandate
+	if q.Mandate == "" && p.Kind == token.KindAgent {
+		q.Mandate = p.Mandate // an agent searches under its one mandate
 	}
 	if q.Mandate != "" {
-		if p.kind == kindNone {
-			a.fail(w, r, holon.Errorf(CodeUnauthenticated, "listing under a mandate needs that mandate's key: send Authorization: Bearer <key>"))
+		if p.Kind == auth.KindNone {
+			a.fail(w, r, holon.Errorf(web.CodeUnauthenticated, "listing under a mandate needs that mandate's key: send Authorization: Bearer <key>"))
 			return
 		}
-		if !p.seesMandate(q.Mandate) {
-			a.fail(w, r, notFound("no mandate %s", q.Mandate))
+		if !p.SeesMandate(q.Mandate) {
+			a.fail(w, r, web.NotFound("no mandate %s", q.Mandate))
 			return
 		}
 	}
@@ -719,18 +552,18 @@ func (a *api) listAgents(w http.ResponseWriter, r *http.Request, _ httprouter.Pa
 		a.fail(w, r, err)
 		return
 	}
-	out := make([]agentView, 0, len(page.Agents))
+	out := make([]wire.Agent, 0, len(page.Agents))
 	for _, l := range page.Agents {
 		m := l.Version.Manifest
-		av := agentView{ID: m.ID, Version: m.Version, Summary: m.Summary, Capabilities: m.Capabilities,
+		av := wire.Agent{ID: m.ID, Version: m.Version, Summary: m.Summary, Capabilities: m.Capabilities,
 			License: m.License, Pricing: m.Pricing, WorstCase: l.WorstCase, Currency: l.Currency,
-			Record: recordView{Runs: l.Record.Runs, Succeeded: l.Record.Succeeded}, Denied: l.Denied, Proprietary: !m.OpenSource()}
+			Record: wire.AgentRecord{Runs: l.Record.Runs, Succeeded: l.Record.Succeeded}, Denied: l.Denied, Proprietary: !m.OpenSource()}
 		if av.Capabilities == nil {
 			av.Capabilities = []string{}
 		}
 		out = append(out, av)
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"agents": out, "total": page.Total, "next": page.Next,
+	web.JSON(w, http.StatusOK, map[string]any{"agents": out, "total": page.Total, "next": page.Next,
 		"capabilities": page.Capabilities})
 }
 
@@ -747,14 +580,7 @@ func limitParam(s string) int {
 	return n
 }
 
-// agentDetail is GET /v0/agents/{ns}/{name}[@range].
-type agentDetail struct {
-	Manifest *contract.Manifest `json:"manifest"`
-	Record   holon.Record       `json:"record"`
-	Versions []string           `json:"versions"`
-}
-
-func (a *api) getAgent(w http.ResponseWriter, r *http.Request, ps httprouter.Params, _ *principal) {
+func (a *api) getAgent(w http.ResponseWriter, r *http.Request, ps httprouter.Params, _ *auth.Principal) {
 	ref := ps.ByName("ns") + "/" + ps.ByName("name")
 	v, err := a.engine.Registry().Resolve(ref)
 	if err != nil {
@@ -766,9 +592,9 @@ func (a *api) getAgent(w http.ResponseWriter, r *http.Request, ps httprouter.Par
 		a.fail(w, r, err)
 		return
 	}
-	d := agentDetail{Manifest: v.Manifest, Record: rec, Versions: []string{}}
+	d := wire.AgentDetail{Manifest: v.Manifest, Record: rec, Versions: []string{}}
 	for _, x := range a.engine.Registry().Versions(v.Manifest.ID) {
 		d.Versions = append(d.Versions, x.Manifest.Version)
 	}
-	writeJSON(w, http.StatusOK, d)
+	web.JSON(w, http.StatusOK, d)
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"holon.dev/holon"
+	"holon.dev/holon/appliance/token"
 	"holon.dev/holon/backup"
 	"holon.dev/holon/kv"
 )
@@ -29,8 +30,8 @@ func TestAuthenticate_ExpiringKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer app.Close()
-	a := app.handler.(*api)
-	key, rec, err := a.hosted.drawKey(KindHuman, "gh-user", "", false)
+	a := app.api
+	key, rec, err := a.hosted.drawKey(token.KindHuman, "gh-user", "", false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +48,7 @@ func TestAuthenticate_ExpiringKey(t *testing.T) {
 	}
 	req := httptest.NewRequest("GET", "/v0/me", nil)
 	req.Header.Set("Authorization", "Bearer "+key)
-	if p, err := a.authenticate(req); err != nil || p.kind != KindHuman || p.account != "gh-user" {
+	if p, err := a.authenticate(req); err != nil || p.Kind != token.KindHuman || p.Account != "gh-user" {
 		t.Fatalf("before its expiry: %+v, %v", p, err)
 	}
 	clock.Store(&exp)

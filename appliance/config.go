@@ -21,6 +21,8 @@ import (
 
 	"holon.dev/holon"
 	"holon.dev/holon/appliance/agents"
+	"holon.dev/holon/appliance/idempotency"
+	"holon.dev/holon/appliance/ratelimit"
 	"holon.dev/holon/gateway"
 	"holon.dev/holon/gateway/remote"
 	"holon.dev/holon/journal"
@@ -131,7 +133,7 @@ type Config struct {
 	// Evaluations, catalogue and demo (evals.go, catalog.go, demo.go).
 	//
 	// PrivateEvals is HOLON_PRIVATE_EVALS: a directory laid out like
-	// appliance/evals whose suites replace the shipped ones, capability by
+	// appliance/catalog/evals whose suites replace the shipped ones, capability by
 	// capability. Empty: the shipped public samples only.
 	PrivateEvals string
 	// Records is HOLON_RECORDS=1: the catalogue also shows the sample
@@ -150,19 +152,29 @@ func (c *Config) deriveKey(purpose string) []byte {
 	if c.FileSecret == "" {
 		return nil
 	}
-	k, err := hkdf.Key(sha256.New, []byte(c.FileSecret), nil, "holon "+purpose, 32)
+	return hkdfKey([]byte(c.FileSecret), "holon "+purpose)
+}
+
+// hkdfKey is the one derivation of a key from the secret: HKDF-SHA256, 32
+// bytes, under label. (The credentials' label, credentialPurpose, predates
+// deriveKey's "holon <purpose>" scheme and stays as it is: the tokens
+// stored are sealed under it.)
+func hkdfKey(secret []byte, label string) []byte {
+	k, err := hkdf.Key(sha256.New, secret, nil, label, 32)
 	if err != nil {
 		panic(err) // only for a length HKDF-SHA256 cannot give
 	}
 	return k
 }
 
+// DefaultIdempotencyTTL is how long an Idempotency-Key is kept after its
+// call finished (or was interrupted) unless Config.IdempotencyTTL says
+// otherwise: 24 hours, as Stripe keeps its keys.
+const DefaultIdempotencyTTL = idempotency.DefaultTTL
+
 // Limit is a token bucket: Burst requests at once, refilled at Rate per
 // second.
-type Limit struct {
-	Rate  rate.Limit
-	Burst int
-}
+type Limit = ratelimit.Limit
 
 // Limits are the hosted gateway's rate limits (gateway.md §7 "Limits and
 // platform rules"): per account, so that more keys buy nothing, and per
@@ -187,7 +199,7 @@ var DefaultLimits = Limits{
 	Account:    Limit{Rate: 10, Burst: 600},
 	Address:    Limit{Rate: 20, Burst: 1200},
 	Signup:     Limit{Rate: rate.Every(12 * time.Minute), Burst: 5},
-	MaxTracked: 100_000,
+	MaxTracked: ratelimit.DefaultMaxTracked,
 }
 
 // DefaultPlatformFX is the platform's exchange rates into EUR unless

@@ -2,7 +2,6 @@ package appliance
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -12,12 +11,10 @@ import (
 	"github.com/julienschmidt/httprouter"
 
 	"holon.dev/holon"
+	"holon.dev/holon/appliance/auth"
+	"holon.dev/holon/appliance/web"
 	"holon.dev/holon/webui"
 )
-
-// consolePrincipalKey carries the principal of a console page's in-process
-// API request (see authenticate).
-type consolePrincipalKey struct{}
 
 // consoleBackend is the console's way to the gateway: every page reads and
 // writes through the API's own router and handlers, as the session's
@@ -40,12 +37,12 @@ func (a *api) routeConsole() {
 			http.Redirect(w, r, webui.Prefix+"/", http.StatusSeeOther)
 			return
 		}
-		writeError(w, http.StatusNotFound, holon.Errorf(holon.CodeNotFound, "no route GET /: the API is under /v0, the console under /console"))
+		web.Answer(w, holon.Errorf(holon.CodeNotFound, "no route GET /: the API is under /v0, the console under /console"))
 	})
 	if a.hosted == nil {
-		a.handle("GET", "/v0/mandates", accessAnyone, a.devMandates)
+		a.handle("GET", "/v0/mandates", auth.Anyone, a.devMandates)
 	}
-	a.handle("GET", "/v0/admin/health", accessAdmin, a.storeHealth)
+	a.handle("GET", "/v0/admin/health", auth.Operator, a.storeHealth)
 	spec, err := webui.OpenAPI()
 	if err != nil {
 		panic(err) // an embedded file: a build defect
@@ -73,14 +70,14 @@ func (b consoleBackend) Viewer(r *http.Request) (webui.Viewer, error) {
 	return viewerOf(p), nil
 }
 
-func viewerOf(p *principal) webui.Viewer {
-	switch p.kind {
-	case kindDev:
+func viewerOf(p *auth.Principal) webui.Viewer {
+	switch p.Kind {
+	case auth.KindDev:
 		return webui.Viewer{Kind: webui.ViewerDev}
-	case kindAdmin:
+	case auth.KindAdmin:
 		return webui.Viewer{Kind: webui.ViewerAdmin}
 	}
-	return webui.Viewer{Kind: webui.ViewerHuman, Account: p.account}
+	return webui.Viewer{Kind: webui.ViewerHuman, Account: p.Account}
 }
 
 func (b consoleBackend) SignIn(w http.ResponseWriter, r *http.Request, key string) (webui.Viewer, error) {
@@ -95,9 +92,11 @@ func (b consoleBackend) SignOut(w http.ResponseWriter, r *http.Request) error {
 	return b.a.endSession(w, r)
 }
 
-// Do serves one API request in-process: the router, the route's access
-// rule, the account's rate limit and the handler, exactly as for a
-// request from outside, with the session's principal (nobody when none).
+// Do serves one API request in-process through the front door (its NUL,
+// host and body checks, its log line), the router, the route's access
+// rule and the handler, exactly as for a request from outside, with the
+// session's principal (nobody when none). The rate limits are not
+// charged again: the page's own request was counted.
 func (b consoleBackend) Do(r *http.Request, method, path string, body, out any) error {
 	var rd io.Reader = http.NoBody
 	if body != nil {
@@ -119,9 +118,9 @@ func (b consoleBackend) Send(r *http.Request, method, path, contentType string, 
 		return err
 	}
 	if p == nil {
-		p = &principal{kind: kindNone}
+		p = auth.Nobody()
 	}
-	ctx := context.WithValue(r.Context(), consolePrincipalKey{}, p)
+	ctx := auth.WithPrincipal(r.Context(), p)
 	req, err := http.NewRequestWithContext(ctx, method, path, body)
 	if err != nil {
 		return fmt.Errorf("console request %s %s: %w", method, path, err)
@@ -140,9 +139,9 @@ func (b consoleBackend) Send(r *http.Request, method, path, contentType string, 
 	}
 	req.Header.Set("Content-Type", contentType)
 	rec := &recorder{header: http.Header{}, code: http.StatusOK}
-	b.a.router.ServeHTTP(rec, req)
+	b.a.ServeHTTP(rec, req) // the front door, as a request from outside
 	if rec.code/100 != 2 {
-		var eb errorBody
+		var eb web.ErrorBody
 		if err := json.Unmarshal(rec.body.Bytes(), &eb); err != nil || eb.Error == nil {
 			return fmt.Errorf("console request %s %s: status %d", method, path, rec.code)
 		}
@@ -169,7 +168,7 @@ func (b consoleBackend) Send(r *http.Request, method, path, contentType string, 
 // (the status from the gateway's table). An internal error stays as it is:
 // the console logs it and shows a page that tells nothing of it.
 func apiError(err error) error {
-	if ge, status, internal := publicError(err); !internal {
+	if ge, status, internal := web.Public(err); !internal {
 		return &webui.APIError{Status: status, Err: ge}
 	}
 	return err

@@ -8,16 +8,19 @@ import (
 	"github.com/julienschmidt/httprouter"
 
 	"holon.dev/holon"
+	"holon.dev/holon/appliance/auth"
+	"holon.dev/holon/appliance/ops"
+	"holon.dev/holon/appliance/web"
 	"holon.dev/holon/gateway"
 )
 
 // devMandates is GET /v0/mandates on a dev gateway: every root mandate
 // with its budget (a hosted gateway lists the account's own).
-func (a *api) devMandates(w http.ResponseWriter, r *http.Request, _ httprouter.Params, _ *principal) {
+func (a *api) devMandates(w http.ResponseWriter, r *http.Request, _ httprouter.Params, _ *auth.Principal) {
 	var ids []string
 	err := a.engine.Store().View(func(tx holon.Tx) error {
 		return tx.ForEachMandate(func(id string, _ holon.Doc) error {
-			if i := strings.LastIndex(id, ".r"); i < 0 || !derivedFrom(id, id[:i]) {
+			if i := strings.LastIndex(id, ".r"); i < 0 || !auth.DerivedFrom(id, id[:i]) {
 				ids = append(ids, id)
 			}
 			return nil
@@ -39,7 +42,7 @@ func (a *api) devMandates(w http.ResponseWriter, r *http.Request, _ httprouter.P
 			out = append(out, st)
 		}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"mandates": out})
+	web.JSON(w, http.StatusOK, map[string]any{"mandates": out})
 }
 
 // healthView is GET /v0/admin/health: the store's size and write path.
@@ -53,7 +56,7 @@ type healthView struct {
 	Receipts  uint64  `json:"receipts"`
 }
 
-func (a *api) storeHealth(w http.ResponseWriter, r *http.Request, _ httprouter.Params, _ *principal) {
+func (a *api) storeHealth(w http.ResponseWriter, r *http.Request, _ httprouter.Params, _ *auth.Principal) {
 	s := a.engine.Store()
 	st := s.Stats()
 	hv := healthView{SizeBytes: st.SizeBytes, Commits: st.Commits, Updates: st.Updates, MaxBatch: st.MaxBatch}
@@ -61,13 +64,15 @@ func (a *api) storeHealth(w http.ResponseWriter, r *http.Request, _ httprouter.P
 		hv.MeanBatch = float64(st.Updates) / float64(st.Commits)
 	}
 	err := s.View(func(tx holon.Tx) error {
-		holds, err := tx.Holds()
-		hv.HoldsOpen, hv.Receipts = len(holds)+a.engine.InFlight(), tx.Counter("receipts")
-		return err
+		hv.Receipts = tx.Counter("receipts")
+		return nil
 	})
+	if err == nil {
+		hv.HoldsOpen, err = ops.HoldsOpen(s, a.engine.InFlight)
+	}
 	if err != nil {
 		a.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, hv)
+	web.JSON(w, http.StatusOK, hv)
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"holon.dev/holon/appliance"
+	"holon.dev/holon/appliance/files"
 )
 
 // uploadForm posts a multipart form to /console/files: its parts in the
@@ -121,7 +122,7 @@ func TestConsole_Upload(t *testing.T) {
 	if resp, body := b.uploadForm("csrf", tok); resp.StatusCode != http.StatusBadRequest || !strings.Contains(body, "Choose a file") {
 		t.Errorf("no file: %d", resp.StatusCode)
 	}
-	resp, body := b.uploadForm("csrf", tok, "file", strings.Repeat("a", appliance.MaxFileSize+1))
+	resp, body := b.uploadForm("csrf", tok, "file", strings.Repeat("a", files.MaxFileSize+1))
 	if resp.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(body, "<code>file_too_large</code>") {
 		t.Errorf("a file over 20 MB: %d", resp.StatusCode)
 	}

@@ -13,6 +13,9 @@ import (
 	"time"
 
 	"holon.dev/holon"
+	"holon.dev/holon/appliance/auth"
+	"holon.dev/holon/appliance/token"
+	"holon.dev/holon/appliance/web"
 	"holon.dev/holon/webui"
 )
 
@@ -32,7 +35,7 @@ import (
 //
 // A handler of this package that needs the signed-in human (an OAuth
 // consent page, say) calls a.sessionPrincipal(r): it returns the
-// principal (kind KindHuman, account set; kindAdmin for the operator) or
+// principal (kind token.KindHuman, account set; auth.KindAdmin for the operator) or
 // nil when nobody is signed in, and checks nothing else. Send nobody to
 // "/console/signin?next=<this page's path>": after signing in, the browser
 // comes back. Forms on such a page carry webui.CSRFToken and are checked
@@ -48,7 +51,7 @@ const sessionTTL = 7 * 24 * time.Hour
 // sessionRecord is a console session (holon.BucketSessions, by the SHA-256
 // of its id).
 type sessionRecord struct {
-	// Kind is KindHuman or "admin".
+	// Kind is token.KindHuman or "admin".
 	Kind string `json:"kind"`
 	// KeyHash is the SHA-256 of the key that signed in (hex).
 	KeyHash string    `json:"key_hash"`
@@ -65,10 +68,10 @@ func sessionKey(id string) string {
 // sessionPrincipal is the principal of the request's console session, or
 // nil when it carries none (or one that ended). On a dev gateway everyone
 // is the dev principal.
-func (a *api) sessionPrincipal(r *http.Request) (*principal, error) {
+func (a *api) sessionPrincipal(r *http.Request) (*auth.Principal, error) {
 	h := a.hosted
 	if h == nil {
-		return &principal{kind: kindDev}, nil
+		return auth.Dev(), nil
 	}
 	c, err := r.Cookie(SessionCookie)
 	if err != nil || c.Value == "" || len(c.Value) > 64 {
@@ -85,14 +88,14 @@ func (a *api) sessionPrincipal(r *http.Request) (*principal, error) {
 	if !h.now().Before(s.Expires) {
 		return nil, nil
 	}
-	if s.Kind == kindAdmin {
+	if s.Kind == auth.KindAdmin {
 		want, _ := hex.DecodeString(s.KeyHash)
 		if h.adminKey == nil || subtle.ConstantTimeCompare(want, h.adminKey) != 1 {
 			return nil, nil // the admin key changed since
 		}
-		return &principal{kind: kindAdmin}, nil
+		return auth.Admin(), nil
 	}
-	p, err := h.keyPrincipal(s.KeyHash, KindHuman, s.Prefix)
+	p, err := h.keyPrincipal(s.KeyHash, token.KindHuman, s.Prefix)
 	var ge *holon.Error
 	if errors.As(err, &ge) {
 		return nil, nil // revoked, expired, or the account was disabled
@@ -102,33 +105,33 @@ func (a *api) sessionPrincipal(r *http.Request) (*principal, error) {
 
 // startSession checks a key and, when it is a live human key or the admin
 // key, stores a new session and sets its cookie.
-func (a *api) startSession(w http.ResponseWriter, r *http.Request, key string) (*principal, error) {
+func (a *api) startSession(w http.ResponseWriter, r *http.Request, key string) (*auth.Principal, error) {
 	h := a.hosted
 	if h == nil {
-		return &principal{kind: kindDev}, nil
+		return auth.Dev(), nil
 	}
 	now := h.now().UTC()
 	s := sessionRecord{Created: now, Expires: now.Add(sessionTTL)}
 	sum := sha256.Sum256([]byte(key))
-	var p *principal
+	var p *auth.Principal
 	if h.adminKey != nil && subtle.ConstantTimeCompare(sum[:], h.adminKey) == 1 {
-		s.Kind, s.KeyHash = kindAdmin, hex.EncodeToString(sum[:])
-		p = &principal{kind: kindAdmin}
+		s.Kind, s.KeyHash = auth.KindAdmin, hex.EncodeToString(sum[:])
+		p = auth.Admin()
 	} else {
-		kind, ok := parseKey(key)
+		kind, ok := token.ParseKey(key)
 		switch {
 		case !ok:
-			return nil, holon.Errorf(CodeInvalidKey, "that is not a Holon key: paste a human key (hlk_h_…, %d characters) or the admin key", 6+keyBodyLen)
-		case kind != KindHuman:
-			return nil, holon.Errorf(CodeInvalidKey, "that is an agent key, which acts under one mandate: sign in with your human key (hlk_h_…)")
+			return nil, holon.Errorf(web.CodeInvalidKey, "that is not a Holon key: paste a human key (hlk_h_…, %d characters) or the admin key", 6+token.BodyLen)
+		case kind != token.KindHuman:
+			return nil, holon.Errorf(web.CodeInvalidKey, "that is an agent key, which acts under one mandate: sign in with your human key (hlk_h_…)")
 		}
 		var err error
-		if p, err = h.keyPrincipal(keyHash(key), kind, keyPrefix(key)); err != nil {
+		if p, err = h.keyPrincipal(token.Hash(key), kind, token.Prefix(key)); err != nil {
 			return nil, err
 		}
-		s.Kind, s.KeyHash, s.Prefix = KindHuman, p.key.Hash, p.key.Prefix
-		if p.key.Expires != nil && p.key.Expires.Before(s.Expires) {
-			s.Expires = p.key.Expires.UTC()
+		s.Kind, s.KeyHash, s.Prefix = token.KindHuman, p.Key.Hash, p.Key.Prefix
+		if p.Key.Expires != nil && p.Key.Expires.Before(s.Expires) {
+			s.Expires = p.Key.Expires.UTC()
 		}
 	}
 	id, err := sessionID(h.rand)

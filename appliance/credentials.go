@@ -3,8 +3,6 @@ package appliance
 import (
 	"crypto/aes"
 	"crypto/cipher"
-	"crypto/hkdf"
-	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,6 +15,8 @@ import (
 	"github.com/julienschmidt/httprouter"
 
 	"holon.dev/holon"
+	"holon.dev/holon/appliance/auth"
+	"holon.dev/holon/appliance/web"
 	"holon.dev/holon/gateway/contract"
 )
 
@@ -61,11 +61,7 @@ func newVault(secret []byte, store holon.Store, rand io.Reader, log *slog.Logger
 	if len(secret) == 0 {
 		return v, nil
 	}
-	key, err := hkdf.Key(sha256.New, secret, nil, credentialPurpose, 32)
-	if err != nil {
-		return nil, fmt.Errorf("derive the credentials key: %w", err)
-	}
-	block, err := aes.NewCipher(key)
+	block, err := aes.NewCipher(hkdfKey(secret, credentialPurpose))
 	if err != nil {
 		return nil, err
 	}
@@ -130,13 +126,13 @@ func checkToken(tok string) error {
 
 // credentialAgent is the agent id of a credential path, which must be in
 // the caller's namespace; the agent need not be published yet.
-func credentialAgent(ps httprouter.Params, p *principal) (string, error) {
+func credentialAgent(ps httprouter.Params, p *auth.Principal) (string, error) {
 	ns, name := ps.ByName("ns"), ps.ByName("name")
 	if !contract.ValidAgentName(name) {
 		return "", holon.Errorf(holon.CodeInvalidRequest, "%q is not an agent name (1-64 lowercase letters, digits, - and _; no version: a credential serves every version)", name)
 	}
-	if ns != p.account {
-		return "", holon.Errorf(CodeNotYourNamespace, "%s/%s is outside your namespace: set credentials for %s/<name>", ns, name, p.account)
+	if ns != p.Account {
+		return "", holon.Errorf(CodeNotYourNamespace, "%s/%s is outside your namespace: set credentials for %s/<name>", ns, name, p.Account)
 	}
 	return ns + "/" + name, nil
 }
@@ -146,7 +142,7 @@ type credentialBody struct {
 }
 
 // putCredential is PUT /v0/agents/{ns}/{name}/credential.
-func (a *api) putCredential(w http.ResponseWriter, r *http.Request, ps httprouter.Params, p *principal) {
+func (a *api) putCredential(w http.ResponseWriter, r *http.Request, ps httprouter.Params, p *auth.Principal) {
 	v := a.hosted.vault
 	id, err := credentialAgent(ps, p)
 	if err != nil {
@@ -154,14 +150,14 @@ func (a *api) putCredential(w http.ResponseWriter, r *http.Request, ps httproute
 		return
 	}
 	var body credentialBody
-	if err := decodeBody(r, &body); err != nil {
+	if err := web.DecodeBody(r, &body); err != nil {
 		a.fail(w, r, err)
 		return
 	}
 	if err := checkToken(body.Token); err != nil {
 		// 400, not the table's 401 for invalid_token: here the code names
 		// a malformed field of the body, not a refused bearer token.
-		writeError(w, http.StatusBadRequest, err)
+		web.Error(w, http.StatusBadRequest, err)
 		return
 	}
 	if v.aead == nil {
@@ -181,11 +177,11 @@ func (a *api) putCredential(w http.ResponseWriter, r *http.Request, ps httproute
 	v.mu.Lock()
 	v.open[id] = body.Token
 	v.mu.Unlock()
-	writeJSON(w, http.StatusOK, map[string]any{"agent": id, "credential_set": true, "set": now})
+	web.JSON(w, http.StatusOK, map[string]any{"agent": id, "credential_set": true, "set": now})
 }
 
 // deleteCredential is DELETE /v0/agents/{ns}/{name}/credential.
-func (a *api) deleteCredential(w http.ResponseWriter, r *http.Request, ps httprouter.Params, p *principal) {
+func (a *api) deleteCredential(w http.ResponseWriter, r *http.Request, ps httprouter.Params, p *auth.Principal) {
 	v := a.hosted.vault
 	id, err := credentialAgent(ps, p)
 	if err != nil {
@@ -195,7 +191,7 @@ func (a *api) deleteCredential(w http.ResponseWriter, r *http.Request, ps httpro
 	err = v.store.Update(r.Context(), func(tx holon.Tx) error {
 		var rec credentialRecord
 		if err := tx.Get(holon.BucketCredentials, id, &rec); errors.Is(err, holon.ErrNotFound) {
-			return notFound("%s has no credential set", id)
+			return web.NotFound("%s has no credential set", id)
 		} else if err != nil {
 			return err
 		}
@@ -208,5 +204,5 @@ func (a *api) deleteCredential(w http.ResponseWriter, r *http.Request, ps httpro
 	v.mu.Lock()
 	delete(v.open, id)
 	v.mu.Unlock()
-	writeJSON(w, http.StatusOK, map[string]any{"agent": id, "credential_set": false})
+	web.JSON(w, http.StatusOK, map[string]any{"agent": id, "credential_set": false})
 }

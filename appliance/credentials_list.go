@@ -7,6 +7,8 @@ import (
 
 	"github.com/julienschmidt/httprouter"
 	"holon.dev/holon"
+	"holon.dev/holon/appliance/auth"
+	"holon.dev/holon/appliance/web"
 )
 
 // credentialStatus is one agent's endpoint credential as its author sees
@@ -21,11 +23,11 @@ type credentialStatus struct {
 
 // listCredentials is GET /v0/me/credentials (human key): the agents of
 // the caller's namespace that have an endpoint credential set.
-func (a *api) listCredentials(w http.ResponseWriter, r *http.Request, _ httprouter.Params, p *principal) {
+func (a *api) listCredentials(w http.ResponseWriter, r *http.Request, _ httprouter.Params, p *auth.Principal) {
 	v := a.hosted.vault
 	out := []credentialStatus{}
 	err := v.store.View(func(tx holon.Tx) error {
-		return tx.ForEach(holon.BucketCredentials, p.account+"/", func(id string, raw json.RawMessage) (bool, error) {
+		return tx.ForEach(holon.BucketCredentials, p.Account+"/", func(id string, raw json.RawMessage) (bool, error) {
 			var rec credentialRecord
 			if err := json.Unmarshal(raw, &rec); err != nil {
 				return false, err
@@ -38,5 +40,5 @@ func (a *api) listCredentials(w http.ResponseWriter, r *http.Request, _ httprout
 		a.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"credentials": out})
+	web.JSON(w, http.StatusOK, map[string]any{"credentials": out})
 }

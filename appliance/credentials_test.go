@@ -18,6 +18,7 @@ import (
 
 	"holon.dev/holon"
 	"holon.dev/holon/appliance"
+	"holon.dev/holon/appliance/web"
 	"holon.dev/holon/backup"
 	"holon.dev/holon/kv"
 )
@@ -118,7 +119,7 @@ func TestCredential_BearerAndNeverShown(t *testing.T) {
 		{lena.human, "/v0/agents/lena/x/credential", map[string]any{"token": ""}, 400, appliance.CodeInvalidToken},
 		{lena.human, "/v0/agents/lena/x/credential", map[string]any{"token": "has space"}, 400, appliance.CodeInvalidToken},
 		{lena.human, "/v0/agents/lena/x/credential", map[string]any{"token": strings.Repeat("a", 4097)}, 400, appliance.CodeInvalidToken},
-		{lena.agent, "/v0/agents/lena/x/credential", map[string]any{"token": token}, 403, appliance.CodeForbidden},
+		{lena.agent, "/v0/agents/lena/x/credential", map[string]any{"token": token}, 403, web.CodeForbidden},
 	} {
 		if st, out := c.who.do("PUT", c.path, c.body); st != c.status || errorCode(out) != c.code {
 			t.Errorf("PUT %s: %d %v, want %d %s", c.path, st, out, c.status, c.code)

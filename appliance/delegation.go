@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"holon.dev/holon"
+	"holon.dev/holon/appliance/web"
 	"holon.dev/holon/gateway"
 	"holon.dev/holon/journal"
 )
@@ -62,7 +63,7 @@ func serveDelegated(e *gateway.Engine, log *slog.Logger, w http.ResponseWriter, 
 	}
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
-		writeError(w, http.StatusMethodNotAllowed, holon.Errorf(holon.CodeInvalidRequest, "a delegation token is only good for POST /v0/calls"))
+		web.MethodNotAllowed(w, "a delegation token is only good for POST /v0/calls")
 		return true
 	}
 	serveDelegatedCall(e, log, w, r, token)
@@ -82,11 +83,11 @@ func (a *api) serveDelegated(w http.ResponseWriter, r *http.Request) bool {
 // that is unknown, expired, or whose run ended gets 401 invalid_token.
 func serveDelegatedCall(e *gateway.Engine, log *slog.Logger, w http.ResponseWriter, r *http.Request, token string) {
 	fail := func(err error) {
-		ge, status, internal := publicError(err)
+		ge, status, internal := web.Public(err)
 		if internal {
 			log.Error("delegated call failed", "err", err)
 		}
-		writeError(w, status, ge)
+		web.Error(w, status, ge)
 	}
 	// The token first: a dead token learns nothing about the body.
 	if _, err := e.DelegationMandate(token); err != nil {
@@ -94,7 +95,7 @@ func serveDelegatedCall(e *gateway.Engine, log *slog.Logger, w http.ResponseWrit
 		return
 	}
 	var body delegatedCallBody
-	if err := decodeBody(r, &body); err != nil {
+	if err := web.DecodeBody(r, &body); err != nil {
 		fail(err)
 		return
 	}
@@ -125,7 +126,7 @@ func serveDelegatedCall(e *gateway.Engine, log *slog.Logger, w http.ResponseWrit
 		if code == "" {
 			code = holon.CodeGatewayError
 		}
-		writeError(w, errorStatus(code), &holon.Error{Code: code, Msg: out.Message})
+		web.Answer(w, &holon.Error{Code: code, Msg: out.Message})
 		return
 	}
 	rc, err := e.Receipt(out.Receipt)
@@ -134,5 +135,5 @@ func serveDelegatedCall(e *gateway.Engine, log *slog.Logger, w http.ResponseWrit
 		return
 	}
 	status, ans := answer(&gateway.CallResult{Output: out.Output, Receipt: rc, Message: out.Message})
-	writeJSON(w, status, ans)
+	web.JSON(w, status, ans)
 }

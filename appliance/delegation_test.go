@@ -19,6 +19,7 @@ import (
 
 	"holon.dev/holon"
 	"holon.dev/holon/appliance/agents"
+	"holon.dev/holon/appliance/web"
 	"holon.dev/holon/gateway"
 	"holon.dev/holon/gateway/contract"
 	"holon.dev/holon/gateway/remote"
@@ -86,7 +87,7 @@ func newDelegationGateway(t *testing.T, remotes ...*contract.Manifest) *delegati
 	g.eng = gateway.New(gateway.Config{Store: s, Registry: reg, PublicURL: g.srv.URL, SignupCredit: journal.MustParseAmount("10.00"),
 		Runners: map[string]gateway.Runner{contract.RuntimeDev: dev, contract.RuntimeMCP: runner}})
 	api := withDelegatedCalls(g.eng, slog.New(slog.DiscardHandler), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusUnauthorized, holon.Errorf(CodeUnauthenticated, "the API behind: no key"))
+		web.Error(w, http.StatusUnauthorized, holon.Errorf(web.CodeUnauthenticated, "the API behind: no key"))
 	}))
 	g.srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if tok, ok := delegationToken(r); ok {

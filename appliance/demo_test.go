@@ -60,7 +60,7 @@ func TestDemo(t *testing.T) {
 		{"not shipped", "198.51.100.2", "", "test-lab/echo", `{"text":"a"}`, http.StatusNotFound, "not_found"},
 		{"an orchestrator", "198.51.100.2", "", "holon-labs/invoice-pipeline", `{"text":"a,b"}`, http.StatusNotFound, "not_found"},
 		{"too long", "198.51.100.2", "", "holon-labs/text-tables", `{"text":"` + strings.Repeat("a,", 2000) + `"}`, http.StatusRequestEntityTooLarge, "body_too_large"},
-		{"an uploaded file", "198.51.100.2", "", "holon-labs/text-tables", `{"text":"holon://files/f1"}`, http.StatusUnprocessableEntity, "file_not_found"},
+		{"an uploaded file", "198.51.100.2", "", "holon-labs/text-tables", `{"text":"holon://files/f1"}`, http.StatusNotFound, "file_not_found"},
 		{"bad input", "198.51.100.2", "", "holon-labs/text-tables", `{"txt":"a,b"}`, http.StatusUnprocessableEntity, "rejected_input"},
 		{"declared error", "198.51.100.2", "", "holon-labs/text-tables", `{"text":"no table"}`, http.StatusBadGateway, "no_table_found"},
 	} {

@@ -13,6 +13,8 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"holon.dev/holon"
+	"holon.dev/holon/appliance/auth"
+	"holon.dev/holon/appliance/web"
 	"holon.dev/holon/gateway"
 	"holon.dev/holon/gateway/contract"
 	"holon.dev/holon/journal"
@@ -35,9 +37,9 @@ type draftBody struct {
 	Price    *journal.Amount `json:"price,omitempty"`
 }
 
-func (a *api) draftAgent(w http.ResponseWriter, r *http.Request, _ httprouter.Params, p *principal) {
+func (a *api) draftAgent(w http.ResponseWriter, r *http.Request, _ httprouter.Params, p *auth.Principal) {
 	var body draftBody
-	if err := decodeBody(r, &body); err != nil {
+	if err := web.DecodeBody(r, &body); err != nil {
 		a.fail(w, r, err)
 		return
 	}
@@ -59,7 +61,7 @@ func (a *api) draftAgent(w http.ResponseWriter, r *http.Request, _ httprouter.Pa
 		summary = "Draft listing of " + body.Name + ": describe what it does."
 	}
 	d := map[string]any{
-		"id": p.account + "/" + body.Name, "version": "0.1.0", "summary": summary, "license": contract.LicenseProprietary,
+		"id": p.Account + "/" + body.Name, "version": "0.1.0", "summary": summary, "license": contract.LicenseProprietary,
 		"interface": map[string]any{"input": map[string]any{}, "output": map[string]any{}},
 		"pricing":   map[string]any{"model": contract.PricingFree},
 		"runtime":   map[string]any{"kind": contract.RuntimeWebhook, "endpoint": body.Endpoint},
@@ -105,7 +107,7 @@ func (a *api) draftAgent(w http.ResponseWriter, r *http.Request, _ httprouter.Pa
 		a.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"manifest": m, "yaml": y.String(),
+	web.JSON(w, http.StatusOK, map[string]any{"manifest": m, "yaml": y.String(),
 		"note": "Nothing is published: review the draft (summary, schemas, price), then POST it to /v0/agents."})
 }
 

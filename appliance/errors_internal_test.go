@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"holon.dev/holon"
+	"holon.dev/holon/appliance/web"
 	"holon.dev/holon/webui"
 )
 
@@ -35,9 +36,9 @@ func TestAPI_Fail_InternalErrors(t *testing.T) {
 		{"wrapped unknown code", fmt.Errorf("x: %w", holon.Errorf("made_up", "hunter2")), 500, holon.CodeGatewayError, true, "hunter2"},
 		{"gateway_error", holon.Errorf(holon.CodeGatewayError, "derive sub-mandate: no fx rate for USD"), 500, holon.CodeGatewayError, true, ""},
 		{"invalid_request", holon.Errorf(holon.CodeInvalidRequest, "limit must be between 1 and 500"), 400, holon.CodeInvalidRequest, false, ""},
-		{"not_found", notFound("no receipt r9"), 404, holon.CodeNotFound, false, ""},
-		{"wrapped not_found", fmt.Errorf("tree: %w", notFound("no receipt r9")), 404, holon.CodeNotFound, false, ""},
-		{"rate_limited", holon.Errorf(CodeRateLimited, "slow down"), 429, CodeRateLimited, false, ""},
+		{"not_found", web.NotFound("no receipt r9"), 404, holon.CodeNotFound, false, ""},
+		{"wrapped not_found", fmt.Errorf("tree: %w", web.NotFound("no receipt r9")), 404, holon.CodeNotFound, false, ""},
+		{"rate_limited", holon.Errorf(web.CodeRateLimited, "slow down"), 429, web.CodeRateLimited, false, ""},
 		{"version_exists", holon.Errorf(CodeVersionExists, "1.0.0 is published"), 409, CodeVersionExists, false, ""},
 		{"invalid_token", holon.Errorf(holon.CodeInvalidToken, "not a delegation token"), 401, holon.CodeInvalidToken, false, ""},
 	}
@@ -56,8 +57,8 @@ func TestAPI_Fail_InternalErrors(t *testing.T) {
 			if w.Code != tc.status || body.Error.Code != tc.code {
 				t.Errorf("answered %d %s, want %d %s", w.Code, body.Error.Code, tc.status, tc.code)
 			}
-			if tc.secret != "" && (strings.Contains(w.Body.String(), tc.secret) || body.Error.Message != internalMessage) {
-				t.Errorf("the client was told %q, want only %q", body.Error.Message, internalMessage)
+			if tc.secret != "" && (strings.Contains(w.Body.String(), tc.secret) || body.Error.Message != web.InternalMessage) {
+				t.Errorf("the client was told %q, want only %q", body.Error.Message, web.InternalMessage)
 			}
 			lines := strings.Count(logs.String(), "\n")
 			switch {
@@ -91,40 +92,6 @@ func TestAPIError_Console(t *testing.T) {
 	for _, err := range []error{errors.New("disk"), holon.Errorf("no_such_code", "x"), holon.Errorf(holon.CodeGatewayError, "x")} {
 		if got := apiError(err); errors.As(got, &ae) {
 			t.Errorf("%v: %#v, want the internal error itself", err, got)
-		}
-	}
-}
-
-// Ensure that a tool of /mcp reads an error as the JSON API does: an error
-// without a known code is a logged gateway_error that tells nothing of it,
-// and a known code is passed on, unlogged.
-func TestMCPServer_Fail_InternalErrors(t *testing.T) {
-	for _, tc := range []struct {
-		err    error
-		code   string
-		logged bool
-	}{
-		{errors.New("decode receipts/7: hunter2"), holon.CodeGatewayError, true},
-		{holon.Errorf("no_such_code", "hunter2"), holon.CodeGatewayError, true},
-		{holon.Errorf(holon.CodeGatewayError, "derive sub-mandate"), holon.CodeGatewayError, true},
-		{notFound("no receipt r9"), holon.CodeNotFound, false},
-	} {
-		var logs bytes.Buffer
-		m := &mcpServer{log: slog.New(slog.NewJSONHandler(&logs, nil))}
-		res := m.fail("get_receipt", tc.err)
-		b, err := json.Marshal(res.StructuredContent)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var body mcpError
-		if err := json.Unmarshal(b, &body); err != nil || body.Error == nil {
-			t.Fatalf("%v: answered %s (%v)", tc.err, b, err)
-		}
-		if !res.IsError || body.Error.Code != tc.code || bytes.Contains(b, []byte("hunter2")) {
-			t.Errorf("%v: answered %s, want a tool error %s telling nothing of it", tc.err, b, tc.code)
-		}
-		if n := strings.Count(logs.String(), "\n"); n != map[bool]int{true: 1, false: 0}[tc.logged] {
-			t.Errorf("%v: logged %q", tc.err, logs.String())
 		}
 	}
 }

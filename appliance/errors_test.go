@@ -15,6 +15,8 @@ import (
 
 	"holon.dev/holon"
 	"holon.dev/holon/appliance"
+	"holon.dev/holon/appliance/idempotency"
+	"holon.dev/holon/appliance/web"
 	"holon.dev/holon/gateway/storetest"
 	"holon.dev/holon/kv"
 )
@@ -103,11 +105,19 @@ func errorCodes(t *testing.T, dir string) map[string]string {
 
 // Ensure that every error code the domain package, the gateway's rooms
 // and the appliance declare (or write out in place) has a row in the one
-// table of HTTP statuses (holon.HTTPStatus): a new code cannot fall
+// table of HTTP statuses (web.Status): a new code cannot fall
 // through to some default.
 func TestHTTPStatus_EveryCodeHasARow(t *testing.T) {
 	codes := map[string]string{}
-	for _, dir := range []string{"..", "../gateway", "../gateway/contract", "../gateway/remote", ".", "../webui"} {
+	dirs := []string{"..", "../gateway", "../gateway/contract", "../gateway/remote", ".", "../webui"}
+	rooms, err := filepath.Glob("*/doc.go") // the appliance's rooms
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, doc := range rooms {
+		dirs = append(dirs, filepath.Dir(doc))
+	}
+	for _, dir := range dirs {
 		for code, at := range errorCodes(t, dir) {
 			codes[code] = at
 		}
@@ -117,7 +127,7 @@ func TestHTTPStatus_EveryCodeHasARow(t *testing.T) {
 	}
 	var missing []string
 	for code, at := range codes {
-		if s, ok := holon.HTTPStatus(code); !ok || s < 400 || s > 599 {
+		if s, ok := web.Status(code); !ok || s < 400 || s > 599 {
 			missing = append(missing, code+" ("+at+")")
 		}
 	}
@@ -125,7 +135,7 @@ func TestHTTPStatus_EveryCodeHasARow(t *testing.T) {
 	for _, m := range missing {
 		t.Errorf("no HTTP status for %s", m)
 	}
-	if _, ok := holon.HTTPStatus("no_such_code"); ok {
+	if _, ok := web.Status("no_such_code"); ok {
 		t.Error("a code nobody declared has a status")
 	}
 }
@@ -134,26 +144,26 @@ func TestHTTPStatus_EveryCodeHasARow(t *testing.T) {
 // documents, are the table's.
 func TestHTTPStatus_Spec(t *testing.T) {
 	for code, want := range map[string]int{
-		holon.CodeInvalidRequest:          400,
-		holon.CodeInvalidMandate:          400,
-		holon.CodeNotFound:                404,
-		holon.CodeOverBudget:              403,
-		holon.CodeNotAllowed:              403,
-		holon.CodeMandateInactive:         403,
-		holon.CodeRejectedInput:           422,
-		holon.CodeAgentError:              502,
-		holon.CodeTimeout:                 502,
-		holon.CodeRuntimeUnavailable:      502,
-		holon.CodeGatewayError:            500,
-		holon.CodeInvalidToken:            401,
-		appliance.CodeUnauthenticated:     401,
-		appliance.CodeForbidden:           403,
-		appliance.CodeRateLimited:         429,
-		appliance.CodeBodyTooLarge:        413,
-		appliance.CodeIdempotencyInFlight: 409,
-		appliance.CodeGitHubUnavailable:   503,
+		holon.CodeInvalidRequest:            400,
+		holon.CodeInvalidMandate:            400,
+		holon.CodeNotFound:                  404,
+		holon.CodeOverBudget:                403,
+		holon.CodeNotAllowed:                403,
+		holon.CodeMandateInactive:           403,
+		holon.CodeRejectedInput:             422,
+		holon.CodeAgentError:                502,
+		holon.CodeTimeout:                   502,
+		holon.CodeRuntimeUnavailable:        502,
+		holon.CodeGatewayError:              500,
+		holon.CodeInvalidToken:              401,
+		web.CodeUnauthenticated:             401,
+		web.CodeForbidden:                   403,
+		web.CodeRateLimited:                 429,
+		web.CodeBodyTooLarge:                413,
+		idempotency.CodeIdempotencyInFlight: 409,
+		appliance.CodeGitHubUnavailable:     503,
 	} {
-		if got, _ := holon.HTTPStatus(code); got != want {
+		if got, _ := web.Status(code); got != want {
 			t.Errorf("%s: %d, want %d", code, got, want)
 		}
 	}

@@ -12,6 +12,7 @@ import (
 
 	"holon.dev/holon"
 	"holon.dev/holon/appliance"
+	"holon.dev/holon/appliance/files"
 	"holon.dev/holon/backup"
 	"holon.dev/holon/kv"
 )
@@ -136,7 +137,7 @@ func TestEvaluate_FixturesArePlatformFiles(t *testing.T) {
 			if err := json.Unmarshal(raw, &rec); err != nil {
 				return false, err
 			}
-			if rec.Owner == appliance.PlatformFileOwner {
+			if rec.Owner == files.PlatformFileOwner {
 				platform++
 			}
 			return true, nil

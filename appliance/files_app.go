@@ -4,7 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"time"
+
+	"holon.dev/holon/appliance/files"
 )
 
 // openFiles opens the file store beside the database, with the key that
@@ -22,7 +23,8 @@ func (a *App) openFiles() error {
 			a.log.Warn("no HOLON_FILE_SECRET: file links are signed with a key made at start, and stop working at a restart")
 		}
 	}
-	fs, err := openFileStore(a.cfg, a.store, &linkSigner{key: key})
+	fs, err := files.Open(a.store, files.Options{Dir: filesDir(a.cfg), Now: a.cfg.Now, Rand: a.cfg.Rand, Log: a.cfg.Logger,
+		NoSync: a.cfg.NoSync, LinkKey: key, PublicURL: a.cfg.PublicURL})
 	if err != nil {
 		return err
 	}
@@ -33,7 +35,7 @@ func (a *App) openFiles() error {
 // SweepFiles deletes now every file whose 24 hours have passed (the
 // sweeper does so every minute) and returns how many it deleted. Their
 // owners' quota is free again.
-func (a *App) SweepFiles(ctx context.Context) (int, error) { return a.files.sweep(ctx) }
+func (a *App) SweepFiles(ctx context.Context) (int, error) { return a.files.Sweep(ctx) }
 
 // PutPlatformFile stores an evaluation fixture as a platform file and
 // returns its handle. Platform files do not expire and count against no
@@ -41,27 +43,13 @@ func (a *App) SweepFiles(ctx context.Context) (int, error) { return a.files.swee
 // evaluation runner's context): an ordinary caller that passes the handle
 // gets file_not_found.
 func (a *App) PutPlatformFile(ctx context.Context, contentType string, body io.Reader) (string, error) {
-	return a.files.putPlatformFile(ctx, contentType, body)
+	return a.files.PutPlatformFile(ctx, contentType, body)
 }
 
-// sweepFilesEvery deletes expired files every period, first of all at
-// start (files that expired while the gateway was stopped), and removes
-// blobs no record names once, in the background.
-func (a *App) sweepFilesEvery(ctx context.Context, period time.Duration) {
-	defer close(a.filesDone)
-	if err := a.files.removeStrays(ctx); err != nil && ctx.Err() == nil {
-		a.log.Error("remove stray file blobs", "err", err)
+// filesDir is where the bytes of a store's files live.
+func filesDir(cfg Config) string {
+	if cfg.FilesDir != "" {
+		return cfg.FilesDir
 	}
-	t := time.NewTicker(period)
-	defer t.Stop()
-	for {
-		if _, err := a.files.sweep(ctx); err != nil && ctx.Err() == nil {
-			a.log.Error("delete expired files", "err", err)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
+	return cfg.DB + ".files"
 }

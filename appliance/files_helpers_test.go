@@ -158,12 +158,12 @@ func receiptOf(out map[string]any) map[string]any {
 }
 
 // blobs lists the stored file bytes under a files directory, leaving out
-// those of the shipped evaluation fixtures (evals/*/files/), which every
+// those of the shipped evaluation fixtures (catalog/evals/*/files/), which every
 // gateway stores as platform files at start-up.
 func blobs(t *testing.T, dir string) []string {
 	t.Helper()
 	fixtures := map[string]bool{}
-	err := filepath.WalkDir("evals", func(path string, d os.DirEntry, err error) error {
+	err := filepath.WalkDir("catalog/evals", func(path string, d os.DirEntry, err error) error {
 		if err == nil && !d.IsDir() && strings.Contains(filepath.ToSlash(path), "/files/") {
 			b, err := os.ReadFile(path)
 			if err != nil {

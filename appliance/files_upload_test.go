@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"holon.dev/holon/appliance"
+	"holon.dev/holon/appliance/files"
 )
 
 // Ensure that an upload answers its handle, size, declared type, SHA-256
@@ -113,14 +113,14 @@ func TestFiles_TooLargeRefusedWhileStreaming(t *testing.T) {
 	for _, c := range []struct {
 		size    int64
 		chunked bool
-	}{{appliance.MaxFileSize + 1, true}, {2 << 30, true}, {appliance.MaxFileSize + 1, false}, {2 << 30, false}} {
+	}{{files.MaxFileSize + 1, true}, {2 << 30, true}, {files.MaxFileSize + 1, false}, {2 << 30, false}} {
 		size := c.size
 		status, body, read, alloc := post(size, c.chunked)
 		t.Logf("%d bytes, chunked %v: %d after %d bytes sent, %d bytes allocated", size, c.chunked, status, read, alloc)
 		if status != http.StatusRequestEntityTooLarge || !strings.Contains(body, `"file_too_large"`) {
 			t.Errorf("%d bytes: %d %s", size, status, body)
 		}
-		if read > appliance.MaxFileSize+16<<20 {
+		if read > files.MaxFileSize+16<<20 {
 			t.Errorf("%d bytes: the client sent %d bytes before the refusal, want the gateway to stop near 20 MB", size, read)
 		}
 		if alloc > 8<<20 {
@@ -130,7 +130,7 @@ func TestFiles_TooLargeRefusedWhileStreaming(t *testing.T) {
 	if tmp, _ := os.ReadDir(filepath.Join(fa.cfg.DB+".files", "tmp")); len(tmp) != 0 || len(blobs(t, fa.cfg.DB+".files")) != 0 {
 		t.Errorf("refused uploads left %d partial files and %v", len(tmp), blobs(t, fa.cfg.DB+".files"))
 	}
-	if status, body, _, _ := post(appliance.MaxFileSize, true); status != http.StatusCreated {
+	if status, body, _, _ := post(files.MaxFileSize, true); status != http.StatusCreated {
 		t.Errorf("exactly 20 MB: %d %s", status, body)
 	}
 }
@@ -142,14 +142,14 @@ func TestFiles_TooLargeRefusedWhileStreaming(t *testing.T) {
 func TestFiles_AccountQuota(t *testing.T) {
 	fa := newFilesApp(t)
 	ann, bob := fa.signup("ann"), fa.signup("bob")
-	big := bytes.Repeat([]byte("0123456789abcdef"), appliance.MaxFileSize/16)
+	big := bytes.Repeat([]byte("0123456789abcdef"), files.MaxFileSize/16)
 	var handles []string
-	for range appliance.MaxAccountFiles / appliance.MaxFileSize {
+	for range files.MaxAccountFiles / files.MaxFileSize {
 		handles = append(handles, ann.agent.mustUpload("application/octet-stream", big))
 		fa.advance(time.Minute)
 	}
 	status, out := ann.human.upload("text/plain", []byte("x"))
-	if status != http.StatusRequestEntityTooLarge || errorCode(out) != appliance.CodeFileQuota {
+	if status != http.StatusRequestEntityTooLarge || errorCode(out) != files.CodeFileQuota {
 		t.Fatalf("one byte past 200 MB: %d %v", status, out)
 	}
 	bob.human.mustUpload("text/plain", []byte("bob's"))
@@ -160,11 +160,11 @@ func TestFiles_AccountQuota(t *testing.T) {
 		t.Fatalf("sweep: %d deleted, %v; want the first file", n, err)
 	}
 	ann.human.mustUpload("text/plain", []byte("x"))
-	if status, out := ann.human.upload("text/plain", big); status != http.StatusRequestEntityTooLarge || errorCode(out) != appliance.CodeFileQuota {
+	if status, out := ann.human.upload("text/plain", big); status != http.StatusRequestEntityTooLarge || errorCode(out) != files.CodeFileQuota {
 		t.Errorf("20 MB more with 180 MB + 1 byte live: %d %v", status, out)
 	}
 	// The same without a declared length: refused once past the quota.
-	req, _ := http.NewRequest("POST", fa.srv.URL+"/v0/files", &endless{left: appliance.MaxFileSize})
+	req, _ := http.NewRequest("POST", fa.srv.URL+"/v0/files", &endless{left: files.MaxFileSize})
 	req.Header.Set("Authorization", "Bearer "+ann.humanKey)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -172,7 +172,7 @@ func TestFiles_AccountQuota(t *testing.T) {
 	}
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(string(b), appliance.CodeFileQuota) {
+	if resp.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(string(b), files.CodeFileQuota) {
 		t.Errorf("20 MB more, chunked: %d %s", resp.StatusCode, b)
 	}
 	// A day later everything is gone: the quota and the disk are free.
@@ -251,8 +251,8 @@ func (b barrier) Read([]byte) (int, error) {
 func TestFiles_QuotaRace(t *testing.T) {
 	fa := newFilesApp(t)
 	ann := fa.signup("ann")
-	big := bytes.Repeat([]byte("q"), appliance.MaxFileSize)
-	for range appliance.MaxAccountFiles/appliance.MaxFileSize - 1 {
+	big := bytes.Repeat([]byte("q"), files.MaxFileSize)
+	for range files.MaxAccountFiles/files.MaxFileSize - 1 {
 		ann.human.mustUpload("application/octet-stream", big)
 	}
 	// Each body stops one byte short until both are that far: both
@@ -262,7 +262,7 @@ func TestFiles_QuotaRace(t *testing.T) {
 	statuses := make(chan int, 2)
 	for i := range 2 {
 		go func() {
-			body := io.MultiReader(&endless{left: appliance.MaxFileSize - int64(i) - 1}, barrier{&almost}, strings.NewReader("z"))
+			body := io.MultiReader(&endless{left: files.MaxFileSize - int64(i) - 1}, barrier{&almost}, strings.NewReader("z"))
 			req, _ := http.NewRequest("POST", fa.srv.URL+"/v0/files", body)
 			req.Header.Set("Authorization", "Bearer "+ann.humanKey)
 			resp, err := http.DefaultClient.Do(req)

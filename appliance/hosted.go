@@ -10,7 +10,11 @@ import (
 	"time"
 
 	"holon.dev/holon"
+	"holon.dev/holon/appliance/auth"
 	"holon.dev/holon/appliance/clientmeta"
+	"holon.dev/holon/appliance/files"
+	"holon.dev/holon/appliance/token"
+	"holon.dev/holon/appliance/web"
 	"holon.dev/holon/gateway"
 	"holon.dev/holon/gateway/contract"
 	"holon.dev/holon/gateway/remote"
@@ -76,11 +80,15 @@ func newHosted(cfg Config, store holon.Store, engine *gateway.Engine, log *slog.
 // statusWriter remembers the status and the principal of a request, for
 // its log line.
 type statusWriter struct {
-	codeWriter
-	p *principal
+	web.CodeWriter
+	p *auth.Principal
 }
 
-// ServeHTTP runs what every request goes through before its route: NUL
+// Tag is told the request's principal (auth.Tagger).
+func (sw *statusWriter) Tag(p *auth.Principal) { sw.p = p }
+
+// ServeHTTP is the front door: what every request goes through before its
+// route, from outside or from a console page asking in-process: NUL
 // characters in the path or query are refused, a dev gateway answers only
 // its own names and /mcp only its own origin (origin.go), the body is
 // bounded, and on
@@ -88,21 +96,21 @@ type statusWriter struct {
 // key is looked up) and one line is logged: never a key, a query string,
 // an input or an output.
 func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	sw := &statusWriter{codeWriter: codeWriter{ResponseWriter: w}}
+	sw := &statusWriter{CodeWriter: web.CodeWriter{ResponseWriter: w}}
 	start := time.Now()
 	addr := ""
 	if a.hosted != nil {
-		addr = a.hosted.limits.clientAddr(r)
+		addr = web.ClientAddr(r, a.hosted.limits.trustProxy)
 		defer func() {
-			attrs := []any{"method", r.Method, "path", redactKeys(r.URL.Path), "status", sw.code,
+			attrs := []any{"method", r.Method, "path", token.Redact(r.URL.Path), "status", sw.Code,
 				"ms", time.Since(start).Milliseconds(), "addr", addr}
 			if p := sw.p; p != nil {
-				attrs = append(attrs, "principal", p.kind)
-				if p.account != "" {
-					attrs = append(attrs, "account", p.account)
+				attrs = append(attrs, "principal", p.Kind)
+				if p.Account != "" {
+					attrs = append(attrs, "account", p.Account)
 				}
-				if p.key != nil {
-					attrs = append(attrs, "key", p.key.Prefix)
+				if p.Key != nil {
+					attrs = append(attrs, "key", p.Key.Prefix)
 				}
 			}
 			a.log.Info("request", attrs...)
@@ -110,7 +118,7 @@ func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if strings.ContainsRune(r.URL.Path, 0) || strings.ContainsRune(r.URL.RawQuery, 0) ||
 		strings.Contains(strings.ToLower(r.URL.RawQuery), "%00") {
-		a.fail(sw, r, holon.Errorf(CodeNULCharacter, "NUL characters are not accepted in the path or query"))
+		a.fail(sw, r, holon.Errorf(web.CodeNULCharacter, "NUL characters are not accepted in the path or query"))
 		return
 	}
 	if a.hosted == nil {
@@ -128,8 +136,10 @@ func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Body != nil {
 		r.Body = http.MaxBytesReader(sw, r.Body, bodyLimit(r))
 	}
-	if a.hosted != nil {
-		if ok, wait := a.hosted.limits.address.allow(addr); !ok {
+	// A console page's own requests (auth.InProcess) were counted once,
+	// as the page's request: they are not extra requests of the address.
+	if a.hosted != nil && !auth.InProcess(r.Context()) {
+		if ok, wait := a.hosted.limits.address.Allow(addr); !ok {
 			a.tooMany(sw, r, wait, "your address")
 			return
 		}
@@ -142,7 +152,20 @@ func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // tooMany answers 429 with Retry-After.
 func (a *api) tooMany(w http.ResponseWriter, r *http.Request, wait time.Duration, who string) {
-	ra := retryAfter(wait)
+	ra := web.RetryAfter(wait)
 	w.Header().Set("Retry-After", ra)
-	a.fail(w, r, holon.Errorf(CodeRateLimited, "too many requests from %s: retry in %s s", who, ra))
+	a.fail(w, r, holon.Errorf(web.CodeRateLimited, "too many requests from %s: retry in %s s", who, ra))
+}
+
+// bodyLimit is the most a request body may hold: a file upload's limit is
+// the file limit (and one byte more, so that the upload itself says what
+// was too large); every other body's is web.MaxBody.
+func bodyLimit(r *http.Request) int64 {
+	if r.Method == http.MethodPost && r.URL.Path == "/v0/files" {
+		return files.MaxFileSize + 1
+	}
+	if r.Method == http.MethodPost && r.URL.Path == consoleUploadPath {
+		return files.MaxFileSize + consoleUploadOverhead
+	}
+	return web.MaxBody
 }

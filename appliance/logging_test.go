@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"holon.dev/holon/appliance"
+	"holon.dev/holon/appliance/ops"
 )
 
 // Ensure that the logger writes JSON lines in production and text
@@ -22,7 +23,7 @@ func TestNewLogger_RedactsSecretsAndKeys(t *testing.T) {
 	prefix := key[:14]
 	for _, env := range []string{appliance.EnvProduction, appliance.EnvDevelopment} {
 		var buf bytes.Buffer
-		log := appliance.NewLogger(&buf, env, admin, "", "short")
+		log := ops.NewLogger(&buf, env == appliance.EnvProduction, admin, "", "short")
 		log.Info("message with "+key, "key", prefix, "word", "short")
 		log.Warn("attrs", "header", "Bearer "+admin, "err", fmt.Errorf("unknown key %s: %w", key, errors.New("x")),
 			slog.Group("req", slog.String("auth", key)))
@@ -33,7 +34,7 @@ func TestNewLogger_RedactsSecretsAndKeys(t *testing.T) {
 				t.Errorf("%s: a secret is in the logs:\n%s", env, out)
 			}
 		}
-		if n := strings.Count(out, appliance.Redacted); n < 5 {
+		if n := strings.Count(out, ops.Redacted); n < 5 {
 			t.Errorf("%s: %d redactions, want 5:\n%s", env, n, out)
 		}
 		if !strings.Contains(out, prefix) {

@@ -11,6 +11,10 @@ import (
 	"github.com/julienschmidt/httprouter"
 
 	"holon.dev/holon"
+	"holon.dev/holon/appliance/auth"
+	"holon.dev/holon/appliance/token"
+	"holon.dev/holon/appliance/web"
+	"holon.dev/holon/appliance/wire"
 	"holon.dev/holon/gateway"
 	"holon.dev/holon/gateway/contract"
 	"holon.dev/holon/journal"
@@ -55,8 +59,8 @@ func (h *hosted) platformFX() map[string]journal.Rate {
 	return fx
 }
 
-func (a *api) listMandates(w http.ResponseWriter, r *http.Request, _ httprouter.Params, p *principal) {
-	ids, err := a.hosted.accountMandates(p.account)
+func (a *api) listMandates(w http.ResponseWriter, r *http.Request, _ httprouter.Params, p *auth.Principal) {
+	ids, err := a.hosted.accountMandates(p.Account)
 	if err != nil {
 		a.fail(w, r, err)
 		return
@@ -66,7 +70,7 @@ func (a *api) listMandates(w http.ResponseWriter, r *http.Request, _ httprouter.
 		a.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"mandates": out})
+	web.JSON(w, http.StatusOK, map[string]any{"mandates": out})
 }
 
 // mandateStates reads mandates with their budgets, in the order given.
@@ -86,9 +90,9 @@ func (a *api) mandateStates(ids []string) ([]*gateway.MandateState, error) {
 // id is put in the caller's namespace, the issuer is the caller, the
 // grantee must be <handle>/…, the currency is EUR and fx is the
 // platform's; everything else is checked as any mandate is.
-func (a *api) createMandate(w http.ResponseWriter, r *http.Request, _ httprouter.Params, p *principal) {
+func (a *api) createMandate(w http.ResponseWriter, r *http.Request, _ httprouter.Params, p *auth.Principal) {
 	h := a.hosted
-	b, err := readBody(r)
+	b, err := web.ReadBody(r)
 	if err != nil {
 		a.fail(w, r, err)
 		return
@@ -105,19 +109,19 @@ func (a *api) createMandate(w http.ResponseWriter, r *http.Request, _ httprouter
 	var fe []holon.FieldError
 	bad := func(path, msg string) { fe = append(fe, holon.FieldError{Path: path, Msg: msg}) }
 	id, _ := doc["id"].(string)
-	if name, ok := strings.CutPrefix(id, p.account+"/"); ok {
+	if name, ok := strings.CutPrefix(id, p.Account+"/"); ok {
 		id = name
 	}
 	switch {
 	case id == "":
-		bad("id", "required: a name for the mandate, put in your namespace ("+p.account+"/<name>)")
+		bad("id", "required: a name for the mandate, put in your namespace ("+p.Account+"/<name>)")
 	case strings.Contains(id, "/"):
-		bad("id", "must be in your namespace: "+p.account+"/<name>")
+		bad("id", "must be in your namespace: "+p.Account+"/<name>")
 	case strings.Contains(id, "."):
 		bad("id", "a mandate name has no '.', which marks the sub-mandates derived for agents' runs")
 	}
-	if v, ok := doc["issuer"]; ok && v != p.account {
-		bad("issuer", "is always you ("+p.account+"): leave it out")
+	if v, ok := doc["issuer"]; ok && v != p.Account {
+		bad("issuer", "is always you ("+p.Account+"): leave it out")
 	}
 	if v, ok := doc["currency"]; ok && v != hostedCurrency {
 		bad("currency", "hosted mandates are in "+hostedCurrency)
@@ -131,15 +135,15 @@ func (a *api) createMandate(w http.ResponseWriter, r *http.Request, _ httprouter
 	if _, ok := doc["revoked"]; ok {
 		bad("revoked", "a new mandate is not revoked: leave it out")
 	}
-	if g, ok := doc["grantee"].(string); ok && !strings.HasPrefix(g, p.account+"/") {
-		bad("grantee", "must be one of your agents: "+p.account+"/<name>")
+	if g, ok := doc["grantee"].(string); ok && !strings.HasPrefix(g, p.Account+"/") {
+		bad("grantee", "must be one of your agents: "+p.Account+"/<name>")
 	}
 	if len(fe) > 0 {
 		a.fail(w, r, &holon.Error{Code: holon.CodeInvalidMandate, Msg: "mandate is invalid", Fields: fe})
 		return
 	}
-	doc["id"] = p.account + "/" + id
-	doc["issuer"] = p.account
+	doc["id"] = p.Account + "/" + id
+	doc["issuer"] = p.Account
 	doc["currency"] = hostedCurrency
 	if fx := h.platformFX(); fx != nil {
 		doc["fx"] = fx
@@ -156,7 +160,7 @@ func (a *api) createMandate(w http.ResponseWriter, r *http.Request, _ httprouter
 	}
 	err = h.store.Update(r.Context(), func(tx holon.Tx) error {
 		var acct account
-		if err := tx.Get(holon.BucketUsers, p.account, &acct); err != nil {
+		if err := tx.Get(holon.BucketUsers, p.Account, &acct); err != nil {
 			return err
 		}
 		if _, err := tx.Mandate(m.ID); err == nil {
@@ -168,7 +172,7 @@ func (a *api) createMandate(w http.ResponseWriter, r *http.Request, _ httprouter
 			return holon.Errorf(CodeLimitReached, "an account holds at most %d mandates", maxMandatesPerAccount)
 		}
 		acct.Mandates = append(acct.Mandates, m.ID)
-		if err := tx.Put(holon.BucketUsers, p.account, acct); err != nil {
+		if err := tx.Put(holon.BucketUsers, p.Account, acct); err != nil {
 			return err
 		}
 		return h.engine.PutMandateTx(tx, m)
@@ -182,7 +186,7 @@ func (a *api) createMandate(w http.ResponseWriter, r *http.Request, _ httprouter
 		a.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, st)
+	web.JSON(w, http.StatusCreated, st)
 }
 
 type keyBody struct {
@@ -193,48 +197,40 @@ type keyBody struct {
 // newKeyAnswer carries a new key: the only time it is shown.
 type newKeyAnswer struct {
 	Key string `json:"key"`
-	keyView
+	wire.KeyView
 	Note string `json:"note"`
 }
 
 // createKey is POST /v0/keys: a new agent key bound to one of the
 // caller's root mandates.
-func (a *api) createKey(w http.ResponseWriter, r *http.Request, _ httprouter.Params, p *principal) {
+func (a *api) createKey(w http.ResponseWriter, r *http.Request, _ httprouter.Params, p *auth.Principal) {
 	h := a.hosted
 	var body keyBody
-	if err := decodeBody(r, &body); err != nil {
+	if err := web.DecodeBody(r, &body); err != nil {
 		a.fail(w, r, err)
 		return
 	}
 	if body.Mandate == "" {
-		a.fail(w, r, holon.Errorf(holon.CodeInvalidRequest, "mandate is required: the mandate the new agent key acts under, such as %s/sandbox", p.account))
+		a.fail(w, r, holon.Errorf(holon.CodeInvalidRequest, "mandate is required: the mandate the new agent key acts under, such as %s/sandbox", p.Account))
 		return
 	}
 	for attempt := 0; ; attempt++ {
-		key, rec, err := h.drawKey(KindAgent, p.account, body.Mandate, body.AskInClient)
+		key, rec, err := h.drawKey(token.KindAgent, p.Account, body.Mandate, body.AskInClient)
 		if err != nil {
 			a.fail(w, r, err)
 			return
 		}
 		err = h.store.Update(r.Context(), func(tx holon.Tx) error {
 			var acct account
-			if err := tx.Get(holon.BucketUsers, p.account, &acct); err != nil {
+			if err := tx.Get(holon.BucketUsers, p.Account, &acct); err != nil {
 				return err
 			}
 			if !slices.Contains(acct.Mandates, body.Mandate) {
-				return notFound("no mandate %s", body.Mandate)
+				return web.NotFound("no mandate %s", body.Mandate)
 			}
-			keys, err := accountKeys(tx, p.account)
-			if err != nil {
+			if live, err := liveKeys(tx, p.Account, h.now()); err != nil {
 				return err
-			}
-			live := 0
-			for _, k := range keys {
-				if k.live(h.now()) {
-					live++
-				}
-			}
-			if live >= maxKeysPerAccount {
+			} else if live >= maxKeysPerAccount {
 				return holon.Errorf(CodeLimitReached, "an account holds at most %d live keys: revoke one with DELETE /v0/keys/{prefix}", maxKeysPerAccount)
 			}
 			return putKey(tx, rec)
@@ -247,7 +243,7 @@ func (a *api) createKey(w http.ResponseWriter, r *http.Request, _ httprouter.Par
 			return
 		}
 		w.Header().Set("Cache-Control", "no-store")
-		writeJSON(w, http.StatusCreated, newKeyAnswer{Key: key, keyView: rec.view(),
+		web.JSON(w, http.StatusCreated, newKeyAnswer{Key: key, KeyView: rec.View(),
 			Note: "The key is shown once, now: store it. It acts under " + body.Mandate + " only."})
 		return
 	}
@@ -255,18 +251,18 @@ func (a *api) createKey(w http.ResponseWriter, r *http.Request, _ httprouter.Par
 
 // revokeKey is DELETE /v0/keys/{prefix}: one of the caller's keys stops
 // working at once.
-func (a *api) revokeKey(w http.ResponseWriter, r *http.Request, ps httprouter.Params, p *principal) {
+func (a *api) revokeKey(w http.ResponseWriter, r *http.Request, ps httprouter.Params, p *auth.Principal) {
 	h := a.hosted
 	prefix := ps.ByName("prefix")
-	if len(prefix) != keyPrefixLen || !strings.HasPrefix(prefix, "hlk_") {
-		a.fail(w, r, holon.Errorf(holon.CodeInvalidRequest, "%q is not a key prefix: name a key by its first %d characters, such as hlk_a_ab12cd34 (GET /v0/me lists them), never the whole key", redactKeys(prefix), keyPrefixLen))
+	if len(prefix) != token.PrefixLen || !strings.HasPrefix(prefix, "hlk_") {
+		a.fail(w, r, holon.Errorf(holon.CodeInvalidRequest, "%q is not a key prefix: name a key by its first %d characters, such as hlk_a_ab12cd34 (GET /v0/me lists them), never the whole key", token.Redact(prefix), token.PrefixLen))
 		return
 	}
-	var rec keyRecord
+	var rec auth.Key
 	err := h.store.Update(r.Context(), func(tx holon.Tx) error {
 		var hash string
-		if err := tx.Get(holon.BucketKeys, keyByAccount(p.account, prefix), &hash); errors.Is(err, holon.ErrNotFound) {
-			return notFound("no key %s", prefix)
+		if err := tx.Get(holon.BucketKeys, keyByAccount(p.Account, prefix), &hash); errors.Is(err, holon.ErrNotFound) {
+			return web.NotFound("no key %s", prefix)
 		} else if err != nil {
 			return err
 		}
@@ -282,5 +278,5 @@ func (a *api) revokeKey(w http.ResponseWriter, r *http.Request, ps httprouter.Pa
 		a.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"prefix": rec.Prefix, "revoked": rec.Revoked})
+	web.JSON(w, http.StatusOK, map[string]any{"prefix": rec.Prefix, "revoked": rec.Revoked})
 }

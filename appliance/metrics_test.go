@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"holon.dev/holon/appliance"
+	"holon.dev/holon/appliance/ops"
 	"holon.dev/holon/backup"
 	"holon.dev/holon/kv"
 )
@@ -31,7 +32,7 @@ func TestMetrics_HostedNeedsAdminKey(t *testing.T) {
 	defer app.Close()
 	get := func(h http.Handler, auth string) *http.Response {
 		t.Helper()
-		req := httptest.NewRequest("GET", appliance.MetricsPath, nil)
+		req := httptest.NewRequest("GET", ops.MetricsPath, nil)
 		if auth != "" {
 			req.Header.Set("Authorization", auth)
 		}

@@ -1,7 +1,6 @@
 package appliance
 
 import (
-	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -15,6 +14,9 @@ import (
 	"github.com/julienschmidt/httprouter"
 
 	"holon.dev/holon"
+	"holon.dev/holon/appliance/auth"
+	"holon.dev/holon/appliance/web"
+	"holon.dev/holon/appliance/wire"
 	"holon.dev/holon/journal"
 )
 
@@ -99,10 +101,10 @@ type creditBody struct {
 
 // adminCredit is POST /v0/admin/credit: demo credit to an account,
 // journaled as admin-credit:<uuid> from external:demo-credit, logged.
-func (a *api) adminCredit(w http.ResponseWriter, r *http.Request, _ httprouter.Params, _ *principal) {
+func (a *api) adminCredit(w http.ResponseWriter, r *http.Request, _ httprouter.Params, _ *auth.Principal) {
 	h := a.hosted
 	var body creditBody
-	if err := decodeBody(r, &body); err != nil {
+	if err := web.DecodeBody(r, &body); err != nil {
 		a.fail(w, r, err)
 		return
 	}
@@ -131,7 +133,7 @@ func (a *api) adminCredit(w http.ResponseWriter, r *http.Request, _ httprouter.P
 	err = h.store.Update(r.Context(), func(tx holon.Tx) error {
 		var acct account
 		if err := tx.Get(holon.BucketUsers, body.Account, &acct); errors.Is(err, holon.ErrNotFound) {
-			return notFound("no account %s", body.Account)
+			return web.NotFound("no account %s", body.Account)
 		} else if err != nil {
 			return err
 		}
@@ -139,7 +141,7 @@ func (a *api) adminCredit(w http.ResponseWriter, r *http.Request, _ httprouter.P
 			return err
 		}
 		amt := *body.Amount
-		if _, err := tx.Append(holon.BucketModLog, modEntry{Time: h.now().UTC(), Actor: kindAdmin, Action: actionCredit,
+		if _, err := tx.Append(holon.BucketModLog, modEntry{Time: h.now().UTC(), Actor: auth.KindAdmin, Action: actionCredit,
 			Target: body.Account, Reason: reason, Amount: &amt, Entry: key}); err != nil {
 			return err
 		}
@@ -151,9 +153,9 @@ func (a *api) adminCredit(w http.ResponseWriter, r *http.Request, _ httprouter.P
 		a.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{
+	web.JSON(w, http.StatusOK, map[string]any{
 		"account": body.Account, "amount": body.Amount, "entry": key,
-		"balance": accountView{Account: body.Account, Balance: bal.Balance, Held: bal.Held, Available: bal.Available()},
+		"balance": wire.AccountView{Account: body.Account, Balance: wire.Money(bal.Balance), Held: wire.Money(bal.Held), Available: wire.Money(bal.Available())},
 	})
 }
 
@@ -165,11 +167,11 @@ type disableBody struct {
 // adminDisable is POST /v0/admin/accounts/{handle}/disable: every key of
 // the account is revoked at once, its email cannot sign up again, and with
 // yank_agents its agent versions (not the shipped ones) stop being listed.
-func (a *api) adminDisable(w http.ResponseWriter, r *http.Request, ps httprouter.Params, _ *principal) {
+func (a *api) adminDisable(w http.ResponseWriter, r *http.Request, ps httprouter.Params, _ *auth.Principal) {
 	h := a.hosted
 	handle := ps.ByName("handle")
 	var body disableBody
-	if err := decodeBody(r, &body); err != nil {
+	if err := web.DecodeBody(r, &body); err != nil {
 		a.fail(w, r, err)
 		return
 	}
@@ -197,7 +199,7 @@ func (a *api) adminDisable(w http.ResponseWriter, r *http.Request, ps httprouter
 		revoked = 0
 		var acct account
 		if err := tx.Get(holon.BucketUsers, handle, &acct); errors.Is(err, holon.ErrNotFound) {
-			return notFound("no account %s", handle)
+			return web.NotFound("no account %s", handle)
 		} else if err != nil {
 			return err
 		}
@@ -215,7 +217,7 @@ func (a *api) adminDisable(w http.ResponseWriter, r *http.Request, ps httprouter
 		if revoked, err = revokeLiveKeys(tx, handle, now); err != nil {
 			return err
 		}
-		if _, err := tx.Append(holon.BucketModLog, modEntry{Time: now, Actor: kindAdmin, Action: actionDisable,
+		if _, err := tx.Append(holon.BucketModLog, modEntry{Time: now, Actor: auth.KindAdmin, Action: actionDisable,
 			Target: handle, Reason: reason, Agents: yank}); err != nil {
 			return err
 		}
@@ -236,7 +238,7 @@ func (a *api) adminDisable(w http.ResponseWriter, r *http.Request, ps httprouter
 	if yank == nil {
 		yank = []string{}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"account": handle, "disabled": now, "reason": reason,
+	web.JSON(w, http.StatusOK, map[string]any{"account": handle, "disabled": now, "reason": reason,
 		"keys_revoked": revoked, "yanked": yank})
 }
 
@@ -245,7 +247,7 @@ func putYank(tx holon.Tx, ref, reason string, now time.Time) error {
 	if err := tx.Put(holon.BucketSettings, yankKey(ref), yankRecord{Ref: ref, Reason: reason, Time: now}); err != nil {
 		return err
 	}
-	_, err := tx.Append(holon.BucketModLog, modEntry{Time: now, Actor: kindAdmin, Action: actionYank, Target: ref, Reason: reason})
+	_, err := tx.Append(holon.BucketModLog, modEntry{Time: now, Actor: auth.KindAdmin, Action: actionYank, Target: ref, Reason: reason})
 	return err
 }
 
@@ -256,11 +258,11 @@ type yankBody struct {
 // adminYank is POST /v0/admin/agents/{ns}/{name}@{version}/yank: the
 // version stops being listed and resolved, for good (its number stays
 // taken). Shipped agents change with the code, not this way.
-func (a *api) adminYank(w http.ResponseWriter, r *http.Request, ps httprouter.Params, _ *principal) {
+func (a *api) adminYank(w http.ResponseWriter, r *http.Request, ps httprouter.Params, _ *auth.Principal) {
 	h := a.hosted
 	ref := ps.ByName("ns") + "/" + ps.ByName("name")
 	var body yankBody
-	if err := decodeBody(r, &body); err != nil {
+	if err := web.DecodeBody(r, &body); err != nil {
 		a.fail(w, r, err)
 		return
 	}
@@ -280,7 +282,7 @@ func (a *api) adminYank(w http.ResponseWriter, r *http.Request, ps httprouter.Pa
 			a.fail(w, r, holon.Errorf(CodeAlreadyYanked, "%s was yanked already, at %s", ref, yr.Time.Format(time.RFC3339)))
 			return
 		}
-		a.fail(w, r, notFound("no agent version %s is listed", ref))
+		a.fail(w, r, web.NotFound("no agent version %s is listed", ref))
 		return
 	}
 	if v.Shipped {
@@ -300,7 +302,7 @@ func (a *api) adminYank(w http.ResponseWriter, r *http.Request, ps httprouter.Pa
 		return
 	}
 	a.engine.Registry().Remove(ref)
-	writeJSON(w, http.StatusOK, map[string]any{"agent": ref, "yanked": now, "reason": reason})
+	web.JSON(w, http.StatusOK, map[string]any{"agent": ref, "yanked": now, "reason": reason})
 }
 
 // adminAccountView is an account as the operator sees it.
@@ -316,9 +318,9 @@ type adminAccountView struct {
 
 // adminAccounts is GET /v0/admin/accounts?q=&limit=: accounts whose handle
 // or email contains q, by handle.
-func (a *api) adminAccounts(w http.ResponseWriter, r *http.Request, _ httprouter.Params, _ *principal) {
+func (a *api) adminAccounts(w http.ResponseWriter, r *http.Request, _ httprouter.Params, _ *auth.Principal) {
 	q := strings.ToLower(r.URL.Query().Get("q"))
-	limit, err := queryLimit(r, 100, 1000)
+	limit, err := web.Limit(r, 100, 1000)
 	if err != nil {
 		a.fail(w, r, err)
 		return
@@ -346,60 +348,54 @@ func (a *api) adminAccounts(w http.ResponseWriter, r *http.Request, _ httprouter
 		a.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"accounts": out})
+	web.JSON(w, http.StatusOK, map[string]any{"accounts": out})
 }
 
 // adminLog is GET /v0/admin/log?after=&limit=: the moderation log, oldest
-// first, from the entry after seq `after`.
-func (a *api) adminLog(w http.ResponseWriter, r *http.Request, _ httprouter.Params, _ *principal) {
-	limit, err := queryLimit(r, 100, 1000)
+// first, from the entry after seq `after`; with order=newest, newest
+// first, from the entry before seq `before` (the newest when absent), as
+// the operator reads it. next is the cursor of the following page ("" at
+// the end): after= of the next page oldest first, before= newest first.
+func (a *api) adminLog(w http.ResponseWriter, r *http.Request, _ httprouter.Params, _ *auth.Principal) {
+	limit, err := web.Limit(r, 100, 1000)
 	if err != nil {
 		a.fail(w, r, err)
 		return
 	}
-	var after uint64
-	if s := r.URL.Query().Get("after"); s != "" {
-		if after, err = strconv.ParseUint(s, 10, 64); err != nil {
-			a.fail(w, r, holon.Errorf(holon.CodeInvalidRequest, "after must be the seq of a log entry"))
+	q := r.URL.Query()
+	seqParam := func(name string) (uint64, bool) {
+		s := q.Get(name)
+		if s == "" {
+			return 0, true
+		}
+		n, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			a.fail(w, r, holon.Errorf(holon.CodeInvalidRequest, "%s must be the seq of a log entry", name))
+			return 0, false
+		}
+		return n, true
+	}
+	var page modLogPage
+	switch q.Get("order") {
+	case "", "oldest":
+		after, ok := seqParam("after")
+		if !ok {
 			return
 		}
+		err = a.hosted.store.View(func(tx holon.Tx) error { page, err = modLogAfter(tx, after, limit); return err })
+	case "newest":
+		before, ok := seqParam("before")
+		if !ok {
+			return
+		}
+		err = a.hosted.store.View(func(tx holon.Tx) error { page, err = modLogBefore(tx, before, limit); return err })
+	default:
+		a.fail(w, r, holon.Errorf(holon.CodeInvalidRequest, "order is oldest (the default) or newest"))
+		return
 	}
-	out := []modEntry{}
-	next := ""
-	err = a.hosted.store.View(func(tx holon.Tx) error {
-		return tx.ForEach(holon.BucketModLog, "", func(k string, raw json.RawMessage) (bool, error) {
-			seq := binary.BigEndian.Uint64([]byte(k))
-			if seq <= after {
-				return true, nil
-			}
-			if len(out) == limit {
-				next = strconv.FormatUint(out[len(out)-1].Seq, 10)
-				return false, nil
-			}
-			var e modEntry
-			if err := json.Unmarshal(raw, &e); err != nil {
-				return false, err
-			}
-			e.Seq = seq
-			out = append(out, e)
-			return true, nil
-		})
-	})
 	if err != nil {
 		a.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"entries": out, "next": next})
-}
-
-func queryLimit(r *http.Request, def, max int) (int, error) {
-	s := r.URL.Query().Get("limit")
-	if s == "" {
-		return def, nil
-	}
-	n, err := strconv.Atoi(s)
-	if err != nil || n < 1 || n > max {
-		return 0, holon.Errorf(holon.CodeInvalidRequest, "limit must be between 1 and %d", max)
-	}
-	return n, nil
+	web.JSON(w, http.StatusOK, page)
 }

@@ -2,12 +2,9 @@ package appliance
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -19,7 +16,10 @@ import (
 	"github.com/julienschmidt/httprouter"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
 	"holon.dev/holon"
+	"holon.dev/holon/appliance/auth"
 	"holon.dev/holon/appliance/clientmeta"
+	"holon.dev/holon/appliance/token"
+	"holon.dev/holon/appliance/web"
 )
 
 // The MCP authorization protocol (revision 2025-11-25) for /mcp: the
@@ -117,17 +117,12 @@ type oauthRefresh struct {
 func oauthClientKey(id string) string { return "client/" + id }
 
 func oauthSecretKey(kind, secret string) string {
-	sum := sha256.Sum256([]byte(secret))
-	return kind + "/" + hex.EncodeToString(sum[:])
+	return kind + "/" + token.Hash(secret)
 }
 
 // drawSecret draws a code or token: its marker and 32 random bytes.
 func (h *hosted) drawSecret(marker string) (string, error) {
-	b := make([]byte, keyEntropy)
-	if _, err := io.ReadFull(h.rand, b); err != nil {
-		return "", fmt.Errorf("draw a secret: %w", err)
-	}
-	return marker + keyEncoding.EncodeToString(b), nil
+	return token.Draw(h.rand, marker)
 }
 
 // routeOAuth mounts the authorization server of a hosted gateway.
@@ -151,8 +146,8 @@ func (a *api) routeOAuth() {
 	for _, p := range []string{oauthPRMPath, oauthPRMPath + "/mcp", oauthASMetaPath, oauthRegisterPath, oauthTokenPath} {
 		r.OPTIONS(p, corsPreflight)
 	}
-	a.handle("GET", "/v0/oauth/authorization", accessHuman, a.checkAuthorization)
-	a.handle("POST", "/v0/oauth/authorization", accessHuman, a.grantAuthorization)
+	a.handle("GET", "/v0/oauth/authorization", auth.Human, a.checkAuthorization)
+	a.handle("POST", "/v0/oauth/authorization", auth.Human, a.grantAuthorization)
 }
 
 // issuer is the gateway's public origin: HOLON_PUBLIC_URL, or (a
@@ -199,7 +194,7 @@ func corsPreflight(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) 
 func writeMetadata(w http.ResponseWriter, v any) {
 	w.Header().Set("Access-Control-Allow-Origin", "*")
 	w.Header().Set("Cache-Control", "max-age=300")
-	writeJSON(w, http.StatusOK, v)
+	web.JSON(w, http.StatusOK, v)
 }
 
 func (a *api) protectedResourceMetadata(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
@@ -270,7 +265,7 @@ func (a *api) writeOAuthError(w http.ResponseWriter, r *http.Request, err error)
 		a.log.Error("oauth request failed", "path", r.URL.Path, "err", err)
 		oe = &oauthError{Code: "server_error", Description: "the gateway could not answer; the operator's log has the details"}
 		w.Header().Set("Cache-Control", "no-store")
-		writeJSON(w, http.StatusInternalServerError, oe)
+		web.JSON(w, http.StatusInternalServerError, oe)
 		return
 	}
 	w.Header().Set("Access-Control-Allow-Origin", "*")
@@ -279,7 +274,7 @@ func (a *api) writeOAuthError(w http.ResponseWriter, r *http.Request, err error)
 		status = http.StatusUnauthorized
 	}
 	w.Header().Set("Cache-Control", "no-store")
-	writeJSON(w, status, oe)
+	web.JSON(w, status, oe)
 }
 
 // registrationRequest is what a client sends to register (RFC 7591 §2):
@@ -314,12 +309,12 @@ func (a *api) registerClient(w http.ResponseWriter, r *http.Request, _ httproute
 	h := a.hosted
 	// A registration is an anonymous write, like a signup: it counts
 	// against the same limit of the client's address.
-	if ok, wait := h.limits.signup.allow(h.limits.clientAddr(r)); !ok {
+	if ok, wait := h.limits.signup.Allow(web.ClientAddr(r, h.limits.trustProxy)); !ok {
 		a.tooMany(w, r, wait, "your address (signups and client registrations)")
 		return
 	}
 	var req registrationRequest
-	b, err := readBody(r)
+	b, err := web.ReadBody(r)
 	if err == nil {
 		err = json.Unmarshal(b, &req)
 	}
@@ -360,7 +355,7 @@ func (a *api) registerClient(w http.ResponseWriter, r *http.Request, _ httproute
 	}
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("Access-Control-Allow-Origin", "*")
-	writeJSON(w, http.StatusCreated, registrationAnswer{
+	web.JSON(w, http.StatusCreated, registrationAnswer{
 		ClientID: c.ID, ClientIDIssuedAt: c.Created.Unix(), ClientName: c.Name, ClientURI: c.URI,
 		RedirectURIs: c.RedirectURIs, GrantTypes: c.GrantTypes, ResponseTypes: []string{"code"},
 		TokenEndpointAuthMethod: "none", Scope: req.Scope,

@@ -10,7 +10,9 @@ import (
 	"github.com/julienschmidt/httprouter"
 
 	"holon.dev/holon"
+	"holon.dev/holon/appliance/auth"
 	"holon.dev/holon/appliance/clientmeta"
+	"holon.dev/holon/appliance/web"
 )
 
 // Errors of an authorization request that cannot be sent back to the
@@ -134,7 +136,7 @@ func queryRequest(r *http.Request) authorizationRequest {
 
 // checkAuthorization is GET /v0/oauth/authorization?<the authorization
 // request>: what the consent page shows, for the signed-in human.
-func (a *api) checkAuthorization(w http.ResponseWriter, r *http.Request, _ httprouter.Params, p *principal) {
+func (a *api) checkAuthorization(w http.ResponseWriter, r *http.Request, _ httprouter.Params, p *auth.Principal) {
 	q := queryRequest(r)
 	_, ans, err := a.checkRequest(r, &q)
 	if err != nil {
@@ -142,17 +144,17 @@ func (a *api) checkAuthorization(w http.ResponseWriter, r *http.Request, _ httpr
 		return
 	}
 	w.Header().Set("Cache-Control", "no-store")
-	writeJSON(w, http.StatusOK, ans)
+	web.JSON(w, http.StatusOK, ans)
 }
 
 // grantAuthorization is POST /v0/oauth/authorization: the human allows
 // the client to act under one of their root mandates (an authorization
 // code, traded once within oauthCodeTTL for the key's tokens), or denies
 // it. The answer says where to send the browser.
-func (a *api) grantAuthorization(w http.ResponseWriter, r *http.Request, _ httprouter.Params, p *principal) {
+func (a *api) grantAuthorization(w http.ResponseWriter, r *http.Request, _ httprouter.Params, p *auth.Principal) {
 	h := a.hosted
 	var body grantBody
-	if err := decodeBody(r, &body); err != nil {
+	if err := web.DecodeBody(r, &body); err != nil {
 		a.fail(w, r, err)
 		return
 	}
@@ -163,13 +165,13 @@ func (a *api) grantAuthorization(w http.ResponseWriter, r *http.Request, _ httpr
 	}
 	w.Header().Set("Cache-Control", "no-store")
 	if ans.ErrorRedirect != "" {
-		writeJSON(w, http.StatusOK, ans)
+		web.JSON(w, http.StatusOK, ans)
 		return
 	}
 	switch body.Decision {
 	case "deny":
 		ans.Redirect = a.redirectWith(r, body.RedirectURI, body.State, url.Values{"error": {"access_denied"}, "error_description": {"the human declined"}})
-		writeJSON(w, http.StatusOK, ans)
+		web.JSON(w, http.StatusOK, ans)
 		return
 	case "allow":
 	default:
@@ -177,7 +179,7 @@ func (a *api) grantAuthorization(w http.ResponseWriter, r *http.Request, _ httpr
 		return
 	}
 	if body.Mandate == "" {
-		a.fail(w, r, holon.Errorf(holon.CodeInvalidRequest, "mandate is required: the mandate %s acts under, such as %s/sandbox", c.Name, p.account))
+		a.fail(w, r, holon.Errorf(holon.CodeInvalidRequest, "mandate is required: the mandate %s acts under, such as %s/sandbox", c.Name, p.Account))
 		return
 	}
 	code, err := h.drawSecret(oauthCodeMarker)
@@ -187,15 +189,15 @@ func (a *api) grantAuthorization(w http.ResponseWriter, r *http.Request, _ httpr
 	}
 	now := h.now().UTC()
 	rec := oauthCode{Client: c.ID, ClientName: c.Name, RedirectURI: body.RedirectURI, Challenge: body.CodeChallenge,
-		Resource: a.resource(r), Scope: body.Scope, Account: p.account, Mandate: body.Mandate, Ask: body.AskInClient,
+		Resource: a.resource(r), Scope: body.Scope, Account: p.Account, Mandate: body.Mandate, Ask: body.AskInClient,
 		Expires: now.Add(oauthCodeTTL)}
 	err = h.store.Update(r.Context(), func(tx holon.Tx) error {
 		var acct account
-		if err := tx.Get(holon.BucketUsers, p.account, &acct); err != nil {
+		if err := tx.Get(holon.BucketUsers, p.Account, &acct); err != nil {
 			return err
 		}
 		if !slices.Contains(acct.Mandates, body.Mandate) {
-			return notFound("no mandate %s among your root mandates", body.Mandate)
+			return web.NotFound("no mandate %s among your root mandates", body.Mandate)
 		}
 		return tx.Put(holon.BucketOAuth, oauthSecretKey("code", code), rec)
 	})
@@ -204,5 +206,5 @@ func (a *api) grantAuthorization(w http.ResponseWriter, r *http.Request, _ httpr
 		return
 	}
 	ans.Redirect = a.redirectWith(r, body.RedirectURI, body.State, url.Values{"code": {code}})
-	writeJSON(w, http.StatusOK, ans)
+	web.JSON(w, http.StatusOK, ans)
 }

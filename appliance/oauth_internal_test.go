@@ -24,7 +24,7 @@ func TestOAuth_Prune(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer app.Close()
-	h := app.handler.(*api).hosted
+	h := app.api.hosted
 	used := now.Add(-time.Hour)
 	records := map[string]any{
 		oauthSecretKey("code", "expired"):     oauthCode{Expires: now.Add(-time.Minute)},

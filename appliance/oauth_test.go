@@ -16,6 +16,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"holon.dev/holon/appliance"
+	"holon.dev/holon/appliance/web"
 )
 
 // oauthFlow is one client's way through the authorization server, driven
@@ -371,7 +372,7 @@ func TestOAuth_RegistrationRateLimited(t *testing.T) {
 	reg := map[string]any{"client_name": "x", "redirect_uris": []string{"http://127.0.0.1/cb"}}
 	ta.anonymous().must(http.StatusCreated, "POST", "/oauth/register", reg)
 	status, out := ta.anonymous().do("POST", "/oauth/register", reg)
-	if status != http.StatusTooManyRequests || errorCode(out) != appliance.CodeRateLimited {
+	if status != http.StatusTooManyRequests || errorCode(out) != web.CodeRateLimited {
 		t.Errorf("second registration: %d %v, want 429", status, out)
 	}
 }

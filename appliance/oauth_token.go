@@ -19,7 +19,10 @@ import (
 	"github.com/julienschmidt/httprouter"
 
 	"holon.dev/holon"
+	"holon.dev/holon/appliance/auth"
 	"holon.dev/holon/appliance/clientmeta"
+	"holon.dev/holon/appliance/token"
+	"holon.dev/holon/appliance/web"
 )
 
 // tokenAnswer is RFC 6749 §5.1's answer.
@@ -99,7 +102,7 @@ func (a *api) token(w http.ResponseWriter, r *http.Request, _ httprouter.Params)
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("Pragma", "no-cache")
 	w.Header().Set("Access-Control-Allow-Origin", "*")
-	writeJSON(w, http.StatusOK, ans)
+	web.JSON(w, http.StatusOK, ans)
 }
 
 // s256 is the S256 code challenge of a verifier.
@@ -167,22 +170,14 @@ func (a *api) exchangeCode(r *http.Request, c *oauthClient, code, verifier, redi
 			if !slices.Contains(acct.Mandates, rec.Mandate) {
 				return oauthErrorf("invalid_grant", "the mandate %s is gone", rec.Mandate)
 			}
-			keys, err := accountKeys(tx, rec.Account)
-			if err != nil {
+			if live, err := liveKeys(tx, rec.Account, now); err != nil {
 				return err
-			}
-			live := 0
-			for _, k := range keys {
-				if k.live(now) {
-					live++
-				}
-			}
-			if live >= maxKeysPerAccount {
+			} else if live >= maxKeysPerAccount {
 				return oauthErrorf("invalid_grant", "the account holds %d live keys, the most it may: revoke one in the console and authorize again", maxKeysPerAccount)
 			}
 			// The key's own secret is drawn and dropped: the key is used
 			// only through its tokens.
-			_, key, err := h.drawKey(KindAgent, rec.Account, rec.Mandate, rec.Ask)
+			_, key, err := h.drawKey(token.KindAgent, rec.Account, rec.Mandate, rec.Ask)
 			if err != nil {
 				return err
 			}
@@ -242,7 +237,7 @@ func (a *api) refresh(r *http.Request, c *oauthClient, token string) (*tokenAnsw
 		case !now.Before(rec.Expires):
 			return oauthErrorf("invalid_grant", "the refresh token expired: authorize again")
 		}
-		var key keyRecord
+		var key auth.Key
 		if err := tx.Get(holon.BucketKeys, keyByHash(rec.KeyHash), &key); err != nil {
 			return err
 		}
@@ -277,7 +272,7 @@ func (a *api) refresh(r *http.Request, c *oauthClient, token string) (*tokenAnsw
 }
 
 // issueTokens stores a new access token and refresh token for a key.
-func (a *api) issueTokens(tx holon.Tx, key *keyRecord, client, resource, scope string, now time.Time) (*tokenAnswer, error) {
+func (a *api) issueTokens(tx holon.Tx, key *auth.Key, client, resource, scope string, now time.Time) (*tokenAnswer, error) {
 	h := a.hosted
 	if err := h.pruneOAuth(tx, now); err != nil {
 		return nil, err
@@ -311,7 +306,7 @@ func (a *api) issueTokens(tx holon.Tx, key *keyRecord, client, resource, scope s
 
 // revokeKeyByHash revokes a key (if it is not already).
 func revokeKeyByHash(tx holon.Tx, hash string, now time.Time) error {
-	var k keyRecord
+	var k auth.Key
 	if err := tx.Get(holon.BucketKeys, keyByHash(hash), &k); err != nil {
 		return fmt.Errorf("revoke key: %w", err)
 	}
@@ -324,27 +319,27 @@ func revokeKeyByHash(tx holon.Tx, hash string, now time.Time) error {
 // tokenPrincipal is the principal of an OAuth access token: the agent key
 // it was issued for, on /mcp only, for this gateway's resource, until it
 // expires; and only while the key is live and its account enabled.
-func (a *api) tokenPrincipal(r *http.Request, token string) (*principal, error) {
+func (a *api) tokenPrincipal(r *http.Request, bearer string) (*auth.Principal, error) {
 	h := a.hosted
-	body := strings.TrimPrefix(token, oauthAccessMarker)
-	if len(body) != keyBodyLen {
-		return nil, holon.Errorf(CodeInvalidKey, "the access token is malformed")
+	body := strings.TrimPrefix(bearer, oauthAccessMarker)
+	if len(body) != token.BodyLen {
+		return nil, holon.Errorf(web.CodeInvalidKey, "the access bearer is malformed")
 	}
 	var rec oauthAccess
-	err := h.store.View(func(tx holon.Tx) error { return tx.Get(holon.BucketOAuth, oauthSecretKey("access", token), &rec) })
+	err := h.store.View(func(tx holon.Tx) error { return tx.Get(holon.BucketOAuth, oauthSecretKey("access", bearer), &rec) })
 	switch {
 	case errors.Is(err, holon.ErrNotFound):
-		return nil, holon.Errorf(CodeInvalidKey, "unknown access token (or one replaced by a refresh): refresh it or authorize again")
+		return nil, holon.Errorf(web.CodeInvalidKey, "unknown access bearer (or one replaced by a refresh): refresh it or authorize again")
 	case err != nil:
 		return nil, fmt.Errorf("authenticate: %w", err)
 	case !h.now().Before(rec.Expires):
-		return nil, holon.Errorf(CodeInvalidKey, "the access token expired at %s: refresh it", rec.Expires.UTC().Format(time.RFC3339))
+		return nil, holon.Errorf(web.CodeInvalidKey, "the access bearer expired at %s: refresh it", rec.Expires.UTC().Format(time.RFC3339))
 	case r.URL.Path != "/mcp":
-		return nil, holon.Errorf(CodeInvalidKey, "an OAuth access token is good for /mcp only; the HTTP API takes keys (hlk_h_… or hlk_a_…)")
+		return nil, holon.Errorf(web.CodeInvalidKey, "an OAuth access bearer is good for /mcp only; the HTTP API takes keys (hlk_h_… or hlk_a_…)")
 	case rec.Resource != a.resource(r):
-		return nil, holon.Errorf(CodeInvalidKey, "the access token was issued for %s, not for %s", rec.Resource, a.resource(r))
+		return nil, holon.Errorf(web.CodeInvalidKey, "the access bearer was issued for %s, not for %s", rec.Resource, a.resource(r))
 	}
-	return h.keyPrincipal(rec.KeyHash, KindAgent, rec.Prefix)
+	return h.keyPrincipal(rec.KeyHash, token.KindAgent, rec.Prefix)
 }
 
 // pruneOAuth deletes the expired codes and tokens of one 256th of the

@@ -19,14 +19,14 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
-	"holon.dev/holon"
 	"holon.dev/holon/appliance"
+	"holon.dev/holon/appliance/web"
 	"holon.dev/holon/webui"
 )
 
 // updateCodes rewrites the description's ErrorCode enum and the API
-// page's table of codes from holon.HTTPStatuses.
-var updateCodes = flag.Bool("update-codes", false, "rewrite the error codes of openapi.yaml and api.md from holon.HTTPStatuses")
+// page's table of codes from web.Statuses.
+var updateCodes = flag.Bool("update-codes", false, "rewrite the error codes of openapi.yaml and api.md from web.Statuses")
 
 // specURL names the OpenAPI description for the schema compiler.
 const specURL = "https://holon.dev/openapi.json"
@@ -299,7 +299,7 @@ func TestOpenAPI_Routes(t *testing.T) {
 // table of them, are the gateway's one table of codes and statuses.
 func TestOpenAPI_ErrorCodes(t *testing.T) {
 	spec := loadSpec(t)
-	table := holon.HTTPStatuses()
+	table := web.Statuses()
 	enum := spec.doc["components"].(map[string]any)["schemas"].(map[string]any)["ErrorCode"].(map[string]any)["enum"].([]any)
 	var listed []string
 	for _, c := range enum {
@@ -317,7 +317,7 @@ func TestOpenAPI_ErrorCodes(t *testing.T) {
 		return
 	}
 	if !slices.Equal(slices.Sorted(slices.Values(listed)), codes) {
-		t.Errorf("components.schemas.ErrorCode.enum of openapi.yaml is not holon.HTTPStatuses' codes (-update-codes rewrites it):\n got %v\nwant %v", listed, codes)
+		t.Errorf("components.schemas.ErrorCode.enum of openapi.yaml is not web.Statuses' codes (-update-codes rewrites it):\n got %v\nwant %v", listed, codes)
 	}
 	pageTable := want(table, codes)
 	page, err := os.ReadFile("../webui/manual/api.md")
@@ -326,7 +326,7 @@ func TestOpenAPI_ErrorCodes(t *testing.T) {
 	}
 	m := regexp.MustCompile(`(?s)<!-- error codes:[^>]*-->\n(.*?)<!-- end error codes -->`).FindSubmatch(page)
 	if m == nil || string(m[1]) != pageTable {
-		t.Errorf("webui/manual/api.md's table of error codes is not holon.HTTPStatuses (go test ./appliance -run TestOpenAPI_ErrorCodes -update-codes rewrites it); it should read:\n%s", pageTable)
+		t.Errorf("webui/manual/api.md's table of error codes is not web.Statuses (go test ./appliance -run TestOpenAPI_ErrorCodes -update-codes rewrites it); it should read:\n%s", pageTable)
 	}
 }
 

@@ -17,7 +17,10 @@ import (
 	"github.com/julienschmidt/httprouter"
 
 	"holon.dev/holon"
+	"holon.dev/holon/appliance/auth"
 	"holon.dev/holon/appliance/clientmeta"
+	"holon.dev/holon/appliance/web"
+	"holon.dev/holon/appliance/wire"
 	"holon.dev/holon/gateway"
 	"holon.dev/holon/gateway/contract"
 	"holon.dev/holon/gateway/remote"
@@ -35,7 +38,7 @@ import (
 // exact reference (ns/name@version) of every version once it is committed
 // and listed in the registry, so that it is callable through the engine.
 
-// Error codes of publishing (their HTTP statuses are in holon.HTTPStatus).
+// Error codes of publishing (their HTTP statuses are in web.Status).
 const (
 	CodeNotYourNamespace    = "not_your_namespace"
 	CodeGitHubNotLinked     = "github_not_linked"
@@ -187,12 +190,12 @@ func (a *App) loadPublished(reg *gateway.Registry) error {
 
 func (a *api) publishRoutes() {
 	a.signinRoutes()
-	a.handle("POST", "/v0/agents", accessHuman, a.publishAgent)
-	a.handle("DELETE", "/v0/agents/:ns/:name", accessHuman, a.yankAgent)
-	a.handle("PUT", "/v0/agents/:ns/:name/credential", accessHuman, a.putCredential)
-	a.handle("DELETE", "/v0/agents/:ns/:name/credential", accessHuman, a.deleteCredential)
-	a.handle("GET", "/v0/me/credentials", accessHuman, a.listCredentials)
-	a.handle("POST", "/v0/agents/draft", accessHuman, a.draftAgent)
+	a.handle("POST", "/v0/agents", auth.Human, a.publishAgent)
+	a.handle("DELETE", "/v0/agents/:ns/:name", auth.Human, a.yankAgent)
+	a.handle("PUT", "/v0/agents/:ns/:name/credential", auth.Human, a.putCredential)
+	a.handle("DELETE", "/v0/agents/:ns/:name/credential", auth.Human, a.deleteCredential)
+	a.handle("GET", "/v0/me/credentials", auth.Human, a.listCredentials)
+	a.handle("POST", "/v0/agents/draft", auth.Human, a.draftAgent)
 }
 
 // publishAnswer is the answer of POST /v0/agents.
@@ -208,13 +211,13 @@ type publishAnswer struct {
 }
 
 // publishAgent is POST /v0/agents: the body is the manifest (JSON).
-func (a *api) publishAgent(w http.ResponseWriter, r *http.Request, _ httprouter.Params, p *principal) {
+func (a *api) publishAgent(w http.ResponseWriter, r *http.Request, _ httprouter.Params, p *auth.Principal) {
 	h := a.hosted
 	if h.github == nil {
 		a.fail(w, r, holon.Errorf(CodeGitHubNotConfigured, "publishing needs sign-in with GitHub, which is not configured on this gateway (HOLON_GITHUB_CLIENT_ID and HOLON_GITHUB_CLIENT_SECRET)"))
 		return
 	}
-	b, err := readBody(r)
+	b, err := web.ReadBody(r)
 	if err != nil {
 		a.fail(w, r, err)
 		return
@@ -234,13 +237,13 @@ func (a *api) publishAgent(w http.ResponseWriter, r *http.Request, _ httprouter.
 		a.fail(w, r, err)
 		return
 	}
-	a.log.Info("agent published", "agent", ref, "account", p.account)
+	a.log.Info("agent published", "agent", ref, "account", p.Account)
 	ans := publishAnswer{Agent: ref, Listed: true, Published: now, License: m.License,
 		Proprietary: !m.OpenSource(), CredentialSet: h.vault.has(m.ID)}
 	if m.Source != nil {
 		ans.Repository = m.Source.Repository
 	}
-	writeJSON(w, http.StatusCreated, ans)
+	web.JSON(w, http.StatusCreated, ans)
 }
 
 // listVersion stores a version as published and lists it: the one path
@@ -293,13 +296,13 @@ func versionFree(tx holon.Tx, ref string) error {
 
 // checkPublish applies the rules of "Publishing agents" that need more
 // than the manifest itself.
-func (a *api) checkPublish(ctx context.Context, m *contract.Manifest, p *principal) error {
+func (a *api) checkPublish(ctx context.Context, m *contract.Manifest, p *auth.Principal) error {
 	h := a.hosted
-	if m.NS() != p.account {
-		return holon.Errorf(CodeNotYourNamespace, "id %s is outside your namespace: publish it as %s/%s", m.ID, p.account, m.Name())
+	if m.NS() != p.Account {
+		return holon.Errorf(CodeNotYourNamespace, "id %s is outside your namespace: publish it as %s/%s", m.ID, p.Account, m.Name())
 	}
 	var acct account
-	if err := h.store.View(func(tx holon.Tx) error { return tx.Get(holon.BucketUsers, p.account, &acct) }); err != nil {
+	if err := h.store.View(func(tx holon.Tx) error { return tx.Get(holon.BucketUsers, p.Account, &acct) }); err != nil {
 		return err
 	}
 	if acct.GitHub == nil {
@@ -364,7 +367,7 @@ func (a *api) checkEndpoint(ctx context.Context, endpoint string) error {
 // checkSource wants source.repository to be a public GitHub repository of
 // the author's GitHub account, or of an organisation that lists that
 // account as a public member.
-func (h *hosted) checkSource(ctx context.Context, repository string, link *githubLink) error {
+func (h *hosted) checkSource(ctx context.Context, repository string, link *wire.GitHubLink) error {
 	path := strings.TrimSuffix(strings.TrimPrefix(repository, "https://github.com/"), ".git")
 	owner, name, _ := strings.Cut(strings.TrimSuffix(path, "/"), "/")
 	rp, err := h.github.repo(ctx, owner, name)
@@ -411,7 +414,7 @@ func githubUnavailable(ge *githubError) error {
 
 // yankAgent is DELETE /v0/agents/{ns}/{name}@{version}: the version stops
 // being listed and resolved; its number stays taken.
-func (a *api) yankAgent(w http.ResponseWriter, r *http.Request, ps httprouter.Params, p *principal) {
+func (a *api) yankAgent(w http.ResponseWriter, r *http.Request, ps httprouter.Params, p *auth.Principal) {
 	h := a.hosted
 	ns, nameVersion := ps.ByName("ns"), ps.ByName("name")
 	ref := ns + "/" + nameVersion
@@ -419,15 +422,15 @@ func (a *api) yankAgent(w http.ResponseWriter, r *http.Request, ps httprouter.Pa
 		a.fail(w, r, holon.Errorf(holon.CodeInvalidRequest, "name the exact version to yank: DELETE /v0/agents/%s@<version>", ref))
 		return
 	}
-	if ns != p.account {
-		a.fail(w, r, notFound("you published no version %s", ref))
+	if ns != p.Account {
+		a.fail(w, r, web.NotFound("you published no version %s", ref))
 		return
 	}
 	now := h.now().UTC()
 	err := h.store.Update(r.Context(), func(tx holon.Tx) error {
 		d, err := tx.Agent(ref)
 		if errors.Is(err, holon.ErrNotFound) || err == nil && !d.Published {
-			return notFound("you published no version %s", ref)
+			return web.NotFound("you published no version %s", ref)
 		} else if err != nil {
 			return err
 		}
@@ -445,7 +448,7 @@ func (a *api) yankAgent(w http.ResponseWriter, r *http.Request, ps httprouter.Pa
 		return
 	}
 	a.engine.Registry().Remove(ref)
-	a.log.Info("agent yanked", "agent", ref, "account", p.account)
-	writeJSON(w, http.StatusOK, map[string]any{"agent": ref, "yanked": now,
+	a.log.Info("agent yanked", "agent", ref, "account", p.Account)
+	web.JSON(w, http.StatusOK, map[string]any{"agent": ref, "yanked": now,
 		"note": "the version is no longer listed; its number stays taken"})
 }

@@ -10,6 +10,7 @@ import (
 
 	"holon.dev/holon"
 	"holon.dev/holon/appliance"
+	"holon.dev/holon/appliance/web"
 )
 
 // publicAddr is a public address the fake DNS gives published hosts; no
@@ -105,7 +106,7 @@ func TestPublish_Rules(t *testing.T) {
 		{"mcp runtime", lena.human, pubManifest("lena/mcp", "1.0.0", set("runtime", map[string]any{"kind": "mcp", "endpoint": "https://agents.lena.example/mcp", "tool": "run"})), 201, "", ""},
 		{"outside her namespace", lena.human, pubManifest("bob/ok", "1.0.0"), 403, appliance.CodeNotYourNamespace, "publish it as lena/ok"},
 		{"account not linked to GitHub", carol.human, pubManifest("carol/ok", "1.0.0"), 403, appliance.CodeGitHubNotLinked, "sign in with GitHub"},
-		{"an agent key", agent, pubManifest("lena/ok2", "1.0.0"), 403, appliance.CodeForbidden, "human key"},
+		{"an agent key", agent, pubManifest("lena/ok2", "1.0.0"), 403, web.CodeForbidden, "human key"},
 		{"license not OSI-approved", lena.human, pubManifest("lena/bad", "1.0.0", set("license", "WTFPL")), 400, holon.CodeInvalidManifest, "license"},
 		{"open source without source", lena.human, pubManifest("lena/bad", "1.0.0", set("source", nil)), 400, holon.CodeInvalidManifest, "source"},
 		{"fork royalty above 0.5", lena.human, pubManifest("lena/bad", "1.0.0", set("royalties.forks", "0.6")), 400, holon.CodeInvalidManifest, "royalties.forks"},

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"holon.dev/holon"
+	"holon.dev/holon/appliance/wire"
 )
 
 // maxFilterScan bounds the receipts one filtered page reads: a filter that
@@ -82,8 +83,8 @@ func (f receiptFilter) keep(r *holon.Receipt) bool {
 // filteredReceipts pages through fetch (newest first) keeping what the
 // filter keeps, reading at most maxFilterScan receipts. Next is set when
 // there is more to read, even if the page is short.
-func (a *api) filteredReceipts(f receiptFilter, before string, limit int, fetch func(before string, limit int) (holon.ReceiptPage, error)) (receiptPageView, error) {
-	var out receiptPageView
+func (a *api) filteredReceipts(f receiptFilter, before string, limit int, fetch func(before string, limit int) (holon.ReceiptPage, error)) (wire.ReceiptPage, error) {
+	var out wire.ReceiptPage
 	out.Receipts = []*holon.Receipt{}
 	if !f.until.IsZero() {
 		cursor, none := a.receiptsBefore(f.until)
@@ -119,14 +120,6 @@ func (a *api) filteredReceipts(f receiptFilter, before string, limit int, fetch 
 	}
 	out.Next = before
 	return out, nil
-}
-
-// receiptPageView is a page of GET /v0/receipts. Scanned says how many
-// receipts a filtered page read.
-type receiptPageView struct {
-	Receipts []*holon.Receipt `json:"receipts"`
-	Next     string           `json:"next"`
-	Scanned  int              `json:"scanned,omitempty"`
 }
 
 // receiptsBefore is a cursor ("before" of a page) past every receipt

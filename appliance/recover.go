@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"holon.dev/holon"
+	"holon.dev/holon/appliance/idempotency"
 )
 
 // recoverEvery closes, on a store several gateways share
@@ -14,7 +15,6 @@ import (
 // process holds alone. It marks the Idempotency-Keys of the calls it
 // closed as interrupted, as start-up does.
 func (a *App) recoverEvery(ctx context.Context) {
-	defer close(a.recoverDone)
 	shared, ok := a.store.(holon.SharedStore)
 	if !ok {
 		return
@@ -36,7 +36,7 @@ func (a *App) recoverEvery(ctx context.Context) {
 			continue
 		}
 		a.log.Warn("closed the calls in flight of a gateway whose lease ran out", "calls", closed)
-		if _, err := interruptRunning(ctx, a.store, a.cfg.Now()); err != nil && ctx.Err() == nil {
+		if _, err := idempotency.InterruptRunning(ctx, a.store, a.cfg.Now()); err != nil && ctx.Err() == nil {
 			a.log.Error("mark interrupted idempotency keys", "err", err)
 		}
 	}

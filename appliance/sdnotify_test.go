@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"holon.dev/holon/appliance"
+	"holon.dev/holon/appliance/ops"
 	"holon.dev/holon/backup"
 	"holon.dev/holon/kv"
 )
@@ -51,7 +52,7 @@ func notifyEnv(kv map[string]string) func(string) string {
 func TestNotifier_Notify(t *testing.T) {
 	for _, name := range []string{filepath.Join(t.TempDir(), "notify"), "@holon-test-" + strings.ReplaceAll(t.Name(), "/", "-")} {
 		sock := listenNotify(t, name)
-		n := appliance.NewNotifier(notifyEnv(map[string]string{"NOTIFY_SOCKET": name}))
+		n := ops.NewNotifier(notifyEnv(map[string]string{"NOTIFY_SOCKET": name}))
 		if !n.Enabled() {
 			t.Fatal("not enabled")
 		}
@@ -65,11 +66,11 @@ func TestNotifier_Notify(t *testing.T) {
 			t.Error("a state with a newline was sent")
 		}
 	}
-	off := appliance.NewNotifier(notifyEnv(nil))
+	off := ops.NewNotifier(notifyEnv(nil))
 	if off.Enabled() || off.Notify("READY=1") != nil {
 		t.Error("without NOTIFY_SOCKET the notifier must do nothing")
 	}
-	if err := appliance.NewNotifier(notifyEnv(map[string]string{"NOTIFY_SOCKET": filepath.Join(t.TempDir(), "none")})).Notify("READY=1"); err == nil {
+	if err := ops.NewNotifier(notifyEnv(map[string]string{"NOTIFY_SOCKET": filepath.Join(t.TempDir(), "none")})).Notify("READY=1"); err == nil {
 		t.Error("a socket nobody listens on gave no error")
 	}
 }
@@ -88,7 +89,7 @@ func TestWatchdogInterval(t *testing.T) {
 		{map[string]string{"WATCHDOG_USEC": "30000000", "WATCHDOG_PID": "43"}, 0, false},
 		{map[string]string{"WATCHDOG_USEC": "soon"}, 0, true},
 	} {
-		got, err := appliance.WatchdogInterval(notifyEnv(tc.env), 42)
+		got, err := ops.WatchdogInterval(notifyEnv(tc.env), 42)
 		if got != tc.want || (err != nil) != tc.err {
 			t.Errorf("%v: %v, %v; want %v, error %v", tc.env, got, err, tc.want, tc.err)
 		}
@@ -103,7 +104,7 @@ func TestApp_Watchdog_PingsOnlyAfterStoreCheck(t *testing.T) {
 		t.Fatal(err)
 	}
 	sock := listenNotify(t, filepath.Join(t.TempDir(), "notify"))
-	n := appliance.NewNotifier(notifyEnv(map[string]string{"NOTIFY_SOCKET": sock.name}))
+	n := ops.NewNotifier(notifyEnv(map[string]string{"NOTIFY_SOCKET": sock.name}))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { app.Watchdog(ctx, n, 20*time.Millisecond); close(done) }()

@@ -19,6 +19,10 @@ import (
 	"github.com/julienschmidt/httprouter"
 
 	"holon.dev/holon"
+	"holon.dev/holon/appliance/auth"
+	"holon.dev/holon/appliance/token"
+	"holon.dev/holon/appliance/web"
+	"holon.dev/holon/appliance/wire"
 )
 
 // Sign in with GitHub (gateway.md §7 "Accounts"): GET /v0/auth/github sends
@@ -75,15 +79,6 @@ const (
 	CodeEmailLinkedElsewhere = "email_linked_elsewhere"
 )
 
-// githubLink is the GitHub account an account signed in with.
-type githubLink struct {
-	ID    int64  `json:"id"`
-	Login string `json:"login"`
-	// Linked is when the link was made; Seen the last sign-in.
-	Linked time.Time `json:"linked"`
-	Seen   time.Time `json:"seen"`
-}
-
 // signinState is a state handed out, under "state/<sha256>".
 type signinState struct {
 	Expires time.Time `json:"expires"`
@@ -116,9 +111,9 @@ func randomToken(rand io.Reader) (string, error) {
 }
 
 func (a *api) signinRoutes() {
-	a.handle("GET", "/v0/auth/github", accessAnyone, a.githubStart)
-	a.handle("GET", "/v0/auth/github/callback", accessAnyone, a.githubCallback)
-	a.handle("POST", "/v0/auth/exchange", accessAnyone, a.exchangeLogin)
+	a.handle("GET", "/v0/auth/github", auth.Anyone, a.githubStart)
+	a.handle("GET", "/v0/auth/github/callback", auth.Anyone, a.githubCallback)
+	a.handle("POST", "/v0/auth/exchange", auth.Anyone, a.exchangeLogin)
 }
 
 func (h *hosted) githubOff() error {
@@ -145,7 +140,7 @@ func (h *hosted) secureCookies(r *http.Request) bool {
 }
 
 // githubStart is GET /v0/auth/github.
-func (a *api) githubStart(w http.ResponseWriter, r *http.Request, _ httprouter.Params, _ *principal) {
+func (a *api) githubStart(w http.ResponseWriter, r *http.Request, _ httprouter.Params, _ *auth.Principal) {
 	h := a.hosted
 	if err := h.githubOff(); err != nil {
 		a.fail(w, r, err)
@@ -181,7 +176,7 @@ func refuseSignin(reason, format string, args ...any) error {
 
 // githubCallback is GET /v0/auth/github/callback: it always ends on the
 // console, with #login=<code> or #login_error=<reason>.
-func (a *api) githubCallback(w http.ResponseWriter, r *http.Request, _ httprouter.Params, _ *principal) {
+func (a *api) githubCallback(w http.ResponseWriter, r *http.Request, _ httprouter.Params, _ *auth.Principal) {
 	h := a.hosted
 	w.Header().Set("Cache-Control", "no-store")
 	code, browser, err := a.signIn(r)
@@ -200,7 +195,7 @@ func (a *api) githubCallback(w http.ResponseWriter, r *http.Request, _ httproute
 			MaxAge: int(loginCodeTTL.Seconds()), HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: h.secureCookies(r)})
 		http.Redirect(w, r, console+"#login="+url.QueryEscape(code), http.StatusFound)
 	case errors.As(err, &refusal):
-		a.log.Info("sign-in refused", "reason", refusal.reason, "why", redactKeys(refusal.why))
+		a.log.Info("sign-in refused", "reason", refusal.reason, "why", token.Redact(refusal.why))
 		http.Redirect(w, r, console+"#login_error="+refusal.reason, http.StatusFound)
 	default:
 		a.log.Error("sign-in failed", "err", err)
@@ -258,8 +253,8 @@ func (a *api) signIn(r *http.Request) (code, browser string, err error) {
 	}
 	if !h.knownGitHub(gu) {
 		// A new account: the signups' rate limit applies, as to POST /v0/signup.
-		if ok, _ := h.limits.signup.allow(h.limits.clientAddr(r)); !ok {
-			return "", "", refuseSignin(CodeRateLimited, "too many new accounts from this address")
+		if ok, _ := h.limits.signup.Allow(web.ClientAddr(r, h.limits.trustProxy)); !ok {
+			return "", "", refuseSignin(web.CodeRateLimited, "too many new accounts from this address")
 		}
 	}
 	if code, err = randomToken(h.rand); err != nil {
@@ -338,7 +333,7 @@ func (h *hosted) linkGitHub(tx holon.Tx, gu *githubUser, now time.Time) (handle 
 	if err != nil {
 		return "", false, err
 	}
-	link := &githubLink{ID: gu.ID, Login: gu.Login, Linked: now, Seen: now}
+	link := &wire.GitHubLink{ID: gu.ID, Login: gu.Login, Linked: now, Seen: now}
 	var er emailRecord
 	switch err := tx.Get(holon.BucketEmails, email, &er); {
 	case err == nil:
@@ -377,16 +372,6 @@ func (h *hosted) linkGitHub(tx holon.Tx, gu *githubUser, now time.Time) (handle 
 // taking over an account made with an unverified email.
 const actionClaim = "claim"
 
-// claimMark says when a GitHub sign-in with a verified email took over an
-// account made by email signup, which never proved that email, and how
-// many keys made before it were revoked then: shown to the person on
-// GET /v0/me and on the console's overview.
-type claimMark struct {
-	At          time.Time `json:"at"`
-	GitHub      string    `json:"github"`
-	KeysRevoked int       `json:"keys_revoked"`
-}
-
 // claimAccount is the takeover of an account made with an email nobody
 // proved, by the first GitHub sign-in that proves it: whoever signed up
 // with that email may not be its owner (an account pre-hijacked by
@@ -417,7 +402,7 @@ func claimAccount(tx holon.Tx, acct *account, login string, now time.Time) error
 			return err
 		}
 	}
-	acct.Claimed = &claimMark{At: now, GitHub: login, KeysRevoked: revoked}
+	acct.Claimed = &wire.Claim{At: now, GitHub: login, KeysRevoked: revoked}
 	_, err = tx.Append(holon.BucketModLog, modEntry{Time: now, Actor: "github:" + login, Action: actionClaim, Target: acct.Handle,
 		Reason: fmt.Sprintf("a GitHub sign-in proved the email %s, which the account was made with unproved: %d earlier keys revoked", acct.Email, revoked)})
 	return err
@@ -439,14 +424,14 @@ type exchangeAnswer struct {
 }
 
 // exchangeLogin is POST /v0/auth/exchange.
-func (a *api) exchangeLogin(w http.ResponseWriter, r *http.Request, _ httprouter.Params, _ *principal) {
+func (a *api) exchangeLogin(w http.ResponseWriter, r *http.Request, _ httprouter.Params, _ *auth.Principal) {
 	h := a.hosted
 	if err := h.githubOff(); err != nil {
 		a.fail(w, r, err)
 		return
 	}
 	var body exchangeBody
-	if err := decodeBody(r, &body); err != nil {
+	if err := web.DecodeBody(r, &body); err != nil {
 		a.fail(w, r, err)
 		return
 	}
@@ -463,12 +448,12 @@ func (a *api) exchangeLogin(w http.ResponseWriter, r *http.Request, _ httprouter
 	var refusal error
 	for attempt := 0; ; attempt++ {
 		refusal = nil
-		humanKey, human, err := h.drawKey(KindHuman, "", "", false)
+		humanKey, human, err := h.drawKey(token.KindHuman, "", "", false)
 		if err != nil {
 			a.fail(w, r, err)
 			return
 		}
-		agentKey, agent, err := h.drawKey(KindAgent, "", "", true)
+		agentKey, agent, err := h.drawKey(token.KindAgent, "", "", true)
 		if err != nil {
 			a.fail(w, r, err)
 			return
@@ -534,13 +519,13 @@ func (a *api) exchangeLogin(w http.ResponseWriter, r *http.Request, _ httprouter
 		case CodeAccountDisabled, CodeLoginCodeOtherBrowser:
 			status = http.StatusForbidden
 		}
-		writeError(w, status, refusal)
+		web.Error(w, status, refusal)
 		return
 	}
 	http.SetCookie(w, &http.Cookie{Name: loginCookie, Value: "", Path: "/v0/auth/exchange", MaxAge: -1,
 		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: h.secureCookies(r)})
 	w.Header().Set("Cache-Control", "no-store")
-	writeJSON(w, http.StatusOK, ans)
+	web.JSON(w, http.StatusOK, ans)
 }
 
 // purgeSignIn deletes the states and codes that expired.

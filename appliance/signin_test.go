@@ -12,6 +12,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"holon.dev/holon/appliance"
+	"holon.dev/holon/appliance/web"
 )
 
 // Ensure that a first sign-in with GitHub creates the account (handle =
@@ -61,7 +62,7 @@ func TestSignIn_GitHub_Success(t *testing.T) {
 	g.as(str(again["human_key"])).must(http.StatusOK, "GET", "/v0/me", nil)
 	// A 30-day key: it stops working after.
 	g.advance(30*24*time.Hour + time.Second)
-	if st, o := human.do("GET", "/v0/me", nil); st != http.StatusUnauthorized || errorCode(o) != appliance.CodeInvalidKey {
+	if st, o := human.do("GET", "/v0/me", nil); st != http.StatusUnauthorized || errorCode(o) != web.CodeInvalidKey {
 		t.Errorf("after 30 days: %d %v", st, o)
 	}
 	if code := errorCode(agent.must(http.StatusOK, "GET", "/v0/me", nil)); code != "" {

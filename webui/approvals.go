@@ -7,6 +7,7 @@ import (
 	"net/url"
 
 	"holon.dev/holon"
+	"holon.dev/holon/appliance/wire"
 )
 
 type approvalsPage struct {
@@ -24,7 +25,7 @@ type approvalPage struct {
 
 type decidedPage struct {
 	Approval *holon.Approval
-	Answer   *callAnswer
+	Answer   *wire.CallAnswer
 	Output   string
 }
 
@@ -73,7 +74,7 @@ func (c *Console) approvalDecide(w http.ResponseWriter, r *http.Request, v Viewe
 		c.render(w, r, v, http.StatusBadRequest, "error", errorPage{Title: "Bad Request", Message: "Pick approve and run, grant, or reject."})
 		return
 	}
-	var ans callAnswer
+	var ans wire.CallAnswer
 	err := c.b.Do(r, "POST", apiPath("/v0/approvals", id), body, &ans)
 	if ae, ok := err.(*APIError); ok && ans.Receipt != nil {
 		// The run itself failed (denied, input rejected, the agent

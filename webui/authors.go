@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"holon.dev/holon"
 	"holon.dev/holon/journal"
 )
 
@@ -61,7 +62,7 @@ type myVersion struct {
 	} `json:"evaluation"`
 	Queued   bool               `json:"evaluation_queued"`
 	Earnings map[string]earning `json:"earnings"`
-	Record   measured           `json:"record"`
+	Record   holon.Record       `json:"record"`
 }
 
 // Currencies are the version's earnings in currency order.

@@ -7,11 +7,12 @@ import (
 	"net/url"
 	"strings"
 
+	"holon.dev/holon/appliance/wire"
 	"holon.dev/holon/gateway"
 )
 
 type cataloguePage struct {
-	Agents       []agentItem
+	Agents       []wire.Agent
 	Q            string
 	Capability   string
 	Capabilities []string
@@ -20,7 +21,7 @@ type cataloguePage struct {
 }
 
 type agentPage struct {
-	Detail   agentDetail
+	Detail   wire.AgentDetail
 	Mandates []string
 	// Try is the "try it" form and, once sent, its result.
 	Try tryForm
@@ -48,9 +49,9 @@ func (c *Console) catalogue(w http.ResponseWriter, r *http.Request, v Viewer) {
 		q.Set("cursor", cur)
 	}
 	var page struct {
-		Agents       []agentItem `json:"agents"`
-		Next         string      `json:"next"`
-		Capabilities []string    `json:"capabilities"`
+		Agents       []wire.Agent `json:"agents"`
+		Next         string       `json:"next"`
+		Capabilities []string     `json:"capabilities"`
 	}
 	if err := c.b.Do(r, "GET", "/v0/agents?"+q.Encode(), nil, &page); err != nil {
 		c.fail(w, r, v, err)
@@ -106,7 +107,7 @@ func (c *Console) agentTry(w http.ResponseWriter, r *http.Request, v Viewer) {
 	if try.MaxCost != "" {
 		body["max_cost"] = try.MaxCost
 	}
-	var ans callAnswer
+	var ans wire.CallAnswer
 	err := c.b.Do(r, "POST", "/v0/calls", body, &ans)
 	var ae *APIError
 	switch {

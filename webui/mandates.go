@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"holon.dev/holon"
+	"holon.dev/holon/appliance/wire"
 	"holon.dev/holon/gateway"
 )
 
@@ -16,7 +17,7 @@ type mandatesPage struct {
 
 type mandatePage struct {
 	State    *gateway.MandateState
-	Keys     []keyView
+	Keys     []wire.KeyView
 	Receipts []*holon.Receipt
 	// NewKey is a key just created: shown once.
 	NewKey string
@@ -62,7 +63,7 @@ func (c *Console) showMandate(w http.ResponseWriter, r *http.Request, v Viewer, 
 		return
 	}
 	if v.Kind == ViewerHuman {
-		var m me
+		var m wire.Me
 		if err := c.b.Do(r, "GET", "/v0/me", nil, &m); err != nil {
 			c.fail(w, r, v, err)
 			return
@@ -73,7 +74,7 @@ func (c *Console) showMandate(w http.ResponseWriter, r *http.Request, v Viewer, 
 			}
 		}
 	}
-	var rp receiptPage
+	var rp wire.ReceiptPage
 	if err := c.b.Do(r, "GET", "/v0/receipts?limit=10&mandate="+url.QueryEscape(id), nil, &rp); err != nil {
 		c.fail(w, r, v, err)
 		return

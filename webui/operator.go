@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"holon.dev/holon/appliance/wire"
 	"holon.dev/holon/journal"
 )
 
@@ -17,9 +18,9 @@ type adminAccount struct {
 		At     time.Time `json:"at"`
 		Reason string    `json:"reason"`
 	} `json:"disabled"`
-	Mandates []string `json:"mandates"`
-	Balance  money    `json:"balance"`
-	Held     money    `json:"held"`
+	Mandates []string   `json:"mandates"`
+	Balance  wire.Money `json:"balance"`
+	Held     wire.Money `json:"held"`
 }
 
 type modEntry struct {
@@ -70,17 +71,14 @@ func (c *Console) operator(w http.ResponseWriter, r *http.Request, v Viewer) {
 	for _, call := range []struct {
 		path string
 		out  any
-	}{{path, &accts}, {"/v0/admin/log?limit=1000", &log}, {"/v0/admin/health", &p.Health}} {
+	}{{path, &accts}, {"/v0/admin/log?order=newest&limit=1000", &log}, {"/v0/admin/health", &p.Health}} {
 		if err := c.b.Do(r, "GET", call.path, nil, call.out); err != nil {
 			c.fail(w, r, v, err)
 			return
 		}
 	}
 	p.Accounts = accts.Accounts
-	// Newest first.
-	for i := len(log.Entries) - 1; i >= 0; i-- {
-		p.Log = append(p.Log, log.Entries[i])
-	}
+	p.Log = log.Entries // newest first
 	c.render(w, r, v, http.StatusOK, "operator", p)
 }
 

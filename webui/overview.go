@@ -4,17 +4,18 @@ import (
 	"net/http"
 
 	"holon.dev/holon"
+	"holon.dev/holon/appliance/wire"
 	"holon.dev/holon/gateway"
 )
 
 type overviewPage struct {
-	Accounts  []accountView
+	Accounts  []wire.AccountView
 	Mandates  []*gateway.MandateState
 	Receipts  []*holon.Receipt
 	Approvals []*holon.Approval
 	// Claimed tells the person their GitHub sign-in took the account over
 	// from an unproved email signup, and what that revoked.
-	Claimed *claimed
+	Claimed *wire.Claim
 }
 
 // overview is the first page: balance, mandates with their budgets as
@@ -26,18 +27,18 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request, v Viewer) {
 	}
 	var p overviewPage
 	if v.Kind == ViewerHuman {
-		var m me
+		var m wire.Me
 		if err := c.b.Do(r, "GET", "/v0/me", nil, &m); err != nil {
 			c.fail(w, r, v, err)
 			return
 		}
 		if m.Balance != nil {
-			p.Accounts = []accountView{*m.Balance}
+			p.Accounts = []wire.AccountView{*m.Balance}
 		}
 		p.Mandates, p.Claimed = m.Mandates, m.Claimed
 	} else {
 		var accts struct {
-			Accounts []accountView `json:"accounts"`
+			Accounts []wire.AccountView `json:"accounts"`
 		}
 		var ms struct {
 			Mandates []*gateway.MandateState `json:"mandates"`
@@ -52,7 +53,7 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request, v Viewer) {
 		}
 		p.Accounts, p.Mandates = accts.Accounts, ms.Mandates
 	}
-	var rp receiptPage
+	var rp wire.ReceiptPage
 	if err := c.b.Do(r, "GET", "/v0/receipts?limit=10", nil, &rp); err != nil {
 		c.fail(w, r, v, err)
 		return

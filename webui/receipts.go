@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"holon.dev/holon"
+	"holon.dev/holon/appliance/wire"
 	"holon.dev/holon/journal"
 )
 
@@ -46,7 +47,7 @@ func receiptQuery(r *http.Request, limit int) (url.Values, map[string]string) {
 // the store's cursors.
 func (c *Console) receiptList(w http.ResponseWriter, r *http.Request, v Viewer) {
 	q, filter := receiptQuery(r, 50)
-	var rp receiptPage
+	var rp wire.ReceiptPage
 	if err := c.b.Do(r, "GET", "/v0/receipts?"+q.Encode(), nil, &rp); err != nil {
 		c.fail(w, r, v, err)
 		return
@@ -70,7 +71,7 @@ const maxCSVRows = 100_000
 // receiptCSV exports the filtered receipts as CSV, page by page.
 func (c *Console) receiptCSV(w http.ResponseWriter, r *http.Request, v Viewer) {
 	q, _ := receiptQuery(r, 500)
-	var first receiptPage
+	var first wire.ReceiptPage
 	if err := c.b.Do(r, "GET", "/v0/receipts?"+q.Encode(), nil, &first); err != nil {
 		c.fail(w, r, v, err)
 		return
@@ -97,7 +98,7 @@ func (c *Console) receiptCSV(w http.ResponseWriter, r *http.Request, v Viewer) {
 			break
 		}
 		q.Set("before", page.Next)
-		next := new(receiptPage)
+		next := new(wire.ReceiptPage)
 		if err := c.b.Do(r, "GET", "/v0/receipts?"+q.Encode(), nil, next); err != nil {
 			c.log.Error("receipts export", "err", err)
 			break // the rows written stand; the file ends short
@@ -108,13 +109,13 @@ func (c *Console) receiptCSV(w http.ResponseWriter, r *http.Request, v Viewer) {
 }
 
 type treePage struct {
-	Tree *receiptTree
+	Tree *wire.ReceiptTree
 }
 
 // receiptView is a receipt with its whole tree: status, billed, own,
 // downstream and total cost, and splits at every node.
 func (c *Console) receiptView(w http.ResponseWriter, r *http.Request, v Viewer) {
-	var t receiptTree
+	var t wire.ReceiptTree
 	if err := c.b.Do(r, "GET", apiPath("/v0/receipts", r.PathValue("id")), nil, &t); err != nil {
 		c.fail(w, r, v, err)
 		return

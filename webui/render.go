@@ -145,7 +145,7 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, v Viewer, statu
 }
 
 // bar is a budget drawn as three segments (spent, reserved, remaining),
-// in per mille of the total so that no float touches money.
+// in per mille of the total so that no float touches wire.Money.
 type bar struct {
 	Spent, Reserved, Remaining int64
 	// SpentX and ReservedX are where the second and third segments start.

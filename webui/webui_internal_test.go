@@ -3,6 +3,7 @@ package webui
 import (
 	"testing"
 
+	"holon.dev/holon/appliance/wire"
 	"holon.dev/holon/journal"
 )
 
@@ -65,7 +66,7 @@ func TestLocalPath(t *testing.T) {
 // Ensure that signed amounts read and print exactly.
 func TestMoney_Text(t *testing.T) {
 	for in, want := range map[string]string{"-5.00": "-5.00", "4.808": "4.808", "0": "0.00", "-0.0035": "-0.0035"} {
-		var m money
+		var m wire.Money
 		if err := m.UnmarshalText([]byte(in)); err != nil {
 			t.Fatalf("%s: %v", in, err)
 		}
@@ -73,7 +74,7 @@ func TestMoney_Text(t *testing.T) {
 			t.Errorf("%s reads as %s, want %s", in, m, want)
 		}
 	}
-	var m money
+	var m wire.Money
 	if err := m.UnmarshalText([]byte("--1")); err == nil {
 		t.Error("--1 was accepted")
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"holon.dev/holon/appliance"
+	"holon.dev/holon/appliance/ops"
 	"holon.dev/holon/backup"
 	"holon.dev/holon/gateway"
 	"holon.dev/holon/kv/pg"
@@ -200,7 +201,7 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 	if err := appliance.ConfigFromEnv(c.getenv, &cfg); err != nil {
 		return err
 	}
-	log := appliance.NewLogger(c.stderr, cfg.Env, cfg.AdminKey, cfg.FileSecret, cfg.GitHubClientSecret, cfg.Agents.Summarize.APIKey)
+	log := ops.NewLogger(c.stderr, cfg.Env == appliance.EnvProduction, cfg.AdminKey, cfg.FileSecret, cfg.GitHubClientSecret, cfg.Agents.Summarize.APIKey)
 	cfg.Logger = log
 	if cfg.PublicURL == "" {
 		cfg.PublicURL = defaultPublicURL(f, cfg.Env)
@@ -236,8 +237,8 @@ func (c *serveCommand) Run(ctx context.Context, args []string) error {
 		}
 	}
 
-	notify := appliance.NewNotifier(c.getenv)
-	every, err := appliance.WatchdogInterval(c.getenv, os.Getpid())
+	notify := ops.NewNotifier(c.getenv)
+	every, err := ops.WatchdogInterval(c.getenv, os.Getpid())
 	if err != nil {
 		log.Warn("no watchdog", "err", err)
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"holon.dev/holon/appliance"
+	"holon.dev/holon/appliance/ops"
 	holontls "holon.dev/holon/tls"
 )
 
@@ -117,7 +118,7 @@ func (c *serveCommand) listen(f *serveFlags, app *appliance.App, log *slog.Logge
 	}
 	if s.metricsLn != nil {
 		mux := http.NewServeMux()
-		mux.Handle("GET "+appliance.MetricsPath, app.MetricsHandler())
+		mux.Handle("GET "+ops.MetricsPath, app.MetricsHandler())
 		s.metrics = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: errorLog}
 	}
 	return s, nil

@@ -1,0 +1,281 @@
+package appliance
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"holon.dev/holon/appliance/agents"
+	"holon.dev/holon/appliance/catalog"
+	"holon.dev/holon/appliance/idempotency"
+	"holon.dev/holon/appliance/ops"
+	"holon.dev/holon/gateway"
+	"holon.dev/holon/gateway/contract"
+	"holon.dev/holon/gateway/remote"
+)
+
+// init wires the rooms, in the order each needs the others: the
+// registry, the files and the endpoint credentials the engine runs with,
+// the engine (closing what the last run left in flight), the mandates,
+// the hosted half (accounts, sign-in, publishing), the catalogue, the
+// Idempotency-Keys, the routes of every room, and the background workers.
+func (a *App) init(ctx context.Context) error {
+	reg, dev, authors, shipped, err := a.loadRegistry()
+	if err != nil {
+		return err
+	}
+	if err := a.openFiles(); err != nil {
+		return err
+	}
+	if a.vault, err = newVault([]byte(a.cfg.FileSecret), a.store, a.cfg.Rand, a.log); err != nil {
+		return fmt.Errorf("endpoint credentials: %w", err)
+	}
+	a.openEngine(reg, dev)
+	if err := a.recover(ctx); err != nil {
+		return err
+	}
+	if err := a.putMandates(ctx); err != nil {
+		return err
+	}
+	if a.cfg.Hosted {
+		a.openHosted(authors, shipped)
+	}
+	if a.listings, err = catalog.Open(ctx, a.engine, catalog.Options{PrivateEvals: a.cfg.PrivateEvals, PutFixture: a.files.PutFixture,
+		Records: a.cfg.Records, SiteURL: a.cfg.SiteURL, TrustProxy: a.cfg.TrustProxy != nil && *a.cfg.TrustProxy,
+		Production: a.cfg.Production(), Log: a.log, Now: a.cfg.Now}); err != nil {
+		return err
+	}
+	a.idem = idempotency.New(a.store, a.cfg.Now, a.cfg.IdempotencyTTL)
+	a.mount()
+	a.startWorkers(ctx)
+	return nil
+}
+
+// loadRegistry lists the agents of every registry source, then the
+// published versions, then withdraws the yanked ones. authors are the
+// namespaces of every agent listed; shipped those of the agents shipped
+// with the gateway.
+func (a *App) loadRegistry() (reg *gateway.Registry, dev *gateway.DevRuntime, authors map[string]bool, shipped []string, err error) {
+	reg = gateway.NewRegistry()
+	dev = gateway.NewDevRuntime()
+	agents.RegisterWith(dev, a.cfg.Agents)
+	exclude := a.cfg.Exclude
+	if exclude == nil {
+		exclude = agents.DefaultExclude
+	}
+	for name, h := range a.cfg.DevHandlers {
+		dev.Register(name, h)
+	}
+	authors = map[string]bool{}
+	for _, src := range a.cfg.Registry {
+		var ms []*contract.Manifest
+		isShipped := false
+		switch src {
+		case agents.SetAgents, agents.SetExamples:
+			ms, err = agents.Load(src)
+			isShipped = true
+		default:
+			ms, err = gateway.LoadManifestDir(src)
+		}
+		if err != nil {
+			return nil, nil, nil, nil, fmt.Errorf("registry %s: %w", src, err)
+		}
+		ms = agents.Without(ms, exclude)
+		for _, m := range ms {
+			if m.Runtime.Kind == contract.RuntimeDev && !dev.Has(gateway.DevHandlerName(m)) {
+				return nil, nil, nil, nil, fmt.Errorf("registry %s: %s is a dev agent with no handler %q compiled into this gateway", src, m.Ref(), gateway.DevHandlerName(m))
+			}
+		}
+		if err := reg.AddAll(ms, contract.AgentFacts{}, isShipped); err != nil {
+			return nil, nil, nil, nil, fmt.Errorf("registry %s: %w", src, err)
+		}
+		for _, m := range ms {
+			if !authors[m.NS()] && isShipped {
+				shipped = append(shipped, m.NS())
+			}
+			authors[m.NS()] = true
+		}
+	}
+	if err := a.loadPublished(reg); err != nil {
+		return nil, nil, nil, nil, err
+	}
+	// Versions the operator yanked stay withdrawn: they are listed first
+	// (so that their forks' royalty chains resolve) and removed at once.
+	yanked, err := yankedRefs(a.store)
+	if err != nil {
+		return nil, nil, nil, nil, fmt.Errorf("read yanked agents: %w", err)
+	}
+	for _, ref := range yanked {
+		reg.Remove(ref)
+	}
+	return reg, dev, authors, shipped, nil
+}
+
+// openEngine makes the engine, with the dev runtime and the remote ones
+// (behind the network guard, with the endpoint credentials).
+func (a *App) openEngine(reg *gateway.Registry, dev *gateway.DevRuntime) {
+	rc := remote.Config{Guard: remote.NetGuard{AllowPrivate: a.cfg.AllowPrivateEndpoints, Resolver: a.cfg.Resolver},
+		Credentials: a.vault.token, Logger: a.log, RootCAs: a.cfg.RemoteRootCAs}
+	a.mcp, a.webhook = remote.NewMCPRunner(rc), remote.NewWebhookRunner(rc)
+	a.engine = gateway.New(gateway.Config{
+		Store:    a.store,
+		Registry: reg,
+		Runners: map[string]gateway.Runner{
+			contract.RuntimeDev:     dev,
+			contract.RuntimeMCP:     a.mcp,
+			contract.RuntimeWebhook: a.webhook,
+		},
+		PublicURL:      a.cfg.PublicURL,
+		Now:            a.cfg.Now,
+		SignupCredit:   a.cfg.SignupCredit,
+		Logger:         a.log,
+		OnStoreFailure: a.cfg.OnStoreFailure,
+		OnCall:         a.metrics.ObserveCall,
+		Files:          a.files,
+		OnStep:         a.cfg.OnStep,
+	})
+}
+
+// recover closes the calls a previous run left in flight and marks their
+// Idempotency-Keys interrupted.
+func (a *App) recover(ctx context.Context) error {
+	closed, err := a.engine.Recover(ctx)
+	if err != nil {
+		return fmt.Errorf("close calls left in flight: %w", err)
+	}
+	a.metrics.ClosedAtOpen(closed)
+	if closed > 0 {
+		a.log.Warn("closed calls left in flight by the last run", "calls", closed)
+	}
+	interrupted, err := idempotency.InterruptRunning(ctx, a.store, a.cfg.Now())
+	if err != nil {
+		return fmt.Errorf("mark interrupted idempotency keys: %w", err)
+	}
+	if interrupted > 0 {
+		a.log.Warn("marked the Idempotency-Keys of interrupted calls", "keys", interrupted)
+	}
+	return nil
+}
+
+// putMandates stores the mandates of Config.MandatesDir, or on a dev
+// gateway the demo mandates.
+func (a *App) putMandates(ctx context.Context) error {
+	if a.cfg.Hosted && a.cfg.MandatesDir == "" {
+		// A hosted gateway's mandates come from its accounts; the demo
+		// mandates would hand their accounts to whoever signs up first.
+		return nil
+	}
+	mandates, err := loadMandates(a.cfg.MandatesDir)
+	if err != nil {
+		return err
+	}
+	for _, m := range mandates {
+		if err := a.engine.PutMandate(ctx, m); err != nil {
+			return fmt.Errorf("mandate %s: %w", m.ID, err)
+		}
+	}
+	return nil
+}
+
+// openHosted makes the hosted half: accounts, keys, limits, sign-in and
+// publishing.
+func (a *App) openHosted(authors map[string]bool, shipped []string) {
+	a.hosted = newHosted(a.cfg, a.store, a.engine, a.log, a.cfg.Now, a.cfg.Rand, authors, shipped)
+	a.initPublishing(a.hosted)
+	if a.cfg.AdminKey == "" {
+		a.log.Warn("no HOLON_ADMIN_KEY: the admin endpoints answer 401")
+	}
+	if !a.cfg.GitHubSignIn() {
+		a.log.Info("no HOLON_GITHUB_CLIENT_ID/SECRET: sign-in with GitHub and publishing are off")
+	}
+}
+
+// mount builds the API and has every room register its routes on it.
+func (a *App) mount() {
+	var backup http.Handler
+	if a.cfg.Backup != nil {
+		backup = a.cfg.Backup(a.store)
+	}
+	a.api = newAPI(a.engine, a.log, a.hosted, a.idem, backup)
+	a.api.publicURL = strings.TrimRight(a.cfg.PublicURL, "/")
+	a.listings.Mount(a.api.mount, a.hosted != nil)
+	a.files.Mount(a.api.mount, a.engine)
+	a.served = a.metrics.Instrument(a.api, ops.Exposure{Hosted: a.cfg.Hosted, AdminKey: a.cfg.AdminKey,
+		CheckHost: func(r *http.Request) error { return checkHost(r, a.cfg.PublicURL) }, Log: a.cfg.Logger})
+}
+
+// startWorkers starts the background loops, each until Close: the
+// expiry of approvals (and of sign-in states), the evaluation queue, the
+// files' sweep, the Idempotency-Keys' sweep, and on a shared store the
+// recovery of the calls of gateways that died.
+func (a *App) startWorkers(ctx context.Context) {
+	a.workers = newWorkers(ctx)
+	a.listings.QueueStale(a.workers.ctx)
+	a.workers.every(time.Hour, a.expire)
+	a.workers.run(a.listings.Run)
+	a.workers.run(func(ctx context.Context) { a.files.SweepEvery(ctx, time.Minute) })
+	a.workers.run(func(ctx context.Context) { a.idem.SweepEvery(ctx, a.log) })
+	a.workers.run(a.recoverEvery)
+}
+
+// expire expires stale approvals, and the sign-in states that expired.
+func (a *App) expire(ctx context.Context) {
+	if _, err := a.engine.ExpireApprovals(ctx); err != nil && ctx.Err() == nil {
+		a.log.Error("expire approvals", "err", err)
+	}
+	if a.hosted != nil {
+		if _, err := a.hosted.purgeSignIn(a.cfg.Now()); err != nil && ctx.Err() == nil {
+			a.log.Error("purge expired sign-in states", "err", err)
+		}
+	}
+}
+
+// workers are the appliance's background loops: one context, cancelled by
+// stop, which then waits for every loop to return.
+type workers struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// newWorkers returns a group whose context outlives ctx's cancellation
+// (the loops end at Close, not when Open's context does).
+func newWorkers(ctx context.Context) *workers {
+	w := &workers{}
+	w.ctx, w.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	return w
+}
+
+// run runs fn in the group until its context ends.
+func (w *workers) run(fn func(ctx context.Context)) {
+	w.wg.Add(1)
+	go func() {
+		defer w.wg.Done()
+		fn(w.ctx)
+	}()
+}
+
+// every runs fn at once and then every period, until the group stops.
+func (w *workers) every(period time.Duration, fn func(ctx context.Context)) {
+	w.run(func(ctx context.Context) {
+		t := time.NewTicker(period)
+		defer t.Stop()
+		for {
+			fn(ctx)
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	})
+}
+
+// stop cancels the group's context and waits for every loop.
+func (w *workers) stop() {
+	w.cancel()
+	w.wg.Wait()
+}
