@@ -13,9 +13,13 @@
 //	cluster   gateways on the PostgreSQL store: one against row [2], three against one, and the store's ceiling from three writers (cluster.go)
 //	mcp       a real MCP agent on loopback, through the gateway against directly: latency at 1 client, throughput at 32
 //	startup   start-up of the real binary on a store of 1,000,000 receipts, its RSS, and the newest 50 receipts of a mandate
+//	startup10m  start-up of the real binary on a store of 10,000,000 settled calls, and its RSS
 //	inflight  memory for 2,000 calls in flight to a slow agent, in a child gateway process
 //	catalog   GET /v0/agents?q= and GET /v0/catalog with 10,000 registered versions (catalog.go); settled calls' p99 with versions published beside them against without (publish.go)
 //	backup    settled calls' p99 during a live backup of a store of 1,000,000 settled calls; then restoring it: time and peak heap
+//
+// Before the rows, the physical floor (floor.go): the fdatasync latency of
+// a small write on the work directory's filesystem, alone and two in a row.
 //
 // A row that misses its target says MISSED, with what the measurements
 // around it show. The bench fails (an error) only when something is wrong
@@ -34,7 +38,7 @@ import (
 )
 
 // Rows are the rows a bench can run, in the order it runs them.
-var Rows = []string{"calls", "limit", "hosted", "postgres", "cluster", "mcp", "startup", "inflight", "catalog", "backup"}
+var Rows = []string{"calls", "limit", "hosted", "postgres", "cluster", "mcp", "startup", "startup10m", "inflight", "catalog", "backup"}
 
 // Options size and select a bench run.
 type Options struct {
@@ -52,6 +56,11 @@ type Options struct {
 	Receipts int
 	// InFlight is how many calls the memory row holds in flight (2,000).
 	InFlight int
+	// BigReceipts is the size of the large start-up row's store
+	// (10,000,000).
+	BigReceipts int
+	// FloorSamples is how many fdatasyncs the floor row times (200).
+	FloorSamples int
 	// Rows selects rows by name (nil: all of Rows).
 	Rows []string
 	// Dir is the work directory; "" makes a temporary one, removed after.
@@ -87,6 +96,8 @@ func (o *Options) setDefaults() {
 	def(&o.LatencyCalls, 2000, 200)
 	def(&o.Receipts, 1_000_000, 20_000)
 	def(&o.InFlight, 2000, 200)
+	def(&o.BigReceipts, 10_000_000, 20_000)
+	def(&o.FloorSamples, 200, 30)
 	if o.Log == nil {
 		o.Log = io.Discard
 	}
@@ -143,6 +154,15 @@ func Run(ctx context.Context, o Options) error {
 	b := &bench{o: o}
 	var results []*Result
 	var failed []string
+	// The floor first: every durable row is read against it.
+	fl, err := measureFloor(o.Dir, o.FloorSamples)
+	if err != nil {
+		return fmt.Errorf("the fdatasync floor: %w", err)
+	}
+	b.floor = fl
+	fr := fl.result(o.Dir)
+	writeResult(o.Out, fr)
+	results = append(results, fr)
 	for _, row := range Rows {
 		if !slices.Contains(o.Rows, row) {
 			continue
@@ -180,6 +200,8 @@ type bench struct {
 	pgRate float64
 	// callsUpdates is row 1's store updates per call.
 	callsUpdates float64
+	// floor is the run's fdatasync latency (floor.go).
+	floor floor
 }
 
 func (b *bench) run(ctx context.Context, row string) ([]*Result, error) {
@@ -198,6 +220,8 @@ func (b *bench) run(ctx context.Context, row string) ([]*Result, error) {
 		return b.mcp(ctx)
 	case "startup":
 		return b.startup(ctx)
+	case "startup10m":
+		return b.startupBig(ctx)
 	case "backup":
 		return b.liveBackup(ctx)
 	case "inflight":

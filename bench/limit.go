@@ -17,7 +17,7 @@ import (
 
 // targetLimitRatio is the share of the yardstick's throughput the gateway
 // must reach.
-const targetLimitRatio = 0.6
+const targetLimitRatio = 0.7
 
 // limitRow runs the yardstick: the smallest durable server doing a settled
 // call's durable work (kv/limit behind net/http: JSON in, the same echo

@@ -71,7 +71,7 @@ type ledger struct {
 
 // receiptIDBlock is how many receipt ids one store update takes for
 // in-memory calls (unused ones are gaps after a restart).
-const receiptIDBlock = 64
+const receiptIDBlock = 256
 
 func newLedger() *ledger {
 	return &ledger{

@@ -23,6 +23,15 @@ var (
 	buildOut  []byte
 )
 
+// TestMain removes the binary the drills built, once they ran.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if holonBin != "" {
+		os.RemoveAll(filepath.Dir(holonBin))
+	}
+	os.Exit(code)
+}
+
 // holon builds the real binary once (go build ./cmd/holon) into a
 // temporary directory shared by the drills of this test binary.
 func holon(t *testing.T) string {

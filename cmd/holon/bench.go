@@ -35,17 +35,20 @@ func (c *benchCommand) Run(ctx context.Context, args []string) error {
 	fs.IntVar(&o.MCPClients, "mcp-clients", 0, "concurrent clients of the MCP throughput comparison (default 32)")
 	fs.IntVar(&o.LatencyCalls, "latency-calls", 0, "calls on each side of the MCP latency comparison (default 2000, 200 with --quick)")
 	fs.IntVar(&o.Receipts, "receipts", 0, "receipts in the start-up and backup stores (default 1000000, 20000 with --quick)")
+	fs.IntVar(&o.BigReceipts, "big-receipts", 0, "settled calls in the large start-up row's store (default 10000000, 20000 with --quick)")
 	fs.IntVar(&o.InFlight, "inflight", 0, "calls held in flight by the memory row (default 2000, 200 with --quick)")
 	rows := fs.String("rows", strings.Join(bench.Rows, ","), "the rows to run")
 	fs.StringVar(&o.Dir, "dir", "", "work directory (default: a temporary one, removed after)")
 	fs.StringVar(&o.CPUProfile, "cpuprofile", "", "write CPU profiles of the calls row and of the MCP row's gateway load into this directory")
 	fs.Usage = func() {
-		fmt.Fprintln(c.stderr, `Usage: holon bench [--quick] [--rows calls,limit,hosted,postgres,cluster,mcp,startup,inflight,backup] [flags]
+		fmt.Fprintln(c.stderr, `Usage: holon bench [--quick] [--rows calls,limit,hosted,postgres,cluster,mcp,startup,startup10m,inflight,catalog,backup] [flags]
 
 Measures the gateway on this machine against its performance targets and
 prints each figure beside its target, MISSED when it misses, with what the
 measurements say. Every row sets up its own temporary store, agents and
-mandates and drives the load from its own goroutines over loopback HTTP:
+mandates and drives the load from its own goroutines over loopback HTTP
+(first, the floor: fdatasync of a small write on the work directory's
+filesystem):
 
   calls     durable settled calls/s through POST /v0/calls (dev agent, 64 clients, fsync on)
   limit     the same load on the smallest durable server doing the same work: row 1 as a share of it
@@ -54,6 +57,7 @@ mandates and drives the load from its own goroutines over loopback HTTP:
   cluster   gateways on the PostgreSQL store: one against postgres, three against one, the store's ceiling
   mcp       a real MCP agent through the gateway against directly (1 and 32 clients)
   startup   start-up of holon serve on 1,000,000 receipts, its RSS, the newest 50 receipts
+  startup10m  start-up of holon serve on 10,000,000 settled calls, its RSS
   inflight  memory per call with 2,000 calls in flight to a slow agent
   backup    settled calls' p99 during a live backup of 1,000,000 settled calls; restoring it
 

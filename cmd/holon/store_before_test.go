@@ -1,0 +1,67 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"holon.dev/holon"
+)
+
+// Ensure that a store written by the code as it was before calls to
+// in-process agents kept their reservations in memory (kv/testdata: a
+// delegated run approved and run, idempotent calls and a replay, a
+// rejected approval, refusals; written by holon serve on 2026-12-01)
+// opens and verifies, serves on top of what it holds (a billed call after
+// its receipts, a replay of an Idempotency-Key it recorded) and verifies
+// again.
+func TestServe_StoreWrittenBefore(t *testing.T) {
+	golden, err := os.ReadFile(filepath.Join("..", "..", "kv", "testdata", "store-2026-12-01.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := filepath.Join(t.TempDir(), "holon.db")
+	if err := os.WriteFile(db, golden, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errs := run(t, "verify", "--db", db); code != 0 {
+		t.Fatalf("holon verify on the store written before: exit %d\n%s%s", code, out, errs)
+	}
+	rs := startServe(t, map[string]string{"HOLON_REGISTRY": "agents,examples"}, "--addr", "127.0.0.1:0", "--db", db)
+	api := "http://" + rs.addrs["api"]
+	post := func(key string) (int, holon.Receipt, bool) {
+		body := `{"mandate":"alice/bookkeeping-q4","agent":"holon-labs/text-tables","input":{"text":"a, 1\nb, 2"}}`
+		req, _ := http.NewRequest(http.MethodPost, api+"/v0/calls", bytes.NewReader([]byte(body)))
+		req.Header.Set("Content-Type", "application/json")
+		if key != "" {
+			req.Header.Set("Idempotency-Key", key)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out struct {
+			Receipt  holon.Receipt
+			Replayed bool
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+			t.Fatal(err)
+		}
+		return resp.StatusCode, out.Receipt, out.Replayed
+	}
+	if code, r, replayed := post("golden-1"); code != http.StatusOK || !replayed || r.ID != "r5" {
+		t.Errorf("Idempotency-Key golden-1 again: %d %s replayed=%v, want 200 replaying r5", code, r.ID, replayed)
+	}
+	code, r, _ := post("")
+	if seq, _ := holon.ReceiptSeq(r.ID); code != http.StatusOK || !r.Billed || seq <= 11 {
+		t.Errorf("a new call: %d %s billed=%v, want 200, billed, after r11", code, r.ID, r.Billed)
+	}
+	rs.stop(t)
+	if code, out, errs := run(t, "verify", "--db", db); code != 0 {
+		t.Fatalf("holon verify after serving on it: exit %d\n%s%s", code, out, errs)
+	}
+}
