@@ -1,6 +1,7 @@
 package holon
 
 import (
+	"errors"
 	"math"
 	"sort"
 
@@ -22,6 +23,30 @@ type Earned struct {
 
 // Earnings is a version's earnings by currency.
 type Earnings map[string]Earned
+
+// Add counts paidCalls more paid calls and adds own and royalties to the
+// earnings in currency; it refuses a change that would leave any of them
+// below zero, and then changes nothing.
+func (e Earnings) Add(currency string, paidCalls int64, own, royalties journal.Amount) error {
+	x := e[currency]
+	x.PaidCalls += paidCalls
+	var err error
+	if x.Own, err = x.Own.Add(own); err != nil {
+		return err
+	}
+	if x.Royalties, err = x.Royalties.Add(royalties); err != nil {
+		return err
+	}
+	if x.PaidCalls < 0 || x.Own < 0 || x.Royalties < 0 {
+		return ErrEarningsBelowZero
+	}
+	e[currency] = x
+	return nil
+}
+
+// ErrEarningsBelowZero is Earnings.Add's refusal of a change that would
+// leave a count or an amount below zero.
+var ErrEarningsBelowZero = errors.New("earnings would go below zero")
 
 // LatencyBoundsMS are the upper bounds, in milliseconds, of a latency
 // histogram's buckets; a last bucket counts everything slower.

@@ -36,18 +36,9 @@ func (tx *Tx) AddEarnings(ref, currency string, paidCalls int64, own, royalties 
 	if err != nil {
 		return err
 	}
-	x := e[currency]
-	x.PaidCalls += paidCalls
-	if x.Own, err = x.Own.Add(own); err != nil {
-		return err
+	if err := e.Add(currency, paidCalls, own, royalties); err != nil {
+		return fmt.Errorf("earnings of %s: %w", ref, err)
 	}
-	if x.Royalties, err = x.Royalties.Add(royalties); err != nil {
-		return err
-	}
-	if x.PaidCalls < 0 || x.Own < 0 || x.Royalties < 0 {
-		return fmt.Errorf("earnings of %s would go below zero", ref)
-	}
-	e[currency] = x
 	return tx.putJSON(bucketEarnings, []byte(ref), e)
 }
 

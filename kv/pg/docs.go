@@ -342,18 +342,9 @@ func (t *Tx) AddEarnings(ref, currency string, paidCalls int64, own, royalties j
 	if err != nil {
 		return err
 	}
-	x := e[currency]
-	x.PaidCalls += paidCalls
-	if x.Own, err = x.Own.Add(own); err != nil {
-		return err
+	if err := e.Add(currency, paidCalls, own, royalties); err != nil {
+		return fmt.Errorf("earnings of %s: %w", ref, err)
 	}
-	if x.Royalties, err = x.Royalties.Add(royalties); err != nil {
-		return err
-	}
-	if x.PaidCalls < 0 || x.Own < 0 || x.Royalties < 0 {
-		return fmt.Errorf("earnings of %s would go below zero", ref)
-	}
-	e[currency] = x
 	b, err := json.Marshal(e)
 	if err != nil {
 		return err
