@@ -2,6 +2,7 @@ package holon
 
 import (
 	"encoding/json"
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -63,6 +64,24 @@ type ReceiptPage struct {
 type Budget struct {
 	Spent    journal.Amount `json:"spent"`
 	Reserved journal.Amount `json:"reserved"`
+}
+
+// Add moves the budget's spent and reserved amounts; it refuses, changing
+// nothing, a move that would leave either below zero.
+func (b *Budget) Add(spent, reserved journal.Amount) error {
+	s, err := b.Spent.Add(spent)
+	if err != nil {
+		return err
+	}
+	r, err := b.Reserved.Add(reserved)
+	if err != nil {
+		return err
+	}
+	if s < 0 || r < 0 {
+		return fmt.Errorf("would go below zero (spent %s, reserved %s)", s, r)
+	}
+	b.Spent, b.Reserved = s, r
+	return nil
 }
 
 // Doc is a stored document (a mandate, a manifest) with what the platform

@@ -151,14 +151,8 @@ func (tx *Tx) AddBudget(mandate string, spent, reserved journal.Amount) error {
 	if err != nil {
 		return err
 	}
-	if b.Spent, err = b.Spent.Add(spent); err != nil {
-		return err
-	}
-	if b.Reserved, err = b.Reserved.Add(reserved); err != nil {
-		return err
-	}
-	if b.Spent < 0 || b.Reserved < 0 {
-		return fmt.Errorf("budget of %s would go below zero (spent %s, reserved %s)", mandate, b.Spent, b.Reserved)
+	if err := b.Add(spent, reserved); err != nil {
+		return fmt.Errorf("budget of %s %w", mandate, err)
 	}
 	if tx.cache != nil {
 		cachedPut(tx, &tx.cache.budgets, mandate, b)

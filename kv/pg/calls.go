@@ -150,14 +150,8 @@ func (t *Tx) AddBudget(mandate string, spent, reserved journal.Amount) error {
 	if err != nil {
 		return err
 	}
-	if b.Spent, err = b.Spent.Add(spent); err != nil {
-		return err
-	}
-	if b.Reserved, err = b.Reserved.Add(reserved); err != nil {
-		return err
-	}
-	if b.Spent < 0 || b.Reserved < 0 {
-		return fmt.Errorf("budget of %s would go below zero (spent %s, reserved %s)", mandate, b.Spent, b.Reserved)
+	if err := b.Add(spent, reserved); err != nil {
+		return fmt.Errorf("budget of %s %w", mandate, err)
 	}
 	return t.exec(`INSERT INTO budgets (mandate, spent, reserved) VALUES ($1, $2, $3)
 		ON CONFLICT (mandate) DO UPDATE SET spent = EXCLUDED.spent, reserved = EXCLUDED.reserved`, mandate, numeric(b.Spent), numeric(b.Reserved))
