@@ -273,8 +273,15 @@ func (s *Store) Apply(ctx context.Context, fn func(*Tx) error) (*Commit, error) 
 	case <-req.applied:
 		return c, nil
 	case err := <-req.done:
-		// Refused (fn failed, or the store did) before being applied.
 		c.once.Do(func() { c.err = err })
+		select {
+		case <-req.applied:
+			// Applied, and its commit ended before this looked: the
+			// commit's outcome, failure included, comes with Wait.
+			return c, nil
+		default:
+		}
+		// Refused (fn failed, or the store did) before being applied.
 		if err != nil {
 			return nil, err
 		}
