@@ -19,7 +19,6 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"holon.dev/holon"
-	"holon.dev/holon/journal"
 	"holon.dev/holon/kv"
 	"holon.dev/holon/kv/pg"
 )
@@ -325,17 +324,6 @@ func (l *pgLoader) finish(hd Header, t Trailer) error {
 // Conversions: amounts are integer micro-units, sent as NUMERIC with six
 // decimals, never through a float.
 
-func amount(a journal.Amount) pgtype.Numeric {
-	return pgtype.Numeric{Int: big.NewInt(int64(a)), Exp: -6, Valid: true}
-}
-
-func optAmount(a *journal.Amount) pgtype.Numeric {
-	if a == nil {
-		return pgtype.Numeric{}
-	}
-	return amount(*a)
-}
-
 func u64Numeric(n uint64) pgtype.Numeric {
 	return pgtype.Numeric{Int: new(big.Int).SetUint64(n), Valid: true}
 }
@@ -389,7 +377,7 @@ func convertAccount(r kv.Row) ([]any, error) {
 	if err := decode(r.Value, &a); err != nil {
 		return nil, err
 	}
-	return []any{string(r.Key), amount(a.Balance), amount(a.Held)}, nil
+	return []any{string(r.Key), pg.Numeric(a.Balance), pg.Numeric(a.Held)}, nil
 }
 
 func convertDoc(r kv.Row) ([]any, error) {
@@ -408,7 +396,7 @@ func convertBudget(r kv.Row) ([]any, error) {
 	if err := decode(r.Value, &b); err != nil {
 		return nil, err
 	}
-	return []any{string(r.Key), amount(b.Spent), amount(b.Reserved)}, nil
+	return []any{string(r.Key), pg.Numeric(b.Spent), pg.Numeric(b.Reserved)}, nil
 }
 
 func convertCounter(r kv.Row) ([]any, error) {
@@ -473,8 +461,8 @@ func convertReceipt(r kv.Row) ([]any, error) {
 	}
 	children := rc.Children
 	return []any{rc.ID, n, rc.Parent, rc.Mandate, rc.Caller, rc.Agent, rc.Status, rc.Error, rc.Approval,
-		optAmount(rc.WorstCase), rc.Currency, rc.Payer, rc.SubMandate, rc.Billed,
-		amount(rc.Cost.Own), amount(rc.Cost.Downstream), amount(rc.Cost.Total),
+		pg.OptNumeric(rc.WorstCase), rc.Currency, rc.Payer, rc.SubMandate, rc.Billed,
+		pg.Numeric(rc.Cost.Own), pg.Numeric(rc.Cost.Downstream), pg.Numeric(rc.Cost.Total),
 		sj, children, rc.DurationMS, ts(rc.Created)}, nil
 }
 
@@ -498,7 +486,7 @@ func convertApproval(r kv.Row) ([]any, error) {
 	if len(a.Input) > 0 {
 		input = a.Input
 	}
-	return []any{a.ID, n, a.Mandate, a.Caller, a.Agent, optText(a.Capability), a.InputHash, optAmount(a.MaxCost), amount(a.WorstCase),
+	return []any{a.ID, n, a.Mandate, a.Caller, a.Agent, optText(a.Capability), a.InputHash, pg.OptNumeric(a.MaxCost), pg.Numeric(a.WorstCase),
 		a.Currency, a.Receipt, a.Status, ts(a.Created), ts(a.Expires), optTs(a.Decided), a.Run, input}, nil
 }
 
@@ -514,8 +502,8 @@ func convertHold(r kv.Row) ([]any, error) {
 	if children == nil {
 		children = []string{}
 	}
-	return []any{h.Receipt, h.Payer, amount(h.Amount), h.Mandate, amount(h.Reserved), optText(h.Funder),
-		optText(h.Parent), children, amount(h.Downstream), optText(h.SubMandate), ts(h.Started)}, nil
+	return []any{h.Receipt, h.Payer, pg.Numeric(h.Amount), h.Mandate, pg.Numeric(h.Reserved), optText(h.Funder),
+		optText(h.Parent), children, pg.Numeric(h.Downstream), optText(h.SubMandate), ts(h.Started)}, nil
 }
 
 var eventColumns = []string{"seq", "receipt", "agent", "status", "error", "duration_ms", "billed", "currency",
@@ -530,7 +518,7 @@ func convertEvent(r kv.Row) ([]any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return []any{seq, ev.Receipt, ev.Agent, ev.Status, optText(ev.Error), ev.DurationMS, amount(ev.Billed),
+	return []any{seq, ev.Receipt, ev.Agent, ev.Status, optText(ev.Error), ev.DurationMS, pg.Numeric(ev.Billed),
 		ev.Currency, ev.Delegated, ts(ev.Time)}, nil
 }
 
@@ -539,7 +527,7 @@ func convertRecord(r kv.Row) ([]any, error) {
 	if err := decode(r.Value, &rec); err != nil {
 		return nil, err
 	}
-	return []any{string(r.Key), rec.Runs, rec.Succeeded, amount(rec.Billed), rec.DurationMS}, nil
+	return []any{string(r.Key), rec.Runs, rec.Succeeded, pg.Numeric(rec.Billed), rec.DurationMS}, nil
 }
 
 func convertAppDoc(r kv.Row) ([]any, error) {

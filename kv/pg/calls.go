@@ -70,8 +70,8 @@ func (t *Tx) PutReceipt(r *holon.Receipt) error {
 			cost_total = EXCLUDED.cost_total, splits = EXCLUDED.splits, children = EXCLUDED.children,
 			duration_ms = EXCLUDED.duration_ms, created = EXCLUDED.created
 		RETURNING xmax = 0`,
-		[]any{r.ID, int64(seq), r.Parent, r.Mandate, r.Caller, r.Agent, r.Status, r.Error, r.Approval, optNumeric(r.WorstCase),
-			r.Currency, r.Payer, r.SubMandate, r.Billed, numeric(r.Cost.Own), numeric(r.Cost.Downstream), numeric(r.Cost.Total),
+		[]any{r.ID, int64(seq), r.Parent, r.Mandate, r.Caller, r.Agent, r.Status, r.Error, r.Approval, OptNumeric(r.WorstCase),
+			r.Currency, r.Payer, r.SubMandate, r.Billed, Numeric(r.Cost.Own), Numeric(r.Cost.Downstream), Numeric(r.Cost.Total),
 			jsonArg(splits), r.Children, r.DurationMS, ts(r.Created)}, &inserted)
 	if err != nil || !inserted {
 		return err
@@ -154,7 +154,7 @@ func (t *Tx) AddBudget(mandate string, spent, reserved journal.Amount) error {
 		return fmt.Errorf("budget of %s %w", mandate, err)
 	}
 	return t.exec(`INSERT INTO budgets (mandate, spent, reserved) VALUES ($1, $2, $3)
-		ON CONFLICT (mandate) DO UPDATE SET spent = EXCLUDED.spent, reserved = EXCLUDED.reserved`, mandate, numeric(b.Spent), numeric(b.Reserved))
+		ON CONFLICT (mandate) DO UPDATE SET spent = EXCLUDED.spent, reserved = EXCLUDED.reserved`, mandate, Numeric(b.Spent), Numeric(b.Reserved))
 }
 
 const holdColumns = `receipt, payer, (amount * 1000000)::bigint, mandate, (reserved * 1000000)::bigint, funder, parent, children,
@@ -191,8 +191,8 @@ func (t *Tx) PutHold(h *holon.Hold) error {
 		ON CONFLICT (receipt) DO UPDATE SET payer = EXCLUDED.payer, amount = EXCLUDED.amount, mandate = EXCLUDED.mandate,
 			reserved = EXCLUDED.reserved, funder = EXCLUDED.funder, parent = EXCLUDED.parent, children = EXCLUDED.children,
 			downstream = EXCLUDED.downstream, sub_mandate = EXCLUDED.sub_mandate, started = EXCLUDED.started, gateway = EXCLUDED.gateway`,
-		h.Receipt, h.Payer, numeric(h.Amount), h.Mandate, numeric(h.Reserved), optText(h.Funder), optText(h.Parent), children,
-		numeric(h.Downstream), optText(h.SubMandate), ts(h.Started), t.s.id)
+		h.Receipt, h.Payer, Numeric(h.Amount), h.Mandate, Numeric(h.Reserved), optText(h.Funder), optText(h.Parent), children,
+		Numeric(h.Downstream), optText(h.SubMandate), ts(h.Started), t.s.id)
 }
 
 // Hold reads a call in flight.
@@ -281,7 +281,7 @@ func (t *Tx) PutApproval(a *holon.Approval) error {
 			capability = EXCLUDED.capability, input_hash = EXCLUDED.input_hash, max_cost = EXCLUDED.max_cost,
 			worst_case = EXCLUDED.worst_case, currency = EXCLUDED.currency, receipt = EXCLUDED.receipt, status = EXCLUDED.status,
 			created = EXCLUDED.created, expires = EXCLUDED.expires, decided = EXCLUDED.decided, run = EXCLUDED.run, input = EXCLUDED.input`,
-		a.ID, int64(seq), a.Mandate, a.Caller, a.Agent, optText(a.Capability), a.InputHash, optNumeric(a.MaxCost), numeric(a.WorstCase),
+		a.ID, int64(seq), a.Mandate, a.Caller, a.Agent, optText(a.Capability), a.InputHash, OptNumeric(a.MaxCost), Numeric(a.WorstCase),
 		a.Currency, a.Receipt, a.Status, ts(a.Created), ts(a.Expires), optTs(a.Decided), a.Run, input)
 }
 
@@ -401,7 +401,7 @@ func (t *Tx) AppendEvent(ev *holon.Event, succeeded bool) error {
 	ev.Seq = seq
 	if err := t.exec(`INSERT INTO call_events (seq, receipt, agent, status, error, duration_ms, billed, currency, delegated, time)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`, int64(seq), ev.Receipt, ev.Agent, ev.Status, optText(ev.Error),
-		ev.DurationMS, numeric(ev.Billed), ev.Currency, ev.Delegated, ts(ev.Time)); err != nil {
+		ev.DurationMS, Numeric(ev.Billed), ev.Currency, ev.Delegated, ts(ev.Time)); err != nil {
 		return err
 	}
 	ok := int64(0)
@@ -411,7 +411,7 @@ func (t *Tx) AppendEvent(ev *holon.Event, succeeded bool) error {
 	return t.exec(`INSERT INTO agent_records AS r (agent, runs, succeeded, billed, duration_ms) VALUES ($1, 1, $2, $3, $4)
 		ON CONFLICT (agent) DO UPDATE SET runs = r.runs + 1, succeeded = r.succeeded + EXCLUDED.succeeded,
 			billed = r.billed + EXCLUDED.billed, duration_ms = r.duration_ms + EXCLUDED.duration_ms`,
-		ev.Agent, ok, numeric(ev.Billed), ev.DurationMS)
+		ev.Agent, ok, Numeric(ev.Billed), ev.DurationMS)
 }
 
 // Events lists events before sequence number before (0: the newest),

@@ -192,7 +192,7 @@ func (t *Tx) AddHeld(account string, delta journal.Amount) error {
 		return fmt.Errorf("release %s on %s: only %s is held", -delta, account, a.Held)
 	}
 	return t.exec(`INSERT INTO accounts AS a (name, balance, held) VALUES ($1, 0, $2)
-		ON CONFLICT (name) DO UPDATE SET held = EXCLUDED.held`, account, numeric(held))
+		ON CONFLICT (name) DO UPDATE SET held = EXCLUDED.held`, account, Numeric(held))
 }
 
 // VerifyJournal checks the journal's rules and that the stored head is

@@ -167,15 +167,17 @@ func (t *Tx) putMeta(key, value string) error {
 // Amounts go to PostgreSQL as NUMERIC with six decimals and come back as
 // micro-units (column * 1000000)::bigint, never through a float.
 
-func numeric(a journal.Amount) pgtype.Numeric {
+// Numeric is an amount as PostgreSQL's numeric, in units with six decimals.
+func Numeric(a journal.Amount) pgtype.Numeric {
 	return pgtype.Numeric{Int: big.NewInt(int64(a)), Exp: -6, Valid: true}
 }
 
-func optNumeric(a *journal.Amount) pgtype.Numeric {
+// OptNumeric is Numeric of an optional amount, NULL when there is none.
+func OptNumeric(a *journal.Amount) pgtype.Numeric {
 	if a == nil {
 		return pgtype.Numeric{}
 	}
-	return numeric(*a)
+	return Numeric(*a)
 }
 
 func optAmount(n *int64) *journal.Amount {
