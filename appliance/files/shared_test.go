@@ -125,7 +125,9 @@ func TestShared_RemoveStrays(t *testing.T) {
 	}
 }
 
-func gatewayRead(l gateway.FileLink) ([]byte, error) { return gateway.ReadFile(context.Background(), l) }
+func gatewayRead(l gateway.FileLink) ([]byte, error) {
+	return gateway.ReadFile(context.Background(), l)
+}
 
 func hexSHA(b []byte) string {
 	s := sha256.Sum256(b)
