@@ -123,7 +123,8 @@ func (r *Report) WriteTo(w io.Writer) (int64, error) {
 //   - holds: a hold only for a running call and every running call has one;
 //     accounts hold, and budgets reserve, exactly what the holds say;
 //   - budgets: each mandate has spent what its receipts cost (the sum of
-//     their cost.total), and nothing without a budget has spent anything;
+//     their cost.total; for a call still running, what its children have
+//     settled so far), and nothing without a budget has spent anything;
 //   - approvals: each belongs to an existing receipt, a used one names the
 //     receipt it let through, only pending or granted ones keep input, and
 //     the index by mandate lists each one, and nothing else;
@@ -301,23 +302,29 @@ func (v *verifier) receipts() error {
 		seq, _ := holon.ReceiptSeq(r.ID)
 		v.maxReceipt = max(v.maxReceipt, seq)
 		v.byMandate[r.Mandate]++
-		v.spent[r.Mandate] += r.Cost.Total
 		if err := v.settlement(settle, r); err != nil {
 			return err
 		}
 		if err := v.tree(trees, r); err != nil {
 			return err
 		}
-		_, err := v.tx.Hold(r.ID)
+		h, err := v.tx.Hold(r.ID)
 		hasHold := err == nil
 		if err != nil && !errors.Is(err, holon.ErrNotFound) {
 			return err
 		}
+		// A call still running has spent, under its mandate, what its
+		// children settled so far (its hold's downstream); any other
+		// what its receipt cost in all.
 		if r.Status == holon.StatusRunning {
 			v.running++
 			if !hasHold {
 				holds.fail("receipt %s is running but has no hold", r.ID)
+			} else {
+				v.spent[r.Mandate] += h.Downstream
 			}
+		} else {
+			v.spent[r.Mandate] += r.Cost.Total
 		}
 		if r.Approval != nil {
 			if _, err := v.tx.Approval(*r.Approval); err != nil {

@@ -6,9 +6,10 @@ import (
 	"holon.dev/holon"
 )
 
-// budgets checks that each mandate's spent is the sum of the totals of its
-// receipts (a parent's total counts its same-payer children, which its
-// budget paid for), and that no receipt spent under a mandate without a
+// budgets checks that each mandate's spent is what the receipts pass
+// counted for it (v.spent: each receipt's cost.total, which counts its
+// same-payer children, whom its budget paid for; a running call's settled
+// children so far), and that nothing was spent under a mandate without a
 // budget.
 func (v *verifier) budgets() error {
 	c := v.c[CheckBudgets]
