@@ -31,6 +31,20 @@ type Tx struct {
 	// error PostgreSQL returned to this update, which leaves the
 	// transaction refusing statements until the update is undone.
 	fatal, failed error
+	// pending are the writes not sent yet: a write whose answer the
+	// update does not read waits here and goes with the next statement
+	// that must be answered (a read, or the update's end), in one round
+	// trip (pipelining). Their errors come with that statement's.
+	pending []queued
+	// sent reports whether any statement of this update reached the
+	// database.
+	sent bool
+}
+
+// queued is a statement waiting in pending.
+type queued struct {
+	sql  string
+	args []any
 }
 
 var _ holon.Tx = (*Tx)(nil)
@@ -74,17 +88,96 @@ func (t *Tx) writable() error {
 	return nil
 }
 
+// exec queues a write: it is sent with the next statement that must be
+// answered (flush). Its error, if PostgreSQL refuses it, is the error of
+// that statement and of the update.
 func (t *Tx) exec(sql string, args ...any) error {
 	if err := t.writable(); err != nil {
 		return err
 	}
-	_, err := t.tx.Exec(t.ctx, sql, args...)
-	return t.note(err)
+	if t.failed != nil || t.fatal != nil {
+		return t.err()
+	}
+	t.pending = append(t.pending, queued{sql, args})
+	return nil
 }
 
-// one reads one row into dst: holon.ErrNotFound when there is none.
+// err is the error that stopped this update.
+func (t *Tx) err() error {
+	if t.fatal != nil {
+		return t.fatal
+	}
+	return t.failed
+}
+
+// send sends the pending writes and then, if sql is not empty, one more
+// statement, in one round trip; it returns the batch's results positioned
+// at that statement (nil when there is none, or when a write failed:
+// its error is returned).
+func (t *Tx) send(sql string, args []any) (pgx.BatchResults, error) {
+	if t.failed != nil || t.fatal != nil {
+		t.pending = nil
+		return nil, t.err()
+	}
+	b := &pgx.Batch{}
+	for _, q := range t.pending {
+		b.Queue(q.sql, q.args...)
+	}
+	n := len(t.pending)
+	t.pending = t.pending[:0]
+	if sql != "" {
+		b.Queue(sql, args...)
+	}
+	if b.Len() == 0 {
+		return nil, nil
+	}
+	t.trip(b.Len())
+	br := t.tx.SendBatch(t.ctx, b)
+	for range n {
+		if _, err := br.Exec(); err != nil {
+			br.Close()
+			return nil, t.note(err)
+		}
+	}
+	if sql == "" {
+		return nil, t.note(br.Close())
+	}
+	return br, nil
+}
+
+// trip counts one round trip of this update, carrying n statements.
+func (t *Tx) trip(n int) {
+	t.sent = true
+	if !t.readOnly {
+		t.s.trips.Add(1)
+		t.s.stmts.Add(uint64(n))
+	}
+}
+
+// flush sends the pending writes.
+func (t *Tx) flush() error {
+	_, err := t.send("", nil)
+	return err
+}
+
+// one reads one row into dst: holon.ErrNotFound when there is none. The
+// pending writes go first, in the same round trip.
 func (t *Tx) one(sql string, args []any, dst ...any) error {
-	err := t.note(t.tx.QueryRow(t.ctx, sql, args...).Scan(dst...))
+	var err error
+	if len(t.pending) == 0 && t.failed == nil && t.fatal == nil {
+		t.trip(1)
+		err = t.tx.QueryRow(t.ctx, sql, args...).Scan(dst...)
+	} else {
+		var br pgx.BatchResults
+		if br, err = t.send(sql, args); err != nil {
+			return err
+		}
+		err = br.QueryRow().Scan(dst...)
+		if cerr := br.Close(); err == nil {
+			err = cerr
+		}
+	}
+	err = t.note(err)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return holon.ErrNotFound
 	}
@@ -92,11 +185,26 @@ func (t *Tx) one(sql string, args []any, dst ...any) error {
 }
 
 // all runs a query and calls scan for each row; the rows are read whole
-// before any later statement, as one connection runs one at a time.
+// before any later statement, as one connection runs one at a time. The
+// pending writes go first, in the same round trip.
 func (t *Tx) all(sql string, args []any, scan func(pgx.Rows) error) error {
-	rows, err := t.tx.Query(t.ctx, sql, args...)
-	if err != nil {
-		return t.note(err)
+	var rows pgx.Rows
+	var br pgx.BatchResults
+	if len(t.pending) == 0 && t.failed == nil && t.fatal == nil {
+		var err error
+		t.trip(1)
+		if rows, err = t.tx.Query(t.ctx, sql, args...); err != nil {
+			return t.note(err)
+		}
+	} else {
+		var err error
+		if br, err = t.send(sql, args); err != nil {
+			return err
+		}
+		defer br.Close()
+		if rows, err = br.Query(); err != nil {
+			return t.note(err)
+		}
 	}
 	defer rows.Close()
 	for rows.Next() {
@@ -104,6 +212,7 @@ func (t *Tx) all(sql string, args []any, scan func(pgx.Rows) error) error {
 			return err
 		}
 	}
+	rows.Close()
 	return t.note(rows.Err())
 }
 
