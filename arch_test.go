@@ -122,6 +122,7 @@ func TestImports_FlowOneWay(t *testing.T) {
 		"files":       {module, module + "/gateway", a + "web", a + "auth"},
 		"catalog":     {module, module + "/journal", module + "/gateway", module + "/gateway/contract", a + "web", a + "auth", a + "ratelimit", a + "files"},
 		"clientmeta":  {module + "/gateway/remote"},
+		"oauth":       {module, a + "web", a + "auth", a + "token", a + "ratelimit", a + "clientmeta"},
 		"ops":         {module, a + "token", a + "web"},
 		"wire":        {module, module + "/journal", module + "/gateway", module + "/gateway/contract"},
 		"mcpserver":   {module, module + "/journal", module + "/gateway", module + "/gateway/contract", a + "web", a + "auth", a + "token", a + "wire"},

@@ -11,7 +11,6 @@ import (
 
 	"holon.dev/holon"
 	"holon.dev/holon/appliance/auth"
-	"holon.dev/holon/appliance/clientmeta"
 	"holon.dev/holon/appliance/files"
 	"holon.dev/holon/appliance/token"
 	"holon.dev/holon/appliance/web"
@@ -44,14 +43,12 @@ type hosted struct {
 	// GitHub app is configured.
 	github *githubClient
 	// publicURL is HOLON_PUBLIC_URL without a trailing slash: the base of
-	// sign-in redirects and the OAuth issuer (oauth.go).
+	// sign-in redirects and the OAuth issuer (appliance/oauth).
 	publicURL string
 	hooks     *publishHooks
 	vault     *vault
 	webhook   *remote.WebhookRunner
 	guard     remote.NetGuard
-	// clientDocs fetches OAuth clients' metadata documents (oauth_cimd.go).
-	clientDocs *clientmeta.Fetcher
 
 	// list stores and lists a version that passed publishing's rules
 	// (App.listVersion).

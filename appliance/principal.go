@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strings"
 
 	"holon.dev/holon"
 	"holon.dev/holon/appliance/auth"
@@ -67,15 +66,6 @@ func (h *hosted) keyPrincipal(hash, kind, prefix string) (*auth.Principal, error
 		return nil, holon.Errorf(web.CodeInvalidKey, "key %s… expired at %s: sign in again for a new one", rec.Prefix, rec.Expires.UTC().Format("2006-01-02T15:04:05Z"))
 	}
 	return &auth.Principal{Kind: kind, Account: rec.Account, Mandate: rec.Mandate, Key: &rec}, nil
-}
-
-// verifyAccessToken is the OAuth access tokens' verifier (oauth_token.go).
-func (a *api) verifyAccessToken(r *http.Request, credential string) (*auth.Principal, bool, error) {
-	if !strings.HasPrefix(credential, oauthAccessMarker) {
-		return nil, false, nil
-	}
-	p, err := a.tokenPrincipal(r, credential)
-	return p, true, err
 }
 
 // keyLive reports whether a key, by its hash, still authenticates, as the

@@ -18,7 +18,6 @@ import (
 
 	"holon.dev/holon"
 	"holon.dev/holon/appliance/auth"
-	"holon.dev/holon/appliance/clientmeta"
 	"holon.dev/holon/appliance/web"
 	"holon.dev/holon/appliance/wire"
 	"holon.dev/holon/gateway"
@@ -90,7 +89,6 @@ func (a *App) initPublishing(h *hosted) {
 	h.hooks, h.vault, h.webhook = a.hooks, a.vault, a.webhook
 	h.list = a.listVersion
 	h.guard = remote.NetGuard{AllowPrivate: a.cfg.AllowPrivateEndpoints, Resolver: a.cfg.Resolver}
-	h.clientDocs = clientmeta.New(&h.guard, clientmeta.Options{RootCAs: a.cfg.RemoteRootCAs, Now: h.now})
 	if !a.cfg.GitHubSignIn() {
 		return
 	}

@@ -20,6 +20,7 @@ import (
 
 	"holon.dev/holon"
 	"holon.dev/holon/appliance/auth"
+	"holon.dev/holon/appliance/oauth"
 	"holon.dev/holon/appliance/token"
 	"holon.dev/holon/appliance/web"
 	"holon.dev/holon/appliance/wire"
@@ -386,21 +387,8 @@ func claimAccount(tx holon.Tx, acct *account, login string, now time.Time) error
 	if err != nil {
 		return err
 	}
-	var codes []string
-	err = tx.ForEach(holon.BucketOAuth, "code/", func(k string, raw json.RawMessage) (bool, error) {
-		var c oauthCode
-		if err := json.Unmarshal(raw, &c); err == nil && c.Account == acct.Handle && c.Used == nil {
-			codes = append(codes, k)
-		}
-		return true, nil
-	})
-	if err != nil {
+	if err := oauth.DropPendingCodes(tx, acct.Handle); err != nil {
 		return err
-	}
-	for _, k := range codes {
-		if err := tx.Delete(holon.BucketOAuth, k); err != nil {
-			return err
-		}
 	}
 	acct.Claimed = &wire.Claim{At: now, GitHub: login, KeysRevoked: revoked}
 	_, err = tx.Append(holon.BucketModLog, modEntry{Time: now, Actor: "github:" + login, Action: actionClaim, Target: acct.Handle,

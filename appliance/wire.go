@@ -203,6 +203,9 @@ func (a *App) mount() {
 	a.api.publicURL = strings.TrimRight(a.cfg.PublicURL, "/")
 	a.listings.Mount(a.api.mount, a.hosted != nil)
 	a.files.Mount(a.api.mount, a.engine)
+	if a.hosted != nil {
+		a.openOAuth().Mount(a.api.mount)
+	}
 	a.served = a.metrics.Instrument(a.api, ops.Exposure{Hosted: a.cfg.Hosted, AdminKey: a.cfg.AdminKey,
 		CheckHost: func(r *http.Request) error { return checkHost(r, a.cfg.PublicURL) }, Log: a.cfg.Logger})
 }
