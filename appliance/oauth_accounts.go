@@ -19,7 +19,7 @@ func (a *App) openOAuth() *oauth.Server {
 	return oauth.New(oauth.Config{
 		Store: h.store, Accounts: oauthAccounts{h},
 		Documents: clientmeta.New(&h.guard, clientmeta.Options{RootCAs: a.cfg.RemoteRootCAs, Now: h.now}),
-		Log:       a.log, Now: h.now, Rand: h.rand, PublicURL: h.publicURL,
+		Log:       a.log, Now: h.now, Rand: h.rand, Origin: a.api.origin,
 		Registrations: h.limits.signup, TrustProxy: h.limits.trustProxy,
 	})
 }

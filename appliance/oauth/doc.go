@@ -22,7 +22,7 @@
 // account, ends every token of it at its next request. Codes and tokens
 // are stored as SHA-256 hashes only (holon.BucketOAuth), like keys.
 //
-// It may import the domain (holon), web, auth, token, ratelimit and
-// clientmeta; no other room. Accounts and keys it reaches through the
+// It may import the domain (holon), web, auth, token, ratelimit,
+// clientmeta and origin; no other room. Accounts and keys it reaches through the
 // Accounts interface it is given, inside its own transactions.
 package oauth

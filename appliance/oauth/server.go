@@ -6,13 +6,13 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/julienschmidt/httprouter"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
 	"holon.dev/holon/appliance/auth"
 	"holon.dev/holon/appliance/clientmeta"
+	"holon.dev/holon/appliance/origin"
 	"holon.dev/holon/appliance/ratelimit"
 	"holon.dev/holon/appliance/token"
 	"holon.dev/holon/appliance/web"
@@ -52,8 +52,8 @@ type Server struct {
 	log      *slog.Logger
 	now      func() time.Time
 	rand     io.Reader
-	// publicURL is HOLON_PUBLIC_URL without a trailing slash: the issuer.
-	publicURL     string
+	// origin is the gateway's origin rule: the issuer is its Base.
+	origin        *origin.Rule
 	registrations ratelimit.Limiter
 	trustProxy    bool
 }
@@ -70,9 +70,10 @@ type Config struct {
 	Log       *slog.Logger
 	Now       func() time.Time
 	Rand      io.Reader
-	// PublicURL is the gateway's public origin (HOLON_PUBLIC_URL), the
-	// issuer; empty: the origin each request reached (development).
-	PublicURL string
+	// Origin is the gateway's origin rule: the issuer is the public URL,
+	// or (a development gateway without one) the origin each request
+	// reached.
+	Origin *origin.Rule
 	// Registrations limits client registrations per client address (the
 	// signups' limit: both are anonymous writes); TrustProxy says whether
 	// that address is read from X-Forwarded-For.
@@ -83,7 +84,7 @@ type Config struct {
 // New returns the authorization server of cfg.
 func New(cfg Config) *Server {
 	return &Server{store: cfg.Store, accounts: cfg.Accounts, docs: cfg.Documents, log: cfg.Log, now: cfg.Now, rand: cfg.Rand,
-		publicURL: strings.TrimRight(cfg.PublicURL, "/"), registrations: cfg.Registrations, trustProxy: cfg.TrustProxy}
+		origin: cfg.Origin, registrations: cfg.Registrations, trustProxy: cfg.TrustProxy}
 }
 
 // drawSecret draws a code or token: its marker and 32 random bytes.
@@ -120,16 +121,7 @@ func (s *Server) Mount(m *auth.Mount) {
 
 // issuer is the gateway's public origin: HOLON_PUBLIC_URL, or (a
 // development gateway without one) the origin the request reached.
-func (s *Server) issuer(r *http.Request) string {
-	if s.publicURL != "" {
-		return s.publicURL
-	}
-	scheme := "http"
-	if r.TLS != nil || r.Header.Get("X-Forwarded-Proto") == "https" {
-		scheme = "https"
-	}
-	return scheme + "://" + r.Host
-}
+func (s *Server) issuer(r *http.Request) string { return s.origin.Base(r) }
 
 // resource is the protected resource of RFC 8707 that tokens are bound
 // to: the /mcp endpoint.
