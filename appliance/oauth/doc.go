@@ -15,7 +15,7 @@
 // the token endpoint.
 //
 // The human's consent makes an agent key bound to the mandate they chose
-// (through Accounts), listed in the console like any key. Access tokens
+// (through the accounts' repository), listed in the console like any key. Access tokens
 // act as that key, for /mcp only, until they expire; refresh tokens
 // rotate on use, and a used refresh token presented again revokes the
 // key, so the whole family stops. Revoking the key, or disabling the
@@ -23,6 +23,6 @@
 // are stored as SHA-256 hashes only (holon.BucketOAuth), like keys.
 //
 // It may import the domain (holon), web, auth, token, ratelimit,
-// clientmeta and origin; no other room. Accounts and keys it reaches through the
-// Accounts interface it is given, inside its own transactions.
+// clientmeta, origin and accounts (the repository of accounts and keys,
+// which it calls inside its own transactions); no other room.
 package oauth

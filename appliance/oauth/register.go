@@ -15,6 +15,7 @@ import (
 	"github.com/julienschmidt/httprouter"
 
 	"holon.dev/holon"
+	"holon.dev/holon/appliance/accounts"
 	"holon.dev/holon/appliance/clientmeta"
 	"holon.dev/holon/appliance/web"
 )
@@ -69,30 +70,23 @@ func (s *Server) registerClient(w http.ResponseWriter, r *http.Request, _ httpro
 		return
 	}
 	c.Created = s.now().UTC()
-	for attempt := 0; ; attempt++ {
+	err = accounts.DrawUpdate(r.Context(), s.store, func(tx holon.Tx) error {
 		id, err := s.drawSecret("hoc_")
 		if err != nil {
-			s.writeError(w, r, err)
-			return
+			return err
 		}
 		c.ID = id[:4+16] // a client id is public: 80 random bits name it
-		err = s.store.Update(r.Context(), func(tx holon.Tx) error {
-			var old client
-			if err := tx.Get(holon.BucketOAuth, clientKey(c.ID), &old); err == nil {
-				return errIDCollision
-			} else if !errors.Is(err, holon.ErrNotFound) {
-				return err
-			}
-			return tx.Put(holon.BucketOAuth, clientKey(c.ID), c)
-		})
-		if errors.Is(err, errIDCollision) && attempt < 3 {
-			continue
+		var old client
+		if err := tx.Get(holon.BucketOAuth, clientKey(c.ID), &old); err == nil {
+			return accounts.ErrCollision
+		} else if !errors.Is(err, holon.ErrNotFound) {
+			return err
 		}
-		if err != nil {
-			s.writeError(w, r, err)
-			return
-		}
-		break
+		return tx.Put(holon.BucketOAuth, clientKey(c.ID), c)
+	})
+	if err != nil {
+		s.writeError(w, r, err)
+		return
 	}
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("Access-Control-Allow-Origin", "*")
@@ -102,10 +96,6 @@ func (s *Server) registerClient(w http.ResponseWriter, r *http.Request, _ httpro
 		TokenEndpointAuthMethod: "none", Scope: req.Scope,
 	})
 }
-
-// errIDCollision asks for another draw: an id or key already taken, so
-// rare it is a retry, not an error.
-var errIDCollision = errors.New("id collision")
 
 // newClient checks a registration request and builds the client.
 func newClient(req registrationRequest) (*client, error) {

@@ -10,6 +10,8 @@ import (
 
 	"github.com/julienschmidt/httprouter"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
+	"holon.dev/holon"
+	"holon.dev/holon/appliance/accounts"
 	"holon.dev/holon/appliance/auth"
 	"holon.dev/holon/appliance/clientmeta"
 	"holon.dev/holon/appliance/origin"
@@ -46,8 +48,8 @@ const (
 
 // Server is a hosted gateway's authorization server for /mcp.
 type Server struct {
-	store    Store
-	accounts Accounts
+	store    holon.Store
+	accounts *accounts.Repo
 	docs     *clientmeta.Fetcher
 	log      *slog.Logger
 	now      func() time.Time
@@ -60,10 +62,11 @@ type Server struct {
 
 // Config is what a Server is built with.
 type Config struct {
-	// Store holds the server's records; Accounts mints and looks up the
-	// keys its grants make.
-	Store    Store
-	Accounts Accounts
+	// Store is the gateway's store: the server's records are its bucket
+	// holon.BucketOAuth, written in the same transactions as the keys its
+	// grants make through Accounts (the accounts' repository).
+	Store    holon.Store
+	Accounts *accounts.Repo
 	// Documents fetches the metadata documents of clients whose
 	// client_id is an https URL.
 	Documents *clientmeta.Fetcher

@@ -1,56 +1,12 @@
 package oauth
 
 import (
-	"context"
 	"encoding/json"
 	"time"
 
 	"holon.dev/holon"
-	"holon.dev/holon/appliance/auth"
 	"holon.dev/holon/appliance/token"
 )
-
-// Store is where the server keeps its records: transactions of the
-// gateway's store, whose bucket holon.BucketOAuth is the server's own.
-// Accounts works inside the same transactions, so that a code's trade,
-// the key it makes and the tokens it issues commit together.
-type Store interface {
-	// View runs fn in a read-only transaction.
-	View(fn func(tx holon.Tx) error) error
-	// Update runs fn in a read-write transaction, committed when fn
-	// returns nil.
-	Update(ctx context.Context, fn func(tx holon.Tx) error) error
-}
-
-// Accounts is what the server needs of the accounts and their keys. The
-// methods that take a transaction run inside the server's.
-type Accounts interface {
-	// Account is what the server reads of an account: whether it is
-	// disabled, and its root mandates (holon.ErrNotFound: no such account).
-	Account(tx holon.Tx, handle string) (*Holder, error)
-	// MintKey makes a new agent key of handle under mandate, for the
-	// client named client (ask: its approvals are asked in the client).
-	// An account that holds the most live keys it may is refused with an
-	// *Error (invalid_grant) saying so.
-	MintKey(tx holon.Tx, handle, mandate, client string, ask bool) (*auth.Key, error)
-	// Key reads a key record by its hash.
-	Key(tx holon.Tx, hash string) (*auth.Key, error)
-	// PutKey stores a changed key record (its expiry).
-	PutKey(tx holon.Tx, k *auth.Key) error
-	// RevokeKey revokes a key by its hash at now, if it is not already.
-	RevokeKey(tx holon.Tx, hash string, now time.Time) error
-	// Principal is the principal of an agent key by its hash, or a coded
-	// error (web.CodeInvalidKey) when the key no longer authenticates.
-	Principal(hash, prefix string) (*auth.Principal, error)
-}
-
-// Holder is what the server reads of an account.
-type Holder struct {
-	// Disabled is set when the operator disabled the account.
-	Disabled bool
-	// Mandates are the account's root mandates.
-	Mandates []string
-}
 
 // client is a registered client ("client/<id>"). Its name is what it
 // says it is: nobody checked it.

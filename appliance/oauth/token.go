@@ -19,6 +19,7 @@ import (
 	"github.com/julienschmidt/httprouter"
 
 	"holon.dev/holon"
+	"holon.dev/holon/appliance/accounts"
 	"holon.dev/holon/appliance/auth"
 	"holon.dev/holon/appliance/clientmeta"
 	"holon.dev/holon/appliance/token"
@@ -130,7 +131,7 @@ func (s *Server) exchangeCode(r *http.Request, c *client, secret, verifier, redi
 	}
 	var ans *tokenAnswer
 	var revoked *errRevokedFamily
-	err := s.store.Update(r.Context(), func(tx holon.Tx) error {
+	err := accounts.DrawUpdate(r.Context(), s.store, func(tx holon.Tx) error {
 		ans, revoked = nil, nil
 		var rec code
 		ck := secretKey("code", secret)
@@ -145,7 +146,7 @@ func (s *Server) exchangeCode(r *http.Request, c *client, secret, verifier, redi
 			return Errorf("invalid_grant", "the code was issued to another client")
 		case rec.Used != nil:
 			if rec.KeyHash != "" {
-				if err := s.accounts.RevokeKey(tx, rec.KeyHash, now); err != nil {
+				if err := accounts.RevokeKeyByHash(tx, rec.KeyHash, now); err != nil {
 					return err
 				}
 			}
@@ -158,19 +159,29 @@ func (s *Server) exchangeCode(r *http.Request, c *client, secret, verifier, redi
 		case subtle.ConstantTimeCompare([]byte(s256(verifier)), []byte(rec.Challenge)) != 1:
 			return Errorf("invalid_grant", "code_verifier does not match the code_challenge of the authorization request")
 		}
-		acct, err := s.accounts.Account(tx, rec.Account)
+		acct, err := accounts.Get(tx, rec.Account)
 		if err != nil {
 			return err
 		}
-		if acct.Disabled {
+		if acct.Disabled != nil {
 			return Errorf("invalid_grant", "the account %s is disabled", rec.Account)
 		}
-		if !slices.Contains(acct.Mandates, rec.Mandate) {
+		if !acct.HasMandate(rec.Mandate) {
 			return Errorf("invalid_grant", "the mandate %s is gone", rec.Mandate)
 		}
-		// The key is used only through its tokens.
-		key, err := s.accounts.MintKey(tx, rec.Account, rec.Mandate, rec.ClientName, rec.Ask)
+		if full, err := accounts.KeysFull(tx, rec.Account, now); err != nil {
+			return err
+		} else if full {
+			return Errorf("invalid_grant", "the account holds %d live keys, the most it may: revoke one in the console and authorize again", accounts.MaxKeys)
+		}
+		// The key's own secret is drawn and dropped: the key is used
+		// only through its tokens.
+		_, key, err := s.accounts.DrawKey(token.KindAgent, rec.Account, rec.Mandate, rec.Ask)
 		if err != nil {
+			return err
+		}
+		key.Client = rec.ClientName
+		if err := accounts.PutKey(tx, key); err != nil {
 			return err
 		}
 		rec.Used, rec.KeyHash = &now, key.Hash
@@ -212,7 +223,7 @@ func (s *Server) refresh(r *http.Request, c *client, secret string) (*tokenAnswe
 		case rec.Client != c.ID:
 			return Errorf("invalid_grant", "the refresh token was issued to another client")
 		case rec.Used != nil:
-			if err := s.accounts.RevokeKey(tx, rec.KeyHash, now); err != nil {
+			if err := accounts.RevokeKeyByHash(tx, rec.KeyHash, now); err != nil {
 				return err
 			}
 			revoked = &errRevokedFamily{Errorf("invalid_grant", "the refresh token was used already: every token of this connection is revoked; authorize again")}
@@ -220,18 +231,18 @@ func (s *Server) refresh(r *http.Request, c *client, secret string) (*tokenAnswe
 		case !now.Before(rec.Expires):
 			return Errorf("invalid_grant", "the refresh token expired: authorize again")
 		}
-		key, err := s.accounts.Key(tx, rec.KeyHash)
+		key, err := accounts.KeyByHash(tx, rec.KeyHash)
 		if err != nil {
 			return err
 		}
-		acct, err := s.accounts.Account(tx, key.Account)
+		acct, err := accounts.Get(tx, key.Account)
 		if err != nil {
 			return err
 		}
 		switch {
 		case key.Revoked != nil:
 			return Errorf("invalid_grant", "the connection (key %s…) was revoked: authorize again", key.Prefix)
-		case acct.Disabled:
+		case acct.Disabled != nil:
 			return Errorf("invalid_grant", "the account %s is disabled", key.Account)
 		}
 		rec.Used = &now
@@ -263,7 +274,7 @@ func (s *Server) issueTokens(tx holon.Tx, key *auth.Key, client, resource, scope
 	// counting against the account's live keys.
 	exp := now.Add(refreshTTL)
 	key.Expires = &exp
-	if err := s.accounts.PutKey(tx, key); err != nil {
+	if err := accounts.UpdateKey(tx, key); err != nil {
 		return nil, err
 	}
 	accessToken, err := s.drawSecret(accessMarker)
@@ -307,7 +318,7 @@ func (s *Server) tokenPrincipal(r *http.Request, bearer string) (*auth.Principal
 	case rec.Resource != s.resource(r):
 		return nil, holon.Errorf(web.CodeInvalidKey, "the access bearer was issued for %s, not for %s", rec.Resource, s.resource(r))
 	}
-	return s.accounts.Principal(rec.KeyHash, rec.Prefix)
+	return s.accounts.KeyPrincipal(rec.KeyHash, token.KindAgent, rec.Prefix)
 }
 
 // pruneOAuth deletes the expired codes and tokens of one 256th of the
