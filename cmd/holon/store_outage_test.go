@@ -20,11 +20,13 @@ import (
 // outageLoad is calls sent without pause to one gateway, and what each
 // was answered.
 type outageLoad struct {
-	api  string
-	mu   sync.Mutex
-	ok   map[string]bool // receipts answered 200
-	n503 atomic.Int64
-	bad  []string // answers neither 200 nor 503 store_unavailable
+	api string
+	// paused holds the workers back while set.
+	paused atomic.Bool
+	mu     sync.Mutex
+	ok     map[string]bool // receipts answered 200
+	n503   atomic.Int64
+	bad    []string // answers neither 200 nor 503 store_unavailable
 }
 
 func (l *outageLoad) run(t *testing.T, ctx context.Context, workers int) *sync.WaitGroup {
@@ -34,6 +36,10 @@ func (l *outageLoad) run(t *testing.T, ctx context.Context, workers int) *sync.W
 		go func() {
 			defer wg.Done()
 			for i := 0; ctx.Err() == nil; i++ {
+				if l.paused.Load() {
+					time.Sleep(5 * time.Millisecond)
+					continue
+				}
 				code, out := postCallTo(t, l.api, "ops/test", "ops-test/slow", map[string]any{"ms": i % 20, "word": fmt.Sprintf("w%d-%d", w, i)})
 				if l.took(code, out) == http.StatusServiceUnavailable {
 					time.Sleep(10 * time.Millisecond)
@@ -79,25 +85,46 @@ func TestServe_PostgresDown_Answers503AndRecovers(t *testing.T) {
 	rs := startServe(t, map[string]string{"HOLON_REGISTRY": registry}, "--addr", "127.0.0.1:0",
 		"--db", filepath.Join(t.TempDir(), "holon.db"), "--mandates", mandates, "--store", url)
 	api := rs.addrs["api"]
+	s, err := pg.Open(context.Background(), url, holon.StoreOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	holds := func() []*holon.Hold { return heldIn(t, s) }
 	l := &outageLoad{api: api, ok: map[string]bool{}}
 	ctx, stop := context.WithCancel(context.Background())
 	wg := l.run(t, ctx, 6)
 
 	// outage keeps PostgreSQL down for down, a call of long ms running
-	// across it, and returns that call's answer.
+	// across it, and returns that call's answer and receipt.
 	type answer struct {
 		code int
 		out  map[string]any
+		id   string
 	}
 	outage := func(long, down time.Duration) answer {
 		time.Sleep(time.Second)
+		// The long call alone in flight, to know its receipt.
+		l.paused.Store(true)
+		for deadline := time.Now().Add(10 * time.Second); len(holds()) > 0; time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal("the calls in flight did not end")
+			}
+		}
 		longDone := make(chan answer, 1)
 		go func() {
 			sent := time.Now()
 			code, out := postCallTo(t, api, "ops/test", "ops-test/slow", map[string]any{"ms": long.Milliseconds(), "word": "across"})
 			t.Logf("the call across the outage: %d after %v", code, time.Since(sent).Round(time.Millisecond))
-			longDone <- answer{code, out}
+			longDone <- answer{code: code, out: out}
 		}()
+		var hs []*holon.Hold
+		for deadline := time.Now().Add(10 * time.Second); len(hs) == 0; time.Sleep(5 * time.Millisecond) {
+			if hs = holds(); time.Now().After(deadline) {
+				t.Fatal("the long call did not start")
+			}
+		}
+		l.paused.Store(false)
 		time.Sleep(200 * time.Millisecond)
 		if err := srv.Crash(); err != nil {
 			t.Fatal(err)
@@ -122,25 +149,25 @@ func TestServe_PostgresDown_Answers503AndRecovers(t *testing.T) {
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
-		return <-longDone
+		a := <-longDone
+		a.id = hs[0].Receipt
+		return a
 	}
 
 	// Back within the settlement's wait: the call across it settles.
-	a := outage(time.Second, 2*time.Second)
+	a := outage(1500*time.Millisecond, time.Second)
 	if a.code != http.StatusOK {
-		t.Errorf("a call running while PostgreSQL was down 2s: %d %v, want 200 once it was back", a.code, a.out)
+		t.Errorf("a call running while PostgreSQL was down 1s: %d %v, want 200 once it was back", a.code, a.out)
 	} else {
 		l.took(a.code, a.out)
 	}
 	// Away longer: the call is answered 503, naming its receipt.
 	b := outage(time.Second, 8*time.Second)
-	var cut string
+	cut := b.id
 	if e, _ := b.out["error"].(map[string]any); b.code != http.StatusServiceUnavailable || e == nil || e["code"] != holon.CodeStoreUnavailable {
 		t.Errorf("a call running while PostgreSQL was down 8s: %d %v, want 503 store_unavailable", b.code, b.out)
-	} else if msg, _ := e["message"].(string); !strings.Contains(msg, "receipt r") {
-		t.Errorf("the 503 of a call that ran does not name its receipt: %q", msg)
-	} else {
-		cut = "r" + strings.Fields(strings.SplitN(msg, "receipt r", 2)[1])[0]
+	} else if msg, _ := e["message"].(string); !strings.Contains(msg, "receipt "+cut+" ") {
+		t.Errorf("the 503 of a call that ran does not name its receipt %s: %q", cut, msg)
 	}
 	time.Sleep(500 * time.Millisecond)
 	stop()
@@ -154,11 +181,6 @@ func TestServe_PostgresDown_Answers503AndRecovers(t *testing.T) {
 	time.Sleep(1500 * time.Millisecond)
 	rs.stop(t)
 
-	s, err := pg.Open(context.Background(), url, holon.StoreOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if len(l.bad) > 0 {
@@ -236,10 +258,7 @@ func TestServe_LapsedLease_CallClosedByAnotherIsAnsweredAsClosed(t *testing.T) {
 	defer s.Close()
 	var held []*holon.Hold
 	for deadline := time.Now().Add(10 * time.Second); len(held) == 0; time.Sleep(10 * time.Millisecond) {
-		if err := s.View(func(tx holon.Tx) (err error) { held, err = tx.Holds(); return err }); err != nil {
-			t.Fatal(err)
-		}
-		if time.Now().After(deadline) {
+		if held = heldIn(t, s); time.Now().After(deadline) {
 			t.Fatal("the call never started")
 		}
 	}
