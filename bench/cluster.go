@@ -125,7 +125,7 @@ func (b *bench) cluster(ctx context.Context) ([]*Result, error) {
 	} else {
 		ratio := rate1 / b.pgRate
 		one.Measured += fmt.Sprintf("; row [2] %s calls/s: %.2f×", thousands(int64(b.pgRate)), ratio)
-		one.judge(ratio >= targetOneOnPG, "the store's writer sends each of a call's store reads and writes as its own statement, one after the other inside its group's transaction (about 40 round trips a call, and a savepoint per update), where row [2] sends one prepared function per call on 64 connections at once")
+		one.judge(ratio >= targetOneOnPG, "one writer at a time (the journal's one chain) waits for each of a call's reads in turn (its writes ride with them, pipelined: the round trips per update above), so the cluster's rate is bound by a round trip's latency, which a loaded machine stretches; row [2] sends one prepared function per call on 64 connections at once, and keeps no chain, holds, counters or event log")
 	}
 	lr3, _, checked3, err := measure(gws)
 	if err != nil {

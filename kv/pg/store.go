@@ -304,6 +304,7 @@ func (s *Store) try(group *[]*update, fill bool) (errs []error, retry bool, err 
 	}
 	defer ptx.Rollback(ctx)
 	errs = make([]error, len(batch))
+	seen := newCache()
 	for i, u := range batch {
 		if err := u.ctx.Err(); err != nil {
 			errs[i] = err
@@ -312,11 +313,12 @@ func (s *Store) try(group *[]*update, fill bool) (errs []error, retry bool, err 
 		// The savepoint goes with the update's first statement, and its
 		// release with the writes left at its end: an update costs the
 		// round trips of its reads, plus one.
-		tx := &Tx{s: s, ctx: ctx, tx: ptx, pending: []queued{{sql: `SAVEPOINT u`}}}
+		tx := &Tx{s: s, ctx: ctx, tx: ptx, pending: []queued{{sql: `SAVEPOINT u`}}, g: seen, u: newCache()}
 		ferr := call(u.fn, tx)
 		if ferr == nil && tx.err() == nil {
 			tx.pending = append(tx.pending, queued{sql: `RELEASE SAVEPOINT u`})
 			if tx.flush() == nil {
+				seen.merge(tx.u)
 				continue
 			}
 		}

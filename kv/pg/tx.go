@@ -39,6 +39,9 @@ type Tx struct {
 	// sent reports whether any statement of this update reached the
 	// database.
 	sent bool
+	// g and u are the group's cache and this update's changes to it
+	// (cache.go); nil outside the writer.
+	g, u *cache
 }
 
 // queued is a statement waiting in pending.
@@ -224,28 +227,50 @@ func (t *Tx) nextSeq(bucket string) (uint64, error) {
 	if err := t.writable(); err != nil {
 		return 0, err
 	}
+	if v, ok := t.cachedSeq(bucket); ok {
+		t.u.seq[bucket] = v + 1
+		return v + 1, t.exec(`INSERT INTO sequences (bucket, value) VALUES ($1, $2)
+			ON CONFLICT (bucket) DO UPDATE SET value = EXCLUDED.value`, bucket, int64(v+1))
+	}
 	var n int64
 	err := t.one(`INSERT INTO sequences AS s (bucket, value) VALUES ($1, 1)
 		ON CONFLICT (bucket) DO UPDATE SET value = s.value + 1 RETURNING value::bigint`, []any{bucket}, &n)
+	if err == nil && t.u != nil {
+		t.u.seq[bucket] = uint64(n)
+	}
 	return uint64(n), err
 }
 
 // sequence reads a bucket's sequence: the last id handed out.
 func (t *Tx) sequence(bucket string) uint64 {
+	if v, ok := t.cachedSeq(bucket); ok {
+		return v
+	}
 	var n int64
-	if err := t.one(`SELECT value::bigint FROM sequences WHERE bucket = $1`, []any{bucket}, &n); err != nil {
+	err := t.one(`SELECT value::bigint FROM sequences WHERE bucket = $1`, []any{bucket}, &n)
+	if err != nil && !errors.Is(err, holon.ErrNotFound) {
 		return 0
+	}
+	if t.u != nil {
+		t.u.seq[bucket] = uint64(n)
 	}
 	return uint64(n)
 }
 
 // Counter reads a counter (0 when never moved).
 func (t *Tx) Counter(name string) uint64 {
-	var v string
-	if err := t.one(`SELECT value::text FROM counters WHERE name = $1`, []any{name}, &v); err != nil {
+	if v, ok := t.cachedCounter(name); ok {
+		return v
+	}
+	v := "0"
+	err := t.one(`SELECT value::text FROM counters WHERE name = $1`, []any{name}, &v)
+	if err != nil && !errors.Is(err, holon.ErrNotFound) {
 		return 0
 	}
 	n, _ := strconv.ParseUint(v, 10, 64)
+	if t.u != nil {
+		t.u.ctr[name] = n
+	}
 	return n
 }
 
@@ -257,20 +282,43 @@ func (t *Tx) AddCounter(name string, delta int64) (uint64, error) {
 	}
 	err := t.exec(`INSERT INTO counters AS c (name, value) VALUES ($1, $2)
 		ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value`, name, strconv.FormatInt(n, 10))
+	if err == nil && t.u != nil {
+		t.u.ctr[name] = uint64(n)
+	}
 	return uint64(n), err
 }
 
 // meta reads a metadata value ("" and false when absent).
 func (t *Tx) meta(key string) (string, bool) {
+	if v, ok := t.cachedMeta(key); ok {
+		if v == nil {
+			return "", false
+		}
+		return *v, true
+	}
 	var v string
-	if err := t.one(`SELECT value FROM meta WHERE key = $1`, []any{key}, &v); err != nil {
+	err := t.one(`SELECT value FROM meta WHERE key = $1`, []any{key}, &v)
+	switch {
+	case errors.Is(err, holon.ErrNotFound):
+		if t.u != nil {
+			t.u.meta[key] = nil
+		}
 		return "", false
+	case err != nil:
+		return "", false
+	}
+	if t.u != nil {
+		t.u.meta[key] = &v
 	}
 	return v, true
 }
 
 func (t *Tx) putMeta(key, value string) error {
-	return t.exec(`INSERT INTO meta (key, value) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value`, key, value)
+	err := t.exec(`INSERT INTO meta (key, value) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value`, key, value)
+	if err == nil && t.u != nil {
+		t.u.meta[key] = &value
+	}
+	return err
 }
 
 // Amounts go to PostgreSQL as NUMERIC with six decimals and come back as
