@@ -42,8 +42,8 @@ type Store struct {
 	// trips counts the round trips of the writer's updates (trips.go).
 	trips atomic.Uint64
 	// stmts counts their statements, savepoints included.
-	stmts atomic.Uint64
-	maxBatch                  atomic.Int64
+	stmts    atomic.Uint64
+	maxBatch atomic.Int64
 
 	// The gateway's lease (lease.go).
 	id                   string
