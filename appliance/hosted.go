@@ -54,7 +54,7 @@ type hosted struct {
 func newHosted(cfg Config, store holon.Store, engine *gateway.Engine, log *slog.Logger, now func() time.Time, rand io.Reader, authors map[string]bool, shipped []string) *hosted {
 	h := &hosted{
 		store: store, engine: engine, log: log, now: now, rand: rand,
-		limits: newLimiters(cfg.Limits, cfg.TrustProxy != nil && *cfg.TrustProxy, now),
+		limits: newLimiters(cfg.Limits, cfg.TrustProxy != nil && *cfg.TrustProxy, now, store),
 		accounts: accounts.New(accounts.Config{Store: store, Engine: engine, Now: now, Rand: rand,
 			Authors: authors, Shipped: shipped, FX: cfg.PlatformFX}),
 		// The OAuth issuer.

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"holon.dev/holon"
 	"holon.dev/holon/appliance/accounts"
 	"holon.dev/holon/appliance/agents"
 	"holon.dev/holon/appliance/catalog"
@@ -218,11 +219,19 @@ func (a *App) mount() {
 func (a *App) startWorkers(ctx context.Context) {
 	a.workers = newWorkers(ctx)
 	a.listings.QueueStale(a.workers.ctx)
-	a.workers.every(time.Hour, a.expire)
-	a.workers.run(a.listings.Run)
-	a.workers.run(func(ctx context.Context) { a.files.SweepEvery(ctx, time.Minute) })
-	a.workers.run(func(ctx context.Context) { a.idem.SweepEvery(ctx, a.log) })
-	a.workers.run(a.recoverEvery)
+	w, s := a.workers, a.store
+	w.lead(s, "expire", tick(time.Hour, a.expire))
+	w.lead(s, "evaluations", a.listings.Run)
+	w.lead(s, "files-sweep", func(ctx context.Context) { a.files.SweepEvery(ctx, time.Minute) })
+	w.lead(s, "idempotency-sweep", func(ctx context.Context) { a.idem.SweepEvery(ctx, a.log) })
+	if buckets, ok := s.(holon.SharedLimits); ok {
+		w.lead(s, "rate-buckets", tick(time.Minute, func(ctx context.Context) {
+			if _, err := buckets.ForgetFullBuckets(ctx); err != nil && ctx.Err() == nil {
+				a.log.Error("forget full rate-limit buckets", "err", err)
+			}
+		}))
+	}
+	w.run(a.recoverEvery) // on every gateway: each closes only dead gateways' calls
 }
 
 // expire expires stale approvals, and the sign-in states that expired.
@@ -262,9 +271,23 @@ func (w *workers) run(fn func(ctx context.Context)) {
 	}()
 }
 
-// every runs fn at once and then every period, until the group stops.
-func (w *workers) every(period time.Duration, fn func(ctx context.Context)) {
-	w.run(func(ctx context.Context) {
+// lead runs fn in the group as run does; on a store several gateways
+// share that elects leaders (holon.Leader), only while this gateway leads
+// job, so that the work runs on one gateway at a time and moves to
+// another when its gateway dies.
+func (w *workers) lead(store holon.Store, job string, fn func(ctx context.Context)) {
+	l, ok := store.(holon.Leader)
+	if !ok {
+		w.run(fn)
+		return
+	}
+	w.run(func(ctx context.Context) { l.Lead(ctx, job, fn) })
+}
+
+// tick is a loop that runs fn at once and then every period, until its
+// context ends.
+func tick(period time.Duration, fn func(ctx context.Context)) func(ctx context.Context) {
+	return func(ctx context.Context) {
 		t := time.NewTicker(period)
 		defer t.Stop()
 		for {
@@ -275,7 +298,7 @@ func (w *workers) every(period time.Duration, fn func(ctx context.Context)) {
 			case <-t.C:
 			}
 		}
-	})
+	}
 }
 
 // stop cancels the group's context and waits for every loop.
