@@ -88,3 +88,33 @@ func TestLoadPostgres_Golden(t *testing.T) {
 		t.Errorf("loaded %v", sum.Tables)
 	}
 }
+
+// beforeWindowsPath is the golden file as written before budgets renewed
+// by window: no budget_windows table, holds without a window.
+const beforeWindowsPath = "testdata/fixture-before-windows.holon-backup.jsonl"
+
+// Ensure that a backup taken before budget windows existed still restores
+// and verifies, and still loads into PostgreSQL.
+func TestRestore_BeforeBudgetWindows(t *testing.T) {
+	old, err := os.ReadFile(beforeWindowsPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "restored.db")
+	if _, err := backup.Restore(bytes.NewReader(old), path, nil); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := backup.Verify(openStore(t, path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.OK() {
+		var buf bytes.Buffer
+		rep.WriteTo(&buf)
+		t.Fatalf("the restored store does not verify:\n%s", buf.String())
+	}
+	url := pgtest.Start(t).CreateDB(t, "before_windows")
+	if _, err := backup.LoadPostgres(context.Background(), bytes.NewReader(old), url, nil); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -220,10 +220,19 @@ func fixture(tb testing.TB, s *kv.Store) {
 		if err != nil {
 			return err
 		}
-		if err := tx.PutHold(&holon.Hold{Receipt: r.ID, Payer: "alice", Amount: amt("0.08"), Mandate: "alice/sandbox", Reserved: amt("0.08"), Started: tx.Now()}); err != nil {
+		if err := tx.PutHold(&holon.Hold{Receipt: r.ID, Payer: "alice", Amount: amt("0.08"), Mandate: "alice/sandbox", Window: "day:2026-10-01",
+			Reserved: amt("0.08"), Started: tx.Now()}); err != nil {
 			return err
 		}
 		if err := tx.AddHeld("alice", amt("0.08")); err != nil {
+			return err
+		}
+		// Its mandate's budget windows: the day before, spent; this day,
+		// the call's reservation.
+		if err := tx.AddWindowBudget("alice/sandbox", "day:2026-09-30", amt("0.18"), 0); err != nil {
+			return err
+		}
+		if err := tx.AddWindowBudget("alice/sandbox", "day:2026-10-01", 0, amt("0.08")); err != nil {
 			return err
 		}
 		return tx.AddBudget("alice/sandbox", 0, amt("0.08"))

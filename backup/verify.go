@@ -441,6 +441,8 @@ func (v *verifier) holds() error {
 	}
 	held := map[string]journal.Amount{}
 	reserved := map[string]journal.Amount{}
+	type window struct{ mandate, key string }
+	inWindow := map[window]journal.Amount{}
 	funders := map[string]bool{}
 	for _, h := range hs {
 		funders[h.Receipt] = true
@@ -460,6 +462,9 @@ func (v *verifier) holds() error {
 		}
 		held[h.Payer] += h.Amount
 		reserved[h.Mandate] += h.Reserved
+		if h.Window != "" {
+			inWindow[window{h.Mandate, h.Window}] += h.Reserved
+		}
 	}
 	err = v.tx.ForEachAccount(func(name string, a holon.Account) error {
 		if a.Held != held[name] {
@@ -491,7 +496,30 @@ func (v *verifier) holds() error {
 			c.fail("calls in flight reserve %s under %s, which has no budget", reserved[m], m)
 		}
 	}
-	c.Covered = fmt.Sprintf("%d holds for %d running calls; held and reserved amounts match", len(hs), v.running)
+	windows := 0
+	err = v.tx.ForEachWindowBudget(func(mandate, key string, b holon.Budget) error {
+		windows++
+		w := window{mandate, key}
+		if b.Reserved != inWindow[w] {
+			c.fail("mandate %s reserves %s in its window %s, its calls in flight reserve %s there", mandate, b.Reserved, key, inWindow[w])
+		}
+		if lifetime, err := v.tx.Budget(mandate); err != nil {
+			return err
+		} else if b.Spent > lifetime.Spent {
+			c.fail("mandate %s spent %s in its window %s, more than its lifetime's %s", mandate, b.Spent, key, lifetime.Spent)
+		}
+		delete(inWindow, w)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for w, r := range inWindow {
+		if r != 0 {
+			c.fail("calls in flight reserve %s under %s in its window %s, which has no budget", r, w.mandate, w.key)
+		}
+	}
+	c.Covered = fmt.Sprintf("%d holds for %d running calls; held and reserved amounts match, in %d budget windows too", len(hs), v.running, windows)
 	return nil
 }
 

@@ -264,6 +264,25 @@ func (tx *Tx) ForEachBudget(fn func(mandate string, b holon.Budget) error) error
 	})
 }
 
+// ForEachWindowBudget calls fn for every budget window of every mandate,
+// in mandate then window order.
+func (tx *Tx) ForEachWindowBudget(fn func(mandate, window string, b holon.Budget) error) error {
+	if err := tx.flush(); err != nil {
+		return err
+	}
+	return tx.btx.Bucket(bucketBudgetWindows).ForEach(func(k, v []byte) error {
+		mandate, window, ok := bytes.Cut(k, []byte{0})
+		if !ok {
+			return fmt.Errorf("budget window key %q has no 0x00", k)
+		}
+		var b holon.Budget
+		if err := json.Unmarshal(v, &b); err != nil {
+			return fmt.Errorf("decode budget window %q: %w", k, err)
+		}
+		return fn(string(mandate), string(window), b)
+	})
+}
+
 // ForEachCounter calls fn for every counter.
 func (tx *Tx) ForEachCounter(fn func(name string, n uint64) error) error {
 	if err := tx.flush(); err != nil {

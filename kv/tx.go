@@ -15,6 +15,7 @@ var (
 	bucketAgents         = []byte("agents")              // ns/name@version → AgentRecord
 	bucketMandates       = []byte("mandates")            // mandate id → MandateRecord
 	bucketBudgets        = []byte("budgets")             // mandate id → Budget
+	bucketBudgetWindows  = []byte("budget_windows")      // mandate id 0x00 window key → Budget
 	bucketAccounts       = []byte("accounts")            // account → Account (balance, held)
 	bucketJournal        = []byte("journal")             // seq (8 bytes) → JournalRow
 	bucketJournalKeys    = []byte("journal_keys")        // idempotency key → seq
@@ -45,7 +46,7 @@ func Buckets() []string {
 }
 
 var allBuckets = [][]byte{
-	bucketAgents, bucketMandates, bucketBudgets, bucketAccounts, bucketJournal,
+	bucketAgents, bucketMandates, bucketBudgets, bucketBudgetWindows, bucketAccounts, bucketJournal,
 	bucketJournalKeys, bucketReceipts, bucketReceiptsByMand, bucketApprovals,
 	bucketHolds, bucketEvents, bucketRecords, bucketCounters, bucketMeta,
 }
