@@ -53,20 +53,7 @@ func TestRestore_Golden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(t.TempDir(), "restored.db")
-	if _, err := backup.Restore(bytes.NewReader(want), path, nil); err != nil {
-		t.Fatal(err)
-	}
-	s := openStore(t, path)
-	rep, err := backup.Verify(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !rep.OK() {
-		var buf bytes.Buffer
-		rep.WriteTo(&buf)
-		t.Fatalf("the restored golden store does not verify:\n%s", buf.String())
-	}
+	s := restoreVerified(t, want)
 	if got := writeBackup(t, s); !bytes.Equal(got, want) {
 		t.Fatalf("a backup of the restored golden store differs from %s", goldenPath)
 	}
@@ -100,11 +87,23 @@ func TestRestore_BeforeBudgetWindows(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(t.TempDir(), "restored.db")
-	if _, err := backup.Restore(bytes.NewReader(old), path, nil); err != nil {
+	restoreVerified(t, old)
+	url := pgtest.Start(t).CreateDB(t, "before_windows")
+	if _, err := backup.LoadPostgres(context.Background(), bytes.NewReader(old), url, nil); err != nil {
 		t.Fatal(err)
 	}
-	rep, err := backup.Verify(openStore(t, path))
+}
+
+// restoreVerified restores a backup into a new store and fails the test
+// unless that store verifies.
+func restoreVerified(t *testing.T, data []byte) *kv.Store {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "restored.db")
+	if _, err := backup.Restore(bytes.NewReader(data), path, nil); err != nil {
+		t.Fatal(err)
+	}
+	s := openStore(t, path)
+	rep, err := backup.Verify(s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,8 +112,5 @@ func TestRestore_BeforeBudgetWindows(t *testing.T) {
 		rep.WriteTo(&buf)
 		t.Fatalf("the restored store does not verify:\n%s", buf.String())
 	}
-	url := pgtest.Start(t).CreateDB(t, "before_windows")
-	if _, err := backup.LoadPostgres(context.Background(), bytes.NewReader(old), url, nil); err != nil {
-		t.Fatal(err)
-	}
+	return s
 }
