@@ -153,7 +153,7 @@ func VerifyContext(ctx context.Context, s *kv.Store) (*Report, error) {
 			v.c[name] = c
 			rep.Checks = append(rep.Checks, c)
 		}
-		for _, step := range []func() error{v.journal, v.balances, v.receipts, v.holds, v.budgets, v.approvals, v.records, v.counters,
+		for _, step := range []func() error{v.journal, v.balances, v.receipts, v.refunds, v.holds, v.budgets, v.approvals, v.records, v.counters,
 			v.earnings, v.latency, v.published} {
 			if err := step(); err != nil {
 				return err
@@ -183,11 +183,15 @@ type verifier struct {
 	maxReceipt uint64
 	byMandate  map[string]uint64
 	// spent is what each mandate's receipts cost (cost.total).
-	spent       map[string]journal.Amount
-	billed      int64
-	settleRows  int64
-	running     int64
-	treeParents int64
+	spent      map[string]journal.Amount
+	billed     int64
+	settleRows int64
+	refundRows int64
+	// refundedFrom is what each receipt's refunds took from each account
+	// (negative), from the refunds pass.
+	refundedFrom map[string]map[string]journal.Amount
+	running      int64
+	treeParents  int64
 	// From the approvals and records passes.
 	maxApproval, maxEvent uint64
 }
@@ -237,6 +241,9 @@ func (v *verifier) journal() error {
 		prev = row.Hash
 		for _, l := range row.Lines {
 			v.sums[l.Account] += l.Amount
+		}
+		if isRefundKey(row.Key) {
+			v.refundRows++
 		}
 		if id, ok := strings.CutPrefix(row.Key, "settle:"); ok {
 			v.settleRows++

@@ -283,19 +283,42 @@ func checkWindows(tb testing.TB, s holon.Store) {
 		}
 		type key struct{ mandate, window string }
 		spent := map[key]journal.Amount{}
+		byID := map[string]*holon.Receipt{}
+		var all []*holon.Receipt
 		for before := ""; ; {
 			page, err := tx.Receipts("", before, 500)
 			if err != nil {
 				return err
 			}
 			for _, r := range page.Receipts {
-				if m := mandates[r.Mandate]; m != nil {
-					w, _ := m.WindowAt(r.Created)
-					spent[key{r.Mandate, w.Key}] += r.Cost.Total
-				}
+				byID[r.ID] = r
+				all = append(all, r)
 			}
 			if before = page.Next; before == "" {
 				break
+			}
+		}
+		add := func(r *holon.Receipt, a journal.Amount) {
+			if m := mandates[r.Mandate]; m != nil {
+				w, _ := m.WindowAt(r.Created)
+				spent[key{r.Mandate, w.Key}] += a
+			}
+		}
+		for _, r := range all {
+			add(r, r.Cost.Total)
+			// A refund comes off the window that paid, and off each
+			// same-payer parent's.
+			rs, err := holon.Refunds(tx, r.ID)
+			if err != nil {
+				return err
+			}
+			back := holon.Refunded(rs)
+			for cur := r; back > 0 && cur != nil; {
+				add(cur, -back)
+				if cur.Parent == nil || byID[*cur.Parent] == nil || byID[*cur.Parent].Payer != cur.Payer {
+					break
+				}
+				cur = byID[*cur.Parent]
 			}
 		}
 		for k, want := range spent {
