@@ -155,7 +155,7 @@ var pgTables = map[string]pgTable{
 	"agents":   {"agents", docColumns("ref"), convertDoc},
 	"mandates": {"mandates", docColumns("id"), convertDoc},
 	"budgets":  {"budgets", []string{"mandate", "spent", "reserved"}, convertBudget},
-	// budget_windows and holds.budget_window come with version 4 of the
+	// budget_windows and holds.budget_window come with version 7 of the
 	// schema: staged while the backup is checked against version 1, moved
 	// in once the later versions are applied (moveStaged).
 	"budget_windows": {"budget_windows_stage", []string{"mandate", "win", "spent", "reserved"}, convertBudgetWindow},

@@ -1,4 +1,4 @@
--- Version 4: budgets that renew by calendar window. A mandate's spent and
+-- Version 7: budgets that renew by calendar window. A mandate's spent and
 -- reserved in each of its windows (win: the window's key, such as
 -- day:2026-12-02), and the window a call in flight reserved in. As with
 -- budgets since version 2, the gateway keeps the reference to the mandate.
