@@ -227,4 +227,3 @@ func (e *Engine) Refunds(receipt string) ([]*holon.Refund, error) {
 	})
 	return out, err
 }
-
