@@ -283,20 +283,13 @@ func checkWindows(tb testing.TB, s holon.Store) {
 		}
 		type key struct{ mandate, window string }
 		spent := map[key]journal.Amount{}
+		all, err := storetest.AllReceipts(tx)
+		if err != nil {
+			return err
+		}
 		byID := map[string]*holon.Receipt{}
-		var all []*holon.Receipt
-		for before := ""; ; {
-			page, err := tx.Receipts("", before, 500)
-			if err != nil {
-				return err
-			}
-			for _, r := range page.Receipts {
-				byID[r.ID] = r
-				all = append(all, r)
-			}
-			if before = page.Next; before == "" {
-				break
-			}
+		for _, r := range all {
+			byID[r.ID] = r
 		}
 		add := func(r *holon.Receipt, a journal.Amount) {
 			if m := mandates[r.Mandate]; m != nil {

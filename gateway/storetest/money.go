@@ -401,3 +401,19 @@ func (r *Recorder) Saw(s string) bool {
 	}
 	return false
 }
+
+// AllReceipts reads every receipt, newest first, page by page.
+func AllReceipts(tx holon.CallsTx) ([]*holon.Receipt, error) {
+	var all []*holon.Receipt
+	for before := ""; ; {
+		page, err := tx.Receipts("", before, 500)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, page.Receipts...)
+		if page.Next == "" {
+			return all, nil
+		}
+		before = page.Next
+	}
+}
