@@ -74,6 +74,7 @@ func (a *api) routes() {
 	a.handle("POST", "/v0/approvals/:id", auth.Human, a.decideApproval)
 	a.handle("GET", "/v0/receipts", auth.Human|auth.Agent, a.listReceipts)
 	a.handle("GET", "/v0/receipts/:id", auth.Human|auth.Agent, a.getReceipt)
+	a.handle("POST", "/v0/receipts/:id/refunds", auth.Human|auth.Operator, a.postRefund) // money: refunds.go
 	a.handle("GET", "/v0/mandates/:ns/:name", auth.Human|auth.Agent, a.getMandate)
 	a.handle("GET", "/v0/accounts", auth.Human|auth.Operator, a.listAccounts)
 	a.mcp = mcpserver.New(a.engine, a.log, a.keyLive)
@@ -470,6 +471,9 @@ func (a *api) getReceipt(w http.ResponseWriter, r *http.Request, ps httprouter.P
 		return
 	}
 	t, err := wire.Tree(a.engine, id)
+	if err == nil {
+		t.Refunds, err = a.engine.Refunds(id)
+	}
 	if err != nil {
 		a.fail(w, r, err)
 		return
