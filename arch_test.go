@@ -116,6 +116,7 @@ func TestImports_FlowOneWay(t *testing.T) {
 	for room, allowed := range map[string][]string{
 		"token":       {},
 		"origin":      {},
+		"github":      {},
 		"ratelimit":   {},
 		"web":         {module, module + "/journal", module + "/gateway", a + "token"},
 		"auth":        {module, a + "token", a + "web", a + "ratelimit", a + "wire"},

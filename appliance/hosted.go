@@ -13,6 +13,7 @@ import (
 	"holon.dev/holon/appliance/auth"
 	"holon.dev/holon/appliance/clientmeta"
 	"holon.dev/holon/appliance/files"
+	"holon.dev/holon/appliance/github"
 	"holon.dev/holon/appliance/token"
 	"holon.dev/holon/appliance/web"
 	"holon.dev/holon/gateway"
@@ -42,7 +43,7 @@ type hosted struct {
 
 	// Sign-in and publishing (initPublishing): github is nil when no
 	// GitHub app is configured.
-	github *githubClient
+	github *github.Client
 	// publicURL is HOLON_PUBLIC_URL without a trailing slash: the base of
 	// sign-in's redirect to the console (the rest asks the origin rule,
 	// api.origin).

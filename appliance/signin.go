@@ -20,6 +20,7 @@ import (
 
 	"holon.dev/holon"
 	"holon.dev/holon/appliance/auth"
+	"holon.dev/holon/appliance/github"
 	"holon.dev/holon/appliance/token"
 	"holon.dev/holon/appliance/web"
 	"holon.dev/holon/appliance/wire"
@@ -151,7 +152,7 @@ func (a *api) githubStart(w http.ResponseWriter, r *http.Request, _ httprouter.P
 	http.SetCookie(w, &http.Cookie{Name: stateCookie, Value: state, Path: "/v0/auth/github",
 		MaxAge: int(signinStateTTL.Seconds()), HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: a.origin.HTTPS(r)})
 	w.Header().Set("Cache-Control", "no-store")
-	http.Redirect(w, r, h.github.authorizeURL(state, a.callbackURL(r)), http.StatusFound)
+	http.Redirect(w, r, h.github.AuthorizeURL(state, a.callbackURL(r)), http.StatusFound)
 }
 
 // signinRefusal is a sign-in that ends on the console with a reason.
@@ -231,12 +232,12 @@ func (a *api) signIn(r *http.Request) (code, browser string, err error) {
 		}
 		return "", "", refuseSignin(e, "GitHub answered %s", q.Get("error"))
 	}
-	token, err := h.github.exchange(r.Context(), q.Get("code"), a.callbackURL(r))
+	token, err := h.github.Exchange(r.Context(), q.Get("code"), a.callbackURL(r))
 	if err != nil {
 		return "", "", githubRefusal(err)
 	}
 	// The token reads the account once and is dropped: never stored.
-	gu, err := h.github.user(r.Context(), token)
+	gu, err := h.github.User(r.Context(), token)
 	if err != nil {
 		return "", "", githubRefusal(err)
 	}
@@ -271,8 +272,8 @@ func (a *api) signIn(r *http.Request) (code, browser string, err error) {
 }
 
 func githubRefusal(err error) error {
-	var ge *githubError
-	if errors.As(err, &ge) && ge.unavailable {
+	var ge *github.Error
+	if errors.As(err, &ge) && ge.Unavailable {
 		return refuseSignin(CodeGitHubUnavailable, "%v", err)
 	}
 	return refuseSignin("github_error", "%v", err)
@@ -280,7 +281,7 @@ func githubRefusal(err error) error {
 
 // knownGitHub reports whether a GitHub account is linked, or its email
 // has an account already: a sign-in that creates no account.
-func (h *hosted) knownGitHub(gu *githubUser) bool {
+func (h *hosted) knownGitHub(gu *github.User) bool {
 	known := false
 	_ = h.store.View(func(tx holon.Tx) error {
 		var handle string
@@ -296,7 +297,7 @@ func (h *hosted) knownGitHub(gu *githubUser) bool {
 // linkGitHub finds the account of a GitHub account: the one linked to its
 // id; else the account with its primary verified email, which is linked
 // now; else a new account, handle = the login in lowercase.
-func (h *hosted) linkGitHub(tx holon.Tx, gu *githubUser, now time.Time) (handle string, isNew bool, err error) {
+func (h *hosted) linkGitHub(tx holon.Tx, gu *github.User, now time.Time) (handle string, isNew bool, err error) {
 	disabled := holon.Errorf(CodeAccountDisabled, "this account is disabled: no key is given to it")
 	var acct account
 	switch err := tx.Get(holon.BucketSignIn, githubKey(gu.ID), &handle); {
