@@ -117,6 +117,7 @@ func TestImports_FlowOneWay(t *testing.T) {
 		"token":       {},
 		"origin":      {},
 		"github":      {},
+		"console":     {module, module + "/gateway", module + "/webui", a + "web", a + "auth", a + "origin", a + "ops", a + "files"},
 		"ratelimit":   {},
 		"web":         {module, module + "/journal", module + "/gateway", a + "token"},
 		"auth":        {module, a + "token", a + "web", a + "ratelimit", a + "wire"},

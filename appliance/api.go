@@ -49,8 +49,8 @@ type api struct {
 	origin *origin.Rule
 }
 
-func newAPI(e *gateway.Engine, log *slog.Logger, h *hosted, idem *idempotency.Keys, backup http.Handler) *api {
-	a := &api{engine: e, log: log, router: web.NewRouter(), hosted: h, idem: idem, backup: backup}
+func newAPI(e *gateway.Engine, log *slog.Logger, h *hosted, idem *idempotency.Keys, backup http.Handler, rule *origin.Rule) *api {
+	a := &api{engine: e, log: log, router: web.NewRouter(), hosted: h, idem: idem, backup: backup, origin: rule}
 	a.auth = auth.NewChain(h == nil)
 	a.mount = &auth.Mount{Router: a.router, Chain: a.auth, Log: log, Challenge: a.challenge}
 	if h != nil {

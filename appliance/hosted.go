@@ -12,6 +12,7 @@ import (
 	"holon.dev/holon"
 	"holon.dev/holon/appliance/auth"
 	"holon.dev/holon/appliance/clientmeta"
+	"holon.dev/holon/appliance/console"
 	"holon.dev/holon/appliance/files"
 	"holon.dev/holon/appliance/github"
 	"holon.dev/holon/appliance/token"
@@ -166,8 +167,8 @@ func bodyLimit(r *http.Request) int64 {
 	if r.Method == http.MethodPost && r.URL.Path == "/v0/files" {
 		return files.MaxFileSize + 1
 	}
-	if r.Method == http.MethodPost && r.URL.Path == consoleUploadPath {
-		return files.MaxFileSize + consoleUploadOverhead
+	if r.Method == http.MethodPost && r.URL.Path == console.UploadPath {
+		return console.MaxUpload
 	}
 	return web.MaxBody
 }

@@ -199,8 +199,7 @@ func (a *App) mount() {
 	if a.cfg.Backup != nil {
 		backup = a.cfg.Backup(a.store)
 	}
-	a.api = newAPI(a.engine, a.log, a.hosted, a.idem, backup)
-	a.api.origin = origin.New(a.cfg.PublicURL, a.cfg.TrustProxy != nil && *a.cfg.TrustProxy)
+	a.api = newAPI(a.engine, a.log, a.hosted, a.idem, backup, origin.New(a.cfg.PublicURL, a.cfg.TrustProxy != nil && *a.cfg.TrustProxy))
 	a.listings.Mount(a.api.mount, a.hosted != nil)
 	a.files.Mount(a.api.mount, a.engine)
 	a.served = a.metrics.Instrument(a.api, ops.Exposure{Hosted: a.cfg.Hosted, AdminKey: a.cfg.AdminKey,
