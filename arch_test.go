@@ -127,6 +127,7 @@ func TestImports_FlowOneWay(t *testing.T) {
 		"clientmeta":  {module + "/gateway/remote"},
 		"ops":         {module, a + "token", a + "web"},
 		"wire":        {module, module + "/journal", module + "/gateway", module + "/gateway/contract"},
+		"accounts":    {module, module + "/journal", module + "/gateway", module + "/gateway/contract", a + "token", a + "web", a + "auth", a + "ratelimit", a + "wire"},
 		"mcpserver":   {module, module + "/journal", module + "/gateway", module + "/gateway/contract", a + "web", a + "auth", a + "token", a + "wire"},
 	} {
 		only(a+room, allowed...)

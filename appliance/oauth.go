@@ -16,6 +16,7 @@ import (
 	"github.com/julienschmidt/httprouter"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
 	"holon.dev/holon"
+	"holon.dev/holon/appliance/accounts"
 	"holon.dev/holon/appliance/auth"
 	"holon.dev/holon/appliance/clientmeta"
 	"holon.dev/holon/appliance/token"
@@ -319,30 +320,23 @@ func (a *api) registerClient(w http.ResponseWriter, r *http.Request, _ httproute
 		return
 	}
 	c.Created = h.now().UTC()
-	for attempt := 0; ; attempt++ {
+	err = accounts.DrawUpdate(r.Context(), h.store, func(tx holon.Tx) error {
 		id, err := h.drawSecret("hoc_")
 		if err != nil {
-			a.writeOAuthError(w, r, err)
-			return
+			return err
 		}
 		c.ID = id[:4+16] // a client id is public: 80 random bits name it
-		err = h.store.Update(r.Context(), func(tx holon.Tx) error {
-			var old oauthClient
-			if err := tx.Get(holon.BucketOAuth, oauthClientKey(c.ID), &old); err == nil {
-				return errKeyCollision
-			} else if !errors.Is(err, holon.ErrNotFound) {
-				return err
-			}
-			return tx.Put(holon.BucketOAuth, oauthClientKey(c.ID), c)
-		})
-		if errors.Is(err, errKeyCollision) && attempt < 3 {
-			continue
+		var old oauthClient
+		if err := tx.Get(holon.BucketOAuth, oauthClientKey(c.ID), &old); err == nil {
+			return accounts.ErrCollision
+		} else if !errors.Is(err, holon.ErrNotFound) {
+			return err
 		}
-		if err != nil {
-			a.writeOAuthError(w, r, err)
-			return
-		}
-		break
+		return tx.Put(holon.BucketOAuth, oauthClientKey(c.ID), c)
+	})
+	if err != nil {
+		a.writeOAuthError(w, r, err)
+		return
 	}
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("Access-Control-Allow-Origin", "*")

@@ -5,11 +5,11 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
-	"slices"
 
 	"github.com/julienschmidt/httprouter"
 
 	"holon.dev/holon"
+	"holon.dev/holon/appliance/accounts"
 	"holon.dev/holon/appliance/auth"
 	"holon.dev/holon/appliance/clientmeta"
 	"holon.dev/holon/appliance/web"
@@ -192,11 +192,11 @@ func (a *api) grantAuthorization(w http.ResponseWriter, r *http.Request, _ httpr
 		Resource: a.resource(r), Scope: body.Scope, Account: p.Account, Mandate: body.Mandate, Ask: body.AskInClient,
 		Expires: now.Add(oauthCodeTTL)}
 	err = h.store.Update(r.Context(), func(tx holon.Tx) error {
-		var acct account
-		if err := tx.Get(holon.BucketUsers, p.Account, &acct); err != nil {
+		acct, err := accounts.Get(tx, p.Account)
+		if err != nil {
 			return err
 		}
-		if !slices.Contains(acct.Mandates, body.Mandate) {
+		if !acct.HasMandate(body.Mandate) {
 			return web.NotFound("no mandate %s among your root mandates", body.Mandate)
 		}
 		return tx.Put(holon.BucketOAuth, oauthSecretKey("code", code), rec)

@@ -19,6 +19,7 @@ import (
 	"github.com/julienschmidt/httprouter"
 
 	"holon.dev/holon"
+	"holon.dev/holon/appliance/accounts"
 	"holon.dev/holon/appliance/auth"
 	"holon.dev/holon/appliance/clientmeta"
 	"holon.dev/holon/appliance/token"
@@ -129,80 +130,75 @@ func (a *api) exchangeCode(r *http.Request, c *oauthClient, code, verifier, redi
 	case !pkceVerifier.MatchString(verifier):
 		return nil, oauthErrorf("invalid_request", "code_verifier must be 43 to 128 characters of A-Z a-z 0-9 - . _ ~")
 	}
-	for attempt := 0; ; attempt++ {
-		var ans *tokenAnswer
-		var revoked *errRevokedFamily
-		err := h.store.Update(r.Context(), func(tx holon.Tx) error {
-			ans, revoked = nil, nil
-			var rec oauthCode
-			ck := oauthSecretKey("code", code)
-			if err := tx.Get(holon.BucketOAuth, ck, &rec); errors.Is(err, holon.ErrNotFound) {
-				return oauthErrorf("invalid_grant", "unknown code: it was never issued here")
-			} else if err != nil {
-				return err
-			}
-			now := h.now().UTC()
-			switch {
-			case rec.Client != c.ID:
-				return oauthErrorf("invalid_grant", "the code was issued to another client")
-			case rec.Used != nil:
-				if rec.KeyHash != "" {
-					if err := revokeKeyByHash(tx, rec.KeyHash, now); err != nil {
-						return err
-					}
-				}
-				revoked = &errRevokedFamily{oauthErrorf("invalid_grant", "the code was used already: the access it gave is revoked; authorize again")}
-				return nil
-			case !now.Before(rec.Expires):
-				return oauthErrorf("invalid_grant", "the code expired at %s: authorize again", rec.Expires.Format(time.RFC3339))
-			case redirectURI != rec.RedirectURI:
-				return oauthErrorf("invalid_grant", "redirect_uri must be the one of the authorization request")
-			case subtle.ConstantTimeCompare([]byte(s256(verifier)), []byte(rec.Challenge)) != 1:
-				return oauthErrorf("invalid_grant", "code_verifier does not match the code_challenge of the authorization request")
-			}
-			var acct account
-			if err := tx.Get(holon.BucketUsers, rec.Account, &acct); err != nil {
-				return err
-			}
-			if acct.Disabled != nil {
-				return oauthErrorf("invalid_grant", "the account %s is disabled", rec.Account)
-			}
-			if !slices.Contains(acct.Mandates, rec.Mandate) {
-				return oauthErrorf("invalid_grant", "the mandate %s is gone", rec.Mandate)
-			}
-			if live, err := liveKeys(tx, rec.Account, now); err != nil {
-				return err
-			} else if live >= maxKeysPerAccount {
-				return oauthErrorf("invalid_grant", "the account holds %d live keys, the most it may: revoke one in the console and authorize again", maxKeysPerAccount)
-			}
-			// The key's own secret is drawn and dropped: the key is used
-			// only through its tokens.
-			_, key, err := h.drawKey(token.KindAgent, rec.Account, rec.Mandate, rec.Ask)
-			if err != nil {
-				return err
-			}
-			key.Client = rec.ClientName
-			if err := putKey(tx, key); err != nil {
-				return err
-			}
-			rec.Used, rec.KeyHash = &now, key.Hash
-			if err := tx.Put(holon.BucketOAuth, ck, rec); err != nil {
-				return err
-			}
-			ans, err = a.issueTokens(tx, key, c.ID, rec.Resource, rec.Scope, now)
+	var ans *tokenAnswer
+	var revoked *errRevokedFamily
+	err := accounts.DrawUpdate(r.Context(), h.store, func(tx holon.Tx) error {
+		ans, revoked = nil, nil
+		var rec oauthCode
+		ck := oauthSecretKey("code", code)
+		if err := tx.Get(holon.BucketOAuth, ck, &rec); errors.Is(err, holon.ErrNotFound) {
+			return oauthErrorf("invalid_grant", "unknown code: it was never issued here")
+		} else if err != nil {
 			return err
-		})
-		if errors.Is(err, errKeyCollision) && attempt < 3 {
-			continue
 		}
+		now := h.now().UTC()
+		switch {
+		case rec.Client != c.ID:
+			return oauthErrorf("invalid_grant", "the code was issued to another client")
+		case rec.Used != nil:
+			if rec.KeyHash != "" {
+				if err := accounts.RevokeKeyByHash(tx, rec.KeyHash, now); err != nil {
+					return err
+				}
+			}
+			revoked = &errRevokedFamily{oauthErrorf("invalid_grant", "the code was used already: the access it gave is revoked; authorize again")}
+			return nil
+		case !now.Before(rec.Expires):
+			return oauthErrorf("invalid_grant", "the code expired at %s: authorize again", rec.Expires.Format(time.RFC3339))
+		case redirectURI != rec.RedirectURI:
+			return oauthErrorf("invalid_grant", "redirect_uri must be the one of the authorization request")
+		case subtle.ConstantTimeCompare([]byte(s256(verifier)), []byte(rec.Challenge)) != 1:
+			return oauthErrorf("invalid_grant", "code_verifier does not match the code_challenge of the authorization request")
+		}
+		acct, err := accounts.Get(tx, rec.Account)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		if revoked != nil {
-			return nil, revoked.oauthError
+		if acct.Disabled != nil {
+			return oauthErrorf("invalid_grant", "the account %s is disabled", rec.Account)
 		}
-		return ans, nil
+		if !acct.HasMandate(rec.Mandate) {
+			return oauthErrorf("invalid_grant", "the mandate %s is gone", rec.Mandate)
+		}
+		if full, err := accounts.KeysFull(tx, rec.Account, now); err != nil {
+			return err
+		} else if full {
+			return oauthErrorf("invalid_grant", "the account holds %d live keys, the most it may: revoke one in the console and authorize again", accounts.MaxKeys)
+		}
+		// The key's own secret is drawn and dropped: the key is used
+		// only through its tokens.
+		_, key, err := h.accounts.DrawKey(token.KindAgent, rec.Account, rec.Mandate, rec.Ask)
+		if err != nil {
+			return err
+		}
+		key.Client = rec.ClientName
+		if err := accounts.PutKey(tx, key); err != nil {
+			return err
+		}
+		rec.Used, rec.KeyHash = &now, key.Hash
+		if err := tx.Put(holon.BucketOAuth, ck, rec); err != nil {
+			return err
+		}
+		ans, err = a.issueTokens(tx, key, c.ID, rec.Resource, rec.Scope, now)
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
+	if revoked != nil {
+		return nil, revoked.oauthError
+	}
+	return ans, nil
 }
 
 // refresh trades a refresh token for new tokens. Each refresh token works
@@ -229,7 +225,7 @@ func (a *api) refresh(r *http.Request, c *oauthClient, token string) (*tokenAnsw
 		case rec.Client != c.ID:
 			return oauthErrorf("invalid_grant", "the refresh token was issued to another client")
 		case rec.Used != nil:
-			if err := revokeKeyByHash(tx, rec.KeyHash, now); err != nil {
+			if err := accounts.RevokeKeyByHash(tx, rec.KeyHash, now); err != nil {
 				return err
 			}
 			revoked = &errRevokedFamily{oauthErrorf("invalid_grant", "the refresh token was used already: every token of this connection is revoked; authorize again")}
@@ -237,12 +233,12 @@ func (a *api) refresh(r *http.Request, c *oauthClient, token string) (*tokenAnsw
 		case !now.Before(rec.Expires):
 			return oauthErrorf("invalid_grant", "the refresh token expired: authorize again")
 		}
-		var key auth.Key
-		if err := tx.Get(holon.BucketKeys, keyByHash(rec.KeyHash), &key); err != nil {
+		key, err := accounts.KeyByHash(tx, rec.KeyHash)
+		if err != nil {
 			return err
 		}
-		var acct account
-		if err := tx.Get(holon.BucketUsers, key.Account, &acct); err != nil {
+		acct, err := accounts.Get(tx, key.Account)
+		if err != nil {
 			return err
 		}
 		switch {
@@ -258,8 +254,7 @@ func (a *api) refresh(r *http.Request, c *oauthClient, token string) (*tokenAnsw
 		if err := tx.Delete(holon.BucketOAuth, rec.Access); err != nil {
 			return err
 		}
-		var err error
-		ans, err = a.issueTokens(tx, &key, c.ID, rec.Resource, rec.Scope, now)
+		ans, err = a.issueTokens(tx, key, c.ID, rec.Resource, rec.Scope, now)
 		return err
 	})
 	if err != nil {
@@ -282,7 +277,7 @@ func (a *api) issueTokens(tx holon.Tx, key *auth.Key, client, resource, scope st
 	// counting against the account's live keys.
 	exp := now.Add(oauthRefreshTTL)
 	key.Expires = &exp
-	if err := tx.Put(holon.BucketKeys, keyByHash(key.Hash), key); err != nil {
+	if err := accounts.UpdateKey(tx, key); err != nil {
 		return nil, err
 	}
 	access, err := h.drawSecret(oauthAccessMarker)
@@ -302,18 +297,6 @@ func (a *api) issueTokens(tx holon.Tx, key *auth.Key, client, resource, scope st
 		return nil, err
 	}
 	return &tokenAnswer{AccessToken: access, TokenType: "Bearer", ExpiresIn: int64(oauthAccessTTL / time.Second), RefreshToken: refresh, Scope: scope}, nil
-}
-
-// revokeKeyByHash revokes a key (if it is not already).
-func revokeKeyByHash(tx holon.Tx, hash string, now time.Time) error {
-	var k auth.Key
-	if err := tx.Get(holon.BucketKeys, keyByHash(hash), &k); err != nil {
-		return fmt.Errorf("revoke key: %w", err)
-	}
-	if k.Revoked != nil {
-		return nil
-	}
-	return revokeKey(tx, &k, now)
 }
 
 // tokenPrincipal is the principal of an OAuth access token: the agent key
@@ -339,7 +322,7 @@ func (a *api) tokenPrincipal(r *http.Request, bearer string) (*auth.Principal, e
 	case rec.Resource != a.resource(r):
 		return nil, holon.Errorf(web.CodeInvalidKey, "the access bearer was issued for %s, not for %s", rec.Resource, a.resource(r))
 	}
-	return h.keyPrincipal(rec.KeyHash, token.KindAgent, rec.Prefix)
+	return h.accounts.KeyPrincipal(rec.KeyHash, token.KindAgent, rec.Prefix)
 }
 
 // pruneOAuth deletes the expired codes and tokens of one 256th of the
