@@ -117,6 +117,7 @@ func TestImports_FlowOneWay(t *testing.T) {
 		"token":       {},
 		"origin":      {},
 		"github":      {},
+		"signin":      {module, a + "accounts", a + "auth", a + "github", a + "origin", a + "ratelimit", a + "token", a + "web", a + "wire"},
 		"console":     {module, module + "/gateway", module + "/webui", a + "web", a + "auth", a + "origin", a + "ops", a + "files"},
 		"ratelimit":   {},
 		"web":         {module, module + "/journal", module + "/gateway", a + "token"},

@@ -227,7 +227,7 @@ func (a *App) expire(ctx context.Context) {
 		a.log.Error("expire approvals", "err", err)
 	}
 	if a.hosted != nil {
-		if _, err := a.hosted.purgeSignIn(a.cfg.Now()); err != nil && ctx.Err() == nil {
+		if _, err := a.api.signin.Purge(a.cfg.Now()); err != nil && ctx.Err() == nil {
 			a.log.Error("purge expired sign-in states", "err", err)
 		}
 	}
