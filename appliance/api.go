@@ -18,6 +18,7 @@ import (
 	"holon.dev/holon/appliance/idempotency"
 	"holon.dev/holon/appliance/mcpserver"
 	"holon.dev/holon/appliance/origin"
+	"holon.dev/holon/appliance/signin"
 	"holon.dev/holon/appliance/token"
 	"holon.dev/holon/appliance/web"
 	"holon.dev/holon/appliance/wire"
@@ -48,10 +49,13 @@ type api struct {
 	// the host a dev gateway answers besides loopback, the origin /mcp
 	// accepts (origin.go), the base of sign-in's and OAuth's URLs.
 	origin *origin.Rule
+	// signin is the sign-in room of a hosted gateway (nil on a dev
+	// gateway): GitHub sign-in and the console sessions.
+	signin *signin.Service
 }
 
-func newAPI(e *gateway.Engine, log *slog.Logger, h *hosted, idem *idempotency.Keys, backup http.Handler) *api {
-	a := &api{engine: e, log: log, router: web.NewRouter(), hosted: h, idem: idem, backup: backup}
+func newAPI(e *gateway.Engine, log *slog.Logger, h *hosted, idem *idempotency.Keys, backup http.Handler, rule *origin.Rule) *api {
+	a := &api{engine: e, log: log, router: web.NewRouter(), hosted: h, idem: idem, backup: backup, origin: rule}
 	a.auth = auth.NewChain(h == nil)
 	a.mount = &auth.Mount{Router: a.router, Chain: a.auth, Log: log}
 	if h != nil {

@@ -19,6 +19,7 @@ import (
 	"holon.dev/holon"
 	"holon.dev/holon/appliance/accounts"
 	"holon.dev/holon/appliance/auth"
+	"holon.dev/holon/appliance/github"
 	"holon.dev/holon/appliance/web"
 	"holon.dev/holon/appliance/wire"
 	"holon.dev/holon/gateway"
@@ -93,19 +94,8 @@ func (a *App) initPublishing(h *hosted) {
 	if !a.cfg.GitHubSignIn() {
 		return
 	}
-	web, api := a.cfg.GitHubURL, a.cfg.GitHubAPIURL
-	if web == "" {
-		web = DefaultGitHubURL
-	}
-	if api == "" {
-		api = DefaultGitHubAPIURL
-	}
-	client := a.cfg.GitHubHTTP
-	if client == nil {
-		client = &http.Client{Timeout: 10 * time.Second}
-	}
-	h.github = &githubClient{web: strings.TrimRight(web, "/"), api: strings.TrimRight(api, "/"),
-		clientID: a.cfg.GitHubClientID, clientSecret: a.cfg.GitHubClientSecret, http: client, now: a.cfg.Now}
+	h.github = github.New(github.Options{URL: a.cfg.GitHubURL, APIURL: a.cfg.GitHubAPIURL,
+		ClientID: a.cfg.GitHubClientID, ClientSecret: a.cfg.GitHubClientSecret, HTTP: a.cfg.GitHubHTTP, Now: a.cfg.Now})
 }
 
 // loadPublished lists the published versions the store holds, upstreams
@@ -369,12 +359,12 @@ func (a *api) checkEndpoint(ctx context.Context, endpoint string) error {
 func (h *hosted) checkSource(ctx context.Context, repository string, link *wire.GitHubLink) error {
 	path := strings.TrimSuffix(strings.TrimPrefix(repository, "https://github.com/"), ".git")
 	owner, name, _ := strings.Cut(strings.TrimSuffix(path, "/"), "/")
-	rp, err := h.github.repo(ctx, owner, name)
-	var ge *githubError
+	rp, err := h.github.Repo(ctx, owner, name)
+	var ge *github.Error
 	switch {
-	case errors.Is(err, errGitHubNotFound):
+	case errors.Is(err, github.ErrNotFound):
 		return holon.Errorf(CodeRepositoryNotFound, "source.repository %s is private or does not exist: an open-source agent names its public GitHub repository (or publish it as proprietary)", repository)
-	case errors.As(err, &ge) && ge.unavailable:
+	case errors.As(err, &ge) && ge.Unavailable:
 		return githubUnavailable(ge)
 	case err != nil:
 		return holon.Errorf(CodeGitHubUnavailable, "checking source.repository on GitHub failed: %v; try again", err)
@@ -388,8 +378,8 @@ func (h *hosted) checkSource(ctx context.Context, repository string, link *wire.
 		}
 		return nil
 	case "Organization":
-		ok, err := h.github.publicMember(ctx, rp.Owner.Login, link.Login)
-		if errors.As(err, &ge) && ge.unavailable {
+		ok, err := h.github.PublicMember(ctx, rp.Owner.Login, link.Login)
+		if errors.As(err, &ge) && ge.Unavailable {
 			return githubUnavailable(ge)
 		} else if err != nil {
 			return holon.Errorf(CodeGitHubUnavailable, "checking %s's members on GitHub failed: %v; try again", rp.Owner.Login, err)
@@ -403,10 +393,10 @@ func (h *hosted) checkSource(ctx context.Context, repository string, link *wire.
 }
 
 // githubUnavailable is the 503 of a GitHub outage or rate limit.
-func githubUnavailable(ge *githubError) error {
-	msg := "GitHub cannot answer now (" + ge.message + "): try again"
-	if ge.retryAfter > 0 {
-		msg += " in " + strconv.Itoa(int(ge.retryAfter.Seconds())+1) + " s"
+func githubUnavailable(ge *github.Error) error {
+	msg := "GitHub cannot answer now (" + ge.Message + "): try again"
+	if ge.RetryAfter > 0 {
+		msg += " in " + strconv.Itoa(int(ge.RetryAfter.Seconds())+1) + " s"
 	}
 	return holon.Errorf(CodeGitHubUnavailable, "%s", msg)
 }

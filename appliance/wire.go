@@ -201,8 +201,7 @@ func (a *App) mount() {
 	if a.cfg.Backup != nil {
 		backup = a.cfg.Backup(a.store)
 	}
-	a.api = newAPI(a.engine, a.log, a.hosted, a.idem, backup)
-	a.api.origin = origin.New(a.cfg.PublicURL, a.cfg.TrustProxy != nil && *a.cfg.TrustProxy)
+	a.api = newAPI(a.engine, a.log, a.hosted, a.idem, backup, origin.New(a.cfg.PublicURL, a.cfg.TrustProxy != nil && *a.cfg.TrustProxy))
 	a.listings.Mount(a.api.mount, a.hosted != nil)
 	a.files.Mount(a.api.mount, a.engine)
 	if a.hosted != nil {
@@ -240,7 +239,7 @@ func (a *App) expire(ctx context.Context) {
 		a.log.Error("expire approvals", "err", err)
 	}
 	if a.hosted != nil {
-		if _, err := a.hosted.purgeSignIn(a.cfg.Now()); err != nil && ctx.Err() == nil {
+		if _, err := a.api.signin.Purge(a.cfg.Now()); err != nil && ctx.Err() == nil {
 			a.log.Error("purge expired sign-in states", "err", err)
 		}
 	}
