@@ -106,7 +106,7 @@ func (a *api) routes() {
 func (a *api) hostedRoutes() {
 	h := a.hosted
 	h.accounts.Mount(a.mount, accounts.Routes{Log: a.log, Signups: h.limits.signup, TrustProxy: h.limits.trustProxy})
-	a.publishRoutes()
+	a.signinRoutes()
 }
 
 // fail answers with the status of the error's code (web.Status).

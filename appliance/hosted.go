@@ -1,7 +1,6 @@
 package appliance
 
 import (
-	"context"
 	"crypto/sha256"
 	"io"
 	"log/slog"
@@ -17,7 +16,6 @@ import (
 	"holon.dev/holon/appliance/token"
 	"holon.dev/holon/appliance/web"
 	"holon.dev/holon/gateway"
-	"holon.dev/holon/gateway/contract"
 	"holon.dev/holon/gateway/remote"
 )
 
@@ -35,23 +33,16 @@ type hosted struct {
 	// accounts keeps accounts, keys, mandates and moderation.
 	accounts *accounts.Repo
 
-	// Sign-in and publishing (initPublishing): github is nil when no
-	// GitHub app is configured.
+	// Sign-in (App.initSignIn): github is nil when no GitHub app is
+	// configured.
 	github *githubClient
 	// publicURL is HOLON_PUBLIC_URL without a trailing slash: the base of
 	// sign-in's redirect to the console (the rest asks the origin rule,
 	// api.origin).
 	publicURL string
-	hooks     *publishHooks
-	vault     *vault
-	webhook   *remote.WebhookRunner
 	guard     remote.NetGuard
 	// clientDocs fetches OAuth clients' metadata documents (oauth_cimd.go).
 	clientDocs *clientmeta.Fetcher
-
-	// list stores and lists a version that passed publishing's rules
-	// (App.listVersion).
-	list func(ctx context.Context, m *contract.Manifest) (time.Time, error)
 }
 
 func newHosted(cfg Config, store holon.Store, engine *gateway.Engine, log *slog.Logger, now func() time.Time, rand io.Reader, authors map[string]bool, shipped []string) *hosted {

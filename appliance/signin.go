@@ -492,12 +492,7 @@ func (a *api) exchangeLogin(w http.ResponseWriter, r *http.Request, _ httprouter
 		return
 	}
 	if refusal != nil {
-		status := http.StatusBadRequest
-		switch refusal.(*holon.Error).Code {
-		case CodeAccountDisabled, CodeLoginCodeOtherBrowser:
-			status = http.StatusForbidden
-		}
-		web.Error(w, status, refusal)
+		a.fail(w, r, refusal)
 		return
 	}
 	http.SetCookie(w, &http.Cookie{Name: loginCookie, Value: "", Path: "/v0/auth/exchange", MaxAge: -1,
