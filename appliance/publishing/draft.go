@@ -76,7 +76,7 @@ func (h *handlers) draftAgent(w http.ResponseWriter, r *http.Request, _ httprout
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), draftTimeout)
 	defer cancel()
-	res := h.p.webhook.Run(ctx, &gateway.Invocation{Manifest: probe, Input: body.Input, Receipt: "draft"})
+	res := h.p.cfg.Webhook.Run(ctx, &gateway.Invocation{Manifest: probe, Input: body.Input, Receipt: "draft"})
 	switch res.Outcome.Kind {
 	case contract.OutcomeOutput:
 	case contract.OutcomeError:

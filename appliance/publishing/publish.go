@@ -56,22 +56,13 @@ type Config struct {
 // Publisher lists published versions and serves the publishing
 // endpoints.
 type Publisher struct {
-	store    holon.Store
-	engine   *gateway.Engine
-	log      *slog.Logger
-	now      func() time.Time
-	vault    *Vault
-	webhook  *remote.WebhookRunner
-	guard    remote.NetGuard
-	sources  func(ctx context.Context, repository string, link *wire.GitHubLink) error
-	evaluate func(ctx context.Context, ref string) error
-	hooks    hooks
+	cfg   Config
+	hooks hooks
 }
 
 // New returns a Publisher.
 func New(cfg Config) *Publisher {
-	return &Publisher{store: cfg.Store, engine: cfg.Engine, log: cfg.Log, now: cfg.Now, vault: cfg.Vault,
-		webhook: cfg.Webhook, guard: cfg.Guard, sources: cfg.Sources, evaluate: cfg.Evaluate}
+	return &Publisher{cfg: cfg}
 }
 
 // hooks are the functions told of each published version.
@@ -116,7 +107,7 @@ type handlers struct {
 //	GET    /v0/me/credentials                   the caller's credentials
 //	POST   /v0/agents/draft                     draft a webhook listing
 func (p *Publisher) Mount(m *auth.Mount) {
-	h := &handlers{p: p, vault: p.vault, log: p.log, now: p.now}
+	h := &handlers{p: p, vault: p.cfg.Vault, log: p.cfg.Log, now: p.cfg.Now}
 	m.Handle("POST", "/v0/agents", auth.Human, h.publishAgent)
 	m.Handle("DELETE", "/v0/agents/:ns/:name", auth.Human, h.yankAgent)
 	m.Handle("PUT", "/v0/agents/:ns/:name/credential", auth.Human, h.putCredential)
@@ -141,8 +132,8 @@ func (p *Publisher) List(ctx context.Context, m *contract.Manifest) (time.Time, 
 	if err != nil {
 		return time.Time{}, err
 	}
-	ref, now := m.Ref(), p.now().UTC()
-	err = p.store.Update(ctx, func(tx holon.Tx) error {
+	ref, now := m.Ref(), p.cfg.Now().UTC()
+	err = p.cfg.Store.Update(ctx, func(tx holon.Tx) error {
 		if err := versionFree(tx, ref); err != nil {
 			return err
 		}
@@ -151,17 +142,17 @@ func (p *Publisher) List(ctx context.Context, m *contract.Manifest) (time.Time, 
 	if err != nil {
 		return time.Time{}, err
 	}
-	if err := p.engine.Registry().Add(&gateway.AgentVersion{Manifest: m, Facts: contract.AgentFacts{Published: true}}); err != nil {
+	if err := p.cfg.Engine.Registry().Add(&gateway.AgentVersion{Manifest: m, Facts: contract.AgentFacts{Published: true}}); err != nil {
 		// Stored but not listed (its upstream was yanked meanwhile): the
 		// next start-up lists what it can, and says why it cannot.
-		p.log.Error("published version not listed", "agent", ref, "err", err)
+		p.cfg.Log.Error("published version not listed", "agent", ref, "err", err)
 		return time.Time{}, err
 	}
 	// Every listed version is evaluated (evals.md). A queue that cannot be
 	// written now is written at the next start (the catalogue queues the stale): the
 	// version is listed either way.
-	if err := p.evaluate(ctx, ref); err != nil {
-		p.log.Error("queue evaluation", "agent", ref, "err", err)
+	if err := p.cfg.Evaluate(ctx, ref); err != nil {
+		p.cfg.Log.Error("queue evaluation", "agent", ref, "err", err)
 	}
 	p.hooks.published(ref)
 	return now, nil
@@ -181,7 +172,7 @@ type publishAnswer struct {
 
 // publishAgent is POST /v0/agents: the body is the manifest (JSON).
 func (h *handlers) publishAgent(w http.ResponseWriter, r *http.Request, _ httprouter.Params, p *auth.Principal) {
-	if h.p.sources == nil {
+	if h.p.cfg.Sources == nil {
 		h.fail(w, r, holon.Errorf(codeGitHubNotConfigured, "publishing needs sign-in with GitHub, which is not configured on this gateway (HOLON_GITHUB_CLIENT_ID and HOLON_GITHUB_CLIENT_SECRET)"))
 		return
 	}

@@ -19,7 +19,7 @@ func (pb *Publisher) checkPublish(ctx context.Context, m *contract.Manifest, p *
 		return holon.Errorf(CodeNotYourNamespace, "id %s is outside your namespace: publish it as %s/%s", m.ID, p.Account, m.Name())
 	}
 	var acct *accounts.Account
-	if err := pb.store.View(func(tx holon.Tx) error { var err error; acct, err = accounts.Get(tx, p.Account); return err }); err != nil {
+	if err := pb.cfg.Store.View(func(tx holon.Tx) error { var err error; acct, err = accounts.Get(tx, p.Account); return err }); err != nil {
 		return err
 	}
 	if acct.GitHub == nil {
@@ -32,14 +32,14 @@ func (pb *Publisher) checkPublish(ctx context.Context, m *contract.Manifest, p *
 		return err
 	}
 	ref := m.Ref()
-	if _, ok := pb.engine.Registry().Get(ref); ok {
+	if _, ok := pb.cfg.Engine.Registry().Get(ref); ok {
 		return holon.Errorf(CodeVersionExists, "%s is listed already: versions are immutable; publish a new version", ref)
 	}
-	if err := pb.store.View(func(tx holon.Tx) error { return versionFree(tx, ref) }); err != nil {
+	if err := pb.cfg.Store.View(func(tx holon.Tx) error { return versionFree(tx, ref) }); err != nil {
 		return err
 	}
 	if _, err := m.CheckLineage(func(ref string) (*contract.Manifest, bool) {
-		v, ok := pb.engine.Registry().Get(ref)
+		v, ok := pb.cfg.Engine.Registry().Get(ref)
 		if !ok {
 			return nil, false
 		}
@@ -48,7 +48,7 @@ func (pb *Publisher) checkPublish(ctx context.Context, m *contract.Manifest, p *
 		return err
 	}
 	if m.OpenSource() {
-		return pb.sources(ctx, m.Source.Repository, acct.GitHub)
+		return pb.cfg.Sources(ctx, m.Source.Repository, acct.GitHub)
 	}
 	return nil
 }
@@ -67,7 +67,7 @@ func (p *Publisher) CheckEndpoint(ctx context.Context, endpoint string) error {
 	if u.User != nil {
 		return holon.Errorf(holon.CodeInvalidManifest, "runtime.endpoint must not carry credentials: set them with PUT /v0/agents/{ns}/{name}/credential")
 	}
-	g := p.guard
+	g := p.cfg.Guard
 	if g.AllowPrivate {
 		return nil
 	}

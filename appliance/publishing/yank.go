@@ -27,8 +27,8 @@ func (h *handlers) yankAgent(w http.ResponseWriter, r *http.Request, ps httprout
 		h.fail(w, r, web.NotFound("you published no version %s", ref))
 		return
 	}
-	now := h.p.now().UTC()
-	err := h.p.store.Update(r.Context(), func(tx holon.Tx) error {
+	now := h.p.cfg.Now().UTC()
+	err := h.p.cfg.Store.Update(r.Context(), func(tx holon.Tx) error {
 		d, err := tx.Agent(ref)
 		if errors.Is(err, holon.ErrNotFound) || err == nil && !d.Published {
 			return web.NotFound("you published no version %s", ref)
@@ -47,7 +47,7 @@ func (h *handlers) yankAgent(w http.ResponseWriter, r *http.Request, ps httprout
 		h.fail(w, r, err)
 		return
 	}
-	h.p.engine.Registry().Remove(ref)
+	h.p.cfg.Engine.Registry().Remove(ref)
 	h.log.Info("agent yanked", "agent", ref, "account", p.Account)
 	web.JSON(w, http.StatusOK, map[string]any{"agent": ref, "yanked": now,
 		"note": "the version is no longer listed; its number stays taken"})
