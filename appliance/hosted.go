@@ -128,7 +128,7 @@ func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if a.serveDelegated(sw, r) {
+	if a.v0.ServeDelegated(sw, r) {
 		return
 	}
 	a.router.ServeHTTP(sw, r)

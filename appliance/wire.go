@@ -16,6 +16,7 @@ import (
 	"holon.dev/holon/appliance/ops"
 	"holon.dev/holon/appliance/origin"
 	"holon.dev/holon/appliance/publishing"
+	"holon.dev/holon/appliance/v0"
 	"holon.dev/holon/gateway"
 	"holon.dev/holon/gateway/contract"
 	"holon.dev/holon/gateway/remote"
@@ -246,7 +247,11 @@ func (a *App) mount() {
 	if a.cfg.Backup != nil {
 		backup = a.cfg.Backup(a.store)
 	}
-	a.api = newAPI(a.engine, a.log, a.hosted, a.idem, backup)
+	routes := v0.Config{Engine: a.engine, Log: a.log, Idem: a.idem, Backup: backup}
+	if a.hosted != nil {
+		routes.Mandates = a.hosted.accounts.Mandates
+	}
+	a.api = newAPI(a.engine, a.log, a.hosted, v0.New(routes))
 	a.api.origin = origin.New(a.cfg.PublicURL, a.cfg.TrustProxy != nil && *a.cfg.TrustProxy)
 	a.listings.Mount(a.api.mount, a.hosted != nil)
 	a.files.Mount(a.api.mount, a.engine)

@@ -1,4 +1,4 @@
-package appliance
+package v0
 
 import (
 	"encoding/json"
@@ -35,18 +35,14 @@ type delegatedCallBody struct {
 // delegationToken returns the bearer token of a request when it is a
 // delegation token.
 func delegationToken(r *http.Request) (string, bool) {
-	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return "", false
-	}
-	token = strings.TrimSpace(token)
-	return token, strings.HasPrefix(token, gateway.DelegationTokenPrefix)
+	token, ok := web.Bearer(r)
+	return token, ok && strings.HasPrefix(token, gateway.DelegationTokenPrefix)
 }
 
-// withDelegatedCalls serves POST /v0/calls for requests that carry a
+// WithDelegatedCalls serves POST /v0/calls for requests that carry a
 // delegation token, before any API-key authentication, and passes every
 // other request to next.
-func withDelegatedCalls(e *gateway.Engine, log *slog.Logger, next http.Handler) http.Handler {
+func WithDelegatedCalls(e *gateway.Engine, log *slog.Logger, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !serveDelegated(e, log, w, r) {
 			next.ServeHTTP(w, r)
@@ -70,12 +66,13 @@ func serveDelegated(e *gateway.Engine, log *slog.Logger, w http.ResponseWriter, 
 	return true
 }
 
-// serveDelegated is the API's hook for delegated calls: its ServeHTTP calls
-// it after its request checks (NUL characters, body size, the per-address
-// rate limit) and before its router, so that a delegation token never meets
-// API-key authentication.
-func (a *api) serveDelegated(w http.ResponseWriter, r *http.Request) bool {
-	return serveDelegated(a.engine, a.log, w, r)
+// ServeDelegated is the front door's hook for delegated calls: it is
+// called after the request checks (NUL characters, body size, the
+// per-address rate limit) and before the router, so that a delegation
+// token never meets API-key authentication. It reports whether it served
+// the request.
+func (a *API) ServeDelegated(w http.ResponseWriter, r *http.Request) bool {
+	return serveDelegated(a.cfg.Engine, a.cfg.Log, w, r)
 }
 
 // serveDelegatedCall runs one delegated call and answers like POST

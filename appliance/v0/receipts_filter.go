@@ -1,4 +1,4 @@
-package appliance
+package v0
 
 import (
 	"net/url"
@@ -83,7 +83,7 @@ func (f receiptFilter) keep(r *holon.Receipt) bool {
 // filteredReceipts pages through fetch (newest first) keeping what the
 // filter keeps, reading at most maxFilterScan receipts. Next is set when
 // there is more to read, even if the page is short.
-func (a *api) filteredReceipts(f receiptFilter, before string, limit int, fetch func(before string, limit int) (holon.ReceiptPage, error)) (wire.ReceiptPage, error) {
+func (a *API) filteredReceipts(f receiptFilter, before string, limit int, fetch func(before string, limit int) (holon.ReceiptPage, error)) (wire.ReceiptPage, error) {
 	var out wire.ReceiptPage
 	out.Receipts = []*holon.Receipt{}
 	if !f.until.IsZero() {
@@ -128,8 +128,8 @@ func (a *api) filteredReceipts(f receiptFilter, before string, limit int, fetch 
 // relies on receipts being numbered in the order their calls start; when
 // the search cannot read (a gap in the numbers), it gives no cursor and
 // the filter reads from the newest.
-func (a *api) receiptsBefore(t time.Time) (cursor string, none bool) {
-	_ = a.engine.Store().View(func(tx holon.Tx) error {
+func (a *API) receiptsBefore(t time.Time) (cursor string, none bool) {
+	_ = a.cfg.Engine.Store().View(func(tx holon.Tx) error {
 		n := tx.Counter("receipts") // r1..rN
 		lo, hi, first := uint64(1), n, n+1
 		for lo <= hi {
