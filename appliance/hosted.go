@@ -1,7 +1,6 @@
 package appliance
 
 import (
-	"crypto/sha256"
 	"io"
 	"log/slog"
 	"net/http"
@@ -55,8 +54,7 @@ func newHosted(cfg Config, store holon.Store, engine *gateway.Engine, log *slog.
 		publicURL: cfg.PublicURL,
 	}
 	if cfg.AdminKey != "" {
-		sum := sha256.Sum256([]byte(cfg.AdminKey))
-		h.adminKey = sum[:]
+		h.adminKey = token.Sum(cfg.AdminKey)
 	}
 	return h
 }
