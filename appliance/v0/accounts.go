@@ -52,7 +52,3 @@ func (a *API) listAccounts(w http.ResponseWriter, r *http.Request, _ httprouter.
 	sort.Slice(out, func(i, j int) bool { return out[i].Account < out[j].Account })
 	web.JSON(w, http.StatusOK, map[string]any{"accounts": out})
 }
-
-func (a *API) healthz(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
-	web.JSON(w, http.StatusOK, map[string]string{"status": "ok"})
-}

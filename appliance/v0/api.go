@@ -68,3 +68,16 @@ func (a *API) Mount(m *auth.Mount) {
 // fail answers with the status of the error's code (web.Fail): an
 // internal error is logged, once, with the request it failed.
 func (a *API) fail(w http.ResponseWriter, r *http.Request, err error) { web.Fail(a.cfg.Log, w, r, err) }
+
+// ServeDelegated is the front door's hook for delegated calls: it is
+// called after the request checks (NUL characters, body size, the
+// per-address rate limit) and before the router, so that a delegation
+// token never meets API-key authentication. It reports whether it served
+// the request.
+func (a *API) ServeDelegated(w http.ResponseWriter, r *http.Request) bool {
+	return serveDelegated(a.cfg.Engine, a.cfg.Log, w, r)
+}
+
+func (a *API) healthz(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	web.JSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}

@@ -66,15 +66,6 @@ func serveDelegated(e *gateway.Engine, log *slog.Logger, w http.ResponseWriter, 
 	return true
 }
 
-// ServeDelegated is the front door's hook for delegated calls: it is
-// called after the request checks (NUL characters, body size, the
-// per-address rate limit) and before the router, so that a delegation
-// token never meets API-key authentication. It reports whether it served
-// the request.
-func (a *API) ServeDelegated(w http.ResponseWriter, r *http.Request) bool {
-	return serveDelegated(a.cfg.Engine, a.cfg.Log, w, r)
-}
-
 // serveDelegatedCall runs one delegated call and answers like POST
 // /v0/calls: {output, receipt, error?} with the receipt's status; a token
 // that is unknown, expired, or whose run ended gets 401 invalid_token.

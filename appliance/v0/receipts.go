@@ -59,7 +59,7 @@ func (a *API) listReceipts(w http.ResponseWriter, r *http.Request, _ httprouter.
 		kp, err = fetch(before, limit)
 		page = wire.ReceiptPage{Receipts: kp.Receipts, Next: kp.Next}
 	} else {
-		page, err = a.filteredReceipts(filter, before, limit, fetch)
+		page, err = filteredReceipts(a.cfg.Engine, filter, before, limit, fetch)
 	}
 	if err != nil {
 		a.fail(w, r, err)
