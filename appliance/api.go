@@ -41,10 +41,9 @@ type api struct {
 func newAPI(e *gateway.Engine, log *slog.Logger, h *hosted, routes *v0.API) *api {
 	a := &api{engine: e, log: log, router: web.NewRouter(), hosted: h, v0: routes}
 	a.auth = auth.NewChain(h == nil)
-	a.mount = &auth.Mount{Router: a.router, Chain: a.auth, Log: log, Challenge: a.challenge}
+	a.mount = &auth.Mount{Router: a.router, Chain: a.auth, Log: log}
 	if h != nil {
 		a.auth.Register(auth.VerifierFunc(h.verifyAdmin))
-		a.auth.Register(auth.VerifierFunc(a.verifyAccessToken))
 		a.auth.Register(auth.VerifierFunc(h.accounts.VerifyKey))
 		a.mount.Accounts = h.limits.account
 	}
@@ -61,7 +60,6 @@ func (a *api) routes() {
 		a.hostedRoutes()
 	}
 	a.routeConsole()
-	a.routeOAuth()
 	r.Fallbacks(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		web.Answer(w, holon.Errorf(holon.CodeNotFound, "no route %s %s", r.Method, token.Redact(r.URL.Path)))
 	}), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

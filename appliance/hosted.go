@@ -10,7 +10,6 @@ import (
 	"holon.dev/holon"
 	"holon.dev/holon/appliance/accounts"
 	"holon.dev/holon/appliance/auth"
-	"holon.dev/holon/appliance/clientmeta"
 	"holon.dev/holon/appliance/files"
 	"holon.dev/holon/appliance/token"
 	"holon.dev/holon/appliance/web"
@@ -40,8 +39,6 @@ type hosted struct {
 	// api.origin).
 	publicURL string
 	guard     remote.NetGuard
-	// clientDocs fetches OAuth clients' metadata documents (oauth_cimd.go).
-	clientDocs *clientmeta.Fetcher
 }
 
 func newHosted(cfg Config, store holon.Store, engine *gateway.Engine, log *slog.Logger, now func() time.Time, rand io.Reader, authors map[string]bool, shipped []string) *hosted {

@@ -11,7 +11,6 @@ import (
 	"holon.dev/holon/appliance/accounts"
 	"holon.dev/holon/appliance/agents"
 	"holon.dev/holon/appliance/catalog"
-	"holon.dev/holon/appliance/clientmeta"
 	"holon.dev/holon/appliance/idempotency"
 	"holon.dev/holon/appliance/ops"
 	"holon.dev/holon/appliance/origin"
@@ -217,12 +216,10 @@ func (a *App) guard() remote.NetGuard {
 }
 
 // initSignIn gives a hosted gateway what sign-in and OAuth need: the
-// public URL, the guarded fetcher of client metadata documents and, when
-// configured, the GitHub client.
+// public URL, the network guard and, when configured, the GitHub client.
 func (a *App) initSignIn(h *hosted) {
 	h.publicURL = strings.TrimRight(a.cfg.PublicURL, "/")
 	h.guard = a.guard()
-	h.clientDocs = clientmeta.New(&h.guard, clientmeta.Options{RootCAs: a.cfg.RemoteRootCAs, Now: h.now})
 	if !a.cfg.GitHubSignIn() {
 		return
 	}
@@ -257,6 +254,7 @@ func (a *App) mount() {
 	a.files.Mount(a.api.mount, a.engine)
 	if a.hosted != nil {
 		a.publisher.Mount(a.api.mount)
+		a.openOAuth().Mount(a.api.mount)
 	}
 	a.served = a.metrics.Instrument(a.api, ops.Exposure{Hosted: a.cfg.Hosted, AdminKey: a.cfg.AdminKey,
 		CheckHost: a.api.checkHost, Log: a.cfg.Logger})
