@@ -21,6 +21,7 @@ import (
 type writeCache struct {
 	accounts map[string]*cached[holon.Account]
 	budgets  map[string]*cached[holon.Budget]
+	windows  map[string]*cached[holon.Budget]
 	records  map[string]*cached[holon.Record]
 	counters map[string]*cached[uint64]
 }
@@ -110,6 +111,13 @@ func (tx *Tx) flush() error {
 	for k, e := range c.budgets {
 		if e.dirty {
 			put(bucketBudgets, k, e.v)
+			tx.logFlushed(&e.dirty)
+			e.dirty = false
+		}
+	}
+	for k, e := range c.windows {
+		if e.dirty {
+			put(bucketBudgetWindows, k, e.v)
 			tx.logFlushed(&e.dirty)
 			e.dirty = false
 		}

@@ -41,6 +41,7 @@ func New(cfg Config) *API { return &API{cfg: cfg} }
 //	GET  /v0/approvals, /v0/approvals/{id}        human or agent key
 //	POST /v0/approvals/{id}           human key
 //	GET  /v0/receipts, /v0/receipts/{id}          human or agent key
+//	POST /v0/receipts/{id}/refunds    the agent's author (human key) or operator
 //	GET  /v0/mandates/{ns}/{name}     human or agent key
 //	GET  /v0/accounts                 human key or operator
 //	GET  /v0/admin/backup             operator (when Config.Backup is set)
@@ -54,6 +55,7 @@ func (a *API) Mount(m *auth.Mount) {
 	m.Handle("POST", "/v0/approvals/:id", auth.Human, a.decideApproval)
 	m.Handle("GET", "/v0/receipts", auth.Human|auth.Agent, a.listReceipts)
 	m.Handle("GET", "/v0/receipts/:id", auth.Human|auth.Agent, a.getReceipt)
+	m.Handle("POST", "/v0/receipts/:id/refunds", auth.Human|auth.Operator, a.postRefund)
 	m.Handle("GET", "/v0/mandates/:ns/:name", auth.Human|auth.Agent, a.getMandate)
 	m.Handle("GET", "/v0/accounts", auth.Human|auth.Operator, a.listAccounts)
 	// The live backup: every row, so the operator's alone (open on a dev

@@ -36,7 +36,10 @@ var httpStatus = map[string]int{
 	holon.CodeFileNotFound:    http.StatusNotFound,
 	holon.CodeRejectedInput:   http.StatusUnprocessableEntity,
 	holon.CodeInvalidApproval: http.StatusConflict,
-	holon.CodeInvalidToken:    http.StatusUnauthorized,
+	// Refunds: what the receipt allows.
+	holon.CodeReceiptNotBilled: http.StatusConflict,
+	holon.CodeRefundTooLarge:   http.StatusConflict,
+	holon.CodeInvalidToken:     http.StatusUnauthorized,
 	// The agent failed (gateway.md §5: 502).
 	holon.CodeInvalidOutput:      http.StatusBadGateway,
 	holon.CodeAgentError:         http.StatusBadGateway,
