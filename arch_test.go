@@ -116,6 +116,9 @@ func TestImports_FlowOneWay(t *testing.T) {
 	for room, allowed := range map[string][]string{
 		"token":       {},
 		"origin":      {},
+		"github":      {},
+		"signin":      {module, a + "accounts", a + "auth", a + "github", a + "origin", a + "ratelimit", a + "token", a + "web", a + "wire"},
+		"console":     {module, module + "/gateway", module + "/webui", a + "web", a + "auth", a + "origin", a + "ops", a + "files"},
 		"ratelimit":   {},
 		"web":         {module, module + "/journal", module + "/gateway", a + "token"},
 		"auth":        {module, a + "token", a + "web", a + "ratelimit", a + "wire"},

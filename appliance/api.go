@@ -10,6 +10,7 @@ import (
 	"holon.dev/holon/appliance/auth"
 	"holon.dev/holon/appliance/mcpserver"
 	"holon.dev/holon/appliance/origin"
+	"holon.dev/holon/appliance/signin"
 	"holon.dev/holon/appliance/token"
 	"holon.dev/holon/appliance/v0"
 	"holon.dev/holon/appliance/web"
@@ -36,10 +37,13 @@ type api struct {
 	// the host a dev gateway answers besides loopback, the origin /mcp
 	// accepts (origin.go), the base of sign-in's and OAuth's URLs.
 	origin *origin.Rule
+	// signin is the sign-in room of a hosted gateway (nil on a dev
+	// gateway): GitHub sign-in and the console sessions.
+	signin *signin.Service
 }
 
-func newAPI(e *gateway.Engine, log *slog.Logger, h *hosted, routes *v0.API) *api {
-	a := &api{engine: e, log: log, router: web.NewRouter(), hosted: h, v0: routes}
+func newAPI(e *gateway.Engine, log *slog.Logger, h *hosted, routes *v0.API, rule *origin.Rule) *api {
+	a := &api{engine: e, log: log, router: web.NewRouter(), hosted: h, v0: routes, origin: rule}
 	a.auth = auth.NewChain(h == nil)
 	a.mount = &auth.Mount{Router: a.router, Chain: a.auth, Log: log}
 	if h != nil {

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"holon.dev/holon"
+	"holon.dev/holon/appliance/github"
 	"holon.dev/holon/appliance/publishing"
 	"holon.dev/holon/appliance/wire"
 )
@@ -17,12 +18,12 @@ import (
 func (h *hosted) checkSource(ctx context.Context, repository string, link *wire.GitHubLink) error {
 	path := strings.TrimSuffix(strings.TrimPrefix(repository, "https://github.com/"), ".git")
 	owner, name, _ := strings.Cut(strings.TrimSuffix(path, "/"), "/")
-	rp, err := h.github.repo(ctx, owner, name)
-	var ge *githubError
+	rp, err := h.github.Repo(ctx, owner, name)
+	var ge *github.Error
 	switch {
-	case errors.Is(err, errGitHubNotFound):
+	case errors.Is(err, github.ErrNotFound):
 		return holon.Errorf(publishing.CodeRepositoryNotFound, "source.repository %s is private or does not exist: an open-source agent names its public GitHub repository (or publish it as proprietary)", repository)
-	case errors.As(err, &ge) && ge.unavailable:
+	case errors.As(err, &ge) && ge.Unavailable:
 		return githubUnavailable(ge)
 	case err != nil:
 		return holon.Errorf(CodeGitHubUnavailable, "checking source.repository on GitHub failed: %v; try again", err)
@@ -36,8 +37,8 @@ func (h *hosted) checkSource(ctx context.Context, repository string, link *wire.
 		}
 		return nil
 	case "Organization":
-		ok, err := h.github.publicMember(ctx, rp.Owner.Login, link.Login)
-		if errors.As(err, &ge) && ge.unavailable {
+		ok, err := h.github.PublicMember(ctx, rp.Owner.Login, link.Login)
+		if errors.As(err, &ge) && ge.Unavailable {
 			return githubUnavailable(ge)
 		} else if err != nil {
 			return holon.Errorf(CodeGitHubUnavailable, "checking %s's members on GitHub failed: %v; try again", rp.Owner.Login, err)
@@ -51,10 +52,10 @@ func (h *hosted) checkSource(ctx context.Context, repository string, link *wire.
 }
 
 // githubUnavailable is the 503 of a GitHub outage or rate limit.
-func githubUnavailable(ge *githubError) error {
-	msg := "GitHub cannot answer now (" + ge.message + "): try again"
-	if ge.retryAfter > 0 {
-		msg += " in " + strconv.Itoa(int(ge.retryAfter.Seconds())+1) + " s"
+func githubUnavailable(ge *github.Error) error {
+	msg := "GitHub cannot answer now (" + ge.Message + "): try again"
+	if ge.RetryAfter > 0 {
+		msg += " in " + strconv.Itoa(int(ge.RetryAfter.Seconds())+1) + " s"
 	}
 	return holon.Errorf(CodeGitHubUnavailable, "%s", msg)
 }

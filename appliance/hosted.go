@@ -10,7 +10,9 @@ import (
 	"holon.dev/holon"
 	"holon.dev/holon/appliance/accounts"
 	"holon.dev/holon/appliance/auth"
+	"holon.dev/holon/appliance/console"
 	"holon.dev/holon/appliance/files"
+	"holon.dev/holon/appliance/github"
 	"holon.dev/holon/appliance/token"
 	"holon.dev/holon/appliance/web"
 	"holon.dev/holon/gateway"
@@ -33,7 +35,7 @@ type hosted struct {
 
 	// Sign-in (App.initSignIn): github is nil when no GitHub app is
 	// configured.
-	github *githubClient
+	github *github.Client
 	// publicURL is HOLON_PUBLIC_URL without a trailing slash: the base of
 	// sign-in's redirect to the console (the rest asks the origin rule,
 	// api.origin).
@@ -143,8 +145,8 @@ func bodyLimit(r *http.Request) int64 {
 	if r.Method == http.MethodPost && r.URL.Path == "/v0/files" {
 		return files.MaxFileSize + 1
 	}
-	if r.Method == http.MethodPost && r.URL.Path == consoleUploadPath {
-		return files.MaxFileSize + consoleUploadOverhead
+	if r.Method == http.MethodPost && r.URL.Path == console.UploadPath {
+		return console.MaxUpload
 	}
 	return web.MaxBody
 }

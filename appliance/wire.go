@@ -11,6 +11,7 @@ import (
 	"holon.dev/holon/appliance/accounts"
 	"holon.dev/holon/appliance/agents"
 	"holon.dev/holon/appliance/catalog"
+	"holon.dev/holon/appliance/github"
 	"holon.dev/holon/appliance/idempotency"
 	"holon.dev/holon/appliance/ops"
 	"holon.dev/holon/appliance/origin"
@@ -223,19 +224,8 @@ func (a *App) initSignIn(h *hosted) {
 	if !a.cfg.GitHubSignIn() {
 		return
 	}
-	web, api := a.cfg.GitHubURL, a.cfg.GitHubAPIURL
-	if web == "" {
-		web = DefaultGitHubURL
-	}
-	if api == "" {
-		api = DefaultGitHubAPIURL
-	}
-	client := a.cfg.GitHubHTTP
-	if client == nil {
-		client = &http.Client{Timeout: 10 * time.Second}
-	}
-	h.github = &githubClient{web: strings.TrimRight(web, "/"), api: strings.TrimRight(api, "/"),
-		clientID: a.cfg.GitHubClientID, clientSecret: a.cfg.GitHubClientSecret, http: client, now: a.cfg.Now}
+	h.github = github.New(github.Options{URL: a.cfg.GitHubURL, APIURL: a.cfg.GitHubAPIURL,
+		ClientID: a.cfg.GitHubClientID, ClientSecret: a.cfg.GitHubClientSecret, HTTP: a.cfg.GitHubHTTP, Now: a.cfg.Now})
 }
 
 // mount builds the API and has every room register its routes on it.
@@ -248,8 +238,7 @@ func (a *App) mount() {
 	if a.hosted != nil {
 		routes.Mandates = a.hosted.accounts.Mandates
 	}
-	a.api = newAPI(a.engine, a.log, a.hosted, v0.New(routes))
-	a.api.origin = origin.New(a.cfg.PublicURL, a.cfg.TrustProxy != nil && *a.cfg.TrustProxy)
+	a.api = newAPI(a.engine, a.log, a.hosted, v0.New(routes), origin.New(a.cfg.PublicURL, a.cfg.TrustProxy != nil && *a.cfg.TrustProxy))
 	a.listings.Mount(a.api.mount, a.hosted != nil)
 	a.files.Mount(a.api.mount, a.engine)
 	if a.hosted != nil {
@@ -280,7 +269,7 @@ func (a *App) expire(ctx context.Context) {
 		a.log.Error("expire approvals", "err", err)
 	}
 	if a.hosted != nil {
-		if _, err := a.hosted.purgeSignIn(a.cfg.Now()); err != nil && ctx.Err() == nil {
+		if _, err := a.api.signin.Purge(a.cfg.Now()); err != nil && ctx.Err() == nil {
 			a.log.Error("purge expired sign-in states", "err", err)
 		}
 	}
