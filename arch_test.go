@@ -129,6 +129,8 @@ func TestImports_FlowOneWay(t *testing.T) {
 		"oauth":       {module, a + "web", a + "auth", a + "token", a + "ratelimit", a + "clientmeta", a + "origin", a + "accounts"},
 		"ops":         {module, a + "token", a + "web"},
 		"wire":        {module, module + "/journal", module + "/gateway", module + "/gateway/contract"},
+		"publishing":  {module, module + "/journal", module + "/gateway", module + "/gateway/contract", module + "/gateway/remote", a + "token", a + "web", a + "auth", a + "wire", a + "accounts"},
+		"v0":          {module, module + "/journal", module + "/gateway", a + "token", a + "web", a + "auth", a + "wire", a + "idempotency"},
 		"accounts":    {module, module + "/journal", module + "/gateway", module + "/gateway/contract", a + "token", a + "web", a + "auth", a + "ratelimit", a + "wire"},
 		"mcpserver":   {module, module + "/journal", module + "/gateway", module + "/gateway/contract", a + "web", a + "auth", a + "token", a + "wire"},
 	} {

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"holon.dev/holon"
+	"holon.dev/holon/appliance/publishing"
 	"holon.dev/holon/appliance/web"
 )
 
@@ -38,7 +39,7 @@ func TestAPI_Fail_InternalErrors(t *testing.T) {
 		{"not_found", web.NotFound("no receipt r9"), 404, holon.CodeNotFound, false, ""},
 		{"wrapped not_found", fmt.Errorf("tree: %w", web.NotFound("no receipt r9")), 404, holon.CodeNotFound, false, ""},
 		{"rate_limited", holon.Errorf(web.CodeRateLimited, "slow down"), 429, web.CodeRateLimited, false, ""},
-		{"version_exists", holon.Errorf(CodeVersionExists, "1.0.0 is published"), 409, CodeVersionExists, false, ""},
+		{"version_exists", holon.Errorf(publishing.CodeVersionExists, "1.0.0 is published"), 409, publishing.CodeVersionExists, false, ""},
 		{"invalid_token", holon.Errorf(holon.CodeInvalidToken, "not a delegation token"), 401, holon.CodeInvalidToken, false, ""},
 	}
 	for _, tc := range tests {

@@ -480,12 +480,7 @@ func (s *Service) exchangeLogin(w http.ResponseWriter, r *http.Request, _ httpro
 		return
 	}
 	if refusal != nil {
-		status := http.StatusBadRequest
-		switch refusal.(*holon.Error).Code {
-		case accounts.CodeAccountDisabled, CodeLoginCodeOtherBrowser:
-			status = http.StatusForbidden
-		}
-		web.Error(w, status, refusal)
+		s.fail(w, r, refusal)
 		return
 	}
 	http.SetCookie(w, &http.Cookie{Name: loginCookie, Value: "", Path: "/v0/auth/exchange", MaxAge: -1,
