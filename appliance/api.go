@@ -53,10 +53,9 @@ type api struct {
 func newAPI(e *gateway.Engine, log *slog.Logger, h *hosted, idem *idempotency.Keys, backup http.Handler) *api {
 	a := &api{engine: e, log: log, router: web.NewRouter(), hosted: h, idem: idem, backup: backup}
 	a.auth = auth.NewChain(h == nil)
-	a.mount = &auth.Mount{Router: a.router, Chain: a.auth, Log: log, Challenge: a.challenge}
+	a.mount = &auth.Mount{Router: a.router, Chain: a.auth, Log: log}
 	if h != nil {
 		a.auth.Register(auth.VerifierFunc(h.verifyAdmin))
-		a.auth.Register(auth.VerifierFunc(a.verifyAccessToken))
 		a.auth.Register(auth.VerifierFunc(h.accounts.VerifyKey))
 		a.mount.Accounts = h.limits.account
 	}
@@ -90,7 +89,6 @@ func (a *api) routes() {
 		a.hostedRoutes()
 	}
 	a.routeConsole()
-	a.routeOAuth()
 	r.Fallbacks(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		web.Answer(w, holon.Errorf(holon.CodeNotFound, "no route %s %s", r.Method, token.Redact(r.URL.Path)))
 	}), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

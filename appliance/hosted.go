@@ -12,7 +12,6 @@ import (
 	"holon.dev/holon"
 	"holon.dev/holon/appliance/accounts"
 	"holon.dev/holon/appliance/auth"
-	"holon.dev/holon/appliance/clientmeta"
 	"holon.dev/holon/appliance/files"
 	"holon.dev/holon/appliance/token"
 	"holon.dev/holon/appliance/web"
@@ -46,8 +45,6 @@ type hosted struct {
 	vault     *vault
 	webhook   *remote.WebhookRunner
 	guard     remote.NetGuard
-	// clientDocs fetches OAuth clients' metadata documents (oauth_cimd.go).
-	clientDocs *clientmeta.Fetcher
 
 	// list stores and lists a version that passed publishing's rules
 	// (App.listVersion).

@@ -2,7 +2,6 @@ package appliance
 
 import (
 	"net/http"
-	"strings"
 
 	"holon.dev/holon/appliance/auth"
 	"holon.dev/holon/appliance/token"
@@ -24,15 +23,6 @@ func (h *hosted) verifyAdmin(_ *http.Request, credential string) (*auth.Principa
 		return auth.Admin(), true, nil
 	}
 	return nil, false, nil
-}
-
-// verifyAccessToken is the OAuth access tokens' verifier (oauth_token.go).
-func (a *api) verifyAccessToken(r *http.Request, credential string) (*auth.Principal, bool, error) {
-	if !strings.HasPrefix(credential, oauthAccessMarker) {
-		return nil, false, nil
-	}
-	p, err := a.tokenPrincipal(r, credential)
-	return p, true, err
 }
 
 // keyLive reports whether a key, by its hash, still authenticates

@@ -19,7 +19,6 @@ import (
 	"holon.dev/holon"
 	"holon.dev/holon/appliance/accounts"
 	"holon.dev/holon/appliance/auth"
-	"holon.dev/holon/appliance/clientmeta"
 	"holon.dev/holon/appliance/web"
 	"holon.dev/holon/appliance/wire"
 	"holon.dev/holon/gateway"
@@ -91,7 +90,6 @@ func (a *App) initPublishing(h *hosted) {
 	h.hooks, h.vault, h.webhook = a.hooks, a.vault, a.webhook
 	h.list = a.listVersion
 	h.guard = remote.NetGuard{AllowPrivate: a.cfg.AllowPrivateEndpoints, Resolver: a.cfg.Resolver}
-	h.clientDocs = clientmeta.New(&h.guard, clientmeta.Options{RootCAs: a.cfg.RemoteRootCAs, Now: h.now})
 	if !a.cfg.GitHubSignIn() {
 		return
 	}

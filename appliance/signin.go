@@ -21,6 +21,7 @@ import (
 	"holon.dev/holon"
 	"holon.dev/holon/appliance/accounts"
 	"holon.dev/holon/appliance/auth"
+	"holon.dev/holon/appliance/oauth"
 	"holon.dev/holon/appliance/token"
 	"holon.dev/holon/appliance/web"
 	"holon.dev/holon/appliance/wire"
@@ -373,21 +374,8 @@ func claimAccount(tx holon.Tx, acct *accounts.Account, login string, now time.Ti
 	if err != nil {
 		return err
 	}
-	var codes []string
-	err = tx.ForEach(holon.BucketOAuth, "code/", func(k string, raw json.RawMessage) (bool, error) {
-		var c oauthCode
-		if err := json.Unmarshal(raw, &c); err == nil && c.Account == acct.Handle && c.Used == nil {
-			codes = append(codes, k)
-		}
-		return true, nil
-	})
-	if err != nil {
+	if err := oauth.DropPendingCodes(tx, acct.Handle); err != nil {
 		return err
-	}
-	for _, k := range codes {
-		if err := tx.Delete(holon.BucketOAuth, k); err != nil {
-			return err
-		}
 	}
 	acct.Claimed = &wire.Claim{At: now, GitHub: login, KeysRevoked: revoked}
 	return accounts.AppendLog(tx, accounts.LogEntry{Time: now, Actor: "github:" + login, Action: accounts.ActionClaim, Target: acct.Handle,

@@ -204,6 +204,9 @@ func (a *App) mount() {
 	a.api.origin = origin.New(a.cfg.PublicURL, a.cfg.TrustProxy != nil && *a.cfg.TrustProxy)
 	a.listings.Mount(a.api.mount, a.hosted != nil)
 	a.files.Mount(a.api.mount, a.engine)
+	if a.hosted != nil {
+		a.openOAuth().Mount(a.api.mount)
+	}
 	a.served = a.metrics.Instrument(a.api, ops.Exposure{Hosted: a.cfg.Hosted, AdminKey: a.cfg.AdminKey,
 		CheckHost: a.api.checkHost, Log: a.cfg.Logger})
 }
