@@ -21,31 +21,20 @@ import (
 // accounts, mandates, balances) is read from the store by every request.
 const RegistrySyncEvery = time.Second
 
-// registrySync is the state of syncRegistryEvery: the versions it tried
-// to list and could not (their lineage), not tried again every pass.
+// registrySync keeps the registry in step with the store, on a store
+// several gateways share (run by recoverEvery). It remembers the versions
+// it tried to list and could not (their lineage), not tried again every
+// pass.
 type registrySync struct {
 	a        *App
 	unlisted map[string]bool
 }
 
-// syncRegistryEvery keeps the registry in step with the store, on a store
-// several gateways share, until ctx ends.
-func (a *App) syncRegistryEvery(ctx context.Context) {
-	if _, ok := a.store.(holon.SharedStore); !ok {
-		return
-	}
-	s := &registrySync{a: a, unlisted: map[string]bool{}}
-	t := time.NewTicker(RegistrySyncEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		if err := s.pass(); err != nil && ctx.Err() == nil && holon.ErrorCode(err) != holon.CodeStoreUnavailable {
-			a.log.Error("read the registry's changes from the store", "err", err)
-		}
+// every runs one pass and logs its error, unless the store is only
+// unreachable for now or ctx ended.
+func (s *registrySync) every(ctx context.Context) {
+	if err := s.pass(); err != nil && ctx.Err() == nil && holon.ErrorCode(err) != holon.CodeStoreUnavailable {
+		s.a.log.Error("read the registry's changes from the store", "err", err)
 	}
 }
 

@@ -223,7 +223,6 @@ func (a *App) startWorkers(ctx context.Context) {
 	a.workers.run(func(ctx context.Context) { a.files.SweepEvery(ctx, time.Minute) })
 	a.workers.run(func(ctx context.Context) { a.idem.SweepEvery(ctx, a.log) })
 	a.workers.run(a.recoverEvery)
-	a.workers.run(a.syncRegistryEvery)
 }
 
 // expire expires stale approvals, and the sign-in states that expired.
