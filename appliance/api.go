@@ -16,6 +16,7 @@ import (
 	"holon.dev/holon/appliance/auth"
 	"holon.dev/holon/appliance/idempotency"
 	"holon.dev/holon/appliance/mcpserver"
+	"holon.dev/holon/appliance/origin"
 	"holon.dev/holon/appliance/token"
 	"holon.dev/holon/appliance/web"
 	"holon.dev/holon/appliance/wire"
@@ -42,10 +43,10 @@ type api struct {
 	// backup streams the live backup (Config.Backup); nil leaves
 	// GET /v0/admin/backup out.
 	backup http.Handler
-	// publicURL is HOLON_PUBLIC_URL without a trailing slash ("" when
-	// unset): the host a dev gateway answers besides loopback, and the
-	// origin /mcp accepts (origin.go).
-	publicURL string
+	// origin is the one rule of the gateway's origin (appliance/origin):
+	// the host a dev gateway answers besides loopback, the origin /mcp
+	// accepts (origin.go), the base of sign-in's and OAuth's URLs.
+	origin *origin.Rule
 }
 
 func newAPI(e *gateway.Engine, log *slog.Logger, h *hosted, idem *idempotency.Keys, backup http.Handler) *api {

@@ -12,6 +12,7 @@ import (
 
 	"holon.dev/holon"
 	"holon.dev/holon/appliance/auth"
+	"holon.dev/holon/appliance/origin"
 	"holon.dev/holon/appliance/web"
 	"holon.dev/holon/webui"
 )
@@ -55,6 +56,9 @@ func (a *api) routeConsole() {
 }
 
 func (b consoleBackend) Hosted() bool { return b.a.hosted != nil }
+
+// Origin is the gateway's origin rule, the API's own.
+func (b consoleBackend) Origin() *origin.Rule { return b.a.origin }
 
 // GitHubSignIn is true only when a GitHub app is configured: the sign-in
 // routes always exist (they answer 503 github_not_configured otherwise).

@@ -16,7 +16,6 @@ import (
 	"holon.dev/holon/appliance/auth"
 	"holon.dev/holon/appliance/token"
 	"holon.dev/holon/appliance/web"
-	"holon.dev/holon/webui"
 )
 
 // Console sessions. A browser that signs in (a pasted key, an email
@@ -156,7 +155,7 @@ func (a *api) startSession(w http.ResponseWriter, r *http.Request, key string) (
 		return nil, fmt.Errorf("store console session: %w", err)
 	}
 	http.SetCookie(w, &http.Cookie{
-		Name: SessionCookie, Value: id, Path: "/", HttpOnly: true, Secure: a.secureCookies(r),
+		Name: SessionCookie, Value: id, Path: "/", HttpOnly: true, Secure: a.origin.HTTPS(r),
 		SameSite: http.SameSiteLaxMode, Expires: s.Expires, MaxAge: int(s.Expires.Sub(now).Seconds()),
 	})
 	return p, nil
@@ -173,14 +172,9 @@ func (a *api) endSession(w http.ResponseWriter, r *http.Request) error {
 			return fmt.Errorf("end console session: %w", err)
 		}
 	}
-	http.SetCookie(w, &http.Cookie{Name: SessionCookie, Value: "", Path: "/", HttpOnly: true, Secure: a.secureCookies(r),
+	http.SetCookie(w, &http.Cookie{Name: SessionCookie, Value: "", Path: "/", HttpOnly: true, Secure: a.origin.HTTPS(r),
 		SameSite: http.SameSiteLaxMode, MaxAge: -1})
 	return nil
-}
-
-// secureCookies: cookies are Secure when the browser came over https.
-func (a *api) secureCookies(r *http.Request) bool {
-	return webui.IsHTTPS(r)
 }
 
 // dropExpiredSessions deletes up to max sessions that have expired.

@@ -218,7 +218,7 @@ var assetLink = regexp.MustCompile(`(?:href|src)="(/console/static/[^"]+)"`)
 // served under checksummed names with a year's cache lifetime (and an old
 // or made-up name is a 404), and that over https the cookies are Secure.
 func TestConsole_Headers(t *testing.T) {
-	ta := newHostedApp(t)
+	ta := newHostedApp(t, trustProxy(true)) // behind a proxy that terminates TLS (below)
 	b := newBrowser(t, ta.srv.URL)
 	resp, body := b.get("/console/signin")
 	csp := resp.Header.Get("Content-Security-Policy")

@@ -44,7 +44,8 @@ type hosted struct {
 	// GitHub app is configured.
 	github *githubClient
 	// publicURL is HOLON_PUBLIC_URL without a trailing slash: the base of
-	// sign-in redirects and the OAuth issuer (oauth.go).
+	// sign-in's redirect to the console (the rest asks the origin rule,
+	// api.origin).
 	publicURL string
 	hooks     *publishHooks
 	vault     *vault
@@ -122,7 +123,7 @@ func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if a.hosted == nil {
-		if err := checkHost(r, a.publicURL); err != nil {
+		if err := a.checkHost(r); err != nil {
 			a.fail(sw, r, err)
 			return
 		}

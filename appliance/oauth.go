@@ -152,16 +152,7 @@ func (a *api) routeOAuth() {
 
 // issuer is the gateway's public origin: HOLON_PUBLIC_URL, or (a
 // development gateway without one) the origin the request reached.
-func (a *api) issuer(r *http.Request) string {
-	if u := a.hosted.publicURL; u != "" {
-		return strings.TrimRight(u, "/")
-	}
-	scheme := "http"
-	if r.TLS != nil || r.Header.Get("X-Forwarded-Proto") == "https" {
-		scheme = "https"
-	}
-	return scheme + "://" + r.Host
-}
+func (a *api) issuer(r *http.Request) string { return a.origin.Base(r) }
 
 // resource is the protected resource of RFC 8707 that tokens are bound
 // to: the /mcp endpoint.

@@ -2,16 +2,14 @@ package appliance
 
 import (
 	"fmt"
-	"net"
 	"net/http"
-	"net/netip"
-	"net/url"
-	"strings"
 
 	"holon.dev/holon"
+	"holon.dev/holon/appliance/origin"
 )
 
-// Which names and origins the gateway answers. A gateway without
+// Which names and origins the gateway answers (the one rule of what the
+// gateway's origin is: appliance/origin). A gateway without
 // authentication (dev mode) answers, on every route, only a request whose
 // Host is a loopback name or the host of its public URL: a web page whose
 // name is made to resolve to 127.0.0.1 (DNS rebinding) is refused before
@@ -30,70 +28,18 @@ const (
 	CodeOriginNotAllowed = "origin_not_allowed"
 )
 
-// hostName is the name of a Host header, without port or brackets, in
-// lowercase and without a final dot.
-func hostName(hostport string) string {
-	host := hostport
-	if h, _, err := net.SplitHostPort(hostport); err == nil {
-		host = h
-	}
-	return strings.TrimSuffix(strings.ToLower(strings.Trim(host, "[]")), ".")
-}
-
-// isLoopbackName reports whether a host name (no port) is this machine's
-// own: localhost, or a loopback address.
-func isLoopbackName(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	a, err := netip.ParseAddr(host)
-	return err == nil && a.Unmap().IsLoopback()
-}
-
 // checkHost is the dev gateway's rule for every route: the request must
 // name the gateway by a loopback name or by the host of its public URL.
-func checkHost(r *http.Request, publicURL string) error {
-	host := hostName(r.Host)
-	if isLoopbackName(host) {
+func (a *api) checkHost(r *http.Request) error {
+	if a.origin.KnownHost(r) {
 		return nil
 	}
 	public := ""
-	if u, err := url.Parse(publicURL); err == nil && u.Host != "" {
-		public = hostName(u.Host)
-		if host == public {
-			return nil
-		}
-		public = ", " + public
+	if h := a.origin.PublicHost(); h != "" {
+		public = ", " + h
 	}
 	return holon.Errorf(CodeHostNotAllowed, "this gateway runs without authentication and answers only to localhost, 127.0.0.1 and [::1]%s, not to %q "+
 		"(a web page whose name points here must not drive it): open it by one of those names, or set HOLON_PUBLIC_URL to the URL you open it by", public, r.Host)
-}
-
-// originOf is an origin in the form browsers send it (scheme://host[:port],
-// lowercase, without the scheme's default port), or "" when s is none.
-func originOf(s string) string {
-	u, err := url.Parse(s)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
-		return ""
-	}
-	host := strings.ToLower(u.Host)
-	if port := u.Port(); (u.Scheme == "http" && port == "80") || (u.Scheme == "https" && port == "443") {
-		host = strings.TrimSuffix(host, ":"+port)
-	}
-	return u.Scheme + "://" + host
-}
-
-// ownOrigin is the gateway's origin: its public URL's, or else the one the
-// request was sent to.
-func (a *api) ownOrigin(r *http.Request) string {
-	if o := originOf(a.publicURL); o != "" {
-		return o
-	}
-	scheme := "http"
-	if r.TLS != nil {
-		scheme = "https"
-	}
-	return originOf(scheme + "://" + r.Host)
 }
 
 // checkMCPOrigin refuses a request to /mcp from a web page of another
@@ -104,11 +50,10 @@ func (a *api) checkMCPOrigin(r *http.Request) error {
 	if o == "" {
 		return nil
 	}
-	got := originOf(o)
-	if got != "" && got == a.ownOrigin(r) {
+	if got := origin.Of(o); got != "" && got == a.origin.Origin(r) {
 		return nil
 	}
-	if u, err := url.Parse(got); got != "" && err == nil && a.hosted == nil && isLoopbackName(hostName(u.Host)) {
+	if a.hosted == nil && origin.IsLoopbackOrigin(o) {
 		return nil
 	}
 	mode := ""
@@ -116,5 +61,5 @@ func (a *api) checkMCPOrigin(r *http.Request) error {
 		mode = " or a loopback origin (http://localhost:<port>)"
 	}
 	return holon.Errorf(CodeOriginNotAllowed, "/mcp does not answer web pages of other origins: the request came from %s, and only %s%s may call it; "+
-		"a client that is not a browser sends no Origin header", fmt.Sprintf("%q", o), a.ownOrigin(r), mode)
+		"a client that is not a browser sends no Origin header", fmt.Sprintf("%q", o), a.origin.Origin(r), mode)
 }

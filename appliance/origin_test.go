@@ -3,9 +3,11 @@ package appliance_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -155,4 +157,78 @@ func TestMCP_Origin(t *testing.T) {
 			}
 		}
 	})
+}
+
+// Ensure that one rule answers "is this https, what is our origin" for
+// the console's cookies and CSRF check, sign-in's redirect to GitHub and
+// the OAuth issuer, and that it reads X-Forwarded-Proto only behind a
+// trusted proxy (HOLON_TRUST_PROXY=1): a client that sends the header to
+// a gateway exposed directly changes none of them.
+func TestOrigin_ForwardedProtoOnlyBehindATrustedProxy(t *testing.T) {
+	for _, trusted := range []bool{false, true} {
+		t.Run(fmt.Sprintf("trusted=%v", trusted), func(t *testing.T) {
+			g := newGitHubApp(t, trustProxy(trusted))
+			own := g.srv.URL
+			if trusted {
+				own = strings.Replace(own, "http://", "https://", 1)
+			}
+			b := newBrowser(t, g.srv.URL)
+			forwarded := func(req *http.Request) *http.Request {
+				req.Header.Set("X-Forwarded-Proto", "https")
+				return req
+			}
+			secure := func(resp *http.Response, name string) (found, secure bool) {
+				for _, c := range resp.Cookies() {
+					if c.Name == name {
+						return true, c.Secure
+					}
+				}
+				return false, false
+			}
+			// The console's CSRF cookie.
+			req, _ := http.NewRequest("GET", g.srv.URL+"/console/signin", nil)
+			resp, _ := b.send(forwarded(req))
+			if found, s := secure(resp, "holon_csrf"); !found || s != trusted {
+				t.Errorf("CSRF cookie: set %v, Secure %v, want Secure %v", found, s, trusted)
+			}
+			// A form from the origin the header claims: the gateway's own
+			// only when a trusted proxy said so.
+			ann := g.signup("ann")
+			csrf := b.cookie("holon_csrf")
+			req, _ = http.NewRequest("POST", g.srv.URL+"/console/signin", strings.NewReader(url.Values{"key": {ann.humanKey}, "csrf": {csrf}}.Encode()))
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			req.Header.Set("Origin", strings.Replace(g.srv.URL, "http://", "https://", 1))
+			resp, _ = b.send(forwarded(req))
+			if want := map[bool]int{false: http.StatusForbidden, true: http.StatusSeeOther}[trusted]; resp.StatusCode != want {
+				t.Errorf("a form from %s: %d, want %d", req.Header.Get("Origin"), resp.StatusCode, want)
+			}
+			// The session cookie.
+			req, _ = http.NewRequest("POST", g.srv.URL+"/console/signin", strings.NewReader(url.Values{"key": {ann.humanKey}, "csrf": {csrf}}.Encode()))
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			resp, _ = b.send(forwarded(req))
+			if found, s := secure(resp, appliance.SessionCookie); resp.StatusCode != http.StatusSeeOther || !found || s != trusted {
+				t.Errorf("sign-in: %d, session cookie set %v, Secure %v, want Secure %v", resp.StatusCode, found, s, trusted)
+			}
+			// Sign-in with GitHub: the callback GitHub is sent back to, and
+			// the state cookie.
+			req, _ = http.NewRequest("GET", g.srv.URL+"/v0/auth/github", nil)
+			resp, _ = b.send(forwarded(req))
+			loc, _ := url.Parse(resp.Header.Get("Location"))
+			if got := loc.Query().Get("redirect_uri"); resp.StatusCode != http.StatusFound || got != own+"/v0/auth/github/callback" {
+				t.Errorf("GitHub sign-in: %d, redirect_uri %q, want %s/v0/auth/github/callback", resp.StatusCode, got, own)
+			}
+			if found, s := secure(resp, "holon_github_state"); !found || s != trusted {
+				t.Errorf("state cookie: set %v, Secure %v, want Secure %v", found, s, trusted)
+			}
+			// The OAuth issuer.
+			req, _ = http.NewRequest("GET", g.srv.URL+"/.well-known/oauth-authorization-server", nil)
+			_, body := b.send(forwarded(req))
+			var meta struct {
+				Issuer string `json:"issuer"`
+			}
+			if err := json.Unmarshal([]byte(body), &meta); err != nil || meta.Issuer != own {
+				t.Errorf("OAuth issuer: %q (%v), want %s", meta.Issuer, err, own)
+			}
+		})
+	}
 }

@@ -124,19 +124,8 @@ func (h *hosted) githubOff() error {
 }
 
 // callbackURL is where GitHub sends the browser back.
-func (h *hosted) callbackURL(r *http.Request) string {
-	if h.publicURL != "" {
-		return h.publicURL + "/v0/auth/github/callback"
-	}
-	scheme := "http"
-	if r.TLS != nil {
-		scheme = "https"
-	}
-	return scheme + "://" + r.Host + "/v0/auth/github/callback"
-}
-
-func (h *hosted) secureCookies(r *http.Request) bool {
-	return r.TLS != nil || strings.HasPrefix(h.publicURL, "https://")
+func (a *api) callbackURL(r *http.Request) string {
+	return a.origin.Base(r) + "/v0/auth/github/callback"
 }
 
 // githubStart is GET /v0/auth/github.
@@ -160,9 +149,9 @@ func (a *api) githubStart(w http.ResponseWriter, r *http.Request, _ httprouter.P
 		return
 	}
 	http.SetCookie(w, &http.Cookie{Name: stateCookie, Value: state, Path: "/v0/auth/github",
-		MaxAge: int(signinStateTTL.Seconds()), HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: h.secureCookies(r)})
+		MaxAge: int(signinStateTTL.Seconds()), HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: a.origin.HTTPS(r)})
 	w.Header().Set("Cache-Control", "no-store")
-	http.Redirect(w, r, h.github.authorizeURL(state, h.callbackURL(r)), http.StatusFound)
+	http.Redirect(w, r, h.github.authorizeURL(state, a.callbackURL(r)), http.StatusFound)
 }
 
 // signinRefusal is a sign-in that ends on the console with a reason.
@@ -187,12 +176,12 @@ func (a *api) githubCallback(w http.ResponseWriter, r *http.Request, _ httproute
 		// state that is not its own leaves its cookie, and the sign-in it
 		// has under way, alone.
 		http.SetCookie(w, &http.Cookie{Name: stateCookie, Value: "", Path: "/v0/auth/github", MaxAge: -1,
-			HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: h.secureCookies(r)})
+			HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: a.origin.HTTPS(r)})
 	}
 	switch {
 	case err == nil:
 		http.SetCookie(w, &http.Cookie{Name: loginCookie, Value: browser, Path: "/v0/auth/exchange",
-			MaxAge: int(loginCodeTTL.Seconds()), HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: h.secureCookies(r)})
+			MaxAge: int(loginCodeTTL.Seconds()), HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: a.origin.HTTPS(r)})
 		http.Redirect(w, r, console+"#login="+url.QueryEscape(code), http.StatusFound)
 	case errors.As(err, &refusal):
 		a.log.Info("sign-in refused", "reason", refusal.reason, "why", token.Redact(refusal.why))
@@ -242,7 +231,7 @@ func (a *api) signIn(r *http.Request) (code, browser string, err error) {
 		}
 		return "", "", refuseSignin(e, "GitHub answered %s", q.Get("error"))
 	}
-	token, err := h.github.exchange(r.Context(), q.Get("code"), h.callbackURL(r))
+	token, err := h.github.exchange(r.Context(), q.Get("code"), a.callbackURL(r))
 	if err != nil {
 		return "", "", githubRefusal(err)
 	}
@@ -523,7 +512,7 @@ func (a *api) exchangeLogin(w http.ResponseWriter, r *http.Request, _ httprouter
 		return
 	}
 	http.SetCookie(w, &http.Cookie{Name: loginCookie, Value: "", Path: "/v0/auth/exchange", MaxAge: -1,
-		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: h.secureCookies(r)})
+		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: a.origin.HTTPS(r)})
 	w.Header().Set("Cache-Control", "no-store")
 	web.JSON(w, http.StatusOK, ans)
 }

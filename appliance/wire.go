@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
@@ -12,6 +11,7 @@ import (
 	"holon.dev/holon/appliance/catalog"
 	"holon.dev/holon/appliance/idempotency"
 	"holon.dev/holon/appliance/ops"
+	"holon.dev/holon/appliance/origin"
 	"holon.dev/holon/gateway"
 	"holon.dev/holon/gateway/contract"
 	"holon.dev/holon/gateway/remote"
@@ -200,11 +200,11 @@ func (a *App) mount() {
 		backup = a.cfg.Backup(a.store)
 	}
 	a.api = newAPI(a.engine, a.log, a.hosted, a.idem, backup)
-	a.api.publicURL = strings.TrimRight(a.cfg.PublicURL, "/")
+	a.api.origin = origin.New(a.cfg.PublicURL, a.cfg.TrustProxy != nil && *a.cfg.TrustProxy)
 	a.listings.Mount(a.api.mount, a.hosted != nil)
 	a.files.Mount(a.api.mount, a.engine)
 	a.served = a.metrics.Instrument(a.api, ops.Exposure{Hosted: a.cfg.Hosted, AdminKey: a.cfg.AdminKey,
-		CheckHost: func(r *http.Request) error { return checkHost(r, a.cfg.PublicURL) }, Log: a.cfg.Logger})
+		CheckHost: a.api.checkHost, Log: a.cfg.Logger})
 }
 
 // startWorkers starts the background loops, each until Close: the

@@ -16,6 +16,7 @@ import (
 	"strings"
 
 	"holon.dev/holon"
+	"holon.dev/holon/appliance/origin"
 )
 
 // Prefix is where the console is mounted.
@@ -28,6 +29,9 @@ type Backend interface {
 	// Hosted reports whether the gateway has accounts (else it is a dev
 	// gateway: no sign-in, everything visible).
 	Hosted() bool
+	// Origin is the gateway's one rule of its own origin and of https,
+	// which the forms' CSRF checks and cookies follow.
+	Origin() *origin.Rule
 	// GitHubSignIn reports whether sign-in with GitHub is configured.
 	GitHubSignIn() bool
 	// Viewer is who the request's console session belongs to; the zero
@@ -181,12 +185,12 @@ func (c *Console) wrap(a action, signedIn, multipart bool) http.Handler {
 				c.render(w, r, v, http.StatusUnsupportedMediaType, "error", errorPage{Title: "Not a file form", Message: "This form takes no file: send it from its page."})
 				return
 			}
-			if r, err = checkMultipartCSRF(r); err != nil {
+			if r, err = checkMultipartCSRF(r, c.b.Origin()); err != nil {
 				c.render(w, r, v, http.StatusForbidden, "error", errorPage{Title: "Form expired", Message: err.Error()})
 				return
 			}
 		} else if r.Method == http.MethodPost {
-			if err := CheckCSRF(r); err != nil {
+			if err := CheckCSRF(r, c.b.Origin()); err != nil {
 				c.render(w, r, v, http.StatusForbidden, "error", errorPage{Title: "Form expired", Message: err.Error()})
 				return
 			}

@@ -11,6 +11,8 @@ import (
 	"mime/multipart"
 	"net/http"
 	"net/url"
+
+	"holon.dev/holon/appliance/origin"
 )
 
 // CSRFCookie holds the browser's form token. Every form of the console
@@ -24,9 +26,10 @@ const (
 )
 
 // CSRFToken returns the request's form token, setting a fresh one on w
-// when the browser has none yet. Pages put it in a hidden CSRFField input
-// of every form.
-func CSRFToken(w http.ResponseWriter, r *http.Request) string {
+// when the browser has none yet (Secure when the gateway's origin rule
+// says the browser came over https). Pages put it in a hidden CSRFField
+// input of every form.
+func CSRFToken(w http.ResponseWriter, r *http.Request, rule *origin.Rule) string {
 	if c, err := r.Cookie(CSRFCookie); err == nil && len(c.Value) == 43 {
 		return c.Value
 	}
@@ -35,7 +38,7 @@ func CSRFToken(w http.ResponseWriter, r *http.Request) string {
 	tok := base64.RawURLEncoding.EncodeToString(b)
 	http.SetCookie(w, &http.Cookie{
 		Name: CSRFCookie, Value: tok, Path: "/", HttpOnly: true,
-		Secure: IsHTTPS(r), SameSite: http.SameSiteStrictMode,
+		Secure: rule.HTTPS(r), SameSite: http.SameSiteStrictMode,
 	})
 	// Later code in this request (the page's forms) reads the same token.
 	r.AddCookie(&http.Cookie{Name: CSRFCookie, Value: tok})
@@ -43,21 +46,19 @@ func CSRFToken(w http.ResponseWriter, r *http.Request) string {
 }
 
 // CheckCSRF refuses a form POST whose token does not match the browser's
-// cookie, or that comes from another origin.
-func CheckCSRF(r *http.Request) error {
-	if err := checkOrigin(r); err != nil {
+// cookie, or that comes from another origin than the gateway's own (the
+// origin rule's).
+func CheckCSRF(r *http.Request, rule *origin.Rule) error {
+	if err := checkOrigin(r, rule); err != nil {
 		return err
 	}
 	return checkToken(r, r.PostFormValue(CSRFField))
 }
 
 // checkOrigin refuses a POST from another origin.
-func checkOrigin(r *http.Request) error {
-	if o := r.Header.Get("Origin"); o != "" && o != "null" {
-		u, err := url.Parse(o)
-		if err != nil || u.Host != r.Host {
-			return errors.New("this form was sent from another site: open the console and send it again")
-		}
+func checkOrigin(r *http.Request, rule *origin.Rule) error {
+	if o := r.Header.Get("Origin"); o != "" && o != "null" && !rule.SameOrigin(r, o) {
+		return errors.New("this form was sent from another site: open the console and send it again")
 	}
 	return nil
 }
@@ -85,8 +86,8 @@ type partsKey struct{}
 // checkMultipartCSRF reads a multipart form's first part, which must be
 // its token (a page puts the hidden field first), and checks it: a file
 // is read only once the form is known to come from the console.
-func checkMultipartCSRF(r *http.Request) (*http.Request, error) {
-	if err := checkOrigin(r); err != nil {
+func checkMultipartCSRF(r *http.Request, rule *origin.Rule) (*http.Request, error) {
+	if err := checkOrigin(r, rule); err != nil {
 		return r, err
 	}
 	mr, err := r.MultipartReader()
@@ -111,12 +112,6 @@ func checkMultipartCSRF(r *http.Request) (*http.Request, error) {
 func formParts(r *http.Request) *multipart.Reader {
 	mr, _ := r.Context().Value(partsKey{}).(*multipart.Reader)
 	return mr
-}
-
-// IsHTTPS reports whether the browser reached the gateway over https
-// (directly, or through a proxy that says so).
-func IsHTTPS(r *http.Request) bool {
-	return r.TLS != nil || r.Header.Get("X-Forwarded-Proto") == "https"
 }
 
 func urlQueryEscape(s string) string { return url.QueryEscape(s) }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"holon.dev/holon/appliance/origin"
 	"holon.dev/holon/webui"
 )
 
@@ -17,8 +18,9 @@ import (
 // read no state, such as the manual's.
 type devBackend struct{}
 
-func (devBackend) Hosted() bool       { return false }
-func (devBackend) GitHubSignIn() bool { return false }
+func (devBackend) Hosted() bool         { return false }
+func (devBackend) GitHubSignIn() bool   { return false }
+func (devBackend) Origin() *origin.Rule { return origin.New("", false) }
 func (devBackend) Viewer(*http.Request) (webui.Viewer, error) {
 	return webui.Viewer{Kind: webui.ViewerDev}, nil
 }

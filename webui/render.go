@@ -129,7 +129,7 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, v Viewer, statu
 		return
 	}
 	nav, _, _ := strings.Cut(name, "_")
-	vw := view{Viewer: v, Hosted: c.b.Hosted(), CSRF: CSRFToken(w, r), Nav: nav, Data: data}
+	vw := view{Viewer: v, Hosted: c.b.Hosted(), CSRF: CSRFToken(w, r, c.b.Origin()), Nav: nav, Data: data}
 	var buf bytes.Buffer
 	if err := p.t.ExecuteTemplate(&buf, "layout.html", vw); err != nil {
 		c.log.Error("console: render", "page", name, "err", err)

@@ -55,6 +55,22 @@ func startAgents() (*agentServer, error) {
 
 func (a *agentServer) close() { _ = a.srv.Close() }
 
+// startStandardAgents starts the drills' agent server and writes a
+// registry of its standard agents under the drill's directory; it returns
+// the server (close it) and the registry's path.
+func (d *drill) startStandardAgents() (*agentServer, string, error) {
+	agents, err := startAgents()
+	if err != nil {
+		return nil, "", err
+	}
+	registry := filepath.Join(d.dir, "registry")
+	if err := agents.writeRegistry(registry, agents.standardAgents()...); err != nil {
+		agents.close()
+		return nil, "", err
+	}
+	return agents, registry, nil
+}
+
 func (a *agentServer) serve(w http.ResponseWriter, r *http.Request) {
 	name := strings.TrimPrefix(r.URL.Path, "/")
 	h := a.handlers[name]

@@ -9,6 +9,8 @@ import (
 	"net"
 	"net/http"
 	"time"
+
+	"holon.dev/holon/journal"
 )
 
 // api is a client of the gateway's HTTP API.
@@ -165,6 +167,27 @@ func (c *api) mandate(ctx context.Context, acc *account, name, total, perCall, a
 type mandateState struct {
 	Spent, Reserved, Remaining string
 	Total                      string
+}
+
+// crasher signs up the account the crash drills load: 100,000.00 of
+// credit, mandate main (50,000.00, 1.00 a call, approval above 0.50) and
+// mandate tight (0.30, so that it runs out under load). It returns the
+// account and each mandate's total.
+func (c *api) crasher(ctx context.Context, adminKey string) (*account, map[string]journal.Amount, error) {
+	acc, err := c.signup(ctx, "crasher", adminKey, "100000.00")
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := c.mandate(ctx, acc, "main", "50000.00", "1.00", "0.50"); err != nil {
+		return nil, nil, err
+	}
+	if err := c.mandate(ctx, acc, "tight", "0.30", "1.00", ""); err != nil {
+		return nil, nil, err
+	}
+	return acc, map[string]journal.Amount{
+		"crasher/main":  journal.MustParseAmount("50000.00"),
+		"crasher/tight": journal.MustParseAmount("0.30"),
+	}, nil
 }
 
 func (c *api) mandateState(ctx context.Context, key, id string) (*mandateState, error) {

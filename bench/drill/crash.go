@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,15 +26,11 @@ func crashDrill(ctx context.Context, d *drill) error {
 	maxUp := pick(d.o.Duration/time.Duration(max(kills, 1)), d.o.Long, 700*time.Millisecond, 2*time.Second)
 	rng := rand.New(rand.NewPCG(uint64(d.o.Seed), 1))
 
-	agents, err := startAgents()
+	agents, registry, err := d.startStandardAgents()
 	if err != nil {
 		return err
 	}
 	defer agents.close()
-	registry := filepath.Join(d.dir, "registry")
-	if err := agents.writeRegistry(registry, agents.standardAgents()...); err != nil {
-		return err
-	}
 	g, err := d.serve(ctx, registry, nil)
 	if err != nil {
 		return err
@@ -43,18 +38,8 @@ func crashDrill(ctx context.Context, d *drill) error {
 	defer g.kill()
 	db := g.db
 	c := newAPI(g.url, clients*2)
-	acc, err := c.signup(ctx, "crasher", g.adminKey, "100000.00")
+	acc, totals, err := c.crasher(ctx, g.adminKey)
 	if err != nil {
-		return err
-	}
-	totals := map[string]journal.Amount{
-		"crasher/main":  journal.MustParseAmount("50000.00"),
-		"crasher/tight": journal.MustParseAmount("0.30"),
-	}
-	if err := c.mandate(ctx, acc, "main", "50000.00", "1.00", "0.50"); err != nil {
-		return err
-	}
-	if err := c.mandate(ctx, acc, "tight", "0.30", "1.00", ""); err != nil {
 		return err
 	}
 

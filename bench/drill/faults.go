@@ -28,15 +28,11 @@ import (
 func faultsDrill(ctx context.Context, d *drill) error {
 	rounds := pick(0, d.o.Long, 2, 6)
 	rng := rand.New(rand.NewPCG(uint64(d.o.Seed), 3))
-	agents, err := startAgents()
+	agents, registry, err := d.startStandardAgents()
 	if err != nil {
 		return err
 	}
 	defer agents.close()
-	registry := filepath.Join(d.dir, "registry")
-	if err := agents.writeRegistry(registry, agents.standardAgents()...); err != nil {
-		return err
-	}
 	f := &faultRun{d: d, agents: agents, registry: registry, answered: map[string]string{}}
 	for _, kind := range []string{"commit", "short-write", "fsync"} {
 		for r := range rounds {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -26,15 +25,11 @@ import (
 func overspendDrill(ctx context.Context, d *drill) error {
 	calls := pick(d.o.Calls, d.o.Long, 2000, 10000)
 	clients := pick(d.o.Clients, d.o.Long, 64, 128)
-	agents, err := startAgents()
+	agents, registry, err := d.startStandardAgents()
 	if err != nil {
 		return err
 	}
 	defer agents.close()
-	registry := filepath.Join(d.dir, "registry")
-	if err := agents.writeRegistry(registry, agents.standardAgents()...); err != nil {
-		return err
-	}
 	g, err := d.serve(ctx, registry, nil)
 	if err != nil {
 		return err

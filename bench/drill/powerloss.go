@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"holon.dev/holon/bench/drill/lossyfs"
-	"holon.dev/holon/journal"
 )
 
 // powerlossDrill runs the real gateway with its data directory (the store,
@@ -67,15 +66,11 @@ func powerlossDrill(ctx context.Context, d *drill) error {
 		return err
 	}
 
-	agents, err := startAgents()
+	agents, registry, err := d.startStandardAgents()
 	if err != nil {
 		return err
 	}
 	defer agents.close()
-	registry := filepath.Join(d.dir, "registry")
-	if err := agents.writeRegistry(registry, agents.standardAgents()...); err != nil {
-		return err
-	}
 	db := filepath.Join(data, "holon.db")
 	g, err := d.newGateway(db, registry)
 	if err != nil {
@@ -86,22 +81,12 @@ func powerlossDrill(ctx context.Context, d *drill) error {
 	}
 	defer g.kill()
 	c := newAPI(g.url, clients*2)
-	acc, err := c.signup(ctx, "crasher", g.adminKey, "100000.00")
+	acc, totals, err := c.crasher(ctx, g.adminKey)
 	if err != nil {
 		return err
 	}
 	up, err := c.signup(ctx, "uploader", g.adminKey, "")
 	if err != nil {
-		return err
-	}
-	totals := map[string]journal.Amount{
-		"crasher/main":  journal.MustParseAmount("50000.00"),
-		"crasher/tight": journal.MustParseAmount("0.30"),
-	}
-	if err := c.mandate(ctx, acc, "main", "50000.00", "1.00", "0.50"); err != nil {
-		return err
-	}
-	if err := c.mandate(ctx, acc, "tight", "0.30", "1.00", ""); err != nil {
 		return err
 	}
 	// What the setup wrote is durable before the first cut: a gateway
