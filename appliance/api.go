@@ -13,6 +13,7 @@ import (
 	"github.com/julienschmidt/httprouter"
 
 	"holon.dev/holon"
+	"holon.dev/holon/appliance/accounts"
 	"holon.dev/holon/appliance/auth"
 	"holon.dev/holon/appliance/idempotency"
 	"holon.dev/holon/appliance/mcpserver"
@@ -52,11 +53,10 @@ type api struct {
 func newAPI(e *gateway.Engine, log *slog.Logger, h *hosted, idem *idempotency.Keys, backup http.Handler) *api {
 	a := &api{engine: e, log: log, router: web.NewRouter(), hosted: h, idem: idem, backup: backup}
 	a.auth = auth.NewChain(h == nil)
-	a.mount = &auth.Mount{Router: a.router, Chain: a.auth, Log: log, Challenge: a.challenge}
+	a.mount = &auth.Mount{Router: a.router, Chain: a.auth, Log: log}
 	if h != nil {
 		a.auth.Register(auth.VerifierFunc(h.verifyAdmin))
-		a.auth.Register(auth.VerifierFunc(a.verifyAccessToken))
-		a.auth.Register(auth.VerifierFunc(h.verifyKey))
+		a.auth.Register(auth.VerifierFunc(h.accounts.VerifyKey))
 		a.mount.Accounts = h.limits.account
 	}
 	a.routes()
@@ -89,7 +89,6 @@ func (a *api) routes() {
 		a.hostedRoutes()
 	}
 	a.routeConsole()
-	a.routeOAuth()
 	r.Fallbacks(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		web.Answer(w, holon.Errorf(holon.CodeNotFound, "no route %s %s", r.Method, token.Redact(r.URL.Path)))
 	}), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -103,17 +102,8 @@ func (a *api) routes() {
 // hostedRoutes are the extra endpoints of a hosted gateway (gateway.md §7
 // "Extra endpoints"): accounts, keys, mandates and moderation.
 func (a *api) hostedRoutes() {
-	a.handle("POST", "/v0/signup", auth.Anyone, a.signup)
-	a.handle("GET", "/v0/me", auth.Human|auth.Agent, a.me)
-	a.handle("GET", "/v0/mandates", auth.Human, a.listMandates)
-	a.handle("POST", "/v0/mandates", auth.Human, a.createMandate)
-	a.handle("POST", "/v0/keys", auth.Human, a.createKey)
-	a.handle("DELETE", "/v0/keys/:prefix", auth.Human, a.revokeKey)
-	a.handle("POST", "/v0/admin/credit", auth.Operator, a.adminCredit)
-	a.handle("POST", "/v0/admin/accounts/:handle/disable", auth.Operator, a.adminDisable)
-	a.handle("POST", "/v0/admin/agents/:ns/:name/yank", auth.Operator, a.adminYank)
-	a.handle("GET", "/v0/admin/accounts", auth.Operator, a.adminAccounts)
-	a.handle("GET", "/v0/admin/log", auth.Operator, a.adminLog)
+	h := a.hosted
+	h.accounts.Mount(a.mount, accounts.Routes{Log: a.log, Signups: h.limits.signup, TrustProxy: h.limits.trustProxy})
 	a.publishRoutes()
 }
 
@@ -304,7 +294,7 @@ func (a *api) listApprovals(w http.ResponseWriter, r *http.Request, _ httprouter
 		page, err = a.engine.ApprovalsOf([]string{p.Mandate}, status, before, limit)
 	default:
 		var roots []string
-		if roots, err = a.hosted.accountMandates(p.Account); err == nil {
+		if roots, err = a.hosted.accounts.Mandates(p.Account); err == nil {
 			roots = slices.DeleteFunc(roots, func(m string) bool { return !p.SeesMandate(m) })
 			page, err = a.engine.ApprovalsOf(roots, status, before, limit)
 		}
@@ -415,7 +405,7 @@ func (a *api) listReceipts(w http.ResponseWriter, r *http.Request, _ httprouter.
 			return a.engine.Receipts(p.Mandate, before, limit)
 		}
 	default:
-		roots, err := a.hosted.accountMandates(p.Account)
+		roots, err := a.hosted.accounts.Mandates(p.Account)
 		if err != nil {
 			a.fail(w, r, err)
 			return
@@ -499,6 +489,12 @@ func (a *api) getMandate(w http.ResponseWriter, r *http.Request, ps httprouter.P
 		return
 	}
 	web.JSON(w, http.StatusOK, st)
+}
+
+// mandateStates reads mandates with their budgets, in the order given
+// (accounts.MandateStates).
+func (a *api) mandateStates(ids []string) ([]*gateway.MandateState, error) {
+	return accounts.MandateStates(a.engine, ids)
 }
 
 // listAccounts is GET /v0/accounts: a human's own balance (one read), or

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"holon.dev/holon"
+	"holon.dev/holon/appliance/accounts"
 	"holon.dev/holon/appliance/token"
 	"holon.dev/holon/backup"
 	"holon.dev/holon/kv"
@@ -31,17 +32,17 @@ func TestAuthenticate_ExpiringKey(t *testing.T) {
 	}
 	defer app.Close()
 	a := app.api
-	key, rec, err := a.hosted.drawKey(token.KindHuman, "gh-user", "", false)
+	key, rec, err := a.hosted.accounts.DrawKey(token.KindHuman, "gh-user", "", false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	exp := now.Add(30 * 24 * time.Hour)
 	rec.Expires = &exp
 	err = app.store.Update(context.Background(), func(tx holon.Tx) error {
-		if err := tx.Put(holon.BucketUsers, "gh-user", account{Handle: "gh-user", Email: "gh@example.com", Created: now}); err != nil {
+		if err := accounts.Put(tx, &accounts.Account{Handle: "gh-user", Email: "gh@example.com", Created: now}); err != nil {
 			return err
 		}
-		return putKey(tx, rec)
+		return accounts.PutKey(tx, rec)
 	})
 	if err != nil {
 		t.Fatal(err)

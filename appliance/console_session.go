@@ -94,7 +94,7 @@ func (a *api) sessionPrincipal(r *http.Request) (*auth.Principal, error) {
 		}
 		return auth.Admin(), nil
 	}
-	p, err := h.keyPrincipal(s.KeyHash, token.KindHuman, s.Prefix)
+	p, err := h.accounts.KeyPrincipal(s.KeyHash, token.KindHuman, s.Prefix)
 	var ge *holon.Error
 	if errors.As(err, &ge) {
 		return nil, nil // revoked, expired, or the account was disabled
@@ -125,7 +125,7 @@ func (a *api) startSession(w http.ResponseWriter, r *http.Request, key string) (
 			return nil, holon.Errorf(web.CodeInvalidKey, "that is an agent key, which acts under one mandate: sign in with your human key (hlk_h_…)")
 		}
 		var err error
-		if p, err = h.keyPrincipal(token.Hash(key), kind, token.Prefix(key)); err != nil {
+		if p, err = h.accounts.KeyPrincipal(token.Hash(key), kind, token.Prefix(key)); err != nil {
 			return nil, err
 		}
 		s.Kind, s.KeyHash, s.Prefix = token.KindHuman, p.Key.Hash, p.Key.Prefix

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"holon.dev/holon"
+	"holon.dev/holon/appliance/accounts"
 	"holon.dev/holon/appliance/web"
 	"holon.dev/holon/webui"
 )
@@ -86,7 +87,7 @@ func jsonText(s string) string {
 // that tells nothing of it) otherwise.
 func TestAPIError_Console(t *testing.T) {
 	var ae *webui.APIError
-	if err := apiError(holon.Errorf(CodeHandleTaken, "carol is taken")); !errors.As(err, &ae) || ae.Status != http.StatusConflict {
+	if err := apiError(holon.Errorf(accounts.CodeHandleTaken, "carol is taken")); !errors.As(err, &ae) || ae.Status != http.StatusConflict {
 		t.Errorf("handle_taken: %#v, want a 409 APIError", err)
 	}
 	for _, err := range []error{errors.New("disk"), holon.Errorf("no_such_code", "x"), holon.Errorf(holon.CodeGatewayError, "x")} {

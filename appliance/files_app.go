@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 
+	"holon.dev/holon"
 	"holon.dev/holon/appliance/files"
 )
 
@@ -12,6 +13,12 @@ import (
 // signs its links.
 func (a *App) openFiles() error {
 	key := a.cfg.deriveKey("file links")
+	if _, shared := a.store.(holon.BlobStore); shared && key == nil {
+		var err error
+		if key, err = files.SharedLinkKey(context.Background(), a.store, a.cfg.Rand); err != nil {
+			return fmt.Errorf("file link key: %w", err)
+		}
+	}
 	if key == nil {
 		// Dev: links signed with a key made now die with the process,
 		// which is all a link needs (15 minutes).

@@ -10,15 +10,14 @@ import (
 	"time"
 
 	"holon.dev/holon"
+	"holon.dev/holon/appliance/accounts"
 	"holon.dev/holon/appliance/auth"
-	"holon.dev/holon/appliance/clientmeta"
 	"holon.dev/holon/appliance/files"
 	"holon.dev/holon/appliance/token"
 	"holon.dev/holon/appliance/web"
 	"holon.dev/holon/gateway"
 	"holon.dev/holon/gateway/contract"
 	"holon.dev/holon/gateway/remote"
-	"holon.dev/holon/journal"
 )
 
 // hosted is what a hosted gateway adds to the API: accounts, keys,
@@ -32,13 +31,8 @@ type hosted struct {
 	// adminKey is the SHA-256 of HOLON_ADMIN_KEY; nil: no operator.
 	adminKey []byte
 	limits   *limiters
-	// authors are the namespaces of every agent the registry loaded, shipped
-	// or not, yanked or not: nobody may sign up with one.
-	authors map[string]bool
-	// starterAllow is allow.agents of a new account's sandbox: the
-	// namespaces of the shipped agents.
-	starterAllow []string
-	fx           map[string]journal.Rate
+	// accounts keeps accounts, keys, mandates and moderation.
+	accounts *accounts.Repo
 
 	// Sign-in and publishing (initPublishing): github is nil when no
 	// GitHub app is configured.
@@ -51,8 +45,6 @@ type hosted struct {
 	vault     *vault
 	webhook   *remote.WebhookRunner
 	guard     remote.NetGuard
-	// clientDocs fetches OAuth clients' metadata documents (oauth_cimd.go).
-	clientDocs *clientmeta.Fetcher
 
 	// list stores and lists a version that passed publishing's rules
 	// (App.listVersion).
@@ -62,18 +54,15 @@ type hosted struct {
 func newHosted(cfg Config, store holon.Store, engine *gateway.Engine, log *slog.Logger, now func() time.Time, rand io.Reader, authors map[string]bool, shipped []string) *hosted {
 	h := &hosted{
 		store: store, engine: engine, log: log, now: now, rand: rand,
-		limits:  newLimiters(cfg.Limits, cfg.TrustProxy != nil && *cfg.TrustProxy, now),
-		authors: authors,
-		fx:      cfg.PlatformFX,
+		limits: newLimiters(cfg.Limits, cfg.TrustProxy != nil && *cfg.TrustProxy, now),
+		accounts: accounts.New(accounts.Config{Store: store, Engine: engine, Now: now, Rand: rand,
+			Authors: authors, Shipped: shipped, FX: cfg.PlatformFX}),
 		// The OAuth issuer.
 		publicURL: cfg.PublicURL,
 	}
 	if cfg.AdminKey != "" {
 		sum := sha256.Sum256([]byte(cfg.AdminKey))
 		h.adminKey = sum[:]
-	}
-	for _, ns := range shipped {
-		h.starterAllow = append(h.starterAllow, ns+"/*")
 	}
 	return h
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
 
 	"holon.dev/holon/appliance"
+	"holon.dev/holon/appliance/oauth"
 )
 
 // clientDocs serves OAuth clients' metadata documents over https on
@@ -171,25 +172,25 @@ func TestOAuth_ClientMetadataRefusals(t *testing.T) {
 		"https://evil.example/oauth/callback", "http://127.0.0.1:5555/other", "http://[::1]:5555/callback",
 		"http://client.example/oauth/callback",
 	} {
-		ask(t, ta, ann.human, good, redirect, appliance.CodeOAuthInvalidRedirect, "not among the redirect URIs")
+		ask(t, ta, ann.human, good, redirect, oauth.CodeInvalidRedirect, "not among the redirect URIs")
 	}
 	const loop = "http://127.0.0.1:5555/callback"
 	ask(t, ta, ann.human, docs.put("/other.json", map[string]any{"client_id": "https://other.example/client.json"}), loop,
-		appliance.CodeOAuthInvalidClient, `its client_id is "https://other.example/client.json", not the URL it was fetched from`)
+		oauth.CodeInvalidClient, `its client_id is "https://other.example/client.json", not the URL it was fetched from`)
 	ask(t, ta, ann.human, docs.put("/large.json", map[string]any{"client_name": strings.Repeat("x", 6000)}), loop,
-		appliance.CodeOAuthInvalidClient, "more than the 5120 bytes")
+		oauth.CodeInvalidClient, "more than the 5120 bytes")
 	ask(t, ta, ann.human, docs.put("/secret.json", map[string]any{"client_secret": "s"}), loop,
-		appliance.CodeOAuthInvalidClient, "carries a client_secret")
+		oauth.CodeInvalidClient, "carries a client_secret")
 	ask(t, ta, ann.human, docs.put("/js.json", map[string]any{"redirect_uris": []string{"javascript:alert(1)"}}), loop,
-		appliance.CodeOAuthInvalidClient, "is not a redirect scheme")
-	ask(t, ta, ann.human, docs.url("/missing.json"), loop, appliance.CodeOAuthInvalidClient, "answered 404")
-	ask(t, ta, ann.human, "https://client.example", loop, appliance.CodeOAuthInvalidClient, "has no path")
+		oauth.CodeInvalidClient, "is not a redirect scheme")
+	ask(t, ta, ann.human, docs.url("/missing.json"), loop, oauth.CodeInvalidClient, "answered 404")
+	ask(t, ta, ann.human, "https://client.example", loop, oauth.CodeInvalidClient, "has no path")
 
 	// A gateway that guards private addresses (as in production) refuses
 	// a document on loopback before connecting.
 	guarded := newHostedApp(t, func(c *appliance.Config) { c.RemoteRootCAs = docs.roots() })
 	bob := guarded.signup("bob")
-	ask(t, guarded, bob.human, good, loop, appliance.CodeOAuthInvalidClient, "not on the public internet (127.0.0.1, loopback)")
+	ask(t, guarded, bob.human, good, loop, oauth.CodeInvalidClient, "not on the public internet (127.0.0.1, loopback)")
 
 	// At the token endpoint, a document client with a code it was never
 	// given gets invalid_grant, and nothing is fetched for it.

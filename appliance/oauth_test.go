@@ -16,6 +16,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"holon.dev/holon/appliance"
+	"holon.dev/holon/appliance/oauth"
 	"holon.dev/holon/appliance/web"
 )
 
@@ -197,8 +198,8 @@ func TestOAuth_RedirectURIs(t *testing.T) {
 		}
 		q.Set("redirect_uri", redirect)
 		status, out := ann.human.do("GET", "/v0/oauth/authorization?"+q.Encode(), nil)
-		if status != http.StatusBadRequest || errorCode(out) != appliance.CodeOAuthInvalidRedirect {
-			t.Errorf("redirect_uri %s: %d %v, want 400 %s", redirect, status, out, appliance.CodeOAuthInvalidRedirect)
+		if status != http.StatusBadRequest || errorCode(out) != oauth.CodeInvalidRedirect {
+			t.Errorf("redirect_uri %s: %d %v, want 400 %s", redirect, status, out, oauth.CodeInvalidRedirect)
 		}
 	}
 	// A request without PKCE goes back to the client with an error.

@@ -17,8 +17,8 @@ import (
 	"github.com/julienschmidt/httprouter"
 
 	"holon.dev/holon"
+	"holon.dev/holon/appliance/accounts"
 	"holon.dev/holon/appliance/auth"
-	"holon.dev/holon/appliance/clientmeta"
 	"holon.dev/holon/appliance/web"
 	"holon.dev/holon/appliance/wire"
 	"holon.dev/holon/gateway"
@@ -90,7 +90,6 @@ func (a *App) initPublishing(h *hosted) {
 	h.hooks, h.vault, h.webhook = a.hooks, a.vault, a.webhook
 	h.list = a.listVersion
 	h.guard = remote.NetGuard{AllowPrivate: a.cfg.AllowPrivateEndpoints, Resolver: a.cfg.Resolver}
-	h.clientDocs = clientmeta.New(&h.guard, clientmeta.Options{RootCAs: a.cfg.RemoteRootCAs, Now: h.now})
 	if !a.cfg.GitHubSignIn() {
 		return
 	}
@@ -301,8 +300,8 @@ func (a *api) checkPublish(ctx context.Context, m *contract.Manifest, p *auth.Pr
 	if m.NS() != p.Account {
 		return holon.Errorf(CodeNotYourNamespace, "id %s is outside your namespace: publish it as %s/%s", m.ID, p.Account, m.Name())
 	}
-	var acct account
-	if err := h.store.View(func(tx holon.Tx) error { return tx.Get(holon.BucketUsers, p.Account, &acct) }); err != nil {
+	var acct *accounts.Account
+	if err := h.store.View(func(tx holon.Tx) error { var err error; acct, err = accounts.Get(tx, p.Account); return err }); err != nil {
 		return err
 	}
 	if acct.GitHub == nil {
@@ -434,10 +433,9 @@ func (a *api) yankAgent(w http.ResponseWriter, r *http.Request, ps httprouter.Pa
 		} else if err != nil {
 			return err
 		}
-		var yr yankRecord
 		if d.Yanked != "" {
 			return holon.Errorf(CodeAlreadyYanked, "%s was yanked already, at %s", ref, d.Yanked)
-		} else if err := tx.Get(holon.BucketSettings, yankKey(ref), &yr); err == nil {
+		} else if yr, err := accounts.Yanked(tx, ref); err == nil {
 			return holon.Errorf(CodeAlreadyYanked, "%s was withdrawn by the operator, at %s", ref, yr.Time.Format(time.RFC3339))
 		}
 		d.Yanked = now.Format(time.RFC3339)

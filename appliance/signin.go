@@ -19,7 +19,9 @@ import (
 	"github.com/julienschmidt/httprouter"
 
 	"holon.dev/holon"
+	"holon.dev/holon/appliance/accounts"
 	"holon.dev/holon/appliance/auth"
+	"holon.dev/holon/appliance/oauth"
 	"holon.dev/holon/appliance/token"
 	"holon.dev/holon/appliance/web"
 	"holon.dev/holon/appliance/wire"
@@ -284,10 +286,11 @@ func (h *hosted) knownGitHub(gu *githubUser) bool {
 	known := false
 	_ = h.store.View(func(tx holon.Tx) error {
 		var handle string
-		var er emailRecord
-		email, err := normalizeEmail(gu.Email)
-		known = tx.Get(holon.BucketSignIn, githubKey(gu.ID), &handle) == nil ||
-			err == nil && tx.Get(holon.BucketEmails, email, &er) == nil
+		email, err := accounts.NormalizeEmail(gu.Email)
+		if known = tx.Get(holon.BucketSignIn, githubKey(gu.ID), &handle) == nil; !known && err == nil {
+			_, _, err := accounts.ByEmail(tx, email)
+			known = err == nil
+		}
 		return nil
 	})
 	return known
@@ -298,10 +301,10 @@ func (h *hosted) knownGitHub(gu *githubUser) bool {
 // now; else a new account, handle = the login in lowercase.
 func (h *hosted) linkGitHub(tx holon.Tx, gu *githubUser, now time.Time) (handle string, isNew bool, err error) {
 	disabled := holon.Errorf(CodeAccountDisabled, "this account is disabled: no key is given to it")
-	var acct account
 	switch err := tx.Get(holon.BucketSignIn, githubKey(gu.ID), &handle); {
 	case err == nil:
-		if err := tx.Get(holon.BucketUsers, handle, &acct); err != nil {
+		acct, err := accounts.Get(tx, handle)
+		if err != nil {
 			return "", false, fmt.Errorf("account %s of github %d: %w", handle, gu.ID, err)
 		}
 		if acct.Disabled != nil {
@@ -311,55 +314,51 @@ func (h *hosted) linkGitHub(tx holon.Tx, gu *githubUser, now time.Time) (handle 
 			return "", false, fmt.Errorf("account %s is not linked back to github %d", handle, gu.ID)
 		}
 		acct.GitHub.Login, acct.GitHub.Seen = gu.Login, now // a renamed login follows
-		return handle, false, tx.Put(holon.BucketUsers, handle, acct)
+		return handle, false, accounts.Put(tx, acct)
 	case !errors.Is(err, holon.ErrNotFound):
 		return "", false, err
 	}
 	if gu.Email == "" {
 		return "", false, holon.Errorf(CodeEmailUnverified, "the GitHub account has no verified primary email: verify one on GitHub, then sign in again")
 	}
-	email, err := normalizeEmail(gu.Email)
+	email, err := accounts.NormalizeEmail(gu.Email)
 	if err != nil {
 		return "", false, err
 	}
 	link := &wire.GitHubLink{ID: gu.ID, Login: gu.Login, Linked: now, Seen: now}
-	var er emailRecord
-	switch err := tx.Get(holon.BucketEmails, email, &er); {
+	switch owner, barred, err := accounts.ByEmail(tx, email); {
 	case err == nil:
 		// An account made with this email, which GitHub has now verified.
-		if err := tx.Get(holon.BucketUsers, er.Handle, &acct); err != nil {
-			return "", false, fmt.Errorf("account %s of %s: %w", er.Handle, email, err)
+		acct, err := accounts.Get(tx, owner)
+		if err != nil {
+			return "", false, fmt.Errorf("account %s of %s: %w", owner, email, err)
 		}
 		switch {
-		case er.Disabled || acct.Disabled != nil:
+		case barred || acct.Disabled != nil:
 			return "", false, disabled
 		case acct.GitHub != nil:
 			return "", false, holon.Errorf(CodeEmailLinkedElsewhere, "the account with this email is linked to another GitHub account")
 		}
 		acct.GitHub = link
-		if err := claimAccount(tx, &acct, gu.Login, now); err != nil {
+		if err := claimAccount(tx, acct, gu.Login, now); err != nil {
 			return "", false, err
 		}
-		if err := tx.Put(holon.BucketUsers, er.Handle, acct); err != nil {
+		if err := accounts.Put(tx, acct); err != nil {
 			return "", false, err
 		}
-		return er.Handle, false, tx.Put(holon.BucketSignIn, githubKey(gu.ID), er.Handle)
+		return owner, false, tx.Put(holon.BucketSignIn, githubKey(gu.ID), owner)
 	case !errors.Is(err, holon.ErrNotFound):
 		return "", false, err
 	}
 	handle = strings.ToLower(gu.Login)
-	if err := h.checkHandle(handle); err != nil {
+	if err := h.accounts.CheckHandle(handle); err != nil {
 		return "", false, err
 	}
-	if err := h.putNewAccount(tx, account{Handle: handle, Email: email, GitHub: link}); err != nil {
+	if err := h.accounts.Create(tx, accounts.Account{Handle: handle, Email: email, GitHub: link}); err != nil {
 		return "", false, err
 	}
 	return handle, true, tx.Put(holon.BucketSignIn, githubKey(gu.ID), handle)
 }
-
-// actionClaim is the moderation log's name for a verified identity
-// taking over an account made with an unverified email.
-const actionClaim = "claim"
 
 // claimAccount is the takeover of an account made with an email nobody
 // proved, by the first GitHub sign-in that proves it: whoever signed up
@@ -370,31 +369,17 @@ const actionClaim = "claim"
 // sessions and the OAuth connections made with them), the authorization
 // codes not yet traded are dropped, and the takeover is in the moderation
 // log. The person is told on GET /v0/me and on the console.
-func claimAccount(tx holon.Tx, acct *account, login string, now time.Time) error {
-	revoked, err := revokeLiveKeys(tx, acct.Handle, now)
+func claimAccount(tx holon.Tx, acct *accounts.Account, login string, now time.Time) error {
+	revoked, err := accounts.RevokeLiveKeys(tx, acct.Handle, now)
 	if err != nil {
 		return err
 	}
-	var codes []string
-	err = tx.ForEach(holon.BucketOAuth, "code/", func(k string, raw json.RawMessage) (bool, error) {
-		var c oauthCode
-		if err := json.Unmarshal(raw, &c); err == nil && c.Account == acct.Handle && c.Used == nil {
-			codes = append(codes, k)
-		}
-		return true, nil
-	})
-	if err != nil {
+	if err := oauth.DropPendingCodes(tx, acct.Handle); err != nil {
 		return err
-	}
-	for _, k := range codes {
-		if err := tx.Delete(holon.BucketOAuth, k); err != nil {
-			return err
-		}
 	}
 	acct.Claimed = &wire.Claim{At: now, GitHub: login, KeysRevoked: revoked}
-	_, err = tx.Append(holon.BucketModLog, modEntry{Time: now, Actor: "github:" + login, Action: actionClaim, Target: acct.Handle,
+	return accounts.AppendLog(tx, accounts.LogEntry{Time: now, Actor: "github:" + login, Action: accounts.ActionClaim, Target: acct.Handle,
 		Reason: fmt.Sprintf("a GitHub sign-in proved the email %s, which the account was made with unproved: %d earlier keys revoked", acct.Email, revoked)})
-	return err
 }
 
 type exchangeBody struct {
@@ -435,72 +420,64 @@ func (a *api) exchangeLogin(w http.ResponseWriter, r *http.Request, _ httprouter
 	now := h.now().UTC()
 	var ans exchangeAnswer
 	var refusal error
-	for attempt := 0; ; attempt++ {
+	err := h.accounts.Update(r.Context(), func(tx holon.Tx) error {
 		refusal = nil
-		humanKey, human, err := h.drawKey(token.KindHuman, "", "", false)
+		humanKey, human, err := h.accounts.DrawKey(token.KindHuman, "", "", false)
 		if err != nil {
-			a.fail(w, r, err)
-			return
+			return err
 		}
-		agentKey, agent, err := h.drawKey(token.KindAgent, "", "", true)
+		agentKey, agent, err := h.accounts.DrawKey(token.KindAgent, "", "", true)
 		if err != nil {
-			a.fail(w, r, err)
-			return
+			return err
 		}
-		err = h.store.Update(r.Context(), func(tx holon.Tx) error {
-			key := hashed("code/", body.Code)
-			var lc loginCode
-			if err := tx.Get(holon.BucketSignIn, key, &lc); errors.Is(err, holon.ErrNotFound) {
-				refusal = holon.Errorf(CodeLoginCodeInvalid, "this login code is unknown or was used already: sign in again at /v0/auth/github")
-				return nil
-			} else if err != nil {
-				return err
-			}
-			if subtle.ConstantTimeCompare([]byte(lc.Browser), []byte(browser)) != 1 {
-				// Another browser than the one the callback handed the
-				// code to: refused, and the code is not burnt for that one.
-				refusal = holon.Errorf(CodeLoginCodeOtherBrowser, "this login code belongs to the browser that signed in with GitHub, not to this one "+
-					"(a link with someone else's code would sign you into their account): sign in yourself at /v0/auth/github")
-				return nil
-			}
-			if err := tx.Delete(holon.BucketSignIn, key); err != nil { // once, whatever follows
-				return err
-			}
-			if !now.Before(lc.Expires) {
-				refusal = holon.Errorf(CodeLoginCodeExpired, "this login code expired (they last 2 minutes): sign in again at /v0/auth/github")
-				return nil
-			}
-			var acct account
-			if err := tx.Get(holon.BucketUsers, lc.Handle, &acct); err != nil {
-				return err
-			}
-			if acct.Disabled != nil {
-				refusal = holon.Errorf(CodeAccountDisabled, "this account is disabled: no key is given to it")
-				return nil
-			}
-			expires := now.Add(humanKeyTTL)
-			human.Account, human.Expires = lc.Handle, &expires
-			if err := putKey(tx, human); err != nil {
-				return err
-			}
-			ans = exchangeAnswer{Handle: lc.Handle, HumanKey: humanKey, Expires: expires, New: lc.New}
-			if lc.New {
-				agent.Account, agent.Mandate = lc.Handle, h.starterMandate(lc.Handle).ID
-				if err := putKey(tx, agent); err != nil {
-					return err
-				}
-				ans.AgentKey, ans.Mandate = agentKey, agent.Mandate
-			}
+		key := hashed("code/", body.Code)
+		var lc loginCode
+		if err := tx.Get(holon.BucketSignIn, key, &lc); errors.Is(err, holon.ErrNotFound) {
+			refusal = holon.Errorf(CodeLoginCodeInvalid, "this login code is unknown or was used already: sign in again at /v0/auth/github")
 			return nil
-		})
-		if errors.Is(err, errKeyCollision) && attempt < 3 {
-			continue
+		} else if err != nil {
+			return err
 		}
+		if subtle.ConstantTimeCompare([]byte(lc.Browser), []byte(browser)) != 1 {
+			// Another browser than the one the callback handed the
+			// code to: refused, and the code is not burnt for that one.
+			refusal = holon.Errorf(CodeLoginCodeOtherBrowser, "this login code belongs to the browser that signed in with GitHub, not to this one "+
+				"(a link with someone else's code would sign you into their account): sign in yourself at /v0/auth/github")
+			return nil
+		}
+		if err := tx.Delete(holon.BucketSignIn, key); err != nil { // once, whatever follows
+			return err
+		}
+		if !now.Before(lc.Expires) {
+			refusal = holon.Errorf(CodeLoginCodeExpired, "this login code expired (they last 2 minutes): sign in again at /v0/auth/github")
+			return nil
+		}
+		acct, err := accounts.Get(tx, lc.Handle)
 		if err != nil {
-			a.fail(w, r, err)
-			return
+			return err
 		}
-		break
+		if acct.Disabled != nil {
+			refusal = holon.Errorf(CodeAccountDisabled, "this account is disabled: no key is given to it")
+			return nil
+		}
+		expires := now.Add(humanKeyTTL)
+		human.Account, human.Expires = lc.Handle, &expires
+		if err := accounts.PutKey(tx, human); err != nil {
+			return err
+		}
+		ans = exchangeAnswer{Handle: lc.Handle, HumanKey: humanKey, Expires: expires, New: lc.New}
+		if lc.New {
+			agent.Account, agent.Mandate = lc.Handle, h.accounts.StarterMandate(lc.Handle).ID
+			if err := accounts.PutKey(tx, agent); err != nil {
+				return err
+			}
+			ans.AgentKey, ans.Mandate = agentKey, agent.Mandate
+		}
+		return nil
+	})
+	if err != nil {
+		a.fail(w, r, err)
+		return
 	}
 	if refusal != nil {
 		status := http.StatusBadRequest

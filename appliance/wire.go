@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"holon.dev/holon/appliance/accounts"
 	"holon.dev/holon/appliance/agents"
 	"holon.dev/holon/appliance/catalog"
 	"holon.dev/holon/appliance/idempotency"
@@ -104,7 +105,7 @@ func (a *App) loadRegistry() (reg *gateway.Registry, dev *gateway.DevRuntime, au
 	}
 	// Versions the operator yanked stay withdrawn: they are listed first
 	// (so that their forks' royalty chains resolve) and removed at once.
-	yanked, err := yankedRefs(a.store)
+	yanked, err := accounts.YankedRefs(a.store)
 	if err != nil {
 		return nil, nil, nil, nil, fmt.Errorf("read yanked agents: %w", err)
 	}
@@ -203,6 +204,9 @@ func (a *App) mount() {
 	a.api.origin = origin.New(a.cfg.PublicURL, a.cfg.TrustProxy != nil && *a.cfg.TrustProxy)
 	a.listings.Mount(a.api.mount, a.hosted != nil)
 	a.files.Mount(a.api.mount, a.engine)
+	if a.hosted != nil {
+		a.openOAuth().Mount(a.api.mount)
+	}
 	a.served = a.metrics.Instrument(a.api, ops.Exposure{Hosted: a.cfg.Hosted, AdminKey: a.cfg.AdminKey,
 		CheckHost: a.api.checkHost, Log: a.cfg.Logger})
 }

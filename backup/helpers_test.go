@@ -58,7 +58,8 @@ type call struct {
 
 // settle writes a finished call: its receipt (with splits and cost), its
 // settlement entry, its budget's spending, its event and the agent's
-// record; a child is added to its parent's tree.
+// record; a child is added to its parent's tree, and what it cost to its
+// parent's total and its parent's budget, as the engine does.
 func settle(tx *kv.Tx, c call) (*holon.Receipt, error) {
 	id, err := tx.NewReceiptID()
 	if err != nil {
@@ -94,8 +95,12 @@ func settle(tx *kv.Tx, c call) (*holon.Receipt, error) {
 	if c.parent != nil {
 		c.parent.Children = append(c.parent.Children, id)
 		if c.parent.Payer == r.Payer {
+			// The parent's budget pays for what its children cost.
 			c.parent.Cost.Downstream += r.Cost.Total
 			c.parent.Cost.Total += r.Cost.Total
+			if err := tx.AddBudget(c.parent.Mandate, r.Cost.Total, 0); err != nil {
+				return nil, err
+			}
 		}
 		if err := tx.PutReceipt(c.parent); err != nil {
 			return nil, err

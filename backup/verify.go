@@ -28,6 +28,7 @@ const (
 	CheckSettlements = "settlements"
 	CheckTrees       = "receipt trees"
 	CheckHolds       = "holds"
+	CheckBudgets     = "budgets"
 	CheckApprovals   = "approvals"
 	CheckRecords     = "records"
 	CheckCounters    = "counters"
@@ -121,6 +122,9 @@ func (r *Report) WriteTo(w io.Writer) (int64, error) {
 //     payer sum to the parent's cost.downstream; total = own + downstream;
 //   - holds: a hold only for a running call and every running call has one;
 //     accounts hold, and budgets reserve, exactly what the holds say;
+//   - budgets: each mandate has spent what its receipts cost (the sum of
+//     their cost.total; for a call still running, what its children have
+//     settled so far), and nothing without a budget has spent anything;
 //   - approvals: each belongs to an existing receipt, a used one names the
 //     receipt it let through, only pending or granted ones keep input, and
 //     the index by mandate lists each one, and nothing else;
@@ -143,13 +147,13 @@ func VerifyContext(ctx context.Context, s *kv.Store) (*Report, error) {
 	rep := &Report{}
 	err := s.View(func(tx *kv.Tx) error {
 		v := &verifier{ctx: ctx, tx: tx, rep: rep, c: map[string]*CheckResult{}}
-		for _, name := range []string{CheckJournal, CheckBalances, CheckSettlements, CheckTrees, CheckHolds, CheckApprovals, CheckRecords, CheckCounters,
+		for _, name := range []string{CheckJournal, CheckBalances, CheckSettlements, CheckTrees, CheckHolds, CheckBudgets, CheckApprovals, CheckRecords, CheckCounters,
 			CheckEarnings, CheckLatency, CheckPublished} {
 			c := &CheckResult{Name: name}
 			v.c[name] = c
 			rep.Checks = append(rep.Checks, c)
 		}
-		for _, step := range []func() error{v.journal, v.balances, v.receipts, v.holds, v.approvals, v.records, v.counters,
+		for _, step := range []func() error{v.journal, v.balances, v.receipts, v.holds, v.budgets, v.approvals, v.records, v.counters,
 			v.earnings, v.latency, v.published} {
 			if err := step(); err != nil {
 				return err
@@ -175,9 +179,11 @@ type verifier struct {
 	rows int64
 	sums map[string]journal.Amount
 	// From the receipts pass.
-	nReceipts   int64
-	maxReceipt  uint64
-	byMandate   map[string]uint64
+	nReceipts  int64
+	maxReceipt uint64
+	byMandate  map[string]uint64
+	// spent is what each mandate's receipts cost (cost.total).
+	spent       map[string]journal.Amount
 	billed      int64
 	settleRows  int64
 	running     int64
@@ -287,6 +293,7 @@ func (v *verifier) receipts() error {
 	settle, trees, holds := v.c[CheckSettlements], v.c[CheckTrees], v.c[CheckHolds]
 	appr := v.c[CheckApprovals]
 	v.byMandate = map[string]uint64{}
+	v.spent = map[string]journal.Amount{}
 	err := v.tx.ForEachReceipt(func(r *holon.Receipt) error {
 		if err := v.tick(); err != nil {
 			return err
@@ -301,16 +308,23 @@ func (v *verifier) receipts() error {
 		if err := v.tree(trees, r); err != nil {
 			return err
 		}
-		_, err := v.tx.Hold(r.ID)
+		h, err := v.tx.Hold(r.ID)
 		hasHold := err == nil
 		if err != nil && !errors.Is(err, holon.ErrNotFound) {
 			return err
 		}
+		// A call still running has spent, under its mandate, what its
+		// children settled so far (its hold's downstream); any other
+		// what its receipt cost in all.
 		if r.Status == holon.StatusRunning {
 			v.running++
 			if !hasHold {
 				holds.fail("receipt %s is running but has no hold", r.ID)
+			} else {
+				v.spent[r.Mandate] += h.Downstream
 			}
+		} else {
+			v.spent[r.Mandate] += r.Cost.Total
 		}
 		if r.Approval != nil {
 			if _, err := v.tx.Approval(*r.Approval); err != nil {

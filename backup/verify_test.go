@@ -33,7 +33,7 @@ func TestVerify_Passes(t *testing.T) {
 		"ok    settlements    5 billed receipts against 5 settle entries",
 		"ok    receipt trees  10 receipts, 1 with children",
 		"ok    holds          1 holds for 1 running calls",
-		"verify: all 11 checks passed",
+		"verify: all 12 checks passed",
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, out.String())
@@ -106,6 +106,18 @@ func TestVerify_CatchesEdits(t *testing.T) {
 		{"held money without a hold", func(ls []string) []string {
 			return editRow(t, ls, "accounts", `"k":"bob"`, func(v map[string]any) { v["held"] = "1.00" })
 		}, backup.CheckHolds, "account bob holds 1.00, its calls in flight hold 0.00"},
+		{"a budget's spent edited by hand", func(ls []string) []string {
+			return editRow(t, ls, "budgets", `"k":"bob/sandbox"`, func(v map[string]any) { v["spent"] = "0.00" })
+		}, backup.CheckBudgets, "mandate bob/sandbox has spent 0.00, its receipts cost 0.08"},
+		{"a budget removed", func(ls []string) []string {
+			for i, l := range ls {
+				if strings.HasPrefix(l, `{"t":"budgets","k":"bob/sandbox",`) {
+					return append(append([]string(nil), ls[:i]...), ls[i+1:]...)
+				}
+			}
+			t.Fatal("no budget of bob/sandbox")
+			return nil
+		}, backup.CheckBudgets, "receipts under bob/sandbox cost 0.08, but it has no budget"},
 		{"an approval that kept its input", func(ls []string) []string {
 			return editRow(t, ls, "approvals", `"id":"a2"`, func(v map[string]any) { v["input"] = map[string]any{"name": "x"} })
 		}, backup.CheckApprovals, "approval a2 is used but still keeps its input"},

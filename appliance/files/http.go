@@ -4,7 +4,6 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
-	"os"
 	"strings"
 	"time"
 
@@ -113,7 +112,7 @@ func (h *handlers) download(w http.ResponseWriter, r *http.Request, ps httproute
 		h.fail(w, r, err)
 		return
 	}
-	f, err := os.Open(h.files.blobPath(rec.SHA256))
+	f, err := h.files.open(r.Context(), rec.SHA256)
 	if err != nil {
 		h.fail(w, r, err)
 		return

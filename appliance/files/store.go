@@ -47,6 +47,10 @@ import (
 //     gateway's start: the sweeper finds expired files through an index
 //     by expiry, and looks for stray blobs in the background.
 //
+// On a store several gateways share (the PostgreSQL store) the bytes
+// live in the store instead, so that every gateway reads them
+// (shared.go).
+//
 // Content addressing makes a download's check and the store's agree (the
 // name is the hash the agent verifies), and stores a file uploaded twice
 // once; a reference count in the store says when the last record naming
@@ -138,6 +142,13 @@ type Store struct {
 	// perFile and perAccount are the limits (MaxFileSize, MaxAccountFiles).
 	perFile, perAccount int64
 
+	// shared keeps the bytes on a store several gateways share (nil:
+	// they live under dir).
+	shared holon.BlobStore
+	// beforeCommit, when set (tests), runs between an upload's storing
+	// of its bytes in a shared store and its record's commit.
+	beforeCommit func()
+
 	blobMu sync.Mutex
 }
 
@@ -159,6 +170,7 @@ type Options struct {
 func Open(store holon.Store, o Options) (*Store, error) {
 	st := &Store{store: store, dir: o.Dir, now: o.Now, rand: o.Rand, log: o.Log, noSync: o.NoSync,
 		links: &Signer{key: o.LinkKey}, publicURL: strings.TrimRight(o.PublicURL, "/"), perFile: MaxFileSize, perAccount: MaxAccountFiles}
+	st.shared, _ = store.(holon.BlobStore)
 	for _, d := range []string{st.dir, filepath.Join(st.dir, "blobs"), filepath.Join(st.dir, "tmp")} {
 		if err := st.mkdirAll(d); err != nil {
 			return nil, fmt.Errorf("files directory: %w", err)
@@ -211,7 +223,7 @@ func (s *Store) Put(ctx context.Context, owner, contentType string, declared int
 	if !platform {
 		limit = min(limit, s.perAccount-used)
 	}
-	quotaFull := func() error {
+	quotaFull := func(used int64) error {
 		return holon.Errorf(CodeFileQuota, "%s's live files take %d of the %d bytes (200 MB) an account may keep: files are deleted 24 hours after their upload, which frees the quota",
 			owner, used, s.perAccount)
 	}
@@ -222,7 +234,7 @@ func (s *Store) Put(ctx context.Context, owner, contentType string, declared int
 	case declared > s.perFile:
 		return nil, tooLarge()
 	case limit <= 0 || declared > limit:
-		return nil, quotaFull()
+		return nil, quotaFull(used)
 	}
 	tmp, err := os.CreateTemp(filepath.Join(s.dir, "tmp"), "upload-*")
 	if err != nil {
@@ -241,7 +253,7 @@ func (s *Store) Put(ctx context.Context, owner, contentType string, declared int
 	case n > limit && limit == s.perFile:
 		return nil, tooLarge()
 	case n > limit:
-		return nil, quotaFull()
+		return nil, quotaFull(used)
 	case err != nil:
 		return nil, holon.Errorf(holon.CodeInvalidRequest, "the upload was cut short after %d bytes: %v", n, err)
 	}
@@ -264,6 +276,12 @@ func (s *Store) Put(ctx context.Context, owner, contentType string, declared int
 		rec.Expires = &exp
 	}
 
+	if s.shared != nil {
+		if err := s.putShared(ctx, rec, tmp.Name(), platform, quotaFull); err != nil {
+			return nil, err
+		}
+		return rec, nil
+	}
 	s.blobMu.Lock()
 	defer s.blobMu.Unlock()
 	path := s.blobPath(rec.SHA256)
@@ -285,51 +303,56 @@ func (s *Store) Put(ctx context.Context, owner, contentType string, declared int
 		}
 	}
 	placed = true
-	err = s.store.Update(ctx, func(tx holon.Tx) error {
-		if platform {
-			// The same fixture stored again (every start-up): the record
-			// there already serves it, and its blob keeps one reference.
-			var old Record
-			if err := tx.Get(holon.BucketFiles, fileKey(rec.ID), &old); err == nil {
-				*rec = old
-				return nil
-			} else if !errors.Is(err, holon.ErrNotFound) {
-				return err
-			}
-		} else {
-			// Checked again where it is decided: uploads of one account
-			// racing each other each saw the quota before the other's commit.
-			if used, err = usage(tx, owner); err != nil {
-				return err
-			}
-			if used+rec.Size > s.perAccount {
-				return quotaFull()
-			}
-			if err := tx.Put(holon.BucketFiles, usageKey(owner), usageRecord{Bytes: used + rec.Size}); err != nil {
-				return err
-			}
-			if err := tx.Put(holon.BucketFiles, expiryPrefix(*rec.Expires)+rec.ID, struct{}{}); err != nil {
-				return err
-			}
-			if err := tx.Put(holon.BucketFiles, ownerKey(rec), struct{}{}); err != nil {
-				return err
-			}
-		}
-		var refs blobRefs
-		if err := tx.Get(holon.BucketFiles, blobKey(rec.SHA256), &refs); err != nil && !errors.Is(err, holon.ErrNotFound) {
-			return err
-		}
-		refs.Refs++
-		if err := tx.Put(holon.BucketFiles, blobKey(rec.SHA256), refs); err != nil {
-			return err
-		}
-		return tx.Put(holon.BucketFiles, fileKey(rec.ID), rec)
-	})
+	err = s.store.Update(ctx, func(tx holon.Tx) error { return s.commit(tx, rec, platform, quotaFull) })
 	if err != nil {
 		s.removeUnreferencedLocked([]string{rec.SHA256})
 		return nil, err
 	}
 	return rec, nil
+}
+
+// commit writes rec's record, its indexes, its owner's usage and its
+// blob's reference count, checking the quota again where it is decided:
+// uploads of one account racing each other each saw the quota before the
+// other's commit.
+func (s *Store) commit(tx holon.Tx, rec *Record, platform bool, quotaFull func(int64) error) error {
+	if platform {
+		// The same fixture stored again (every start-up): the record
+		// there already serves it, and its blob keeps one reference.
+		var old Record
+		if err := tx.Get(holon.BucketFiles, fileKey(rec.ID), &old); err == nil {
+			*rec = old
+			return nil
+		} else if !errors.Is(err, holon.ErrNotFound) {
+			return err
+		}
+	} else {
+		used, err := usage(tx, rec.Owner)
+		if err != nil {
+			return err
+		}
+		if used+rec.Size > s.perAccount {
+			return quotaFull(used)
+		}
+		if err := tx.Put(holon.BucketFiles, usageKey(rec.Owner), usageRecord{Bytes: used + rec.Size}); err != nil {
+			return err
+		}
+		if err := tx.Put(holon.BucketFiles, expiryPrefix(*rec.Expires)+rec.ID, struct{}{}); err != nil {
+			return err
+		}
+		if err := tx.Put(holon.BucketFiles, ownerKey(rec), struct{}{}); err != nil {
+			return err
+		}
+	}
+	var refs blobRefs
+	if err := tx.Get(holon.BucketFiles, blobKey(rec.SHA256), &refs); err != nil && !errors.Is(err, holon.ErrNotFound) {
+		return err
+	}
+	refs.Refs++
+	if err := tx.Put(holon.BucketFiles, blobKey(rec.SHA256), refs); err != nil {
+		return err
+	}
+	return tx.Put(holon.BucketFiles, fileKey(rec.ID), rec)
 }
 
 func hexSum(h hash.Hash) string { return hex.EncodeToString(h.Sum(nil)) }
@@ -451,9 +474,17 @@ func (s *Store) link(rec *Record, now time.Time) gateway.FileLink {
 	if s.publicURL != "" {
 		l.URL = s.publicURL + s.links.Path(rec.ID, l.Expires)
 	}
-	path := s.blobPath(rec.SHA256)
-	l.Open = func(context.Context) (io.ReadCloser, error) { return os.Open(path) }
+	sha := rec.SHA256
+	l.Open = func(ctx context.Context) (io.ReadCloser, error) { return s.open(ctx, sha) }
 	return l
+}
+
+// open reads the bytes of the blob sha.
+func (s *Store) open(ctx context.Context, sha string) (io.ReadSeekCloser, error) {
+	if s.shared != nil {
+		return s.shared.OpenBlob(ctx, sha)
+	}
+	return os.Open(s.blobPath(sha))
 }
 
 // Sweep deletes every file whose 24 hours have passed, frees its owner's
@@ -518,8 +549,9 @@ func (s *Store) Sweep(ctx context.Context) (int, error) {
 				}
 				if refs.Refs--; refs.Refs > 0 {
 					err = tx.Put(holon.BucketFiles, blobKey(rec.SHA256), refs)
+				} else if err = tx.Delete(holon.BucketFiles, blobKey(rec.SHA256)); err == nil && s.shared != nil {
+					err = tx.(holon.BlobTx).DeleteBlob(rec.SHA256) // with its last reference
 				} else {
-					err = tx.Delete(holon.BucketFiles, blobKey(rec.SHA256))
 					gone = append(gone, rec.SHA256)
 				}
 				if err != nil {
@@ -561,6 +593,9 @@ func (s *Store) removeUnreferencedLocked(shas []string) {
 // a sweep's commit and its removal, or between an upload's rename and its
 // commit. It runs in the background, never at start-up.
 func (s *Store) RemoveStrays(ctx context.Context) error {
+	if s.shared != nil {
+		return s.removeSharedStrays(ctx)
+	}
 	root := filepath.Join(s.dir, "blobs")
 	return filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil || ctx.Err() != nil {

@@ -1,4 +1,4 @@
-package appliance
+package accounts
 
 import (
 	"encoding/binary"
@@ -9,9 +9,9 @@ import (
 	"holon.dev/holon"
 )
 
-// modLogPage is a page of GET /v0/admin/log.
-type modLogPage struct {
-	Entries []modEntry `json:"entries"`
+// LogPage is a page of GET /v0/admin/log.
+type LogPage struct {
+	Entries []LogEntry `json:"entries"`
 	Next    string     `json:"next"`
 }
 
@@ -21,8 +21,8 @@ func modLogKey(seq uint64) string { return string(binary.BigEndian.AppendUint64(
 
 // modLogRange reads the entries with from < seq < to (to 0: no bound),
 // oldest first, at most limit+1 of them when limit > 0.
-func modLogRange(tx holon.Tx, from, to uint64, limit int) ([]modEntry, error) {
-	var out []modEntry
+func modLogRange(tx holon.Tx, from, to uint64, limit int) ([]LogEntry, error) {
+	var out []LogEntry
 	after := ""
 	if from > 0 {
 		after = modLogKey(from)
@@ -32,7 +32,7 @@ func modLogRange(tx holon.Tx, from, to uint64, limit int) ([]modEntry, error) {
 		if to > 0 && seq >= to || limit > 0 && len(out) > limit {
 			return false, nil
 		}
-		var e modEntry
+		var e LogEntry
 		if err := json.Unmarshal(raw, &e); err != nil {
 			return false, err
 		}
@@ -44,15 +44,15 @@ func modLogRange(tx holon.Tx, from, to uint64, limit int) ([]modEntry, error) {
 }
 
 // modLogAfter is the page of entries after seq after, oldest first.
-func modLogAfter(tx holon.Tx, after uint64, limit int) (modLogPage, error) {
+func modLogAfter(tx holon.Tx, after uint64, limit int) (LogPage, error) {
 	out, err := modLogRange(tx, after, 0, limit)
-	page := modLogPage{Entries: out}
+	page := LogPage{Entries: out}
 	if len(out) > limit {
 		page.Entries = out[:limit]
 		page.Next = strconv.FormatUint(out[limit-1].Seq, 10)
 	}
 	if page.Entries == nil {
-		page.Entries = []modEntry{}
+		page.Entries = []LogEntry{}
 	}
 	return page, err
 }
@@ -100,15 +100,15 @@ func modLogLast(tx holon.Tx) (uint64, error) {
 // modLogBefore is the page of entries before seq before (0: the newest),
 // newest first. It reads back from the end a window at a time, so a page
 // costs its own entries however long the log is.
-func modLogBefore(tx holon.Tx, before uint64, limit int) (modLogPage, error) {
+func modLogBefore(tx holon.Tx, before uint64, limit int) (LogPage, error) {
 	if before == 0 {
 		last, err := modLogLast(tx)
 		if err != nil {
-			return modLogPage{}, err
+			return LogPage{}, err
 		}
 		before = last + 1
 	}
-	var out []modEntry
+	var out []LogEntry
 	from := uint64(0)
 	for window := uint64(limit); ; window *= 2 {
 		from = 0
@@ -117,7 +117,7 @@ func modLogBefore(tx holon.Tx, before uint64, limit int) (modLogPage, error) {
 		}
 		var err error
 		if out, err = modLogRange(tx, from, before, 0); err != nil {
-			return modLogPage{}, err
+			return LogPage{}, err
 		}
 		if len(out) >= limit || from == 0 {
 			break
@@ -128,9 +128,9 @@ func modLogBefore(tx holon.Tx, before uint64, limit int) (modLogPage, error) {
 		out = out[len(out)-limit:]
 	}
 	slices.Reverse(out)
-	page := modLogPage{Entries: out}
+	page := LogPage{Entries: out}
 	if page.Entries == nil {
-		page.Entries = []modEntry{}
+		page.Entries = []LogEntry{}
 	}
 	if more && len(out) > 0 {
 		page.Next = strconv.FormatUint(out[len(out)-1].Seq, 10)

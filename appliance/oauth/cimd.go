@@ -1,4 +1,4 @@
-package appliance
+package oauth
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 
 // Client ID Metadata Documents: a client whose client_id is an https URL
 // does not register; it publishes its metadata at that URL, and the
-// authorization server reads it there (appliance/clientmeta fetches it
+// authorization server reads it there (clientmeta fetches it
 // through the guarded network client and honours its HTTP caching). The
 // document is checked as a registration is (its redirect URIs, grant
 // types, name), and the client it describes is never stored: each
@@ -28,17 +28,17 @@ import (
 
 // documentClient is the client an https client_id's document describes.
 // A document that cannot be fetched or is refused is a *clientmeta.Error.
-func (h *hosted) documentClient(ctx context.Context, id string) (*oauthClient, error) {
-	doc, err := h.clientDocs.Fetch(ctx, id)
+func (s *Server) documentClient(ctx context.Context, id string) (*client, error) {
+	doc, err := s.docs.Fetch(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	c, err := newOAuthClient(registrationRequest{
+	c, err := newClient(registrationRequest{
 		RedirectURIs: doc.RedirectURIs, GrantTypes: doc.GrantTypes, ResponseTypes: doc.ResponseTypes,
 		ClientName: doc.ClientName, ClientURI: doc.ClientURI, Scope: doc.Scope,
 	})
 	if err != nil {
-		var oe *oauthError
+		var oe *Error
 		why := err.Error()
 		if errors.As(err, &oe) {
 			why = oe.Description
@@ -52,6 +52,6 @@ func (h *hosted) documentClient(ctx context.Context, id string) (*oauthClient, e
 // documentTokenClient is a document's client at the token endpoint: its id,
 // and both grants (what it may trade is what its code or refresh token,
 // issued after the consent read its document, says).
-func documentTokenClient(id string) *oauthClient {
-	return &oauthClient{ID: id, GrantTypes: []string{"authorization_code", "refresh_token"}}
+func documentTokenClient(id string) *client {
+	return &client{ID: id, GrantTypes: []string{"authorization_code", "refresh_token"}}
 }

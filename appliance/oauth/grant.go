@@ -1,15 +1,15 @@
-package appliance
+package oauth
 
 import (
 	"errors"
 	"net/http"
 	"net/url"
 	"regexp"
-	"slices"
 
 	"github.com/julienschmidt/httprouter"
 
 	"holon.dev/holon"
+	"holon.dev/holon/appliance/accounts"
 	"holon.dev/holon/appliance/auth"
 	"holon.dev/holon/appliance/clientmeta"
 	"holon.dev/holon/appliance/web"
@@ -19,11 +19,12 @@ import (
 // client, because the client or its redirect URI is not known: the
 // consent page shows them to the human instead (RFC 6749 §4.1.2.1).
 const (
-	// CodeOAuthInvalidClient: the client_id was never registered here.
-	CodeOAuthInvalidClient = "oauth_invalid_client"
-	// CodeOAuthInvalidRedirect: the redirect_uri is not one the client
+	// CodeInvalidClient: the client_id was never registered here, or
+	// names a metadata document the gateway cannot use.
+	CodeInvalidClient = "oauth_invalid_client"
+	// CodeInvalidRedirect: the redirect_uri is not one the client
 	// registered.
-	CodeOAuthInvalidRedirect = "oauth_invalid_redirect_uri"
+	CodeInvalidRedirect = "oauth_invalid_redirect_uri"
 )
 
 // authorizationRequest is an authorization request (RFC 6749 §4.1.1 with
@@ -70,23 +71,23 @@ var pkceChallenge = regexp.MustCompile(`^[A-Za-z0-9_-]{43}$`)
 // check validates an authorization request. An unknown client or
 // redirect URI is an error for the human; the other faults come back as
 // an ErrorRedirect for the client.
-func (a *api) checkRequest(r *http.Request, q *authorizationRequest) (*oauthClient, *authorizationAnswer, error) {
-	c, err := a.hosted.getClient(r.Context(), q.ClientID)
+func (s *Server) checkRequest(r *http.Request, q *authorizationRequest) (*client, *authorizationAnswer, error) {
+	c, err := s.getClient(r.Context(), q.ClientID)
 	if err != nil {
 		var doc *clientmeta.Error
 		if errors.As(err, &doc) {
-			return nil, nil, holon.Errorf(CodeOAuthInvalidClient, "the application that sent you here describes itself in a document this gateway cannot use (%s): nothing was sent to it", doc.Error())
+			return nil, nil, holon.Errorf(CodeInvalidClient, "the application that sent you here describes itself in a document this gateway cannot use (%s): nothing was sent to it", doc.Error())
 		}
 		if errors.Is(err, holon.ErrNotFound) {
-			return nil, nil, holon.Errorf(CodeOAuthInvalidClient, "the application that sent you here is not registered with this gateway (client_id %q): start connecting again from the application", q.ClientID)
+			return nil, nil, holon.Errorf(CodeInvalidClient, "the application that sent you here is not registered with this gateway (client_id %q): start connecting again from the application", q.ClientID)
 		}
 		return nil, nil, err
 	}
 	if q.RedirectURI == "" || !redirectMatches(c.RedirectURIs, q.RedirectURI) {
-		return nil, nil, holon.Errorf(CodeOAuthInvalidRedirect, "%s asked to send you back to %q, which is not among the redirect URIs it registered or lists in its metadata document: nothing was sent to it", c.Name, q.RedirectURI)
+		return nil, nil, holon.Errorf(CodeInvalidRedirect, "%s asked to send you back to %q, which is not among the redirect URIs it registered or lists in its metadata document: nothing was sent to it", c.Name, q.RedirectURI)
 	}
-	refuse := func(code, desc string) (*oauthClient, *authorizationAnswer, error) {
-		return c, &authorizationAnswer{ErrorRedirect: a.redirectWith(r, q.RedirectURI, q.State, url.Values{"error": {code}, "error_description": {desc}})}, nil
+	refuse := func(code, desc string) (*client, *authorizationAnswer, error) {
+		return c, &authorizationAnswer{ErrorRedirect: s.redirectWith(r, q.RedirectURI, q.State, url.Values{"error": {code}, "error_description": {desc}})}, nil
 	}
 	switch {
 	case q.ResponseType != "code":
@@ -97,18 +98,18 @@ func (a *api) checkRequest(r *http.Request, q *authorizationRequest) (*oauthClie
 		return refuse("invalid_request", "code_challenge_method must be S256")
 	case !pkceChallenge.MatchString(q.CodeChallenge):
 		return refuse("invalid_request", "code_challenge must be the base64url SHA-256 of the code_verifier (43 characters)")
-	case q.Resource != "" && q.Resource != a.resource(r):
-		return refuse("invalid_target", "resource must be "+a.resource(r))
+	case q.Resource != "" && q.Resource != s.resource(r):
+		return refuse("invalid_target", "resource must be "+s.resource(r))
 	case len(q.State) > 1000 || len(q.Scope) > 1000:
 		return refuse("invalid_request", "state and scope are at most 1000 characters")
 	}
 	return c, &authorizationAnswer{ClientID: c.ID, ClientName: c.Name, ClientURI: c.URI, RedirectURI: q.RedirectURI,
-		Resource: a.resource(r), Scope: q.Scope}, nil
+		Resource: s.resource(r), Scope: q.Scope}, nil
 }
 
 // redirectWith is a redirect URI with the answer's parameters, the state
 // and the issuer (RFC 9207) added to its query.
-func (a *api) redirectWith(r *http.Request, redirectURI, state string, v url.Values) string {
+func (s *Server) redirectWith(r *http.Request, redirectURI, state string, v url.Values) string {
 	u, err := url.Parse(redirectURI)
 	if err != nil {
 		return redirectURI // checked at registration: cannot happen
@@ -120,7 +121,7 @@ func (a *api) redirectWith(r *http.Request, redirectURI, state string, v url.Val
 	if state != "" {
 		q.Set("state", state)
 	}
-	q.Set("iss", a.issuer(r))
+	q.Set("iss", s.issuer(r))
 	u.RawQuery = q.Encode()
 	return u.String()
 }
@@ -136,11 +137,11 @@ func queryRequest(r *http.Request) authorizationRequest {
 
 // checkAuthorization is GET /v0/oauth/authorization?<the authorization
 // request>: what the consent page shows, for the signed-in human.
-func (a *api) checkAuthorization(w http.ResponseWriter, r *http.Request, _ httprouter.Params, p *auth.Principal) {
+func (s *Server) checkAuthorization(w http.ResponseWriter, r *http.Request, _ httprouter.Params, p *auth.Principal) {
 	q := queryRequest(r)
-	_, ans, err := a.checkRequest(r, &q)
+	_, ans, err := s.checkRequest(r, &q)
 	if err != nil {
-		a.fail(w, r, err)
+		web.Fail(s.log, w, r, err)
 		return
 	}
 	w.Header().Set("Cache-Control", "no-store")
@@ -149,18 +150,17 @@ func (a *api) checkAuthorization(w http.ResponseWriter, r *http.Request, _ httpr
 
 // grantAuthorization is POST /v0/oauth/authorization: the human allows
 // the client to act under one of their root mandates (an authorization
-// code, traded once within oauthCodeTTL for the key's tokens), or denies
+// code, traded once within codeTTL for the key's tokens), or denies
 // it. The answer says where to send the browser.
-func (a *api) grantAuthorization(w http.ResponseWriter, r *http.Request, _ httprouter.Params, p *auth.Principal) {
-	h := a.hosted
+func (s *Server) grantAuthorization(w http.ResponseWriter, r *http.Request, _ httprouter.Params, p *auth.Principal) {
 	var body grantBody
 	if err := web.DecodeBody(r, &body); err != nil {
-		a.fail(w, r, err)
+		web.Fail(s.log, w, r, err)
 		return
 	}
-	c, ans, err := a.checkRequest(r, &body.authorizationRequest)
+	c, ans, err := s.checkRequest(r, &body.authorizationRequest)
 	if err != nil {
-		a.fail(w, r, err)
+		web.Fail(s.log, w, r, err)
 		return
 	}
 	w.Header().Set("Cache-Control", "no-store")
@@ -170,41 +170,41 @@ func (a *api) grantAuthorization(w http.ResponseWriter, r *http.Request, _ httpr
 	}
 	switch body.Decision {
 	case "deny":
-		ans.Redirect = a.redirectWith(r, body.RedirectURI, body.State, url.Values{"error": {"access_denied"}, "error_description": {"the human declined"}})
+		ans.Redirect = s.redirectWith(r, body.RedirectURI, body.State, url.Values{"error": {"access_denied"}, "error_description": {"the human declined"}})
 		web.JSON(w, http.StatusOK, ans)
 		return
 	case "allow":
 	default:
-		a.fail(w, r, holon.Errorf(holon.CodeInvalidRequest, "decision must be allow or deny"))
+		web.Fail(s.log, w, r, holon.Errorf(holon.CodeInvalidRequest, "decision must be allow or deny"))
 		return
 	}
 	if body.Mandate == "" {
-		a.fail(w, r, holon.Errorf(holon.CodeInvalidRequest, "mandate is required: the mandate %s acts under, such as %s/sandbox", c.Name, p.Account))
+		web.Fail(s.log, w, r, holon.Errorf(holon.CodeInvalidRequest, "mandate is required: the mandate %s acts under, such as %s/sandbox", c.Name, p.Account))
 		return
 	}
-	code, err := h.drawSecret(oauthCodeMarker)
+	secret, err := s.drawSecret(codeMarker)
 	if err != nil {
-		a.fail(w, r, err)
+		web.Fail(s.log, w, r, err)
 		return
 	}
-	now := h.now().UTC()
-	rec := oauthCode{Client: c.ID, ClientName: c.Name, RedirectURI: body.RedirectURI, Challenge: body.CodeChallenge,
-		Resource: a.resource(r), Scope: body.Scope, Account: p.Account, Mandate: body.Mandate, Ask: body.AskInClient,
-		Expires: now.Add(oauthCodeTTL)}
-	err = h.store.Update(r.Context(), func(tx holon.Tx) error {
-		var acct account
-		if err := tx.Get(holon.BucketUsers, p.Account, &acct); err != nil {
+	now := s.now().UTC()
+	rec := code{Client: c.ID, ClientName: c.Name, RedirectURI: body.RedirectURI, Challenge: body.CodeChallenge,
+		Resource: s.resource(r), Scope: body.Scope, Account: p.Account, Mandate: body.Mandate, Ask: body.AskInClient,
+		Expires: now.Add(codeTTL)}
+	err = s.store.Update(r.Context(), func(tx holon.Tx) error {
+		acct, err := accounts.Get(tx, p.Account)
+		if err != nil {
 			return err
 		}
-		if !slices.Contains(acct.Mandates, body.Mandate) {
+		if !acct.HasMandate(body.Mandate) {
 			return web.NotFound("no mandate %s among your root mandates", body.Mandate)
 		}
-		return tx.Put(holon.BucketOAuth, oauthSecretKey("code", code), rec)
+		return tx.Put(holon.BucketOAuth, secretKey("code", secret), rec)
 	})
 	if err != nil {
-		a.fail(w, r, err)
+		web.Fail(s.log, w, r, err)
 		return
 	}
-	ans.Redirect = a.redirectWith(r, body.RedirectURI, body.State, url.Values{"code": {code}})
+	ans.Redirect = s.redirectWith(r, body.RedirectURI, body.State, url.Values{"code": {secret}})
 	web.JSON(w, http.StatusOK, ans)
 }

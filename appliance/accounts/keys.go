@@ -1,0 +1,159 @@
+package accounts
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"holon.dev/holon"
+	"holon.dev/holon/appliance/auth"
+	"holon.dev/holon/appliance/token"
+)
+
+// MaxKeys bounds the live keys of an account.
+const MaxKeys = 50
+
+// Keys are stored under two names in holon.BucketKeys: "hash/<sha256>" holds
+// the record (authentication reads it), "acct/<handle>/<prefix>" points
+// to it from its account (listing and revocation read those).
+func keyByHash(hash string) string { return "hash/" + hash }
+
+func keyByAccount(handle, prefix string) string { return "acct/" + handle + "/" + prefix }
+
+// DrawKey draws a key of kind and builds its record, not yet stored
+// (PutKey stores it).
+func (r *Repo) DrawKey(kind, handle, mandate string, ask bool) (string, *auth.Key, error) {
+	key, err := token.NewKey(r.rand, kind)
+	if err != nil {
+		return "", nil, err
+	}
+	return key, &auth.Key{
+		Prefix: token.Prefix(key), Kind: kind, Account: handle, Mandate: mandate, Ask: ask,
+		Created: r.now().UTC(), Hash: token.Hash(key),
+	}, nil
+}
+
+// PutKey stores a new key record and its account index; the key's prefix
+// must be new in its account and its hash new (ErrCollision: draw again).
+func PutKey(tx holon.Tx, k *auth.Key) error {
+	var hash string
+	if err := tx.Get(holon.BucketKeys, keyByAccount(k.Account, k.Prefix), &hash); err == nil {
+		return ErrCollision
+	} else if !errors.Is(err, holon.ErrNotFound) {
+		return err
+	}
+	var old auth.Key
+	if err := tx.Get(holon.BucketKeys, keyByHash(k.Hash), &old); err == nil {
+		return ErrCollision
+	} else if !errors.Is(err, holon.ErrNotFound) {
+		return err
+	}
+	if err := tx.Put(holon.BucketKeys, keyByHash(k.Hash), k); err != nil {
+		return err
+	}
+	return tx.Put(holon.BucketKeys, keyByAccount(k.Account, k.Prefix), k.Hash)
+}
+
+// UpdateKey stores a key record that exists (its expiry or revocation
+// changed).
+func UpdateKey(tx holon.Tx, k *auth.Key) error { return tx.Put(holon.BucketKeys, keyByHash(k.Hash), k) }
+
+// KeyByHash reads a key by its SHA-256; holon.ErrNotFound when none has it.
+func KeyByHash(tx holon.Tx, hash string) (*auth.Key, error) {
+	k := new(auth.Key)
+	if err := tx.Get(holon.BucketKeys, keyByHash(hash), k); err != nil {
+		return nil, err
+	}
+	return k, nil
+}
+
+// KeyByPrefix reads an account's key by its prefix; holon.ErrNotFound
+// when the account has none with it.
+func KeyByPrefix(tx holon.Tx, handle, prefix string) (*auth.Key, error) {
+	var hash string
+	if err := tx.Get(holon.BucketKeys, keyByAccount(handle, prefix), &hash); err != nil {
+		return nil, err
+	}
+	return KeyByHash(tx, hash)
+}
+
+// Keys lists an account's key records, live or not, by prefix.
+func Keys(tx holon.Tx, handle string) ([]*auth.Key, error) {
+	var hashes []string
+	err := tx.ForEach(holon.BucketKeys, keyByAccount(handle, ""), func(_ string, raw json.RawMessage) (bool, error) {
+		var h string
+		if err := json.Unmarshal(raw, &h); err != nil {
+			return false, err
+		}
+		hashes = append(hashes, h)
+		return true, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*auth.Key, 0, len(hashes))
+	for _, h := range hashes {
+		k, err := KeyByHash(tx, h)
+		if err != nil {
+			return nil, fmt.Errorf("key %s of %s: %w", h[:8], handle, err)
+		}
+		out = append(out, k)
+	}
+	return out, nil
+}
+
+// RevokeKey marks a key revoked at now.
+func RevokeKey(tx holon.Tx, k *auth.Key, now time.Time) error {
+	t := now.UTC()
+	k.Revoked = &t
+	return UpdateKey(tx, k)
+}
+
+// RevokeKeyByHash revokes a key, by its SHA-256, if it is not already.
+func RevokeKeyByHash(tx holon.Tx, hash string, now time.Time) error {
+	k, err := KeyByHash(tx, hash)
+	if err != nil {
+		return fmt.Errorf("revoke key: %w", err)
+	}
+	if k.Revoked != nil {
+		return nil
+	}
+	return RevokeKey(tx, k, now)
+}
+
+// RevokeLiveKeys revokes every key of an account not revoked yet at now
+// and returns how many it revoked.
+func RevokeLiveKeys(tx holon.Tx, handle string, now time.Time) (int, error) {
+	keys, err := Keys(tx, handle)
+	if err != nil {
+		return 0, err
+	}
+	revoked := 0
+	for _, k := range keys {
+		if k.Revoked == nil {
+			if err := RevokeKey(tx, k, now); err != nil {
+				return revoked, err
+			}
+			revoked++
+		}
+	}
+	return revoked, nil
+}
+
+// KeysFull reports whether an account holds MaxKeys keys that may
+// authenticate at now: then it may get no other one. It is the one
+// quota check of every place that gives an account a key.
+func KeysFull(tx holon.Tx, handle string, now time.Time) (bool, error) {
+	keys, err := Keys(tx, handle)
+	if err != nil {
+		return false, err
+	}
+	live := 0
+	for _, k := range keys {
+		if k.Live(now) {
+			live++
+		}
+	}
+	return live >= MaxKeys, nil
+}
