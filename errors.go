@@ -58,6 +58,13 @@ const (
 	CodeInvalidApproval = "invalid_approval"
 )
 
+// CodeStoreUnavailable: the gateway's database cannot be reached for now
+// (a PostgreSQL store restarting or unreachable), answered 503. A request
+// answered with it changed nothing, except a call whose agent had run:
+// its receipt is closed failed and unbilled once the database is back.
+// The gateway reconnects on its own.
+const CodeStoreUnavailable = "store_unavailable"
+
 // CodeInvalidToken: a delegation token that is unknown, expired, or whose
 // run has ended.
 const CodeInvalidToken = "invalid_token"

@@ -29,7 +29,9 @@ func (a *App) recoverEvery(ctx context.Context) {
 		}
 		closed, err := a.engine.Recover(ctx)
 		if err != nil && ctx.Err() == nil {
-			a.log.Error("close the calls of gateways that stopped", "err", err)
+			if holon.ErrorCode(err) != holon.CodeStoreUnavailable {
+				a.log.Error("close the calls of gateways that stopped", "err", err)
+			}
 			continue
 		}
 		if closed == 0 {

@@ -174,6 +174,11 @@ func (e *Engine) settle(ctx context.Context, st *runState, bill contract.Bill, d
 		e.fail(err)
 		return nil, err
 	}
+	if st.mem == nil {
+		// The store unreachable, or the call closed by another gateway
+		// (settle_outage.go).
+		return e.settleFailed(ctx, st, bill, d, err)
+	}
 	e.log.Error("settlement failed; releasing the hold", "receipt", st.rid, "err", err)
 	failed := contract.Bill{Status: holon.StatusFailed, Error: holon.CodeGatewayError}
 	err = e.store.Update(ctx, func(tx holon.Tx) error {

@@ -48,6 +48,8 @@ var httpStatus = map[string]int{
 	// The gateway itself failed: internal.
 	holon.CodeGatewayError:     http.StatusInternalServerError,
 	holon.CodeGatewayRestarted: http.StatusInternalServerError,
+	// The store cannot be reached for now: try again shortly.
+	holon.CodeStoreUnavailable: http.StatusServiceUnavailable,
 
 	// The hosted product (appliance/errors.go, publish.go, signin.go,
 	// files.go, oauth_grant.go, mcp.go, mcpcall.go).

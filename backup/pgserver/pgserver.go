@@ -39,6 +39,8 @@ type Server struct {
 	bin, dir string
 	port     int
 	cred     *syscall.Credential
+	// options are pg_ctl's -o, for Restart.
+	options string
 }
 
 // Start initialises and starts a server. The error wraps ErrNotInstalled
@@ -88,6 +90,7 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		}
 		out, err := s.run(ctx, "pg_ctl", "-D", data, "-l", filepath.Join(s.dir, "log"), "-o", o, "-w", "-t", "60", "start")
 		if err == nil {
+			s.options = o
 			return s, nil
 		}
 		log, _ := os.ReadFile(filepath.Join(s.dir, "log"))
@@ -110,6 +113,36 @@ func (s *Server) Stop() error {
 		return fmt.Errorf("pg_ctl stop: %v\n%s", err, out)
 	}
 	return nil
+}
+
+// Crash stops the server at once (pg_ctl stop -m immediate: every
+// connection cut, no checkpoint, as a crash of the server would), keeping
+// its files for Restart.
+func (s *Server) Crash() error {
+	out, err := s.run(context.Background(), "pg_ctl", "-D", filepath.Join(s.dir, "data"), "-m", "immediate", "-w", "stop")
+	if err != nil {
+		return fmt.Errorf("pg_ctl stop -m immediate: %v\n%s", err, out)
+	}
+	return nil
+}
+
+// Restart starts a crashed server again, on the same port and files: it
+// recovers from its write-ahead log as after a crash.
+func (s *Server) Restart(ctx context.Context) error {
+	data := filepath.Join(s.dir, "data")
+	out, err := s.run(ctx, "pg_ctl", "-D", data, "-l", filepath.Join(s.dir, "log"), "-o", s.options, "-w", "-t", "60", "start")
+	if err != nil {
+		log, _ := os.ReadFile(filepath.Join(s.dir, "log"))
+		return fmt.Errorf("pg_ctl start: %v\n%s\n%s", err, out, tail(string(log), 2000))
+	}
+	return nil
+}
+
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[len(s)-n:]
 }
 
 func (s *Server) run(ctx context.Context, name string, args ...string) ([]byte, error) {

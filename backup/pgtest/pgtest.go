@@ -27,12 +27,29 @@ const Install = pgserver.Install
 // Server is a running throwaway PostgreSQL.
 type Server struct{ *pgserver.Server }
 
-// Start starts a server for the test and stops it at cleanup.
+// Start starts a server for the test and stops it at cleanup. It does not
+// make commits durable (fsync and synchronous_commit off): a test that
+// stops it with Crash and wants its commits back uses StartCrashable.
 func Start(tb testing.TB) *Server {
+	tb.Helper()
+	return StartWith(tb, pgserver.Options{})
+}
+
+// StartCrashable is Start for tests that stop the server as a crash would
+// (Crash, then Restart): every commit reaches the server's log before it
+// is acknowledged (synchronous_commit on), so that an immediate stop loses
+// none. fsync stays off: the machine itself does not crash.
+func StartCrashable(tb testing.TB) *Server {
+	tb.Helper()
+	return StartWith(tb, pgserver.Options{Settings: []string{"synchronous_commit=on"}})
+}
+
+// StartWith is Start with the server's options.
+func StartWith(tb testing.TB, opts pgserver.Options) *Server {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	s, err := pgserver.Start(ctx, pgserver.Options{})
+	s, err := pgserver.Start(ctx, opts)
 	if errors.Is(err, pgserver.ErrNotInstalled) {
 		unavailable(tb, err.Error())
 	}

@@ -43,16 +43,10 @@ func crashDrill(ctx context.Context, d *drill) error {
 		return err
 	}
 
-	l := &crashLoad{d: d, c: c, acc: acc, agents: agents, answered: map[string]string{}, idem: map[string]string{}}
+	l := newCrashLoad(d, []*api{c}, acc, agents)
 	loadCtx, stopLoad := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	for w := range clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			l.worker(loadCtx, rand.New(rand.NewPCG(uint64(d.o.Seed), uint64(w)+2)))
-		}()
-	}
+	l.start(loadCtx, &wg, clients)
 
 	// inFlight are the receipts that held money at the last kill: the
 	// restart must close them as gateway_restarted, unbilled.
@@ -91,7 +85,7 @@ func crashDrill(ctx context.Context, d *drill) error {
 			wg.Wait()
 			return fmt.Errorf("restart %d: %w", k+1, err)
 		}
-		if err := l.checkAPI(ctx, totals); err != nil {
+		if err := l.checkAPI(ctx, c, totals); err != nil {
 			stopLoad()
 			wg.Wait()
 			return err
@@ -146,12 +140,16 @@ func deref(s *string) string {
 }
 
 // crashLoad is the crash drill's clients and what they were answered.
+// With several gateways (the cluster drill), each call goes to one at
+// random, and its retries, re-sends and approval to the next ones.
 type crashLoad struct {
 	d      *drill
-	c      *api
+	apis   []*api
 	acc    *account
 	agents *agentServer
 	seq    atomic.Int64
+	// internal counts the answers 500 (the first few are noted).
+	internal atomic.Int64
 
 	mu sync.Mutex
 	// answered maps the receipt of every 200 to its cost.
@@ -162,37 +160,57 @@ type crashLoad struct {
 	recent []string
 }
 
+func newCrashLoad(d *drill, apis []*api, acc *account, agents *agentServer) *crashLoad {
+	return &crashLoad{d: d, apis: apis, acc: acc, agents: agents, answered: map[string]string{}, idem: map[string]string{}}
+}
+
+// start starts clients workers (wg counts them) until ctx ends.
+func (l *crashLoad) start(ctx context.Context, wg *sync.WaitGroup, clients int) {
+	for w := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l.worker(ctx, rand.New(rand.NewPCG(uint64(l.d.o.Seed), uint64(w)+2)))
+		}()
+	}
+}
+
 func (l *crashLoad) nonce(kind string) string {
 	return fmt.Sprintf("%s-%d", kind, l.seq.Add(1))
 }
 
+// at is the gateway the n-th attempt of a call that started on gateway g
+// goes to.
+func (l *crashLoad) at(g, n int) *api { return l.apis[(g+n)%len(l.apis)] }
+
 func (l *crashLoad) worker(ctx context.Context, rng *rand.Rand) {
 	for ctx.Err() == nil {
+		g := rng.IntN(len(l.apis))
 		switch p := rng.IntN(100); {
 		case p < 25:
-			l.plain(ctx, "crasher/main", "drill/echo", agentInput{N: l.nonce("echo")})
+			l.plain(ctx, g, "crasher/main", "drill/echo", agentInput{N: l.nonce("echo")})
 		case p < 45:
-			l.plain(ctx, "crasher/main", "drill/slow", agentInput{N: l.nonce("slow"), MS: 50 + rng.IntN(1500)})
+			l.plain(ctx, g, "crasher/main", "drill/slow", agentInput{N: l.nonce("slow"), MS: 50 + rng.IntN(1500)})
 		case p < 60:
-			l.plain(ctx, "crasher/main", "drill/orch", agentInput{N: l.nonce("orch")})
+			l.plain(ctx, g, "crasher/main", "drill/orch", agentInput{N: l.nonce("orch")})
 		case p < 85:
 			agent, in := "drill/echo", agentInput{N: l.nonce("idem")}
 			if rng.IntN(2) == 0 {
 				agent, in.MS = "drill/slow", 50+rng.IntN(1000)
 			}
-			l.idempotent(ctx, agent, in)
+			l.idempotent(ctx, g, agent, in)
 		case p < 93:
-			l.approved(ctx)
+			l.approved(ctx, g)
 		default:
-			l.plain(ctx, "crasher/tight", "drill/echo", agentInput{N: l.nonce("tight")})
+			l.plain(ctx, g, "crasher/tight", "drill/echo", agentInput{N: l.nonce("tight")})
 		}
 	}
 }
 
-// plain makes one call; an answer lost to a kill is not retried (the call
-// is another one next time).
-func (l *crashLoad) plain(ctx context.Context, mandate, agent string, in agentInput) {
-	a, err := l.c.call(ctx, l.acc.human, mandate, agent, in, "")
+// plain makes one call on gateway g; an answer lost to a kill is not
+// retried (the call is another one next time).
+func (l *crashLoad) plain(ctx context.Context, g int, mandate, agent string, in agentInput) {
+	a, err := l.at(g, 0).call(ctx, l.acc.human, mandate, agent, in, "")
 	l.d.count("calls made", 1)
 	if err != nil {
 		l.lost(ctx)
@@ -222,30 +240,42 @@ func (l *crashLoad) took(a *answer) {
 		l.answered[a.Receipt.ID] = a.Receipt.Cost.Total
 		l.recent = append(l.recent, a.Receipt.ID)
 		l.mu.Unlock()
+	case a.code() == "store_unavailable":
+		l.d.count("calls answered 503 store_unavailable (PostgreSQL down)", 1)
 	case a.Status == http.StatusServiceUnavailable || a.code() == "gateway_restarted":
 		l.d.count("calls refused while starting or stopping", 1)
+	case a.Replayed:
+		l.d.count(fmt.Sprintf("replays of a call that ended %d %s", a.Status, a.code()), 1)
 	default:
 		l.d.count(fmt.Sprintf("calls answered %d %s", a.Status, a.code()), 1)
+		if a.Status == http.StatusInternalServerError && l.internal.Add(1) <= 3 {
+			l.d.note("a call answered 500: %s", tail(string(a.Body), 400))
+		}
 	}
 }
 
-// idempotent sends a call with an Idempotency-Key and, while answers are
-// lost, sends it again with the same key until it is answered: a replay of
-// its one receipt, 409 idempotency_interrupted, or (when the first attempt
-// never reached the gateway) its one run.
-func (l *crashLoad) idempotent(ctx context.Context, agent string, in agentInput) {
+// idempotent sends a call with an Idempotency-Key to gateway g and, while
+// answers are lost (or the store is unreachable), sends it again with the
+// same key, to the next gateway each time, until it is answered: a replay
+// of its one receipt, 409 idempotency_interrupted, or (when the first
+// attempt never reached a gateway) its one run.
+func (l *crashLoad) idempotent(ctx context.Context, g int, agent string, in agentInput) {
 	key := "drill-" + in.N
 	l.mu.Lock()
 	l.idem[key] = in.N
 	l.mu.Unlock()
 	for attempt := 0; ctx.Err() == nil && attempt < 200; attempt++ {
-		a, err := l.c.call(context.WithoutCancel(ctx), l.acc.human, "crasher/main", agent, in, key)
+		a, err := l.at(g, attempt).call(context.WithoutCancel(ctx), l.acc.human, "crasher/main", agent, in, key)
 		l.d.count("idempotent sends (first and retries)", 1)
 		if err != nil {
 			l.lost(ctx)
 			continue
 		}
 		switch {
+		case a.code() == "store_unavailable":
+			l.took(a)
+			time.Sleep(100 * time.Millisecond)
+			continue
 		case a.Status == http.StatusConflict && a.code() == "idempotency_in_flight":
 			time.Sleep(50 * time.Millisecond)
 			continue
@@ -266,8 +296,11 @@ func (l *crashLoad) idempotent(ctx context.Context, agent string, in agentInput)
 		l.took(a)
 		if a.Status == http.StatusOK && !a.Replayed && l.seq.Load()%3 == 0 {
 			// A client that thinks its answer was lost sends it again.
-			b, err := l.c.call(context.WithoutCancel(ctx), l.acc.human, "crasher/main", agent, in, key)
+			b, err := l.at(g, attempt+1).call(context.WithoutCancel(ctx), l.acc.human, "crasher/main", agent, in, key)
 			l.d.count("idempotent calls re-sent after their 200", 1)
+			if len(l.apis) > 1 {
+				l.d.count("idempotent calls re-sent to another gateway after their 200", 1)
+			}
 			if err == nil && b.Status != http.StatusServiceUnavailable {
 				ok := b.Replayed && b.Receipt != nil && b.Receipt.ID == a.Receipt.ID ||
 					b.Status == http.StatusConflict && b.code() == "idempotency_interrupted"
@@ -278,10 +311,10 @@ func (l *crashLoad) idempotent(ctx context.Context, agent string, in agentInput)
 	}
 }
 
-// approved makes a call above the mandate's approval threshold and
-// approves it with the human key.
-func (l *crashLoad) approved(ctx context.Context) {
-	a, err := l.c.call(ctx, l.acc.human, "crasher/main", "drill/pricey", agentInput{N: l.nonce("pricey")}, "")
+// approved makes a call above the mandate's approval threshold on gateway
+// g and approves it with the human key, on the next gateway.
+func (l *crashLoad) approved(ctx context.Context, g int) {
+	a, err := l.at(g, 0).call(ctx, l.acc.human, "crasher/main", "drill/pricey", agentInput{N: l.nonce("pricey")}, "")
 	l.d.count("calls made", 1)
 	if err != nil {
 		l.lost(ctx)
@@ -292,8 +325,8 @@ func (l *crashLoad) approved(ctx context.Context) {
 		return
 	}
 	l.d.count("approvals asked", 1)
-	for range 50 {
-		b, err := l.c.do(context.WithoutCancel(ctx), "POST", "/v0/approvals/"+a.Approval.ID, l.acc.human, "{}")
+	for attempt := range 50 {
+		b, err := l.at(g, attempt+1).do(context.WithoutCancel(ctx), "POST", "/v0/approvals/"+a.Approval.ID, l.acc.human, "{}")
 		if err != nil {
 			l.lost(ctx)
 			if ctx.Err() != nil {
@@ -302,17 +335,20 @@ func (l *crashLoad) approved(ctx context.Context) {
 			continue
 		}
 		l.d.count("approvals decided", 1)
+		if len(l.apis) > 1 {
+			l.d.count("approvals decided on another gateway", 1)
+		}
 		l.took(b)
 		return
 	}
 }
 
-// checkAPI checks, right after a restart, over the API: each mandate's
-// budget holds, and the receipts answered 200 since the last restart are
-// there, succeeded and billed.
-func (l *crashLoad) checkAPI(ctx context.Context, totals map[string]journal.Amount) error {
+// checkAPI checks, right after a restart, over the API of c: each
+// mandate's budget holds, and the receipts answered 200 since the last
+// restart are there, succeeded and billed.
+func (l *crashLoad) checkAPI(ctx context.Context, c *api, totals map[string]journal.Amount) error {
 	for m, total := range totals {
-		st, err := l.c.mandateState(ctx, l.acc.human, m)
+		st, err := c.mandateState(ctx, l.acc.human, m)
 		if err != nil {
 			return fmt.Errorf("after a restart: %w", err)
 		}
@@ -329,7 +365,7 @@ func (l *crashLoad) checkAPI(ctx context.Context, totals map[string]journal.Amou
 		recent = recent[len(recent)-20:]
 	}
 	for _, id := range recent {
-		a, err := l.c.do(ctx, "GET", "/v0/receipts/"+id, l.acc.human, nil)
+		a, err := c.do(ctx, "GET", "/v0/receipts/"+id, l.acc.human, nil)
 		if err != nil {
 			return fmt.Errorf("after a restart: GET /v0/receipts/%s: %w", id, err)
 		}
@@ -365,4 +401,38 @@ func (l *crashLoad) checkAnswers(v *storeView, agents *agentServer) {
 	}
 	l.d.count("receipts in the store", int64(len(v.receipts)))
 	l.d.count("journal entries in the store", int64(v.entries))
+}
+
+// spend makes calls on a small balance (the account's signup credit) at a
+// random gateway each, until ctx ends: the balance runs out under
+// contention across gateways, and calls are then refused
+// insufficient_funds.
+func (l *crashLoad) spend(ctx context.Context, acc *account, rng *rand.Rand) {
+	for ctx.Err() == nil {
+		agent := "drill/echo"
+		if rng.IntN(4) == 0 {
+			agent = "drill/pricey"
+		}
+		a, err := l.at(rng.IntN(len(l.apis)), 0).call(ctx, acc.human, acc.handle+"/all", agent, agentInput{N: l.nonce("spend")}, "")
+		l.d.count("spender calls made", 1)
+		if err != nil {
+			l.lost(ctx)
+			continue
+		}
+		switch {
+		case a.code() == "insufficient_funds":
+			l.d.count("spender calls refused insufficient_funds", 1)
+			time.Sleep(20 * time.Millisecond)
+		case a.Status == http.StatusOK && a.Receipt != nil:
+			// Checked at the end (not by checkAPI: the receipt is not
+			// the first account's).
+			l.d.count("calls answered 200", 1)
+			l.mu.Lock()
+			l.answered[a.Receipt.ID] = a.Receipt.Cost.Total
+			l.mu.Unlock()
+		default:
+			l.took(a)
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
 }

@@ -18,6 +18,7 @@
 //	hostile    malformed, oversized, slow and forged requests on every endpoint
 //	agents     remote agents that hang, close, flood, lie about units or redirect
 //	powerloss  power cuts: the data directory on a filesystem that loses what was not synced
+//	cluster    three gateways on one PostgreSQL, gateways SIGKILLed and PostgreSQL crashed under load
 //
 // Each drill also checks a floor of real work (calls settled, uploads
 // stored, kills landing with calls in flight…) and fails below it: a
@@ -38,7 +39,7 @@ import (
 )
 
 // Names are the drills, in the order `holon drill all` runs them.
-var Names = []string{"crash", "faults", "overspend", "hostile", "agents", "powerloss"}
+var Names = []string{"crash", "faults", "overspend", "hostile", "agents", "powerloss", "cluster"}
 
 // Options size and select a drill run.
 type Options struct {
@@ -121,6 +122,7 @@ var drills = map[string]func(ctx context.Context, d *drill) error{
 	"hostile":   hostileDrill,
 	"agents":    agentsDrill,
 	"powerloss": powerlossDrill,
+	"cluster":   clusterDrill,
 }
 
 func runOne(ctx context.Context, name string, run func(context.Context, *drill) error, o Options) error {

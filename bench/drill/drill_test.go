@@ -88,6 +88,9 @@ func runDrill(t *testing.T, name string) {
 	if err != nil {
 		t.Fatalf("holon drill %s: %v", name, err)
 	}
+	if strings.Contains(out.String(), "drill "+name+": skipped") {
+		t.Skip("the drill could not run here (its note says why and what to install); HOLON_TEST_STRICT=1 makes it fail")
+	}
 }
 
 // Ensure that the gateway SIGKILLed 20 times under load loses, doubles and
@@ -117,6 +120,12 @@ func TestDrill_Agents(t *testing.T) { runDrill(t, "agents") }
 // whatever was not fsynced, cut at random moments under calls, uploads, a
 // live backup and a restore, loses nothing the gateway answered for.
 func TestDrill_PowerLoss(t *testing.T) { runDrill(t, "powerloss") }
+
+// Ensure that three gateways on one PostgreSQL, SIGKILLed at random and
+// restarted, with PostgreSQL itself crashed twice under load, lose,
+// double and overspend nothing, and never run an Idempotency-Key twice
+// across gateways.
+func TestDrill_Cluster(t *testing.T) { runDrill(t, "cluster") }
 
 // Ensure that the power-loss drill catches a store that never fsyncs (the
 // planted bug kv.FaultEnv=nosync:0), which the crash drill cannot see.

@@ -92,7 +92,7 @@ func powerlossDrill(ctx context.Context, d *drill) error {
 	// What the setup wrote is durable before the first cut: a gateway
 	// that answered it did so after its commit.
 
-	l := &crashLoad{d: d, c: c, acc: acc, agents: agents, answered: map[string]string{}, idem: map[string]string{}}
+	l := newCrashLoad(d, []*api{c}, acc, agents)
 	p := &powerRun{d: d, c: c, up: up, g: g, data: data, files: map[string]upload{}}
 	var inFlight []string
 	for k := range cuts {
@@ -177,7 +177,7 @@ func powerlossDrill(ctx context.Context, d *drill) error {
 			return fmt.Errorf("restart after cut %d: %w", k+1, err)
 		}
 		p.cutting.Store(false)
-		if err := l.checkAPI(ctx, totals); err != nil {
+		if err := l.checkAPI(ctx, c, totals); err != nil {
 			return err
 		}
 	}

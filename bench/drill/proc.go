@@ -30,6 +30,11 @@ type gatewayProc struct {
 	// limitFile, when set, caps the size of any file the child writes
 	// (RLIMIT_FSIZE), as a full disk would.
 	limitFile uint64
+	// args are more arguments of holon serve (--store …).
+	args []string
+	// keepLogs keeps the logs of every process started (their tail), not
+	// only the last one's.
+	keepLogs bool
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -119,10 +124,13 @@ func (g *gatewayProc) startOnce(ctx context.Context) error {
 	if bt == 0 {
 		bt = 5 * time.Second
 	}
-	cmd := exec.Command(g.holon, "serve", "--hosted", "--db", g.db, "--addr", g.addr, "--shutdown-timeout", "5s", "--body-timeout", bt.String())
+	cmd := exec.Command(g.holon, append([]string{"serve", "--hosted", "--db", g.db, "--addr", g.addr, "--shutdown-timeout", "5s", "--body-timeout", bt.String()}, g.args...)...)
 	cmd.Dir = filepath.Dir(g.db)
 	cmd.Env = g.env
 	stderr := &lockedBuffer{}
+	if g.keepLogs && g.stderr != nil {
+		stderr = g.stderr
+	}
 	cmd.Stderr = stderr
 	if err := g.startCmd(cmd); err != nil {
 		g.mu.Unlock()
@@ -196,6 +204,16 @@ func (g *gatewayProc) stop() error {
 		return fmt.Errorf("holon serve stopped with %v:\n%s", err, tail(g.stderr.String(), 2000))
 	}
 	return nil
+}
+
+// pid is the process id of the last process started.
+func (g *gatewayProc) pid() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.cmd == nil || g.cmd.Process == nil {
+		return 0
+	}
+	return g.cmd.Process.Pid
 }
 
 // exitErr is how the last process ended (nil: exit 0, or still running).

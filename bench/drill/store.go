@@ -21,6 +21,30 @@ type storeView struct {
 	budgets  map[string]holon.Budget
 	accounts map[string]holon.Account
 	entries  int
+	// chainErr is what verifying the journal's hash chain found (read
+	// from PostgreSQL only; holon verify checks it on either store).
+	chainErr error
+}
+
+func newStoreView() *storeView {
+	return &storeView{receipts: map[string]*holon.Receipt{}, settles: map[string]int{}, budgets: map[string]holon.Budget{}, accounts: map[string]holon.Account{}}
+}
+
+// readJournal counts the journal's entries, and its settle: entries by
+// receipt, and reads the holds.
+func (v *storeView) readJournal(tx holon.Tx) error {
+	err := tx.ForEachEntry(0, func(row holon.JournalRow) (bool, error) {
+		v.entries++
+		if id, ok := strings.CutPrefix(row.Key, "settle:"); ok {
+			v.settles[id]++
+		}
+		return true, nil
+	})
+	if err != nil {
+		return err
+	}
+	v.holds, err = tx.Holds()
+	return err
 }
 
 func readStore(path string) (*storeView, error) {
@@ -29,22 +53,12 @@ func readStore(path string) (*storeView, error) {
 		return nil, err
 	}
 	defer s.Close()
-	v := &storeView{receipts: map[string]*holon.Receipt{}, settles: map[string]int{}, budgets: map[string]holon.Budget{}, accounts: map[string]holon.Account{}}
+	v := newStoreView()
 	err = s.View(func(tx *kv.Tx) error {
 		if err := tx.ForEachReceipt(func(r *holon.Receipt) error { v.receipts[r.ID] = r; return nil }); err != nil {
 			return err
 		}
-		if err := tx.ForEachEntry(0, func(row holon.JournalRow) (bool, error) {
-			v.entries++
-			if id, ok := strings.CutPrefix(row.Key, "settle:"); ok {
-				v.settles[id]++
-			}
-			return true, nil
-		}); err != nil {
-			return err
-		}
-		var err error
-		if v.holds, err = tx.Holds(); err != nil {
+		if err := v.readJournal(tx); err != nil {
 			return err
 		}
 		if err := tx.ForEachBudget(func(m string, b holon.Budget) error { v.budgets[m] = b; return nil }); err != nil {
@@ -73,6 +87,12 @@ func (d *drill) checkStore(ctx context.Context, db string, totals map[string]jou
 	if err != nil {
 		return nil, err
 	}
+	d.checkView(v, totals)
+	return v, nil
+}
+
+// checkView is checkStore's invariants, on what a store holds.
+func (d *drill) checkView(v *storeView, totals map[string]journal.Amount) {
 	for id, r := range v.receipts {
 		if r.Billed {
 			d.check("a billed receipt has exactly one settle: entry", v.settles[id] == 1, "%s has %d", id, v.settles[id])
@@ -98,7 +118,6 @@ func (d *drill) checkStore(ctx context.Context, db string, totals map[string]jou
 		}
 		d.check("no balance below zero", a.Balance >= 0 && a.Held == 0, "%s balance %s held %s", name, a.Balance, a.Held)
 	}
-	return v, nil
 }
 
 func firstHold(hs []*holon.Hold) string {

@@ -19,7 +19,7 @@ type drillCommand struct {
 
 func (c *drillCommand) Name() string { return "drill" }
 func (c *drillCommand) Synopsis() string {
-	return "attack the gateway: crashes, store faults, overspend, hostile input, bad agents"
+	return "attack the gateway: crashes, store faults, overspend, hostile input, bad agents, power cuts, a cluster"
 }
 
 func (c *drillCommand) Run(ctx context.Context, args []string) error {
@@ -28,7 +28,7 @@ func (c *drillCommand) Run(ctx context.Context, args []string) error {
 	var o drill.Options
 	fs.BoolVar(&o.Long, "long", false, "the long form (minutes) instead of the short one (seconds, as CI runs it)")
 	fs.DurationVar(&o.Duration, "duration", 0, "bound the load phase (default: the form's)")
-	fs.IntVar(&o.Kills, "kills", 0, "crash: how many SIGKILLs (default 20, 100 with --long); powerloss: how many power cuts (default 8, 60 with --long)")
+	fs.IntVar(&o.Kills, "kills", 0, "crash: how many SIGKILLs (default 20, 100 with --long); powerloss: how many power cuts (default 8, 60 with --long); cluster: how many gateway SIGKILLs (default 6, 40 with --long)")
 	fs.IntVar(&o.Clients, "clients", 0, "concurrent clients of the load (default: the drill's)")
 	fs.IntVar(&o.Calls, "calls", 0, "overspend: calls aimed at one budget (default 2000, 10000 with --long)")
 	fs.Int64Var(&o.Seed, "seed", 0, "seed of the random moments and choices (default: the clock; printed)")
@@ -71,6 +71,17 @@ on a temporary store, with loopback webhook agents, and attacks it:
              answered 201 there with its SHA-256, every backup reported
              done whole, every restore complete or not begun (needs root
              and /dev/fuse; skipped without, failed under strict)
+  cluster    three gateways on one PostgreSQL (--store, lease 2s) under
+             the crash load spread over them (idempotent retries, re-sends
+             and approvals on another gateway than the first) and a
+             balance that runs out; gateways SIGKILLed at random and
+             restarted, PostgreSQL itself crashed (pg_ctl stop -m
+             immediate, then start); a watcher on every gateway; at the
+             end: holon verify, the journal zero-sum with its chain, every
+             200 billed with one settle: entry, calls in flight at a kill
+             closed gateway_restarted by the others, no key run twice, no
+             hold left (needs PostgreSQL; skipped without, failed under
+             strict)
 
 Prints what each tried and which invariants held, and its seed (--seed
 replays a run); exits 1 naming the invariant that broke, or the floor of

@@ -190,13 +190,7 @@ func TestServe_DeadGatewaysCallsClosedByTheOthers(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	holds := func() []*holon.Hold {
-		var hs []*holon.Hold
-		if err := s.View(func(tx holon.Tx) (err error) { hs, err = tx.Holds(); return err }); err != nil {
-			t.Fatal(err)
-		}
-		return hs
-	}
+	holds := func() []*holon.Hold { return heldIn(t, s) }
 	for deadline := time.Now().Add(10 * time.Second); len(holds()) == 0; time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the call never started on the dying gateway")
@@ -227,4 +221,14 @@ func TestServe_DeadGatewaysCallsClosedByTheOthers(t *testing.T) {
 	}
 	survivor.stop(t)
 	storetest.CheckMoney(t, s)
+}
+
+// heldIn lists the calls in flight in a PostgreSQL store.
+func heldIn(t *testing.T, s *pg.Store) []*holon.Hold {
+	t.Helper()
+	var hs []*holon.Hold
+	if err := s.View(func(tx holon.Tx) (err error) { hs, err = tx.Holds(); return err }); err != nil {
+		t.Fatal(err)
+	}
+	return hs
 }

@@ -12,7 +12,7 @@ var reservedErrorCodes = map[string]bool{
 	holon.CodeInvalidOutput: true, holon.CodeAgentError: true, holon.CodeTimeout: true,
 	holon.CodeRuntimeUnavailable: true, holon.CodeGatewayError: true, holon.CodeGatewayRestarted: true,
 	holon.CodeFileNotFound: true, holon.CodeRejectedInput: true, holon.CodeInvalidUnits: true,
-	holon.CodeInvalidQuote: true,
+	holon.CodeInvalidQuote: true, holon.CodeStoreUnavailable: true,
 }
 
 // fieldErrors collects problems while a document is checked.

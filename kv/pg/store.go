@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -123,21 +124,22 @@ var _ holon.OpenStore = OpenStore
 // View runs fn in a read-only transaction that sees one state.
 func (s *Store) View(fn func(holon.Tx) error) error {
 	ctx := context.Background()
-	conn, err := s.pool.Acquire(ctx)
+	var ptx pgx.Tx
+	conn, err := s.acquire(ctx, func(c *pgxpool.Conn) (err error) {
+		ptx, err = c.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+		return err
+	})
 	if err != nil {
 		return unavailable(err)
 	}
 	defer conn.Release()
-	ptx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
-	if err != nil {
-		return unavailable(err)
-	}
 	defer ptx.Rollback(ctx)
 	tx := &Tx{s: s, ctx: ctx, tx: ptx, readOnly: true}
-	if err := fn(tx); err != nil {
-		return err
+	err = fn(tx)
+	if tx.fatal != nil {
+		return unavailable(tx.fatal)
 	}
-	return tx.fatal
+	return err
 }
 
 // Update runs fn in a write transaction and returns once it is committed.
@@ -272,19 +274,19 @@ func (s *Store) run(first *update) {
 // itself (the database unreachable, the commit refused).
 func (s *Store) try(group *[]*update, fill bool) (errs []error, retry bool, err error) {
 	ctx := context.Background()
-	conn, err := s.pool.Acquire(ctx)
-	if err != nil {
-		return nil, false, unavailable(err)
-	}
-	defer conn.Release()
 	// The writers of every gateway take turns, a group at a time: the
 	// lock is taken before the transaction begins, so its snapshot sees
 	// every group committed before it and no two groups ever conflict (a
 	// conflict would run a whole group again). A gateway that dies lets
 	// go of it with its connection.
-	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, writeLock); err != nil {
+	conn, err := s.acquire(ctx, func(c *pgxpool.Conn) error {
+		_, err := c.Exec(ctx, `SELECT pg_advisory_lock($1)`, writeLock)
+		return err
+	})
+	if err != nil {
 		return nil, false, unavailable(err)
 	}
+	defer conn.Release()
 	defer conn.Exec(ctx, `SELECT pg_advisory_unlock($1)`, writeLock)
 	if fill {
 		// What queued while this writer waited for its turn joins the group.
@@ -327,6 +329,32 @@ func (s *Store) try(group *[]*update, fill bool) (errs []error, retry bool, err 
 	return errs, false, nil
 }
 
+// acquire takes a connection from the pool and runs first on it. A
+// connection that turns out dead there (the server restarted since it
+// was last used: every pooled connection is then dead at once) is
+// dropped and another one tried, up to the pool's size, so that a
+// restart of the server costs no request that comes once it is back.
+// first must be safe to run again: nothing it did survives its failure.
+func (s *Store) acquire(ctx context.Context, first func(*pgxpool.Conn) error) (*pgxpool.Conn, error) {
+	var err error
+	for range s.pool.Config().MaxConns + 1 {
+		var conn *pgxpool.Conn
+		if conn, err = s.pool.Acquire(ctx); err != nil {
+			return nil, err
+		}
+		if err = first(conn); err == nil {
+			return conn, nil
+		}
+		var pe *pgconn.PgError
+		dead := conn.Conn().IsClosed()
+		conn.Release()
+		if errors.As(err, &pe) && !serverGone(pe.Code) || !dead {
+			return nil, err
+		}
+	}
+	return nil, err
+}
+
 // call runs fn, its panic turned into its error.
 func call(fn func(holon.Tx) error, tx holon.Tx) (err error) {
 	defer func() {
@@ -348,17 +376,31 @@ func conflict(err error) bool {
 // the gateway answers 503 and tries again later.
 var ErrUnavailable = errors.New("PostgreSQL is unavailable")
 
-// unavailable marks a connection-level error as ErrUnavailable; errors
-// PostgreSQL itself returned are left as they are.
+// unavailableMessage is what a caller is told while the database cannot
+// be reached.
+const unavailableMessage = "the gateway's database cannot be reached right now: nothing was done; try again in a few seconds"
+
+// unavailable marks a connection-level error as ErrUnavailable, coded
+// store_unavailable (503) for the caller; errors PostgreSQL itself
+// returned are left as they are, but for those of a server shutting down
+// or starting up, which are the same outage.
 func unavailable(err error) error {
-	if err == nil {
-		return nil
-	}
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) {
+	if err == nil || errors.Is(err, ErrUnavailable) {
 		return err
 	}
-	return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && !serverGone(pe.Code) {
+		return err
+	}
+	return &holon.Error{Code: holon.CodeStoreUnavailable, Msg: unavailableMessage, Err: fmt.Errorf("%w: %w", ErrUnavailable, err)}
+}
+
+// serverGone reports whether a PostgreSQL error code says the server is
+// going away or not yet back: class 57P (operator intervention: admin,
+// crash or immediate shutdown, cannot connect now) and class 08
+// (connection exceptions).
+func serverGone(code string) bool {
+	return strings.HasPrefix(code, "57P") || strings.HasPrefix(code, "08")
 }
 
 // Read runs fn in a read-only REPEATABLE READ transaction on the tables

@@ -55,7 +55,7 @@ func (t *Tx) note(err error) error {
 		return err
 	}
 	var pe *pgconn.PgError
-	if !errors.As(err, &pe) || conflict(err) {
+	if !errors.As(err, &pe) || conflict(err) || serverGone(pe.Code) {
 		if t.fatal == nil {
 			t.fatal = err
 		}

@@ -81,17 +81,9 @@ func Available() error {
 // mountDisk mounts a lossy view of backing at mountpoint, served by this
 // process.
 func mountDisk(backing, mountpoint string) (*disk, error) {
-	backing, err := filepath.Abs(backing)
+	backing, mountpoint, err := makeDirs(backing, mountpoint)
 	if err != nil {
 		return nil, err
-	}
-	if mountpoint, err = filepath.Abs(mountpoint); err != nil {
-		return nil, err
-	}
-	for _, d := range []string{backing, mountpoint} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
-			return nil, err
-		}
 	}
 	f := &disk{backing: backing, mountpoint: mountpoint, aside: backing + ".aside", files: map[uint64]*fileLog{}}
 	if err := os.MkdirAll(f.aside, 0o700); err != nil {
@@ -101,6 +93,24 @@ func mountDisk(backing, mountpoint string) (*disk, error) {
 		return nil, err
 	}
 	return f, nil
+}
+
+// makeDirs makes backing and mountpoint absolute and creates them if need
+// be.
+func makeDirs(backing, mountpoint string) (string, string, error) {
+	backing, err := filepath.Abs(backing)
+	if err != nil {
+		return "", "", err
+	}
+	if mountpoint, err = filepath.Abs(mountpoint); err != nil {
+		return "", "", err
+	}
+	for _, d := range []string{backing, mountpoint} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return "", "", err
+		}
+	}
+	return backing, mountpoint, nil
 }
 
 func (f *disk) mount() error {

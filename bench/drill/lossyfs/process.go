@@ -9,7 +9,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -38,17 +37,9 @@ type FS struct {
 // empty directory; both are created if need be). Everything backing holds
 // now counts as durable.
 func Mount(backing, mountpoint string) (*FS, error) {
-	backing, err := filepath.Abs(backing)
+	backing, mountpoint, err := makeDirs(backing, mountpoint)
 	if err != nil {
 		return nil, err
-	}
-	if mountpoint, err = filepath.Abs(mountpoint); err != nil {
-		return nil, err
-	}
-	for _, d := range []string{backing, mountpoint} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
-			return nil, err
-		}
 	}
 	exe, err := os.Executable()
 	if err != nil {

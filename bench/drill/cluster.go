@@ -1,0 +1,296 @@
+package drill
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"holon.dev/holon/backup/pgserver"
+	"holon.dev/holon/journal"
+)
+
+// clusterLease is the gateways' lease in the cluster drill (--store-lease):
+// a killed gateway's calls are closed by the others within 1.5 of it.
+const clusterLease = 2 * time.Second
+
+// clusterDrill runs three gateways on one PostgreSQL (holon serve --hosted
+// --store postgres://…) under the crash drill's mixed load spread over
+// them (plain, slow, delegated and approved calls, idempotent calls whose
+// retries and re-sends go to another gateway, approvals decided on
+// another gateway than the one that asked), and a second account whose
+// balance runs out under calls through every gateway. Meanwhile it
+// SIGKILLs gateways at random, restarting each on the same database, and
+// crashes PostgreSQL itself (pg_ctl stop -m immediate, then start), once
+// for less than a settlement waits and once for longer. A watcher on every
+// gateway samples budgets and balances throughout. At the end, with every
+// gateway stopped: holon verify passes on the database, the journal sums
+// to zero, every call answered 200 has its billed receipt and one settle:
+// entry, the calls in flight at a kill were closed gateway_restarted and
+// unbilled by the others, no Idempotency-Key ran twice, no hold is left,
+// and no budget or balance was ever overspent.
+func clusterDrill(ctx context.Context, d *drill) error {
+	const gateways = 3
+	kills := pick(d.o.Kills, d.o.Long, 6, 40)
+	pgCrashes := pick(0, d.o.Long, 2, 8)
+	clients := pick(d.o.Clients, d.o.Long, 12, 32)
+	rng := rand.New(rand.NewPCG(uint64(d.o.Seed), 1))
+
+	srv, err := pgserver.Start(ctx, pgserver.Options{Settings: []string{"synchronous_commit=on"}})
+	if errors.Is(err, pgserver.ErrNotInstalled) {
+		if d.o.Strict {
+			return fmt.Errorf("the cluster drill needs PostgreSQL (HOLON_TEST_STRICT=1): %w; install it with: %s", err, pgserver.Install)
+		}
+		d.skipped = true
+		d.note("skipped: the cluster drill needs PostgreSQL: %v; install it with: %s", err, pgserver.Install)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer srv.Stop()
+	url, err := createDB(ctx, srv, "holon")
+	if err != nil {
+		return err
+	}
+
+	agents, registry, err := d.startStandardAgents()
+	if err != nil {
+		return err
+	}
+	defer agents.close()
+	gs := make([]*gatewayProc, gateways)
+	for i := range gs {
+		dir := filepath.Join(d.dir, fmt.Sprintf("gateway%d", i+1))
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return err
+		}
+		g, err := d.newGateway(filepath.Join(dir, "holon.db"), registry)
+		if err != nil {
+			return err
+		}
+		g.args, g.keepLogs = []string{"--store", url, "--store-lease", clusterLease.String()}, true
+		gs[i] = g
+		defer func() {
+			g.kill()
+			// Kept with the work directory when the drill fails.
+			_ = os.WriteFile(filepath.Join(dir, "stderr.log"), []byte(g.logs()), 0o600)
+		}()
+	}
+	// They start at once: migrations, shipped agents and the start-up
+	// recovery run on all three together.
+	errs := make(chan error, gateways)
+	for _, g := range gs {
+		go func() { errs <- g.start(ctx) }()
+	}
+	for range gs {
+		if err := <-errs; err != nil {
+			return fmt.Errorf("start the gateways together: %w", err)
+		}
+	}
+	apis := make([]*api, gateways)
+	for i, g := range gs {
+		apis[i] = newAPI(g.url, clients*2)
+	}
+	acc, err := apis[0].signup(ctx, "crasher", gs[0].adminKey, "100000.00")
+	if err != nil {
+		return err
+	}
+	totals := map[string]journal.Amount{
+		"crasher/main":  journal.MustParseAmount("50000.00"),
+		"crasher/tight": journal.MustParseAmount("0.30"),
+	}
+	spends := map[string]journal.Amount{"spender/all": journal.MustParseAmount("50.00")}
+	if err := apis[1].mandate(ctx, acc, "main", "50000.00", "1.00", "0.50"); err != nil {
+		return err
+	}
+	if err := apis[2].mandate(ctx, acc, "tight", "0.30", "1.00", ""); err != nil {
+		return err
+	}
+	// spender holds the signup credit only (5.00): its balance runs out.
+	spender, err := apis[2].signup(ctx, "spender", "", "")
+	if err != nil {
+		return err
+	}
+	if err := apis[0].mandate(ctx, spender, "all", "50.00", "1.00", ""); err != nil {
+		return err
+	}
+
+	l := newCrashLoad(d, apis, acc, agents)
+	loadCtx, stopLoad := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	l.start(loadCtx, &wg, clients)
+	for w := range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l.spend(loadCtx, spender, rand.New(rand.NewPCG(uint64(d.o.Seed), uint64(w)+1000)))
+		}()
+	}
+	for i := range apis {
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			d.watch(loadCtx, apis[i], acc, totals)
+		}()
+		go func() {
+			defer wg.Done()
+			d.watch(loadCtx, apis[i], spender, spends)
+		}()
+	}
+	stop := func() {
+		stopLoad()
+		wg.Wait()
+	}
+
+	// The blows, one after another: kills of a gateway at random, and
+	// PostgreSQL's crashes spread among them.
+	var inFlight []string
+	events := kills + pgCrashes
+	crashes := 0
+	for e := range events {
+		select {
+		case <-time.After(time.Duration(400+rng.IntN(800)) * time.Millisecond):
+		case <-ctx.Done():
+			stop()
+			return ctx.Err()
+		}
+		for i, g := range gs {
+			select {
+			case <-g.done():
+				stop()
+				return fmt.Errorf("gateway %d exited on its own before blow %d: %v\n%s", i+1, e+1, g.exitErr(), crashLog(g.logs()))
+			default:
+			}
+		}
+		if crashes < pgCrashes && rng.IntN(events-e) < pgCrashes-crashes {
+			// Shorter than a settlement waits for the store, then longer.
+			down := 1500 * time.Millisecond
+			if crashes%2 == 1 {
+				down = 6500 * time.Millisecond
+			}
+			crashes++
+			if err := d.crashPostgres(ctx, srv, down); err != nil {
+				stop()
+				return err
+			}
+			continue
+		}
+		i := rng.IntN(gateways)
+		g := gs[i]
+		g.kill()
+		d.count("SIGKILLs of a gateway (restarted on the same database)", 1)
+		ids, err := heldBy(ctx, url, g.pid())
+		if err != nil {
+			stop()
+			return fmt.Errorf("read the killed gateway's calls: %w", err)
+		}
+		inFlight = append(inFlight, ids...)
+		d.count("calls in flight at a kill", int64(len(ids)))
+		time.Sleep(time.Duration(rng.IntN(1000)) * time.Millisecond)
+		if err := g.start(ctx); err != nil {
+			stop()
+			return fmt.Errorf("restart gateway %d after kill: %w", i+1, err)
+		}
+		if err := l.checkAPI(ctx, apis[(i+1)%gateways], totals); err != nil {
+			stop()
+			return err
+		}
+	}
+	// The load runs on until the last killed gateway's calls are closed
+	// by the others (its lease runs out) and those cut by an outage are
+	// closed by their own gateway.
+	time.Sleep(clusterLease*2 + 500*time.Millisecond)
+	stop()
+	for i, g := range gs {
+		if err := g.stop(); err != nil {
+			return fmt.Errorf("gateway %d: %w", i+1, err)
+		}
+	}
+	for i, g := range gs {
+		noted := 0
+		for _, line := range strings.Split(g.logs(), "\n") {
+			if strings.Contains(line, "settlement failed") && noted < 3 {
+				d.note("gateway %d logged: %.500s", i+1, line)
+				noted++
+			}
+		}
+	}
+	out, err := verifyPG(ctx, d.o.Holon, url)
+	d.check("holon verify passes", err == nil, "%v:\n%s", err, tail(out, 1500))
+	maps.Copy(spends, totals)
+	v, err := readPG(ctx, url, spends)
+	if err != nil {
+		return err
+	}
+	d.checkView(v, spends)
+	var sum journal.Amount
+	for _, a := range v.accounts {
+		sum += a.Balance
+	}
+	d.check("the journal sums to zero over every account", sum == 0, "the balances sum to %s", sum)
+	d.check("the journal's hash chain verifies", v.chainErr == nil, "%v", v.chainErr)
+	d.checkRestarted(v, inFlight, kills)
+	l.checkAnswers(v, agents)
+	d.floor("calls answered 200", int64(20*events))
+	d.floor("calls in flight at a kill", int64(max(kills/3, 1)))
+	d.floor("approvals decided on another gateway", 1)
+	d.floor("idempotent calls re-sent to another gateway after their 200", 1)
+	d.floor("calls answered 503 store_unavailable (PostgreSQL down)", int64(pgCrashes))
+	d.floor("spender calls refused insufficient_funds", 1)
+	d.note("%d gateways on one PostgreSQL (lease %v), %d kills, %d PostgreSQL crashes", gateways, clusterLease, kills, pgCrashes)
+	return nil
+}
+
+// crashPostgres stops PostgreSQL at once (pg_ctl stop -m immediate),
+// keeps it down for down, and starts it again.
+func (d *drill) crashPostgres(ctx context.Context, srv *pgserver.Server, down time.Duration) error {
+	if err := srv.Crash(); err != nil {
+		return err
+	}
+	d.count("PostgreSQL crashes (pg_ctl stop -m immediate, then start)", 1)
+	d.logf("PostgreSQL down for %v", down)
+	select {
+	case <-time.After(down):
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return srv.Restart(ctx)
+}
+
+// createDB creates an empty database on srv and returns its URL.
+func createDB(ctx context.Context, srv *pgserver.Server, name string) (string, error) {
+	conn, err := pgx.Connect(ctx, srv.URL("postgres"))
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+		return "", err
+	}
+	return srv.URL(name), nil
+}
+
+// heldBy lists the calls in flight (holds) of the gateway process pid:
+// the store names each handle host/pid/random.
+func heldBy(ctx context.Context, url string, pid int) ([]string, error) {
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close(ctx)
+	rows, err := conn.Query(ctx, `SELECT receipt FROM holds WHERE gateway LIKE $1`, "%/"+strconv.Itoa(pid)+"/%")
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
+}
