@@ -29,6 +29,9 @@ type oauthFlow struct {
 	clientID string
 	redirect string
 	verifier string
+	// scope is the authorization request's scope parameter (none when
+	// empty).
+	scope string
 }
 
 // newOAuthClient registers a public client with one loopback redirect URI.
@@ -54,11 +57,15 @@ func challengeOf(verifier string) string {
 
 // request is the authorization request's parameters.
 func (f *oauthFlow) request() map[string]any {
-	return map[string]any{
+	req := map[string]any{
 		"response_type": "code", "client_id": f.clientID, "redirect_uri": f.redirect,
 		"code_challenge": challengeOf(f.verifier), "code_challenge_method": "S256", "state": "st-42",
 		"resource": f.ta.srv.URL + "/mcp",
 	}
+	if f.scope != "" {
+		req["scope"] = f.scope
+	}
+	return req
 }
 
 // authorize has the human allow the client under a mandate and returns
@@ -145,7 +152,7 @@ func mcpInit(t *testing.T, base, token string) (int, string, string) {
 func TestOAuth_Discovery(t *testing.T) {
 	ta := newHostedApp(t)
 	status, www, _ := mcpInit(t, ta.srv.URL, "")
-	want := `Bearer resource_metadata="` + ta.srv.URL + `/.well-known/oauth-protected-resource"`
+	want := `Bearer resource_metadata="` + ta.srv.URL + `/.well-known/oauth-protected-resource", scope="agents:call"`
 	if status != http.StatusUnauthorized || www != want {
 		t.Fatalf("/mcp without a token: %d %q, want 401 %q", status, www, want)
 	}
@@ -220,8 +227,9 @@ func TestOAuth_RedirectURIs(t *testing.T) {
 
 // Ensure that the token endpoint refuses a wrong PKCE verifier and a
 // reused code (which also revokes what the code gave), that a token works
-// at /mcp only, for its own resource, until it expires, and that a refresh
-// token used twice revokes the whole family.
+// only on its scopes' routes (not GET /v0/me), for its own resource,
+// until it expires, and that a refresh token used twice revokes the
+// whole family.
 func TestOAuth_Refusals(t *testing.T) {
 	clock := &fixedClock{now: time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)}
 	ta := newHostedApp(t, func(c *appliance.Config) { c.Now = clock.Now })
@@ -256,11 +264,11 @@ func TestOAuth_Refusals(t *testing.T) {
 			t.Errorf("/mcp after the code came back: %d %q, want 401 invalid_token", status, www)
 		}
 	})
-	t.Run("for /mcp only", func(t *testing.T) {
+	t.Run("for its scopes' routes only", func(t *testing.T) {
 		access, refresh := f.tokens("ann/sandbox")
 		secrets = append(secrets, access, refresh)
 		status, out := ta.as(access).do("GET", "/v0/me", nil)
-		if status != http.StatusUnauthorized || !strings.Contains(str(out), "/mcp only") {
+		if status != http.StatusUnauthorized || !strings.Contains(str(out), "reaches only /mcp") {
 			t.Errorf("GET /v0/me with an access token: %d %v", status, out)
 		}
 		status, tok := f.tokenRequest(url.Values{"grant_type": {"refresh_token"}, "refresh_token": {refresh}, "resource": {"https://other.example/mcp"}})
