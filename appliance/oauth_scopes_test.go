@@ -55,10 +55,8 @@ func TestOAuth_FilesScope(t *testing.T) {
 
 	// The gateway's public origin, the issuer of its tokens, is the
 	// files app's front server.
-	front := *fa.hostedApp
-	front.srv = fa.front
-	fa.hostedApp = &front
 	f := newOAuthFlow(fa.hostedApp, ann)
+	f.issuer = fa.front.URL
 	callOnly, _ := f.tokens(mandate)
 	as := fa.as(callOnly).with("Content-Type", "text/plain")
 	status, www, raw := as.raw("POST", "/v0/files", doc)
@@ -75,6 +73,7 @@ func TestOAuth_FilesScope(t *testing.T) {
 	}
 
 	f = newOAuthFlow(fa.hostedApp, ann)
+	f.issuer = fa.front.URL
 	f.scope = "agents:call files:upload receipts:read"
 	status, tok := f.exchange(f.authorize(mandate), f.verifier)
 	if status != http.StatusOK || tok["scope"] != "agents:call files:upload receipts:read" {

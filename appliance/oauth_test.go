@@ -32,6 +32,17 @@ type oauthFlow struct {
 	// scope is the authorization request's scope parameter (none when
 	// empty).
 	scope string
+	// issuer is the gateway's public origin when it is not the test
+	// server's (HOLON_PUBLIC_URL set to another front).
+	issuer string
+}
+
+// origin is the issuer the flow expects: the gateway's public origin.
+func (f *oauthFlow) origin() string {
+	if f.issuer != "" {
+		return f.issuer
+	}
+	return f.ta.srv.URL
 }
 
 // newOAuthClient registers a public client with one loopback redirect URI.
@@ -60,7 +71,7 @@ func (f *oauthFlow) request() map[string]any {
 	req := map[string]any{
 		"response_type": "code", "client_id": f.clientID, "redirect_uri": f.redirect,
 		"code_challenge": challengeOf(f.verifier), "code_challenge_method": "S256", "state": "st-42",
-		"resource": f.ta.srv.URL + "/mcp",
+		"resource": f.origin() + "/mcp",
 	}
 	if f.scope != "" {
 		req["scope"] = f.scope
@@ -81,7 +92,7 @@ func (f *oauthFlow) authorize(mandate string) string {
 		t.Fatalf("redirect %v", out)
 	}
 	q := u.Query()
-	if q.Get("state") != "st-42" || q.Get("iss") != f.ta.srv.URL || !strings.HasPrefix(q.Get("code"), "hlk_c_") {
+	if q.Get("state") != "st-42" || q.Get("iss") != f.origin() || !strings.HasPrefix(q.Get("code"), "hlk_c_") {
 		t.Fatalf("redirect query %v", q)
 	}
 	return q.Get("code")
@@ -108,11 +119,11 @@ func (f *oauthFlow) tokenRequest(form url.Values) (int, map[string]any) {
 
 func (f *oauthFlow) exchange(code, verifier string) (int, map[string]any) {
 	return f.tokenRequest(url.Values{"grant_type": {"authorization_code"}, "code": {code},
-		"code_verifier": {verifier}, "redirect_uri": {f.redirect}, "resource": {f.ta.srv.URL + "/mcp"}})
+		"code_verifier": {verifier}, "redirect_uri": {f.redirect}, "resource": {f.origin() + "/mcp"}})
 }
 
 func (f *oauthFlow) refresh(token string) (int, map[string]any) {
-	return f.tokenRequest(url.Values{"grant_type": {"refresh_token"}, "refresh_token": {token}, "resource": {f.ta.srv.URL + "/mcp"}})
+	return f.tokenRequest(url.Values{"grant_type": {"refresh_token"}, "refresh_token": {token}, "resource": {f.origin() + "/mcp"}})
 }
 
 // tokens runs the flow to its first tokens.
