@@ -384,12 +384,14 @@ func runSuite(t *testing.T, node, suite string, args ...string) string {
 }
 
 // Ensure that /mcp passes every server scenario of the official MCP
-// conformance suite that applies to it, on a dev gateway and a hosted one
+// conformance suite that applies to it, at 2025-11-25 and at 2026-07-28
+// (the frozen set that revision requires), on a dev gateway and a hosted one
 // (through a loopback proxy that adds the agent key, since the suite's
 // runner sends no headers), and that the hosted gateway's authorization
 // server passes the suite's authorization-server scenarios, the consent
-// given by the account's human key; every other scenario is listed as not
-// applicable with its reason.
+// given by the account's human key, at both revisions; every other
+// scenario, and every check of a passing scenario that cannot apply, is
+// listed as not applicable with its reason.
 func TestConformance_MCP(t *testing.T) {
 	node, suite := needConformance(t)
 	listed := listScenarios(t, node, suite, "server", conformanceRevision)
