@@ -79,6 +79,11 @@ type Hold struct {
 	// reserved in its budget for the call.
 	Mandate  string         `json:"mandate"`
 	Reserved journal.Amount `json:"reserved"`
+	// Window is the budget window of Mandate that Reserved is also counted
+	// in, and that the call's charge is spent in ("" when the mandate's
+	// budget does not renew by window): the window the call was admitted
+	// in, even when it settles in the next.
+	Window string `json:"window,omitempty"`
 	// Funder is the receipt of the parent call whose hold and reservation
 	// this call draws on (passthrough), "" for a call that holds its own.
 	Funder string `json:"funder,omitempty"`

@@ -140,6 +140,11 @@ type CallsTx interface {
 	// AddBudget moves a mandate's spent and reserved amounts; neither may
 	// go below zero.
 	AddBudget(mandate string, spent, reserved journal.Amount) error
+	// WindowBudget reads a mandate's spending in one of its budget windows
+	// (the window's key, such as "day:2026-12-02"; zero when nothing ran in
+	// it); AddWindowBudget moves it as AddBudget moves the lifetime's.
+	WindowBudget(mandate, window string) (Budget, error)
+	AddWindowBudget(mandate, window string, spent, reserved journal.Amount) error
 
 	// PutHold records a call in flight; Hold reads it (ErrNotFound);
 	// DeleteHold forgets it once the call settled; Holds lists them all.

@@ -53,20 +53,7 @@ func TestRestore_Golden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(t.TempDir(), "restored.db")
-	if _, err := backup.Restore(bytes.NewReader(want), path, nil); err != nil {
-		t.Fatal(err)
-	}
-	s := openStore(t, path)
-	rep, err := backup.Verify(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !rep.OK() {
-		var buf bytes.Buffer
-		rep.WriteTo(&buf)
-		t.Fatalf("the restored golden store does not verify:\n%s", buf.String())
-	}
+	s := restoreVerified(t, want)
 	if got := writeBackup(t, s); !bytes.Equal(got, want) {
 		t.Fatalf("a backup of the restored golden store differs from %s", goldenPath)
 	}
@@ -87,4 +74,43 @@ func TestLoadPostgres_Golden(t *testing.T) {
 	if sum.Tables["receipts"] != 10 || sum.Tables["journal_entries"] != 7 {
 		t.Errorf("loaded %v", sum.Tables)
 	}
+}
+
+// beforeWindowsPath is the golden file as written before budgets renewed
+// by window: no budget_windows table, holds without a window.
+const beforeWindowsPath = "testdata/fixture-before-windows.holon-backup.jsonl"
+
+// Ensure that a backup taken before budget windows existed still restores
+// and verifies, and still loads into PostgreSQL.
+func TestRestore_BeforeBudgetWindows(t *testing.T) {
+	old, err := os.ReadFile(beforeWindowsPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	restoreVerified(t, old)
+	url := pgtest.Start(t).CreateDB(t, "before_windows")
+	if _, err := backup.LoadPostgres(context.Background(), bytes.NewReader(old), url, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// restoreVerified restores a backup into a new store and fails the test
+// unless that store verifies.
+func restoreVerified(t *testing.T, data []byte) *kv.Store {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "restored.db")
+	if _, err := backup.Restore(bytes.NewReader(data), path, nil); err != nil {
+		t.Fatal(err)
+	}
+	s := openStore(t, path)
+	rep, err := backup.Verify(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.OK() {
+		var buf bytes.Buffer
+		rep.WriteTo(&buf)
+		t.Fatalf("the restored store does not verify:\n%s", buf.String())
+	}
+	return s
 }

@@ -60,6 +60,27 @@ type call struct {
 // settlement entry, its budget's spending, its event and the agent's
 // record; a child is added to its parent's tree, and what it cost to its
 // parent's total and its parent's budget, as the engine does.
+// refund gives back part of a settled call's charge, as the engine does:
+// its entry, its record, and its mandate's spent.
+func refund(tx *kv.Tx, r *holon.Receipt, amount journal.Amount) error {
+	e, parts, err := journal.Refund(holon.RefundEntryKey(r.ID, 1), r.Payer, r.Splits, 0, amount)
+	if err != nil {
+		return err
+	}
+	if _, err := tx.AppendEntry(e); err != nil {
+		return err
+	}
+	rf := &holon.Refund{ID: holon.RefundKey(r.ID, 1), Receipt: r.ID, Amount: amount, Reason: "the lookup named the wrong company", By: "holon-labs",
+		Entry: e.Key, Created: tx.Now()}
+	for i, sh := range r.Splits {
+		rf.Parts = append(rf.Parts, journal.Share{To: sh.To, Amount: parts[i]})
+	}
+	if err := tx.Put(holon.BucketRefunds, rf.ID, rf); err != nil {
+		return err
+	}
+	return tx.AddBudget(r.Mandate, -amount, 0)
+}
+
 func settle(tx *kv.Tx, c call) (*holon.Receipt, error) {
 	id, err := tx.NewReceiptID()
 	if err != nil {
@@ -225,10 +246,19 @@ func fixture(tb testing.TB, s *kv.Store) {
 		if err != nil {
 			return err
 		}
-		if err := tx.PutHold(&holon.Hold{Receipt: r.ID, Payer: "alice", Amount: amt("0.08"), Mandate: "alice/sandbox", Reserved: amt("0.08"), Started: tx.Now()}); err != nil {
+		if err := tx.PutHold(&holon.Hold{Receipt: r.ID, Payer: "alice", Amount: amt("0.08"), Mandate: "alice/sandbox", Window: "day:2026-10-01",
+			Reserved: amt("0.08"), Started: tx.Now()}); err != nil {
 			return err
 		}
 		if err := tx.AddHeld("alice", amt("0.08")); err != nil {
+			return err
+		}
+		// Its mandate's budget windows: the day before, spent; this day,
+		// the call's reservation.
+		if err := tx.AddWindowBudget("alice/sandbox", "day:2026-09-30", amt("0.18"), 0); err != nil {
+			return err
+		}
+		if err := tx.AddWindowBudget("alice/sandbox", "day:2026-10-01", 0, amt("0.08")); err != nil {
 			return err
 		}
 		return tx.AddBudget("alice/sandbox", 0, amt("0.08"))

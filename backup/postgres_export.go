@@ -52,7 +52,8 @@ var derivedReadBacks = map[string]readBack{
 // countQueries count a bucket's rows; any other bucket is in app_docs.
 var countQueries = map[string]string{
 	"accounts": `accounts`, "agents": `agents`, "approvals": `approvals`, "budgets": `budgets`,
-	"call_events": `call_events`, "counters": `counters`, "credentials": `credentials`, "holds": `holds`,
+	"budget_windows": `budget_windows`,
+	"call_events":    `call_events`, "counters": `counters`, "credentials": `credentials`, "holds": `holds`,
 	"journal": `journal_entries`, "journal_keys": `journal_entries`, "mandates": `mandates`, "meta": `meta`,
 	"receipts": `receipts`, "receipts_by_mandate": `receipts`, "records": `agent_records`, "signin": `signin`,
 }

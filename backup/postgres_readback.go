@@ -64,6 +64,16 @@ var readBacks = map[string]readBack{
 			}
 			return encodeRow(m, holon.Budget{Spent: journal.Amount(spent), Reserved: journal.Amount(reserved)})
 		}},
+	"budget_windows": {`SELECT mandate, win, (spent * 1000000)::bigint, (reserved * 1000000)::bigint FROM budget_windows
+		ORDER BY convert_to(mandate, 'UTF8') || '\x00'::bytea || convert_to(win, 'UTF8')`,
+		func(rows pgx.Rows) ([]byte, []byte, error) {
+			var m, w string
+			var spent, reserved int64
+			if err := rows.Scan(&m, &w, &spent, &reserved); err != nil {
+				return nil, nil, err
+			}
+			return encodeRow(m+"\x00"+w, holon.Budget{Spent: journal.Amount(spent), Reserved: journal.Amount(reserved)})
+		}},
 	"counters": {`SELECT name, value::text FROM counters ORDER BY name COLLATE "C"`,
 		func(rows pgx.Rows) ([]byte, []byte, error) {
 			var name, v string
@@ -175,19 +185,19 @@ var readBacks = map[string]readBack{
 			return encodeSeqRow(seq, &a)
 		}},
 	"holds": {`SELECT receipt, payer, (amount * 1000000)::bigint, mandate, (reserved * 1000000)::bigint, funder, parent, children,
-			(downstream * 1000000)::bigint, sub_mandate, started
+			(downstream * 1000000)::bigint, sub_mandate, started, budget_window
 		FROM holds ORDER BY receipt COLLATE "C"`,
 		func(rows pgx.Rows) ([]byte, []byte, error) {
 			var h holon.Hold
 			var amount, reserved, down int64
-			var funder, parent, sub *string
+			var funder, parent, sub, window *string
 			var started string
 			if err := rows.Scan(&h.Receipt, &h.Payer, &amount, &h.Mandate, &reserved, &funder, &parent, &h.Children,
-				&down, &sub, &started); err != nil {
+				&down, &sub, &started, &window); err != nil {
 				return nil, nil, err
 			}
 			h.Amount, h.Reserved, h.Downstream = journal.Amount(amount), journal.Amount(reserved), journal.Amount(down)
-			h.Funder, h.Parent, h.SubMandate = deref(funder), deref(parent), deref(sub)
+			h.Funder, h.Parent, h.SubMandate, h.Window = deref(funder), deref(parent), deref(sub), deref(window)
 			var err error
 			if h.Started, err = parseTime(started); err != nil {
 				return nil, nil, err

@@ -254,7 +254,7 @@ func TestLoadPostgres_CoversEveryField(t *testing.T) {
 		reflect.TypeFor[holon.Receipt]():    {"id", "parent", "mandate", "caller", "agent", "status", "error", "approval", "worst_case", "currency", "payer", "sub_mandate", "billed", "cost", "splits", "children", "duration_ms", "created"},
 		reflect.TypeFor[holon.Cost]():       {"own", "downstream", "total"},
 		reflect.TypeFor[holon.Approval]():   {"id", "mandate", "caller", "agent", "capability", "input_hash", "max_cost", "worst_case", "currency", "receipt", "status", "created", "expires", "decided", "run", "input"},
-		reflect.TypeFor[holon.Hold]():       {"receipt", "payer", "amount", "mandate", "reserved", "funder", "parent", "children", "downstream", "sub_mandate", "started"},
+		reflect.TypeFor[holon.Hold]():       {"receipt", "payer", "amount", "mandate", "reserved", "funder", "parent", "children", "downstream", "sub_mandate", "started", "window"},
 		reflect.TypeFor[holon.Event]():      {"seq", "receipt", "agent", "status", "error", "duration_ms", "billed", "currency", "delegated", "time"},
 		reflect.TypeFor[holon.Record]():     {"runs", "succeeded", "billed", "duration_ms"},
 		reflect.TypeFor[holon.Account]():    {"balance", "held"},

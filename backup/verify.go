@@ -153,7 +153,7 @@ func VerifyContext(ctx context.Context, s *kv.Store) (*Report, error) {
 			v.c[name] = c
 			rep.Checks = append(rep.Checks, c)
 		}
-		for _, step := range []func() error{v.journal, v.balances, v.receipts, v.holds, v.budgets, v.approvals, v.records, v.counters,
+		for _, step := range []func() error{v.journal, v.balances, v.receipts, v.refunds, v.holds, v.budgets, v.approvals, v.records, v.counters,
 			v.earnings, v.latency, v.published} {
 			if err := step(); err != nil {
 				return err
@@ -183,11 +183,15 @@ type verifier struct {
 	maxReceipt uint64
 	byMandate  map[string]uint64
 	// spent is what each mandate's receipts cost (cost.total).
-	spent       map[string]journal.Amount
-	billed      int64
-	settleRows  int64
-	running     int64
-	treeParents int64
+	spent      map[string]journal.Amount
+	billed     int64
+	settleRows int64
+	refundRows int64
+	// refundedFrom is what each receipt's refunds took from each account
+	// (negative), from the refunds pass.
+	refundedFrom map[string]map[string]journal.Amount
+	running      int64
+	treeParents  int64
 	// From the approvals and records passes.
 	maxApproval, maxEvent uint64
 }
@@ -237,6 +241,9 @@ func (v *verifier) journal() error {
 		prev = row.Hash
 		for _, l := range row.Lines {
 			v.sums[l.Account] += l.Amount
+		}
+		if isRefundKey(row.Key) {
+			v.refundRows++
 		}
 		if id, ok := strings.CutPrefix(row.Key, "settle:"); ok {
 			v.settleRows++
@@ -455,6 +462,8 @@ func (v *verifier) holds() error {
 	}
 	held := map[string]journal.Amount{}
 	reserved := map[string]journal.Amount{}
+	type window struct{ mandate, key string }
+	inWindow := map[window]journal.Amount{}
 	funders := map[string]bool{}
 	for _, h := range hs {
 		funders[h.Receipt] = true
@@ -474,6 +483,9 @@ func (v *verifier) holds() error {
 		}
 		held[h.Payer] += h.Amount
 		reserved[h.Mandate] += h.Reserved
+		if h.Window != "" {
+			inWindow[window{h.Mandate, h.Window}] += h.Reserved
+		}
 	}
 	err = v.tx.ForEachAccount(func(name string, a holon.Account) error {
 		if a.Held != held[name] {
@@ -505,7 +517,30 @@ func (v *verifier) holds() error {
 			c.fail("calls in flight reserve %s under %s, which has no budget", reserved[m], m)
 		}
 	}
-	c.Covered = fmt.Sprintf("%d holds for %d running calls; held and reserved amounts match", len(hs), v.running)
+	windows := 0
+	err = v.tx.ForEachWindowBudget(func(mandate, key string, b holon.Budget) error {
+		windows++
+		w := window{mandate, key}
+		if b.Reserved != inWindow[w] {
+			c.fail("mandate %s reserves %s in its window %s, its calls in flight reserve %s there", mandate, b.Reserved, key, inWindow[w])
+		}
+		if lifetime, err := v.tx.Budget(mandate); err != nil {
+			return err
+		} else if b.Spent > lifetime.Spent {
+			c.fail("mandate %s spent %s in its window %s, more than its lifetime's %s", mandate, b.Spent, key, lifetime.Spent)
+		}
+		delete(inWindow, w)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for w, r := range inWindow {
+		if r != 0 {
+			c.fail("calls in flight reserve %s under %s in its window %s, which has no budget", r, w.mandate, w.key)
+		}
+	}
+	c.Covered = fmt.Sprintf("%d holds for %d running calls; held and reserved amounts match, in %d budget windows too", len(hs), v.running, windows)
 	return nil
 }
 

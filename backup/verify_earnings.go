@@ -81,6 +81,12 @@ func (v *verifier) earnings() error {
 				paid[l.Account] += got
 			}
 		}
+		// Less what the call's refunds took back.
+		for acct, a := range v.refundedFrom[r.ID] {
+			if acct != journal.PlatformAccount {
+				paid[acct] += a
+			}
+		}
 		return nil
 	})
 	if err != nil {

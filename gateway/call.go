@@ -155,7 +155,7 @@ func (e *Engine) resolve(sp callSpec) (*contract.Mandate, *AgentVersion, contrac
 		candErr = holon.Errorf(holon.CodeNotFound, "no listed agent implements %s", sp.capability)
 	}
 	m := sp.mandate
-	var budget holon.Budget
+	var budget contract.BudgetState
 	var loadErr error
 	records := make([]holon.Record, len(cands))
 	err := e.store.View(func(tx holon.Tx) error {
@@ -168,7 +168,7 @@ func (e *Engine) resolve(sp callSpec) (*contract.Mandate, *AgentVersion, contrac
 			return nil
 		}
 		var err error
-		if budget, err = tx.Budget(m.ID); err != nil {
+		if budget, err = budgetState(tx, m, e.now()); err != nil {
 			return err
 		}
 		for i, v := range cands {
@@ -196,7 +196,7 @@ func (e *Engine) resolve(sp callSpec) (*contract.Mandate, *AgentVersion, contrac
 	}
 	rs := make([]ranked, len(cands))
 	for i, v := range cands {
-		d := contract.CheckCall(m, v.Manifest, v.Measured(records[i]), contract.BudgetState{Spent: budget.Spent, Reserved: budget.Reserved}, req)
+		d := contract.CheckCall(m, v.Manifest, v.Measured(records[i]), budget, req)
 		if sp.parent != nil {
 			switch {
 			case d.Verdict != contract.VerdictDeny:
@@ -292,7 +292,7 @@ func (e *Engine) refuse(ctx context.Context, sp callSpec, m *contract.Mandate, v
 		if stop = dl.checkClaim(tx, sp.claim); stop != nil {
 			return nil
 		}
-		dl.pend(tx, "", "", "", 0, 0, sp.claim)
+		dl.pend(tx, nil, sp.claim)
 		id, err := tx.NewReceiptID()
 		if err != nil {
 			return err
@@ -371,7 +371,7 @@ func (e *Engine) reserve(ctx context.Context, m *contract.Mandate, v *AgentVersi
 			r.Status, r.Error, rs.msg = status, &code, msg
 			return tx.PutReceipt(r)
 		}
-		b, err := tx.Budget(m.ID)
+		bs, err := budgetState(tx, m, r.Created)
 		if err != nil {
 			return err
 		}
@@ -380,9 +380,11 @@ func (e *Engine) reserve(ctx context.Context, m *contract.Mandate, v *AgentVersi
 			return err
 		}
 		// What the transaction cannot see: the reservations held in memory.
-		memReserved, memHeld := dl.unseen(tx, m.ID, r.Payer)
-		b.Reserved += memReserved
-		d := contract.CheckCall(m, a, v.Measured(rec), contract.BudgetState{Spent: b.Spent, Reserved: b.Reserved}, req)
+		u := dl.unseen(tx, m.ID, bs.Window.Key, r.Payer)
+		bs.Reserved += u.reserved
+		bs.WindowReserved += u.windowReserved
+		memHeld := u.held
+		d := contract.CheckCall(m, a, v.Measured(rec), bs, req)
 		if d.WorstCase > 0 || d.Verdict != contract.VerdictDeny {
 			w := d.WorstCase
 			r.WorstCase = &w
@@ -425,8 +427,7 @@ func (e *Engine) reserve(ctx context.Context, m *contract.Mandate, v *AgentVersi
 			}
 		}
 		if len(a.Calls) > 0 {
-			left := m.Total() - b.Spent - b.Reserved
-			sub, err := contract.DeriveSubMandate(m, a, r.ID, sp.maxCost, left)
+			sub, err := contract.DeriveSubMandate(m, a, r.ID, sp.maxCost, bs.Left(m))
 			if err != nil {
 				return finish(holon.StatusFailed, holon.CodeGatewayError, holon.ErrorMessage(err))
 			}
@@ -440,7 +441,7 @@ func (e *Engine) reserve(ctx context.Context, m *contract.Mandate, v *AgentVersi
 			rs.sub = sub
 			r.SubMandate = &sub.ID
 		}
-		hold := &holon.Hold{Receipt: r.ID, Payer: r.Payer, Mandate: m.ID, Reserved: w, Funder: funder, Started: r.Created}
+		hold := &holon.Hold{Receipt: r.ID, Payer: r.Payer, Mandate: m.ID, Window: bs.Window.Key, Reserved: w, Funder: funder, Started: r.Created}
 		if funder == "" {
 			hold.Amount = w
 			if err := tx.AddHeld(r.Payer, w); err != nil {
@@ -449,6 +450,11 @@ func (e *Engine) reserve(ctx context.Context, m *contract.Mandate, v *AgentVersi
 		}
 		if err := tx.AddBudget(m.ID, 0, w); err != nil {
 			return err
+		}
+		if hold.Window != "" {
+			if err := tx.AddWindowBudget(m.ID, hold.Window, 0, w); err != nil {
+				return err
+			}
 		}
 		if sp.parent != nil {
 			hold.Parent = sp.parent.rid
@@ -488,11 +494,7 @@ func (e *Engine) reserve(ctx context.Context, m *contract.Mandate, v *AgentVersi
 		}
 		// Until this commit is durable, reads do not see it: in-memory
 		// admissions count it from the ledger.
-		if h := rs.hold; h != nil {
-			dl.pend(tx, h.Receipt, h.Payer, h.Mandate, h.Amount, h.Reserved, sp.claim)
-		} else {
-			dl.pend(tx, "", "", "", 0, 0, sp.claim)
-		}
+		dl.pend(tx, rs.hold, sp.claim)
 		return nil
 	})
 	if err != nil {

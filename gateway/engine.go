@@ -227,27 +227,56 @@ func (e *Engine) loadMandate(tx holon.Tx, id string) (*contract.Mandate, error) 
 }
 
 // MandateState is a mandate with its budget (mandate.md §5).
+// Spent and Reserved are the lifetime's; Remaining is what a call may
+// still reserve now: the total less both, and no more than the current
+// window has left. Window is the current window of a budget that renews
+// by window.
 type MandateState struct {
 	Mandate   *contract.Mandate `json:"mandate"`
 	Spent     journal.Amount    `json:"spent"`
 	Reserved  journal.Amount    `json:"reserved"`
 	Remaining journal.Amount    `json:"remaining"`
+	Window    *WindowState      `json:"window,omitempty"`
+}
+
+// WindowState is the current window of a mandate's budget: when it began
+// and when it renews (End), its allowance and what is spent, reserved and
+// left in it.
+type WindowState struct {
+	contract.Window
+	Timezone  string         `json:"timezone"`
+	PerWindow journal.Amount `json:"per_window"`
+	Spent     journal.Amount `json:"spent"`
+	Reserved  journal.Amount `json:"reserved"`
+	Remaining journal.Amount `json:"remaining"`
 }
 
 // Mandate returns a stored mandate (root or derived) with its spent,
-// reserved and remaining budget.
+// reserved and remaining budget, counting the reservations of calls in
+// flight that the store does not show yet.
 func (e *Engine) Mandate(id string) (*MandateState, error) {
 	var st *MandateState
+	// The ledger's lock before the read, as admissions take them.
+	e.led.mu.Lock()
+	defer e.led.mu.Unlock()
 	err := e.store.View(func(tx holon.Tx) error {
 		m, err := e.loadMandate(tx, id)
 		if err != nil {
 			return err
 		}
-		b, err := tx.Budget(id)
+		bs, err := budgetState(tx, m, e.now())
 		if err != nil {
 			return err
 		}
-		st = &MandateState{Mandate: m, Spent: b.Spent, Reserved: b.Reserved, Remaining: m.Total() - b.Spent - b.Reserved}
+		// The reservations the store does not show yet (memory.go).
+		u := e.led.unseenLocked(tx, id, bs.Window.Key, "", true)
+		bs.Reserved += u.reserved
+		bs.WindowReserved += u.windowReserved
+		st = &MandateState{Mandate: m, Spent: bs.Spent, Reserved: bs.Reserved, Remaining: bs.Left(m)}
+		if m.Windowed() {
+			st.Window = &WindowState{Window: bs.Window, Timezone: m.Location().String(), PerWindow: m.PerWindow(),
+				Spent: bs.WindowSpent, Reserved: bs.WindowReserved, Remaining: max(m.PerWindow()-bs.WindowSpent-bs.WindowReserved, 0)}
+		}
 		return nil
 	})
 	if errors.Is(err, holon.ErrNotFound) {

@@ -260,6 +260,74 @@ func (te *testEngine) checkMoney(tb testing.TB, s holon.Store) {
 		foreign = append(foreign, k)
 	}
 	storetest.CheckMoney(tb, s, storetest.Foreign(foreign...))
+	checkWindows(tb, s)
+}
+
+// checkWindows checks the budget windows of every mandate that renews by
+// window: each window's spent is the sum of the totals of the receipts
+// created in it (the window a call is reserved in pays for it), and
+// nothing is reserved in it any more.
+func checkWindows(tb testing.TB, s holon.Store) {
+	tb.Helper()
+	err := s.View(func(tx holon.Tx) error {
+		mandates := map[string]*contract.Mandate{}
+		err := tx.ForEachMandate(func(id string, d holon.Doc) error {
+			m, err := contract.ParseStoredMandate(d.Doc)
+			if err == nil && m.Windowed() {
+				mandates[id] = m
+			}
+			return err
+		})
+		if err != nil || len(mandates) == 0 {
+			return err
+		}
+		type key struct{ mandate, window string }
+		spent := map[key]journal.Amount{}
+		all, err := storetest.AllReceipts(tx)
+		if err != nil {
+			return err
+		}
+		byID := map[string]*holon.Receipt{}
+		for _, r := range all {
+			byID[r.ID] = r
+		}
+		add := func(r *holon.Receipt, a journal.Amount) {
+			if m := mandates[r.Mandate]; m != nil {
+				w, _ := m.WindowAt(r.Created)
+				spent[key{r.Mandate, w.Key}] += a
+			}
+		}
+		for _, r := range all {
+			add(r, r.Cost.Total)
+			// A refund comes off the window that paid, and off each
+			// same-payer parent's.
+			rs, err := holon.Refunds(tx, r.ID)
+			if err != nil {
+				return err
+			}
+			back := holon.Refunded(rs)
+			for cur := r; back > 0 && cur != nil; {
+				add(cur, -back)
+				if cur.Parent == nil || byID[*cur.Parent] == nil || byID[*cur.Parent].Payer != cur.Payer {
+					break
+				}
+				cur = byID[*cur.Parent]
+			}
+		}
+		for k, want := range spent {
+			b, err := tx.WindowBudget(k.mandate, k.window)
+			if err != nil {
+				return err
+			}
+			if b.Spent != want || b.Reserved != 0 {
+				tb.Errorf("mandate %s, window %s: spent %s reserved %s; its receipts' totals sum to %s", k.mandate, k.window, b.Spent, b.Reserved, want)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		tb.Errorf("check windows: %v", err)
+	}
 }
 
 func lineMap(lines []journal.Line) map[string]journal.Amount {

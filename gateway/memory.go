@@ -49,9 +49,9 @@ import (
 // ledger is the engine's in-memory reservations and claims.
 type ledger struct {
 	mu sync.Mutex
-	// memHeld (per account) and memReserved (per mandate) sum the
-	// in-memory reservations; pendHeld and pendReserved the pending
-	// durable ones.
+	// memHeld (per account) and memReserved (per mandate, and per
+	// mandate's budget window: windowName) sum the in-memory
+	// reservations; pendHeld and pendReserved the pending durable ones.
 	memHeld, memReserved   map[string]journal.Amount
 	pendHeld, pendReserved map[string]journal.Amount
 	// written are the entries whose receipt a transaction wrote (perhaps
@@ -86,6 +86,9 @@ func newLedger() *ledger {
 type resv struct {
 	receipt        string
 	payer, mandate string
+	// window is the mandate's budget window the reservation also counts
+	// in ("" for none).
+	window         string
 	held, reserved journal.Amount
 	claim          Claim
 	mem            bool
@@ -104,6 +107,10 @@ func add(m map[string]journal.Amount, name string, d journal.Amount) {
 	}
 }
 
+// windowName is a budget window's name in the ledger's per-mandate sums
+// (a mandate id never holds 0x00).
+func windowName(mandate, window string) string { return mandate + "\x00" + window }
+
 // enterLocked counts an entry; the caller holds l.mu.
 func (l *ledger) enterLocked(r *resv) {
 	held, reserved := l.pendHeld, l.pendReserved
@@ -113,6 +120,9 @@ func (l *ledger) enterLocked(r *resv) {
 	}
 	add(held, r.payer, r.held)
 	add(reserved, r.mandate, r.reserved)
+	if r.window != "" {
+		add(reserved, windowName(r.mandate, r.window), r.reserved)
+	}
 	if r.claim != nil {
 		l.claims[r.claim.Key()] = r.claim
 	}
@@ -130,6 +140,9 @@ func (l *ledger) leaveLocked(r *resv) {
 	}
 	add(held, r.payer, -r.held)
 	add(reserved, r.mandate, -r.reserved)
+	if r.window != "" {
+		add(reserved, windowName(r.mandate, r.window), -r.reserved)
+	}
 	if r.claim != nil && l.claims[r.claim.Key()] == r.claim {
 		delete(l.claims, r.claim.Key())
 	}
@@ -157,18 +170,31 @@ func (l *ledger) wrote(tx holon.Tx, r *resv) {
 	l.mu.Unlock()
 }
 
-// unseenLocked is what tx does not show of the ledger, for a mandate and
-// an account: the in-memory reservations (and, with pending, the pending
-// durable ones), less those whose receipt tx already sees, whose money it
-// shows. The caller holds l.mu.
-func (l *ledger) unseenLocked(tx holon.Tx, mandate, account string, pending bool) (reserved, held journal.Amount) {
-	reserved, held = l.memReserved[mandate], l.memHeld[account]
+// unseen is what a transaction does not show of the ledger: what is
+// reserved under a mandate, in its current budget window, and held on an
+// account.
+type unseen struct {
+	reserved, windowReserved, held journal.Amount
+}
+
+// unseenLocked is what tx does not show of the ledger, for a mandate, its
+// budget window ("" for none) and an account: the in-memory reservations
+// (and, with pending, the pending durable ones), less those whose receipt
+// tx already sees, whose money it shows. The caller holds l.mu.
+func (l *ledger) unseenLocked(tx holon.Tx, mandate, window, account string, pending bool) unseen {
+	u := unseen{reserved: l.memReserved[mandate], held: l.memHeld[account]}
+	if window != "" {
+		u.windowReserved = l.memReserved[windowName(mandate, window)]
+	}
 	if pending {
-		reserved += l.pendReserved[mandate]
-		held += l.pendHeld[account]
+		u.reserved += l.pendReserved[mandate]
+		u.held += l.pendHeld[account]
+		if window != "" {
+			u.windowReserved += l.pendReserved[windowName(mandate, window)]
+		}
 	}
 	if len(l.written) == 0 {
-		return reserved, held
+		return u
 	}
 	n := tx.Counter("receipts")
 	for r := range l.written {
@@ -179,13 +205,16 @@ func (l *ledger) unseenLocked(tx holon.Tx, mandate, account string, pending bool
 			continue
 		}
 		if r.mandate == mandate {
-			reserved -= r.reserved
+			u.reserved -= r.reserved
+			if window != "" && r.window == window {
+				u.windowReserved -= r.reserved
+			}
 		}
 		if r.payer == account {
-			held -= r.held
+			u.held -= r.held
 		}
 	}
-	return reserved, held
+	return u
 }
 
 // memHold is an in-memory reservation: the hold a durable one would store.
@@ -276,25 +305,28 @@ func (e *Engine) reserveInMemory(ctx context.Context, m *contract.Mandate, v *Ag
 	var stop error
 	var d contract.Decision
 	var avail journal.Amount
+	var bs contract.BudgetState
 	err = e.store.View(func(tx holon.Tx) error {
 		if stop = checkClaim(tx, sp.claim); stop != nil {
 			return nil
 		}
-		b, err := tx.Budget(m.ID)
-		if err != nil {
+		var err error
+		if bs, err = budgetState(tx, m, r.Created); err != nil {
 			return err
 		}
 		rec, err := tx.Record(a.Ref())
 		if err != nil {
 			return err
 		}
-		reserved, held := l.unseenLocked(tx, m.ID, r.Payer, true)
-		d = contract.CheckCall(m, a, v.Measured(rec), contract.BudgetState{Spent: b.Spent, Reserved: b.Reserved + reserved}, req)
+		u := l.unseenLocked(tx, m.ID, bs.Window.Key, r.Payer, true)
+		bs.Reserved += u.reserved
+		bs.WindowReserved += u.windowReserved
+		d = contract.CheckCall(m, a, v.Measured(rec), bs, req)
 		acct, err := tx.Account(r.Payer)
 		if err != nil {
 			return err
 		}
-		avail = acct.Available() - held
+		avail = acct.Available() - u.held
 		return nil
 	})
 	switch {
@@ -308,8 +340,8 @@ func (e *Engine) reserveInMemory(ctx context.Context, m *contract.Mandate, v *Ag
 	w := d.WorstCase
 	r.WorstCase = &w
 	r.Status = holon.StatusRunning
-	h := &holon.Hold{Receipt: r.ID, Payer: r.Payer, Mandate: m.ID, Reserved: w, Amount: w, Started: r.Created}
-	entry := &resv{receipt: r.ID, payer: r.Payer, mandate: m.ID, held: w, reserved: w, claim: sp.claim, mem: true}
+	h := &holon.Hold{Receipt: r.ID, Payer: r.Payer, Mandate: m.ID, Window: bs.Window.Key, Reserved: w, Amount: w, Started: r.Created}
+	entry := &resv{receipt: r.ID, payer: r.Payer, mandate: m.ID, window: h.Window, held: w, reserved: w, claim: sp.claim, mem: true}
 	l.enterLocked(entry)
 	return &reservation{receipt: r, mem: &memHold{hold: h, receipt: r, claim: sp.claim, entry: entry}}, nil
 }
@@ -361,26 +393,29 @@ func (dl *durableLedger) checkClaim(tx holon.Tx, c Claim) error {
 }
 
 // unseen is what tx does not show of the in-memory reservations, for a
-// mandate and an account (pending durable ones are in tx, or will be
-// checked in their own transaction after this one).
-func (dl *durableLedger) unseen(tx holon.Tx, mandate, account string) (reserved, held journal.Amount) {
+// mandate, its budget window and an account (pending durable ones are in
+// tx, or will be checked in their own transaction after this one).
+func (dl *durableLedger) unseen(tx holon.Tx, mandate, window, account string) unseen {
 	if dl == nil || dl.l == nil {
-		return 0, 0
+		return unseen{}
 	}
 	dl.lock()
-	return dl.l.unseenLocked(tx, mandate, account, false)
+	return dl.l.unseenLocked(tx, mandate, window, account, false)
 }
 
-// pend registers the transaction's reservation (and claim) as pending;
-// receipt is the one it wrote ("" for none).
-func (dl *durableLedger) pend(tx holon.Tx, receipt, payer, mandate string, held, reserved journal.Amount, c Claim) {
+// pend registers the transaction's reservation, the hold it wrote (nil for
+// none), and its claim as pending.
+func (dl *durableLedger) pend(tx holon.Tx, h *holon.Hold, c Claim) {
 	if dl == nil || dl.l == nil {
 		return
 	}
 	dl.lock()
-	p := &resv{receipt: receipt, payer: payer, mandate: mandate, held: held, reserved: reserved, claim: c}
+	p := &resv{claim: c}
+	if h != nil {
+		p.receipt, p.payer, p.mandate, p.window, p.held, p.reserved = h.Receipt, h.Payer, h.Mandate, h.Window, h.Amount, h.Reserved
+	}
 	dl.l.enterLocked(p)
-	if receipt != "" {
+	if h != nil {
 		dl.l.wroteLocked(tx, p)
 	}
 	dl.p = p
@@ -408,6 +443,11 @@ func (e *Engine) promote(ctx context.Context, st *runState) error {
 		}
 		if err := tx.AddBudget(h.Mandate, 0, h.Reserved); err != nil {
 			return err
+		}
+		if h.Window != "" {
+			if err := tx.AddWindowBudget(h.Mandate, h.Window, 0, h.Reserved); err != nil {
+				return err
+			}
 		}
 		if err := tx.PutHold(&h); err != nil {
 			return err

@@ -312,6 +312,13 @@ func (e *Engine) release(tx holon.Tx, h *holon.Hold, charge journal.Amount, stor
 	if err := tx.AddBudget(h.Mandate, charge, reserved); err != nil {
 		return err
 	}
+	if h.Window != "" {
+		// The window the call was reserved in pays, even once the next
+		// one has begun (contract/window.go).
+		if err := tx.AddWindowBudget(h.Mandate, h.Window, charge, reserved); err != nil {
+			return err
+		}
+	}
 	if h.Amount > 0 && stored {
 		if err := tx.AddHeld(h.Payer, -h.Amount); err != nil {
 			return err
@@ -330,6 +337,11 @@ func (e *Engine) release(tx holon.Tx, h *holon.Hold, charge journal.Amount, stor
 		}
 		if err := tx.AddBudget(fh.Mandate, charge, -charge); err != nil {
 			return err
+		}
+		if fh.Window != "" {
+			if err := tx.AddWindowBudget(fh.Mandate, fh.Window, charge, -charge); err != nil {
+				return err
+			}
 		}
 		fh.Reserved -= charge
 		if fh.Amount > 0 {

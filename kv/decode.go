@@ -430,6 +430,8 @@ func (s *scan) hold(h *holon.Hold) bool {
 			return s.str(&h.Mandate)
 		case "reserved":
 			return s.amount(&h.Reserved)
+		case "window":
+			return s.str(&h.Window)
 		case "funder":
 			return s.str(&h.Funder)
 		case "parent":

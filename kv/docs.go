@@ -14,11 +14,12 @@ var appBuckets = map[string]bool{
 	holon.BucketModLog: true, holon.BucketCredentials: true, holon.BucketFiles: true, holon.BucketSettings: true,
 	holon.BucketSessions: true,
 	holon.BucketEvals:    true, holon.BucketEvalQueue: true,
-	holon.BucketOAuth: true,
+	holon.BucketOAuth:   true,
+	holon.BucketRefunds: true,
 }
 
 // appendOnly buckets refuse overwrites and deletes.
-var appendOnly = map[string]bool{holon.BucketModLog: true}
+var appendOnly = map[string]bool{holon.BucketModLog: true, holon.BucketRefunds: true}
 
 func init() {
 	for name := range appBuckets {
@@ -81,7 +82,11 @@ func (tx *Tx) ForEachAfter(bucket, prefix, after string, fn func(key string, raw
 	if err != nil {
 		return err
 	}
-	c := tx.btx.Bucket(b).Cursor()
+	bk := tx.btx.Bucket(b)
+	if bk == nil {
+		return nil // a later bucket, in a store opened read-only
+	}
+	c := bk.Cursor()
 	p := []byte(prefix)
 	start := p
 	if after > prefix {

@@ -104,6 +104,10 @@ func appendHold(b []byte, h *holon.Hold) ([]byte, error) {
 	b = appendString(b, h.Mandate)
 	b = append(b, `,"reserved":`...)
 	b = appendAmount(b, h.Reserved)
+	if h.Window != "" {
+		b = append(b, `,"window":`...)
+		b = appendString(b, h.Window)
+	}
 	if h.Funder != "" {
 		b = append(b, `,"funder":`...)
 		b = appendString(b, h.Funder)

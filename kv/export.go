@@ -176,7 +176,7 @@ func OpenReadOnly(path string) (*Store, error) {
 	}
 	err = db.View(func(btx *bolt.Tx) error {
 		for _, name := range allBuckets {
-			if btx.Bucket(name) == nil {
+			if btx.Bucket(name) == nil && !laterBuckets[string(name)] {
 				return fmt.Errorf("bucket %s is missing: not a Holon store, or one from an older gateway (open it once with holon serve)", name)
 			}
 		}
@@ -261,6 +261,29 @@ func (tx *Tx) ForEachBudget(fn func(mandate string, b holon.Budget) error) error
 			return fmt.Errorf("decode budget %s: %w", k, err)
 		}
 		return fn(string(k), b)
+	})
+}
+
+// ForEachWindowBudget calls fn for every budget window of every mandate,
+// in mandate then window order.
+func (tx *Tx) ForEachWindowBudget(fn func(mandate, window string, b holon.Budget) error) error {
+	if err := tx.flush(); err != nil {
+		return err
+	}
+	b := tx.btx.Bucket(bucketBudgetWindows)
+	if b == nil {
+		return nil // a store from before budget windows, opened read-only
+	}
+	return b.ForEach(func(k, v []byte) error {
+		mandate, window, ok := bytes.Cut(k, []byte{0})
+		if !ok {
+			return fmt.Errorf("budget window key %q has no 0x00", k)
+		}
+		var b holon.Budget
+		if err := json.Unmarshal(v, &b); err != nil {
+			return fmt.Errorf("decode budget window %q: %w", k, err)
+		}
+		return fn(string(mandate), string(window), b)
 	})
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"holon.dev/holon"
 	"holon.dev/holon/journal"
@@ -159,6 +160,48 @@ func (tx *Tx) AddBudget(mandate string, spent, reserved journal.Amount) error {
 		return nil
 	}
 	return tx.putJSON(bucketBudgets, []byte(mandate), b)
+}
+
+// windowKey is a budget window's key in its bucket: the mandate's id, 0x00
+// and the window's key (a mandate id never holds 0x00).
+func windowKey(mandate, window string) string { return mandate + "\x00" + window }
+
+// WindowBudget reads a mandate's spending in one budget window (zero when
+// nothing happened in it).
+func (tx *Tx) WindowBudget(mandate, window string) (holon.Budget, error) {
+	k := windowKey(mandate, window)
+	read := func() (holon.Budget, error) {
+		var b holon.Budget
+		if err := tx.getJSON(bucketBudgetWindows, []byte(k), &b); err != nil && !errors.Is(err, holon.ErrNotFound) {
+			return b, err
+		}
+		return b, nil
+	}
+	if tx.cache != nil {
+		return cachedGet(&tx.cache.windows, k, read)
+	}
+	return read()
+}
+
+// AddWindowBudget moves a mandate's spent and reserved in one budget
+// window; neither may go below zero.
+func (tx *Tx) AddWindowBudget(mandate, window string, spent, reserved journal.Amount) error {
+	if window == "" || strings.ContainsRune(mandate, 0) {
+		return fmt.Errorf("budget window %q of %q: not a window key", window, mandate)
+	}
+	b, err := tx.WindowBudget(mandate, window)
+	if err != nil {
+		return err
+	}
+	if err := b.Add(spent, reserved); err != nil {
+		return fmt.Errorf("budget of %s in %s %w", mandate, window, err)
+	}
+	k := windowKey(mandate, window)
+	if tx.cache != nil {
+		cachedPut(tx, &tx.cache.windows, k, b)
+		return nil
+	}
+	return tx.putJSON(bucketBudgetWindows, []byte(k), b)
 }
 
 // PutMandate stores a mandate document under its id.

@@ -15,6 +15,7 @@ var (
 	bucketAgents         = []byte("agents")              // ns/name@version → AgentRecord
 	bucketMandates       = []byte("mandates")            // mandate id → MandateRecord
 	bucketBudgets        = []byte("budgets")             // mandate id → Budget
+	bucketBudgetWindows  = []byte("budget_windows")      // mandate id 0x00 window key → Budget
 	bucketAccounts       = []byte("accounts")            // account → Account (balance, held)
 	bucketJournal        = []byte("journal")             // seq (8 bytes) → JournalRow
 	bucketJournalKeys    = []byte("journal_keys")        // idempotency key → seq
@@ -45,10 +46,16 @@ func Buckets() []string {
 }
 
 var allBuckets = [][]byte{
-	bucketAgents, bucketMandates, bucketBudgets, bucketAccounts, bucketJournal,
+	bucketAgents, bucketMandates, bucketBudgets, bucketBudgetWindows, bucketAccounts, bucketJournal,
 	bucketJournalKeys, bucketReceipts, bucketReceiptsByMand, bucketApprovals,
 	bucketHolds, bucketEvents, bucketRecords, bucketCounters, bucketMeta,
 }
+
+// laterBuckets were added to the layout after stores of its version were
+// written: Open creates them, and a store opened read-only (holon verify,
+// holon backup of a stopped gateway's file) may lack them, and reads as
+// if they were empty.
+var laterBuckets = map[string]bool{string(bucketBudgetWindows): true, holon.BucketRefunds: true}
 
 // SchemaVersion is the layout of the buckets this code reads and writes.
 const SchemaVersion = 1
@@ -109,7 +116,11 @@ func u64(n uint64) []byte {
 }
 
 func (tx *Tx) getJSON(bucket, key []byte, v any) error {
-	b := tx.btx.Bucket(bucket).Get(key)
+	bk := tx.btx.Bucket(bucket)
+	if bk == nil {
+		return holon.ErrNotFound // a later bucket, in a store opened read-only
+	}
+	b := bk.Get(key)
 	if b == nil {
 		return holon.ErrNotFound
 	}

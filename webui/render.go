@@ -55,6 +55,10 @@ func (c *Console) funcs() template.FuncMap {
 			}
 			return t.UTC().Format("2006-01-02 15:04:05Z")
 		},
+		// local is a time in its own zone (a budget window's end, in the
+		// mandate's time zone); rfc3339 the same for a datetime attribute.
+		"local":   func(t time.Time) string { return t.Format("2006-01-02 15:04 -07:00") },
+		"rfc3339": func(t time.Time) string { return t.Format(time.RFC3339) },
 		"whenp": func(t *time.Time) string {
 			if t == nil {
 				return ""

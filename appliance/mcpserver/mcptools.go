@@ -383,12 +383,17 @@ func (m *Server) getBudget(_ context.Context, _ *mcp.CallToolRequest, c *mcpCall
 	if md.Approval != nil {
 		above = md.Approval.Above
 	}
-	return toolAnswer(map[string]any{
+	ans := map[string]any{
 		"mandate": md.ID, "issuer": md.Issuer, "grantee": md.Grantee, "currency": md.Currency,
-		"total": md.Total(), "per_call": md.Budget.PerCall, "approval_above": above,
+		"total": md.Budget.Total, "per_call": md.Budget.PerCall, "approval_above": above,
 		"spent": st.Spent, "reserved": st.Reserved, "remaining": st.Remaining,
 		"expires": md.Expires, "revoked": md.Revoked, "allow": md.Allow,
-	})
+	}
+	if w := st.Window; w != nil {
+		// The current window of a budget that renews, and when it does.
+		ans["window"] = w
+	}
+	return toolAnswer(ans)
 }
 
 // approvalView is an approval as MCP clients see it: without its input

@@ -18,6 +18,9 @@ const ApprovalsPage = 200
 type ReceiptTree struct {
 	Receipt  *holon.Receipt `json:"receipt"`
 	Children []*ReceiptTree `json:"children"`
+	// Refunds are the root receipt's refunds, oldest first, where the
+	// answer lists them (GET /v0/receipts/{id}).
+	Refunds []*holon.Refund `json:"refunds,omitempty"`
 }
 
 // Receipts reads receipts by id (the engine does).

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	_ "time/tzdata" // budget windows name IANA time zones: the same on every host, with or without tzdata
 )
 
 // Version is the gateway's version, set at build time with

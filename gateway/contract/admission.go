@@ -54,9 +54,25 @@ type AgentFacts struct {
 	Runs, Succeeded int64
 }
 
-// BudgetState is a mandate's spending at the moment of admission.
+// BudgetState is a mandate's spending at the moment of admission: over
+// its lifetime, and in Window, the current window of a budget that renews
+// by window (budget.window), whose spent and reserved are WindowSpent and
+// WindowReserved.
 type BudgetState struct {
 	Spent, Reserved journal.Amount
+	Window          Window
+	WindowSpent     journal.Amount
+	WindowReserved  journal.Amount
+}
+
+// Left is what admission may still reserve under m: its total less what
+// is spent and reserved, and no more than the current window has left.
+func (b BudgetState) Left(m *Mandate) journal.Amount {
+	left := m.Total() - b.Spent - b.Reserved
+	if m.Windowed() {
+		left = journal.Min(left, m.PerWindow()-b.WindowSpent-b.WindowReserved)
+	}
+	return max(left, 0)
 }
 
 // Decision is the result of CheckCall.
@@ -98,12 +114,24 @@ func CheckCall(m *Mandate, a *Manifest, facts AgentFacts, budget BudgetState, re
 	if pc := m.Budget.PerCall; pc != nil && w > *pc {
 		return denyW(holon.CodeOverPerCall, "the worst case %s %s is above the mandate's per-call limit %s", w, m.Currency, pc)
 	}
-	// 9. total budget, counting every reservation
-	used, err := journal.Sum(budget.Spent, budget.Reserved, w)
-	if err != nil || used > m.Total() {
-		left, _ := m.Total().Sub(budget.Spent)
-		left, _ = left.Sub(budget.Reserved)
-		return denyW(holon.CodeOverBudget, "the worst case %s %s is above what the mandate has left, %s", w, m.Currency, left)
+	// 9. total budget, counting every reservation; and the current
+	// window's, the same way
+	if m.Budget.Total != nil {
+		used, err := journal.Sum(budget.Spent, budget.Reserved, w)
+		if err != nil || used > m.Total() {
+			left, _ := m.Total().Sub(budget.Spent)
+			left, _ = left.Sub(budget.Reserved)
+			return denyW(holon.CodeOverBudget, "the worst case %s %s is above what the mandate has left, %s", w, m.Currency, left)
+		}
+	}
+	if m.Windowed() {
+		used, err := journal.Sum(budget.WindowSpent, budget.WindowReserved, w)
+		if err != nil || used > m.PerWindow() {
+			left, _ := m.PerWindow().Sub(budget.WindowSpent)
+			left, _ = left.Sub(budget.WindowReserved)
+			return denyW(holon.CodeOverBudget, "the worst case %s %s is above what the mandate has left this %s, %s; the budget renews at %s",
+				w, m.Currency, m.Budget.Window, left, budget.Window.End.Format(time.RFC3339))
+		}
 	}
 	// 10. delegation depth
 	if req.Delegated && m.MaxDepth() < 0 {

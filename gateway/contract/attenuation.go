@@ -11,8 +11,16 @@ import (
 
 // CheckAttenuation returns every field in which child is wider than parent
 // (mandate.md §4), or nil when the child is within it. parentLeft is what the
-// parent can still give the child: its total less what it spent and reserved,
+// parent can still give the child: its total less what it spent and
+// reserved, and no more than its current window has left (BudgetState.Left),
 // plus what it reserved for the call the child serves.
+//
+// Windows attenuate too: a child never allows more in a window than its
+// parent has left in it. A child with a lifetime total within parentLeft
+// can never spend more than that, whatever its windows. A child without
+// one renews with its parent: the same windows (budget.window and
+// budget.timezone), a per_window no larger than the parent's, and within
+// what the parent's current window has left.
 func CheckAttenuation(child, parent *Mandate, parentLeft journal.Amount) []string {
 	var wide []string
 	widen := func(field string, cond bool) {
@@ -23,7 +31,15 @@ func CheckAttenuation(child, parent *Mandate, parentLeft journal.Amount) []strin
 	widen("issuer", child.Issuer != parent.Grantee)
 	widen("currency", child.Currency != parent.Currency)
 	widen("fx", !maps.Equal(child.FX, parent.FX))
-	widen("budget.total", child.Budget.Total == nil || *child.Budget.Total > parentLeft)
+	sameWindows := child.Windowed() && parent.Windowed() &&
+		child.Budget.Window == parent.Budget.Window && child.Location().String() == parent.Location().String()
+	if child.Budget.Total != nil {
+		widen("budget.total", *child.Budget.Total > parentLeft)
+	} else {
+		widen("budget.total", parent.Budget.Total != nil || !sameWindows)
+	}
+	widen("budget.per_window", sameWindows &&
+		(child.PerWindow() > parent.PerWindow() || (child.Budget.Total == nil && child.PerWindow() > parentLeft)))
 	widen("budget.per_call", parent.Budget.PerCall != nil &&
 		(child.Budget.PerCall == nil || *child.Budget.PerCall > *parent.Budget.PerCall))
 

@@ -38,10 +38,19 @@ type Mandate struct {
 	allowCaps, denyCaps     []CapabilityPattern
 }
 
-// Budget is how much may be billed under a mandate.
+// Budget is how much may be billed under a mandate: over its lifetime
+// (Total), in each calendar window (PerWindow, when Window is set; see
+// window.go), or both, and at most PerCall in the worst case of one call.
 type Budget struct {
 	Total   *journal.Amount `json:"total" yaml:"total"`
 	PerCall *journal.Amount `json:"per_call,omitempty" yaml:"per_call,omitempty"`
+	// Window is day, week or month: the budget renews by calendar window
+	// in Timezone (an IANA name, UTC when empty), PerWindow in each.
+	Window    string          `json:"window,omitempty" yaml:"window,omitempty"`
+	PerWindow *journal.Amount `json:"per_window,omitempty" yaml:"per_window,omitempty"`
+	Timezone  string          `json:"timezone,omitempty" yaml:"timezone,omitempty"`
+
+	loc *time.Location
 }
 
 // Approval says which calls need a human first.
@@ -146,9 +155,7 @@ func (m *Mandate) Validate() error {
 	if !currencyRE.MatchString(m.Currency) {
 		fe.add("currency", "want an ISO 4217 code such as EUR, got %q", m.Currency)
 	}
-	if m.Budget.Total == nil {
-		fe.add("budget.total", "required: everything that may ever be billed under this mandate")
-	}
+	m.validateBudget(&fe)
 	m.allowAgents = parseAgentPatterns(m.Allow.Agents, "allow.agents", &fe)
 	m.allowCaps = parseCapabilityPatterns(m.Allow.Capabilities, "allow.capabilities", &fe)
 	if m.Deny != nil {
@@ -194,6 +201,38 @@ func (m *Mandate) Validate() error {
 		fe.add("delegation.max_depth", "%d is negative", *d.MaxDepth)
 	}
 	return fe.err(holon.CodeInvalidMandate, "mandate")
+}
+
+// validateBudget checks the budget's amounts and windows.
+func (m *Mandate) validateBudget(fe *fieldErrors) {
+	b := &m.Budget
+	b.loc = nil
+	switch b.Window {
+	case "":
+		if b.Total == nil {
+			fe.add("budget.total", "required unless the budget renews by window (budget.window and budget.per_window): everything that may ever be billed under this mandate")
+		}
+		if b.PerWindow != nil {
+			fe.add("budget.per_window", "needs budget.window: day, week or month")
+		}
+		if b.Timezone != "" {
+			fe.add("budget.timezone", "needs budget.window: day, week or month")
+		}
+		return
+	case WindowDay, WindowWeek, WindowMonth:
+	default:
+		fe.add("budget.window", "%q is not day, week or month", b.Window)
+	}
+	if b.PerWindow == nil {
+		fe.add("budget.per_window", "required with budget.window: what may be billed in each %s", b.Window)
+	}
+	if b.Timezone == "" {
+		b.loc = time.UTC
+	} else if loc, err := loadLocation(b.Timezone); err != nil {
+		fe.add("budget.timezone", "%s (UTC when absent)", err)
+	} else {
+		b.loc = loc
+	}
 }
 
 func parseAgentPatterns(ss []string, path string, fe *fieldErrors) []AgentPattern {
@@ -268,12 +307,22 @@ func (m *Mandate) MaxDepth() int {
 	return *m.Delegation.MaxDepth
 }
 
-// Total is budget.total (zero when unset on an invalid mandate).
+// Total is budget.total (journal.MaxAmount when the budget has no
+// lifetime total: it renews by window only).
 func (m *Mandate) Total() journal.Amount {
 	if m.Budget.Total == nil {
-		return 0
+		return journal.MaxAmount
 	}
 	return *m.Budget.Total
+}
+
+// PerWindow is budget.per_window (journal.MaxAmount when the budget has no
+// window).
+func (m *Mandate) PerWindow() journal.Amount {
+	if m.Budget.PerWindow == nil {
+		return journal.MaxAmount
+	}
+	return *m.Budget.PerWindow
 }
 
 // Rate returns the rate that converts prices in currency into the mandate's

@@ -60,7 +60,10 @@ type moneyCheck struct {
 //   - costs add up: total = own + downstream, splits sum to own, a parent's
 //     downstream is the sum of its same-payer children's totals, and the
 //     tree links both ways;
-//   - each mandate's spent is the sum of the totals of its receipts.
+//   - each mandate's spent is the sum of the totals of its receipts, less
+//     their refunds (and a parent's, less its same-payer children's);
+//     every refund: of a billed receipt, within its cost.own, journaled
+//     under refund:<receipt>:<n> as the parts it lists.
 //
 // It reports every failure with tb.Errorf.
 func CheckMoney(tb testing.TB, s holon.Store, opts ...Option) {
@@ -154,8 +157,12 @@ func (c *moneyCheck) receipts() error {
 		return err
 	}
 	settlements := 0
+	refundEntries := map[string]bool{}
 	for _, r := range all {
 		totals[r.Mandate] += r.Cost.Total
+		if err := c.refunds(r, byID, totals, refundEntries); err != nil {
+			return err
+		}
 		billed, err := c.receipt(r, byID)
 		if err != nil {
 			return err
@@ -183,6 +190,9 @@ func (c *moneyCheck) receipts() error {
 	}
 	journaled := 0
 	err = tx.ForEachEntry(0, func(row holon.JournalRow) (bool, error) {
+		if strings.HasPrefix(row.Key, "refund:") && !refundEntries[row.Key] {
+			tb.Errorf("journal row %d (%s) is no refund of a receipt", row.Seq, row.Key)
+		}
 		id, ok := strings.CutPrefix(row.Key, "settle:")
 		if !ok || c.foreign[row.Key] {
 			return true, nil
@@ -197,6 +207,61 @@ func (c *moneyCheck) receipts() error {
 		tb.Errorf("journal has %d settle entries, receipts bill %d", journaled, settlements)
 	}
 	return err
+}
+
+// refunds checks a receipt's refunds: only a billed receipt has them, at
+// most its cost.own in all, each journaled under its key with the payer's
+// credit of its amount and the parts it lists as the debits; and it takes
+// them off the totals the budgets must show: the receipt's mandate's, and
+// each same-payer parent's, whose cost.downstream counted it.
+func (c *moneyCheck) refunds(r *holon.Receipt, byID map[string]*holon.Receipt, totals map[string]journal.Amount, entries map[string]bool) error {
+	c.tb.Helper()
+	rs, err := holon.Refunds(c.tx, r.ID)
+	if err != nil || len(rs) == 0 {
+		return err
+	}
+	refunded := holon.Refunded(rs)
+	if !r.Billed || refunded > r.Cost.Own {
+		c.tb.Errorf("%s: billed %v, cost.own %s, refunded %s", r.ID, r.Billed, r.Cost.Own, refunded)
+	}
+	for i, rf := range rs {
+		key := holon.RefundEntryKey(r.ID, i+1)
+		entries[key] = true
+		if rf.Entry != key || rf.Receipt != r.ID || rf.ID != holon.RefundKey(r.ID, i+1) {
+			c.tb.Errorf("%s: refund %d is %+v", r.ID, i+1, rf)
+		}
+		row, err := c.tx.EntryByKey(key)
+		if err != nil {
+			c.tb.Errorf("%s: refund %s has no entry %s: %v", r.ID, rf.ID, key, err)
+			continue
+		}
+		want := map[string]journal.Amount{r.Payer: rf.Amount}
+		var parts journal.Amount
+		for _, p := range rf.Parts {
+			want[p.To] -= p.Amount
+			parts += p.Amount
+		}
+		for k, v := range want {
+			if v == 0 {
+				delete(want, k)
+			}
+		}
+		if got := lineMap(row.Lines); parts != rf.Amount || !maps.Equal(got, want) {
+			c.tb.Errorf("%s: refund %s of %s moves %v, its parts (%s) want %v", r.ID, rf.ID, rf.Amount, got, parts, want)
+		}
+	}
+	for cur := r; cur != nil; {
+		totals[cur.Mandate] -= refunded
+		if cur.Parent == nil {
+			break
+		}
+		p := byID[*cur.Parent]
+		if p == nil || p.Payer != cur.Payer {
+			break
+		}
+		cur = p
+	}
+	return nil
 }
 
 // receipt checks one receipt; billed reports whether it has a settlement.
@@ -335,4 +400,20 @@ func (r *Recorder) Saw(s string) bool {
 		}
 	}
 	return false
+}
+
+// AllReceipts reads every receipt, newest first, page by page.
+func AllReceipts(tx holon.CallsTx) ([]*holon.Receipt, error) {
+	var all []*holon.Receipt
+	for before := ""; ; {
+		page, err := tx.Receipts("", before, 500)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, page.Receipts...)
+		if page.Next == "" {
+			return all, nil
+		}
+		before = page.Next
+	}
 }

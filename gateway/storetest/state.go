@@ -16,6 +16,7 @@ func init() {
 	add(
 		behaviour{"Counters/NeverBelowZero", testCountersNeverBelowZero},
 		behaviour{"Budgets/NeverBelowZero", testBudgetsNeverBelowZero},
+		behaviour{"Budgets/Windows", testBudgetWindows},
 		behaviour{"Holds/PutReadDeleteList", testHolds},
 		behaviour{"Held/NeverBelowZero", testHeldNeverBelowZero},
 		behaviour{"Idempotency/EntryAndDocumentOnce", testIdempotencyOnce},
@@ -484,4 +485,60 @@ func testSeesOwnWrites(t *testing.T, e *env) {
 		}
 		return nil
 	})
+}
+
+// Ensure that a mandate's budget windows are kept apart from each other
+// and from its lifetime budget, move by their deltas, and never go below
+// zero; and that a hold keeps the window it reserved in.
+func testBudgetWindows(t *testing.T, e *env) {
+	e.update(func(tx holon.Tx) error {
+		if b, err := tx.WindowBudget("m", "day:2026-12-02"); err != nil || b != (holon.Budget{}) {
+			t.Errorf("a window never moved: %+v, %v; want zero", b, err)
+		}
+		if err := tx.AddWindowBudget("m", "day:2026-12-02", 0, amt("1.00")); err != nil {
+			return err
+		}
+		if err := tx.AddWindowBudget("m", "day:2026-12-02", amt("0.40"), -amt("0.50")); err != nil {
+			return err
+		}
+		if err := tx.AddWindowBudget("m", "day:2026-12-03", amt("0.07"), 0); err != nil {
+			return err
+		}
+		if err := tx.AddWindowBudget("m2", "day:2026-12-02", amt("0.01"), 0); err != nil {
+			return err
+		}
+		for _, move := range [][2]journal.Amount{{0, -amt("0.51")}, {-amt("0.41"), 0}} {
+			if err := tx.AddWindowBudget("m", "day:2026-12-02", move[0], move[1]); err == nil {
+				t.Errorf("AddWindowBudget(m, %s, %s) below zero: no error", move[0], move[1])
+			}
+		}
+		if err := tx.AddWindowBudget("m", "", amt("0.01"), 0); err == nil {
+			t.Errorf("AddWindowBudget without a window key: no error")
+		}
+		return tx.PutHold(&holon.Hold{Receipt: "r9", Payer: "bob", Mandate: "m", Window: "day:2026-12-02", Amount: amt("0.10"), Reserved: amt("0.10")})
+	})
+	e.reopen()
+	e.view(func(tx holon.Tx) error {
+		for _, w := range []struct {
+			mandate, window string
+			want            holon.Budget
+		}{
+			{"m", "day:2026-12-02", holon.Budget{Spent: amt("0.40"), Reserved: amt("0.50")}},
+			{"m", "day:2026-12-03", holon.Budget{Spent: amt("0.07")}},
+			{"m2", "day:2026-12-02", holon.Budget{Spent: amt("0.01")}},
+			{"m", "day:2026-12-04", holon.Budget{}},
+		} {
+			if b, err := tx.WindowBudget(w.mandate, w.window); err != nil || b != w.want {
+				t.Errorf("WindowBudget(%s, %s) = %+v, %v; want %+v", w.mandate, w.window, b, err, w.want)
+			}
+		}
+		if b, err := tx.Budget("m"); err != nil || b != (holon.Budget{}) {
+			t.Errorf("the lifetime budget moved with the windows: %+v, %v", b, err)
+		}
+		if h, err := tx.Hold("r9"); err != nil || h.Window != "day:2026-12-02" {
+			t.Errorf("Hold(r9) = %+v, %v; want its window", h, err)
+		}
+		return nil
+	})
+	e.update(func(tx holon.Tx) error { return tx.DeleteHold("r9") })
 }

@@ -157,19 +157,47 @@ func (t *Tx) AddBudget(mandate string, spent, reserved journal.Amount) error {
 		ON CONFLICT (mandate) DO UPDATE SET spent = EXCLUDED.spent, reserved = EXCLUDED.reserved`, mandate, Numeric(b.Spent), Numeric(b.Reserved))
 }
 
+// WindowBudget reads a mandate's spending in one budget window.
+func (t *Tx) WindowBudget(mandate, window string) (holon.Budget, error) {
+	var spent, reserved int64
+	err := t.one(`SELECT (spent * 1000000)::bigint, (reserved * 1000000)::bigint FROM budget_windows WHERE mandate = $1 AND win = $2`,
+		[]any{mandate, window}, &spent, &reserved)
+	if err == holon.ErrNotFound {
+		return holon.Budget{}, nil
+	}
+	return holon.Budget{Spent: journal.Amount(spent), Reserved: journal.Amount(reserved)}, err
+}
+
+// AddWindowBudget moves a mandate's spent and reserved in one budget window.
+func (t *Tx) AddWindowBudget(mandate, window string, spent, reserved journal.Amount) error {
+	if window == "" {
+		return fmt.Errorf("budget window of %s: no window key", mandate)
+	}
+	b, err := t.WindowBudget(mandate, window)
+	if err != nil {
+		return err
+	}
+	if err := b.Add(spent, reserved); err != nil {
+		return fmt.Errorf("budget of %s in %s %w", mandate, window, err)
+	}
+	return t.exec(`INSERT INTO budget_windows (mandate, win, spent, reserved) VALUES ($1, $2, $3, $4)
+		ON CONFLICT (mandate, win) DO UPDATE SET spent = EXCLUDED.spent, reserved = EXCLUDED.reserved`,
+		mandate, window, Numeric(b.Spent), Numeric(b.Reserved))
+}
+
 const holdColumns = `receipt, payer, (amount * 1000000)::bigint, mandate, (reserved * 1000000)::bigint, funder, parent, children,
-	(downstream * 1000000)::bigint, sub_mandate, started`
+	(downstream * 1000000)::bigint, sub_mandate, started, budget_window`
 
 func scanHold(rows pgx.Rows) (*holon.Hold, error) {
 	h := new(holon.Hold)
 	var amount, reserved, down int64
-	var funder, parent, sub *string
+	var funder, parent, sub, window *string
 	var started string
-	if err := rows.Scan(&h.Receipt, &h.Payer, &amount, &h.Mandate, &reserved, &funder, &parent, &h.Children, &down, &sub, &started); err != nil {
+	if err := rows.Scan(&h.Receipt, &h.Payer, &amount, &h.Mandate, &reserved, &funder, &parent, &h.Children, &down, &sub, &started, &window); err != nil {
 		return nil, err
 	}
 	h.Amount, h.Reserved, h.Downstream = journal.Amount(amount), journal.Amount(reserved), journal.Amount(down)
-	h.Funder, h.Parent, h.SubMandate = deref(funder), deref(parent), deref(sub)
+	h.Funder, h.Parent, h.SubMandate, h.Window = deref(funder), deref(parent), deref(sub), deref(window)
 	if len(h.Children) == 0 {
 		h.Children = nil
 	}
@@ -186,13 +214,15 @@ func (t *Tx) PutHold(h *holon.Hold) error {
 	}
 	// The hold is this gateway's (its lease's id): Orphaned once that
 	// runs out.
-	return t.exec(`INSERT INTO holds (receipt, payer, amount, mandate, reserved, funder, parent, children, downstream, sub_mandate, started, gateway)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+	return t.exec(`INSERT INTO holds (receipt, payer, amount, mandate, reserved, funder, parent, children, downstream, sub_mandate, started, gateway,
+			budget_window)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
 		ON CONFLICT (receipt) DO UPDATE SET payer = EXCLUDED.payer, amount = EXCLUDED.amount, mandate = EXCLUDED.mandate,
 			reserved = EXCLUDED.reserved, funder = EXCLUDED.funder, parent = EXCLUDED.parent, children = EXCLUDED.children,
-			downstream = EXCLUDED.downstream, sub_mandate = EXCLUDED.sub_mandate, started = EXCLUDED.started, gateway = EXCLUDED.gateway`,
+			downstream = EXCLUDED.downstream, sub_mandate = EXCLUDED.sub_mandate, started = EXCLUDED.started, gateway = EXCLUDED.gateway,
+			budget_window = EXCLUDED.budget_window`,
 		h.Receipt, h.Payer, Numeric(h.Amount), h.Mandate, Numeric(h.Reserved), optText(h.Funder), optText(h.Parent), children,
-		Numeric(h.Downstream), optText(h.SubMandate), ts(h.Started), t.s.id)
+		Numeric(h.Downstream), optText(h.SubMandate), ts(h.Started), t.s.id, optText(h.Window))
 }
 
 // Hold reads a call in flight.

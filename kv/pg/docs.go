@@ -19,9 +19,9 @@ var (
 		holon.BucketSignIn: true, holon.BucketUsers: true, holon.BucketEmails: true, holon.BucketKeys: true,
 		holon.BucketIdempotency: true, holon.BucketModLog: true, holon.BucketCredentials: true, holon.BucketFiles: true,
 		holon.BucketSettings: true, holon.BucketSessions: true, holon.BucketEvals: true, holon.BucketEvalQueue: true,
-		holon.BucketOAuth: true,
+		holon.BucketOAuth: true, holon.BucketRefunds: true,
 	}
-	appendOnly = map[string]bool{holon.BucketModLog: true}
+	appendOnly = map[string]bool{holon.BucketModLog: true, holon.BucketRefunds: true}
 )
 
 // docTable is where a bucket's documents live: credentials and sign-in

@@ -1,0 +1,28 @@
+package gateway
+
+import (
+	"time"
+
+	"holon.dev/holon"
+	"holon.dev/holon/gateway/contract"
+)
+
+// budgetState reads a mandate's spending as admission sees it at now: its
+// lifetime budget and, when its budget renews by window, the window that
+// holds now. A window nothing ran in reads as zero: a window renews by the
+// clock alone, with no call and no write at its boundary.
+func budgetState(tx holon.Tx, m *contract.Mandate, now time.Time) (contract.BudgetState, error) {
+	b, err := tx.Budget(m.ID)
+	if err != nil {
+		return contract.BudgetState{}, err
+	}
+	bs := contract.BudgetState{Spent: b.Spent, Reserved: b.Reserved}
+	if w, ok := m.WindowAt(now); ok {
+		wb, err := tx.WindowBudget(m.ID, w.Key)
+		if err != nil {
+			return contract.BudgetState{}, err
+		}
+		bs.Window, bs.WindowSpent, bs.WindowReserved = w, wb.Spent, wb.Reserved
+	}
+	return bs, nil
+}
