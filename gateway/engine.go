@@ -268,8 +268,13 @@ func (e *Engine) Mandate(id string) (*MandateState, error) {
 		if err != nil {
 			return err
 		}
-		// The reservations the store does not show yet (memory.go).
-		u := e.led.unseenLocked(tx, id, bs.Window.Key, "", true)
+		// The in-memory reservations the store does not show (memory.go),
+		// not the pending durable ones: a view shows what is committed.
+		// Counting those too made the overspend drill's watcher see
+		// spent 0.34 + reserved 1.74 of a 2.00 total (a reservation
+		// counted twice while its commit landed), which admission never
+		// allowed.
+		u := e.led.unseenLocked(tx, id, bs.Window.Key, "", false)
 		bs.Reserved += u.reserved
 		bs.WindowReserved += u.windowReserved
 		st = &MandateState{Mandate: m, Spent: bs.Spent, Reserved: bs.Reserved, Remaining: bs.Left(m)}

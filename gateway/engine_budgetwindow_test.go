@@ -139,7 +139,14 @@ func TestEngine_Window_CallStraddlesBoundary(t *testing.T) {
 				}
 				want = "gate" // the orchestrator's child is the one to wait for
 			}
+			// A view shows committed reservations and in-memory ones: a
+			// durable one shows once its commit lands (an in-process child
+			// runs without waiting for it).
 			st := te.mandate(t, "alice/daily")
+			for end := time.Now().Add(5 * time.Second); st.Window != nil && st.Window.Reserved == 0 && time.Now().Before(end); {
+				time.Sleep(5 * time.Millisecond)
+				st = te.mandate(t, "alice/daily")
+			}
 			if st.Window == nil || st.Window.Key != "day:2026-10-24" || st.Window.Reserved == 0 || st.Remaining != st.Window.Remaining {
 				t.Fatalf("before midnight: %+v", st.Window)
 			}
