@@ -116,6 +116,9 @@ func TestImports_FlowOneWay(t *testing.T) {
 	for room, allowed := range map[string][]string{
 		"token":       {},
 		"origin":      {},
+		"github":      {},
+		"signin":      {module, a + "accounts", a + "auth", a + "github", a + "origin", a + "ratelimit", a + "token", a + "web", a + "wire"},
+		"console":     {module, module + "/gateway", module + "/webui", a + "web", a + "auth", a + "origin", a + "ops", a + "files"},
 		"ratelimit":   {},
 		"web":         {module, module + "/journal", module + "/gateway", a + "token"},
 		"auth":        {module, a + "token", a + "web", a + "ratelimit", a + "wire"},
@@ -126,6 +129,8 @@ func TestImports_FlowOneWay(t *testing.T) {
 		"oauth":       {module, a + "web", a + "auth", a + "token", a + "ratelimit", a + "clientmeta", a + "origin", a + "accounts"},
 		"ops":         {module, a + "token", a + "web"},
 		"wire":        {module, module + "/journal", module + "/gateway", module + "/gateway/contract"},
+		"publishing":  {module, module + "/journal", module + "/gateway", module + "/gateway/contract", module + "/gateway/remote", a + "token", a + "web", a + "auth", a + "wire", a + "accounts"},
+		"v0":          {module, module + "/journal", module + "/gateway", a + "token", a + "web", a + "auth", a + "wire", a + "idempotency"},
 		"accounts":    {module, module + "/journal", module + "/gateway", module + "/gateway/contract", a + "token", a + "web", a + "auth", a + "ratelimit", a + "wire"},
 		"mcpserver":   {module, module + "/journal", module + "/gateway", module + "/gateway/contract", a + "web", a + "auth", a + "token", a + "wire"},
 	} {

@@ -22,6 +22,7 @@ import (
 	"holon.dev/holon/appliance/files"
 	"holon.dev/holon/appliance/idempotency"
 	"holon.dev/holon/appliance/ops"
+	"holon.dev/holon/appliance/publishing"
 	"holon.dev/holon/appliance/web"
 	"holon.dev/holon/gateway"
 	"holon.dev/holon/gateway/contract"
@@ -45,11 +46,11 @@ type App struct {
 	webhook *remote.WebhookRunner
 	// workers are the background loops, under one context (wire.go).
 	workers *workers
-	// Publishing: the hooks told of each published version, the endpoint
-	// credentials, and the hosted half (nil on a dev gateway).
-	hooks  *publishHooks
-	vault  *vault
-	hosted *hosted
+	// Publishing (the one path that lists a published version) and the
+	// endpoint credentials; the hosted half (nil on a dev gateway).
+	publisher *publishing.Publisher
+	vault     *publishing.Vault
+	hosted    *hosted
 	// listings runs evaluations and serves the catalogue, earnings and
 	// the demo.
 	listings *catalog.Catalog
@@ -92,7 +93,7 @@ func Open(ctx context.Context, cfg Config) (*App, error) {
 	if err != nil {
 		return nil, err
 	}
-	app := &App{cfg: cfg, store: store, log: cfg.Logger, metrics: m, hooks: &publishHooks{}}
+	app := &App{cfg: cfg, store: store, log: cfg.Logger, metrics: m}
 	m.WatchStore(store, app.inMemory)
 	if err := app.init(ctx); err != nil {
 		store.Close()

@@ -1,8 +1,6 @@
 package appliance
 
 import (
-	"crypto/hkdf"
-	"crypto/sha256"
 	"crypto/x509"
 	"errors"
 	"fmt"
@@ -23,6 +21,7 @@ import (
 	"holon.dev/holon/appliance/agents"
 	"holon.dev/holon/appliance/idempotency"
 	"holon.dev/holon/appliance/ratelimit"
+	"holon.dev/holon/appliance/token"
 	"holon.dev/holon/gateway"
 	"holon.dev/holon/gateway/remote"
 	"holon.dev/holon/journal"
@@ -152,19 +151,7 @@ func (c *Config) deriveKey(purpose string) []byte {
 	if c.FileSecret == "" {
 		return nil
 	}
-	return hkdfKey([]byte(c.FileSecret), "holon "+purpose)
-}
-
-// hkdfKey is the one derivation of a key from the secret: HKDF-SHA256, 32
-// bytes, under label. (The credentials' label, credentialPurpose, predates
-// deriveKey's "holon <purpose>" scheme and stays as it is: the tokens
-// stored are sealed under it.)
-func hkdfKey(secret []byte, label string) []byte {
-	k, err := hkdf.Key(sha256.New, secret, nil, label, 32)
-	if err != nil {
-		panic(err) // only for a length HKDF-SHA256 cannot give
-	}
-	return k
+	return token.DeriveKey([]byte(c.FileSecret), "holon "+purpose)
 }
 
 // DefaultIdempotencyTTL is how long an Idempotency-Key is kept after its

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"holon.dev/holon/appliance"
 	"holon.dev/holon/appliance/files"
+	"holon.dev/holon/appliance/publishing"
 )
 
 // uploadForm posts a multipart form to /console/files: its parts in the
@@ -59,8 +59,8 @@ func TestConsole_AuthorScope(t *testing.T) {
 		code   string
 	}{
 		{"/console/authors/yank", url.Values{"ref": {"lena/hooky@1.0.0"}}, 404, "not_found"},
-		{"/console/authors/credential/remove", url.Values{"agent": {"lena/hooky"}}, 403, appliance.CodeNotYourNamespace},
-		{"/console/authors/credential", url.Values{"agent": {"lena/hooky"}, "token": {"bob-token"}}, 403, appliance.CodeNotYourNamespace},
+		{"/console/authors/credential/remove", url.Values{"agent": {"lena/hooky"}}, 403, publishing.CodeNotYourNamespace},
+		{"/console/authors/credential", url.Values{"agent": {"lena/hooky"}, "token": {"bob-token"}}, 403, publishing.CodeNotYourNamespace},
 		{"/console/authors/credential", url.Values{"agent": {"../lena/hooky"}, "token": {"bob-token"}}, 400, "invalid_request"},
 	} {
 		resp, body := b.post(c.path, c.form)
@@ -169,7 +169,7 @@ runtime: {kind: webhook, endpoint: "` + endpoint + `"}
 	}{
 		{"json", asJSON, "lena/jsonic@1.0.0", 201, ""},
 		{"yaml", yamlDoc, "lena/yamlic@2.0.0", 201, ""},
-		{"the same version again", yamlDoc, "", 409, appliance.CodeVersionExists},
+		{"the same version again", yamlDoc, "", 409, publishing.CodeVersionExists},
 		{"no runtime", strings.Replace(yamlDoc, "runtime:", "#", 1), "", 400, "invalid_manifest"},
 		{"not a document", "{not json", "", 400, "invalid_manifest"},
 	} {

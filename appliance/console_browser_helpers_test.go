@@ -74,7 +74,11 @@ func newHeadless(t *testing.T, chromium string) context.Context {
 		chromedp.Flag("disable-domain-reliability", true),
 		chromedp.WindowSize(1280, 900),
 	)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	// The whole browser's budget: a hung browser ends the test. Each step
+	// has its own deadline (20 to 30 s); this one only has to outlast a
+	// whole test on a loaded machine (TestConsole_Browser takes about
+	// 3 minutes at a load of 25 on 2 cores).
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	t.Cleanup(cancel)
 	allocCtx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
 	t.Cleanup(cancelAlloc)

@@ -18,6 +18,7 @@ import (
 
 	"holon.dev/holon"
 	"holon.dev/holon/appliance"
+	"holon.dev/holon/appliance/publishing"
 	"holon.dev/holon/appliance/web"
 	"holon.dev/holon/backup"
 	"holon.dev/holon/kv"
@@ -114,11 +115,11 @@ func TestCredential_BearerAndNeverShown(t *testing.T) {
 		status int
 		code   string
 	}{
-		{lena.human, "/v0/agents/bob/x/credential", map[string]any{"token": token}, 403, appliance.CodeNotYourNamespace},
+		{lena.human, "/v0/agents/bob/x/credential", map[string]any{"token": token}, 403, publishing.CodeNotYourNamespace},
 		{lena.human, "/v0/agents/lena/x@1.0.0/credential", map[string]any{"token": token}, 400, holon.CodeInvalidRequest},
-		{lena.human, "/v0/agents/lena/x/credential", map[string]any{"token": ""}, 400, appliance.CodeInvalidToken},
-		{lena.human, "/v0/agents/lena/x/credential", map[string]any{"token": "has space"}, 400, appliance.CodeInvalidToken},
-		{lena.human, "/v0/agents/lena/x/credential", map[string]any{"token": strings.Repeat("a", 4097)}, 400, appliance.CodeInvalidToken},
+		{lena.human, "/v0/agents/lena/x/credential", map[string]any{"token": ""}, 400, publishing.CodeInvalidCredential},
+		{lena.human, "/v0/agents/lena/x/credential", map[string]any{"token": "has space"}, 400, publishing.CodeInvalidCredential},
+		{lena.human, "/v0/agents/lena/x/credential", map[string]any{"token": strings.Repeat("a", 4097)}, 400, publishing.CodeInvalidCredential},
 		{lena.agent, "/v0/agents/lena/x/credential", map[string]any{"token": token}, 403, web.CodeForbidden},
 	} {
 		if st, out := c.who.do("PUT", c.path, c.body); st != c.status || errorCode(out) != c.code {
@@ -227,7 +228,7 @@ func TestCredential_NeedsFileSecret(t *testing.T) {
 	g := newGitHubApp(t, func(c *appliance.Config) { c.FileSecret = "" })
 	lena := g.author(101, "lena")
 	st, out := lena.human.do("PUT", "/v0/agents/lena/x/credential", map[string]any{"token": "abc"})
-	if st != 503 || errorCode(out) != appliance.CodeCredentialsOff || !strings.Contains(str(out), "HOLON_FILE_SECRET") {
+	if st != 503 || errorCode(out) != publishing.CodeCredentialsOff || !strings.Contains(str(out), "HOLON_FILE_SECRET") {
 		t.Errorf("PUT without a secret: %d %v", st, out)
 	}
 }

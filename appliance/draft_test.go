@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"holon.dev/holon"
-	"holon.dev/holon/appliance"
+	"holon.dev/holon/appliance/publishing"
 	"holon.dev/holon/gateway/contract"
 )
 
@@ -64,9 +64,9 @@ func TestDraft_Webhook(t *testing.T) {
 	}{
 		{"bad name", map[string]any{"name": "Hooky!", "endpoint": srv.srv.URL + "/run", "input": map[string]any{}}, 400, holon.CodeInvalidRequest},
 		{"no input", map[string]any{"name": "h2", "endpoint": srv.srv.URL + "/run"}, 400, holon.CodeInvalidRequest},
-		{"http endpoint", map[string]any{"name": "h2", "endpoint": "http://127.0.0.1/run", "input": map[string]any{}}, 400, appliance.CodeEndpointNotHTTPS},
-		{"no credential: the server refuses", map[string]any{"name": "h2", "endpoint": srv.srv.URL + "/run", "input": map[string]any{"text": "a"}}, 502, appliance.CodeDraftCallFailed},
-		{"endpoint not answering", map[string]any{"name": "h2", "endpoint": "https://127.0.0.1:1/run", "input": map[string]any{"text": "a"}}, 502, appliance.CodeDraftCallFailed},
+		{"http endpoint", map[string]any{"name": "h2", "endpoint": "http://127.0.0.1/run", "input": map[string]any{}}, 400, publishing.CodeEndpointNotHTTPS},
+		{"no credential: the server refuses", map[string]any{"name": "h2", "endpoint": srv.srv.URL + "/run", "input": map[string]any{"text": "a"}}, 502, publishing.CodeDraftCallFailed},
+		{"endpoint not answering", map[string]any{"name": "h2", "endpoint": "https://127.0.0.1:1/run", "input": map[string]any{"text": "a"}}, 502, publishing.CodeDraftCallFailed},
 	} {
 		st, out := lena.human.do("POST", "/v0/agents/draft", c.body)
 		if st != c.status || errorCode(out) != c.code {
@@ -80,7 +80,7 @@ func TestDraft_Webhook(t *testing.T) {
 func TestDraft_PrivateEndpoint(t *testing.T) {
 	g, lena := publishWorld(t)
 	st, out := lena.human.do("POST", "/v0/agents/draft", map[string]any{"name": "h", "endpoint": "https://internal.lena.example/run", "input": json.RawMessage(`{"a":1}`)})
-	if st != 400 || errorCode(out) != appliance.CodeEndpointNotPublic || !strings.Contains(str(out), "10.1.2.3") {
+	if st != 400 || errorCode(out) != publishing.CodeEndpointNotPublic || !strings.Contains(str(out), "10.1.2.3") {
 		t.Errorf("private draft endpoint: %d %v", st, out)
 	}
 	_ = g

@@ -12,9 +12,8 @@ import (
 	"testing"
 
 	"holon.dev/holon"
-	"holon.dev/holon/appliance/accounts"
+	"holon.dev/holon/appliance/publishing"
 	"holon.dev/holon/appliance/web"
-	"holon.dev/holon/webui"
 )
 
 // Ensure that an error with no code, or with a code the gateway's table
@@ -40,7 +39,7 @@ func TestAPI_Fail_InternalErrors(t *testing.T) {
 		{"not_found", web.NotFound("no receipt r9"), 404, holon.CodeNotFound, false, ""},
 		{"wrapped not_found", fmt.Errorf("tree: %w", web.NotFound("no receipt r9")), 404, holon.CodeNotFound, false, ""},
 		{"rate_limited", holon.Errorf(web.CodeRateLimited, "slow down"), 429, web.CodeRateLimited, false, ""},
-		{"version_exists", holon.Errorf(CodeVersionExists, "1.0.0 is published"), 409, CodeVersionExists, false, ""},
+		{"version_exists", holon.Errorf(publishing.CodeVersionExists, "1.0.0 is published"), 409, publishing.CodeVersionExists, false, ""},
 		{"invalid_token", holon.Errorf(holon.CodeInvalidToken, "not a delegation token"), 401, holon.CodeInvalidToken, false, ""},
 	}
 	for _, tc := range tests {
@@ -80,19 +79,4 @@ func TestAPI_Fail_InternalErrors(t *testing.T) {
 func jsonText(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b[1 : len(b)-1])
-}
-
-// Ensure that the console gets the table's status for an error with a
-// known code, and the internal error itself (which it logs, showing a page
-// that tells nothing of it) otherwise.
-func TestAPIError_Console(t *testing.T) {
-	var ae *webui.APIError
-	if err := apiError(holon.Errorf(accounts.CodeHandleTaken, "carol is taken")); !errors.As(err, &ae) || ae.Status != http.StatusConflict {
-		t.Errorf("handle_taken: %#v, want a 409 APIError", err)
-	}
-	for _, err := range []error{errors.New("disk"), holon.Errorf("no_such_code", "x"), holon.Errorf(holon.CodeGatewayError, "x")} {
-		if got := apiError(err); errors.As(got, &ae) {
-			t.Errorf("%v: %#v, want the internal error itself", err, got)
-		}
-	}
 }

@@ -1,8 +1,6 @@
 package appliance
 
 import (
-	"context"
-	"crypto/sha256"
 	"io"
 	"log/slog"
 	"net/http"
@@ -12,11 +10,12 @@ import (
 	"holon.dev/holon"
 	"holon.dev/holon/appliance/accounts"
 	"holon.dev/holon/appliance/auth"
+	"holon.dev/holon/appliance/console"
 	"holon.dev/holon/appliance/files"
+	"holon.dev/holon/appliance/github"
 	"holon.dev/holon/appliance/token"
 	"holon.dev/holon/appliance/web"
 	"holon.dev/holon/gateway"
-	"holon.dev/holon/gateway/contract"
 	"holon.dev/holon/gateway/remote"
 )
 
@@ -34,35 +33,27 @@ type hosted struct {
 	// accounts keeps accounts, keys, mandates and moderation.
 	accounts *accounts.Repo
 
-	// Sign-in and publishing (initPublishing): github is nil when no
-	// GitHub app is configured.
-	github *githubClient
+	// Sign-in (App.initSignIn): github is nil when no GitHub app is
+	// configured.
+	github *github.Client
 	// publicURL is HOLON_PUBLIC_URL without a trailing slash: the base of
 	// sign-in's redirect to the console (the rest asks the origin rule,
 	// api.origin).
 	publicURL string
-	hooks     *publishHooks
-	vault     *vault
-	webhook   *remote.WebhookRunner
 	guard     remote.NetGuard
-
-	// list stores and lists a version that passed publishing's rules
-	// (App.listVersion).
-	list func(ctx context.Context, m *contract.Manifest) (time.Time, error)
 }
 
 func newHosted(cfg Config, store holon.Store, engine *gateway.Engine, log *slog.Logger, now func() time.Time, rand io.Reader, authors map[string]bool, shipped []string) *hosted {
 	h := &hosted{
 		store: store, engine: engine, log: log, now: now, rand: rand,
-		limits: newLimiters(cfg.Limits, cfg.TrustProxy != nil && *cfg.TrustProxy, now),
+		limits: newLimiters(cfg.Limits, cfg.TrustProxy != nil && *cfg.TrustProxy, now, store),
 		accounts: accounts.New(accounts.Config{Store: store, Engine: engine, Now: now, Rand: rand,
 			Authors: authors, Shipped: shipped, FX: cfg.PlatformFX}),
 		// The OAuth issuer.
 		publicURL: cfg.PublicURL,
 	}
 	if cfg.AdminKey != "" {
-		sum := sha256.Sum256([]byte(cfg.AdminKey))
-		h.adminKey = sum[:]
+		h.adminKey = token.Sum(cfg.AdminKey)
 	}
 	return h
 }
@@ -134,7 +125,7 @@ func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if a.serveDelegated(sw, r) {
+	if a.v0.ServeDelegated(sw, r) {
 		return
 	}
 	a.router.ServeHTTP(sw, r)
@@ -154,8 +145,8 @@ func bodyLimit(r *http.Request) int64 {
 	if r.Method == http.MethodPost && r.URL.Path == "/v0/files" {
 		return files.MaxFileSize + 1
 	}
-	if r.Method == http.MethodPost && r.URL.Path == consoleUploadPath {
-		return files.MaxFileSize + consoleUploadOverhead
+	if r.Method == http.MethodPost && r.URL.Path == console.UploadPath {
+		return console.MaxUpload
 	}
 	return web.MaxBody
 }

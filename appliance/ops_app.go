@@ -36,6 +36,8 @@ func (a *App) CheckStore(ctx context.Context) error {
 // Watchdog pings systemd's watchdog every interval, each time right after
 // CheckStore succeeds, until ctx ends. A failed check is logged and not
 // pinged: systemd then stops the gateway (WatchdogSec) and restarts it.
+// A PostgreSQL store that cannot be reached (store_unavailable) is pinged
+// all the same: the gateway itself is well, and recovers on its own.
 func (a *App) Watchdog(ctx context.Context, n *ops.Notifier, every time.Duration) {
 	if every <= 0 || !n.Enabled() {
 		return
@@ -43,7 +45,15 @@ func (a *App) Watchdog(ctx context.Context, n *ops.Notifier, every time.Duration
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
-		if err := a.CheckStore(ctx); err != nil {
+		err := a.CheckStore(ctx)
+		if holon.ErrorCode(err) == holon.CodeStoreUnavailable {
+			// A database that cannot be reached: the gateway answers 503
+			// and reconnects on its own, which a restart would not do
+			// better (it could not even start).
+			a.log.Warn("watchdog: the database cannot be reached; the gateway answers 503 until it is back", "err", err)
+			err = nil
+		}
+		if err != nil {
 			if ctx.Err() != nil {
 				return
 			}

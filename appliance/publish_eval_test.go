@@ -18,6 +18,7 @@ import (
 
 	"holon.dev/holon"
 	"holon.dev/holon/appliance"
+	"holon.dev/holon/appliance/publishing"
 	"holon.dev/holon/gateway/contract"
 )
 
@@ -204,11 +205,11 @@ func TestRegisterVersion_SamePathAsPublishing(t *testing.T) {
 	if err := g.app.RegisterVersion(ctx, manifest("lena/reg", "1.0.0")); err != nil {
 		t.Fatal(err)
 	}
-	if st, out := lena.human.do("POST", "/v0/agents", pubManifest("lena/reg", "1.0.0", proprietary)); st != http.StatusConflict || errorCode(out) != appliance.CodeVersionExists {
+	if st, out := lena.human.do("POST", "/v0/agents", pubManifest("lena/reg", "1.0.0", proprietary)); st != http.StatusConflict || errorCode(out) != publishing.CodeVersionExists {
 		t.Errorf("publishing a registered version: %d %v, want 409 version_exists", st, out)
 	}
 	lena.human.must(http.StatusCreated, "POST", "/v0/agents", pubManifest("lena/pub", "1.0.0", proprietary))
-	if err := g.app.RegisterVersion(ctx, manifest("lena/pub", "1.0.0")); holon.ErrorCode(err) != appliance.CodeVersionExists {
+	if err := g.app.RegisterVersion(ctx, manifest("lena/pub", "1.0.0")); holon.ErrorCode(err) != publishing.CodeVersionExists {
 		t.Errorf("registering a published version: %v, want version_exists", err)
 	}
 	got := map[string]bool{}

@@ -10,6 +10,7 @@ import (
 
 	"holon.dev/holon"
 	"holon.dev/holon/appliance"
+	"holon.dev/holon/appliance/publishing"
 	"holon.dev/holon/appliance/web"
 )
 
@@ -104,27 +105,27 @@ func TestPublish_Rules(t *testing.T) {
 		{"open source, organisation that lists her", lena.human, pubManifest("lena/org", "1.0.0", repo("acme-org/tools")), 201, "", ""},
 		{"proprietary, nothing to check", lena.human, pubManifest("lena/closed", "1.0.0", proprietary), 201, "", ""},
 		{"mcp runtime", lena.human, pubManifest("lena/mcp", "1.0.0", set("runtime", map[string]any{"kind": "mcp", "endpoint": "https://agents.lena.example/mcp", "tool": "run"})), 201, "", ""},
-		{"outside her namespace", lena.human, pubManifest("bob/ok", "1.0.0"), 403, appliance.CodeNotYourNamespace, "publish it as lena/ok"},
-		{"account not linked to GitHub", carol.human, pubManifest("carol/ok", "1.0.0"), 403, appliance.CodeGitHubNotLinked, "sign in with GitHub"},
+		{"outside her namespace", lena.human, pubManifest("bob/ok", "1.0.0"), 403, publishing.CodeNotYourNamespace, "publish it as lena/ok"},
+		{"account not linked to GitHub", carol.human, pubManifest("carol/ok", "1.0.0"), 403, publishing.CodeGitHubNotLinked, "sign in with GitHub"},
 		{"an agent key", agent, pubManifest("lena/ok2", "1.0.0"), 403, web.CodeForbidden, "human key"},
 		{"license not OSI-approved", lena.human, pubManifest("lena/bad", "1.0.0", set("license", "WTFPL")), 400, holon.CodeInvalidManifest, "license"},
 		{"open source without source", lena.human, pubManifest("lena/bad", "1.0.0", set("source", nil)), 400, holon.CodeInvalidManifest, "source"},
 		{"fork royalty above 0.5", lena.human, pubManifest("lena/bad", "1.0.0", set("royalties.forks", "0.6")), 400, holon.CodeInvalidManifest, "royalties.forks"},
 		{"unknown field", lena.human, pubManifest("lena/bad", "1.0.0", set("colour", "blue")), 400, holon.CodeInvalidManifest, "colour"},
-		{"dev runtime", lena.human, pubManifest("lena/bad", "1.0.0", set("runtime", map[string]any{"kind": "dev", "tool": "echo"})), 400, appliance.CodeRuntimeNotPublished, "mcp or webhook"},
-		{"http endpoint", lena.human, pubManifest("lena/bad", "1.0.0", set("runtime.endpoint", "http://agents.lena.example/run")), 400, appliance.CodeEndpointNotHTTPS, "https"},
+		{"dev runtime", lena.human, pubManifest("lena/bad", "1.0.0", set("runtime", map[string]any{"kind": "dev", "tool": "echo"})), 400, publishing.CodeRuntimeNotPublished, "mcp or webhook"},
+		{"http endpoint", lena.human, pubManifest("lena/bad", "1.0.0", set("runtime.endpoint", "http://agents.lena.example/run")), 400, publishing.CodeEndpointNotHTTPS, "https"},
 		{"credentials in the endpoint", lena.human, pubManifest("lena/bad", "1.0.0", set("runtime.endpoint", "https://u:p@agents.lena.example/run")), 400, holon.CodeInvalidManifest, "credential"},
-		{"endpoint on a private address", lena.human, pubManifest("lena/bad", "1.0.0", set("runtime.endpoint", "https://internal.lena.example/run")), 400, appliance.CodeEndpointNotPublic, "10.1.2.3"},
-		{"endpoint resolving to a public and a private address", lena.human, pubManifest("lena/bad", "1.0.0", set("runtime.endpoint", "https://mixed.lena.example/run")), 400, appliance.CodeEndpointNotPublic, "192.168.1.5"},
-		{"endpoint on loopback", lena.human, pubManifest("lena/bad", "1.0.0", set("runtime.endpoint", "https://127.0.0.1:8443/run")), 400, appliance.CodeEndpointNotPublic, "loopback"},
-		{"endpoint on cloud metadata", lena.human, pubManifest("lena/bad", "1.0.0", set("runtime.endpoint", "https://169.254.169.254/run")), 400, appliance.CodeEndpointNotPublic, "metadata"},
-		{"endpoint that does not resolve", lena.human, pubManifest("lena/bad", "1.0.0", set("runtime.endpoint", "https://nowhere.lena.example/run")), 400, appliance.CodeEndpointUnresolved, "nowhere.lena.example"},
-		{"repository missing", lena.human, pubManifest("lena/bad", "1.0.0", repo("lena/nothing")), 422, appliance.CodeRepositoryNotFound, "private or does not exist"},
-		{"repository private", lena.human, pubManifest("lena/bad", "1.0.0", repo("lena/secret")), 422, appliance.CodeRepositoryNotFound, "private"},
-		{"repository owned by someone else", lena.human, pubManifest("lena/bad", "1.0.0", repo("bob-gh/agents")), 403, appliance.CodeRepositoryNotYours, "bob-gh"},
-		{"organisation without public membership", lena.human, pubManifest("lena/bad", "1.0.0", repo("shy-org/tools")), 403, appliance.CodeNotPublicMember, "public member"},
+		{"endpoint on a private address", lena.human, pubManifest("lena/bad", "1.0.0", set("runtime.endpoint", "https://internal.lena.example/run")), 400, publishing.CodeEndpointNotPublic, "10.1.2.3"},
+		{"endpoint resolving to a public and a private address", lena.human, pubManifest("lena/bad", "1.0.0", set("runtime.endpoint", "https://mixed.lena.example/run")), 400, publishing.CodeEndpointNotPublic, "192.168.1.5"},
+		{"endpoint on loopback", lena.human, pubManifest("lena/bad", "1.0.0", set("runtime.endpoint", "https://127.0.0.1:8443/run")), 400, publishing.CodeEndpointNotPublic, "loopback"},
+		{"endpoint on cloud metadata", lena.human, pubManifest("lena/bad", "1.0.0", set("runtime.endpoint", "https://169.254.169.254/run")), 400, publishing.CodeEndpointNotPublic, "metadata"},
+		{"endpoint that does not resolve", lena.human, pubManifest("lena/bad", "1.0.0", set("runtime.endpoint", "https://nowhere.lena.example/run")), 400, publishing.CodeEndpointUnresolved, "nowhere.lena.example"},
+		{"repository missing", lena.human, pubManifest("lena/bad", "1.0.0", repo("lena/nothing")), 422, publishing.CodeRepositoryNotFound, "private or does not exist"},
+		{"repository private", lena.human, pubManifest("lena/bad", "1.0.0", repo("lena/secret")), 422, publishing.CodeRepositoryNotFound, "private"},
+		{"repository owned by someone else", lena.human, pubManifest("lena/bad", "1.0.0", repo("bob-gh/agents")), 403, publishing.CodeRepositoryNotYours, "bob-gh"},
+		{"organisation without public membership", lena.human, pubManifest("lena/bad", "1.0.0", repo("shy-org/tools")), 403, publishing.CodeNotPublicMember, "public member"},
 		{"fork of a version not listed", lena.human, pubManifest("lena/bad", "1.0.0", set("lineage.fork_of", "acme/base@1.0.0")), 400, holon.CodeInvalidManifest, "lineage.fork_of"},
-		{"the same version again", lena.human, pubManifest("lena/ok", "1.0.0"), 409, appliance.CodeVersionExists, "immutable"},
+		{"the same version again", lena.human, pubManifest("lena/ok", "1.0.0"), 409, publishing.CodeVersionExists, "immutable"},
 	}
 	for _, c := range cases {
 		st, out := c.who.do("POST", "/v0/agents", c.manifest)
@@ -132,7 +133,7 @@ func TestPublish_Rules(t *testing.T) {
 			t.Errorf("%s: %d %v, want %d %s saying %q", c.name, st, out, c.status, c.code, c.says)
 		}
 		ref := fmt.Sprint(c.manifest["id"], "@", c.manifest["version"])
-		if _, listed := g.app.Engine().Registry().Get(ref); listed != (c.status == 201 || c.code == appliance.CodeVersionExists) {
+		if _, listed := g.app.Engine().Registry().Get(ref); listed != (c.status == 201 || c.code == publishing.CodeVersionExists) {
 			t.Errorf("%s: listed %v after %d", c.name, listed, st)
 		}
 	}
@@ -233,7 +234,7 @@ func TestPublish_YankNeverFreesTheNumber(t *testing.T) {
 	if st, out := lena.human.do("DELETE", "/v0/agents/lena/tool@1.1.0", nil); st != 409 || errorCode(out) != appliance.CodeAlreadyYanked {
 		t.Errorf("second yank: %d %v", st, out)
 	}
-	if st, out := lena.human.do("POST", "/v0/agents", pubManifest("lena/tool", "1.1.0")); st != 409 || errorCode(out) != appliance.CodeVersionExists || !strings.Contains(str(out), "never frees") {
+	if st, out := lena.human.do("POST", "/v0/agents", pubManifest("lena/tool", "1.1.0")); st != 409 || errorCode(out) != publishing.CodeVersionExists || !strings.Contains(str(out), "never frees") {
 		t.Errorf("the yanked number again: %d %v", st, out)
 	}
 	g.restart()
@@ -243,7 +244,7 @@ func TestPublish_YankNeverFreesTheNumber(t *testing.T) {
 	if _, ok := g.app.Engine().Registry().Get("lena/tool@1.0.0"); !ok {
 		t.Error("the published version is not listed after a restart")
 	}
-	if st, out := lena.human.do("POST", "/v0/agents", pubManifest("lena/tool", "1.1.0")); st != 409 || errorCode(out) != appliance.CodeVersionExists {
+	if st, out := lena.human.do("POST", "/v0/agents", pubManifest("lena/tool", "1.1.0")); st != 409 || errorCode(out) != publishing.CodeVersionExists {
 		t.Errorf("the yanked number after a restart: %d %v", st, out)
 	}
 	// The operator's yank of a published version holds too.

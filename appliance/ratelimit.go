@@ -3,6 +3,7 @@ package appliance
 import (
 	"time"
 
+	"holon.dev/holon"
 	"holon.dev/holon/appliance/ratelimit"
 )
 
@@ -12,11 +13,22 @@ type limiters struct {
 	trustProxy               bool
 }
 
-func newLimiters(l Limits, trustProxy bool, now func() time.Time) *limiters {
+// newLimiters keeps the limits in memory or, on a store several gateways
+// share that keeps token buckets (holon.SharedLimits), in the store, so
+// that each limit holds across the gateways.
+func newLimiters(l Limits, trustProxy bool, now func() time.Time, store holon.Store) *limiters {
+	shared, _ := store.(holon.SharedLimits)
+	set := func(lim Limit, kind string) ratelimit.Limiter {
+		local := ratelimit.NewSet(lim, l.MaxTracked, now)
+		if shared == nil {
+			return local
+		}
+		return ratelimit.NewShared(shared, kind+":", lim, local)
+	}
 	return &limiters{
-		account:    ratelimit.NewSet(l.Account, l.MaxTracked, now),
-		address:    ratelimit.NewSet(l.Address, l.MaxTracked, now),
-		signup:     ratelimit.NewSet(l.Signup, l.MaxTracked, now),
+		account:    set(l.Account, "account"),
+		address:    set(l.Address, "address"),
+		signup:     set(l.Signup, "signup"),
 		trustProxy: trustProxy,
 	}
 }

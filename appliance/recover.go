@@ -13,7 +13,9 @@ import (
 // their lease ran out: twice per lease, so within a lease and a half of
 // the death. The start-up pass (App.init) is the only one on a store this
 // process holds alone. It marks the Idempotency-Keys of the calls it
-// closed as interrupted, as start-up does.
+// closed as interrupted, as start-up does. Between those passes it keeps
+// the registry in step with the other gateways' changes
+// (registry_sync.go), every RegistrySyncEvery.
 func (a *App) recoverEvery(ctx context.Context) {
 	shared, ok := a.store.(holon.SharedStore)
 	if !ok {
@@ -21,10 +23,16 @@ func (a *App) recoverEvery(ctx context.Context) {
 	}
 	t := time.NewTicker(shared.Lease() / 2)
 	defer t.Stop()
+	reg := &registrySync{a: a, unlisted: map[string]bool{}}
+	st := time.NewTicker(RegistrySyncEvery)
+	defer st.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-st.C:
+			reg.every(ctx)
+			continue
 		case <-t.C:
 		}
 		closed, err := a.engine.Recover(ctx)

@@ -5,9 +5,11 @@ import (
 	"net"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"holon.dev/holon"
 	"holon.dev/holon/appliance"
 	"holon.dev/holon/appliance/ops"
 	"holon.dev/holon/backup"
@@ -124,6 +126,61 @@ func TestApp_Watchdog_PingsOnlyAfterStoreCheck(t *testing.T) {
 	}
 	if err := app.CheckStore(ctx); err == nil {
 		t.Error("CheckStore on a closed store: no error")
+	}
+	cancel()
+	<-done
+}
+
+// unreachableStore is a store whose database can be made unreachable:
+// every read and write then fails store_unavailable, as a PostgreSQL
+// store's do while the server is down.
+type unreachableStore struct {
+	holon.Store
+	down atomic.Bool
+}
+
+func (s *unreachableStore) View(fn func(holon.Tx) error) error {
+	if s.down.Load() {
+		return holon.Errorf(holon.CodeStoreUnavailable, "down")
+	}
+	return s.Store.View(fn)
+}
+
+func (s *unreachableStore) Update(ctx context.Context, fn func(holon.Tx) error) error {
+	if s.down.Load() {
+		return holon.Errorf(holon.CodeStoreUnavailable, "down")
+	}
+	return s.Store.Update(ctx, fn)
+}
+
+// Ensure that the watchdog goes on pinging while the store's database
+// cannot be reached: the gateway answers 503 and recovers on its own,
+// which a restart by systemd would not do better.
+func TestApp_Watchdog_PingsWhileTheDatabaseIsUnreachable(t *testing.T) {
+	var us *unreachableStore
+	open := func(path string, opts holon.StoreOptions) (holon.Store, error) {
+		s, err := kv.OpenStore(path, opts)
+		us = &unreachableStore{Store: s}
+		return us, err
+	}
+	app, err := appliance.Open(context.Background(), appliance.Config{OpenStore: open, Backup: backup.StoreHandler, DB: filepath.Join(t.TempDir(), "holon.db"), NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer app.Close()
+	sock := listenNotify(t, filepath.Join(t.TempDir(), "notify"))
+	n := ops.NewNotifier(notifyEnv(map[string]string{"NOTIFY_SOCKET": sock.name}))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { app.Watchdog(ctx, n, 20*time.Millisecond); close(done) }()
+	us.down.Store(true)
+	if err := app.CheckStore(ctx); holon.ErrorCode(err) != holon.CodeStoreUnavailable {
+		t.Fatalf("CheckStore with the database down: %v", err)
+	}
+	for i := 0; i < 3; i++ {
+		if got := sock.next(2 * time.Second); got != "WATCHDOG=1\n" {
+			t.Fatalf("ping %d with the database down: %q", i, got)
+		}
 	}
 	cancel()
 	<-done

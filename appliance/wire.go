@@ -4,15 +4,20 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
+	"holon.dev/holon"
 	"holon.dev/holon/appliance/accounts"
 	"holon.dev/holon/appliance/agents"
 	"holon.dev/holon/appliance/catalog"
+	"holon.dev/holon/appliance/github"
 	"holon.dev/holon/appliance/idempotency"
 	"holon.dev/holon/appliance/ops"
 	"holon.dev/holon/appliance/origin"
+	"holon.dev/holon/appliance/publishing"
+	"holon.dev/holon/appliance/v0"
 	"holon.dev/holon/gateway"
 	"holon.dev/holon/gateway/contract"
 	"holon.dev/holon/gateway/remote"
@@ -21,7 +26,7 @@ import (
 // init wires the rooms, in the order each needs the others: the
 // registry, the files and the endpoint credentials the engine runs with,
 // the engine (closing what the last run left in flight), the mandates,
-// the hosted half (accounts, sign-in, publishing), the catalogue, the
+// the catalogue, publishing, the hosted half (accounts, sign-in), the
 // Idempotency-Keys, the routes of every room, and the background workers.
 func (a *App) init(ctx context.Context) error {
 	reg, dev, authors, shipped, err := a.loadRegistry()
@@ -31,7 +36,7 @@ func (a *App) init(ctx context.Context) error {
 	if err := a.openFiles(); err != nil {
 		return err
 	}
-	if a.vault, err = newVault([]byte(a.cfg.FileSecret), a.store, a.cfg.Rand, a.log); err != nil {
+	if a.vault, err = publishing.NewVault([]byte(a.cfg.FileSecret), a.store, a.cfg.Rand, a.log); err != nil {
 		return fmt.Errorf("endpoint credentials: %w", err)
 	}
 	a.openEngine(reg, dev)
@@ -41,14 +46,15 @@ func (a *App) init(ctx context.Context) error {
 	if err := a.putMandates(ctx); err != nil {
 		return err
 	}
-	if a.cfg.Hosted {
-		a.openHosted(authors, shipped)
-	}
 	if a.listings, err = catalog.Open(ctx, a.engine, catalog.Options{PrivateEvals: a.cfg.PrivateEvals, PutFixture: a.files.PutFixture,
 		Records: a.cfg.Records, SiteURL: a.cfg.SiteURL, TrustProxy: a.cfg.TrustProxy != nil && *a.cfg.TrustProxy,
 		Production: a.cfg.Production(), Log: a.log, Now: a.cfg.Now}); err != nil {
 		return err
 	}
+	if a.cfg.Hosted {
+		a.openHosted(authors, shipped)
+	}
+	a.openPublishing()
 	a.idem = idempotency.New(a.store, a.cfg.Now, a.cfg.IdempotencyTTL)
 	a.mount()
 	a.startWorkers(ctx)
@@ -100,7 +106,7 @@ func (a *App) loadRegistry() (reg *gateway.Registry, dev *gateway.DevRuntime, au
 			authors[m.NS()] = true
 		}
 	}
-	if err := a.loadPublished(reg); err != nil {
+	if err := publishing.Load(a.store, reg, a.log); err != nil {
 		return nil, nil, nil, nil, err
 	}
 	// Versions the operator yanked stay withdrawn: they are listed first
@@ -119,7 +125,7 @@ func (a *App) loadRegistry() (reg *gateway.Registry, dev *gateway.DevRuntime, au
 // (behind the network guard, with the endpoint credentials).
 func (a *App) openEngine(reg *gateway.Registry, dev *gateway.DevRuntime) {
 	rc := remote.Config{Guard: remote.NetGuard{AllowPrivate: a.cfg.AllowPrivateEndpoints, Resolver: a.cfg.Resolver},
-		Credentials: a.vault.token, Logger: a.log, RootCAs: a.cfg.RemoteRootCAs}
+		Credentials: a.vault.Token, Logger: a.log, RootCAs: a.cfg.RemoteRootCAs}
 	a.mcp, a.webhook = remote.NewMCPRunner(rc), remote.NewWebhookRunner(rc)
 	a.engine = gateway.New(gateway.Config{
 		Store:    a.store,
@@ -185,7 +191,7 @@ func (a *App) putMandates(ctx context.Context) error {
 // publishing.
 func (a *App) openHosted(authors map[string]bool, shipped []string) {
 	a.hosted = newHosted(a.cfg, a.store, a.engine, a.log, a.cfg.Now, a.cfg.Rand, authors, shipped)
-	a.initPublishing(a.hosted)
+	a.initSignIn(a.hosted)
 	if a.cfg.AdminKey == "" {
 		a.log.Warn("no HOLON_ADMIN_KEY: the admin endpoints answer 401")
 	}
@@ -194,17 +200,50 @@ func (a *App) openHosted(authors map[string]bool, shipped []string) {
 	}
 }
 
+// openPublishing makes the one path that lists a published version
+// (POST /v0/agents, RegisterVersion). Publishing checks an open-source
+// agent's repository on GitHub: without GitHub sign-in it is off.
+func (a *App) openPublishing() {
+	cfg := publishing.Config{Store: a.store, Engine: a.engine, Log: a.log, Now: a.cfg.Now,
+		Vault: a.vault, Webhook: a.webhook, Guard: a.guard(), Evaluate: a.listings.Evaluate}
+	if a.hosted != nil && a.hosted.github != nil {
+		cfg.Sources = a.hosted.checkSource
+	}
+	a.publisher = publishing.New(cfg)
+}
+
+// guard is the network guard of remote endpoints.
+func (a *App) guard() remote.NetGuard {
+	return remote.NetGuard{AllowPrivate: a.cfg.AllowPrivateEndpoints, Resolver: a.cfg.Resolver}
+}
+
+// initSignIn gives a hosted gateway what sign-in and OAuth need: the
+// public URL, the network guard and, when configured, the GitHub client.
+func (a *App) initSignIn(h *hosted) {
+	h.publicURL = strings.TrimRight(a.cfg.PublicURL, "/")
+	h.guard = a.guard()
+	if !a.cfg.GitHubSignIn() {
+		return
+	}
+	h.github = github.New(github.Options{URL: a.cfg.GitHubURL, APIURL: a.cfg.GitHubAPIURL,
+		ClientID: a.cfg.GitHubClientID, ClientSecret: a.cfg.GitHubClientSecret, HTTP: a.cfg.GitHubHTTP, Now: a.cfg.Now})
+}
+
 // mount builds the API and has every room register its routes on it.
 func (a *App) mount() {
 	var backup http.Handler
 	if a.cfg.Backup != nil {
 		backup = a.cfg.Backup(a.store)
 	}
-	a.api = newAPI(a.engine, a.log, a.hosted, a.idem, backup)
-	a.api.origin = origin.New(a.cfg.PublicURL, a.cfg.TrustProxy != nil && *a.cfg.TrustProxy)
+	routes := v0.Config{Engine: a.engine, Log: a.log, Idem: a.idem, Backup: backup}
+	if a.hosted != nil {
+		routes.Mandates = a.hosted.accounts.Mandates
+	}
+	a.api = newAPI(a.engine, a.log, a.hosted, v0.New(routes), origin.New(a.cfg.PublicURL, a.cfg.TrustProxy != nil && *a.cfg.TrustProxy))
 	a.listings.Mount(a.api.mount, a.hosted != nil)
 	a.files.Mount(a.api.mount, a.engine)
 	if a.hosted != nil {
+		a.publisher.Mount(a.api.mount)
 		a.openOAuth().Mount(a.api.mount)
 	}
 	a.served = a.metrics.Instrument(a.api, ops.Exposure{Hosted: a.cfg.Hosted, AdminKey: a.cfg.AdminKey,
@@ -218,11 +257,19 @@ func (a *App) mount() {
 func (a *App) startWorkers(ctx context.Context) {
 	a.workers = newWorkers(ctx)
 	a.listings.QueueStale(a.workers.ctx)
-	a.workers.every(time.Hour, a.expire)
-	a.workers.run(a.listings.Run)
-	a.workers.run(func(ctx context.Context) { a.files.SweepEvery(ctx, time.Minute) })
-	a.workers.run(func(ctx context.Context) { a.idem.SweepEvery(ctx, a.log) })
-	a.workers.run(a.recoverEvery)
+	w, s := a.workers, a.store
+	w.lead(s, "expire", tick(time.Hour, a.expire))
+	w.lead(s, "evaluations", a.listings.Run)
+	w.lead(s, "files-sweep", func(ctx context.Context) { a.files.SweepEvery(ctx, time.Minute) })
+	w.lead(s, "idempotency-sweep", func(ctx context.Context) { a.idem.SweepEvery(ctx, a.log) })
+	if buckets, ok := s.(holon.SharedLimits); ok {
+		w.lead(s, "rate-buckets", tick(time.Minute, func(ctx context.Context) {
+			if _, err := buckets.ForgetFullBuckets(ctx); err != nil && ctx.Err() == nil {
+				a.log.Error("forget full rate-limit buckets", "err", err)
+			}
+		}))
+	}
+	w.run(a.recoverEvery) // on every gateway: each closes only dead gateways' calls
 }
 
 // expire expires stale approvals, and the sign-in states that expired.
@@ -231,7 +278,7 @@ func (a *App) expire(ctx context.Context) {
 		a.log.Error("expire approvals", "err", err)
 	}
 	if a.hosted != nil {
-		if _, err := a.hosted.purgeSignIn(a.cfg.Now()); err != nil && ctx.Err() == nil {
+		if _, err := a.api.signin.Purge(a.cfg.Now()); err != nil && ctx.Err() == nil {
 			a.log.Error("purge expired sign-in states", "err", err)
 		}
 	}
@@ -262,9 +309,23 @@ func (w *workers) run(fn func(ctx context.Context)) {
 	}()
 }
 
-// every runs fn at once and then every period, until the group stops.
-func (w *workers) every(period time.Duration, fn func(ctx context.Context)) {
-	w.run(func(ctx context.Context) {
+// lead runs fn in the group as run does; on a store several gateways
+// share that elects leaders (holon.Leader), only while this gateway leads
+// job, so that the work runs on one gateway at a time and moves to
+// another when its gateway dies.
+func (w *workers) lead(store holon.Store, job string, fn func(ctx context.Context)) {
+	l, ok := store.(holon.Leader)
+	if !ok {
+		w.run(fn)
+		return
+	}
+	w.run(func(ctx context.Context) { l.Lead(ctx, job, fn) })
+}
+
+// tick is a loop that runs fn at once and then every period, until its
+// context ends.
+func tick(period time.Duration, fn func(ctx context.Context)) func(ctx context.Context) {
+	return func(ctx context.Context) {
 		t := time.NewTicker(period)
 		defer t.Stop()
 		for {
@@ -275,7 +336,7 @@ func (w *workers) every(period time.Duration, fn func(ctx context.Context)) {
 			case <-t.C:
 			}
 		}
-	})
+	}
 }
 
 // stop cancels the group's context and waits for every loop.

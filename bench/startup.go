@@ -147,7 +147,8 @@ func benchMandate(i int) string { return fmt.Sprintf("m%d/bench", i) }
 // leaves them (so that holon verify passes on the store), in large
 // transactions without fsync, and returns the file's size: each receipt
 // with what its settlement writes beside it, its journal entry and
-// balances (the payers funded first) and its call event and agent record.
+// balances (the payers funded first), its mandate's spending and its call
+// event and agent record.
 func buildReceipts(ctx context.Context, path string, n int) (int64, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return 0, err
@@ -203,6 +204,9 @@ func buildReceipts(ctx context.Context, path string, n int) (int64, error) {
 					return err
 				}
 				if _, err := tx.AppendEntry(e); err != nil {
+					return err
+				}
+				if err := tx.AddBudget(r.Mandate, price, 0); err != nil {
 					return err
 				}
 				if err := tx.AppendEvent(&holon.Event{Receipt: id, Agent: agent, Status: "succeeded", DurationMS: 3, Billed: price, Currency: "EUR", Time: r.Created}, true); err != nil {

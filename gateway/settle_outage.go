@@ -142,6 +142,9 @@ func (e *Engine) closeLater(st *runState, d time.Duration) {
 				"receipt", st.rid, "status", r.Status, "billed", r.Billed)
 			return
 		}
+		if errors.Is(err, holon.ErrClosed) {
+			return // the gateway stops: the next start, or another gateway, closes it
+		}
 		if !storeUnavailable(err) {
 			e.fail(fmt.Errorf("close %s after the store came back: %w", st.rid, err))
 			return

@@ -10,7 +10,7 @@ import (
 // writeCache keeps, for one write transaction (one batch of updates), the
 // small records that nearly every update of the batch reads and writes: the
 // platform's and the authors' accounts, the mandates' budgets, the agents'
-// records and the counters. Each is read and decoded once, changed in
+// records, latency histograms and earnings, and the counters. Each is read and decoded once, changed in
 // memory, and encoded and put once, just before the commit, instead of
 // once per update. An update that fails is undone in the cache as in bbolt
 // (each change logs how to take it back, undo.go), and a transaction that
@@ -23,6 +23,8 @@ type writeCache struct {
 	budgets  map[string]*cached[holon.Budget]
 	windows  map[string]*cached[holon.Budget]
 	records  map[string]*cached[holon.Record]
+	latency  map[string]*cached[holon.Latency]
+	earnings map[string]*cached[holon.Earnings]
 	counters map[string]*cached[uint64]
 }
 
@@ -125,6 +127,20 @@ func (tx *Tx) flush() error {
 	for k, e := range c.records {
 		if e.dirty {
 			put(bucketRecords, k, e.v)
+			tx.logFlushed(&e.dirty)
+			e.dirty = false
+		}
+	}
+	for k, e := range c.latency {
+		if e.dirty {
+			put(bucketLatency, k, e.v)
+			tx.logFlushed(&e.dirty)
+			e.dirty = false
+		}
+	}
+	for k, e := range c.earnings {
+		if e.dirty {
+			put(bucketEarnings, k, e.v)
 			tx.logFlushed(&e.dirty)
 			e.dirty = false
 		}

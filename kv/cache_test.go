@@ -8,7 +8,8 @@ import (
 )
 
 // Ensure that, inside one write transaction, reads and iterations see the
-// shared records (accounts, budgets, agent records, counters) as the
+// shared records (accounts, budgets, agent records, latency, earnings,
+// counters) as the
 // transaction left them, and the commit stores them so.
 func TestTx_SharedRecords_SeenInTransaction(t *testing.T) {
 	s := mustOpen(t, kv.Options{NoSync: true})
@@ -27,11 +28,41 @@ func TestTx_SharedRecords_SeenInTransaction(t *testing.T) {
 			if err := tx.AppendEvent(&holon.Event{Receipt: "r1", Agent: "acme/a@1.0.0", Status: "succeeded", Billed: amt("0.01"), DurationMS: 5}, true); err != nil {
 				return err
 			}
+			if err := tx.AddLatency("acme/a@1.0.0", 5); err != nil {
+				return err
+			}
+			if err := tx.AddEarnings("acme/a@1.0.0", "EUR", 1, amt("0.01"), 0); err != nil {
+				return err
+			}
+		}
+		seen := 0
+		if l, _ := tx.Latency("acme/a@1.0.0"); l.Runs() != 3 {
+			t.Errorf("Latency in the transaction: %d runs, want 3", l.Runs())
+		}
+		if e, _ := tx.Earnings("acme/a@1.0.0"); e["EUR"].PaidCalls != 3 || e["EUR"].Own != amt("0.03") {
+			t.Errorf("Earnings in the transaction: %+v, want 3 paid calls, 0.03 own", e)
+		}
+		if err := tx.ForEachLatency(func(ref string, l holon.Latency) error {
+			seen++
+			if l.Runs() != 3 {
+				t.Errorf("ForEachLatency in the transaction: %s %d runs, want 3", ref, l.Runs())
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+		if err := tx.ForEachEarnings("", func(ref string, e holon.Earnings) error {
+			seen++
+			if e["EUR"].PaidCalls != 3 {
+				t.Errorf("ForEachEarnings in the transaction: %s %+v, want 3 paid calls", ref, e)
+			}
+			return nil
+		}); err != nil {
+			return err
 		}
 		if a, _ := tx.Account("alice"); a.Held != amt("1.50") {
 			t.Errorf("Account in the transaction: held %s, want 1.50", a.Held)
 		}
-		seen := 0
 		if err := tx.ForEachAccount(func(name string, a holon.Account) error {
 			if name == "alice" {
 				seen++
@@ -74,8 +105,8 @@ func TestTx_SharedRecords_SeenInTransaction(t *testing.T) {
 		}); err != nil {
 			return err
 		}
-		if seen != 4 {
-			t.Errorf("iterations saw %d of the 4 records", seen)
+		if seen != 6 {
+			t.Errorf("iterations saw %d of the 6 records", seen)
 		}
 		// Changes after an iteration are kept too.
 		return tx.AddHeld("alice", -amt("1.00"))
@@ -95,6 +126,17 @@ func TestTx_SharedRecords_SeenInTransaction(t *testing.T) {
 		}
 		if a.Held != amt("0.50") || b.Reserved != amt("0.60") || tx.Counter("calls") != 6 || r.Runs != 3 {
 			t.Errorf("after commit: held %s, reserved %s, calls %d, runs %d; want 0.50, 0.60, 6, 3", a.Held, b.Reserved, tx.Counter("calls"), r.Runs)
+		}
+		l, err := tx.Latency("acme/a@1.0.0")
+		if err != nil {
+			return err
+		}
+		e, err := tx.Earnings("acme/a@1.0.0")
+		if err != nil {
+			return err
+		}
+		if l.Runs() != 3 || e["EUR"].PaidCalls != 3 || e["EUR"].Own != amt("0.03") {
+			t.Errorf("after commit: latency %d runs, earnings %+v; want 3 runs, 3 paid calls, 0.03 own", l.Runs(), e)
 		}
 		return nil
 	})

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 
 	"holon.dev/holon"
@@ -12,7 +14,11 @@ import (
 
 // Per-version counters written in a settlement's own transaction, so that
 // an author's earnings and an agent's latency are read, never computed by
-// scanning the journal or the events.
+// scanning the journal or the events. In the writer's transactions they go
+// through the write cache (cache.go): each is decoded and put once per
+// commit, however many settlements of the commit count in it. A cached
+// value is never changed in place (the undo log keeps the one before):
+// each change works on a copy.
 var (
 	bucketEarnings = []byte("earnings") // agent ref → Earnings
 	bucketLatency  = []byte("latency")  // agent ref → Latency
@@ -36,8 +42,13 @@ func (tx *Tx) AddEarnings(ref, currency string, paidCalls int64, own, royalties 
 	if err != nil {
 		return err
 	}
+	e = maps.Clone(e)
 	if err := e.Add(currency, paidCalls, own, royalties); err != nil {
 		return fmt.Errorf("earnings of %s: %w", ref, err)
+	}
+	if tx.cache != nil {
+		cachedPut(tx, &tx.cache.earnings, ref, e)
+		return nil
 	}
 	return tx.putJSON(bucketEarnings, []byte(ref), e)
 }
@@ -70,8 +81,16 @@ func (tx *Tx) LatencyFrom() (uint64, bool) { return tx.countsFrom(metaLatencyFro
 // counters include; false when none was counted yet.
 func (tx *Tx) EarningsFrom() (uint64, bool) { return tx.countsFrom(metaEarningsFrom) }
 
-// Earnings reads a version's earnings (empty when it never earned).
+// Earnings reads a version's earnings (empty when it never earned). In a
+// write transaction the value may be the cache's: not to be changed.
 func (tx *Tx) Earnings(ref string) (holon.Earnings, error) {
+	if tx.cache != nil {
+		return cachedGet(&tx.cache.earnings, ref, func() (holon.Earnings, error) { return tx.readEarnings(ref) })
+	}
+	return tx.readEarnings(ref)
+}
+
+func (tx *Tx) readEarnings(ref string) (holon.Earnings, error) {
 	e := holon.Earnings{}
 	if err := tx.getJSON(bucketEarnings, []byte(ref), &e); err != nil && err != holon.ErrNotFound {
 		return nil, err
@@ -82,6 +101,9 @@ func (tx *Tx) Earnings(ref string) (holon.Earnings, error) {
 // ForEachEarnings calls fn for every version whose ref starts with prefix
 // ("" for all, "lena/" for an author's) that earned, in ref order.
 func (tx *Tx) ForEachEarnings(prefix string, fn func(ref string, e holon.Earnings) error) error {
+	if err := tx.flush(); err != nil {
+		return err
+	}
 	c := tx.btx.Bucket(bucketEarnings).Cursor()
 	p := []byte(prefix)
 	for k, v := c.Seek(p); k != nil && bytes.HasPrefix(k, p); k, v = c.Next() {
@@ -110,12 +132,26 @@ func (tx *Tx) AddLatency(ref string, ms int64) error {
 	if err != nil {
 		return err
 	}
+	l.Counts = slices.Clone(l.Counts)
 	l.Counts[holon.LatencyBucket(ms)]++
+	if tx.cache != nil {
+		cachedPut(tx, &tx.cache.latency, ref, l)
+		return nil
+	}
 	return tx.putJSON(bucketLatency, []byte(ref), l)
 }
 
-// Latency reads a version's latency histogram (all zero when it never ran).
+// Latency reads a version's latency histogram (all zero when it never
+// ran). In a write transaction the value may be the cache's: not to be
+// changed.
 func (tx *Tx) Latency(ref string) (holon.Latency, error) {
+	if tx.cache != nil {
+		return cachedGet(&tx.cache.latency, ref, func() (holon.Latency, error) { return tx.readLatency(ref) })
+	}
+	return tx.readLatency(ref)
+}
+
+func (tx *Tx) readLatency(ref string) (holon.Latency, error) {
 	var l holon.Latency
 	if err := tx.getJSON(bucketLatency, []byte(ref), &l); err != nil && err != holon.ErrNotFound {
 		return l, err
@@ -130,6 +166,9 @@ func (tx *Tx) Latency(ref string) (holon.Latency, error) {
 
 // ForEachLatency calls fn for every version's histogram, in ref order.
 func (tx *Tx) ForEachLatency(fn func(ref string, l holon.Latency) error) error {
+	if err := tx.flush(); err != nil {
+		return err
+	}
 	return tx.btx.Bucket(bucketLatency).ForEach(func(k, v []byte) error {
 		var l holon.Latency
 		if err := json.Unmarshal(v, &l); err != nil {

@@ -184,6 +184,10 @@ func TestStore_Update_UndoEveryWrite(t *testing.T) {
 		entry("admin-credit:g1", "external:demo-credit", "ann", "1"),
 		func(tx *kv.Tx) error { return tx.AddBudget("ann/m", amt("0.1"), 0) },
 		counter("g", 1),
+		// The per-version counters the write cache holds, changed before
+		// the failing update changes them again.
+		func(tx *kv.Tx) error { return tx.AddEarnings(agent, "EUR", 1, amt("0.25"), 0) },
+		func(tx *kv.Tx) error { return tx.AddLatency(agent, 3) },
 	)
 	bad := steps(
 		newReceipt,
@@ -207,6 +211,10 @@ func TestStore_Update_UndoEveryWrite(t *testing.T) {
 		func(tx *kv.Tx) error { return tx.PutAgent("lena/new@1.0.0", doc("new")) },
 		func(tx *kv.Tx) error { return tx.AddEarnings(agent, "EUR", 1, amt("1"), 0) },
 		func(tx *kv.Tx) error { return tx.AddLatency(agent, 900) },
+		func(tx *kv.Tx) error { return tx.AddLatency("lena/new@1.0.0", 900) },
+		func(tx *kv.Tx) error { return tx.AddEarnings(agent, "USD", 1, amt("1"), 0) },
+		func(tx *kv.Tx) error { return tx.ForEachLatency(func(string, holon.Latency) error { return nil }) },
+		func(tx *kv.Tx) error { return tx.AddLatency(agent, 3) },
 		approval, approvalOf("bob/m"),
 		func(*kv.Tx) error { return errRefused },
 	)
@@ -219,6 +227,8 @@ func TestStore_Update_UndoEveryWrite(t *testing.T) {
 		func(tx *kv.Tx) error { return tx.AddHeld("ann", amt("1")) },
 		counter("g", 1),
 		newReceipt, approval, event,
+		func(tx *kv.Tx) error { return tx.AddEarnings(agent, "EUR", 1, amt("0.25"), 0) },
+		func(tx *kv.Tx) error { return tx.AddLatency(agent, 3) },
 		func(tx *kv.Tx) error { _, err := tx.Append(holon.BucketModLog, doc("good")); return err },
 	)
 

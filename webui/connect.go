@@ -188,17 +188,7 @@ func (c *Console) connectDecide(w http.ResponseWriter, r *http.Request, v Viewer
 					c.fail(w, r, v, err)
 					return
 				}
-				p.New.Errors = map[string]string{}
-				for _, fe := range ae.Err.Fields {
-					p.New.Errors[fieldOf(fe.Path)] = fe.Error()
-				}
-				if len(ae.Err.Fields) == 0 {
-					field := ""
-					if ae.Err.Code == "mandate_exists" {
-						field = "id"
-					}
-					p.New.Errors[field] = ae.Err.Msg
-				}
+				p.New.Errors = fieldErrors(ae)
 				p.Chosen = "new"
 				c.showConnect(w, r, v, q, &p, ae.Status)
 				return

@@ -245,12 +245,22 @@ func (c *Console) mandateCreate(w http.ResponseWriter, r *http.Request, v Viewer
 		c.fail(w, r, v, err)
 		return
 	}
-	f.Errors = map[string]string{}
+	f.Errors = fieldErrors(ae)
+	c.render(w, r, v, ae.Status, "mandates_new", f)
+}
+
+// fieldErrors is the one mapping of a refused mandate's errors to the
+// form's fields (the new-mandate page and the connect page's new mandate):
+// each beside its field (without the path, which goes without saying
+// there), several on one field joined, and an error no field shows under
+// "".
+func fieldErrors(ae *APIError) map[string]string {
+	errs := map[string]string{}
 	add := func(field, msg string) {
-		if f.Errors[field] != "" {
-			msg = f.Errors[field] + "; " + msg
+		if errs[field] != "" {
+			msg = errs[field] + "; " + msg
 		}
-		f.Errors[field] = msg
+		errs[field] = msg
 	}
 	for _, fe := range ae.Err.Fields {
 		if field := fieldOf(fe.Path); field != "" && (field == fe.Path || fe.Path == "budget") {
@@ -266,5 +276,5 @@ func (c *Console) mandateCreate(w http.ResponseWriter, r *http.Request, v Viewer
 		}
 		add(field, ae.Err.Msg)
 	}
-	c.render(w, r, v, ae.Status, "mandates_new", f)
+	return errs
 }

@@ -3,6 +3,7 @@ package webui
 import (
 	"testing"
 
+	"holon.dev/holon"
 	"holon.dev/holon/appliance/wire"
 	"holon.dev/holon/journal"
 )
@@ -41,6 +42,32 @@ func TestFieldOf(t *testing.T) {
 		if got := fieldOf(path); got != want {
 			t.Errorf("fieldOf(%q) = %q, want %q", path, got, want)
 		}
+	}
+}
+
+// Ensure that a refused mandate's errors land beside their fields the one
+// way both forms show them (the new-mandate page and the connect page):
+// several on one field joined, the path left out beside its own field,
+// kept beside the field of a part of it, and the rest under "".
+func TestFieldErrors(t *testing.T) {
+	ae := &APIError{Status: 422, Err: &holon.Error{Code: "invalid_mandate", Msg: "the mandate is invalid", Fields: []holon.FieldError{
+		{Path: "budget.total", Msg: "must be positive"}, {Path: "budget", Msg: "per_call exceeds total"},
+		{Path: "allow.agents[1]", Msg: "not a pattern"}, {Path: "allow.agents[2]", Msg: "empty"}, {Path: "fx", Msg: "unknown"},
+	}}}
+	got := fieldErrors(ae)
+	want := map[string]string{"budget.total": "must be positive; per_call exceeds total",
+		"allow.agents": "allow.agents[1]: not a pattern; allow.agents[2]: empty", "": "fx: unknown"}
+	if len(got) != len(want) {
+		t.Errorf("fieldErrors: %q, want %q", got, want)
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("fieldErrors[%q] = %q, want %q", k, got[k], v)
+		}
+	}
+	got = fieldErrors(&APIError{Status: 409, Err: &holon.Error{Code: "mandate_exists", Msg: "ann/x exists"}})
+	if len(got) != 1 || got["id"] != "ann/x exists" {
+		t.Errorf("mandate_exists: %q, want it beside id", got)
 	}
 }
 

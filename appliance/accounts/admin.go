@@ -138,7 +138,7 @@ func (h *handlers) adminDisable(w http.ResponseWriter, r *http.Request, ps httpr
 			return err
 		}
 		if acct.Disabled != nil {
-			return holon.Errorf(CodeAccountDisabled, "%s was disabled already, at %s", handle, acct.Disabled.At.Format(time.RFC3339))
+			return holon.Errorf(CodeAlreadyDisabled, "%s was disabled already, at %s", handle, acct.Disabled.At.Format(time.RFC3339))
 		}
 		if revoked, err = Disable(tx, acct, reason, now); err != nil {
 			return err

@@ -19,8 +19,12 @@ const (
 	CodeLimitReached = "limit_reached"
 	// CodeKeyRevoked: the key named is revoked already.
 	CodeKeyRevoked = "key_revoked"
-	// CodeAccountDisabled: the account is disabled already.
+	// CodeAccountDisabled: the account is disabled: it is given no key
+	// (403).
 	CodeAccountDisabled = "account_disabled"
+	// CodeAlreadyDisabled: the operator disables an account disabled
+	// already (409).
+	CodeAlreadyDisabled = "already_disabled"
 	// CodeShippedAgent: agents shipped with the gateway are not moderated.
 	CodeShippedAgent = "shipped_agent"
 	// CodeAlreadyYanked: the agent version was withdrawn already.

@@ -1,7 +1,7 @@
 // Package ratelimit is the gateway's rate limits: token buckets by key
-// (an account, a client address), kept in memory and bounded, behind the
-// Limiter interface so that a gateway of several nodes can keep them in a
-// shared store instead.
+// (an account, a client address), kept in memory and bounded (Set), or
+// kept where every gateway of a cluster takes from them (Shared), behind
+// the Limiter interface.
 //
 // It imports nothing of the project.
 package ratelimit

@@ -39,6 +39,8 @@ type agentInput struct {
 	N string `json:"n,omitempty"`
 	// MS is how long a slow agent takes.
 	MS int `json:"ms,omitempty"`
+	// File is the handle of the file the reader agent reads.
+	File string `json:"file,omitempty"`
 }
 
 func startAgents() (*agentServer, error) {

@@ -68,6 +68,9 @@ func clusterDrill(ctx context.Context, d *drill) error {
 		return err
 	}
 	defer agents.close()
+	if err := agents.writeRegistry(registry, agents.readerAgent()); err != nil {
+		return err
+	}
 	gs := make([]*gatewayProc, gateways)
 	for i := range gs {
 		dir := filepath.Join(d.dir, fmt.Sprintf("gateway%d", i+1))
@@ -129,6 +132,14 @@ func clusterDrill(ctx context.Context, d *drill) error {
 	loadCtx, stopLoad := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	l.start(loadCtx, &wg, clients)
+	files := &clusterFiles{l: l, files: map[string]string{}}
+	for w := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			files.run(loadCtx, rand.New(rand.NewPCG(uint64(d.o.Seed), uint64(w)+2000)))
+		}()
+	}
 	for w := range 3 {
 		wg.Add(1)
 		go func() {
@@ -247,6 +258,7 @@ func clusterDrill(ctx context.Context, d *drill) error {
 	d.floor("idempotent calls re-sent to another gateway after their 200", 1)
 	d.floor("calls answered 503 store_unavailable (PostgreSQL down)", int64(pgCrashes))
 	d.floor("spender calls refused insufficient_funds", 1)
+	d.floor("files read through another gateway than their upload's", 5)
 	d.note("%d gateways on one PostgreSQL (lease %v), %d kills, %d PostgreSQL crashes", gateways, clusterLease, kills, pgCrashes)
 	return nil
 }

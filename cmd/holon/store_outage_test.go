@@ -102,8 +102,19 @@ func TestServe_PostgresDown_Answers503AndRecovers(t *testing.T) {
 		out  map[string]any
 		id   string
 	}
+	answered := func() int {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return len(l.ok)
+	}
 	outage := func(long, down time.Duration) answer {
-		time.Sleep(time.Second)
+		// Calls answered before the outage: at least 30 more.
+		from := answered()
+		for deadline := time.Now().Add(60 * time.Second); answered() < from+30; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("only %d calls answered 200 in 60s before the outage", answered()-from)
+			}
+		}
 		// The long call alone in flight, to know its receipt.
 		l.paused.Store(true)
 		for deadline := time.Now().Add(10 * time.Second); len(holds()) > 0; time.Sleep(5 * time.Millisecond) {

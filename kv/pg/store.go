@@ -199,6 +199,7 @@ func (s *Store) Close() error {
 	// gateway drained them before closing its store).
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	s.pool.Exec(ctx, `DELETE FROM gateways WHERE id = $1`, s.id)
+	s.pool.Exec(ctx, `DELETE FROM job_leaders WHERE gateway = $1`, s.id)
 	cancel()
 	s.pool.Close()
 	return nil

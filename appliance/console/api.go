@@ -1,4 +1,4 @@
-package appliance
+package console
 
 import (
 	"net/http"
@@ -16,9 +16,9 @@ import (
 
 // devMandates is GET /v0/mandates on a dev gateway: every root mandate
 // with its budget (a hosted gateway lists the account's own).
-func (a *api) devMandates(w http.ResponseWriter, r *http.Request, _ httprouter.Params, _ *auth.Principal) {
+func (b *Backend) devMandates(w http.ResponseWriter, r *http.Request, _ httprouter.Params, _ *auth.Principal) {
 	var ids []string
-	err := a.engine.Store().View(func(tx holon.Tx) error {
+	err := b.cfg.Engine.Store().View(func(tx holon.Tx) error {
 		return tx.ForEachMandate(func(id string, _ holon.Doc) error {
 			if i := strings.LastIndex(id, ".r"); i < 0 || !auth.DerivedFrom(id, id[:i]) {
 				ids = append(ids, id)
@@ -27,13 +27,13 @@ func (a *api) devMandates(w http.ResponseWriter, r *http.Request, _ httprouter.P
 		})
 	})
 	if err != nil {
-		a.fail(w, r, err)
+		b.fail(w, r, err)
 		return
 	}
 	sort.Strings(ids)
-	all, err := a.mandateStates(ids)
+	all, err := b.cfg.MandateStates(ids)
 	if err != nil {
-		a.fail(w, r, err)
+		b.fail(w, r, err)
 		return
 	}
 	out := []*gateway.MandateState{}
@@ -56,8 +56,8 @@ type healthView struct {
 	Receipts  uint64  `json:"receipts"`
 }
 
-func (a *api) storeHealth(w http.ResponseWriter, r *http.Request, _ httprouter.Params, _ *auth.Principal) {
-	s := a.engine.Store()
+func (b *Backend) storeHealth(w http.ResponseWriter, r *http.Request, _ httprouter.Params, _ *auth.Principal) {
+	s := b.cfg.Engine.Store()
 	st := s.Stats()
 	hv := healthView{SizeBytes: st.SizeBytes, Commits: st.Commits, Updates: st.Updates, MaxBatch: st.MaxBatch}
 	if st.Commits > 0 {
@@ -68,10 +68,10 @@ func (a *api) storeHealth(w http.ResponseWriter, r *http.Request, _ httprouter.P
 		return nil
 	})
 	if err == nil {
-		hv.HoldsOpen, err = ops.HoldsOpen(s, a.engine.InFlight)
+		hv.HoldsOpen, err = ops.HoldsOpen(s, b.cfg.Engine.InFlight)
 	}
 	if err != nil {
-		a.fail(w, r, err)
+		b.fail(w, r, err)
 		return
 	}
 	web.JSON(w, http.StatusOK, hv)

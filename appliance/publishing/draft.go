@@ -1,4 +1,4 @@
-package appliance
+package publishing
 
 import (
 	"bytes"
@@ -37,23 +37,23 @@ type draftBody struct {
 	Price    *journal.Amount `json:"price,omitempty"`
 }
 
-func (a *api) draftAgent(w http.ResponseWriter, r *http.Request, _ httprouter.Params, p *auth.Principal) {
+func (h *handlers) draftAgent(w http.ResponseWriter, r *http.Request, _ httprouter.Params, p *auth.Principal) {
 	var body draftBody
 	if err := web.DecodeBody(r, &body); err != nil {
-		a.fail(w, r, err)
+		h.fail(w, r, err)
 		return
 	}
 	if !contract.ValidAgentName(body.Name) {
-		a.fail(w, r, holon.Errorf(holon.CodeInvalidRequest, "name %q is not an agent name: 1-64 lowercase letters, digits, - and _", body.Name))
+		h.fail(w, r, holon.Errorf(holon.CodeInvalidRequest, "name %q is not an agent name: 1-64 lowercase letters, digits, - and _", body.Name))
 		return
 	}
 	var input any
 	if len(body.Input) == 0 || json.Unmarshal(body.Input, &input) != nil || input == nil {
-		a.fail(w, r, holon.Errorf(holon.CodeInvalidRequest, `input is required: the example input to send to the endpoint, as JSON (such as {"text": "hello"})`))
+		h.fail(w, r, holon.Errorf(holon.CodeInvalidRequest, `input is required: the example input to send to the endpoint, as JSON (such as {"text": "hello"})`))
 		return
 	}
-	if err := a.checkEndpoint(r.Context(), body.Endpoint); err != nil {
-		a.fail(w, r, err)
+	if err := h.p.CheckEndpoint(r.Context(), body.Endpoint); err != nil {
+		h.fail(w, r, err)
 		return
 	}
 	summary := body.Summary
@@ -71,24 +71,24 @@ func (a *api) draftAgent(w http.ResponseWriter, r *http.Request, _ httprouter.Pa
 	}
 	probe, err := draftManifest(d)
 	if err != nil {
-		a.fail(w, r, err)
+		h.fail(w, r, err)
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), draftTimeout)
 	defer cancel()
-	res := a.hosted.webhook.Run(ctx, &gateway.Invocation{Manifest: probe, Input: body.Input, Receipt: "draft"})
+	res := h.p.cfg.Webhook.Run(ctx, &gateway.Invocation{Manifest: probe, Input: body.Input, Receipt: "draft"})
 	switch res.Outcome.Kind {
 	case contract.OutcomeOutput:
 	case contract.OutcomeError:
-		a.fail(w, r, holon.Errorf(CodeDraftCallFailed, "the endpoint answered the example input with the error %s (%s): send an input it accepts", res.Outcome.Code, res.Message))
+		h.fail(w, r, holon.Errorf(CodeDraftCallFailed, "the endpoint answered the example input with the error %s (%s): send an input it accepts", res.Outcome.Code, res.Message))
 		return
 	default:
-		a.fail(w, r, holon.Errorf(CodeDraftCallFailed, "calling the endpoint failed: %s", orText(res.Message, "no answer")))
+		h.fail(w, r, holon.Errorf(CodeDraftCallFailed, "calling the endpoint failed: %s", orText(res.Message, "no answer")))
 		return
 	}
 	var output any
 	if err := json.Unmarshal(res.Output, &output); err != nil {
-		a.fail(w, r, holon.Errorf(CodeDraftCallFailed, "the endpoint's answer is not JSON: %v", err))
+		h.fail(w, r, holon.Errorf(CodeDraftCallFailed, "the endpoint's answer is not JSON: %v", err))
 		return
 	}
 	d["interface"] = map[string]any{
@@ -97,14 +97,14 @@ func (a *api) draftAgent(w http.ResponseWriter, r *http.Request, _ httprouter.Pa
 	}
 	m, err := draftManifest(d)
 	if err != nil {
-		a.fail(w, r, holon.Errorf(CodeDraftCallFailed, "the answer does not make a valid draft: %v", err))
+		h.fail(w, r, holon.Errorf(CodeDraftCallFailed, "the answer does not make a valid draft: %v", err))
 		return
 	}
 	var y bytes.Buffer
 	enc := yaml.NewEncoder(&y)
 	enc.SetIndent(2)
 	if err := enc.Encode(m); err != nil {
-		a.fail(w, r, err)
+		h.fail(w, r, err)
 		return
 	}
 	web.JSON(w, http.StatusOK, map[string]any{"manifest": m, "yaml": y.String(),

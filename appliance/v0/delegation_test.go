@@ -1,4 +1,4 @@
-package appliance
+package v0_test
 
 import (
 	"bytes"
@@ -19,6 +19,7 @@ import (
 
 	"holon.dev/holon"
 	"holon.dev/holon/appliance/agents"
+	"holon.dev/holon/appliance/v0"
 	"holon.dev/holon/appliance/web"
 	"holon.dev/holon/gateway"
 	"holon.dev/holon/gateway/contract"
@@ -86,11 +87,11 @@ func newDelegationGateway(t *testing.T, remotes ...*contract.Manifest) *delegati
 	g.srv.Start()
 	g.eng = gateway.New(gateway.Config{Store: s, Registry: reg, PublicURL: g.srv.URL, SignupCredit: journal.MustParseAmount("10.00"),
 		Runners: map[string]gateway.Runner{contract.RuntimeDev: dev, contract.RuntimeMCP: runner}})
-	api := withDelegatedCalls(g.eng, slog.New(slog.DiscardHandler), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	api := v0.WithDelegatedCalls(g.eng, slog.New(slog.DiscardHandler), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		web.Error(w, http.StatusUnauthorized, holon.Errorf(web.CodeUnauthenticated, "the API behind: no key"))
 	}))
 	g.srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if tok, ok := delegationToken(r); ok {
+		if tok, ok := web.Bearer(r); ok && strings.HasPrefix(tok, gateway.DelegationTokenPrefix) {
 			g.mu.Lock()
 			g.tok = append(g.tok, tok)
 			g.mu.Unlock()

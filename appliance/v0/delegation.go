@@ -1,4 +1,4 @@
-package appliance
+package v0
 
 import (
 	"encoding/json"
@@ -35,18 +35,14 @@ type delegatedCallBody struct {
 // delegationToken returns the bearer token of a request when it is a
 // delegation token.
 func delegationToken(r *http.Request) (string, bool) {
-	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return "", false
-	}
-	token = strings.TrimSpace(token)
-	return token, strings.HasPrefix(token, gateway.DelegationTokenPrefix)
+	token, ok := web.Bearer(r)
+	return token, ok && strings.HasPrefix(token, gateway.DelegationTokenPrefix)
 }
 
-// withDelegatedCalls serves POST /v0/calls for requests that carry a
+// WithDelegatedCalls serves POST /v0/calls for requests that carry a
 // delegation token, before any API-key authentication, and passes every
 // other request to next.
-func withDelegatedCalls(e *gateway.Engine, log *slog.Logger, next http.Handler) http.Handler {
+func WithDelegatedCalls(e *gateway.Engine, log *slog.Logger, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !serveDelegated(e, log, w, r) {
 			next.ServeHTTP(w, r)
@@ -68,14 +64,6 @@ func serveDelegated(e *gateway.Engine, log *slog.Logger, w http.ResponseWriter, 
 	}
 	serveDelegatedCall(e, log, w, r, token)
 	return true
-}
-
-// serveDelegated is the API's hook for delegated calls: its ServeHTTP calls
-// it after its request checks (NUL characters, body size, the per-address
-// rate limit) and before its router, so that a delegation token never meets
-// API-key authentication.
-func (a *api) serveDelegated(w http.ResponseWriter, r *http.Request) bool {
-	return serveDelegated(a.engine, a.log, w, r)
 }
 
 // serveDelegatedCall runs one delegated call and answers like POST

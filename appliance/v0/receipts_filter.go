@@ -1,4 +1,4 @@
-package appliance
+package v0
 
 import (
 	"net/url"
@@ -8,6 +8,7 @@ import (
 
 	"holon.dev/holon"
 	"holon.dev/holon/appliance/wire"
+	"holon.dev/holon/gateway"
 )
 
 // maxFilterScan bounds the receipts one filtered page reads: a filter that
@@ -83,11 +84,11 @@ func (f receiptFilter) keep(r *holon.Receipt) bool {
 // filteredReceipts pages through fetch (newest first) keeping what the
 // filter keeps, reading at most maxFilterScan receipts. Next is set when
 // there is more to read, even if the page is short.
-func (a *api) filteredReceipts(f receiptFilter, before string, limit int, fetch func(before string, limit int) (holon.ReceiptPage, error)) (wire.ReceiptPage, error) {
+func filteredReceipts(e *gateway.Engine, f receiptFilter, before string, limit int, fetch func(before string, limit int) (holon.ReceiptPage, error)) (wire.ReceiptPage, error) {
 	var out wire.ReceiptPage
 	out.Receipts = []*holon.Receipt{}
 	if !f.until.IsZero() {
-		cursor, none := a.receiptsBefore(f.until)
+		cursor, none := receiptsBefore(e, f.until)
 		if none {
 			return out, nil // no receipt is that old
 		}
@@ -128,8 +129,8 @@ func (a *api) filteredReceipts(f receiptFilter, before string, limit int, fetch 
 // relies on receipts being numbered in the order their calls start; when
 // the search cannot read (a gap in the numbers), it gives no cursor and
 // the filter reads from the newest.
-func (a *api) receiptsBefore(t time.Time) (cursor string, none bool) {
-	_ = a.engine.Store().View(func(tx holon.Tx) error {
+func receiptsBefore(e *gateway.Engine, t time.Time) (cursor string, none bool) {
+	_ = e.Store().View(func(tx holon.Tx) error {
 		n := tx.Counter("receipts") // r1..rN
 		lo, hi, first := uint64(1), n, n+1
 		for lo <= hi {

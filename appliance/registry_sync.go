@@ -1,0 +1,129 @@
+package appliance
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"time"
+
+	"holon.dev/holon"
+	"holon.dev/holon/appliance/accounts"
+	"holon.dev/holon/gateway"
+	"holon.dev/holon/gateway/contract"
+)
+
+// RegistrySyncEvery is how often a gateway on a store several gateways
+// share (holon.SharedStore) reads what the others changed in the
+// registry it keeps in memory: versions published, versions yanked (by
+// their author, by the operator, with a disabled account) and evaluation
+// verdicts. A change made on one gateway is in effect on every other
+// within this and one read. Everything else a call depends on (keys,
+// accounts, mandates, balances) is read from the store by every request.
+const RegistrySyncEvery = time.Second
+
+// registrySync keeps the registry in step with the store, on a store
+// several gateways share (run by recoverEvery). It remembers the versions
+// it tried to list and could not (their lineage), not tried again every
+// pass.
+type registrySync struct {
+	a        *App
+	unlisted map[string]bool
+}
+
+// every runs one pass and logs its error, unless the store is only
+// unreachable for now or ctx ended.
+func (s *registrySync) every(ctx context.Context) {
+	if err := s.pass(); err != nil && ctx.Err() == nil && holon.ErrorCode(err) != holon.CodeStoreUnavailable {
+		s.a.log.Error("read the registry's changes from the store", "err", err)
+	}
+}
+
+// pass reads the published versions, the operator's yanks and the
+// evaluations once, and brings the registry in line with them.
+func (s *registrySync) pass() error {
+	reg := s.a.engine.Registry()
+	yanks, err := accounts.YankedRefs(s.a.store)
+	if err != nil {
+		return err
+	}
+	yanked := map[string]bool{}
+	for _, ref := range yanks {
+		yanked[ref] = true
+	}
+	var fresh []*contract.Manifest
+	var gone []string
+	verdicts := map[string]bool{}
+	err = s.a.store.View(func(tx holon.Tx) error {
+		err := tx.ForEachAgent(func(ref string, d holon.Doc) error {
+			if !d.Published {
+				return nil
+			}
+			_, listed := reg.Get(ref)
+			switch {
+			case d.Yanked != "" || yanked[ref]:
+				if listed {
+					gone = append(gone, ref)
+				}
+			case !listed && !s.unlisted[ref]:
+				m, err := contract.ParseManifest(bytes.Clone(d.Doc))
+				if err != nil {
+					s.unlisted[ref] = true
+					s.a.log.Error("published version does not load: left out", "agent", ref, "err", err)
+					return nil
+				}
+				fresh = append(fresh, m)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		return tx.ForEach(holon.BucketEvals, "", func(ref string, raw json.RawMessage) (bool, error) {
+			var res struct {
+				Passed bool `json:"passed"`
+			}
+			if err := json.Unmarshal(raw, &res); err == nil {
+				verdicts[ref] = res.Passed
+			}
+			return true, nil
+		})
+	})
+	if err != nil {
+		return err
+	}
+	for _, ref := range yanks {
+		if _, listed := reg.Get(ref); listed {
+			gone = append(gone, ref)
+		}
+	}
+	// Upstreams before their forks: each round lists what it can.
+	for len(fresh) > 0 {
+		var next []*contract.Manifest
+		for _, m := range fresh {
+			if _, listed := reg.Get(m.Ref()); listed {
+				continue // listed by this gateway meanwhile
+			}
+			if err := reg.Add(&gateway.AgentVersion{Manifest: m, Facts: contract.AgentFacts{Published: true}}); err != nil {
+				next = append(next, m)
+			}
+		}
+		if len(next) == len(fresh) {
+			for _, m := range next {
+				s.unlisted[m.Ref()] = true
+			}
+			break
+		}
+		fresh = next
+	}
+	for _, ref := range gone {
+		if v, ok := reg.Get(ref); ok && !v.Shipped {
+			reg.Remove(ref)
+		}
+	}
+	for ref, passed := range verdicts {
+		if v, ok := reg.Get(ref); ok && v.Facts.Evaluated != passed {
+			reg.SetFacts(ref, func(f *contract.AgentFacts) { f.Evaluated = passed })
+		}
+	}
+	return nil
+}

@@ -1,0 +1,78 @@
+package v0
+
+import (
+	"net/http"
+
+	"github.com/julienschmidt/httprouter"
+
+	"holon.dev/holon"
+	"holon.dev/holon/appliance/auth"
+	"holon.dev/holon/appliance/token"
+	"holon.dev/holon/appliance/web"
+	"holon.dev/holon/appliance/wire"
+	"holon.dev/holon/gateway"
+)
+
+// listAgents is GET /v0/agents[?q=&capability=&mandate=&limit=&cursor=]:
+// Engine.ListAgents, a page at a time; next is the cursor of the page
+// after ("" at the end).
+func (a *API) listAgents(w http.ResponseWriter, r *http.Request, _ httprouter.Params, p *auth.Principal) {
+	qs := r.URL.Query()
+	limit, err := web.Limit(r, gateway.DefaultAgentLimit, gateway.MaxAgentLimit)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	q := gateway.AgentQuery{Text: qs.Get("q"), Capability: qs.Get("capability"), Mandate: qs.Get("mandate"),
+		Limit: limit, Cursor: qs.Get("cursor")}
+	if q.Mandate == "" && p.Kind == token.KindAgent {
+		q.Mandate = p.Mandate // an agent searches under its one mandate
+	}
+	if q.Mandate != "" {
+		if p.Kind == auth.KindNone {
+			a.fail(w, r, holon.Errorf(web.CodeUnauthenticated, "listing under a mandate needs that mandate's key: send Authorization: Bearer <key>"))
+			return
+		}
+		if !p.SeesMandate(q.Mandate) {
+			a.fail(w, r, web.NotFound("no mandate %s", q.Mandate))
+			return
+		}
+	}
+	page, err := a.cfg.Engine.ListAgents(r.Context(), q)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	out := make([]wire.Agent, 0, len(page.Agents))
+	for _, l := range page.Agents {
+		m := l.Version.Manifest
+		av := wire.Agent{ID: m.ID, Version: m.Version, Summary: m.Summary, Capabilities: m.Capabilities,
+			License: m.License, Pricing: m.Pricing, WorstCase: l.WorstCase, Currency: l.Currency,
+			Record: wire.AgentRecord{Runs: l.Record.Runs, Succeeded: l.Record.Succeeded}, Denied: l.Denied, Proprietary: !m.OpenSource()}
+		if av.Capabilities == nil {
+			av.Capabilities = []string{}
+		}
+		out = append(out, av)
+	}
+	web.JSON(w, http.StatusOK, map[string]any{"agents": out, "total": page.Total, "next": page.Next,
+		"capabilities": page.Capabilities})
+}
+
+func (a *API) getAgent(w http.ResponseWriter, r *http.Request, ps httprouter.Params, _ *auth.Principal) {
+	ref := ps.ByName("ns") + "/" + ps.ByName("name")
+	v, err := a.cfg.Engine.Registry().Resolve(ref)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	rec, err := a.cfg.Engine.Record(v.Manifest.Ref())
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	d := wire.AgentDetail{Manifest: v.Manifest, Record: rec, Versions: []string{}}
+	for _, x := range a.cfg.Engine.Registry().Versions(v.Manifest.ID) {
+		d.Versions = append(d.Versions, x.Manifest.Version)
+	}
+	web.JSON(w, http.StatusOK, d)
+}

@@ -1,0 +1,32 @@
+package bench
+
+import (
+	"path/filepath"
+	"testing"
+
+	"holon.dev/holon/backup"
+	"holon.dev/holon/kv"
+)
+
+// Ensure that the store the start-up and backup rows build passes holon
+// verify, as a gateway's would: the bench leaves no store that does not.
+func TestBuildReceipts_Verifies(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "holon.db")
+	if _, err := buildReceipts(t.Context(), path, 1000); err != nil {
+		t.Fatal(err)
+	}
+	s, err := kv.OpenReadOnly(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	rep, err := backup.Verify(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range rep.Checks {
+		if !c.OK() {
+			t.Errorf("check %s failed: %v", c.Name, c.Problems)
+		}
+	}
+}
