@@ -215,6 +215,32 @@ func (l *pgLoader) moveStaged() error {
 	}
 	l.counts["budget_windows"] = tag.RowsAffected()
 	delete(l.counts, "budget_windows_stage")
+	// Refunds stay within their receipts (the rule version 8's trigger
+	// keeps for every later write), checked here for the rows loaded.
+	var bad []string
+	rows, err := l.tx.Query(l.ctx, `SELECT d.doc ->> 'receipt', sum((d.doc ->> 'amount')::numeric)::text, coalesce(r.cost_own::text, 'none'), coalesce(r.billed, false)
+		FROM app_docs d LEFT JOIN receipts r ON r.id = d.doc ->> 'receipt' WHERE d.bucket = 'refunds'
+		GROUP BY d.doc ->> 'receipt', r.cost_own, r.billed
+		HAVING r.cost_own IS NULL OR NOT r.billed OR sum((d.doc ->> 'amount')::numeric) > r.cost_own`)
+	if err != nil {
+		return fmt.Errorf("check the refunds: %w", err)
+	}
+	for rows.Next() {
+		var id, refunded, own string
+		var billed bool
+		if err := rows.Scan(&id, &refunded, &own, &billed); err != nil {
+			rows.Close()
+			return err
+		}
+		bad = append(bad, fmt.Sprintf("receipt %s (cost.own %s, billed %v) is refunded %s", id, own, billed, refunded))
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if len(bad) > 0 {
+		return fmt.Errorf("%w: refunds above their receipts: %s", ErrCorrupt, strings.Join(bad, "; "))
+	}
 	for receipt, w := range l.holdWindows {
 		if _, err := l.tx.Exec(l.ctx, `UPDATE holds SET budget_window = $2 WHERE receipt = $1`, receipt, w); err != nil {
 			return fmt.Errorf("load the budget window of hold %s: %w", receipt, err)

@@ -48,6 +48,13 @@ func TestBackup_Refunds(t *testing.T) {
 		t.Fatal(err)
 	}
 	ls := lines(want)
+	// The loader refuses a refund above its receipt, as the schema's
+	// constraints refuse one from a gateway.
+	above := reseal(t, editRow(t, ls, holon.BucketRefunds, `"k":"r1/000001"`, func(v map[string]any) { v["amount"] = "0.09" }))
+	if _, err := backup.LoadPostgres(context.Background(), bytes.NewReader(above), srv.CreateDB(t, "refunds_above"), nil); err == nil ||
+		!strings.Contains(err.Error(), "receipt r1 (cost.own 0.080000, billed true) is refunded 0.09") {
+		t.Errorf("loading a refund above its receipt: %v", err)
+	}
 	for _, tt := range []struct {
 		name, check, msg string
 		edit             func([]string) []string
