@@ -164,3 +164,41 @@ func TestMCP_MultiRoundTripState(t *testing.T) {
 		t.Errorf("the rejected approval: %v", got)
 	}
 }
+
+// Ensure that, at each revision, /mcp declares tools and no prompts or
+// resources, and answers the methods of those it does not declare with
+// method not found (the SDK would answer empty lists, which a 2026-07-28
+// client may take for prompts offered without being declared).
+func TestMCP_OnlyDeclaredCapabilities(t *testing.T) {
+	for _, rev := range []string{"2025-11-25", "2026-07-28"} {
+		t.Run(rev, func(t *testing.T) {
+			ta := newHostedApp(t)
+			ann := ta.signup("ann")
+			cs, err := dialMCPAt(ta.srv.URL+"/mcp", ann.agentKey, rev, nil)
+			if err != nil {
+				t.Fatalf("connect at %s: %v", rev, err)
+			}
+			defer cs.Close()
+			caps := cs.InitializeResult().Capabilities
+			if caps.Tools == nil || caps.Prompts != nil || caps.Resources != nil {
+				t.Errorf("capabilities %+v, want tools only (and logging)", caps)
+			}
+			ctx := context.Background()
+			if _, err := cs.ListTools(ctx, nil); err != nil {
+				t.Errorf("tools/list: %v", err)
+			}
+			for method, call := range map[string]func() error{
+				"prompts/list":   func() error { _, err := cs.ListPrompts(ctx, nil); return err },
+				"resources/list": func() error { _, err := cs.ListResources(ctx, nil); return err },
+				"resources/read": func() error {
+					_, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "holon://receipts/r1"})
+					return err
+				},
+			} {
+				if err := call(); err == nil || !strings.Contains(err.Error(), "method not found") {
+					t.Errorf("%s: %v, want method not found", method, err)
+				}
+			}
+		})
+	}
+}

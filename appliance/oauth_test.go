@@ -29,6 +29,20 @@ type oauthFlow struct {
 	clientID string
 	redirect string
 	verifier string
+	// scope is the authorization request's scope parameter (none when
+	// empty).
+	scope string
+	// issuer is the gateway's public origin when it is not the test
+	// server's (HOLON_PUBLIC_URL set to another front).
+	issuer string
+}
+
+// origin is the issuer the flow expects: the gateway's public origin.
+func (f *oauthFlow) origin() string {
+	if f.issuer != "" {
+		return f.issuer
+	}
+	return f.ta.srv.URL
 }
 
 // newOAuthClient registers a public client with one loopback redirect URI.
@@ -54,11 +68,15 @@ func challengeOf(verifier string) string {
 
 // request is the authorization request's parameters.
 func (f *oauthFlow) request() map[string]any {
-	return map[string]any{
+	req := map[string]any{
 		"response_type": "code", "client_id": f.clientID, "redirect_uri": f.redirect,
 		"code_challenge": challengeOf(f.verifier), "code_challenge_method": "S256", "state": "st-42",
-		"resource": f.ta.srv.URL + "/mcp",
+		"resource": f.origin() + "/mcp",
 	}
+	if f.scope != "" {
+		req["scope"] = f.scope
+	}
+	return req
 }
 
 // authorize has the human allow the client under a mandate and returns
@@ -74,7 +92,7 @@ func (f *oauthFlow) authorize(mandate string) string {
 		t.Fatalf("redirect %v", out)
 	}
 	q := u.Query()
-	if q.Get("state") != "st-42" || q.Get("iss") != f.ta.srv.URL || !strings.HasPrefix(q.Get("code"), "hlk_c_") {
+	if q.Get("state") != "st-42" || q.Get("iss") != f.origin() || !strings.HasPrefix(q.Get("code"), "hlk_c_") {
 		t.Fatalf("redirect query %v", q)
 	}
 	return q.Get("code")
@@ -101,11 +119,11 @@ func (f *oauthFlow) tokenRequest(form url.Values) (int, map[string]any) {
 
 func (f *oauthFlow) exchange(code, verifier string) (int, map[string]any) {
 	return f.tokenRequest(url.Values{"grant_type": {"authorization_code"}, "code": {code},
-		"code_verifier": {verifier}, "redirect_uri": {f.redirect}, "resource": {f.ta.srv.URL + "/mcp"}})
+		"code_verifier": {verifier}, "redirect_uri": {f.redirect}, "resource": {f.origin() + "/mcp"}})
 }
 
 func (f *oauthFlow) refresh(token string) (int, map[string]any) {
-	return f.tokenRequest(url.Values{"grant_type": {"refresh_token"}, "refresh_token": {token}, "resource": {f.ta.srv.URL + "/mcp"}})
+	return f.tokenRequest(url.Values{"grant_type": {"refresh_token"}, "refresh_token": {token}, "resource": {f.origin() + "/mcp"}})
 }
 
 // tokens runs the flow to its first tokens.
@@ -145,7 +163,7 @@ func mcpInit(t *testing.T, base, token string) (int, string, string) {
 func TestOAuth_Discovery(t *testing.T) {
 	ta := newHostedApp(t)
 	status, www, _ := mcpInit(t, ta.srv.URL, "")
-	want := `Bearer resource_metadata="` + ta.srv.URL + `/.well-known/oauth-protected-resource"`
+	want := `Bearer resource_metadata="` + ta.srv.URL + `/.well-known/oauth-protected-resource", scope="agents:call"`
 	if status != http.StatusUnauthorized || www != want {
 		t.Fatalf("/mcp without a token: %d %q, want 401 %q", status, www, want)
 	}
@@ -220,8 +238,9 @@ func TestOAuth_RedirectURIs(t *testing.T) {
 
 // Ensure that the token endpoint refuses a wrong PKCE verifier and a
 // reused code (which also revokes what the code gave), that a token works
-// at /mcp only, for its own resource, until it expires, and that a refresh
-// token used twice revokes the whole family.
+// only on its scopes' routes (not GET /v0/me), for its own resource,
+// until it expires, and that a refresh token used twice revokes the
+// whole family.
 func TestOAuth_Refusals(t *testing.T) {
 	clock := &fixedClock{now: time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)}
 	ta := newHostedApp(t, func(c *appliance.Config) { c.Now = clock.Now })
@@ -256,11 +275,11 @@ func TestOAuth_Refusals(t *testing.T) {
 			t.Errorf("/mcp after the code came back: %d %q, want 401 invalid_token", status, www)
 		}
 	})
-	t.Run("for /mcp only", func(t *testing.T) {
+	t.Run("for its scopes' routes only", func(t *testing.T) {
 		access, refresh := f.tokens("ann/sandbox")
 		secrets = append(secrets, access, refresh)
 		status, out := ta.as(access).do("GET", "/v0/me", nil)
-		if status != http.StatusUnauthorized || !strings.Contains(str(out), "/mcp only") {
+		if status != http.StatusUnauthorized || !strings.Contains(str(out), "reaches only /mcp") {
 			t.Errorf("GET /v0/me with an access token: %d %v", status, out)
 		}
 		status, tok := f.tokenRequest(url.Values{"grant_type": {"refresh_token"}, "refresh_token": {refresh}, "resource": {"https://other.example/mcp"}})

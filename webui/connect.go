@@ -29,14 +29,26 @@ var oauthParams = []string{"response_type", "client_id", "redirect_uri", "code_c
 // authorization is the API's description of a request
 // (GET /v0/oauth/authorization).
 type authorization struct {
-	ClientID      string `json:"client_id"`
-	ClientName    string `json:"client_name"`
-	ClientURI     string `json:"client_uri"`
-	RedirectURI   string `json:"redirect_uri"`
-	Resource      string `json:"resource"`
-	Scope         string `json:"scope"`
-	ErrorRedirect string `json:"error_redirect"`
-	Redirect      string `json:"redirect"`
+	ClientID    string `json:"client_id"`
+	ClientName  string `json:"client_name"`
+	ClientURI   string `json:"client_uri"`
+	RedirectURI string `json:"redirect_uri"`
+	Resource    string `json:"resource"`
+	// Scope is what the application will be allowed (space-separated
+	// scopes), Scopes each with what it allows, UnknownScopes what it
+	// asked for that the gateway does not offer.
+	Scope         string      `json:"scope"`
+	Scopes        []scopeView `json:"scopes"`
+	UnknownScopes []string    `json:"unknown_scopes"`
+	ErrorRedirect string      `json:"error_redirect"`
+	Redirect      string      `json:"redirect"`
+}
+
+// scopeView is one scope the application will be allowed, and what it
+// lets it do.
+type scopeView struct {
+	Name   string `json:"name"`
+	Allows string `json:"allows"`
 }
 
 type connectPage struct {

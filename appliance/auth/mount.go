@@ -29,8 +29,9 @@ type Mount struct {
 	// (nil: no limit, a dev gateway).
 	Accounts ratelimit.Limiter
 	// Challenge, when set, adds the WWW-Authenticate header of a refusal
-	// for want of a credential (invalid tells a bad one from none).
-	Challenge func(w http.ResponseWriter, r *http.Request, invalid bool)
+	// for want of a credential: err is nil when none was sent, else why
+	// the one sent was refused.
+	Challenge func(w http.ResponseWriter, r *http.Request, err error)
 }
 
 // Handle registers an endpoint behind authentication, its access rule and
@@ -40,7 +41,7 @@ func (m *Mount) Handle(method, path string, acc Access, h Handler) {
 	m.Router.Handle(method, path, func(w http.ResponseWriter, r *http.Request, ps httprouter.Params) {
 		p, err := m.Chain.Authenticate(r)
 		if err != nil {
-			m.challenge(w, r, true)
+			m.challenge(w, r, err)
 			web.Fail(m.Log, w, r, err)
 			return
 		}
@@ -49,7 +50,7 @@ func (m *Mount) Handle(method, path string, acc Access, h Handler) {
 		}
 		if !p.May(acc) {
 			if p.Kind == KindNone {
-				m.challenge(w, r, false)
+				m.challenge(w, r, nil)
 				web.Fail(m.Log, w, r, holon.Errorf(web.CodeUnauthenticated, "%s needs %s: send it as Authorization: Bearer <key>", what, acc.Describe()))
 			} else {
 				web.Fail(m.Log, w, r, holon.Errorf(web.CodeForbidden, "%s needs %s; this request carries %s", what, acc.Describe(), p.Describe()))
@@ -66,8 +67,8 @@ func (m *Mount) Handle(method, path string, acc Access, h Handler) {
 	})
 }
 
-func (m *Mount) challenge(w http.ResponseWriter, r *http.Request, invalid bool) {
+func (m *Mount) challenge(w http.ResponseWriter, r *http.Request, err error) {
 	if m.Challenge != nil {
-		m.Challenge(w, r, invalid)
+		m.Challenge(w, r, err)
 	}
 }

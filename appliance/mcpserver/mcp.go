@@ -137,6 +137,7 @@ func New(engine *gateway.Engine, log *slog.Logger, keyLive func(hash string) (bo
 		Instructions: mcpInstructions,
 		Logger:       quiet,
 	})
+	m.server.AddReceivingMiddleware(onlyDeclared)
 	m.addTools()
 	stream := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return m.server }, &mcp.StreamableHTTPOptions{
 		Logger:         quiet,

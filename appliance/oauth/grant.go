@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"strings"
 
 	"github.com/julienschmidt/httprouter"
 
@@ -57,11 +58,16 @@ type authorizationAnswer struct {
 	ClientURI  string `json:"client_uri,omitempty"`
 	// RedirectURI is where the browser goes next; Redirect is that URI
 	// with the answer in its query (after a decision).
-	RedirectURI   string `json:"redirect_uri,omitempty"`
-	Resource      string `json:"resource,omitempty"`
-	Scope         string `json:"scope,omitempty"`
-	ErrorRedirect string `json:"error_redirect,omitempty"`
-	Redirect      string `json:"redirect,omitempty"`
+	RedirectURI string `json:"redirect_uri,omitempty"`
+	Resource    string `json:"resource,omitempty"`
+	// Scope is the scopes the token will carry (space-separated), Scopes
+	// what each lets the application do, and UnknownScopes the names it
+	// asked for that this server does not offer (not granted).
+	Scope         string      `json:"scope,omitempty"`
+	Scopes        []scopeInfo `json:"scopes,omitempty"`
+	UnknownScopes []string    `json:"unknown_scopes,omitempty"`
+	ErrorRedirect string      `json:"error_redirect,omitempty"`
+	Redirect      string      `json:"redirect,omitempty"`
 }
 
 // pkceChallenge is a S256 code challenge: base64url of a SHA-256, no
@@ -103,8 +109,9 @@ func (s *Server) checkRequest(r *http.Request, q *authorizationRequest) (*client
 	case len(q.State) > 1000 || len(q.Scope) > 1000:
 		return refuse("invalid_request", "state and scope are at most 1000 characters")
 	}
+	granted, unknown := grantScope(q.Scope)
 	return c, &authorizationAnswer{ClientID: c.ID, ClientName: c.Name, ClientURI: c.URI, RedirectURI: q.RedirectURI,
-		Resource: s.resource(r), Scope: q.Scope}, nil
+		Resource: s.resource(r), Scope: strings.Join(granted, " "), Scopes: scopeInfos(granted), UnknownScopes: unknown}, nil
 }
 
 // redirectWith is a redirect URI with the answer's parameters, the state
@@ -189,7 +196,7 @@ func (s *Server) grantAuthorization(w http.ResponseWriter, r *http.Request, _ ht
 	}
 	now := s.now().UTC()
 	rec := code{Client: c.ID, ClientName: c.Name, RedirectURI: body.RedirectURI, Challenge: body.CodeChallenge,
-		Resource: s.resource(r), Scope: body.Scope, Account: p.Account, Mandate: body.Mandate, Ask: body.AskInClient,
+		Resource: s.resource(r), Scope: ans.Scope, Account: p.Account, Mandate: body.Mandate, Ask: body.AskInClient,
 		Expires: now.Add(codeTTL)}
 	err = s.store.Update(r.Context(), func(tx holon.Tx) error {
 		acct, err := accounts.Get(tx, p.Account)

@@ -130,17 +130,27 @@ func (s *Server) issuer(r *http.Request) string { return s.origin.Base(r) }
 // to: the /mcp endpoint.
 func (s *Server) resource(r *http.Request) string { return s.issuer(r) + "/mcp" }
 
-// challenge adds to a 401 from /mcp the header that starts discovery
-// (RFC 9728 §5.1); invalid says a token was sent and refused.
-func (s *Server) challenge(w http.ResponseWriter, r *http.Request, invalid bool) {
-	if r.URL.Path != "/mcp" {
-		return
+// challenge adds the WWW-Authenticate header of a refusal for want of a
+// credential (RFC 6750 §3, RFC 9728 §5.1): on a 401 from /mcp, where
+// discovery starts, the protected resource metadata and the scope /mcp
+// needs (invalid_token when a bad one was sent); on a 403 for want of a
+// scope, at any route a token reaches, insufficient_scope and the scope
+// the route needs, so that the client can ask the human for it (step-up
+// authorization).
+func (s *Server) challenge(w http.ResponseWriter, r *http.Request, err error) {
+	var se *scopeError
+	switch {
+	case errors.As(err, &se):
+		w.Header().Set("WWW-Authenticate", fmt.Sprintf("Bearer resource_metadata=%q, error=%q, scope=%q, error_description=%q",
+			s.issuer(r)+prmPath, CodeInsufficientScope, se.scope, "this request needs the scope "+se.scope))
+	case r.URL.Path != "/mcp":
+	default:
+		v := fmt.Sprintf("Bearer resource_metadata=%q, scope=%q", s.issuer(r)+prmPath, ScopeAgents)
+		if err != nil {
+			v += `, error="invalid_token"`
+		}
+		w.Header().Set("WWW-Authenticate", v)
 	}
-	v := fmt.Sprintf("Bearer resource_metadata=%q", s.issuer(r)+prmPath)
-	if invalid {
-		v += `, error="invalid_token"`
-	}
-	w.Header().Set("WWW-Authenticate", v)
 }
 
 // corsPreflight answers a browser's preflight for the authorization
@@ -166,6 +176,7 @@ func (s *Server) protectedResourceMetadata(w http.ResponseWriter, r *http.Reques
 		Resource:               iss + "/mcp",
 		AuthorizationServers:   []string{iss},
 		BearerMethodsSupported: []string{"header"},
+		ScopesSupported:        scopeNames(),
 		ResourceName:           "Holon gateway",
 		ResourceDocumentation:  iss + "/console/",
 	})
@@ -184,6 +195,7 @@ type authServerMeta struct {
 	TokenEndpointAuthMethods      []string `json:"token_endpoint_auth_methods_supported"`
 	CodeChallengeMethodsSupported []string `json:"code_challenge_methods_supported"`
 	IssParameterSupported         bool     `json:"authorization_response_iss_parameter_supported"`
+	ScopesSupported               []string `json:"scopes_supported"`
 	// ClientIDMetadataDocuments: a client_id may be the https URL of the
 	// client's metadata document (cimd.go), instead of registering.
 	ClientIDMetadataDocuments bool   `json:"client_id_metadata_document_supported"`
@@ -203,6 +215,7 @@ func (s *Server) authServerMetadata(w http.ResponseWriter, r *http.Request, _ ht
 		TokenEndpointAuthMethods:      []string{"none"},
 		CodeChallengeMethodsSupported: []string{"S256"},
 		IssParameterSupported:         true,
+		ScopesSupported:               scopeNames(),
 		ClientIDMetadataDocuments:     true,
 		ServiceDocumentation:          iss + "/console/",
 	})

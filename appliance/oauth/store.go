@@ -40,10 +40,13 @@ type code struct {
 
 // access is an access token, by its hash ("access/<sha256>").
 type access struct {
-	KeyHash  string    `json:"key_hash"`
-	Prefix   string    `json:"prefix"`
-	Resource string    `json:"resource"`
-	Expires  time.Time `json:"expires"`
+	KeyHash  string `json:"key_hash"`
+	Prefix   string `json:"prefix"`
+	Resource string `json:"resource"`
+	// Scope is the scopes it carries, space-separated (grantScope); none
+	// in a token issued before scopes existed: ScopeAgents.
+	Scope   string    `json:"scope,omitempty"`
+	Expires time.Time `json:"expires"`
 }
 
 // refresh is a refresh token, by its hash ("refresh/<sha256>").

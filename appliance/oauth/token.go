@@ -266,6 +266,7 @@ func (s *Server) refresh(r *http.Request, c *client, secret string) (*tokenAnswe
 
 // issueTokens stores a new access token and refresh token for a key.
 func (s *Server) issueTokens(tx holon.Tx, key *auth.Key, client, resource, scope string, now time.Time) (*tokenAnswer, error) {
+	scope = strings.Join(storedScope(scope), " ")
 	if err := s.prune(tx, now); err != nil {
 		return nil, err
 	}
@@ -286,7 +287,7 @@ func (s *Server) issueTokens(tx holon.Tx, key *auth.Key, client, resource, scope
 		return nil, err
 	}
 	ak := secretKey("access", accessToken)
-	if err := tx.Put(holon.BucketOAuth, ak, access{KeyHash: key.Hash, Prefix: key.Prefix, Resource: resource, Expires: now.Add(accessTTL)}); err != nil {
+	if err := tx.Put(holon.BucketOAuth, ak, access{KeyHash: key.Hash, Prefix: key.Prefix, Resource: resource, Scope: scope, Expires: now.Add(accessTTL)}); err != nil {
 		return nil, err
 	}
 	rt := refresh{KeyHash: key.Hash, Client: client, Resource: resource, Scope: scope, Expires: now.Add(refreshTTL), Access: ak}
@@ -313,10 +314,11 @@ func (s *Server) tokenPrincipal(r *http.Request, bearer string) (*auth.Principal
 		return nil, fmt.Errorf("authenticate: %w", err)
 	case !s.now().Before(rec.Expires):
 		return nil, holon.Errorf(web.CodeInvalidKey, "the access bearer expired at %s: refresh it", rec.Expires.UTC().Format(time.RFC3339))
-	case r.URL.Path != "/mcp":
-		return nil, holon.Errorf(web.CodeInvalidKey, "an OAuth access bearer is good for /mcp only; the HTTP API takes keys (hlk_h_… or hlk_a_…)")
 	case rec.Resource != s.resource(r):
 		return nil, holon.Errorf(web.CodeInvalidKey, "the access bearer was issued for %s, not for %s", rec.Resource, s.resource(r))
+	}
+	if err := needScope(r, storedScope(rec.Scope)); err != nil {
+		return nil, err
 	}
 	return s.accounts.KeyPrincipal(rec.KeyHash, token.KindAgent, rec.Prefix)
 }

@@ -55,11 +55,12 @@ var httpStatus = map[string]int{
 	holon.CodeStoreUnavailable: http.StatusServiceUnavailable,
 
 	// The hosted product (appliance/errors.go, publish.go, signin.go,
-	// files.go, oauth_grant.go, mcp.go, mcpcall.go).
+	// files, oauth, mcpserver).
 	CodeUnauthenticated:          http.StatusUnauthorized,
 	CodeInvalidKey:               http.StatusUnauthorized,
 	CodeForbidden:                http.StatusForbidden,
 	"origin_not_allowed":         http.StatusForbidden,
+	"insufficient_scope":         http.StatusForbidden,
 	"host_not_allowed":           http.StatusMisdirectedRequest,
 	"email_disabled":             http.StatusForbidden,
 	"email_unverified":           http.StatusForbidden,

@@ -24,13 +24,18 @@ import (
 
 // The official MCP conformance suite (npm @modelcontextprotocol/conformance,
 // pinned by testdata/conformance's lockfile) run against a real gateway's
-// /mcp. Every scenario the suite lists for the revision /mcp serves is in
+// /mcp. Every scenario the suite lists for each revision /mcp serves is in
 // one of the tables below: it must pass, or it is not applicable, and the
 // table says why. A scenario the suite lists that no table names fails the
 // test, so a new version of the suite cannot skip anything silently.
 
-// conformanceRevision is the MCP revision whose scenarios run.
-const conformanceRevision = "2025-11-25"
+// The MCP revisions whose scenarios run: /mcp serves both. At
+// 2026-07-28 the suite runs the frozen set that revision requires (and
+// reports, unscored, the extension and pending scenarios beside it).
+const (
+	conformanceRevision = "2025-11-25"
+	statelessRevision   = "2026-07-28"
+)
 
 // Reasons a scenario does not apply to Holon's /mcp.
 const (
@@ -38,6 +43,7 @@ const (
 	naPrompts     = "prompts: /mcp offers no prompts (it serves tools only)"
 	naResources   = "resources: /mcp offers no resources (it serves tools only)"
 	naCompletion  = "completion/complete completes prompt and resource arguments, and /mcp offers neither"
+	naTasks       = "the tasks extension (reported, never scored, for 2026-07-28): /mcp offers no tasks; a call runs to its end within its request, and a held one waits as an approval"
 )
 
 // serverScenarios are the server scenarios of the suite and what Holon
@@ -65,18 +71,105 @@ var serverScenarios = map[string]string{
 	"elicitation-sep1330-enums":     fmt.Sprintf(naFixtureTool, "test_elicitation_sep1330_enums"),
 	"json-schema-2020-12":           fmt.Sprintf(naFixtureTool, "json_schema_2020_12_tool") + "; Holon's tools' schemas are draft 2020-12, checked by tools-list's schema validation",
 	"server-sse-polling":            "/mcp does not resume streams by event id (no event store), so the suite finds nothing to check: it reports no check at all",
-	"resources-list":                "",
+	"resources-list":                naResources + "; it answers resources/list, as every method of a capability it does not declare, with method not found",
 	"resources-read-text":           naResources,
 	"resources-read-binary":         naResources,
 	"resources-templates-read":      naResources,
 	"resources-subscribe":           naResources,
 	"resources-unsubscribe":         naResources,
-	"prompts-list":                  "",
+	"prompts-list":                  naPrompts + "; it answers prompts/list, as every method of a capability it does not declare, with method not found",
 	"prompts-get-simple":            naPrompts,
 	"prompts-get-with-args":         naPrompts,
 	"prompts-get-embedded-resource": naPrompts,
 	"prompts-get-with-image":        naPrompts,
 }
+
+// statelessScenarios are the server scenarios of 2026-07-28 and what
+// Holon does with each, as serverScenarios.
+var statelessScenarios = map[string]string{
+	"server-stateless":            "",
+	"tools-list":                  "",
+	"server-sse-multiple-streams": "",
+	"dns-rebinding-protection":    "",
+	"caching":                     "",
+	"input-required-result-missing-input-response":  "",
+	"input-required-result-unsupported-methods":     "",
+	"input-required-result-ignore-extra-params":     "",
+	"input-required-result-validate-input":          "",
+	"http-header-validation":                        "",
+	"completion-complete":                           naCompletion,
+	"tools-call-simple-text":                        fmt.Sprintf(naFixtureTool, "test_simple_text"),
+	"tools-call-image":                              fmt.Sprintf(naFixtureTool, "test_image_content"),
+	"tools-call-audio":                              fmt.Sprintf(naFixtureTool, "test_audio_content"),
+	"tools-call-embedded-resource":                  fmt.Sprintf(naFixtureTool, "test_embedded_resource"),
+	"tools-call-mixed-content":                      fmt.Sprintf(naFixtureTool, "test_multiple_content_types"),
+	"tools-call-error":                              fmt.Sprintf(naFixtureTool, "test_error_handling") + "; Holon's own tool errors (isError with the gateway's code) are checked by the Go and TypeScript clients' tests",
+	"tools-call-with-progress":                      fmt.Sprintf(naFixtureTool, "test_tool_with_progress"),
+	"json-schema-2020-12":                           fmt.Sprintf(naFixtureTool, "json_schema_2020_12_tool") + "; Holon's tools' schemas are draft 2020-12, checked by tools-list's schema validation",
+	"resources-list":                                naResources + "; it answers resources/list, as every method of a capability it does not declare, with method not found",
+	"resources-read-text":                           naResources,
+	"resources-read-binary":                         naResources,
+	"resources-templates-read":                      naResources,
+	"sep-2164-resource-not-found":                   naResources + " (resources/read of an unknown resource)",
+	"prompts-list":                                  naPrompts + "; it answers prompts/list, as every method of a capability it does not declare, with method not found",
+	"prompts-get-simple":                            naPrompts,
+	"prompts-get-with-args":                         naPrompts,
+	"prompts-get-embedded-resource":                 naPrompts,
+	"prompts-get-with-image":                        naPrompts,
+	"input-required-result-basic-elicitation":       fmt.Sprintf(naFixtureTool, "test_input_required_result_elicitation") + "; Holon's approval forms are input requests at 2026-07-28, checked by TestMCP_BothRevisions with the Go SDK's client",
+	"input-required-result-basic-sampling":          fmt.Sprintf(naFixtureTool, "test_input_required_result_sampling") + "; Holon never asks the client's model to sample",
+	"input-required-result-basic-list-roots":        fmt.Sprintf(naFixtureTool, "test_input_required_result_list_roots") + "; Holon never asks for the client's roots",
+	"input-required-result-request-state":           fmt.Sprintf(naFixtureTool, "test_input_required_result_request_state") + "; Holon's request state (sealed per key) is checked by TestMCP_BothRevisions",
+	"input-required-result-multiple-input-requests": fmt.Sprintf(naFixtureTool, "test_input_required_result_multiple_inputs") + "; Holon asks one input at a time (the approval form)",
+	"input-required-result-multi-round":             fmt.Sprintf(naFixtureTool, "test_input_required_result_multi_round"),
+	"input-required-result-result-type":             fmt.Sprintf(naFixtureTool, "test_input_required_result_elicitation"),
+	"input-required-result-tampered-state":          fmt.Sprintf(naFixtureTool, "test_input_required_result_tampered_state") + "; Holon refuses a request state it did not seal for the key, checked by TestMCP_BothRevisions",
+	"input-required-result-capability-check":        fmt.Sprintf(naFixtureTool, "test_input_required_result_capabilities"),
+	"input-required-result-non-tool-request":        "asks for the suite's own fixture prompt (test_input_required_result_prompt); " + naPrompts,
+	"http-custom-header-server-validation":          "no tool of /mcp declares a parameter mirrored in a header (x-mcp-header), so the suite has nothing to check: it reports each check as not testable",
+	"tasks-lifecycle":                               naTasks,
+	"tasks-capability-negotiation":                  naTasks,
+	"tasks-wire-fields":                             naTasks,
+	"tasks-request-state-removal":                   naTasks,
+	"tasks-mrtr-input":                              naTasks,
+	"tasks-request-headers":                         naTasks,
+	"tasks-dispatch-and-envelope":                   naTasks,
+	"tasks-status-notifications":                    naTasks,
+	"tasks-required-task-error":                     naTasks,
+	"tasks-mrtr-composition":                        naTasks,
+}
+
+// naChecks are the checks of a scenario that must otherwise pass which do
+// not apply, by scenario, check id and why: server-stateless's need a
+// diagnostic tool of the suite's own reference server (the suite reports
+// each as a failed "not testable" check), caching's ask for lists of
+// prompts and resources, which /mcp does not offer.
+var naChecks = map[string]map[string]string{
+	"caching": {
+		"sep-2549-prompts-list-caching-hints":             naPrompts + "; prompts/list is method not found",
+		"sep-2549-resources-list-caching-hints":           naResources + "; resources/list is method not found",
+		"sep-2549-resources-templates-list-caching-hints": naResources + "; resources/templates/list is method not found",
+	},
+	"server-stateless": {
+		"sep-2575-server-rejects-undeclared-capability":          fmt.Sprintf(naFixtureTool, "test_missing_capability"),
+		"sep-2575-missing-capability-http-400":                   fmt.Sprintf(naFixtureTool, "test_missing_capability"),
+		"sep-2575-http-server-no-independent-requests-on-stream": fmt.Sprintf(naFixtureTool, "test_streaming_elicitation") + "; /mcp sends no request of its own on a response stream at 2026-07-28 (approvals are input requests)",
+		"sep-2575-server-no-log-without-loglevel":                fmt.Sprintf(naFixtureTool, "test_logging_tool") + "; /mcp sends no log messages",
+	},
+}
+
+// devNAChecks are checks that do not apply to the dev gateway alone: the
+// probe sends its request to the URL without its query, and the dev
+// gateway's /mcp needs ?mandate= there to know whose mandate it acts
+// under (the hosted gateway, whose URL has no query, passes them).
+var devNAChecks = map[string]map[string]string{
+	"http-header-validation": {
+		"sep-2243-server-accepts-whitespace-header-value": naDevQuery,
+		"sep-2243-header-name-case-insensitive":           naDevQuery,
+	},
+}
+
+const naDevQuery = "the probe drops the URL's query (?mandate=alice/sandbox), which a dev gateway's /mcp needs; the hosted gateway passes this check"
 
 // authScenarios are the authorization-server scenarios, run against a
 // hosted gateway (a dev gateway has no authorization server).
@@ -176,19 +269,37 @@ func suiteResults(t *testing.T, dir, kind string) map[string][]suiteCheck {
 	return out
 }
 
-// listScenarios is what the suite lists of one kind for the revision.
-func listScenarios(t *testing.T, node, suite, kind string) []string {
+// listScenarios is what the suite lists of one kind for a revision. At
+// 2026-07-28 the server scenarios are the frozen set the revision
+// requires and the unscored ones the suite runs beside them (those marked
+// [server] under "never scored").
+func listScenarios(t *testing.T, node, suite, kind, revision string) []string {
 	t.Helper()
-	out, err := exec.Command(node, suite, "list", "--"+kind, "--spec-version", conformanceRevision).CombinedOutput()
+	args := []string{suite, "list", "--" + kind, "--spec-version", revision}
+	frozen := revision == statelessRevision && kind == "server"
+	if frozen {
+		args = []string{suite, "list", "--requirements", revision}
+	}
+	out, err := exec.Command(node, args...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("conformance list: %v\n%s", err, out)
 	}
 	var names []string
+	section := ""
 	for _, line := range strings.Split(string(out), "\n") {
-		if name, ok := strings.CutPrefix(strings.TrimSpace(line), "- "); ok {
-			name, _, _ = strings.Cut(name, " ")
-			names = append(names, name)
+		trimmed := strings.TrimSpace(line)
+		if !strings.HasPrefix(line, " ") && trimmed != "" {
+			section = trimmed
 		}
+		name, ok := strings.CutPrefix(trimmed, "- ")
+		if !ok {
+			continue
+		}
+		name, tag, _ := strings.Cut(name, " ")
+		if frozen && !strings.HasPrefix(section, "Server scenarios") && tag != "[server]" {
+			continue
+		}
+		names = append(names, name)
 	}
 	if len(names) == 0 {
 		t.Fatalf("conformance list named no %s scenario:\n%s", kind, out)
@@ -199,7 +310,11 @@ func listScenarios(t *testing.T, node, suite, kind string) []string {
 // judge checks a run's results against the verdicts: every listed
 // scenario ran; one that must pass has no failed check; one that does not
 // apply is reported with its reason. It returns the report's lines.
-func judge(t *testing.T, mode string, listed []string, verdicts map[string]string, results map[string][]suiteCheck) []string {
+//
+// naChecks names, by scenario and check id, the checks of a scenario that
+// must pass which do not apply, and why: their failure is reported as
+// not applicable.
+func judge(t *testing.T, mode string, listed []string, verdicts map[string]string, naChecks map[string]map[string]string, results map[string][]suiteCheck) []string {
 	t.Helper()
 	var report []string
 	for _, name := range listed {
@@ -213,8 +328,12 @@ func judge(t *testing.T, mode string, listed []string, verdicts map[string]strin
 			t.Errorf("%s: scenario %s did not run", mode, name)
 			continue
 		}
-		var failed []string
+		var failed, na []string
 		for _, c := range checks {
+			if why, ok := naChecks[name][c.ID]; ok && c.Status == "FAILURE" {
+				na = append(na, fmt.Sprintf("%s: %s", c.ID, why))
+				continue
+			}
 			if c.Status == "FAILURE" {
 				failed = append(failed, fmt.Sprintf("%s: %s", c.Name, c.ErrorMessage))
 			}
@@ -229,6 +348,8 @@ func judge(t *testing.T, mode string, listed []string, verdicts map[string]strin
 			t.Errorf("%s: scenario %s fails: %s", mode, name, strings.Join(failed, "; "))
 		case why == "" && len(checks) == 0:
 			t.Errorf("%s: scenario %s must pass but reported no check", mode, name)
+		case why == "" && len(na) > 0:
+			report = append(report, fmt.Sprintf("%s %s: pass (%d checks; %d not applicable: %s)", mode, name, len(checks)-len(na), len(na), strings.Join(na, "; ")))
 		case why == "":
 			report = append(report, fmt.Sprintf("%s %s: pass (%d checks)", mode, name, len(checks)))
 		default:
@@ -263,21 +384,26 @@ func runSuite(t *testing.T, node, suite string, args ...string) string {
 }
 
 // Ensure that /mcp passes every server scenario of the official MCP
-// conformance suite that applies to it, on a dev gateway and a hosted one
+// conformance suite that applies to it, at 2025-11-25 and at 2026-07-28
+// (the frozen set that revision requires), on a dev gateway and a hosted one
 // (through a loopback proxy that adds the agent key, since the suite's
 // runner sends no headers), and that the hosted gateway's authorization
 // server passes the suite's authorization-server scenarios, the consent
-// given by the account's human key; every other scenario is listed as not
-// applicable with its reason.
+// given by the account's human key, at both revisions; every other
+// scenario, and every check of a passing scenario that cannot apply, is
+// listed as not applicable with its reason.
 func TestConformance_MCP(t *testing.T) {
 	node, suite := needConformance(t)
-	listed := listScenarios(t, node, suite, "server")
+	listed := listScenarios(t, node, suite, "server", conformanceRevision)
+	stateless := listScenarios(t, node, suite, "server", statelessRevision)
 	var report []string
 
 	dev := startServe(t, map[string]string{}, "--addr", "127.0.0.1:0", "--db", filepath.Join(t.TempDir(), "holon.db"))
 	devURL := "http://" + dev.addrs["api"] + "/mcp?mandate=alice/sandbox"
 	out := runSuite(t, node, suite, "server", "--url", devURL, "--suite", "all", "--spec-version", conformanceRevision)
-	report = append(report, judge(t, "dev", listed, serverScenarios, suiteResults(t, out, "server"))...)
+	report = append(report, judge(t, "dev", listed, serverScenarios, nil, suiteResults(t, out, "server"))...)
+	out = runSuite(t, node, suite, "server", "--url", devURL, "--requirements", statelessRevision)
+	report = append(report, judge(t, "dev "+statelessRevision, stateless, statelessScenarios, mergeNA(naChecks, devNAChecks), suiteResults(t, out, "server"))...)
 
 	// The hosted gateway sits behind a loopback proxy, its public origin
 	// (HOLON_PUBLIC_URL), as behind a TLS proxy in production; the proxy
@@ -311,9 +437,13 @@ func TestConformance_MCP(t *testing.T) {
 	}
 	agentKey = ann.AgentKey
 	out = runSuite(t, node, suite, "server", "--url", front.URL+"/mcp", "--suite", "all", "--spec-version", conformanceRevision)
-	report = append(report, judge(t, "hosted", listed, serverScenarios, suiteResults(t, out, "server"))...)
+	report = append(report, judge(t, "hosted", listed, serverScenarios, nil, suiteResults(t, out, "server"))...)
+	out = runSuite(t, node, suite, "server", "--url", front.URL+"/mcp", "--requirements", statelessRevision)
+	report = append(report, judge(t, "hosted "+statelessRevision, stateless, statelessScenarios, naChecks, suiteResults(t, out, "server"))...)
 
-	report = append(report, authorizationSuite(t, node, suite, api, ann.HumanKey, ann.Mandate)...)
+	for _, rev := range []string{conformanceRevision, statelessRevision} {
+		report = append(report, authorizationSuite(t, node, suite, api, ann.HumanKey, ann.Mandate, rev)...)
+	}
 	for _, line := range report {
 		t.Log(line)
 	}
@@ -324,9 +454,9 @@ func TestConformance_MCP(t *testing.T) {
 // gives the consent the suite waits for (it prints the authorization URL
 // for a human to open) as the human's browser would, through the consent
 // page's API.
-func authorizationSuite(t *testing.T, node, suite, api, humanKey, mandate string) []string {
+func authorizationSuite(t *testing.T, node, suite, api, humanKey, mandate, revision string) []string {
 	t.Helper()
-	listed := listScenarios(t, node, suite, "authorization")
+	listed := listScenarios(t, node, suite, "authorization", revision)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -347,7 +477,7 @@ func authorizationSuite(t *testing.T, node, suite, api, humanKey, mandate string
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, node, suite, "authorization", "--url", api, "--client-id", client.ClientID,
-		"--resource", api+"/mcp", "--port", strconv.Itoa(port), "--spec-version", conformanceRevision, "-o", dir)
+		"--resource", api+"/mcp", "--port", strconv.Itoa(port), "--spec-version", revision, "-o", dir)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -376,7 +506,23 @@ func authorizationSuite(t *testing.T, node, suite, api, humanKey, mandate string
 	if !consented {
 		t.Errorf("the suite never printed an authorization URL:\n%s%s", printed.String(), stderr.String())
 	}
-	return judge(t, "hosted", listed, authScenarios, suiteResults(t, dir, "authorization-server"))
+	return judge(t, "hosted "+revision, listed, authScenarios, nil, suiteResults(t, dir, "authorization-server"))
+}
+
+// mergeNA is the checks not applicable of both tables.
+func mergeNA(a, b map[string]map[string]string) map[string]map[string]string {
+	out := map[string]map[string]string{}
+	for _, m := range []map[string]map[string]string{a, b} {
+		for scenario, checks := range m {
+			if out[scenario] == nil {
+				out[scenario] = map[string]string{}
+			}
+			for id, why := range checks {
+				out[scenario][id] = why
+			}
+		}
+	}
+	return out
 }
 
 // consent answers an authorization request the way the consent page does

@@ -39,7 +39,11 @@ type Store struct {
 	done   chan struct{}
 
 	commits, updates, replays atomic.Uint64
-	maxBatch                  atomic.Int64
+	// trips counts the round trips of the writer's updates (trips.go).
+	trips atomic.Uint64
+	// stmts counts their statements, savepoints included.
+	stmts    atomic.Uint64
+	maxBatch atomic.Int64
 
 	// The gateway's lease (lease.go).
 	id                   string
@@ -300,28 +304,36 @@ func (s *Store) try(group *[]*update, fill bool) (errs []error, retry bool, err 
 	}
 	defer ptx.Rollback(ctx)
 	errs = make([]error, len(batch))
+	seen := newCache()
 	for i, u := range batch {
 		if err := u.ctx.Err(); err != nil {
 			errs[i] = err
 			continue
 		}
-		if _, err := ptx.Exec(ctx, `SAVEPOINT u`); err != nil {
-			return nil, conflict(err), unavailable(err)
-		}
-		tx := &Tx{s: s, ctx: ctx, tx: ptx}
+		// The savepoint goes with the update's first statement, and its
+		// release with the writes left at its end: an update costs the
+		// round trips of its reads, plus one.
+		tx := &Tx{s: s, ctx: ctx, tx: ptx, pending: []queued{{sql: `SAVEPOINT u`}}, g: seen, u: newCache()}
 		ferr := call(u.fn, tx)
+		if ferr == nil && tx.err() == nil {
+			tx.pending = append(tx.pending, queued{sql: `RELEASE SAVEPOINT u`})
+			if tx.flush() == nil {
+				seen.merge(tx.u)
+				continue
+			}
+		}
 		if tx.fatal != nil {
 			return nil, conflict(tx.fatal), unavailable(tx.fatal)
 		}
-		if ferr == nil && tx.failed != nil {
+		if ferr == nil {
 			ferr = tx.failed // an error PostgreSQL returned, which fn went past
 		}
-		undo := `RELEASE SAVEPOINT u`
-		if ferr != nil {
-			errs[i], undo = ferr, `ROLLBACK TO SAVEPOINT u`
-		}
-		if _, err := ptx.Exec(ctx, undo); err != nil {
-			return nil, conflict(err), unavailable(err)
+		errs[i] = ferr
+		if tx.sent { // some of it reached the database: undo it
+			s.trips.Add(1)
+			if _, err := ptx.Exec(ctx, `ROLLBACK TO SAVEPOINT u`); err != nil {
+				return nil, conflict(err), unavailable(err)
+			}
 		}
 	}
 	if err := ptx.Commit(ctx); err != nil {
