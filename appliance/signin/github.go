@@ -2,10 +2,8 @@ package signin
 
 import (
 	"context"
-	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -96,10 +94,7 @@ type loginCode struct {
 	Expires time.Time `json:"expires"`
 }
 
-func hashed(prefix, secret string) string {
-	sum := sha256.Sum256([]byte(secret))
-	return prefix + hex.EncodeToString(sum[:])
-}
+func hashed(prefix, secret string) string { return prefix + token.Hash(secret) }
 
 func githubKey(id int64) string { return "github/" + strconv.FormatInt(id, 10) }
 

@@ -1,7 +1,6 @@
 package signin
 
 import (
-	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
 	"encoding/hex"
@@ -43,10 +42,7 @@ const SessionCookie = "holon_session"
 // that expires earlier ends it earlier).
 const SessionTTL = 7 * 24 * time.Hour
 
-func sessionKey(id string) string {
-	sum := sha256.Sum256([]byte(id))
-	return hex.EncodeToString(sum[:])
-}
+func sessionKey(id string) string { return token.Hash(id) }
 
 // sessionOf is the store key of the request's session cookie, "" when it
 // carries none.
@@ -95,10 +91,9 @@ func (s *Service) Principal(r *http.Request) (*auth.Principal, error) {
 func (s *Service) Start(w http.ResponseWriter, r *http.Request, key string) (*auth.Principal, error) {
 	now := s.now().UTC()
 	rec := Session{Created: now, Expires: now.Add(SessionTTL)}
-	sum := sha256.Sum256([]byte(key))
 	var p *auth.Principal
-	if s.adminKey != nil && subtle.ConstantTimeCompare(sum[:], s.adminKey) == 1 {
-		rec.Kind, rec.KeyHash = auth.KindAdmin, hex.EncodeToString(sum[:])
+	if token.Equal(key, s.adminKey) {
+		rec.Kind, rec.KeyHash = auth.KindAdmin, token.Hash(key)
 		p = auth.Admin()
 	} else {
 		kind, ok := token.ParseKey(key)
