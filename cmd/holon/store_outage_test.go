@@ -21,12 +21,14 @@ import (
 // was answered.
 type outageLoad struct {
 	api string
-	// paused holds the workers back while set.
-	paused atomic.Bool
-	mu     sync.Mutex
-	ok     map[string]bool // receipts answered 200
-	n503   atomic.Int64
-	bad    []string // answers neither 200 nor 503 store_unavailable
+	// paused holds the workers back while set; sending counts the workers
+	// past their look at it (a call of theirs may be on its way).
+	paused  atomic.Bool
+	sending atomic.Int64
+	mu      sync.Mutex
+	ok      map[string]bool // receipts answered 200
+	n503    atomic.Int64
+	bad     []string // answers neither 200 nor 503 store_unavailable
 }
 
 func (l *outageLoad) run(t *testing.T, ctx context.Context, workers int) *sync.WaitGroup {
@@ -36,11 +38,14 @@ func (l *outageLoad) run(t *testing.T, ctx context.Context, workers int) *sync.W
 		go func() {
 			defer wg.Done()
 			for i := 0; ctx.Err() == nil; i++ {
+				l.sending.Add(1)
 				if l.paused.Load() {
+					l.sending.Add(-1)
 					time.Sleep(5 * time.Millisecond)
 					continue
 				}
 				code, out := postCallTo(t, l.api, "ops/test", "ops-test/slow", map[string]any{"ms": i % 20, "word": fmt.Sprintf("w%d-%d", w, i)})
+				l.sending.Add(-1)
 				if l.took(code, out) == http.StatusServiceUnavailable {
 					time.Sleep(10 * time.Millisecond)
 				}
@@ -117,7 +122,7 @@ func TestServe_PostgresDown_Answers503AndRecovers(t *testing.T) {
 		}
 		// The long call alone in flight, to know its receipt.
 		l.paused.Store(true)
-		for deadline := time.Now().Add(10 * time.Second); len(holds()) > 0; time.Sleep(5 * time.Millisecond) {
+		for deadline := time.Now().Add(10 * time.Second); l.sending.Load() > 0 || len(holds()) > 0; time.Sleep(5 * time.Millisecond) {
 			if time.Now().After(deadline) {
 				t.Fatal("the calls in flight did not end")
 			}
