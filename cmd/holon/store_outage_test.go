@@ -145,11 +145,19 @@ func TestServe_PostgresDown_Answers503AndRecovers(t *testing.T) {
 		if err := srv.Crash(); err != nil {
 			t.Fatal(err)
 		}
-		before := l.n503.Load()
-		time.Sleep(down)
-		if l.n503.Load() == before {
-			t.Errorf("no 503 store_unavailable in the %v PostgreSQL was down", down)
+		crashed := time.Now()
+		// A call sent while the database is down is answered 503 at once
+		// (its reservation cannot be stored). The load's own calls cannot
+		// show it: at the crash, each worker's call may be running its
+		// agent, and then it waits for the settlement.
+		code, out := postCallTo(t, api, "ops/test", "ops-test/slow", map[string]any{"ms": 0, "word": "down"})
+		e, _ := out["error"].(map[string]any)
+		if took := time.Since(crashed); l.took(code, out) != http.StatusServiceUnavailable || e == nil || e["code"] != holon.CodeStoreUnavailable {
+			t.Errorf("a call sent while PostgreSQL was down: %d %v, want 503 store_unavailable", code, out)
+		} else if took >= down {
+			t.Errorf("a call sent while PostgreSQL was down was answered 503 only after %v, when it was back", took.Round(time.Millisecond))
 		}
+		time.Sleep(down - time.Since(crashed))
 		if err := srv.Restart(context.Background()); err != nil {
 			t.Fatal(err)
 		}
