@@ -30,7 +30,9 @@ func TestServe_StoreWrittenBefore(t *testing.T) {
 	if code, out, errs := run(t, "verify", "--db", db); code != 0 {
 		t.Fatalf("holon verify on the store written before: exit %d\n%s%s", code, out, errs)
 	}
-	rs := startServe(t, map[string]string{"HOLON_REGISTRY": "agents,examples"}, "--addr", "127.0.0.1:0", "--db", db)
+	// The keys it recorded are days old: kept for the replay (a key kept
+	// a day, the default, would have run again, as a new call).
+	rs := startServe(t, map[string]string{"HOLON_REGISTRY": "agents,examples"}, "--addr", "127.0.0.1:0", "--db", db, "--idempotency-ttl", "87600h")
 	api := "http://" + rs.addrs["api"]
 	post := func(key string) (int, holon.Receipt, bool) {
 		body := `{"mandate":"alice/bookkeeping-q4","agent":"holon-labs/text-tables","input":{"text":"a, 1\nb, 2"}}`
