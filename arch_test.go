@@ -124,7 +124,7 @@ func TestImports_FlowOneWay(t *testing.T) {
 		"auth":        {module, a + "token", a + "web", a + "ratelimit", a + "wire"},
 		"idempotency": {module, module + "/gateway", module + "/gateway/canonical", a + "web"},
 		"files":       {module, module + "/gateway", a + "web", a + "auth"},
-		"catalog":     {module, module + "/journal", module + "/gateway", module + "/gateway/contract", a + "web", a + "auth", a + "ratelimit", a + "files"},
+		"catalog":     {module, module + "/journal", module + "/gateway", module + "/gateway/contract", a + "token", a + "web", a + "auth", a + "wire", a + "ratelimit", a + "files"},
 		"clientmeta":  {module + "/gateway/remote"},
 		"oauth":       {module, a + "web", a + "auth", a + "token", a + "ratelimit", a + "clientmeta", a + "origin", a + "accounts"},
 		"ops":         {module, a + "token", a + "web"},
