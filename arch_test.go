@@ -113,7 +113,7 @@ func TestImports_FlowOneWay(t *testing.T) {
 	// and each room only the rooms listed for it. The composition root,
 	// appliance itself, wires them; no room imports it.
 	a := module + "/appliance/"
-	for room, allowed := range map[string][]string{
+	rooms := map[string][]string{
 		"token":       {},
 		"origin":      {},
 		"github":      {},
@@ -134,8 +134,19 @@ func TestImports_FlowOneWay(t *testing.T) {
 		"v0":          {module, module + "/journal", module + "/gateway", a + "token", a + "web", a + "auth", a + "wire", a + "idempotency"},
 		"accounts":    {module, module + "/journal", module + "/gateway", module + "/gateway/contract", a + "token", a + "web", a + "auth", a + "ratelimit", a + "wire"},
 		"mcpserver":   {module, module + "/journal", module + "/gateway", module + "/gateway/contract", a + "web", a + "auth", a + "token", a + "wire"},
-	} {
+		// The agents compiled in, and two helpers of the tests.
+		"agents":     {module, module + "/journal", module + "/gateway", module + "/gateway/contract"},
+		"githubtest": {},
+		"npmtest":    {},
+	}
+	for room, allowed := range rooms {
 		only(a+room, allowed...)
+	}
+	// A room with no rule is a room nobody holds to one.
+	for _, p := range pkgs {
+		if room, ok := strings.CutPrefix(p, a); ok && rooms[room] == nil {
+			t.Errorf("%s has no import rule in TestImports_FlowOneWay: add one, as its package doc says", p)
+		}
 	}
 	// The console is a client of the API: of the appliance, it sees the
 	// wire types and the one origin rule (a leaf) alone.
