@@ -31,7 +31,7 @@ import (
 // behind the front door (routes.go), and the background workers
 // (workers.go).
 func (a *App) init(ctx context.Context) error {
-	a.origin = origin.New(a.cfg.PublicURL, a.cfg.TrustProxy != nil && *a.cfg.TrustProxy)
+	a.origin = origin.New(a.cfg.PublicURL, a.cfg.trustsProxy())
 	reg, dev, authors, shipped, err := a.loadRegistry()
 	if err != nil {
 		return err
@@ -49,9 +49,7 @@ func (a *App) init(ctx context.Context) error {
 	if err := a.putMandates(ctx); err != nil {
 		return err
 	}
-	if a.listings, err = catalog.Open(ctx, a.engine, catalog.Options{PrivateEvals: a.cfg.PrivateEvals, PutFixture: a.files.PutFixture,
-		Records: a.cfg.Records, SiteURL: a.cfg.SiteURL, TrustProxy: a.cfg.TrustProxy != nil && *a.cfg.TrustProxy,
-		Production: a.cfg.Production(), Log: a.log, Now: a.cfg.Now}); err != nil {
+	if err := a.openCatalog(ctx); err != nil {
 		return err
 	}
 	if a.cfg.Hosted {
@@ -62,6 +60,15 @@ func (a *App) init(ctx context.Context) error {
 	a.mount()
 	a.startWorkers(ctx)
 	return nil
+}
+
+// openCatalog opens the catalogue: the evaluations (their suites'
+// fixtures stored as platform files), the listing and the demo.
+func (a *App) openCatalog(ctx context.Context) (err error) {
+	a.listings, err = catalog.Open(ctx, a.engine, catalog.Options{PrivateEvals: a.cfg.PrivateEvals, PutFixture: a.files.PutFixture,
+		Records: a.cfg.Records, SiteURL: a.cfg.SiteURL, TrustProxy: a.cfg.trustsProxy(),
+		Production: a.cfg.Production(), Log: a.log, Now: a.cfg.Now})
+	return err
 }
 
 // loadRegistry lists the agents of every registry source, then the
@@ -233,7 +240,7 @@ func filesDir(cfg Config) string {
 // GitHub app is configured, and sign-in.
 func (a *App) openHosted(authors map[string]bool, shipped []string) {
 	c := a.cfg
-	a.limits = newLimiters(c.Limits, c.TrustProxy != nil && *c.TrustProxy, c.Now, a.store)
+	a.limits = newLimiters(c.Limits, c.trustsProxy(), c.Now, a.store)
 	a.accounts = accounts.New(accounts.Config{Store: a.store, Engine: a.engine, Now: c.Now, Rand: c.Rand,
 		Authors: authors, Shipped: shipped, FX: c.PlatformFX})
 	if c.AdminKey != "" {
