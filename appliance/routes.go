@@ -1,10 +1,8 @@
 package appliance
 
 import (
-	"fmt"
 	"net/http"
 
-	"holon.dev/holon"
 	"holon.dev/holon/appliance/accounts"
 	"holon.dev/holon/appliance/auth"
 	"holon.dev/holon/appliance/clientmeta"
@@ -15,7 +13,6 @@ import (
 	"holon.dev/holon/appliance/oauth"
 	"holon.dev/holon/appliance/ops"
 	"holon.dev/holon/appliance/signin"
-	"holon.dev/holon/appliance/token"
 	"holon.dev/holon/appliance/v0"
 	"holon.dev/holon/appliance/web"
 	"holon.dev/holon/gateway"
@@ -56,14 +53,7 @@ func (a *App) mount() {
 		a.signin.Mount(m)
 	}
 	a.mountConsole(m)
-	a.router.Fallbacks(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		web.Answer(w, holon.Errorf(holon.CodeNotFound, "no route %s %s", r.Method, token.Redact(r.URL.Path)))
-	}), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		web.MethodNotAllowed(w, "%s is not allowed on %s", r.Method, token.Redact(r.URL.Path))
-	}), func(w http.ResponseWriter, r *http.Request, p any) {
-		a.log.Error("handler panicked", "path", token.Redact(r.URL.Path), "panic", token.Redact(fmt.Sprint(p)))
-		web.Answer(w, holon.Errorf(holon.CodeGatewayError, "internal error"))
-	})
+	a.router.AnswerUnrouted(a.log)
 	a.listings.Mount(m, hosted)
 	a.files.Mount(m, a.engine)
 	if hosted {
