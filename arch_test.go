@@ -113,7 +113,7 @@ func TestImports_FlowOneWay(t *testing.T) {
 	// and each room only the rooms listed for it. The composition root,
 	// appliance itself, wires them; no room imports it.
 	a := module + "/appliance/"
-	for room, allowed := range map[string][]string{
+	rooms := map[string][]string{
 		"token":       {},
 		"origin":      {},
 		"github":      {},
@@ -124,17 +124,29 @@ func TestImports_FlowOneWay(t *testing.T) {
 		"auth":        {module, a + "token", a + "web", a + "ratelimit", a + "wire"},
 		"idempotency": {module, module + "/gateway", module + "/gateway/canonical", a + "web"},
 		"files":       {module, module + "/gateway", a + "web", a + "auth"},
-		"catalog":     {module, module + "/journal", module + "/gateway", module + "/gateway/contract", a + "web", a + "auth", a + "ratelimit", a + "files"},
+		"catalog":     {module, module + "/journal", module + "/gateway", module + "/gateway/contract", a + "token", a + "web", a + "auth", a + "wire", a + "ratelimit", a + "files"},
 		"clientmeta":  {module + "/gateway/remote"},
 		"oauth":       {module, a + "web", a + "auth", a + "token", a + "ratelimit", a + "clientmeta", a + "origin", a + "accounts"},
 		"ops":         {module, a + "token", a + "web"},
 		"wire":        {module, module + "/journal", module + "/gateway", module + "/gateway/contract"},
-		"publishing":  {module, module + "/journal", module + "/gateway", module + "/gateway/contract", module + "/gateway/remote", a + "token", a + "web", a + "auth", a + "wire", a + "accounts"},
+		"publishing":  {module, module + "/journal", module + "/gateway", module + "/gateway/contract", module + "/gateway/remote", a + "token", a + "web", a + "auth", a + "wire", a + "accounts", a + "github"},
+		"front":       {module, a + "token", a + "web", a + "auth", a + "origin", a + "ratelimit"},
 		"v0":          {module, module + "/journal", module + "/gateway", a + "token", a + "web", a + "auth", a + "wire", a + "idempotency"},
 		"accounts":    {module, module + "/journal", module + "/gateway", module + "/gateway/contract", a + "token", a + "web", a + "auth", a + "ratelimit", a + "wire"},
 		"mcpserver":   {module, module + "/journal", module + "/gateway", module + "/gateway/contract", a + "web", a + "auth", a + "token", a + "wire"},
-	} {
+		// The agents compiled in, and two helpers of the tests.
+		"agents":     {module, module + "/journal", module + "/gateway", module + "/gateway/contract"},
+		"githubtest": {},
+		"npmtest":    {},
+	}
+	for room, allowed := range rooms {
 		only(a+room, allowed...)
+	}
+	// A room with no rule is a room nobody holds to one.
+	for _, p := range pkgs {
+		if room, ok := strings.CutPrefix(p, a); ok && rooms[room] == nil {
+			t.Errorf("%s has no import rule in TestImports_FlowOneWay: add one, as its package doc says", p)
+		}
 	}
 	// The console is a client of the API: of the appliance, it sees the
 	// wire types and the one origin rule (a leaf) alone.

@@ -31,8 +31,7 @@ func TestAuthenticate_ExpiringKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer app.Close()
-	a := app.api
-	key, rec, err := a.hosted.accounts.DrawKey(token.KindHuman, "gh-user", "", false)
+	key, rec, err := app.accounts.DrawKey(token.KindHuman, "gh-user", "", false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,11 +48,11 @@ func TestAuthenticate_ExpiringKey(t *testing.T) {
 	}
 	req := httptest.NewRequest("GET", "/v0/me", nil)
 	req.Header.Set("Authorization", "Bearer "+key)
-	if p, err := a.authenticate(req); err != nil || p.Kind != token.KindHuman || p.Account != "gh-user" {
+	if p, err := app.chain.Authenticate(req); err != nil || p.Kind != token.KindHuman || p.Account != "gh-user" {
 		t.Fatalf("before its expiry: %+v, %v", p, err)
 	}
 	clock.Store(&exp)
-	if _, err := a.authenticate(req); err == nil || !strings.Contains(err.Error(), "expired") || !strings.Contains(err.Error(), "sign in again") {
+	if _, err := app.chain.Authenticate(req); err == nil || !strings.Contains(err.Error(), "expired") || !strings.Contains(err.Error(), "sign in again") {
 		t.Errorf("at its expiry: %v, want an invalid_key saying it expired", err)
 	}
 }

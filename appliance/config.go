@@ -350,6 +350,10 @@ func ParseLimit(s string) (Limit, error) {
 // Production reports whether the production checks apply.
 func (c *Config) Production() bool { return c.Env == EnvProduction }
 
+// trustsProxy reports whether a proxy of the operator's sets the
+// X-Forwarded-* headers (HOLON_TRUST_PROXY=1).
+func (c *Config) trustsProxy() bool { return c.TrustProxy != nil && *c.TrustProxy }
+
 // GitHubSignIn reports whether sign-in with GitHub (and so publishing) is
 // configured. Without it, only those features are off.
 func (c *Config) GitHubSignIn() bool { return c.GitHubClientID != "" && c.GitHubClientSecret != "" }

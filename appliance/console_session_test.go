@@ -13,6 +13,7 @@ import (
 
 	"holon.dev/holon"
 	"holon.dev/holon/appliance"
+	"holon.dev/holon/appliance/signin"
 )
 
 // browser is a cookie-keeping HTTP client that does not follow redirects,
@@ -111,7 +112,7 @@ func TestConsole_SignupSession(t *testing.T) {
 	}
 	var session *http.Cookie
 	for _, c := range resp.Cookies() {
-		if c.Name == appliance.SessionCookie {
+		if c.Name == signin.SessionCookie {
 			session = c
 		}
 	}
@@ -139,7 +140,7 @@ func TestConsole_SignupSession(t *testing.T) {
 	}
 	replay := newBrowser(t, ta.srv.URL)
 	u, _ := url.Parse(ta.srv.URL)
-	replay.c.Jar.SetCookies(u, []*http.Cookie{{Name: appliance.SessionCookie, Value: old}})
+	replay.c.Jar.SetCookies(u, []*http.Cookie{{Name: signin.SessionCookie, Value: old}})
 	if resp, _ := replay.get("/console/"); resp.StatusCode != http.StatusSeeOther {
 		t.Errorf("a signed-out session still opens the console: %d", resp.StatusCode)
 	}
@@ -262,7 +263,7 @@ func TestConsole_Headers(t *testing.T) {
 	resp.Body.Close()
 	var secure bool
 	for _, c := range resp.Cookies() {
-		if c.Name == appliance.SessionCookie {
+		if c.Name == signin.SessionCookie {
 			secure = c.Secure
 		}
 	}

@@ -16,6 +16,7 @@ import (
 	"holon.dev/holon"
 	"holon.dev/holon/appliance"
 	"holon.dev/holon/appliance/idempotency"
+	"holon.dev/holon/appliance/signin"
 	"holon.dev/holon/appliance/web"
 	"holon.dev/holon/gateway/storetest"
 	"holon.dev/holon/kv"
@@ -161,7 +162,7 @@ func TestHTTPStatus_Spec(t *testing.T) {
 		web.CodeRateLimited:                 429,
 		web.CodeBodyTooLarge:                413,
 		idempotency.CodeIdempotencyInFlight: 409,
-		appliance.CodeGitHubUnavailable:     503,
+		signin.CodeGitHubUnavailable:        503,
 	} {
 		if got, _ := web.Status(code); got != want {
 			t.Errorf("%s: %d, want %d", code, got, want)

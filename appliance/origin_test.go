@@ -13,6 +13,8 @@ import (
 	"testing"
 
 	"holon.dev/holon/appliance"
+	"holon.dev/holon/appliance/front"
+	"holon.dev/holon/appliance/signin"
 	"holon.dev/holon/backup"
 	"holon.dev/holon/kv"
 )
@@ -86,12 +88,12 @@ func TestDevGateway_AnswersOnlyItsNames(t *testing.T) {
 	for _, rt := range routes {
 		for _, host := range []string{"rebind.evil.example", "rebind.evil.example" + port, "localhost.evil.example", "127.0.0.1.nip.example", "gw.example.com.evil.example"} {
 			status, code := hostRequest(t, rt.method, srv.URL, rt.path, host, "", "", rt.body)
-			if status != http.StatusMisdirectedRequest || code != appliance.CodeHostNotAllowed {
-				t.Errorf("%s %s with Host %s: %d %q, want 421 %s", rt.method, rt.path, host, status, code, appliance.CodeHostNotAllowed)
+			if status != http.StatusMisdirectedRequest || code != front.CodeHostNotAllowed {
+				t.Errorf("%s %s with Host %s: %d %q, want 421 %s", rt.method, rt.path, host, status, code, front.CodeHostNotAllowed)
 			}
 		}
 		for _, host := range []string{"", "localhost" + port, "LOCALHOST" + port, "127.0.0.1" + port, "[::1]" + port, "127.0.0.2" + port, "gw.example.com", "GW.example.com:443"} {
-			if status, code := hostRequest(t, rt.method, srv.URL, rt.path, host, "", "", rt.body); status == http.StatusMisdirectedRequest || code == appliance.CodeHostNotAllowed {
+			if status, code := hostRequest(t, rt.method, srv.URL, rt.path, host, "", "", rt.body); status == http.StatusMisdirectedRequest || code == front.CodeHostNotAllowed {
 				t.Errorf("%s %s with Host %q: %d %s, want it served", rt.method, rt.path, host, status, code)
 			}
 		}
@@ -122,8 +124,8 @@ func TestMCP_Origin(t *testing.T) {
 		srv := devAppAt(t, "")
 		const path = "/mcp?mandate=alice/bookkeeping-q4"
 		for _, o := range evil {
-			if status, code := hostRequest(t, "POST", srv.URL, path, "", o, "", mcpInitialize); status != http.StatusForbidden || code != appliance.CodeOriginNotAllowed {
-				t.Errorf("Origin %q: %d %q, want 403 %s", o, status, code, appliance.CodeOriginNotAllowed)
+			if status, code := hostRequest(t, "POST", srv.URL, path, "", o, "", mcpInitialize); status != http.StatusForbidden || code != front.CodeOriginNotAllowed {
+				t.Errorf("Origin %q: %d %q, want 403 %s", o, status, code, front.CodeOriginNotAllowed)
 			}
 		}
 		for _, o := range []string{"", srv.URL, "http://localhost:6274", "http://127.0.0.1:8080", "http://[::1]:3000"} {
@@ -138,8 +140,8 @@ func TestMCP_Origin(t *testing.T) {
 		for _, o := range append(evil, "http://localhost:6274", strings.Replace(ta.srv.URL, "http://", "https://", 1)) {
 			// Refused before the key is looked at: with it and without.
 			for _, k := range []string{key, ""} {
-				if status, code := hostRequest(t, "POST", ta.srv.URL, "/mcp", "", o, k, mcpInitialize); status != http.StatusForbidden || code != appliance.CodeOriginNotAllowed {
-					t.Errorf("Origin %q (key %t): %d %q, want 403 %s", o, k != "", status, code, appliance.CodeOriginNotAllowed)
+				if status, code := hostRequest(t, "POST", ta.srv.URL, "/mcp", "", o, k, mcpInitialize); status != http.StatusForbidden || code != front.CodeOriginNotAllowed {
+					t.Errorf("Origin %q (key %t): %d %q, want 403 %s", o, k != "", status, code, front.CodeOriginNotAllowed)
 				}
 			}
 		}
@@ -206,7 +208,7 @@ func TestOrigin_ForwardedProtoOnlyBehindATrustedProxy(t *testing.T) {
 			req, _ = http.NewRequest("POST", g.srv.URL+"/console/signin", strings.NewReader(url.Values{"key": {ann.humanKey}, "csrf": {csrf}}.Encode()))
 			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 			resp, _ = b.send(forwarded(req))
-			if found, s := secure(resp, appliance.SessionCookie); resp.StatusCode != http.StatusSeeOther || !found || s != trusted {
+			if found, s := secure(resp, signin.SessionCookie); resp.StatusCode != http.StatusSeeOther || !found || s != trusted {
 				t.Errorf("sign-in: %d, session cookie set %v, Secure %v, want Secure %v", resp.StatusCode, found, s, trusted)
 			}
 			// Sign-in with GitHub: the callback GitHub is sent back to, and

@@ -9,8 +9,9 @@ import (
 	"time"
 
 	"holon.dev/holon"
-	"holon.dev/holon/appliance"
+	"holon.dev/holon/appliance/accounts"
 	"holon.dev/holon/appliance/publishing"
+	"holon.dev/holon/appliance/signin"
 	"holon.dev/holon/appliance/web"
 )
 
@@ -146,12 +147,12 @@ func TestPublish_Rules(t *testing.T) {
 	// GitHub rate-limited: try again later, with when.
 	g.gh.SetRateLimited(true)
 	st, out := lena.human.do("POST", "/v0/agents", pubManifest("lena/later", "1.0.0"))
-	if st != 503 || errorCode(out) != appliance.CodeGitHubUnavailable || !strings.Contains(str(out), "rate limit") || !strings.Contains(str(out), "try again in") {
+	if st != 503 || errorCode(out) != signin.CodeGitHubUnavailable || !strings.Contains(str(out), "rate limit") || !strings.Contains(str(out), "try again in") {
 		t.Errorf("rate-limited GitHub: %d %v", st, out)
 	}
 	g.gh.SetRateLimited(false)
 	g.gh.SetDown(true)
-	if st, out := lena.human.do("POST", "/v0/agents", pubManifest("lena/later", "1.0.0")); st != 503 || errorCode(out) != appliance.CodeGitHubUnavailable {
+	if st, out := lena.human.do("POST", "/v0/agents", pubManifest("lena/later", "1.0.0")); st != 503 || errorCode(out) != signin.CodeGitHubUnavailable {
 		t.Errorf("GitHub down: %d %v", st, out)
 	}
 	g.gh.SetDown(false)
@@ -231,7 +232,7 @@ func TestPublish_YankNeverFreesTheNumber(t *testing.T) {
 	if d := g.anonymous().must(200, "GET", "/v0/agents/lena/tool", nil); d["manifest"].(map[string]any)["version"] != "1.0.0" {
 		t.Errorf("after the yank, lena/tool resolves to %v", d["manifest"])
 	}
-	if st, out := lena.human.do("DELETE", "/v0/agents/lena/tool@1.1.0", nil); st != 409 || errorCode(out) != appliance.CodeAlreadyYanked {
+	if st, out := lena.human.do("DELETE", "/v0/agents/lena/tool@1.1.0", nil); st != 409 || errorCode(out) != accounts.CodeAlreadyYanked {
 		t.Errorf("second yank: %d %v", st, out)
 	}
 	if st, out := lena.human.do("POST", "/v0/agents", pubManifest("lena/tool", "1.1.0")); st != 409 || errorCode(out) != publishing.CodeVersionExists || !strings.Contains(str(out), "never frees") {
@@ -249,7 +250,7 @@ func TestPublish_YankNeverFreesTheNumber(t *testing.T) {
 	}
 	// The operator's yank of a published version holds too.
 	g.admin().must(200, "POST", "/v0/admin/agents/lena/tool@1.0.0/yank", map[string]any{"reason": "abuse"})
-	if st, out := lena.human.do("DELETE", "/v0/agents/lena/tool@1.0.0", nil); st != 409 || errorCode(out) != appliance.CodeAlreadyYanked {
+	if st, out := lena.human.do("DELETE", "/v0/agents/lena/tool@1.0.0", nil); st != 409 || errorCode(out) != accounts.CodeAlreadyYanked {
 		t.Errorf("yank after the operator's: %d %v", st, out)
 	}
 	g.restart()

@@ -12,6 +12,8 @@ import (
 	"golang.org/x/time/rate"
 
 	"holon.dev/holon/appliance"
+	"holon.dev/holon/appliance/accounts"
+	"holon.dev/holon/appliance/signin"
 	"holon.dev/holon/appliance/web"
 )
 
@@ -196,25 +198,25 @@ func TestSignIn_GitHub_ExchangeCode(t *testing.T) {
 	code := g.loginCode(b.callback(b.authorize(b.start())))
 	other := g.newBrowser()
 	g.loginCode(other.callback(other.authorize(other.start()))) // its own cookie, its own code
-	if st, out := g.anonymous().do("POST", "/v0/auth/exchange", map[string]any{"code": code}); st != http.StatusForbidden || errorCode(out) != appliance.CodeLoginCodeOtherBrowser || out["human_key"] != nil {
-		t.Errorf("another browser (no login cookie): %d %v, want 403 %s", st, out, appliance.CodeLoginCodeOtherBrowser)
+	if st, out := g.anonymous().do("POST", "/v0/auth/exchange", map[string]any{"code": code}); st != http.StatusForbidden || errorCode(out) != signin.CodeLoginCodeOtherBrowser || out["human_key"] != nil {
+		t.Errorf("another browser (no login cookie): %d %v, want 403 %s", st, out, signin.CodeLoginCodeOtherBrowser)
 	}
-	if st, out := other.exchange(code); st != http.StatusForbidden || errorCode(out) != appliance.CodeLoginCodeOtherBrowser || out["human_key"] != nil {
-		t.Errorf("another browser (its own login cookie): %d %v, want 403 %s", st, out, appliance.CodeLoginCodeOtherBrowser)
+	if st, out := other.exchange(code); st != http.StatusForbidden || errorCode(out) != signin.CodeLoginCodeOtherBrowser || out["human_key"] != nil {
+		t.Errorf("another browser (its own login cookie): %d %v, want 403 %s", st, out, signin.CodeLoginCodeOtherBrowser)
 	}
 	b.mustExchange(code)
 	st, out := b.exchange(code)
-	if st != http.StatusBadRequest || errorCode(out) != appliance.CodeLoginCodeInvalid {
+	if st != http.StatusBadRequest || errorCode(out) != signin.CodeLoginCodeInvalid {
 		t.Errorf("reused code: %d %v", st, out)
 	}
 	code2 := g.loginCode(b.callback(b.authorize(b.start())))
 	g.advance(2*time.Minute + time.Second)
 	st, out = b.exchange(code2)
-	if st != http.StatusBadRequest || errorCode(out) != appliance.CodeLoginCodeExpired || out["human_key"] != nil {
+	if st != http.StatusBadRequest || errorCode(out) != signin.CodeLoginCodeExpired || out["human_key"] != nil {
 		t.Errorf("expired code: %d %v", st, out)
 	}
 	st, out = b.exchange(code2)
-	if st != http.StatusBadRequest || errorCode(out) != appliance.CodeLoginCodeInvalid {
+	if st != http.StatusBadRequest || errorCode(out) != signin.CodeLoginCodeInvalid {
 		t.Errorf("expired code, again: %d %v", st, out)
 	}
 	if st, out := g.anonymous().do("POST", "/v0/auth/exchange", map[string]any{}); st != http.StatusBadRequest || !strings.Contains(str(out), "code is required") {
@@ -276,7 +278,7 @@ func TestSignIn_GitHub_DisabledAccount(t *testing.T) {
 	code := g.loginCode(b.callback(b.authorize(b.start())))
 	g.admin().must(http.StatusOK, "POST", "/v0/admin/accounts/mallory/disable", map[string]any{"reason": "spam"})
 	st, out := b.exchange(code)
-	if st != http.StatusForbidden || errorCode(out) != appliance.CodeAccountDisabled || out["human_key"] != nil {
+	if st != http.StatusForbidden || errorCode(out) != accounts.CodeAccountDisabled || out["human_key"] != nil {
 		t.Errorf("code minted before the disable: %d %v", st, out)
 	}
 	if frag := b.callback(b.authorize(b.start())); frag != "login_error=account_disabled" {
@@ -311,7 +313,7 @@ func TestSignIn_GitHub_Unavailable(t *testing.T) {
 		if req.path == "/v0/agents" {
 			st, out = off.signup("pat").human.do(req.method, req.path, map[string]any{})
 		}
-		if st != http.StatusServiceUnavailable || errorCode(out) != appliance.CodeGitHubNotConfigured || !strings.Contains(str(out), "HOLON_GITHUB_CLIENT_ID") {
+		if st != http.StatusServiceUnavailable || errorCode(out) != signin.CodeGitHubNotConfigured || !strings.Contains(str(out), "HOLON_GITHUB_CLIENT_ID") {
 			t.Errorf("%s %s without a GitHub app: %d %v", req.method, req.path, st, out)
 		}
 	}

@@ -3,21 +3,21 @@ package appliance
 import (
 	"context"
 	"fmt"
-	"net/http"
+	"io"
 	"strings"
-	"sync"
-	"time"
 
 	"holon.dev/holon"
 	"holon.dev/holon/appliance/accounts"
 	"holon.dev/holon/appliance/agents"
 	"holon.dev/holon/appliance/catalog"
+	"holon.dev/holon/appliance/files"
 	"holon.dev/holon/appliance/github"
 	"holon.dev/holon/appliance/idempotency"
-	"holon.dev/holon/appliance/ops"
+	"holon.dev/holon/appliance/oauth"
 	"holon.dev/holon/appliance/origin"
 	"holon.dev/holon/appliance/publishing"
-	"holon.dev/holon/appliance/v0"
+	"holon.dev/holon/appliance/signin"
+	"holon.dev/holon/appliance/token"
 	"holon.dev/holon/gateway"
 	"holon.dev/holon/gateway/contract"
 	"holon.dev/holon/gateway/remote"
@@ -26,9 +26,12 @@ import (
 // init wires the rooms, in the order each needs the others: the
 // registry, the files and the endpoint credentials the engine runs with,
 // the engine (closing what the last run left in flight), the mandates,
-// the catalogue, publishing, the hosted half (accounts, sign-in), the
-// Idempotency-Keys, the routes of every room, and the background workers.
+// the catalogue, the hosted half (accounts, rate limits, GitHub,
+// sign-in), publishing, the Idempotency-Keys, the routes of every room
+// behind the front door (routes.go), and the background workers
+// (workers.go).
 func (a *App) init(ctx context.Context) error {
+	a.origin = origin.New(a.cfg.PublicURL, a.cfg.trustsProxy())
 	reg, dev, authors, shipped, err := a.loadRegistry()
 	if err != nil {
 		return err
@@ -46,9 +49,7 @@ func (a *App) init(ctx context.Context) error {
 	if err := a.putMandates(ctx); err != nil {
 		return err
 	}
-	if a.listings, err = catalog.Open(ctx, a.engine, catalog.Options{PrivateEvals: a.cfg.PrivateEvals, PutFixture: a.files.PutFixture,
-		Records: a.cfg.Records, SiteURL: a.cfg.SiteURL, TrustProxy: a.cfg.TrustProxy != nil && *a.cfg.TrustProxy,
-		Production: a.cfg.Production(), Log: a.log, Now: a.cfg.Now}); err != nil {
+	if err := a.openCatalog(ctx); err != nil {
 		return err
 	}
 	if a.cfg.Hosted {
@@ -59,6 +60,15 @@ func (a *App) init(ctx context.Context) error {
 	a.mount()
 	a.startWorkers(ctx)
 	return nil
+}
+
+// openCatalog opens the catalogue: the evaluations (their suites'
+// fixtures stored as platform files), the listing and the demo.
+func (a *App) openCatalog(ctx context.Context) (err error) {
+	a.listings, err = catalog.Open(ctx, a.engine, catalog.Options{PrivateEvals: a.cfg.PrivateEvals, PutFixture: a.files.PutFixture,
+		Records: a.cfg.Records, SiteURL: a.cfg.SiteURL, TrustProxy: a.cfg.trustsProxy(),
+		Production: a.cfg.Production(), Log: a.log, Now: a.cfg.Now})
+	return err
 }
 
 // loadRegistry lists the agents of every registry source, then the
@@ -124,7 +134,7 @@ func (a *App) loadRegistry() (reg *gateway.Registry, dev *gateway.DevRuntime, au
 // openEngine makes the engine, with the dev runtime and the remote ones
 // (behind the network guard, with the endpoint credentials).
 func (a *App) openEngine(reg *gateway.Registry, dev *gateway.DevRuntime) {
-	rc := remote.Config{Guard: remote.NetGuard{AllowPrivate: a.cfg.AllowPrivateEndpoints, Resolver: a.cfg.Resolver},
+	rc := remote.Config{Guard: a.guard(),
 		Credentials: a.vault.Token, Logger: a.log, RootCAs: a.cfg.RemoteRootCAs}
 	a.mcp, a.webhook = remote.NewMCPRunner(rc), remote.NewWebhookRunner(rc)
 	a.engine = gateway.New(gateway.Config{
@@ -187,17 +197,68 @@ func (a *App) putMandates(ctx context.Context) error {
 	return nil
 }
 
-// openHosted makes the hosted half: accounts, keys, limits, sign-in and
-// publishing.
+// openFiles opens the file store beside the database, with the key that
+// signs its links.
+func (a *App) openFiles() error {
+	key := a.cfg.deriveKey("file links")
+	if _, shared := a.store.(holon.BlobStore); shared && key == nil {
+		var err error
+		if key, err = files.SharedLinkKey(context.Background(), a.store, a.cfg.Rand); err != nil {
+			return fmt.Errorf("file link key: %w", err)
+		}
+	}
+	if key == nil {
+		// Dev: links signed with a key made now die with the process,
+		// which is all a link needs (15 minutes).
+		key = make([]byte, 32)
+		if _, err := io.ReadFull(a.cfg.Rand, key); err != nil {
+			return fmt.Errorf("file link key: %w", err)
+		}
+		if a.cfg.Hosted {
+			a.log.Warn("no HOLON_FILE_SECRET: file links are signed with a key made at start, and stop working at a restart")
+		}
+	}
+	fs, err := files.Open(a.store, files.Options{Dir: filesDir(a.cfg), Now: a.cfg.Now, Rand: a.cfg.Rand, Log: a.cfg.Logger,
+		NoSync: a.cfg.NoSync, LinkKey: key, PublicURL: a.cfg.PublicURL})
+	if err != nil {
+		return err
+	}
+	a.files = fs
+	return nil
+}
+
+// filesDir is where the bytes of a store's files live.
+func filesDir(cfg Config) string {
+	if cfg.FilesDir != "" {
+		return cfg.FilesDir
+	}
+	return cfg.DB + ".files"
+}
+
+// openHosted makes the hosted half: accounts (keys, mandates,
+// moderation), the rate limits, the admin key, the GitHub client when a
+// GitHub app is configured, and sign-in.
 func (a *App) openHosted(authors map[string]bool, shipped []string) {
-	a.hosted = newHosted(a.cfg, a.store, a.engine, a.log, a.cfg.Now, a.cfg.Rand, authors, shipped)
-	a.initSignIn(a.hosted)
-	if a.cfg.AdminKey == "" {
+	c := a.cfg
+	a.limits = newLimiters(c.Limits, c.trustsProxy(), c.Now, a.store)
+	a.accounts = accounts.New(accounts.Config{Store: a.store, Engine: a.engine, Now: c.Now, Rand: c.Rand,
+		Authors: authors, Shipped: shipped, FX: c.PlatformFX})
+	if c.AdminKey != "" {
+		a.adminKey = token.Sum(c.AdminKey)
+	} else {
 		a.log.Warn("no HOLON_ADMIN_KEY: the admin endpoints answer 401")
 	}
-	if !a.cfg.GitHubSignIn() {
+	if c.GitHubSignIn() {
+		a.github = github.New(github.Options{URL: c.GitHubURL, APIURL: c.GitHubAPIURL,
+			ClientID: c.GitHubClientID, ClientSecret: c.GitHubClientSecret, HTTP: c.GitHubHTTP, Now: c.Now})
+	} else {
 		a.log.Info("no HOLON_GITHUB_CLIENT_ID/SECRET: sign-in with GitHub and publishing are off")
 	}
+	a.signin = signin.New(signin.Config{
+		Store: a.store, Accounts: a.accounts, GitHub: a.github, Origin: a.origin, PublicURL: strings.TrimRight(c.PublicURL, "/"),
+		Signups: a.limits.signup, TrustProxy: a.limits.trustProxy, AdminKey: a.adminKey,
+		Claimed: oauth.DropPendingCodes, Now: c.Now, Rand: c.Rand, Log: a.log,
+	})
 }
 
 // openPublishing makes the one path that lists a published version
@@ -206,8 +267,8 @@ func (a *App) openHosted(authors map[string]bool, shipped []string) {
 func (a *App) openPublishing() {
 	cfg := publishing.Config{Store: a.store, Engine: a.engine, Log: a.log, Now: a.cfg.Now,
 		Vault: a.vault, Webhook: a.webhook, Guard: a.guard(), Evaluate: a.listings.Evaluate}
-	if a.hosted != nil && a.hosted.github != nil {
-		cfg.Sources = a.hosted.checkSource
+	if a.github != nil {
+		cfg.Sources = publishing.GitHubSources(a.github)
 	}
 	a.publisher = publishing.New(cfg)
 }
@@ -215,132 +276,4 @@ func (a *App) openPublishing() {
 // guard is the network guard of remote endpoints.
 func (a *App) guard() remote.NetGuard {
 	return remote.NetGuard{AllowPrivate: a.cfg.AllowPrivateEndpoints, Resolver: a.cfg.Resolver}
-}
-
-// initSignIn gives a hosted gateway what sign-in and OAuth need: the
-// public URL, the network guard and, when configured, the GitHub client.
-func (a *App) initSignIn(h *hosted) {
-	h.publicURL = strings.TrimRight(a.cfg.PublicURL, "/")
-	h.guard = a.guard()
-	if !a.cfg.GitHubSignIn() {
-		return
-	}
-	h.github = github.New(github.Options{URL: a.cfg.GitHubURL, APIURL: a.cfg.GitHubAPIURL,
-		ClientID: a.cfg.GitHubClientID, ClientSecret: a.cfg.GitHubClientSecret, HTTP: a.cfg.GitHubHTTP, Now: a.cfg.Now})
-}
-
-// mount builds the API and has every room register its routes on it.
-func (a *App) mount() {
-	var backup http.Handler
-	if a.cfg.Backup != nil {
-		backup = a.cfg.Backup(a.store)
-	}
-	routes := v0.Config{Engine: a.engine, Log: a.log, Idem: a.idem, Backup: backup}
-	if a.hosted != nil {
-		routes.Mandates = a.hosted.accounts.Mandates
-	}
-	a.api = newAPI(a.engine, a.log, a.hosted, v0.New(routes), origin.New(a.cfg.PublicURL, a.cfg.TrustProxy != nil && *a.cfg.TrustProxy))
-	a.listings.Mount(a.api.mount, a.hosted != nil)
-	a.files.Mount(a.api.mount, a.engine)
-	if a.hosted != nil {
-		a.publisher.Mount(a.api.mount)
-		a.openOAuth().Mount(a.api.mount)
-	}
-	a.served = a.metrics.Instrument(a.api, ops.Exposure{Hosted: a.cfg.Hosted, AdminKey: a.cfg.AdminKey,
-		CheckHost: a.api.checkHost, Log: a.cfg.Logger})
-}
-
-// startWorkers starts the background loops, each until Close: the
-// expiry of approvals (and of sign-in states), the evaluation queue, the
-// files' sweep, the Idempotency-Keys' sweep, and on a shared store the
-// recovery of the calls of gateways that died.
-func (a *App) startWorkers(ctx context.Context) {
-	a.workers = newWorkers(ctx)
-	a.listings.QueueStale(a.workers.ctx)
-	w, s := a.workers, a.store
-	w.lead(s, "expire", tick(time.Hour, a.expire))
-	w.lead(s, "evaluations", a.listings.Run)
-	w.lead(s, "files-sweep", func(ctx context.Context) { a.files.SweepEvery(ctx, time.Minute) })
-	w.lead(s, "idempotency-sweep", func(ctx context.Context) { a.idem.SweepEvery(ctx, a.log) })
-	if buckets, ok := s.(holon.SharedLimits); ok {
-		w.lead(s, "rate-buckets", tick(time.Minute, func(ctx context.Context) {
-			if _, err := buckets.ForgetFullBuckets(ctx); err != nil && ctx.Err() == nil {
-				a.log.Error("forget full rate-limit buckets", "err", err)
-			}
-		}))
-	}
-	w.run(a.recoverEvery) // on every gateway: each closes only dead gateways' calls
-}
-
-// expire expires stale approvals, and the sign-in states that expired.
-func (a *App) expire(ctx context.Context) {
-	if _, err := a.engine.ExpireApprovals(ctx); err != nil && ctx.Err() == nil {
-		a.log.Error("expire approvals", "err", err)
-	}
-	if a.hosted != nil {
-		if _, err := a.api.signin.Purge(a.cfg.Now()); err != nil && ctx.Err() == nil {
-			a.log.Error("purge expired sign-in states", "err", err)
-		}
-	}
-}
-
-// workers are the appliance's background loops: one context, cancelled by
-// stop, which then waits for every loop to return.
-type workers struct {
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-}
-
-// newWorkers returns a group whose context outlives ctx's cancellation
-// (the loops end at Close, not when Open's context does).
-func newWorkers(ctx context.Context) *workers {
-	w := &workers{}
-	w.ctx, w.cancel = context.WithCancel(context.WithoutCancel(ctx))
-	return w
-}
-
-// run runs fn in the group until its context ends.
-func (w *workers) run(fn func(ctx context.Context)) {
-	w.wg.Add(1)
-	go func() {
-		defer w.wg.Done()
-		fn(w.ctx)
-	}()
-}
-
-// lead runs fn in the group as run does; on a store several gateways
-// share that elects leaders (holon.Leader), only while this gateway leads
-// job, so that the work runs on one gateway at a time and moves to
-// another when its gateway dies.
-func (w *workers) lead(store holon.Store, job string, fn func(ctx context.Context)) {
-	l, ok := store.(holon.Leader)
-	if !ok {
-		w.run(fn)
-		return
-	}
-	w.run(func(ctx context.Context) { l.Lead(ctx, job, fn) })
-}
-
-// tick is a loop that runs fn at once and then every period, until its
-// context ends.
-func tick(period time.Duration, fn func(ctx context.Context)) func(ctx context.Context) {
-	return func(ctx context.Context) {
-		t := time.NewTicker(period)
-		defer t.Stop()
-		for {
-			fn(ctx)
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-		}
-	}
-}
-
-// stop cancels the group's context and waits for every loop.
-func (w *workers) stop() {
-	w.cancel()
-	w.wg.Wait()
 }

@@ -24,6 +24,17 @@ func (f VerifierFunc) Verify(r *http.Request, credential string) (*Principal, bo
 	return f(r, credential)
 }
 
+// AdminKey is the verifier of the operator's admin key, given by its
+// SHA-256 (token.Sum; nil: no operator), compared in constant time.
+func AdminKey(sum []byte) Verifier {
+	return VerifierFunc(func(_ *http.Request, credential string) (*Principal, bool, error) {
+		if token.Equal(credential, sum) {
+			return Admin(), true, nil
+		}
+		return nil, false, nil
+	})
+}
+
 // Chain finds the principal of a request. A dev gateway's chain has one
 // principal for everyone (Dev); a hosted gateway's reads Authorization:
 // Bearer and asks each verifier in the order they were registered. A

@@ -1,11 +1,12 @@
-// Package catalog is what the gateway says about its agents beyond the
-// call API: evaluations on the shipped and private suites (run in the
-// background from a queue in the store), the public catalogue, authors'
-// earnings and the public demo.
+// Package catalog is what the gateway says about its agents: their
+// listing and detail (GET /v0/agents, /v0/agents/{ns}/{name}),
+// evaluations on the shipped and private suites (run in the background
+// from a queue in the store), the public catalogue, authors' earnings and
+// the public demo.
 //
 // It may import the domain (holon), journal, the engine (gateway and its
-// contract), web, auth, ratelimit and files (the size bound of a
-// fixture); no other room.
+// contract), token, web, auth, wire (the listing's answer types),
+// ratelimit and files (the size bound of a fixture); no other room.
 package catalog
 
 import (
@@ -18,9 +19,9 @@ import (
 	"holon.dev/holon/gateway"
 )
 
-// Catalog is what the appliance says about its agents beyond the call
-// API: evaluations, the public catalogue, authors' earnings and the public
-// demo.
+// Catalog is what the appliance says about its agents: their listing and
+// detail, evaluations, the public catalogue, authors' earnings and the
+// public demo.
 type Catalog struct {
 	engine  *gateway.Engine
 	evals   *evaluator
@@ -90,9 +91,11 @@ func (l *Catalog) QueueStale(ctx context.Context) {
 // run in flight has stopped.
 func (l *Catalog) Run(ctx context.Context) { l.evals.run(ctx) }
 
-// Mount registers the catalogue, the demo and, on a hosted gateway, the
-// author's view.
+// Mount registers the agents' listing and detail, the catalogue, the
+// demo and, on a hosted gateway, the author's view.
 func (l *Catalog) Mount(m *auth.Mount, hosted bool) {
+	m.Handle("GET", "/v0/agents", auth.Anyone, l.listAgents)
+	m.Handle("GET", "/v0/agents/:ns/:name", auth.Anyone, l.getAgent)
 	m.Handle("GET", "/v0/catalog", auth.Anyone, l.catalog)
 	m.Handle("POST", "/v0/demo/:ns/:name", auth.Anyone, l.demo.try)
 	m.Router.OPTIONS("/v0/demo/:ns/:name", l.demo.preflight)

@@ -70,6 +70,10 @@ func New(o Options) *Client {
 		clientID: o.ClientID, clientSecret: o.ClientSecret, http: o.HTTP, now: o.Now}
 }
 
+// CodeUnavailable is the error code of a GitHub that is down,
+// unreachable or rate-limited (503), for sign-in and publishing alike.
+const CodeUnavailable = "github_unavailable"
+
 // Error is a failed exchange with GitHub.
 type Error struct {
 	// Status is GitHub's HTTP status (0: no answer).

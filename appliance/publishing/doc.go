@@ -9,8 +9,9 @@
 //
 // It may import, of the project: the domain (holon), journal, gateway,
 // gateway/contract, gateway/remote, and the rooms appliance/token,
-// appliance/web, appliance/auth, appliance/wire and appliance/accounts
-// (an author's account and the operator's yanks). Whether a repository is
-// its author's is asked of the GitHub room through Config.Sources; it
-// never imports the composition root (appliance) nor the /v0 routes.
+// appliance/web, appliance/auth, appliance/wire, appliance/accounts
+// (an author's account and the operator's yanks) and appliance/github
+// (GitHubSources: whether a repository is its author's, the usual
+// Config.Sources). It never imports the composition root (appliance) nor
+// the /v0 routes.
 package publishing

@@ -64,7 +64,7 @@ const (
 	// CodeGitHubNotConfigured: no HOLON_GITHUB_CLIENT_ID/SECRET (503).
 	CodeGitHubNotConfigured = "github_not_configured"
 	// CodeGitHubUnavailable: GitHub is down, unreachable or rate-limited (503).
-	CodeGitHubUnavailable = "github_unavailable"
+	CodeGitHubUnavailable = github.CodeUnavailable
 	// CodeLoginCodeInvalid: the login code is unknown or was used already.
 	CodeLoginCodeInvalid = "login_code_invalid"
 	// CodeLoginCodeExpired: the login code is older than 2 minutes.

@@ -36,7 +36,6 @@ func New(cfg Config) *API { return &API{cfg: cfg} }
 // Mount registers the routes, each behind its principals:
 //
 //	GET  /healthz                     anyone
-//	GET  /v0/agents, /v0/agents/{ns}/{name}       anyone
 //	POST /v0/calls                    human or agent key (or a delegation token, ServeDelegated)
 //	GET  /v0/approvals, /v0/approvals/{id}        human or agent key
 //	POST /v0/approvals/{id}           human key
@@ -47,8 +46,6 @@ func New(cfg Config) *API { return &API{cfg: cfg} }
 //	GET  /v0/admin/backup             operator (when Config.Backup is set)
 func (a *API) Mount(m *auth.Mount) {
 	m.Router.GET("/healthz", a.healthz)
-	m.Handle("GET", "/v0/agents", auth.Anyone, a.listAgents)
-	m.Handle("GET", "/v0/agents/:ns/:name", auth.Anyone, a.getAgent)
 	m.Handle("POST", "/v0/calls", auth.Human|auth.Agent, a.postCall)
 	m.Handle("GET", "/v0/approvals", auth.Human|auth.Agent, a.listApprovals)
 	m.Handle("GET", "/v0/approvals/:id", auth.Human|auth.Agent, a.getApproval)

@@ -1,11 +1,16 @@
 package web
 
 import (
+	"fmt"
+	"log/slog"
 	"net/http"
 	"slices"
 	"strings"
 
 	"github.com/julienschmidt/httprouter"
+
+	"holon.dev/holon"
+	"holon.dev/holon/appliance/token"
 )
 
 // Route is one method and path a router serves, the path in the
@@ -54,6 +59,21 @@ func (r *Router) OPTIONS(path string, h httprouter.Handle) { r.Handle(http.Metho
 // does not take, and a handler that panicked.
 func (r *Router) Fallbacks(notFound, notAllowed http.Handler, panicked func(http.ResponseWriter, *http.Request, any)) {
 	r.mux.NotFound, r.mux.MethodNotAllowed, r.mux.PanicHandler = notFound, notAllowed, panicked
+}
+
+// AnswerUnrouted sets the gateway's fallbacks (Fallbacks): a path with
+// no route is 404 not_found and a method the path does not take 405, each
+// naming the request; a handler that panicked is 500 gateway_error,
+// logged with its path. Secrets in the path are redacted in both.
+func (r *Router) AnswerUnrouted(log *slog.Logger) {
+	r.Fallbacks(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		Answer(w, holon.Errorf(holon.CodeNotFound, "no route %s %s", r.Method, token.Redact(r.URL.Path)))
+	}), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		MethodNotAllowed(w, "%s is not allowed on %s", r.Method, token.Redact(r.URL.Path))
+	}), func(w http.ResponseWriter, r *http.Request, p any) {
+		log.Error("handler panicked", "path", token.Redact(r.URL.Path), "panic", token.Redact(fmt.Sprint(p)))
+		Answer(w, holon.Errorf(holon.CodeGatewayError, "internal error"))
+	})
 }
 
 // ServeHTTP routes a request.

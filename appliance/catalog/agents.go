@@ -1,4 +1,4 @@
-package v0
+package catalog
 
 import (
 	"net/http"
@@ -16,11 +16,11 @@ import (
 // listAgents is GET /v0/agents[?q=&capability=&mandate=&limit=&cursor=]:
 // Engine.ListAgents, a page at a time; next is the cursor of the page
 // after ("" at the end).
-func (a *API) listAgents(w http.ResponseWriter, r *http.Request, _ httprouter.Params, p *auth.Principal) {
+func (l *Catalog) listAgents(w http.ResponseWriter, r *http.Request, _ httprouter.Params, p *auth.Principal) {
 	qs := r.URL.Query()
 	limit, err := web.Limit(r, gateway.DefaultAgentLimit, gateway.MaxAgentLimit)
 	if err != nil {
-		a.fail(w, r, err)
+		web.Fail(l.log, w, r, err)
 		return
 	}
 	q := gateway.AgentQuery{Text: qs.Get("q"), Capability: qs.Get("capability"), Mandate: qs.Get("mandate"),
@@ -30,17 +30,17 @@ func (a *API) listAgents(w http.ResponseWriter, r *http.Request, _ httprouter.Pa
 	}
 	if q.Mandate != "" {
 		if p.Kind == auth.KindNone {
-			a.fail(w, r, holon.Errorf(web.CodeUnauthenticated, "listing under a mandate needs that mandate's key: send Authorization: Bearer <key>"))
+			web.Fail(l.log, w, r, holon.Errorf(web.CodeUnauthenticated, "listing under a mandate needs that mandate's key: send Authorization: Bearer <key>"))
 			return
 		}
 		if !p.SeesMandate(q.Mandate) {
-			a.fail(w, r, web.NotFound("no mandate %s", q.Mandate))
+			web.Fail(l.log, w, r, web.NotFound("no mandate %s", q.Mandate))
 			return
 		}
 	}
-	page, err := a.cfg.Engine.ListAgents(r.Context(), q)
+	page, err := l.engine.ListAgents(r.Context(), q)
 	if err != nil {
-		a.fail(w, r, err)
+		web.Fail(l.log, w, r, err)
 		return
 	}
 	out := make([]wire.Agent, 0, len(page.Agents))
@@ -58,20 +58,22 @@ func (a *API) listAgents(w http.ResponseWriter, r *http.Request, _ httprouter.Pa
 		"capabilities": page.Capabilities})
 }
 
-func (a *API) getAgent(w http.ResponseWriter, r *http.Request, ps httprouter.Params, _ *auth.Principal) {
+// getAgent is GET /v0/agents/{ns}/{name}: the manifest of the version
+// the reference resolves to, its record and every version listed.
+func (l *Catalog) getAgent(w http.ResponseWriter, r *http.Request, ps httprouter.Params, _ *auth.Principal) {
 	ref := ps.ByName("ns") + "/" + ps.ByName("name")
-	v, err := a.cfg.Engine.Registry().Resolve(ref)
+	v, err := l.engine.Registry().Resolve(ref)
 	if err != nil {
-		a.fail(w, r, err)
+		web.Fail(l.log, w, r, err)
 		return
 	}
-	rec, err := a.cfg.Engine.Record(v.Manifest.Ref())
+	rec, err := l.engine.Record(v.Manifest.Ref())
 	if err != nil {
-		a.fail(w, r, err)
+		web.Fail(l.log, w, r, err)
 		return
 	}
 	d := wire.AgentDetail{Manifest: v.Manifest, Record: rec, Versions: []string{}}
-	for _, x := range a.cfg.Engine.Registry().Versions(v.Manifest.ID) {
+	for _, x := range l.engine.Registry().Versions(v.Manifest.ID) {
 		d.Versions = append(d.Versions, x.Manifest.Version)
 	}
 	web.JSON(w, http.StatusOK, d)

@@ -1,10 +1,10 @@
-package appliance
+package publishing
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"time"
+	"log/slog"
 
 	"holon.dev/holon"
 	"holon.dev/holon/appliance/accounts"
@@ -12,37 +12,36 @@ import (
 	"holon.dev/holon/gateway/contract"
 )
 
-// RegistrySyncEvery is how often a gateway on a store several gateways
-// share (holon.SharedStore) reads what the others changed in the
-// registry it keeps in memory: versions published, versions yanked (by
-// their author, by the operator, with a disabled account) and evaluation
-// verdicts. A change made on one gateway is in effect on every other
-// within this and one read. Everything else a call depends on (keys,
-// accounts, mandates, balances) is read from the store by every request.
-const RegistrySyncEvery = time.Second
-
-// registrySync keeps the registry in step with the store, on a store
-// several gateways share (run by recoverEvery). It remembers the versions
-// it tried to list and could not (their lineage), not tried again every
-// pass.
-type registrySync struct {
-	a        *App
+// Sync keeps the registry in step with the store, on a store several
+// gateways share: versions published, versions yanked (by their author,
+// by the operator, with a disabled account) and evaluation verdicts that
+// other gateways wrote. It remembers the versions it tried to list and
+// could not (their lineage), not tried again every pass.
+type Sync struct {
+	store    holon.Store
+	reg      *gateway.Registry
+	log      *slog.Logger
 	unlisted map[string]bool
 }
 
-// every runs one pass and logs its error, unless the store is only
+// NewSync returns the sync of reg with store.
+func NewSync(store holon.Store, reg *gateway.Registry, log *slog.Logger) *Sync {
+	return &Sync{store: store, reg: reg, log: log, unlisted: map[string]bool{}}
+}
+
+// Every runs one pass and logs its error, unless the store is only
 // unreachable for now or ctx ended.
-func (s *registrySync) every(ctx context.Context) {
-	if err := s.pass(); err != nil && ctx.Err() == nil && holon.ErrorCode(err) != holon.CodeStoreUnavailable {
-		s.a.log.Error("read the registry's changes from the store", "err", err)
+func (s *Sync) Every(ctx context.Context) {
+	if err := s.Pass(); err != nil && ctx.Err() == nil && holon.ErrorCode(err) != holon.CodeStoreUnavailable {
+		s.log.Error("read the registry's changes from the store", "err", err)
 	}
 }
 
-// pass reads the published versions, the operator's yanks and the
+// Pass reads the published versions, the operator's yanks and the
 // evaluations once, and brings the registry in line with them.
-func (s *registrySync) pass() error {
-	reg := s.a.engine.Registry()
-	yanks, err := accounts.YankedRefs(s.a.store)
+func (s *Sync) Pass() error {
+	reg := s.reg
+	yanks, err := accounts.YankedRefs(s.store)
 	if err != nil {
 		return err
 	}
@@ -53,7 +52,7 @@ func (s *registrySync) pass() error {
 	var fresh []*contract.Manifest
 	var gone []string
 	verdicts := map[string]bool{}
-	err = s.a.store.View(func(tx holon.Tx) error {
+	err = s.store.View(func(tx holon.Tx) error {
 		err := tx.ForEachAgent(func(ref string, d holon.Doc) error {
 			if !d.Published {
 				return nil
@@ -68,7 +67,7 @@ func (s *registrySync) pass() error {
 				m, err := contract.ParseManifest(bytes.Clone(d.Doc))
 				if err != nil {
 					s.unlisted[ref] = true
-					s.a.log.Error("published version does not load: left out", "agent", ref, "err", err)
+					s.log.Error("published version does not load: left out", "agent", ref, "err", err)
 					return nil
 				}
 				fresh = append(fresh, m)

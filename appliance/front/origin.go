@@ -1,4 +1,4 @@
-package appliance
+package front
 
 import (
 	"fmt"
@@ -28,14 +28,14 @@ const (
 	CodeOriginNotAllowed = "origin_not_allowed"
 )
 
-// checkHost is the dev gateway's rule for every route: the request must
+// CheckHost is the dev gateway's rule for every route: the request must
 // name the gateway by a loopback name or by the host of its public URL.
-func (a *api) checkHost(r *http.Request) error {
-	if a.origin.KnownHost(r) {
+func (d *Door) CheckHost(r *http.Request) error {
+	if d.cfg.Origin.KnownHost(r) {
 		return nil
 	}
 	public := ""
-	if h := a.origin.PublicHost(); h != "" {
+	if h := d.cfg.Origin.PublicHost(); h != "" {
 		public = ", " + h
 	}
 	return holon.Errorf(CodeHostNotAllowed, "this gateway runs without authentication and answers only to localhost, 127.0.0.1 and [::1]%s, not to %q "+
@@ -45,21 +45,21 @@ func (a *api) checkHost(r *http.Request) error {
 // checkMCPOrigin refuses a request to /mcp from a web page of another
 // origin: an absent Origin (a client that is not a browser) passes; a
 // present one must be the gateway's own, or in dev mode a loopback origin.
-func (a *api) checkMCPOrigin(r *http.Request) error {
+func (d *Door) checkMCPOrigin(r *http.Request) error {
 	o := r.Header.Get("Origin")
 	if o == "" {
 		return nil
 	}
-	if got := origin.Of(o); got != "" && got == a.origin.Origin(r) {
+	if got := origin.Of(o); got != "" && got == d.cfg.Origin.Origin(r) {
 		return nil
 	}
-	if a.hosted == nil && origin.IsLoopbackOrigin(o) {
+	if !d.cfg.Hosted && origin.IsLoopbackOrigin(o) {
 		return nil
 	}
 	mode := ""
-	if a.hosted == nil {
+	if !d.cfg.Hosted {
 		mode = " or a loopback origin (http://localhost:<port>)"
 	}
 	return holon.Errorf(CodeOriginNotAllowed, "/mcp does not answer web pages of other origins: the request came from %s, and only %s%s may call it; "+
-		"a client that is not a browser sends no Origin header", fmt.Sprintf("%q", o), a.origin.Origin(r), mode)
+		"a client that is not a browser sends no Origin header", fmt.Sprintf("%q", o), d.cfg.Origin.Origin(r), mode)
 }

@@ -1,4 +1,4 @@
-package appliance
+package web_test
 
 import (
 	"bytes"
@@ -21,7 +21,7 @@ import (
 // nothing of it, and logged once with the request; that gateway_error
 // itself is logged too; and that every other error keeps its table status
 // and is not logged.
-func TestAPI_Fail_InternalErrors(t *testing.T) {
+func TestFail_InternalErrors(t *testing.T) {
 	tests := []struct {
 		name   string
 		err    error
@@ -45,9 +45,9 @@ func TestAPI_Fail_InternalErrors(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			var logs bytes.Buffer
-			a := &api{log: slog.New(slog.NewJSONHandler(&logs, nil))}
+			log := slog.New(slog.NewJSONHandler(&logs, nil))
 			w := httptest.NewRecorder()
-			a.fail(w, httptest.NewRequest("GET", "/v0/receipts?mandate=carol/x", nil), tc.err)
+			web.Fail(log, w, httptest.NewRequest("GET", "/v0/receipts?mandate=carol/x", nil), tc.err)
 			var body struct {
 				Error struct{ Code, Message string }
 			}
