@@ -193,9 +193,9 @@ type verifier struct {
 	// (negative), from the refunds pass.
 	refundedFrom map[string]map[string]journal.Amount
 	// refunded is what each receipt's refunds gave back in all.
-	refunded map[string]journal.Amount
-	running      int64
-	treeParents  int64
+	refunded    map[string]journal.Amount
+	running     int64
+	treeParents int64
 	// From the approvals and records passes.
 	maxApproval, maxEvent uint64
 }
