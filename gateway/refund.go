@@ -105,6 +105,9 @@ func (e *Engine) refundTx(tx holon.Tx, in RefundInput) (*holon.Refund, error) {
 	}
 	n := len(prior) + 1
 	entry, parts, err := journal.Refund(holon.RefundEntryKey(r.ID, n), r.Payer, levels, before, amount)
+	if errors.Is(err, journal.ErrRefundMovesNothing) {
+		return nil, holon.Errorf(holon.CodeInvalidRequest, "amount: %s of %s would come all from %s's own royalties on its call, and move no money: refund more", amount, r.ID, r.Payer)
+	}
 	if err != nil {
 		return nil, holon.Errorf(holon.CodeReceiptNotBilled, "%s: %v", r.ID, err)
 	}

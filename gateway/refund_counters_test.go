@@ -2,8 +2,10 @@ package gateway_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 
+	"holon.dev/holon"
 	"holon.dev/holon/gateway"
 	"holon.dev/holon/journal"
 )
@@ -72,4 +74,38 @@ func TestEngine_Refund_PaidCallsAndRecord(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("both refunded in full", 0, own, bobPart(first.ID, second.ID))
+}
+
+// acmeOwn is acme's mandate over its own agents.
+const acmeOwn = `
+id: acme/own
+issuer: acme
+grantee: acme/assistant
+currency: EUR
+budget: {total: "1.00"}
+allow: {agents: ["acme/*"]}
+`
+
+// Ensure that a refund of an author's call to its own agent that would
+// come all from the author's own share, and so move no money, is refused
+// invalid_request with nothing written, and that a larger one goes
+// through.
+func TestEngine_Refund_OwnShareMovesNothing(t *testing.T) {
+	te := openEngine(t, engineConfig{manifests: refundAgents, handlers: testHandlers(), credit: "0.01", mandates: []string{acmeOwn}})
+	ctx := context.Background()
+	if err := te.eng.Credit(ctx, "test:acme", "acme", eur("1.00")); err != nil {
+		t.Fatal(err)
+	}
+	r := te.callOK(t, "acme/own", "acme/fork", nil)
+	one := eur("0.000001")
+	if _, err := te.eng.Refund(ctx, gateway.RefundInput{Receipt: r.ID, Amount: &one, Author: "acme"}); holon.ErrorCode(err) != holon.CodeInvalidRequest ||
+		!strings.Contains(err.Error(), "move no money") {
+		t.Errorf("a refund of acme's own share: %v, want invalid_request", err)
+	}
+	if rs, _ := te.eng.Refunds(r.ID); len(rs) != 0 {
+		t.Errorf("the refused refund left %d records", len(rs))
+	}
+	if _, err := te.eng.Refund(ctx, gateway.RefundInput{Receipt: r.ID, Author: "acme"}); err != nil {
+		t.Errorf("the rest: %v", err)
+	}
 }
