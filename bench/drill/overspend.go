@@ -184,25 +184,32 @@ func (d *drill) watch(ctx context.Context, c *api, acc *account, totals map[stri
 				"%s spent %s reserved %s of %s", m, st.Spent, st.Reserved, total)
 			d.count("watcher samples of a budget", 1)
 		}
-		a, err := c.do(ctx, "GET", "/v0/accounts", acc.human, nil)
-		if err != nil || a.Status != http.StatusOK {
-			continue
-		}
-		var out struct {
-			Accounts []struct {
-				Account, Balance, Held, Available string
-			} `json:"accounts"`
-		}
-		if json.Unmarshal(a.Body, &out) == nil {
-			for _, ac := range out.Accounts {
-				d.check("the watcher never sees an available balance below zero", !strings.HasPrefix(ac.Available, "-") && !strings.HasPrefix(ac.Balance, "-"),
-					"%s balance %s held %s available %s", ac.Account, ac.Balance, ac.Held, ac.Available)
-				d.count("watcher samples of the balance", 1)
-			}
-		}
+		d.sampleBalance(ctx, c, acc, "the watcher never sees an available balance below zero", "watcher samples of the balance")
 		select {
 		case <-ctx.Done():
 		case <-time.After(2 * time.Millisecond):
+		}
+	}
+}
+
+// sampleBalance reads acc's balance once over the API and checks the
+// invariant named: neither its balance nor its available balance below
+// zero.
+func (d *drill) sampleBalance(ctx context.Context, c *api, acc *account, invariant, samples string) {
+	a, err := c.do(ctx, "GET", "/v0/accounts", acc.human, nil)
+	if err != nil || a.Status != http.StatusOK {
+		return
+	}
+	var out struct {
+		Accounts []struct {
+			Account, Balance, Held, Available string
+		} `json:"accounts"`
+	}
+	if json.Unmarshal(a.Body, &out) == nil {
+		for _, ac := range out.Accounts {
+			d.check(invariant, !strings.HasPrefix(ac.Available, "-") && !strings.HasPrefix(ac.Balance, "-"),
+				"%s balance %s held %s available %s", ac.Account, ac.Balance, ac.Held, ac.Available)
+			d.count(samples, 1)
 		}
 	}
 }

@@ -161,6 +161,7 @@ func (rf *refunder) step(ctx context.Context, rng *rand.Rand) {
 			rf.d.count("calls to maker/fork answered 200", 1)
 			rf.offer(a.Receipt)
 		} else {
+			rf.d.count(fmt.Sprintf("calls to maker/fork answered %d %s", a.Status, a.code()), 1)
 			rf.pause(ctx)
 		}
 		return
@@ -354,21 +355,7 @@ func (rf *refunder) checkAnswered(v *storeView) {
 // available balance never below zero, refunds taken from it included.
 func (d *drill) watchAccount(ctx context.Context, c *api, acc *account) {
 	for ctx.Err() == nil {
-		a, err := c.do(ctx, "GET", "/v0/accounts", acc.human, nil)
-		if err == nil && a.Status == http.StatusOK {
-			var out struct {
-				Accounts []struct {
-					Account, Balance, Held, Available string
-				} `json:"accounts"`
-			}
-			if json.Unmarshal(a.Body, &out) == nil {
-				for _, ac := range out.Accounts {
-					d.check("the watcher never sees an author's available balance below zero", !strings.HasPrefix(ac.Available, "-") && !strings.HasPrefix(ac.Balance, "-"),
-						"%s balance %s held %s available %s", ac.Account, ac.Balance, ac.Held, ac.Available)
-					d.count("watcher samples of the author's balance", 1)
-				}
-			}
-		}
+		d.sampleBalance(ctx, c, acc, "the watcher never sees an author's available balance below zero", "watcher samples of the author's balance")
 		select {
 		case <-ctx.Done():
 		case <-time.After(5 * time.Millisecond):
