@@ -120,6 +120,7 @@ func crashDrill(ctx context.Context, d *drill) error {
 	d.floor("approvals decided", 1)
 	d.floor("idempotent calls re-sent after their 200", 1)
 	d.floor("refunds answered 201", int64(kills))
+	d.floor("refunds answered 201 by the author", 1)
 	return nil
 }
 

@@ -163,6 +163,7 @@ func overspendDrill(ctx context.Context, d *drill) error {
 	d.count("calls answered 200", ok200.Load())
 	d.floor("calls answered 200", 100)
 	d.floor("refunds answered 201", 10)
+	d.floor("refunds answered 201 by the author", 1)
 	bal := v.accounts["spender"]
 	d.note("billed %s on the balance's 5.00 (mandate a %s of 2.00, b %s of 4.00; spent at the end %s and %s, after refunds), %d calls answered 200, the balance ends at %s",
 		sum, billed[mandates[0]], billed[mandates[1]], v.budgets[mandates[0]].Spent, v.budgets[mandates[1]].Spent, ok200.Load(), bal.Balance)
