@@ -178,6 +178,10 @@ type CallsTx interface {
 	Events(before uint64, limit int) ([]*Event, error)
 	// Record reads an agent version's record (zero when it never ran).
 	Record(agent string) (Record, error)
+	// RefundRecord takes a refund of one of an agent version's runs off
+	// its record: Billed goes down by amount (never below zero: an error,
+	// and nothing changes); its runs stay counted, as they ran.
+	RefundRecord(agent string, amount journal.Amount) error
 
 	// AddEarnings adds to a version's earnings in a currency; Earnings
 	// reads them; ForEachEarnings walks the versions whose ref starts with

@@ -78,6 +78,9 @@ func refund(tx *kv.Tx, r *holon.Receipt, amount journal.Amount) error {
 	if err := tx.Put(holon.BucketRefunds, rf.ID, rf); err != nil {
 		return err
 	}
+	if err := tx.RefundRecord(*r.Agent, amount); err != nil {
+		return err
+	}
 	return tx.AddBudget(r.Mandate, -amount, 0)
 }
 

@@ -30,8 +30,8 @@ func refundedStore(t *testing.T) *kv.Store {
 // Ensure that refunds are carried by backups (into a new store, and into
 // PostgreSQL, where every row reads back as written), that verify accepts a
 // store with a refund, and that it catches a refund that no longer
-// matches its entry, one above its receipt, and budgets that did not
-// follow.
+// matches its entry, one above its receipt, and budgets and agent records
+// that did not follow.
 func TestBackup_Refunds(t *testing.T) {
 	s := refundedStore(t)
 	want := writeBackup(t, s)
@@ -66,6 +66,9 @@ func TestBackup_Refunds(t *testing.T) {
 			return editRow(t, ls, holon.BucketRefunds, `"k":"r1/000001"`, func(v map[string]any) {
 				v["parts"] = []any{map[string]any{"to": "holon-labs", "amount": "0.03"}}
 			})
+		}},
+		{"a record that kept the refunded billing", backup.CheckRecords, "holon-labs/company-lookup@1.0.0: record says 4 runs, 3 succeeded, 0.24 billed", func(ls []string) []string {
+			return editRow(t, ls, "records", `"k":"holon-labs/company-lookup@1.0.0"`, func(v map[string]any) { v["billed"] = "0.24" })
 		}},
 		{"a budget that kept the refunded spend", backup.CheckBudgets, "mandate alice/sandbox has spent", func(ls []string) []string {
 			return editRow(t, ls, "budgets", `"k":"alice/sandbox"`, func(v map[string]any) { v["spent"] = "0.302" })

@@ -128,13 +128,15 @@ func (r *Report) WriteTo(w io.Writer) (int64, error) {
 //   - approvals: each belongs to an existing receipt, a used one names the
 //     receipt it let through, only pending or granted ones keep input, and
 //     the index by mandate lists each one, and nothing else;
-//   - records: each agent's record is the sum of its call events;
+//   - records: each agent's record is the sum of its call events (what
+//     they billed less their refunds);
 //   - counters: receipt and journal counters match the rows, sequences are
 //     not behind the ids in use;
 //   - published: published versions, sealed endpoint credentials and
 //     GitHub sign-in state are well formed (verify_publish.go).
 //   - earnings: each author's earnings counters are what the settle
-//     entries paid it, and each version's paid calls its entries;
+//     entries paid it less what refunds took back, and each version's
+//     paid calls its entries but those refunded in full;
 //   - latency: each version's histogram is its settled events' durations.
 //
 // An error means the store could not be read; problems are in the report.
@@ -190,8 +192,10 @@ type verifier struct {
 	// refundedFrom is what each receipt's refunds took from each account
 	// (negative), from the refunds pass.
 	refundedFrom map[string]map[string]journal.Amount
-	running      int64
-	treeParents  int64
+	// refunded is what each receipt's refunds gave back in all.
+	refunded    map[string]journal.Amount
+	running     int64
+	treeParents int64
 	// From the approvals and records passes.
 	maxApproval, maxEvent uint64
 }
@@ -607,7 +611,8 @@ func (v *verifier) records() error {
 		if ev.Status == statusSucceeded {
 			r.Succeeded++
 		}
-		r.Billed += ev.Billed
+		// What the run billed, less what its refunds gave back.
+		r.Billed += ev.Billed - v.refunded[ev.Receipt]
 		r.DurationMS += ev.DurationMS
 		v.maxEvent = max(v.maxEvent, ev.Seq)
 		if !v.tx.HasReceipt(ev.Receipt) {

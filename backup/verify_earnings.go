@@ -22,8 +22,9 @@ const (
 
 // earnings checks the earnings counters against the journal: for every
 // author, what the counters of its versions say it earned (own shares and
-// royalties) is exactly what the settle entries paid it, and each
-// version's paid calls are its settle entries. Settlements journaled
+// royalties) is exactly what the settle entries paid it less what the
+// refunds took back, and each version's paid calls are its settle entries
+// but those refunded in full. Settlements journaled
 // before the counters existed (below meta earnings_from) are not counted.
 func (v *verifier) earnings() error {
 	c := v.c[CheckEarnings]
@@ -71,7 +72,10 @@ func (v *verifier) earnings() error {
 			return nil
 		}
 		entries++
-		settled[*r.Agent]++
+		// A call refunded in full is no longer a paid call.
+		if v.refunded[r.ID] < r.Cost.Own {
+			settled[*r.Agent]++
+		}
 		for _, l := range row.Lines {
 			got := l.Amount
 			if l.Account == r.Payer {

@@ -22,6 +22,7 @@ import (
 func (v *verifier) refunds() error {
 	c := v.c[CheckSettlements]
 	v.refundedFrom = map[string]map[string]journal.Amount{}
+	v.refunded = map[string]journal.Amount{}
 	byReceipt := map[string][]*holon.Refund{}
 	var order []string
 	err := v.tx.ForEach(holon.BucketRefunds, "", func(key string, raw json.RawMessage) (bool, error) {
@@ -57,6 +58,7 @@ func (v *verifier) refunds() error {
 			return err
 		}
 		refunded := holon.Refunded(rs)
+		v.refunded[id] = refunded
 		if !r.Billed || refunded > r.Cost.Own {
 			c.fail("receipt %s (billed %v, cost.own %s) has %s refunded", id, r.Billed, r.Cost.Own, refunded)
 		}

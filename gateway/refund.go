@@ -33,7 +33,9 @@ const maxReasonBytes = 500
 // back its part in proportion (journal.RefundTaken), exact to the
 // micro-unit, never touching the settle entry; the mandate's spent (and
 // that of every mandate whose budget paid for the call, with the window
-// that paid) goes down by the amount; the versions' earnings follow. The
+// that paid) goes down by the amount; the versions' earnings follow, the
+// version's record bills the amount less, and a call refunded in full is
+// no longer one of its author's paid calls. The
 // refusals: not_found (no such receipt, or not one of the author's
 // agents), receipt_not_billed, refund_exceeds_receipt (more than is left,
 // or nothing left), insufficient_funds (an account of the split cannot
@@ -103,6 +105,9 @@ func (e *Engine) refundTx(tx holon.Tx, in RefundInput) (*holon.Refund, error) {
 	}
 	n := len(prior) + 1
 	entry, parts, err := journal.Refund(holon.RefundEntryKey(r.ID, n), r.Payer, levels, before, amount)
+	if errors.Is(err, journal.ErrRefundMovesNothing) {
+		return nil, holon.Errorf(holon.CodeInvalidRequest, "amount: %s of %s would come all from %s's own royalties on its call, and move no money: refund more", amount, r.ID, r.Payer)
+	}
 	if err != nil {
 		return nil, holon.Errorf(holon.CodeReceiptNotBilled, "%s: %v", r.ID, err)
 	}
@@ -124,12 +129,17 @@ func (e *Engine) refundTx(tx holon.Tx, in RefundInput) (*holon.Refund, error) {
 	if err := e.unspend(tx, r, amount); err != nil {
 		return nil, err
 	}
-	// The versions' earnings follow the levels (countSettled's, reversed).
+	// The versions' earnings follow the levels (countSettled's, reversed),
+	// and a call refunded in full is no longer a paid call.
 	if len(levels) != len(v.ChainRefs)+2 {
 		return nil, fmt.Errorf("refund %s: %d split levels for a lineage of %d", r.ID, len(levels), len(v.ChainRefs))
 	}
-	if parts[1] > 0 {
-		if err := tx.AddEarnings(v.Manifest.Ref(), r.Currency, 0, -parts[1], 0); err != nil {
+	var unpaid int64
+	if before+amount == r.Cost.Own {
+		unpaid = -1
+	}
+	if parts[1] > 0 || unpaid != 0 {
+		if err := tx.AddEarnings(v.Manifest.Ref(), r.Currency, unpaid, -parts[1], 0); err != nil {
 			return nil, err
 		}
 	}
@@ -139,6 +149,10 @@ func (e *Engine) refundTx(tx holon.Tx, in RefundInput) (*holon.Refund, error) {
 				return nil, err
 			}
 		}
+	}
+	// The version's record bills what its runs billed, less their refunds.
+	if err := tx.RefundRecord(v.Manifest.Ref(), amount); err != nil {
+		return nil, err
 	}
 	by := in.Author
 	if by == "" {

@@ -1,6 +1,7 @@
 package journal
 
 import (
+	"errors"
 	"fmt"
 	"math/bits"
 )
@@ -143,11 +144,17 @@ func units(s Amount, t position) (below int64, at bool) {
 	return min(n, int64(s)), false
 }
 
+// ErrRefundMovesNothing is a refund whose every micro-unit comes from the
+// payer's own shares (royalties it paid itself): it would move no money.
+// A larger refund, or one after it, takes from the other shares too.
+var ErrRefundMovesNothing = errors.New("every micro-unit of it is the payer's own share: it moves no money")
+
 // Refund journals one refund of a paid call: its payer receives amount
 // back, and each share of the call's split gives back its part, the
 // micro-units between refunded before and after this refund (see
 // RefundTaken). before is what earlier refunds of the same call returned.
-// It returns the entry and each share's part.
+// It returns the entry and each share's part; ErrRefundMovesNothing
+// (with the parts) when every part is the payer's own.
 func Refund(key, payer string, shares []Share, before, amount Amount) (Entry, []Amount, error) {
 	if amount <= 0 {
 		return Entry{}, nil, fmt.Errorf("refund %s: want more than 0", amount)
@@ -178,6 +185,9 @@ func Refund(key, payer string, shares []Share, before, amount Amount) (Entry, []
 		}
 	}
 	e := Entry{Key: key, Lines: dropZeroLines(lines)}
+	if len(e.Lines) == 0 {
+		return Entry{}, parts, fmt.Errorf("refund %s of %s: %w", key, amount, ErrRefundMovesNothing)
+	}
 	if err := e.Validate(); err != nil {
 		return Entry{}, nil, fmt.Errorf("refund %s: %w", key, err)
 	}

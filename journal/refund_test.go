@@ -1,6 +1,7 @@
 package journal_test
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -29,33 +30,65 @@ func randomCall(rng *rand.Rand) (charge journal.Amount, creator string, chain []
 	accounts := []string{"ann", "bob", "cy", "dee", "holon"}
 	creator = accounts[rng.IntN(len(accounts)-1)]
 	for range rng.IntN(journal.MaxChain + 1) {
-		chain = append(chain, journal.Upstream{Account: accounts[rng.IntN(len(accounts))], Rate: journal.Rate(rng.Int64N(journal.Micro + 1))})
+		up := accounts[rng.IntN(len(accounts))]
+		if rng.IntN(12) == 0 {
+			up = "payer" // a payer paid royalties on its own call
+		}
+		chain = append(chain, journal.Upstream{Account: up, Rate: journal.Rate(rng.Int64N(journal.Micro + 1))})
 	}
 	return cost, creator, chain
 }
 
 // Ensure that refunds reverse a split exactly: over random prices, unit
-// counts, exchange rates and royalty chains, a full refund (in one part
-// or in many) returns every account to where it was; every partial refund
-// moves exactly its amount, from shares that never give back more than
-// they received nor less than nothing, as the same cumulative refund made
-// at once would; and every entry sums to zero.
+// counts, exchange rates (a price in the agent's currency converted into
+// the payer's, rounded up, as billing does) and royalty chains (up to
+// MaxChain levels, accounts repeating, the payer among them now and then),
+// split by level as the engine refunds them or merged as a receipt shows
+// them, a full refund (in one part or in many) returns every account to
+// where it was; every partial refund moves exactly its amount, from shares
+// that never give back more than they received nor less than nothing, as
+// the same cumulative refund made at once would; every micro-unit it moves
+// is traced: each line of its entry is the payer's amount less its own
+// parts, or an account's parts of the shares that paid it (a refund that
+// would come all from the payer's own shares is refused, moving nothing:
+// ErrRefundMovesNothing), no account
+// the settle entry did not pay gives anything back, and none gives back,
+// over all the refunds, more than the settle entry paid it; and every
+// entry sums to zero.
 func TestRefund_Property(t *testing.T) {
 	rng := rand.New(rand.NewPCG(24, 2026))
+	var levelled, merged, partial, movedNothing int
 	for n := range 3000 {
 		charge, creator, chain := randomCall(rng)
-		shares, err := journal.Split(charge, creator, chain)
+		var shares []journal.Share
+		var err error
+		if n%2 == 0 {
+			// By level, zero levels kept: what the engine refunds.
+			shares, err = journal.SplitLevels(charge, creator, chain)
+			levelled++
+		} else {
+			shares, err = journal.Split(charge, creator, chain)
+			merged++
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
 		settle, err := journal.Settlement(fmt.Sprintf("settle:r%d", n), "payer", shares)
+		if errors.Is(err, journal.ErrTooFewLines) {
+			continue // the payer paid itself: nothing moved, nothing to give back
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
 		balances := map[string]journal.Amount{}
+		paid := map[string]journal.Amount{} // what the settle entry credited each account
 		for _, l := range settle.Lines {
 			balances[l.Account] += l.Amount
+			if l.Amount > 0 {
+				paid[l.Account] += l.Amount
+			}
 		}
+		back := map[string]journal.Amount{} // what each account gave back so far
 		// Refunds in random parts until the whole charge is back.
 		var refunded journal.Amount
 		given := make([]journal.Amount, len(shares))
@@ -64,17 +97,31 @@ func TestRefund_Property(t *testing.T) {
 			if rng.IntN(4) == 0 {
 				amount = charge - refunded // the rest
 			}
+			if amount < charge-refunded {
+				partial++
+			}
 			e, parts, err := journal.Refund(fmt.Sprintf("refund:r%d:%d", n, part+1), "payer", shares, refunded, amount)
-			if err != nil {
-				if len(shares) == 1 && shares[0].To == "payer" {
-					break
+			if errors.Is(err, journal.ErrRefundMovesNothing) {
+				// Only when every part is the payer's own share.
+				for i, p := range parts {
+					if p != 0 && shares[i].To != "payer" {
+						t.Fatalf("call %d (%s over %v), refund %s after %s: %v, but share %d (%s) gives back %s", n, charge, shares, amount, refunded, err, i, shares[i].To, p)
+					}
 				}
+				movedNothing++
+				if amount == charge-refunded {
+					break // the rest is the payer's own: every account is where it was already
+				}
+				continue
+			}
+			if err != nil {
 				t.Fatalf("call %d (%s over %v), refund %s after %s: %v", n, charge, shares, amount, refunded, err)
 			}
 			if err := e.Validate(); err != nil {
 				t.Fatalf("call %d: %v", n, err)
 			}
 			var sum journal.Amount
+			traced := map[string]journal.Amount{"payer": amount}
 			for i, p := range parts {
 				if p < 0 {
 					t.Fatalf("call %d: share %d gives back %s", n, i, p)
@@ -84,9 +131,36 @@ func TestRefund_Property(t *testing.T) {
 					t.Fatalf("call %d: share %d (%s) gave back %s of its %s", n, i, shares[i].To, given[i], shares[i].Amount)
 				}
 				sum += p
+				traced[shares[i].To] -= p
 			}
 			if sum != amount {
 				t.Fatalf("call %d: the shares give back %s for a refund of %s", n, sum, amount)
+			}
+			// Every line is traced to the shares' parts, and nothing else moves.
+			lines := map[string]journal.Amount{}
+			for _, l := range e.Lines {
+				lines[l.Account] += l.Amount
+			}
+			for acct, a := range traced {
+				if lines[acct] != a {
+					t.Fatalf("call %d (%s over %v), refund %s after %s: %s moves %s, its shares' parts %s (entry %v, parts %v)",
+						n, charge, shares, amount, refunded, acct, lines[acct], a, e.Lines, parts)
+				}
+			}
+			for acct, a := range lines {
+				if _, ok := traced[acct]; !ok {
+					t.Fatalf("call %d: refund %s moves %s on %s, which no share holds", n, amount, a, acct)
+				}
+				if acct == "payer" {
+					continue
+				}
+				if _, ok := paid[acct]; !ok {
+					t.Fatalf("call %d: refund %s takes %s from %s, which the settle entry never paid", n, amount, -a, acct)
+				}
+				back[acct] -= a
+				if back[acct] > paid[acct] {
+					t.Fatalf("call %d: %s gave back %s in all, the settle entry paid it %s", n, acct, back[acct], paid[acct])
+				}
 			}
 			refunded += amount
 			// The same cumulative refund at once takes the same from each share.
@@ -108,6 +182,9 @@ func TestRefund_Property(t *testing.T) {
 				t.Fatalf("call %d (%s over %v): after a full refund %s is at %s, want where it was", n, charge, shares, account, b)
 			}
 		}
+	}
+	if levelled < 1000 || merged < 1000 || partial < 3000 || movedNothing == 0 {
+		t.Errorf("%d calls split by level, %d merged, %d partial refunds, %d that would move nothing: too few to mean anything", levelled, merged, partial, movedNothing)
 	}
 }
 

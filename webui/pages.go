@@ -16,6 +16,7 @@ func (c *Console) routePages() {
 	m.Handle("GET "+Prefix+"/receipts", c.page(c.receiptList))
 	m.Handle("GET "+Prefix+"/receipts.csv", c.page(c.receiptCSV))
 	m.Handle("GET "+Prefix+"/receipts/{id}", c.page(c.receiptView))
+	c.routeRefunds()
 	m.Handle("GET "+Prefix+"/agents", c.page(c.catalogue))
 	m.Handle("GET "+Prefix+"/agents/{ns}/{name}", c.page(c.agentView))
 	m.Handle("POST "+Prefix+"/agents/{ns}/{name}/try", c.page(c.agentTry))

@@ -110,6 +110,8 @@ func (c *Console) receiptCSV(w http.ResponseWriter, r *http.Request, v Viewer) {
 
 type treePage struct {
 	Tree *wire.ReceiptTree
+	// CanRefund offers the refund form (refunds.go).
+	CanRefund bool
 }
 
 // receiptView is a receipt with its whole tree: status, billed, own,
@@ -120,7 +122,7 @@ func (c *Console) receiptView(w http.ResponseWriter, r *http.Request, v Viewer) 
 		c.fail(w, r, v, err)
 		return
 	}
-	c.render(w, r, v, http.StatusOK, "receipts_view", treePage{Tree: &t})
+	c.render(w, r, v, http.StatusOK, "receipts_view", treePage{Tree: &t, CanRefund: canRefund(v, t.Receipt, t.Refunds)})
 }
 
 func amountOrEmpty(a *journal.Amount) string {

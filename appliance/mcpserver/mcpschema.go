@@ -208,10 +208,22 @@ var (
 			"children": jsonObj{"type": "array", "items": jsonObj{"$ref": "#/$defs/tree"}},
 		},
 	}
+	refundSchema = sObject(jsonObj{
+		"id":      sText("the refund's id, <receipt>/<n>"),
+		"receipt": sText("the receipt refunded"),
+		"amount":  amountSchema,
+		"reason":  sText("why, in the refunder's words: an author's inside <agent-text>"),
+		"by":      sText("the agent's author who refunded, or operator"),
+		"entry":   sText("its journal entry, refund:<receipt>:<n>"),
+		"parts":   sList(sObject(jsonObj{"to": sText("account"), "amount": amountSchema}, "to", "amount"), "what each account of the split gave back"),
+		"created": sText("RFC 3339 time"),
+	}, "id", "receipt", "amount", "by", "parts")
+
 	getReceiptOutput = func() jsonObj {
 		s := answerOrError(jsonObj{
 			"receipt":  receiptSchema,
 			"children": jsonObj{"type": "array", "items": jsonObj{"$ref": "#/$defs/tree"}, "description": "the delegated calls' trees"},
+			"refunds":  sList(refundSchema, "money given back of this call's own charge, oldest first"),
 		}, "receipt", "children")
 		s["$defs"] = jsonObj{"tree": receiptTreeSchema}
 		return s

@@ -64,8 +64,12 @@ type receipt struct {
 	Mandate string  `json:"mandate"`
 	Parent  *string `json:"parent"`
 	Cost    struct {
+		Own   string `json:"own"`
 		Total string `json:"total"`
 	} `json:"cost"`
+	// Agent and Children are for the refunds of the load.
+	Agent    *string  `json:"agent"`
+	Children []string `json:"children"`
 }
 
 // do sends a request; err is a transport error (no answer).
@@ -154,7 +158,7 @@ func (c *api) mandate(ctx context.Context, acc *account, name, total, perCall, a
 	m := map[string]any{
 		"id": name, "grantee": acc.handle + "/bot",
 		"budget": map[string]string{"total": total, "per_call": perCall},
-		"allow":  map[string]any{"agents": []string{"drill/*"}},
+		"allow":  map[string]any{"agents": []string{"drill/*", maker + "/*"}},
 	}
 	if approvalAbove != "" {
 		m["approval"] = map[string]string{"above": approvalAbove}

@@ -15,7 +15,7 @@ import (
 
 // crashDrill runs the real gateway under concurrent load (plain, slow,
 // delegated, approved and idempotent calls, retried when the gateway
-// vanished) and SIGKILLs it at random moments, restarting it on the same
+// vanished, and refunds of them: refunds.go) and SIGKILLs it at random moments, restarting it on the same
 // store each time. While it is down, the store is checked (holon verify,
 // and the calls in flight at the kill are noted); after each restart the API
 // is; at the end, every answer the clients were given is held against the
@@ -43,10 +43,17 @@ func crashDrill(ctx context.Context, d *drill) error {
 		return err
 	}
 
+	refunds, err := d.withRefunds(ctx, g, c, agents, registry, acc, []string{"crasher/main", "crasher/tight"})
+	if err != nil {
+		return err
+	}
+
 	l := newCrashLoad(d, []*api{c}, acc, agents)
+	l.onPaid = refunds.offer
 	loadCtx, stopLoad := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	l.start(loadCtx, &wg, clients)
+	refunds.start(loadCtx, &wg, max(clients/6, 2))
 
 	// inFlight are the receipts that held money at the last kill: the
 	// restart must close them as gateway_restarted, unbilled.
@@ -75,6 +82,7 @@ func crashDrill(ctx context.Context, d *drill) error {
 			return fmt.Errorf("read the store after kill %d: %w", k+1, err)
 		}
 		d.checkRestarted(v, inFlight, k)
+		d.checkRefunds(v)
 		inFlight = inFlight[:0]
 		for _, h := range v.holds {
 			inFlight = append(inFlight, h.Receipt)
@@ -105,10 +113,14 @@ func crashDrill(ctx context.Context, d *drill) error {
 	}
 	d.checkRestarted(v, inFlight, kills)
 	l.checkAnswers(v, agents)
+	d.checkRefundedMoney(v, acc.handle, totals)
+	refunds.checkAnswered(v)
 	d.floor("calls answered 200", int64(5*kills))
 	d.floor("calls in flight at a kill", int64(max(kills/4, 1)))
 	d.floor("approvals decided", 1)
 	d.floor("idempotent calls re-sent after their 200", 1)
+	d.floor("refunds answered 201", int64(kills))
+	d.floor("refunds answered 201 by the author", 1)
 	return nil
 }
 
@@ -158,6 +170,9 @@ type crashLoad struct {
 	idem map[string]string
 	// recent are receipts answered 200 since the last restart check.
 	recent []string
+	// onPaid, when set, is told every receipt answered 200 (the crash
+	// drill's refunds).
+	onPaid func(*receipt)
 }
 
 func newCrashLoad(d *drill, apis []*api, acc *account, agents *agentServer) *crashLoad {
@@ -240,6 +255,9 @@ func (l *crashLoad) took(a *answer) {
 		l.answered[a.Receipt.ID] = a.Receipt.Cost.Total
 		l.recent = append(l.recent, a.Receipt.ID)
 		l.mu.Unlock()
+		if l.onPaid != nil {
+			l.onPaid(a.Receipt)
+		}
 	case a.code() == "store_unavailable":
 		l.d.count("calls answered 503 store_unavailable (PostgreSQL down)", 1)
 	case a.Status == http.StatusServiceUnavailable || a.code() == "gateway_restarted":

@@ -135,7 +135,7 @@ func TestDrill_PowerLoss_CatchesNoSync(t *testing.T) {
 
 // refuseAll makes the gateway refuse every call of the drills: their
 // agents are excluded from its catalogue (404 not_found).
-const refuseAll = "HOLON_EXCLUDE=drill/echo,drill/slow,drill/pricey,drill/orch"
+const refuseAll = "HOLON_EXCLUDE=drill/echo,drill/slow,drill/pricey,drill/orch,drill/base,maker/fork"
 
 // Ensure that a gateway refusing every call fails the crash drill, naming
 // its floor, instead of holding every invariant over nothing.

@@ -17,11 +17,14 @@ import (
 // overspendDrill aims thousands of concurrent calls, parallel retries of
 // one Idempotency-Key and parallel delegated runs at two mandates (2.00 and 4.00)
 // of one account holding 5.00, so that both the budgets and the balance run
-// out under contention. A watcher samples the budgets and the balance over
-// the API throughout: spent + reserved never above a total, the available
-// balance never below zero. At the end the store must agree: what the
-// mandates spent is what their receipts billed, the balance is the credit
-// less that, and no key ran twice.
+// out under contention, while refunds (refunds.go) give budget and balance
+// back to be spent again. A watcher samples the budgets and the balances
+// (the payer's and the refunding author's) over the API throughout: spent +
+// reserved never above a total, the available balance never below zero.
+// At the end the store must agree: what the mandates spent is what their
+// receipts billed less their refunds, the balance is the credit less what
+// was billed plus what was refunded, the refunds hold (checkRefunds), and
+// no key ran twice.
 func overspendDrill(ctx context.Context, d *drill) error {
 	calls := pick(d.o.Calls, d.o.Long, 2000, 10000)
 	clients := pick(d.o.Clients, d.o.Long, 64, 128)
@@ -43,6 +46,10 @@ func overspendDrill(ctx context.Context, d *drill) error {
 	}
 	// a runs out of budget, b of the balance left once a has spent.
 	mandates := []string{"spender/a", "spender/b"}
+	refunds, err := d.withRefunds(ctx, g, c, agents, registry, acc, mandates)
+	if err != nil {
+		return err
+	}
 	totals := map[string]journal.Amount{"spender/a": journal.MustParseAmount("2.00"), "spender/b": journal.MustParseAmount("4.00")}
 	for _, m := range mandates {
 		if err := c.mandate(ctx, acc, strings.TrimPrefix(m, "spender/"), totals[m].String(), "1.00", ""); err != nil {
@@ -52,11 +59,20 @@ func overspendDrill(ctx context.Context, d *drill) error {
 
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	var watched sync.WaitGroup
-	watched.Add(1)
+	watched.Add(2)
 	go func() {
 		defer watched.Done()
 		d.watch(watchCtx, c, acc, totals)
 	}()
+	go func() {
+		defer watched.Done()
+		d.watchAccount(watchCtx, c, refunds.maker)
+	}()
+	// Refunds all along: they give budget and balance back, which the
+	// calls then spend again.
+	refundCtx, stopRefunds := context.WithCancel(ctx)
+	var refunding sync.WaitGroup
+	refunds.start(refundCtx, &refunding, max(clients/16, 2))
 
 	var next atomic.Int64
 	var wg sync.WaitGroup
@@ -107,12 +123,15 @@ func overspendDrill(ctx context.Context, d *drill) error {
 				}
 				if a.Status == http.StatusOK {
 					ok200.Add(1)
+					refunds.offer(a.Receipt)
 				}
 				d.count(fmt.Sprintf("answered %d %s", a.Status, a.code()), 1)
 			}
 		}()
 	}
 	wg.Wait()
+	stopRefunds()
+	refunding.Wait()
 	stopWatch()
 	watched.Wait()
 	if err := g.stop(); err != nil {
@@ -130,13 +149,12 @@ func overspendDrill(ctx context.Context, d *drill) error {
 			sum += r.Cost.Total
 		}
 	}
-	for _, m := range mandates {
-		b := v.budgets[m]
-		d.check("a mandate's spent is what its receipts billed", b.Spent == billed[m], "%s spent %s, receipts billed %s", m, b.Spent, billed[m])
-	}
-	bal := v.accounts["spender"]
-	credit := journal.MustParseAmount("5.00")
-	d.check("the balance is the credit less what was billed", bal.Balance == credit-sum, "balance %s, credit %s, billed %s", bal.Balance, credit, sum)
+	// Each mandate's spent is what its receipts billed less their
+	// refunds, and the balance is the credit less what was billed plus
+	// what was refunded.
+	d.checkRefundedMoney(v, "spender", totals)
+	refunds.checkAnswered(v)
+	d.check("the credit is the signup's 5.00", v.credits["spender"] == journal.MustParseAmount("5.00"), "spender was credited %s", v.credits["spender"])
 	_, byNonce, _ := agents.counts()
 	idemNonces.Range(func(k, _ any) bool {
 		d.check("an Idempotency-Key sent at once three times runs once at most", byNonce[k.(string)] <= 1, "%s ran %d times", k, byNonce[k.(string)])
@@ -144,7 +162,11 @@ func overspendDrill(ctx context.Context, d *drill) error {
 	})
 	d.count("calls answered 200", ok200.Load())
 	d.floor("calls answered 200", 100)
-	d.note("billed %s of the balance's 5.00 (mandate a %s of 2.00, b %s of 4.00), %d calls answered 200", sum, billed[mandates[0]], billed[mandates[1]], ok200.Load())
+	d.floor("refunds answered 201", 10)
+	d.floor("refunds answered 201 by the author", 1)
+	bal := v.accounts["spender"]
+	d.note("billed %s on the balance's 5.00 (mandate a %s of 2.00, b %s of 4.00; spent at the end %s and %s, after refunds), %d calls answered 200, the balance ends at %s",
+		sum, billed[mandates[0]], billed[mandates[1]], v.budgets[mandates[0]].Spent, v.budgets[mandates[1]].Spent, ok200.Load(), bal.Balance)
 	return nil
 }
 
@@ -163,25 +185,32 @@ func (d *drill) watch(ctx context.Context, c *api, acc *account, totals map[stri
 				"%s spent %s reserved %s of %s", m, st.Spent, st.Reserved, total)
 			d.count("watcher samples of a budget", 1)
 		}
-		a, err := c.do(ctx, "GET", "/v0/accounts", acc.human, nil)
-		if err != nil || a.Status != http.StatusOK {
-			continue
-		}
-		var out struct {
-			Accounts []struct {
-				Account, Balance, Held, Available string
-			} `json:"accounts"`
-		}
-		if json.Unmarshal(a.Body, &out) == nil {
-			for _, ac := range out.Accounts {
-				d.check("the watcher never sees an available balance below zero", !strings.HasPrefix(ac.Available, "-") && !strings.HasPrefix(ac.Balance, "-"),
-					"%s balance %s held %s available %s", ac.Account, ac.Balance, ac.Held, ac.Available)
-				d.count("watcher samples of the balance", 1)
-			}
-		}
+		d.sampleBalance(ctx, c, acc, "the watcher never sees an available balance below zero", "watcher samples of the balance")
 		select {
 		case <-ctx.Done():
 		case <-time.After(2 * time.Millisecond):
+		}
+	}
+}
+
+// sampleBalance reads acc's balance once over the API and checks the
+// invariant named: neither its balance nor its available balance below
+// zero.
+func (d *drill) sampleBalance(ctx context.Context, c *api, acc *account, invariant, samples string) {
+	a, err := c.do(ctx, "GET", "/v0/accounts", acc.human, nil)
+	if err != nil || a.Status != http.StatusOK {
+		return
+	}
+	var out struct {
+		Accounts []struct {
+			Account, Balance, Held, Available string
+		} `json:"accounts"`
+	}
+	if json.Unmarshal(a.Body, &out) == nil {
+		for _, ac := range out.Accounts {
+			d.check(invariant, !strings.HasPrefix(ac.Available, "-") && !strings.HasPrefix(ac.Balance, "-"),
+				"%s balance %s held %s available %s", ac.Account, ac.Balance, ac.Held, ac.Available)
+			d.count(samples, 1)
 		}
 	}
 }

@@ -21,22 +21,37 @@ type storeView struct {
 	budgets  map[string]holon.Budget
 	accounts map[string]holon.Account
 	entries  int
+	// refunds are the refunds by receipt, oldest first (read from a kv
+	// store only); refundEntries the lines of the refund: entries, by key;
+	// credits what every other entry (signups, top-ups) moved, by
+	// account.
+	refunds       map[string][]*holon.Refund
+	refundEntries map[string][]journal.Line
+	credits       map[string]journal.Amount
 	// chainErr is what verifying the journal's hash chain found (read
 	// from PostgreSQL only; holon verify checks it on either store).
 	chainErr error
 }
 
 func newStoreView() *storeView {
-	return &storeView{receipts: map[string]*holon.Receipt{}, settles: map[string]int{}, budgets: map[string]holon.Budget{}, accounts: map[string]holon.Account{}}
+	return &storeView{receipts: map[string]*holon.Receipt{}, settles: map[string]int{}, budgets: map[string]holon.Budget{}, accounts: map[string]holon.Account{},
+		refunds: map[string][]*holon.Refund{}, refundEntries: map[string][]journal.Line{}, credits: map[string]journal.Amount{}}
 }
 
 // readJournal counts the journal's entries, and its settle: entries by
-// receipt, and reads the holds.
+// receipt, keeps the refund: entries' lines and adds up what the other
+// entries moved, and reads the holds.
 func (v *storeView) readJournal(tx holon.Tx) error {
 	err := tx.ForEachEntry(0, func(row holon.JournalRow) (bool, error) {
 		v.entries++
 		if id, ok := strings.CutPrefix(row.Key, "settle:"); ok {
 			v.settles[id]++
+		} else if strings.HasPrefix(row.Key, "refund:") {
+			v.refundEntries[row.Key] = row.Lines
+		} else {
+			for _, l := range row.Lines {
+				v.credits[l.Account] += l.Amount
+			}
 		}
 		return true, nil
 	})
@@ -59,6 +74,9 @@ func readStore(path string) (*storeView, error) {
 			return err
 		}
 		if err := v.readJournal(tx); err != nil {
+			return err
+		}
+		if err := v.readRefunds(tx); err != nil {
 			return err
 		}
 		if err := tx.ForEachBudget(func(m string, b holon.Budget) error { v.budgets[m] = b; return nil }); err != nil {

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
@@ -462,6 +463,19 @@ func testEventsPaging(t *testing.T, e *env) {
 		}
 		if rec, err := tx.Record("nobody/x@1.0.0"); err != nil || rec != (holon.Record{}) {
 			t.Errorf("record of an agent never run = %+v, %v", rec, err)
+		}
+		return nil
+	})
+	// A refund takes its amount off what the record billed, never below
+	// zero; the runs stay counted.
+	e.update(func(tx holon.Tx) error { return tx.RefundRecord("acme/x@1.0.0", amt("0.05")) })
+	if err := e.s.Update(context.Background(), func(tx holon.Tx) error { return tx.RefundRecord("acme/x@1.0.0", amt("0.150001")) }); err == nil {
+		t.Error("a refund above what the record billed: no error")
+	}
+	e.view(func(tx holon.Tx) error {
+		rec, err := tx.Record("acme/x@1.0.0")
+		if want := (holon.Record{Runs: 25, Succeeded: 20, Billed: amt("0.15"), DurationMS: 250}); err != nil || rec != want {
+			t.Errorf("record after refunds = %+v, %v; want %+v", rec, err, want)
 		}
 		return nil
 	})
