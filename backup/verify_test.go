@@ -230,3 +230,61 @@ func TestVerify_ApprovalIndex(t *testing.T) {
 		}
 	}
 }
+
+// Ensure that verify checks the receipt index (and its log, where a new
+// receipt's key goes first) against the receipts: a receipt left out, a
+// key of no receipt, and two receipts swapped between mandates (the counts
+// still right) are each a problem.
+func TestVerify_ReceiptIndex(t *testing.T) {
+	key := func(m string, seq byte) []byte { return append([]byte(m+"\x00"), 0, 0, 0, 0, 0, 0, 0, seq) }
+	seq := func(n byte) []byte { return []byte{0, 0, 0, 0, 0, 0, 0, n} }
+	for _, tt := range []struct {
+		name   string
+		tamper func(log, idx *bolt.Bucket) error
+		want   string
+	}{
+		{"a receipt left out", func(log, idx *bolt.Bucket) error {
+			if err := log.Delete(seq(4)); err != nil {
+				return err
+			}
+			return log.Delete(seq(5))
+		}, "the receipt index lists none of mandate alice/sandbox~r3's 2 receipts"},
+		{"a key of no receipt", func(log, idx *bolt.Bucket) error {
+			return idx.Put(key("bob/sandbox", 99), nil)
+		}, "the receipt index lists 5 receipts under mandate bob/sandbox, which has 4"},
+		{"two receipts swapped", func(log, idx *bolt.Bucket) error {
+			if err := log.Put(seq(1), []byte("bob/sandbox")); err != nil {
+				return err
+			}
+			return log.Put(seq(2), []byte("alice/sandbox"))
+		}, "the receipt index lists under mandate alice/sandbox receipts that are not its own"},
+	} {
+		path := filepath.Join(t.TempDir(), "holon.db")
+		s := openStore(t, path)
+		fixture(t, s)
+		s.Close()
+		db, err := bolt.Open(path, 0o600, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = db.Update(func(btx *bolt.Tx) error {
+			return tt.tamper(btx.Bucket([]byte("receipts_by_mandate_log")), btx.Bucket([]byte("receipts_by_mandate")))
+		})
+		db.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ro, err := kv.OpenReadOnly(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep, err := backup.Verify(ro)
+		ro.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c := rep.Check(backup.CheckCounters); c.OK() || !slices.Contains(c.Problems, tt.want) {
+			t.Errorf("%s: %+v, want %q", tt.name, c, tt.want)
+		}
+	}
+}
