@@ -194,33 +194,12 @@ func TestVerify_ApprovalIndex(t *testing.T) {
 		}, "the approvals index holds 3 keys for 2 approvals"},
 		{"no index", nil, ""},
 	} {
-		path := filepath.Join(t.TempDir(), "holon.db")
-		s := openStore(t, path)
-		fixture(t, s)
-		s.Close()
-		db, err := bolt.Open(path, 0o600, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		err = db.Update(func(btx *bolt.Tx) error {
+		rep := verifyTampered(t, func(btx *bolt.Tx) error {
 			if tt.tamper == nil {
 				return btx.DeleteBucket([]byte("approvals_by_mandate"))
 			}
 			return tt.tamper(btx.Bucket([]byte("approvals_by_mandate")))
 		})
-		db.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		ro, err := kv.OpenReadOnly(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rep, err := backup.Verify(ro)
-		ro.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
 		c := rep.Check(backup.CheckApprovals)
 		switch {
 		case tt.want == "" && (!c.OK() || !strings.Contains(c.Covered, "no index by mandate yet")):
@@ -259,32 +238,40 @@ func TestVerify_ReceiptIndex(t *testing.T) {
 			return log.Put(seq(2), []byte("alice/sandbox"))
 		}, "the receipt index lists under mandate alice/sandbox receipts that are not its own"},
 	} {
-		path := filepath.Join(t.TempDir(), "holon.db")
-		s := openStore(t, path)
-		fixture(t, s)
-		s.Close()
-		db, err := bolt.Open(path, 0o600, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		err = db.Update(func(btx *bolt.Tx) error {
+		rep := verifyTampered(t, func(btx *bolt.Tx) error {
 			return tt.tamper(btx.Bucket([]byte("receipts_by_mandate_log")), btx.Bucket([]byte("receipts_by_mandate")))
 		})
-		db.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		ro, err := kv.OpenReadOnly(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rep, err := backup.Verify(ro)
-		ro.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
 		if c := rep.Check(backup.CheckCounters); c.OK() || !slices.Contains(c.Problems, tt.want) {
 			t.Errorf("%s: %+v, want %q", tt.name, c, tt.want)
 		}
 	}
+}
+
+// verifyTampered writes the fixture into a new store, changes its file
+// with tamper in a raw bbolt transaction, and verifies it read-only.
+func verifyTampered(t *testing.T, tamper func(*bolt.Tx) error) *backup.Report {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "holon.db")
+	s := openStore(t, path)
+	fixture(t, s)
+	s.Close()
+	db, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Update(tamper)
+	db.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ro, err := kv.OpenReadOnly(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	rep, err := backup.Verify(ro)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
 }

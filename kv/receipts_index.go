@@ -105,22 +105,13 @@ func (tx *Tx) arenaBytes(n int) []byte {
 // log. The writer runs it after a batch's updates, outside the undo log:
 // it changes no record, only where the index keeps its keys.
 func foldLog(btx *bolt.Tx) (int, error) {
-	log := btx.Bucket(bucketReceiptsLog)
-	if log == nil {
+	if btx.Bucket(bucketReceiptsLog) == nil {
 		return 0, nil
 	}
-	var keys [][]byte
-	err := log.ForEach(func(k, v []byte) error {
-		if len(k) != 8 {
-			return fmt.Errorf("receipt index log key %x is not a sequence number", k)
-		}
-		keys = append(keys, mandateIndexKey(string(v), binary.BigEndian.Uint64(k)))
-		return nil
-	})
+	keys, err := loggedKeys(btx)
 	if err != nil {
 		return 0, err
 	}
-	slices.SortFunc(keys, bytes.Compare)
 	idx := btx.Bucket(bucketReceiptsByMand)
 	for _, k := range keys {
 		if err := idx.Put(k, nil); err != nil {
@@ -132,6 +123,25 @@ func foldLog(btx *bolt.Tx) (int, error) {
 	}
 	_, err = btx.CreateBucket(bucketReceiptsLog)
 	return len(keys), err
+}
+
+// loggedKeys is the log's keys as index keys, sorted (none when a store
+// opened read-only has no log).
+func loggedKeys(btx *bolt.Tx) ([][]byte, error) {
+	b := btx.Bucket(bucketReceiptsLog)
+	if b == nil {
+		return nil, nil
+	}
+	var keys [][]byte
+	err := b.ForEach(func(k, v []byte) error {
+		if len(k) != 8 {
+			return fmt.Errorf("receipt index log key %x is not a sequence number", k)
+		}
+		keys = append(keys, mandateIndexKey(string(v), binary.BigEndian.Uint64(k)))
+		return nil
+	})
+	slices.SortFunc(keys, bytes.Compare)
+	return keys, err
 }
 
 // logKeys counts the log's keys (at most a fold's worth), at Open.
@@ -222,19 +232,9 @@ func (tx *Tx) ForEachReceiptIndexed(fn func(mandate string, seq uint64) error) e
 // at their place, in key order. The log's keys are few (at most a fold's
 // worth): they are sorted in memory.
 func forEachReceiptIndexed(btx *bolt.Tx, fn func(key []byte) error) error {
-	var logged [][]byte
-	if b := btx.Bucket(bucketReceiptsLog); b != nil {
-		err := b.ForEach(func(k, v []byte) error {
-			if len(k) != 8 {
-				return fmt.Errorf("receipt index log key %x is not a sequence number", k)
-			}
-			logged = append(logged, mandateIndexKey(string(v), binary.BigEndian.Uint64(k)))
-			return nil
-		})
-		if err != nil {
-			return err
-		}
-		slices.SortFunc(logged, bytes.Compare)
+	logged, err := loggedKeys(btx)
+	if err != nil {
+		return err
 	}
 	c := btx.Bucket(bucketReceiptsByMand).Cursor()
 	k, _ := c.First()
