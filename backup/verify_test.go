@@ -163,15 +163,7 @@ func TestVerify_EditedStore(t *testing.T) {
 	if _, err := backup.Restore(bytes.NewReader(reseal(t, ls)), path, nil); err != nil {
 		t.Fatal(err)
 	}
-	ro, err := kv.OpenReadOnly(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ro.Close()
-	rep, err := backup.Verify(ro)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep := verifyPath(t, path)
 	if c := rep.Check(backup.CheckBalances); c.OK() || !strings.Contains(c.Problems[0], "account alice: balance 100.00") {
 		t.Errorf("balances: %+v", c)
 	}
@@ -264,6 +256,12 @@ func verifyTampered(t *testing.T, tamper func(*bolt.Tx) error) *backup.Report {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return verifyPath(t, path)
+}
+
+// verifyPath verifies the store at path, opened read-only.
+func verifyPath(t *testing.T, path string) *backup.Report {
+	t.Helper()
 	ro, err := kv.OpenReadOnly(path)
 	if err != nil {
 		t.Fatal(err)
