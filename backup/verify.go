@@ -130,8 +130,9 @@ func (r *Report) WriteTo(w io.Writer) (int64, error) {
 //     the index by mandate lists each one, and nothing else;
 //   - records: each agent's record is the sum of its call events (what
 //     they billed less their refunds);
-//   - counters: receipt and journal counters match the rows, sequences are
-//     not behind the ids in use;
+//   - counters: receipt and journal counters match the rows, the receipt
+//     index (and its log) lists each receipt under its mandate and nothing
+//     else, sequences are not behind the ids in use;
 //   - published: published versions, sealed endpoint credentials and
 //     GitHub sign-in state are well formed (verify_publish.go).
 //   - earnings: each author's earnings counters are what the settle
@@ -184,6 +185,9 @@ type verifier struct {
 	nReceipts  int64
 	maxReceipt uint64
 	byMandate  map[string]uint64
+	// setOf is each mandate's receipts as a set's fingerprint (the sum of
+	// mix(seq)), held against the receipt index's.
+	setOf map[string]uint64
 	// spent is what each mandate's receipts cost (cost.total).
 	spent      map[string]journal.Amount
 	billed     int64
@@ -304,6 +308,7 @@ func (v *verifier) receipts() error {
 	settle, trees, holds := v.c[CheckSettlements], v.c[CheckTrees], v.c[CheckHolds]
 	appr := v.c[CheckApprovals]
 	v.byMandate = map[string]uint64{}
+	v.setOf = map[string]uint64{}
 	v.spent = map[string]journal.Amount{}
 	err := v.tx.ForEachReceipt(func(r *holon.Receipt) error {
 		if err := v.tick(); err != nil {
@@ -313,6 +318,7 @@ func (v *verifier) receipts() error {
 		seq, _ := holon.ReceiptSeq(r.ID)
 		v.maxReceipt = max(v.maxReceipt, seq)
 		v.byMandate[r.Mandate]++
+		v.setOf[r.Mandate] += mix(seq)
 		if err := v.settlement(settle, r); err != nil {
 			return err
 		}
@@ -649,6 +655,9 @@ func (v *verifier) records() error {
 
 func (v *verifier) counters() error {
 	c := v.c[CheckCounters]
+	if err := v.receiptIndex(c); err != nil {
+		return err
+	}
 	if n := v.tx.Counter("receipts"); n != uint64(v.nReceipts) {
 		c.fail("counter receipts is %d, there are %d receipts", n, v.nReceipts)
 	}
@@ -682,8 +691,51 @@ func (v *verifier) counters() error {
 	if seq := v.tx.Sequence("call_events"); seq < v.maxEvent {
 		c.fail("the call_events sequence is %d, behind event %d", seq, v.maxEvent)
 	}
-	c.Covered = "receipt and journal counters match their rows; sequences are ahead of every id"
+	c.Covered = "receipt and journal counters match their rows; the receipt index lists each receipt under its mandate, and nothing else; sequences are ahead of every id"
 	return nil
+}
+
+// receiptIndex checks that the receipt index (with its log) lists each
+// receipt under its mandate and nothing else: per mandate, the same
+// number of keys as receipts and the same set (their fingerprints, the
+// sums of mix(seq), which memory holds per mandate, not per receipt).
+func (v *verifier) receiptIndex(c *CheckResult) error {
+	n := map[string]uint64{}
+	set := map[string]uint64{}
+	err := v.tx.ForEachReceiptIndexed(func(m string, seq uint64) error {
+		if err := v.tick(); err != nil {
+			return err
+		}
+		n[m]++
+		set[m] += mix(seq)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, m := range sortedKeys(n) {
+		switch {
+		case n[m] != v.byMandate[m]:
+			c.fail("the receipt index lists %d receipts under mandate %s, which has %d", n[m], m, v.byMandate[m])
+		case set[m] != v.setOf[m]:
+			c.fail("the receipt index lists under mandate %s receipts that are not its own", m)
+		}
+	}
+	for _, m := range sortedKeys(v.byMandate) {
+		if _, ok := n[m]; !ok {
+			c.fail("the receipt index lists none of mandate %s's %d receipts", m, v.byMandate[m])
+		}
+	}
+	return nil
+}
+
+// mix scrambles a sequence number (splitmix64's finalizer), so that sums
+// of mixed numbers tell sets apart.
+func mix(x uint64) uint64 {
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
+	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
+	return x ^ (x >> 31)
 }
 
 // VerifyFile checks a backup: first the file itself (header, counts,

@@ -163,15 +163,7 @@ func TestVerify_EditedStore(t *testing.T) {
 	if _, err := backup.Restore(bytes.NewReader(reseal(t, ls)), path, nil); err != nil {
 		t.Fatal(err)
 	}
-	ro, err := kv.OpenReadOnly(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ro.Close()
-	rep, err := backup.Verify(ro)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep := verifyPath(t, path)
 	if c := rep.Check(backup.CheckBalances); c.OK() || !strings.Contains(c.Problems[0], "account alice: balance 100.00") {
 		t.Errorf("balances: %+v", c)
 	}
@@ -194,33 +186,12 @@ func TestVerify_ApprovalIndex(t *testing.T) {
 		}, "the approvals index holds 3 keys for 2 approvals"},
 		{"no index", nil, ""},
 	} {
-		path := filepath.Join(t.TempDir(), "holon.db")
-		s := openStore(t, path)
-		fixture(t, s)
-		s.Close()
-		db, err := bolt.Open(path, 0o600, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		err = db.Update(func(btx *bolt.Tx) error {
+		rep := verifyTampered(t, func(btx *bolt.Tx) error {
 			if tt.tamper == nil {
 				return btx.DeleteBucket([]byte("approvals_by_mandate"))
 			}
 			return tt.tamper(btx.Bucket([]byte("approvals_by_mandate")))
 		})
-		db.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		ro, err := kv.OpenReadOnly(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rep, err := backup.Verify(ro)
-		ro.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
 		c := rep.Check(backup.CheckApprovals)
 		switch {
 		case tt.want == "" && (!c.OK() || !strings.Contains(c.Covered, "no index by mandate yet")):
@@ -229,4 +200,76 @@ func TestVerify_ApprovalIndex(t *testing.T) {
 			t.Errorf("%s: %+v, want %q", tt.name, c, tt.want)
 		}
 	}
+}
+
+// Ensure that verify checks the receipt index (and its log, where a new
+// receipt's key goes first) against the receipts: a receipt left out, a
+// key of no receipt, and two receipts swapped between mandates (the counts
+// still right) are each a problem.
+func TestVerify_ReceiptIndex(t *testing.T) {
+	key := func(m string, seq byte) []byte { return append([]byte(m+"\x00"), 0, 0, 0, 0, 0, 0, 0, seq) }
+	seq := func(n byte) []byte { return []byte{0, 0, 0, 0, 0, 0, 0, n} }
+	for _, tt := range []struct {
+		name   string
+		tamper func(log, idx *bolt.Bucket) error
+		want   string
+	}{
+		{"a receipt left out", func(log, idx *bolt.Bucket) error {
+			if err := log.Delete(seq(4)); err != nil {
+				return err
+			}
+			return log.Delete(seq(5))
+		}, "the receipt index lists none of mandate alice/sandbox~r3's 2 receipts"},
+		{"a key of no receipt", func(log, idx *bolt.Bucket) error {
+			return idx.Put(key("bob/sandbox", 99), nil)
+		}, "the receipt index lists 5 receipts under mandate bob/sandbox, which has 4"},
+		{"two receipts swapped", func(log, idx *bolt.Bucket) error {
+			if err := log.Put(seq(1), []byte("bob/sandbox")); err != nil {
+				return err
+			}
+			return log.Put(seq(2), []byte("alice/sandbox"))
+		}, "the receipt index lists under mandate alice/sandbox receipts that are not its own"},
+	} {
+		rep := verifyTampered(t, func(btx *bolt.Tx) error {
+			return tt.tamper(btx.Bucket([]byte("receipts_by_mandate_log")), btx.Bucket([]byte("receipts_by_mandate")))
+		})
+		if c := rep.Check(backup.CheckCounters); c.OK() || !slices.Contains(c.Problems, tt.want) {
+			t.Errorf("%s: %+v, want %q", tt.name, c, tt.want)
+		}
+	}
+}
+
+// verifyTampered writes the fixture into a new store, changes its file
+// with tamper in a raw bbolt transaction, and verifies it read-only.
+func verifyTampered(t *testing.T, tamper func(*bolt.Tx) error) *backup.Report {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "holon.db")
+	s := openStore(t, path)
+	fixture(t, s)
+	s.Close()
+	db, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Update(tamper)
+	db.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return verifyPath(t, path)
+}
+
+// verifyPath verifies the store at path, opened read-only.
+func verifyPath(t *testing.T, path string) *backup.Report {
+	t.Helper()
+	ro, err := kv.OpenReadOnly(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	rep, err := backup.Verify(ro)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
 }

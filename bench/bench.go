@@ -200,6 +200,8 @@ type bench struct {
 	pgRate float64
 	// callsUpdates is row 1's store updates per call.
 	callsUpdates float64
+	// callsCPU and pgCPU are the CPU rows 1 and 2 got for their calls.
+	callsCPU, pgCPU cpuShare
 	// floor is the run's fdatasync latency (floor.go).
 	floor floor
 }

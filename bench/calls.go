@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"strings"
 	"syscall"
 	"time"
 
@@ -65,13 +66,14 @@ func (b *bench) calls(ctx context.Context) ([]*Result, error) {
 		return nil, err
 	}
 	b.callsRate = lr.Rate()
+	b.callsCPU = cpuShare{calls: answered200, cpu: cpu1 - cpu0, wall: t1.Sub(t0)}
 	b.callsUpdates = float64(st1.Updates-st0.Updates) / float64(max(answered200, 1))
 	p50, p99 := lr.Lat.P(0.50), lr.Lat.P(0.99)
 	res.Measured = fmt.Sprintf("%s calls/s (%s calls in %.1fs), p50 %s, p99 %s",
 		thousands(int64(lr.Rate())), thousands(int64(lr.Calls)), lr.Elapsed.Seconds(), ms(p50), ms(p99))
 	w := writerShare(st0, st1)
 	res.Notes = append(res.Notes, w.String(), fmt.Sprintf("%.1f store updates and %.2f commits per call answered; a caller waits for one durable commit, its settlement's (the reservation is applied in that commit or an earlier one, not waited for)",
-		b.callsUpdates, float64(w.d.Commits)/float64(max(answered200, 1))), cpuNote(cpu1-cpu0, t1.Sub(t0), answered200), checked)
+		b.callsUpdates, float64(w.d.Commits)/float64(max(answered200, 1))), cpuNote(cpu1-cpu0, t1.Sub(t0), answered200), checked, "load average at the row's end"+strings.TrimPrefix(loadAverage(), ", load average"))
 	if prof != "" {
 		res.Notes = append(res.Notes, prof)
 	}

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -219,8 +220,22 @@ func (g *benchGateway) checkMoney(before moneyState, settled int) (string, error
 	if err != nil {
 		return "", fmt.Errorf("journal: %w", err)
 	}
-	return fmt.Sprintf("money checked: %s settlements journaled for %s calls answered 200, journal sums to zero with its hash chain intact, balances match, no hold left",
-		thousands(int64(after.entries-before.entries)), thousands(int64(settled))), nil
+	verified := ""
+	if g.store != nil {
+		// Every check holon verify makes, on the store as the load left it.
+		rep, err := backup.Verify(g.store)
+		if err != nil {
+			return "", err
+		}
+		if !rep.OK() {
+			var b strings.Builder
+			rep.WriteTo(&b)
+			return "", fmt.Errorf("holon verify on the row's store:\n%s", b.String())
+		}
+		verified = fmt.Sprintf("; holon verify's %d checks passed on the store", len(rep.Checks))
+	}
+	return fmt.Sprintf("money checked: %s settlements journaled for %s calls answered 200, journal sums to zero with its hash chain intact, balances match, no hold left%s",
+		thousands(int64(after.entries-before.entries)), thousands(int64(settled)), verified), nil
 }
 
 // slowAgent is bench/slow: each run waits until release (or its timeout),

@@ -115,14 +115,21 @@ func (b *bench) postgres(ctx context.Context) ([]*Result, error) {
 			conns, best = n, lr.Rate()
 		}
 	}
+	sum := func() (n int64) {
+		for _, s := range settled {
+			n += s
+		}
+		return n
+	}
+	pid, pidErr := pg.PID()
+	pg0, pgOK := treeCPU(pid)
+	n0, own0, t0 := sum(), cpuTime(), time.Now()
 	lr, err := load(conns, warmUp(o), o.Duration)
 	if err != nil {
 		return nil, fmt.Errorf("postgres settlements: %w", err)
 	}
-	var n int64
-	for _, s := range settled {
-		n += s
-	}
+	pg1, _ := treeCPU(pid)
+	n, own1, wall := sum(), cpuTime(), time.Since(t0)
 	pc := all[0]
 	checked, err := checkPG(ctx, pc.Conn, n, int64(price))
 	if err != nil {
@@ -130,7 +137,15 @@ func (b *bench) postgres(ctx context.Context) ([]*Result, error) {
 	}
 	res.Measured = fmt.Sprintf("PostgreSQL %s, a pool of %d connections: %s settled calls/s (p50 %s, p99 %s)", pgVersion(ctx, pc.Conn), conns, thousands(int64(lr.Rate())), ms(lr.Lat.P(0.5)), ms(lr.Lat.P(0.99)))
 	res.Notes = append(res.Notes, "the pool's size, the best of a short probe (connections: calls/s): "+strings.Join(probes, ", "), checked,
-		"PostgreSQL's figure is the call's transaction alone, from clients in this process; Holon's (row 1) is whole calls over HTTP")
+		"PostgreSQL's figure is the call's transaction alone, from clients in this process; Holon's (row 1) is whole calls over HTTP: its JSON, admission, the in-process agent's run, the call event, the agent's record, latency, earnings and the journal's hash chain, which row [2] does not do")
+	if pgOK && pidErr == nil {
+		calls := n - n0
+		pgCPU, own := pg1-pg0, own1-own0
+		b.pgCPU = cpuShare{calls: calls, cpu: pgCPU + own, wall: wall}
+		res.Notes = append(res.Notes, fmt.Sprintf("CPU during the load: PostgreSQL's server %.0f%% of %d cores (%d backends), its clients in this process %.0f%%; %s calls per CPU-second in all",
+			100*pgCPU.Seconds()/wall.Seconds()/float64(runtime.NumCPU()), runtime.NumCPU(), conns, 100*own.Seconds()/wall.Seconds()/float64(runtime.NumCPU()), thousands(int64(b.pgCPU.perSecond()))))
+	}
+	res.Notes = append(res.Notes, "load average at the row's end"+strings.TrimPrefix(loadAverage(), ", load average"))
 	b.pgRate = lr.Rate()
 	if b.callsRate == 0 {
 		res.Verdict = "skipped: the ratio needs row 1 (--rows calls,postgres)"
@@ -138,9 +153,32 @@ func (b *bench) postgres(ctx context.Context) ([]*Result, error) {
 	}
 	ratio := b.callsRate / lr.Rate()
 	res.Measured += fmt.Sprintf("; Holon %s calls/s: %.2f×", thousands(int64(b.callsRate)), ratio)
+	if b.callsCPU.cpu > 0 && b.pgCPU.cpu > 0 {
+		// A share of the machine is not the design's: on a loaded machine
+		// the scheduler shares the cores per thread, and PostgreSQL's
+		// backends are as many processes as connections, where Holon runs
+		// on GOMAXPROCS threads. Per CPU-second, each is measured on the
+		// CPU it got.
+		res.Notes = append(res.Notes, fmt.Sprintf("per CPU-second (the cores each got: Holon's row 1 %.0f%% of %d, PostgreSQL's server and clients %.0f%%): Holon %s calls, PostgreSQL %s: %.2f×",
+			100*b.callsCPU.share(), runtime.NumCPU(), 100*b.pgCPU.share(), thousands(int64(b.callsCPU.perSecond())), thousands(int64(b.pgCPU.perSecond())), b.callsCPU.perSecond()/b.pgCPU.perSecond()))
+	}
 	res.judge(ratio >= targetPGRatio, fmt.Sprintf("each PostgreSQL call waits for one commit, whose WAL flush its backends share; each Holon call of row 1 waits for one durable bbolt commit too, its settlement's (the reservation is applied in the same commit or an earlier one, without the caller waiting for it), but writes %.1f store updates to PostgreSQL's one transaction: row 1's writer note", b.callsUpdates))
 	return []*Result{res}, nil
 }
+
+// cpuShare is the CPU a load got: calls made, CPU time used, wall time.
+type cpuShare struct {
+	calls     int64
+	cpu, wall time.Duration
+}
+
+// share is the part of the machine's cores the load used.
+func (c cpuShare) share() float64 {
+	return c.cpu.Seconds() / c.wall.Seconds() / float64(runtime.NumCPU())
+}
+
+// perSecond is the calls per CPU-second.
+func (c cpuShare) perSecond() float64 { return float64(c.calls) / c.cpu.Seconds() }
 
 // pgConn is a pool connection and the balance and budget rows it owns.
 type pgConn struct {

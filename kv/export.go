@@ -130,9 +130,21 @@ func exportDB(db *bolt.DB, begin func(Snapshot) error, row func(bucket string, k
 		if v := btx.Bucket(bucketMeta).Get([]byte("schema")); len(v) == 8 {
 			snap.Schema = binary.BigEndian.Uint64(v)
 		}
+		if snap.Schema == FileFormat {
+			// The rows are those of SchemaVersion: the file's format
+			// changed where the index keeps its keys, not the rows.
+			snap.Schema = SchemaVersion
+		}
 		err := btx.ForEach(func(name []byte, b *bolt.Bucket) error {
-			if bytes.Equal(name, bucketApprovalsByMand) {
+			switch {
+			case bytes.Equal(name, bucketApprovalsByMand):
 				// Derived from the approvals: Restore writes it again.
+				return nil
+			case bytes.Equal(name, bucketReceiptsLog):
+				// Streamed as rows of receipts_by_mandate.
+				return nil
+			case bytes.Equal(name, bucketReceiptsByMand):
+				snap.Buckets = append(snap.Buckets, BucketInfo{Name: string(name), Rows: receiptIndexRows(btx), Sequence: b.Sequence()})
 				return nil
 			}
 			snap.Buckets = append(snap.Buckets, BucketInfo{Name: string(name), Rows: int64(b.Stats().KeyN), Sequence: b.Sequence()})
@@ -144,11 +156,23 @@ func exportDB(db *bolt.DB, begin func(Snapshot) error, row func(bucket string, k
 		if err := begin(snap); err != nil {
 			return err
 		}
+		schemaRow := u64(snap.Schema)
 		for _, info := range snap.Buckets {
+			switch info.Name {
+			case string(bucketReceiptsByMand):
+				err := forEachReceiptIndexed(btx, func(k []byte) error { return row(info.Name, k, nil) })
+				if err != nil {
+					return err
+				}
+				continue
+			}
 			c := btx.Bucket([]byte(info.Name)).Cursor()
 			for k, v := c.First(); k != nil; k, v = c.Next() {
 				if v == nil {
 					return fmt.Errorf("export %s/%x: nested buckets are not part of the store's layout", info.Name, k)
+				}
+				if info.Name == string(bucketMeta) && string(k) == "schema" {
+					v = schemaRow
 				}
 				if err := row(info.Name, k, v); err != nil {
 					return err
@@ -180,9 +204,8 @@ func OpenReadOnly(path string) (*Store, error) {
 				return fmt.Errorf("bucket %s is missing: not a Holon store, or one from an older gateway (open it once with holon serve)", name)
 			}
 		}
-		v := btx.Bucket(bucketMeta).Get([]byte("schema"))
-		if len(v) != 8 || binary.BigEndian.Uint64(v) != SchemaVersion {
-			return fmt.Errorf("store schema version %x, this gateway reads %d", v, SchemaVersion)
+		if v := btx.Bucket(bucketMeta).Get([]byte("schema")); !readableFormat(v) {
+			return fmt.Errorf("store schema version %x, this gateway reads %d and %d", v, SchemaVersion, FileFormat)
 		}
 		return nil
 	})

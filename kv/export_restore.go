@@ -249,6 +249,11 @@ func (l *loader) finish(btx *bolt.Tx) error {
 	if v := btx.Bucket(bucketMeta).Get([]byte("schema")); len(v) != 8 || binary.BigEndian.Uint64(v) != SchemaVersion {
 		return fmt.Errorf("the copy's meta/schema row is %x, want schema %d", v, SchemaVersion)
 	}
+	// Every index key came in receipts_by_mandate: the file's format is
+	// this code's, with an empty index log.
+	if err := checkFormat(btx); err != nil {
+		return err
+	}
 	// The copy has no approvals index: it is derived from the approvals.
 	return buildApprovalIndex(btx)
 }

@@ -1,6 +1,8 @@
 package kv
 
 import (
+	"context"
+
 	bolt "go.etcd.io/bbolt"
 	"holon.dev/holon"
 )
@@ -29,4 +31,27 @@ func (s *Store) ClosedForTest() bool {
 // test can cut a restore short after several batches were committed.
 func RestoreInBatchesForTest(path string, snap Snapshot, next func() (Row, error), batchBytes int) error {
 	return restore(path, snap, next, batchBytes)
+}
+
+// OpenFoldAtForTest is Open with the receipt index's log folded once it
+// holds n keys, so a test sees folds after a few receipts.
+func OpenFoldAtForTest(path string, opts Options, n int) (*Store, error) {
+	s, err := Open(path, opts)
+	if err != nil {
+		return nil, err
+	}
+	// Set through the writer, which alone reads it.
+	err = s.Update(context.Background(), func(*Tx) error { s.foldAt = n; return nil })
+	return s, err
+}
+
+// FoldsForTest is how many times the writer folded the receipt index's
+// log (read it after an update returned).
+func (s *Store) FoldsForTest() int { return s.folds }
+
+// LogKeysForTest is how many keys the receipt index's log holds.
+func (s *Store) LogKeysForTest() int {
+	n := 0
+	_ = s.db.View(func(btx *bolt.Tx) error { n = logKeys(btx); return nil })
+	return n
 }

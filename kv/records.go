@@ -1,7 +1,6 @@
 package kv
 
 import (
-	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -43,8 +42,9 @@ func (tx *Tx) PutReceipt(r *holon.Receipt) error {
 	if prev != nil {
 		return nil
 	}
-	// A new receipt's index key is new too: it is written with the receipt.
-	if err := tx.putNew(tx.btx.Bucket(bucketReceiptsByMand), mandateIndexKey(r.Mandate, seq), nil); err != nil {
+	// A new receipt's index key is new too: it is written with the
+	// receipt, into the index's log (receipts_index.go).
+	if err := tx.indexReceipt(r.Mandate, seq); err != nil {
 		return err
 	}
 	if _, err := tx.AddCounter("receipts", 1); err != nil {
@@ -116,14 +116,9 @@ func (tx *Tx) Receipts(mandate, before string, limit int) (holon.ReceiptPage, er
 		}
 		return page, nil
 	}
-	prefix := append([]byte(mandate), 0)
-	c := tx.btx.Bucket(bucketReceiptsByMand).Cursor()
-	k, _ := c.Seek(mandateIndexKey(mandate, start))
-	if k == nil || !bytes.Equal(k, mandateIndexKey(mandate, start)) {
-		k, _ = c.Prev()
-	}
-	for ; k != nil && bytes.HasPrefix(k, prefix) && len(k) == len(prefix)+8; k, _ = c.Prev() {
-		if more, err := add(binary.BigEndian.Uint64(k[len(prefix):])); err != nil || !more {
+	run := tx.newReceiptRun(mandate, start)
+	for seq := run.next(); seq != 0; seq = run.next() {
+		if more, err := add(seq); err != nil || !more {
 			return page, err
 		}
 	}

@@ -105,6 +105,12 @@ type Store struct {
 	commitFault func() error
 	// faults, for the drills only, fail commits (FaultEnv).
 	faults *faults
+	// logKeys is about how many keys the receipt index's log holds, and
+	// foldAt how many make the writer fold it (receipts_index.go); the
+	// writer's alone.
+	logKeys, foldAt int
+	// Folds counts the folds, for tests.
+	folds int
 
 	statsMu sync.Mutex
 	stats   Stats
@@ -211,7 +217,15 @@ func Open(path string, opts Options) (*Store, error) {
 	if s.now == nil {
 		s.now = time.Now
 	}
-	if err := db.Update(func(btx *bolt.Tx) error { return createBuckets(btx) }); err != nil {
+	s.foldAt = defaultFoldAt
+	err = db.Update(func(btx *bolt.Tx) error {
+		if err := createBuckets(btx); err != nil {
+			return err
+		}
+		s.logKeys = logKeys(btx)
+		return nil
+	})
+	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
@@ -421,6 +435,7 @@ func (s *Store) commit(batch []*writeReq) {
 func (s *Store) runTx(reqs []*writeReq) (kept []*writeReq, stop int, stopErr, err error) {
 	stop = -1
 	kept = make([]*writeReq, 0, len(reqs))
+	logged := s.logKeys
 	start := time.Now()
 	ran := start
 	err = s.db.Update(func(btx *bolt.Tx) error {
@@ -456,6 +471,13 @@ func (s *Store) runTx(reqs []*writeReq) (kept []*writeReq, stop int, stopErr, er
 		if err := tx.flush(); err != nil {
 			return err
 		}
+		logged = s.logKeys + tx.logged
+		if logged >= s.foldAt {
+			if _, err := foldLog(btx); err != nil {
+				return err
+			}
+			logged = 0
+		}
 		// Nothing can undo an update of this transaction now but a failed
 		// commit, which breaks the store: Apply's callers go on.
 		for _, r := range kept {
@@ -469,6 +491,10 @@ func (s *Store) runTx(reqs []*writeReq) (kept []*writeReq, stop int, stopErr, er
 		return s.faults.beforeCommit()
 	})
 	if err == nil && len(kept) > 0 {
+		if logged < s.logKeys {
+			s.folds++
+		}
+		s.logKeys = logged
 		err = s.faults.afterCommit()
 	}
 	end := time.Now()

@@ -57,7 +57,8 @@ var allBuckets = [][]byte{
 // if they were empty.
 var laterBuckets = map[string]bool{string(bucketBudgetWindows): true, holon.BucketRefunds: true}
 
-// SchemaVersion is the layout of the buckets this code reads and writes.
+// SchemaVersion is the layout of the buckets' rows, as a backup holds them
+// (the file's own layout is FileFormat, receipts_index.go).
 const SchemaVersion = 1
 
 func createBuckets(btx *bolt.Tx) error {
@@ -66,13 +67,8 @@ func createBuckets(btx *bolt.Tx) error {
 			return fmt.Errorf("create bucket %s: %w", name, err)
 		}
 	}
-	meta := btx.Bucket(bucketMeta)
-	if v := meta.Get([]byte("schema")); v == nil {
-		if err := meta.Put([]byte("schema"), u64(SchemaVersion)); err != nil {
-			return err
-		}
-	} else if binary.BigEndian.Uint64(v) != SchemaVersion {
-		return fmt.Errorf("database schema version %d, this gateway reads %d", binary.BigEndian.Uint64(v), SchemaVersion)
+	if err := checkFormat(btx); err != nil {
+		return err
 	}
 	if btx.Bucket(bucketApprovalsByMand) == nil {
 		// A new store, or one written before the index existed.
@@ -102,6 +98,9 @@ type Tx struct {
 	// update numbers the updates of the transaction (from 1), for the
 	// write cache's undo.
 	update uint64
+	// logged counts the keys this transaction added to the receipt index's
+	// log (updates undone included: it only tells the writer when to fold).
+	logged int
 	// cursors are the cursors the undo log reads old values with.
 	cursors map[*bolt.Bucket]*bolt.Cursor
 }

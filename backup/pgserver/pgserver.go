@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"syscall"
 )
 
@@ -98,6 +99,16 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	}
 	os.RemoveAll(s.dir)
 	return nil, lastErr
+}
+
+// PID is the server's postmaster process: its backends are its children.
+func (s *Server) PID() (int, error) {
+	b, err := os.ReadFile(filepath.Join(s.dir, "data", "postmaster.pid"))
+	if err != nil {
+		return 0, err
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	return strconv.Atoi(strings.TrimSpace(line))
 }
 
 // URL is the connection string of a database on the server.

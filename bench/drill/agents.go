@@ -200,7 +200,9 @@ func (a *agentServer) writeRegistry(dir string, specs ...agentSpec) error {
 		a.handlers[s.name] = s.handler
 		input := s.input
 		if input == "" {
-			input = "{type: object, additionalProperties: false, properties: {n: {type: string, maxLength: 200}, ms: {type: integer, minimum: 0, maximum: 60000}}}"
+			// pad: the faults drill's large inputs, kept by the store
+			// while their approvals are pending (faults.go, growStore).
+			input = "{type: object, additionalProperties: false, properties: {n: {type: string, maxLength: 200}, ms: {type: integer, minimum: 0, maximum: 60000}, pad: {type: string, maxLength: 2000000}}}"
 		}
 		doc := fmt.Sprintf(`id: drill/%s
 version: 1.0.0

@@ -41,3 +41,32 @@ func TestDrill_CheckRestarted_Breaks(t *testing.T) {
 		})
 	}
 }
+
+// Ensure that the drill's report marks every invariant that broke as
+// BROKEN, also those whose first break came after the few messages it
+// keeps (a long run broke the bystander's p99 after 250 other breaks, and
+// its line said held).
+func TestDrill_Report_EveryBrokenInvariant(t *testing.T) {
+	var out bytes.Buffer
+	d := &drill{name: "test", o: Options{Out: &out}, counts: map[string]int64{}}
+	for i := range 30 {
+		d.check("first", false, "break %d", i)
+	}
+	d.check("late", false, "after the others")
+	d.check("kept", true, "")
+	d.report()
+	for _, tc := range []struct{ invariant, verdict string }{{"first", "BROKEN"}, {"late", "BROKEN"}, {"kept", "held"}} {
+		found := false
+		for _, line := range strings.Split(out.String(), "\n") {
+			if f := strings.Fields(line); len(f) >= 3 && f[0] == tc.invariant {
+				found = true
+				if f[len(f)-1] != tc.verdict {
+					t.Errorf("%s: %q, want %s", tc.invariant, line, tc.verdict)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("no line for %s in the report:\n%s", tc.invariant, out.String())
+		}
+	}
+}

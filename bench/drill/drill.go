@@ -181,9 +181,11 @@ type drill struct {
 	held   []string // invariants checked, with how often
 	checks map[string]int64
 	broken []string
-	// brokenN counts every broken check (broken keeps the first few).
-	brokenN int64
-	notes   []string
+	// brokenN counts every broken check (broken keeps the first few);
+	// brokenBy names every invariant broken at least once.
+	brokenN  int64
+	brokenBy map[string]bool
+	notes    []string
 	// skipped is set by a drill that could not run here (and said why in
 	// a note).
 	skipped bool
@@ -213,6 +215,10 @@ func (d *drill) check(invariant string, ok bool, detail string, args ...any) boo
 	d.checks[invariant]++
 	if !ok {
 		d.brokenN++
+		if d.brokenBy == nil {
+			d.brokenBy = map[string]bool{}
+		}
+		d.brokenBy[invariant] = true
 		msg := invariant + ": " + tail(fmt.Sprintf(detail, args...), 600)
 		if len(d.broken) < 5 {
 			d.broken = append(d.broken, msg)
@@ -259,13 +265,10 @@ func (d *drill) report() {
 	}
 	if len(d.held) > 0 {
 		fmt.Fprintln(out, "  invariants checked (times):")
-		broken := map[string]bool{}
-		for _, b := range d.broken {
-			broken[strings.SplitN(b, ":", 2)[0]] = true
-		}
+		// Every invariant broken, not only those of the first messages kept.
 		for _, k := range d.held {
 			verdict := "held"
-			if broken[k] {
+			if d.brokenBy[k] {
 				verdict = "BROKEN"
 			}
 			fmt.Fprintf(out, "    %-52s %6d  %s\n", k, d.checks[k], verdict)

@@ -48,12 +48,17 @@ func faultsDrill(ctx context.Context, d *drill) error {
 		}
 	}
 	// A full disk without privilege: the file may not grow past its size.
+	// The store's file only grows once its free pages are used up, which
+	// the round's calls alone need not do in 20 s: calls that wait for an
+	// approval, whose large inputs the store keeps, make it grow.
 	for r := range rounds {
+		f.grow = true
 		err := f.round(ctx, fmt.Sprintf("fsize-%d", r), func(g *gatewayProc) {
 			if st, err := os.Stat(g.db); err == nil {
 				g.limitFile = uint64(st.Size())
 			}
 		})
+		f.grow = false
 		if err != nil {
 			return fmt.Errorf("file size limit: %w", err)
 		}
@@ -75,6 +80,10 @@ type faultRun struct {
 	acc      *account
 	db       string
 	totals   map[string]journal.Amount
+	// grow makes a round also send calls that wait for an approval, each
+	// with an input of growInput bytes the store keeps until it is
+	// decided: the file must grow.
+	grow bool
 
 	mu       sync.Mutex
 	answered map[string]string
@@ -98,7 +107,11 @@ func (f *faultRun) setup(ctx context.Context, db string) error {
 	if err := c.mandate(ctx, f.acc, "main", "900.00", "1.00", ""); err != nil {
 		return err
 	}
-	f.totals = map[string]journal.Amount{"faulty/main": journal.MustParseAmount("900.00")}
+	// Every call under "held" waits for an approval.
+	if err := c.mandate(ctx, f.acc, "held", "50.00", "1.00", "0.005"); err != nil {
+		return err
+	}
+	f.totals = map[string]journal.Amount{"faulty/main": journal.MustParseAmount("900.00"), "faulty/held": journal.MustParseAmount("50.00")}
 	return g.stop()
 }
 
@@ -155,6 +168,13 @@ func (f *faultRun) roundOn(ctx context.Context, name, db string, arm func(*gatew
 			}
 		}()
 	}
+	if f.grow {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f.growStore(loadCtx, c, name)
+		}()
+	}
 	var stopped bool
 	select {
 	case <-g.done():
@@ -202,6 +222,27 @@ func (f *faultRun) roundOn(ctx context.Context, name, db string, arm func(*gatew
 	}
 	f.answered = map[string]string{} // checked; the next round's store may be another
 	return nil
+}
+
+// growInput is the size of the inputs growStore sends: the store keeps
+// each while its approval is pending.
+const growInput = 1 << 20
+
+// growStore sends calls under the mandate that needs an approval for
+// every call, each with a large input, until ctx ends: each leaves a
+// pending approval that keeps its input in the store, so the store's file
+// must grow within a few calls.
+func (f *faultRun) growStore(ctx context.Context, c *api, name string) {
+	pad := strings.Repeat("x", growInput)
+	for i := 0; ctx.Err() == nil; i++ {
+		a, err := c.do(ctx, "POST", "/v0/calls", f.acc.human, map[string]any{"mandate": "faulty/held", "agent": "drill/echo",
+			"input": map[string]string{"n": fmt.Sprintf("%s-grow-%d", name, i), "pad": pad}})
+		if err != nil {
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		f.d.count(fmt.Sprintf("calls waiting for an approval, to grow the store (answered %d)", a.Status), 1)
+	}
 }
 
 // fullTmpfs runs a round on a store in a small tmpfs filled to its last

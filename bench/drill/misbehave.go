@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -51,14 +52,23 @@ func agentsDrill(ctx context.Context, d *drill) error {
 	}
 	defer units.close()
 	const hangTimeout = 2
+	// held is how long the gateway kept each request to the hanging agent
+	// open, seen from the agent: from its arrival until the gateway gave
+	// up on it (the request's context ends when the connection closes).
+	var heldMu sync.Mutex
+	var held []time.Duration
 	// 10 MB + 1 byte of valid JSON, {"n":"xxx…"}, made once.
 	flood := []byte(`{"n":"` + strings.Repeat("x", 10<<20+1-len(`{"n":""}`)) + `"}`)
 	specs := append(agents.standardAgents(),
 		agentSpec{name: "hang", price: "0.01", timeout: hangTimeout, handler: func(w http.ResponseWriter, r *http.Request) {
 			agents.executed(r)
+			t := time.Now()
 			w.WriteHeader(http.StatusOK)
 			w.(http.Flusher).Flush() // accepted, headers sent: then nothing
 			<-r.Context().Done()
+			heldMu.Lock()
+			held = append(held, time.Since(t))
+			heldMu.Unlock()
 		}},
 		agentSpec{name: "close", price: "0.01", timeout: 10, handler: func(w http.ResponseWriter, r *http.Request) {
 			agents.executed(r)
@@ -131,9 +141,14 @@ func agentsDrill(ctx context.Context, d *drill) error {
 	time.Sleep(pick(0, d.o.Long, time.Second, 5*time.Second))
 	baseline := by.cut()
 
-	hang := time.Duration(hangTimeout)*time.Second + 2*time.Second
+	// The contract bounds the run: timeout_s, after which the gateway
+	// stops waiting for the agent (checked below from the agent's side).
+	// The caller's wait also holds the call's two durable commits, its
+	// admission and HTTP, which the machine's load stretches (every agent
+	// call took 3.1-3.9 s at a load of 25): that wait gets timeout_s plus
+	// the 5 s the other misbehaviours' calls get for all of that.
 	cases := []misbehaviour{
-		{name: "hangs after accepting", agent: "drill/hang", code: "timeout", within: hang},
+		{name: "hangs after accepting", agent: "drill/hang", code: "timeout", within: time.Duration(hangTimeout)*time.Second + 5*time.Second},
 		{name: "closes mid-answer", agent: "drill/close", within: 5 * time.Second},
 		{name: "answers 10 MB + 1 byte", agent: "drill/flood", within: 10 * time.Second},
 		{name: "answers invalid JSON", agent: "drill/garbage", within: 5 * time.Second},
@@ -186,6 +201,19 @@ func agentsDrill(ctx context.Context, d *drill) error {
 		}
 	}
 	wg.Wait()
+	// The run's hard timeout, as the contract sets it: the gateway gave up
+	// on each hanging request within timeout_s, plus what it takes the
+	// connection's close to reach the agent (loopback, a loaded scheduler).
+	runBound := time.Duration(hangTimeout)*time.Second + time.Second
+	heldMu.Lock()
+	d.check("a hanging agent's request is given up within its timeout_s", len(held) == rounds, "%d of %d requests to the hanging agent were given up", len(held), rounds)
+	for _, h := range held {
+		d.check("a hanging agent's request is given up within its timeout_s", h < runBound, "held %s (timeout_s %d s, bound %s)", h, hangTimeout, runBound)
+	}
+	if len(held) > 0 {
+		d.note("the hanging agent's requests were held %s to %s by the gateway (timeout_s %d s)", ms(slices.Min(held)), ms(slices.Max(held)), hangTimeout)
+	}
+	heldMu.Unlock()
 	// The control: well-behaved units are billed, so the check above can
 	// tell a billed call from an unbilled one.
 	a, err := c.do(ctx, "POST", "/v0/calls", acc.human, map[string]any{"mandate": "caller/main", "agent": "drill/units", "input": map[string]any{"n": "ok", "raw": "3"}})

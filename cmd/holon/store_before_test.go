@@ -14,12 +14,28 @@ import (
 // Ensure that a store written by the code as it was before calls to
 // in-process agents kept their reservations in memory (kv/testdata: a
 // delegated run approved and run, idempotent calls and a replay, a
-// rejected approval, refusals; written by holon serve on 2026-12-01)
-// opens and verifies, serves on top of what it holds (a billed call after
-// its receipts, a replay of an Idempotency-Key it recorded) and verifies
+// rejected approval, refusals; written by holon serve on 2026-12-01), and
+// one written by the code as it was before the receipt index's log (the
+// same, then six calls under two mandates with Idempotency-Keys and a
+// refusal, by holon serve on 2026-12-03, file format 1), opens and
+// verifies, serves on top of what it holds (a billed call after its
+// receipts, a replay of an Idempotency-Key it recorded) and verifies
 // again.
 func TestServe_StoreWrittenBefore(t *testing.T) {
-	golden, err := os.ReadFile(filepath.Join("..", "..", "kv", "testdata", "store-2026-12-01.db"))
+	for _, tt := range []struct {
+		file, key, replay string
+		last              uint64
+	}{
+		{"store-2026-12-01.db", "golden-1", "r5", 11},
+		// Written on a gateway that swept golden-1, a day old then.
+		{"store-2026-12-03.db", "today-alice/bookkeeping-q4-1", "r13", 268},
+	} {
+		t.Run(tt.file, func(t *testing.T) { storeWrittenBefore(t, tt.file, tt.key, tt.replay, tt.last) })
+	}
+}
+
+func storeWrittenBefore(t *testing.T, file, key, replay string, last uint64) {
+	golden, err := os.ReadFile(filepath.Join("..", "..", "kv", "testdata", file))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,12 +71,12 @@ func TestServe_StoreWrittenBefore(t *testing.T) {
 		}
 		return resp.StatusCode, out.Receipt, out.Replayed
 	}
-	if code, r, replayed := post("golden-1"); code != http.StatusOK || !replayed || r.ID != "r5" {
-		t.Errorf("Idempotency-Key golden-1 again: %d %s replayed=%v, want 200 replaying r5", code, r.ID, replayed)
+	if code, r, replayed := post(key); code != http.StatusOK || !replayed || r.ID != replay {
+		t.Errorf("Idempotency-Key %s again: %d %s replayed=%v, want 200 replaying %s", key, code, r.ID, replayed, replay)
 	}
 	code, r, _ := post("")
-	if seq, _ := holon.ReceiptSeq(r.ID); code != http.StatusOK || !r.Billed || seq <= 11 {
-		t.Errorf("a new call: %d %s billed=%v, want 200, billed, after r11", code, r.ID, r.Billed)
+	if seq, _ := holon.ReceiptSeq(r.ID); code != http.StatusOK || !r.Billed || seq <= last {
+		t.Errorf("a new call: %d %s billed=%v, want 200, billed, after r%d", code, r.ID, r.Billed, last)
 	}
 	rs.stop(t)
 	if code, out, errs := run(t, "verify", "--db", db); code != 0 {

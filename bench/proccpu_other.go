@@ -1,0 +1,8 @@
+//go:build !linux
+
+package bench
+
+import "time"
+
+// treeCPU is unknown where there is no /proc.
+func treeCPU(int) (time.Duration, bool) { return 0, false }
