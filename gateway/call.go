@@ -43,6 +43,9 @@ type CallResult struct {
 	// Message says in words why a call failed or was denied; it comes from
 	// the gateway or the agent and is never stored.
 	Message string
+	// Alerts are the budget alerts the call's settlement recorded: the
+	// thresholds its charge made a budget reach (alerts.go).
+	Alerts []*holon.Alert
 }
 
 // callSpec is one call, at the root or delegated.
@@ -513,6 +516,7 @@ func (e *Engine) run(ctx context.Context, m *contract.Mandate, v *AgentVersion, 
 		claim: sp.claim, reserved: rs.commit, mem: rs.mem}
 	if sp.parent != nil {
 		st.account = sp.parent.account
+		st.parent = sp.parent
 	}
 	inv := &Invocation{Manifest: a, Input: sp.input, Receipt: rs.receipt.ID, Shipped: v.Shipped, Durable: st.durable}
 	if sp.maxCost != nil {
@@ -544,7 +548,7 @@ func (e *Engine) run(ctx context.Context, m *contract.Mandate, v *AgentVersion, 
 	if err != nil {
 		return nil, err
 	}
-	out := &CallResult{Receipt: r, Message: res.Message}
+	out := &CallResult{Receipt: r, Message: res.Message, Alerts: st.alerts}
 	if r.Status == holon.StatusSucceeded {
 		out.Output = res.Output
 	} else if out.Message == "" && r.Error != nil {

@@ -33,6 +33,10 @@ type runState struct {
 	// mem is the reservation when it is held in memory (memory.go): nil
 	// once it is written to the store, and for any other call.
 	mem *memHold
+	// parent is the run that made this downstream call (nil at the root);
+	// alerts are the budget alerts its settlement recorded (alerts.go).
+	parent *runState
+	alerts []*holon.Alert
 
 	mu       sync.Mutex
 	closed   bool
@@ -168,6 +172,9 @@ func (e *Engine) settle(ctx context.Context, st *runState, bill contract.Bill, d
 			return nil, err
 		}
 		e.step(StepSettleDurable, st.rid)
+		if len(st.alerts) > 0 && e.onAlerts != nil {
+			e.onAlerts(st.alerts)
+		}
 		return r, nil
 	}
 	if errors.Is(err, holon.ErrBroken) {
@@ -227,7 +234,11 @@ func (e *Engine) settleTx(tx holon.Tx, st *runState, bill contract.Bill, d time.
 		}
 		r.Splits = shares
 	}
-	if err := e.release(tx, h, charge, st.mem == nil); err != nil {
+	var spent []charged
+	if err := e.release(tx, h, charge, st.mem == nil, func(c charged) { spent = append(spent, c) }); err != nil {
+		return nil, err
+	}
+	if st.alerts, err = e.alertsReached(tx, st, spent, charge); err != nil {
 		return nil, err
 	}
 	r.Status = bill.Status
@@ -304,7 +315,8 @@ func (e *Engine) settled(tx holon.Tx, st *runState, h *holon.Hold, r *holon.Rece
 // for each call it draws on (passthrough), moves from that call's
 // reservation and hold to spent; the rest of its own reservation and hold
 // is released (stored: a hold held in memory was never in the store).
-func (e *Engine) release(tx holon.Tx, h *holon.Hold, charge journal.Amount, stored bool) error {
+// spent, when set, is told each budget the charge was spent in.
+func (e *Engine) release(tx holon.Tx, h *holon.Hold, charge journal.Amount, stored bool, spent func(charged)) error {
 	reserved := -h.Reserved
 	if !stored {
 		reserved = 0
@@ -327,6 +339,10 @@ func (e *Engine) release(tx holon.Tx, h *holon.Hold, charge journal.Amount, stor
 	if charge == 0 {
 		return nil
 	}
+	if spent == nil {
+		spent = func(charged) {}
+	}
+	spent(charged{h.Mandate, h.Window})
 	for f := h.Funder; f != ""; {
 		fh, err := tx.Hold(f)
 		if err != nil {
@@ -338,6 +354,7 @@ func (e *Engine) release(tx holon.Tx, h *holon.Hold, charge journal.Amount, stor
 		if err := tx.AddBudget(fh.Mandate, charge, -charge); err != nil {
 			return err
 		}
+		spent(charged{fh.Mandate, fh.Window})
 		if fh.Window != "" {
 			if err := tx.AddWindowBudget(fh.Mandate, fh.Window, charge, -charge); err != nil {
 				return err
@@ -437,7 +454,7 @@ func (e *Engine) Recover(ctx context.Context) (int, error) {
 			if err != nil {
 				return err
 			}
-			if err := e.release(tx, h, 0, true); err != nil {
+			if err := e.release(tx, h, 0, true, nil); err != nil {
 				return err
 			}
 			code := holon.CodeGatewayRestarted
