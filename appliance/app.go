@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"holon.dev/holon"
+	"holon.dev/holon/appliance/alerts"
 	"holon.dev/holon/appliance/catalog"
 	"holon.dev/holon/appliance/files"
 	"holon.dev/holon/appliance/idempotency"
@@ -57,6 +58,8 @@ type App struct {
 	// files keeps uploads; idem keeps Idempotency-Keys.
 	files *files.Store
 	idem  *idempotency.Keys
+	// alerts keeps the webhooks and delivers the budget alerts.
+	alerts *alerts.Service
 }
 
 // Open checks the configuration, opens the store, loads the agents and

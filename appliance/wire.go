@@ -11,6 +11,7 @@ import (
 	"holon.dev/holon"
 	"holon.dev/holon/appliance/accounts"
 	"holon.dev/holon/appliance/agents"
+	"holon.dev/holon/appliance/alerts"
 	"holon.dev/holon/appliance/catalog"
 	"holon.dev/holon/appliance/github"
 	"holon.dev/holon/appliance/idempotency"
@@ -38,6 +39,10 @@ func (a *App) init(ctx context.Context) error {
 	}
 	if a.vault, err = publishing.NewVault([]byte(a.cfg.FileSecret), a.store, a.cfg.Rand, a.log); err != nil {
 		return fmt.Errorf("endpoint credentials: %w", err)
+	}
+	if a.alerts, err = alerts.New(alerts.Config{Store: a.store, Guard: a.guard(), Secret: []byte(a.cfg.FileSecret),
+		RootCAs: a.cfg.RemoteRootCAs, Settings: a.cfg.Alerts, Now: a.cfg.Now, Rand: a.cfg.Rand, Log: a.log}); err != nil {
+		return err
 	}
 	a.openEngine(reg, dev)
 	if err := a.recover(ctx); err != nil {
@@ -143,6 +148,7 @@ func (a *App) openEngine(reg *gateway.Registry, dev *gateway.DevRuntime) {
 		OnCall:         a.metrics.ObserveCall,
 		Files:          a.files,
 		OnStep:         a.cfg.OnStep,
+		OnAlerts:       a.alerts.Wake,
 	})
 }
 
@@ -242,6 +248,7 @@ func (a *App) mount() {
 	a.api = newAPI(a.engine, a.log, a.hosted, v0.New(routes), origin.New(a.cfg.PublicURL, a.cfg.TrustProxy != nil && *a.cfg.TrustProxy))
 	a.listings.Mount(a.api.mount, a.hosted != nil)
 	a.files.Mount(a.api.mount, a.engine)
+	a.alerts.Mount(a.api.mount, a.engine)
 	if a.hosted != nil {
 		a.publisher.Mount(a.api.mount)
 		a.openOAuth().Mount(a.api.mount)
@@ -262,6 +269,7 @@ func (a *App) startWorkers(ctx context.Context) {
 	w.lead(s, "evaluations", a.listings.Run)
 	w.lead(s, "files-sweep", func(ctx context.Context) { a.files.SweepEvery(ctx, time.Minute) })
 	w.lead(s, "idempotency-sweep", func(ctx context.Context) { a.idem.SweepEvery(ctx, a.log) })
+	w.lead(s, "alert-webhooks", a.alerts.Run)
 	if buckets, ok := s.(holon.SharedLimits); ok {
 		w.lead(s, "rate-buckets", tick(time.Minute, func(ctx context.Context) {
 			if _, err := buckets.ForgetFullBuckets(ctx); err != nil && ctx.Err() == nil {
