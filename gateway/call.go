@@ -43,8 +43,9 @@ type CallResult struct {
 	// Message says in words why a call failed or was denied; it comes from
 	// the gateway or the agent and is never stored.
 	Message string
-	// Alerts are the budget alerts the call's settlement recorded: the
-	// thresholds its charge made a budget reach (alerts.go).
+	// Alerts are the budget alerts the call's settlement, and those of
+	// its downstream calls, recorded: the thresholds their charges made a
+	// budget reach (alerts.go).
 	Alerts []*holon.Alert
 }
 
@@ -548,7 +549,9 @@ func (e *Engine) run(ctx context.Context, m *contract.Mandate, v *AgentVersion, 
 	if err != nil {
 		return nil, err
 	}
-	out := &CallResult{Receipt: r, Message: res.Message, Alerts: st.alerts}
+	st.mu.Lock()
+	out := &CallResult{Receipt: r, Message: res.Message, Alerts: append(st.childAlerts, st.alerts...)}
+	st.mu.Unlock()
 	if r.Status == holon.StatusSucceeded {
 		out.Output = res.Output
 	} else if out.Message == "" && r.Error != nil {

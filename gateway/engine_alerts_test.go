@@ -155,3 +155,26 @@ func TestEngine_Alerts_ConcurrentCallsOneAlert(t *testing.T) {
 		t.Errorf("alert at spent %s (mandate spent %s)", stored[0].Spent, st.Spent)
 	}
 }
+
+// Ensure that a threshold reached by a delegated call's charge (spent in
+// its parent's mandate, passthrough) is recorded once, with the child's
+// receipt, and told in the root call's answer.
+func TestEngine_Alerts_ReachedByAChild(t *testing.T) {
+	te := newEngine(t, allAgents, testHandlers(), mandateWith("parent", `budget: {total: "2.00", alerts: ["5%", "10%"]}`))
+	res, _ := orchestrate(t, te, gateway.CallInput{Mandate: "alice/parent", Agent: "acme/orch"},
+		scriptCall{Agent: "acme/echo", Input: []byte(`{"x":1}`)})
+	// The child (0.10) settles first: 5% of 2.00; the parent's own 0.10
+	// then makes 0.20: 10%.
+	var got []string
+	for _, a := range res.Alerts {
+		got = append(got, a.ID+"@"+a.Receipt)
+	}
+	child := res.Receipt.Children[0]
+	want := []string{"alice/parent/total/5%@" + child, "alice/parent/total/10%@" + res.Receipt.ID}
+	if !slices.Equal(got, want) {
+		t.Errorf("the root call's alerts %v, want %v", got, want)
+	}
+	if stored, _ := te.eng.Alerts("alice/parent"); len(stored) != 2 {
+		t.Errorf("stored %v", alertIDs(stored))
+	}
+}

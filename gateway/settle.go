@@ -34,9 +34,11 @@ type runState struct {
 	// once it is written to the store, and for any other call.
 	mem *memHold
 	// parent is the run that made this downstream call (nil at the root);
-	// alerts are the budget alerts its settlement recorded (alerts.go).
-	parent *runState
-	alerts []*holon.Alert
+	// alerts are the budget alerts its settlement recorded (alerts.go),
+	// and childAlerts those of its downstream calls' (under mu).
+	parent      *runState
+	alerts      []*holon.Alert
+	childAlerts []*holon.Alert
 
 	mu       sync.Mutex
 	closed   bool
@@ -172,8 +174,16 @@ func (e *Engine) settle(ctx context.Context, st *runState, bill contract.Bill, d
 			return nil, err
 		}
 		e.step(StepSettleDurable, st.rid)
-		if len(st.alerts) > 0 && e.onAlerts != nil {
-			e.onAlerts(st.alerts)
+		if len(st.alerts) > 0 {
+			if p := st.parent; p != nil {
+				// Told in the root call's answer too.
+				p.mu.Lock()
+				p.childAlerts = append(p.childAlerts, st.alerts...)
+				p.mu.Unlock()
+			}
+			if e.onAlerts != nil {
+				e.onAlerts(st.alerts)
+			}
 		}
 		return r, nil
 	}
