@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"holon.dev/holon/backup/pgtest"
 	"holon.dev/holon/gateway"
 )
 
@@ -144,5 +146,47 @@ func TestServe_Alerts_KilledBeforeDelivery(t *testing.T) {
 	}
 	if len(got) != len(want) {
 		t.Errorf("delivered %v, want %v once each", got, want)
+	}
+}
+
+// Ensure that on one PostgreSQL store, two gateways settling calls that
+// reach ten thresholds between them deliver each alert once: the
+// delivery worker runs on one gateway at a time.
+func TestServe_Alerts_PostgresDeliversOnce(t *testing.T) {
+	srv := pgtest.Start(t)
+	url := srv.CreateDB(t, "alerts")
+	registry, _ := opsDirs(t)
+	mandates := t.TempDir()
+	// Ten calls of 0.01 reach one threshold each.
+	var ths []string
+	for i := 1; i <= 10; i++ {
+		ths = append(ths, fmt.Sprintf("%q", fmt.Sprintf("%d%%", i*10)))
+	}
+	mandate := strings.Replace(opsMandate, `budget: { total: "50.00", per_call: "1.00" }`,
+		`budget: { total: "0.10", per_call: "1.00", alerts: [`+strings.Join(ths, ", ")+`] }`, 1)
+	if err := os.WriteFile(filepath.Join(mandates, "ops-test.yaml"), []byte(mandate), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rcv := startAlertReceiver(t)
+	env := map[string]string{"HOLON_REGISTRY": registry, "HOLON_ALLOW_PRIVATE_ENDPOINTS": "1", "HOLON_ALERT_FIRST_RETRY": "100ms"}
+	args := func() []string {
+		return []string{"--addr", "127.0.0.1:0", "--db", filepath.Join(t.TempDir(), "holon.db"), "--mandates", mandates, "--store", url}
+	}
+	gws := []*runningServe{startServe(t, env, args()...), startServe(t, env, args()...)}
+	c := &http.Client{Timeout: 10 * time.Second}
+	if st := do(t, c, "PUT", "http://"+gws[1].addrs["api"]+"/v0/me/webhook?account=ops", "", map[string]string{"url": rcv.url}, nil); st != http.StatusOK {
+		t.Fatalf("PUT /v0/me/webhook: %d", st)
+	}
+	for i := range 10 {
+		if code, out := postCallTo(t, gws[i%2].addrs["api"], "ops/test", "ops-test/slow", map[string]any{"ms": 0, "word": "w"}); code != http.StatusOK {
+			t.Fatalf("call %d: %d %v", i, code, out)
+		}
+	}
+	within(t, 30*time.Second, "ten alerts delivered", func() bool { return len(rcv.deliveries()) == 10 })
+	time.Sleep(time.Second) // ten polls of each worker
+	for id, n := range rcv.deliveries() {
+		if n != 1 {
+			t.Errorf("%s delivered %d times", id, n)
+		}
 	}
 }
