@@ -114,6 +114,14 @@ func alertsApp(t *testing.T, retryFor time.Duration) *hostedApp {
 	})
 }
 
+// watched creates ann/watched: a total with alerts, holon-labs' agents.
+func watched(a account, total string, alerts ...string) {
+	a.createMandate("watched", map[string]any{
+		"budget": map[string]any{"total": total, "alerts": alerts},
+		"allow":  map[string]any{"agents": []string{"holon-labs/*"}},
+	})
+}
+
 // Ensure that an account's webhook gets each alert once, signed so that
 // the manual's recipe verifies it (and refuses a changed body, another
 // secret or an old timestamp), with the alert's id in a header and in the
@@ -136,10 +144,7 @@ func TestAlerts_WebhookSignedAndShownEverywhere(t *testing.T) {
 	if got := ann.human.must(http.StatusOK, "GET", "/v0/me/webhook", nil); got["secret"] != nil || got["url"] != rcv.url {
 		t.Errorf("GET /v0/me/webhook shows %v", got)
 	}
-	ann.createMandate("watched", map[string]any{
-		"budget": map[string]any{"total": "0.20", "alerts": []string{"50%", "80%"}},
-		"allow":  map[string]any{"agents": []string{"holon-labs/*"}},
-	})
+	watched(ann, "0.20", "50%", "80%")
 	key, _ := ann.newKey("ann/watched", false)
 	s := connectMCP(t, ta.srv.URL+"/mcp", key, nil)
 	args := map[string]any{"agent": "holon-labs/company-lookup", "input": map[string]any{"name": "Globex GmbH"}}
@@ -243,10 +248,7 @@ func TestAlerts_ReceiverDownGetsItLater(t *testing.T) {
 	ta := alertsApp(t, 20*time.Second)
 	ann := ta.signup("ann")
 	ann.human.must(http.StatusOK, "PUT", "/v0/me/webhook", map[string]any{"url": "http://" + addr + "/hook"})
-	ann.createMandate("watched", map[string]any{
-		"budget": map[string]any{"total": "0.10", "alerts": []string{"50%"}},
-		"allow":  map[string]any{"agents": []string{"holon-labs/*"}},
-	})
+	watched(ann, "0.10", "50%")
 	ann.human.must(http.StatusOK, "POST", "/v0/calls", lookup("ann/watched"))
 	pending := func() map[string]any {
 		as, _ := ann.human.must(http.StatusOK, "GET", "/v0/alerts", nil)["alerts"].([]any)
@@ -298,10 +300,7 @@ func TestAlerts_GivenUpAfterRetryTime(t *testing.T) {
 	ta := alertsApp(t, time.Second)
 	ann := ta.signup("ann")
 	ann.human.must(http.StatusOK, "PUT", "/v0/me/webhook", map[string]any{"url": rcv.url})
-	ann.createMandate("watched", map[string]any{
-		"budget": map[string]any{"total": "0.10", "alerts": []string{"50%"}},
-		"allow":  map[string]any{"agents": []string{"holon-labs/*"}},
-	})
+	watched(ann, "0.10", "50%")
 	ann.human.must(http.StatusOK, "POST", "/v0/calls", lookup("ann/watched"))
 	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		as, _ := ann.human.must(http.StatusOK, "GET", "/v0/alerts", nil)["alerts"].([]any)
