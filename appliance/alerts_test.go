@@ -110,6 +110,7 @@ func verifyHolonSignature(secret, header string, body []byte, now time.Time) boo
 func alertsApp(t *testing.T, retryFor time.Duration) *hostedApp {
 	return newHostedApp(t, func(c *appliance.Config) {
 		c.AllowPrivateEndpoints = true
+		c.FileSecret = "file-secret-0123456789abcdefghijklmnopqrstuv" // the webhooks' secrets are sealed
 		c.Alerts = alerts.Settings{RetryFor: retryFor, FirstRetry: 100 * time.Millisecond, MaxBackoff: 400 * time.Millisecond}
 	})
 }
@@ -224,6 +225,19 @@ func TestAlerts_WebhookSignedAndShownEverywhere(t *testing.T) {
 		!strings.Contains(body, "0.16 of 0.20 EUR") || !strings.Contains(body, "delivered (1 attempt)") {
 		t.Errorf("the console's mandate page: %d\n%s", resp.StatusCode, body)
 	}
+	// The store keeps the secret sealed: a backup does not show it.
+	req, _ := http.NewRequest("GET", ta.srv.URL+"/v0/admin/backup", nil)
+	req.Header.Set("Authorization", "Bearer "+testAdminKey)
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusOK {
+		t.Errorf("GET /v0/admin/backup: %v %v", resp, err)
+	} else {
+		dump, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !strings.Contains(string(dump), `"t":"webhooks"`) || strings.Contains(string(dump), secret) || strings.Contains(string(dump), secret[6:]) {
+			t.Errorf("the backup does not hold the webhook, or holds its secret in the clear")
+		}
+	}
+
 	resp, body = br.get("/console/webhook")
 	if resp.StatusCode != http.StatusOK || !strings.Contains(body, rcv.url) || strings.Contains(body, secret) {
 		t.Errorf("the console's webhook page: %d\n%s", resp.StatusCode, body)
