@@ -174,19 +174,12 @@ func (e *Engine) settle(ctx context.Context, st *runState, bill contract.Bill, d
 			return nil, err
 		}
 		e.step(StepSettleDurable, st.rid)
-		if len(st.alerts) > 0 {
-			if p := st.parent; p != nil {
-				// Told in the root call's answer too.
-				p.mu.Lock()
-				p.childAlerts = append(p.childAlerts, st.alerts...)
-				p.mu.Unlock()
-			}
-			if e.onAlerts != nil {
-				e.onAlerts(st.alerts)
-			}
-		}
+		e.tell(st)
 		return r, nil
 	}
+	// What the failed transaction recorded was rolled back; the paths
+	// below record again what they commit.
+	st.alerts = nil
 	if errors.Is(err, holon.ErrBroken) {
 		e.fail(err)
 		return nil, err
@@ -194,7 +187,11 @@ func (e *Engine) settle(ctx context.Context, st *runState, bill contract.Bill, d
 	if st.mem == nil {
 		// The store unreachable, or the call closed by another gateway
 		// (settle_outage.go).
-		return e.settleFailed(ctx, st, bill, d, err)
+		r, err := e.settleFailed(ctx, st, bill, d, err)
+		if err == nil {
+			e.tell(st)
+		}
+		return r, err
 	}
 	e.log.Error("settlement failed; releasing the hold", "receipt", st.rid, "err", err)
 	failed := contract.Bill{Status: holon.StatusFailed, Error: holon.CodeGatewayError}
@@ -208,6 +205,22 @@ func (e *Engine) settle(ctx context.Context, st *runState, bill contract.Bill, d
 		return nil, err
 	}
 	return r, nil
+}
+
+// tell passes on the alerts a durable settlement recorded: to the parent
+// run (the root call's answer lists them) and to OnAlerts.
+func (e *Engine) tell(st *runState) {
+	if len(st.alerts) == 0 {
+		return
+	}
+	if p := st.parent; p != nil {
+		p.mu.Lock()
+		p.childAlerts = append(p.childAlerts, st.alerts...)
+		p.mu.Unlock()
+	}
+	if e.onAlerts != nil {
+		e.onAlerts(st.alerts)
+	}
 }
 
 func (e *Engine) settleTx(tx holon.Tx, st *runState, bill contract.Bill, d time.Duration) (*holon.Receipt, error) {
