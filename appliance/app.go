@@ -24,6 +24,7 @@ import (
 
 	"holon.dev/holon"
 	"holon.dev/holon/appliance/accounts"
+	"holon.dev/holon/appliance/alerts"
 	"holon.dev/holon/appliance/auth"
 	"holon.dev/holon/appliance/catalog"
 	"holon.dev/holon/appliance/files"
@@ -82,6 +83,8 @@ type App struct {
 	served http.Handler
 	// workers are the background loops, under one context (workers.go).
 	workers *workers
+	// alerts keeps the webhooks and delivers the budget alerts.
+	alerts *alerts.Service
 }
 
 // Open checks the configuration, opens the store, loads the agents and

@@ -19,6 +19,7 @@ import (
 
 	"holon.dev/holon"
 	"holon.dev/holon/appliance/agents"
+	"holon.dev/holon/appliance/alerts"
 	"holon.dev/holon/appliance/idempotency"
 	"holon.dev/holon/appliance/ratelimit"
 	"holon.dev/holon/appliance/token"
@@ -129,6 +130,9 @@ type Config struct {
 	// and for OAuth clients' metadata documents (the system's when nil):
 	// tests serve https agents and documents on loopback.
 	RemoteRootCAs *x509.CertPool
+	// Alerts is the schedule of budget alerts' webhook deliveries
+	// (HOLON_ALERT_RETRY_FOR, HOLON_ALERT_FIRST_RETRY; appliance/alerts).
+	Alerts alerts.Settings
 	// Evaluations, catalogue and demo (evals.go, catalog.go, demo.go).
 	//
 	// PrivateEvals is HOLON_PRIVATE_EVALS: a directory laid out like
@@ -238,6 +242,11 @@ func ConfigFromEnv(getenv func(string) string, cfg *Config) error {
 		errs = append(errs, fmt.Errorf("HOLON_EXCLUDE: %w", err))
 	} else {
 		cfg.Exclude = ex
+	}
+	if a, err := alerts.SettingsFromEnv(getenv); err != nil {
+		errs = append(errs, err)
+	} else {
+		cfg.Alerts = a
 	}
 	cfg.SiteURL = getenv("HOLON_SITE_URL")
 	cfg.FileSecret = getenv("HOLON_FILE_SECRET")

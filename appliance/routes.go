@@ -56,6 +56,7 @@ func (a *App) mount() {
 	a.router.AnswerUnrouted(a.log)
 	a.listings.Mount(m, hosted)
 	a.files.Mount(m, a.engine)
+	a.alerts.Mount(m, a.engine)
 	if hosted {
 		a.publisher.Mount(m)
 		a.openOAuth().Mount(m)

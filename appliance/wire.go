@@ -9,6 +9,7 @@ import (
 	"holon.dev/holon"
 	"holon.dev/holon/appliance/accounts"
 	"holon.dev/holon/appliance/agents"
+	"holon.dev/holon/appliance/alerts"
 	"holon.dev/holon/appliance/catalog"
 	"holon.dev/holon/appliance/files"
 	"holon.dev/holon/appliance/github"
@@ -41,6 +42,10 @@ func (a *App) init(ctx context.Context) error {
 	}
 	if a.vault, err = publishing.NewVault([]byte(a.cfg.FileSecret), a.store, a.cfg.Rand, a.log); err != nil {
 		return fmt.Errorf("endpoint credentials: %w", err)
+	}
+	if a.alerts, err = alerts.New(alerts.Config{Store: a.store, Guard: a.guard(), Secret: []byte(a.cfg.FileSecret),
+		RootCAs: a.cfg.RemoteRootCAs, Settings: a.cfg.Alerts, Now: a.cfg.Now, Rand: a.cfg.Rand, Log: a.log}); err != nil {
+		return err
 	}
 	a.openEngine(reg, dev)
 	if err := a.recover(ctx); err != nil {
@@ -153,6 +158,7 @@ func (a *App) openEngine(reg *gateway.Registry, dev *gateway.DevRuntime) {
 		OnCall:         a.metrics.ObserveCall,
 		Files:          a.files,
 		OnStep:         a.cfg.OnStep,
+		OnAlerts:       a.alerts.Wake,
 	})
 }
 

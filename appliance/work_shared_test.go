@@ -15,10 +15,10 @@ import (
 
 // Ensure that on two gateways sharing one PostgreSQL store each job that
 // must run once (the sweeps, the expiry of approvals, the evaluation
-// queue) has one leader, and that when the leader dies (its store killed,
-// its lease left to run out) the other takes every job over within 1.5
-// leases and runs it: a file that expired meanwhile is swept by the
-// survivor, with no sweep asked for.
+// queue, the alerts' webhook deliveries) has one leader, and that when the
+// leader dies (its store killed, its lease left to run out) the other
+// takes every job over within 1.5 leases and runs it: a file that expired
+// meanwhile is swept by the survivor, with no sweep asked for.
 func TestWork_RunsOnceAcrossGateways(t *testing.T) {
 	url := pgtest.Start(t).CreateDB(t, "jobs")
 	a := newFilesApp(t, onPostgres(url))
@@ -48,7 +48,7 @@ func TestWork_RunsOnceAcrossGateways(t *testing.T) {
 		}
 		return m
 	}
-	jobs := []string{"expire", "evaluations", "files-sweep", "idempotency-sweep", "rate-buckets"}
+	jobs := []string{"expire", "evaluations", "files-sweep", "idempotency-sweep", "rate-buckets", "alert-webhooks"}
 	deadline := time.Now().Add(5 * time.Second)
 	for len(leaders()) < len(jobs) && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)

@@ -22,6 +22,7 @@ func (a *App) startWorkers(ctx context.Context) {
 	w.lead(s, "evaluations", a.listings.Run)
 	w.lead(s, "files-sweep", func(ctx context.Context) { a.files.SweepEvery(ctx, time.Minute) })
 	w.lead(s, "idempotency-sweep", func(ctx context.Context) { a.idem.SweepEvery(ctx, a.log) })
+	w.lead(s, "alert-webhooks", a.alerts.Run)
 	if buckets, ok := s.(holon.SharedLimits); ok {
 		w.lead(s, "rate-buckets", tick(time.Minute, func(ctx context.Context) {
 			if _, err := buckets.ForgetFullBuckets(ctx); err != nil && ctx.Err() == nil {

@@ -25,6 +25,7 @@ func goldenStore(tb testing.TB) *kv.Store {
 	s := openStore(tb, "")
 	fixture(tb, s)
 	publishingFixture(tb, s)
+	alertsFixture(tb, s)
 	return s
 }
 

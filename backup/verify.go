@@ -125,6 +125,9 @@ func (r *Report) WriteTo(w io.Writer) (int64, error) {
 //   - budgets: each mandate has spent what its receipts cost (the sum of
 //     their cost.total; for a call still running, what its children have
 //     settled so far), and nothing without a budget has spent anything;
+//     each budget alert is keyed by its id, once per mandate, budget and
+//     threshold, of a billed receipt, and each webhook delivery is of an
+//     alert (verify_alerts.go);
 //   - approvals: each belongs to an existing receipt, a used one names the
 //     receipt it let through, only pending or granted ones keep input, and
 //     the index by mandate lists each one, and nothing else;
@@ -156,7 +159,7 @@ func VerifyContext(ctx context.Context, s *kv.Store) (*Report, error) {
 			v.c[name] = c
 			rep.Checks = append(rep.Checks, c)
 		}
-		for _, step := range []func() error{v.journal, v.balances, v.receipts, v.refunds, v.holds, v.budgets, v.approvals, v.records, v.counters,
+		for _, step := range []func() error{v.journal, v.balances, v.receipts, v.refunds, v.holds, v.budgets, v.alerts, v.approvals, v.records, v.counters,
 			v.earnings, v.latency, v.published} {
 			if err := step(); err != nil {
 				return err

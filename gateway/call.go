@@ -43,6 +43,10 @@ type CallResult struct {
 	// Message says in words why a call failed or was denied; it comes from
 	// the gateway or the agent and is never stored.
 	Message string
+	// Alerts are the budget alerts the call's settlement, and those of
+	// its downstream calls, recorded: the thresholds their charges made a
+	// budget reach (alerts.go).
+	Alerts []*holon.Alert
 }
 
 // callSpec is one call, at the root or delegated.
@@ -513,6 +517,7 @@ func (e *Engine) run(ctx context.Context, m *contract.Mandate, v *AgentVersion, 
 		claim: sp.claim, reserved: rs.commit, mem: rs.mem}
 	if sp.parent != nil {
 		st.account = sp.parent.account
+		st.parent = sp.parent
 	}
 	inv := &Invocation{Manifest: a, Input: sp.input, Receipt: rs.receipt.ID, Shipped: v.Shipped, Durable: st.durable}
 	if sp.maxCost != nil {
@@ -544,7 +549,9 @@ func (e *Engine) run(ctx context.Context, m *contract.Mandate, v *AgentVersion, 
 	if err != nil {
 		return nil, err
 	}
-	out := &CallResult{Receipt: r, Message: res.Message}
+	st.mu.Lock()
+	out := &CallResult{Receipt: r, Message: res.Message, Alerts: append(st.childAlerts, st.alerts...)}
+	st.mu.Unlock()
 	if r.Status == holon.StatusSucceeded {
 		out.Output = res.Output
 	} else if out.Message == "" && r.Error != nil {

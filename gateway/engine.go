@@ -64,6 +64,10 @@ type Config struct {
 	// in-process agent keeps its reservation in memory until it settles
 	// (memory.go).
 	DurableReservations bool
+	// OnAlerts, when set, is told of the budget alerts a settlement
+	// recorded, once they are durable (the webhook's delivery worker
+	// wakes for them); it must return quickly.
+	OnAlerts func([]*holon.Alert)
 }
 
 // Engine runs the call lifecycle of gateway.md §1 on a store.
@@ -77,6 +81,7 @@ type Engine struct {
 	fail     func(error)
 	onCall   func(*holon.Receipt, time.Duration)
 	onStep   func(step, receipt string)
+	onAlerts func([]*holon.Alert)
 
 	mandatesMu sync.RWMutex
 	mandates   map[string]cachedMandate
@@ -112,6 +117,7 @@ func New(cfg Config) *Engine {
 		fail:     cfg.OnStoreFailure,
 		onCall:   cfg.OnCall,
 		onStep:   cfg.OnStep,
+		onAlerts: cfg.OnAlerts,
 		mandates: map[string]cachedMandate{},
 
 		publicURL: strings.TrimRight(cfg.PublicURL, "/"),

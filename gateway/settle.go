@@ -33,6 +33,12 @@ type runState struct {
 	// mem is the reservation when it is held in memory (memory.go): nil
 	// once it is written to the store, and for any other call.
 	mem *memHold
+	// parent is the run that made this downstream call (nil at the root);
+	// alerts are the budget alerts its settlement recorded (alerts.go),
+	// and childAlerts those of its downstream calls' (under mu).
+	parent      *runState
+	alerts      []*holon.Alert
+	childAlerts []*holon.Alert
 
 	mu       sync.Mutex
 	closed   bool
@@ -168,8 +174,12 @@ func (e *Engine) settle(ctx context.Context, st *runState, bill contract.Bill, d
 			return nil, err
 		}
 		e.step(StepSettleDurable, st.rid)
+		e.tell(st)
 		return r, nil
 	}
+	// What the failed transaction recorded was rolled back; the paths
+	// below record again what they commit.
+	st.alerts = nil
 	if errors.Is(err, holon.ErrBroken) {
 		e.fail(err)
 		return nil, err
@@ -177,7 +187,11 @@ func (e *Engine) settle(ctx context.Context, st *runState, bill contract.Bill, d
 	if st.mem == nil {
 		// The store unreachable, or the call closed by another gateway
 		// (settle_outage.go).
-		return e.settleFailed(ctx, st, bill, d, err)
+		r, err := e.settleFailed(ctx, st, bill, d, err)
+		if err == nil {
+			e.tell(st)
+		}
+		return r, err
 	}
 	e.log.Error("settlement failed; releasing the hold", "receipt", st.rid, "err", err)
 	failed := contract.Bill{Status: holon.StatusFailed, Error: holon.CodeGatewayError}
@@ -191,6 +205,22 @@ func (e *Engine) settle(ctx context.Context, st *runState, bill contract.Bill, d
 		return nil, err
 	}
 	return r, nil
+}
+
+// tell passes on the alerts a durable settlement recorded: to the parent
+// run (the root call's answer lists them) and to OnAlerts.
+func (e *Engine) tell(st *runState) {
+	if len(st.alerts) == 0 {
+		return
+	}
+	if p := st.parent; p != nil {
+		p.mu.Lock()
+		p.childAlerts = append(p.childAlerts, st.alerts...)
+		p.mu.Unlock()
+	}
+	if e.onAlerts != nil {
+		e.onAlerts(st.alerts)
+	}
 }
 
 func (e *Engine) settleTx(tx holon.Tx, st *runState, bill contract.Bill, d time.Duration) (*holon.Receipt, error) {
@@ -227,7 +257,11 @@ func (e *Engine) settleTx(tx holon.Tx, st *runState, bill contract.Bill, d time.
 		}
 		r.Splits = shares
 	}
-	if err := e.release(tx, h, charge, st.mem == nil); err != nil {
+	var spent []charged
+	if err := e.release(tx, h, charge, st.mem == nil, func(c charged) { spent = append(spent, c) }); err != nil {
+		return nil, err
+	}
+	if st.alerts, err = e.alertsReached(tx, st, spent, charge); err != nil {
 		return nil, err
 	}
 	r.Status = bill.Status
@@ -304,7 +338,8 @@ func (e *Engine) settled(tx holon.Tx, st *runState, h *holon.Hold, r *holon.Rece
 // for each call it draws on (passthrough), moves from that call's
 // reservation and hold to spent; the rest of its own reservation and hold
 // is released (stored: a hold held in memory was never in the store).
-func (e *Engine) release(tx holon.Tx, h *holon.Hold, charge journal.Amount, stored bool) error {
+// spent, when set, is told each budget the charge was spent in.
+func (e *Engine) release(tx holon.Tx, h *holon.Hold, charge journal.Amount, stored bool, spent func(charged)) error {
 	reserved := -h.Reserved
 	if !stored {
 		reserved = 0
@@ -327,6 +362,10 @@ func (e *Engine) release(tx holon.Tx, h *holon.Hold, charge journal.Amount, stor
 	if charge == 0 {
 		return nil
 	}
+	if spent == nil {
+		spent = func(charged) {}
+	}
+	spent(charged{h.Mandate, h.Window})
 	for f := h.Funder; f != ""; {
 		fh, err := tx.Hold(f)
 		if err != nil {
@@ -338,6 +377,7 @@ func (e *Engine) release(tx holon.Tx, h *holon.Hold, charge journal.Amount, stor
 		if err := tx.AddBudget(fh.Mandate, charge, -charge); err != nil {
 			return err
 		}
+		spent(charged{fh.Mandate, fh.Window})
 		if fh.Window != "" {
 			if err := tx.AddWindowBudget(fh.Mandate, fh.Window, charge, -charge); err != nil {
 				return err
@@ -437,7 +477,7 @@ func (e *Engine) Recover(ctx context.Context) (int, error) {
 			if err != nil {
 				return err
 			}
-			if err := e.release(tx, h, 0, true); err != nil {
+			if err := e.release(tx, h, 0, true, nil); err != nil {
 				return err
 			}
 			code := holon.CodeGatewayRestarted

@@ -16,10 +16,11 @@ var appBuckets = map[string]bool{
 	holon.BucketEvals:    true, holon.BucketEvalQueue: true,
 	holon.BucketOAuth:   true,
 	holon.BucketRefunds: true,
+	holon.BucketAlerts:  true, holon.BucketWebhooks: true, holon.BucketAlertOutbox: true,
 }
 
 // appendOnly buckets refuse overwrites and deletes.
-var appendOnly = map[string]bool{holon.BucketModLog: true, holon.BucketRefunds: true}
+var appendOnly = map[string]bool{holon.BucketModLog: true, holon.BucketRefunds: true, holon.BucketAlerts: true}
 
 func init() {
 	for name := range appBuckets {

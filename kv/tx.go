@@ -55,7 +55,8 @@ var allBuckets = [][]byte{
 // written: Open creates them, and a store opened read-only (holon verify,
 // holon backup of a stopped gateway's file) may lack them, and reads as
 // if they were empty.
-var laterBuckets = map[string]bool{string(bucketBudgetWindows): true, holon.BucketRefunds: true}
+var laterBuckets = map[string]bool{string(bucketBudgetWindows): true, holon.BucketRefunds: true,
+	holon.BucketAlerts: true, holon.BucketWebhooks: true, holon.BucketAlertOutbox: true}
 
 // SchemaVersion is the layout of the buckets' rows, as a backup holds them
 // (the file's own layout is FileFormat, receipts_index.go).

@@ -19,6 +19,8 @@ type mandatePage struct {
 	State    *gateway.MandateState
 	Keys     []wire.KeyView
 	Receipts []*holon.Receipt
+	// Alerts are the mandate's latest budget alerts (alerts.go).
+	Alerts []wire.AlertView
 	// NewKey is a key just created: shown once.
 	NewKey string
 }
@@ -80,6 +82,13 @@ func (c *Console) showMandate(w http.ResponseWriter, r *http.Request, v Viewer, 
 		return
 	}
 	p.Receipts = rp.Receipts
+	if len(p.State.Mandate.Budget.Alerts) > 0 {
+		var err error
+		if p.Alerts, err = c.mandateAlerts(r, ns, name); err != nil {
+			c.fail(w, r, v, err)
+			return
+		}
+	}
 	status := http.StatusOK
 	if newKey != "" {
 		status = http.StatusCreated

@@ -26,4 +26,5 @@ func (c *Console) routePages() {
 	m.Handle("GET "+Prefix+"/files", c.page(c.fileList))
 	m.Handle("POST "+Prefix+"/files", c.upload(c.fileUpload))
 	c.routeAuthors()
+	c.routeAlerts()
 }

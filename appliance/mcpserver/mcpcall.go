@@ -38,6 +38,7 @@ type callAnswerMCP struct {
 	Receipt  *holon.Receipt `json:"receipt"`
 	Approval *approvalView  `json:"approval,omitempty"`
 	Message  string         `json:"message,omitempty"`
+	Alerts   []*holon.Alert `json:"alerts,omitempty"`
 }
 
 // callAgent runs a call through engine.Call exactly as POST /v0/calls does
@@ -206,7 +207,7 @@ func callResult(res *gateway.CallResult, decided *holon.Approval) *mcp.CallToolR
 			out = json.RawMessage("null")
 		}
 		return toolAnswer(callAnswerMCP{Status: r.Status, Agent: agent, Output: wrapJSON(tagOutput, agent, out),
-			Receipt: r, Approval: viewApproval(decided)})
+			Receipt: r, Approval: viewApproval(decided), Alerts: res.Alerts})
 	}
 	code := holon.CodeGatewayError
 	if r.Error != nil {

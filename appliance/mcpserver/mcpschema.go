@@ -192,6 +192,20 @@ var (
 		}, "mandate", "allowed"),
 	}, "id", "version", "interface", "pricing", "record", "under_mandate")
 
+	alertSchema = sObject(jsonObj{
+		"id":        sText("the alert's id: <mandate>/<window key or total>/<threshold>"),
+		"mandate":   sText("the mandate whose budget reached the threshold"),
+		"account":   sText("the mandate's issuer, who is told"),
+		"budget":    jsonObj{"type": "string", "enum": []string{"window", "total"}},
+		"window":    sText("the window's key (window alerts)"),
+		"threshold": sText("the percentage of the budget reached, such as 80%"),
+		"limit":     amountSchema,
+		"spent":     amountSchema,
+		"currency":  sText("the currency of limit and spent"),
+		"receipt":   sText("the call whose settlement reached it"),
+		"created":   sText("RFC 3339 time"),
+	}, "id", "budget", "threshold", "limit", "spent")
+
 	callOutput = answerOrError(jsonObj{
 		"status":   jsonObj{"type": "string", "enum": []string{"succeeded", "pending_approval"}},
 		"agent":    sText("the exact agent version called"),
@@ -199,6 +213,7 @@ var (
 		"receipt":  receiptSchema,
 		"approval": approvalSchema,
 		"message":  sText("what to do next"),
+		"alerts":   sList(alertSchema, "budget thresholds this call's cost made the mandate reach (its issuer set them to be told): tell the user"),
 	}, "status", "receipt")
 
 	receiptTreeSchema = jsonObj{
@@ -244,12 +259,14 @@ var (
 				"start": sText("RFC 3339 time"), "end": sText("RFC 3339 time: when the budget renews"), "timezone": sText("IANA time zone"),
 				"per_window": amountSchema, "spent": amountSchema, "reserved": amountSchema, "remaining": amountSchema,
 			}},
-		"spent":     amountSchema,
-		"reserved":  jsonObj{"type": "string", "pattern": amountPattern, "description": "held by calls running now"},
-		"remaining": amountSchema,
-		"expires":   sNullable("string", "RFC 3339 time"),
-		"revoked":   jsonObj{"type": "boolean"},
-		"allow":     jsonObj{"type": "object", "description": "agents and capabilities it allows"},
+		"spent":            amountSchema,
+		"reserved":         jsonObj{"type": "string", "pattern": amountPattern, "description": "held by calls running now"},
+		"remaining":        amountSchema,
+		"expires":          sNullable("string", "RFC 3339 time"),
+		"revoked":          jsonObj{"type": "boolean"},
+		"allow":            jsonObj{"type": "object", "description": "agents and capabilities it allows"},
+		"alert_thresholds": sList(jsonObj{"type": "string"}, "the percentages of each budget at which the user is told, such as 80%"),
+		"alerts":           sList(alertSchema, "the thresholds reached in the current window and of the lifetime total, newest first"),
 	}, "mandate", "currency", "total", "spent", "reserved", "remaining")
 
 	listApprovalsOutput = answerOrError(jsonObj{

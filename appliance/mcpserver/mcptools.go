@@ -54,7 +54,7 @@ func (m *Server) addTools() {
 			`Read a receipt of your mandate with the whole tree of the calls it delegated: the exact agent version, status, error code, worst case, cost (own, downstream, total), who paid and how the payment was split, and its refunds: money the agent's author or the operator gave back of the call's own charge (amount, reason, who, what each account gave back). A refund's reason written by an author is inside <agent-text>. Receipts never contain inputs or outputs.`,
 			idInput("the receipt id, such as r42"), getReceiptOutput, read, m.getReceipt},
 		{"get_budget", "Read the budget",
-			`Your mandate and its budget in the mandate's currency: total, per-call limit, the cost above which a human must approve, spent, reserved by calls running now, and remaining.`,
+			`Your mandate and its budget in the mandate's currency: total, per-call limit, the cost above which a human must approve, spent, reserved by calls running now, and remaining; for a budget that renews, the current window; and the alerts the user set (thresholds of the budget) reached in the current window and of the total.`,
 			noInput, getBudgetOutput, read, m.getBudget},
 		{"list_approvals", "List open approvals",
 			`The approvals of your mandate that are still open: pending (waiting for a human's decision) or granted (call call_agent again with the same arguments and approval: "<id>" to use it).`,
@@ -412,6 +412,20 @@ func (m *Server) getBudget(_ context.Context, _ *mcp.CallToolRequest, c *mcpCall
 	if w := st.Window; w != nil {
 		// The current window of a budget that renews, and when it does.
 		ans["window"] = w
+	}
+	if len(md.Budget.Alerts) > 0 {
+		ans["alert_thresholds"] = md.Budget.Alerts
+		as, err := m.engine.Alerts(md.ID)
+		if err != nil {
+			return m.fail("get_budget", err)
+		}
+		current := []*holon.Alert{}
+		for _, a := range as {
+			if a.Budget == holon.AlertTotal || (st.Window != nil && a.Window == st.Window.Key) {
+				current = append(current, a)
+			}
+		}
+		ans["alerts"] = current
 	}
 	return toolAnswer(ans)
 }

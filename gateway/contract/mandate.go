@@ -49,6 +49,9 @@ type Budget struct {
 	Window    string          `json:"window,omitempty" yaml:"window,omitempty"`
 	PerWindow *journal.Amount `json:"per_window,omitempty" yaml:"per_window,omitempty"`
 	Timezone  string          `json:"timezone,omitempty" yaml:"timezone,omitempty"`
+	// Alerts are the percentages of each budget (per_window and total) at
+	// which the issuer is told (alerts.go).
+	Alerts []AlertThreshold `json:"alerts,omitempty" yaml:"alerts,omitempty"`
 
 	loc *time.Location
 }
@@ -156,6 +159,7 @@ func (m *Mandate) Validate() error {
 		fe.add("currency", "want an ISO 4217 code such as EUR, got %q", m.Currency)
 	}
 	m.validateBudget(&fe)
+	m.validateAlerts(&fe)
 	m.allowAgents = parseAgentPatterns(m.Allow.Agents, "allow.agents", &fe)
 	m.allowCaps = parseCapabilityPatterns(m.Allow.Capabilities, "allow.capabilities", &fe)
 	if m.Deny != nil {

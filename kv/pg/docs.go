@@ -20,8 +20,9 @@ var (
 		holon.BucketIdempotency: true, holon.BucketModLog: true, holon.BucketCredentials: true, holon.BucketFiles: true,
 		holon.BucketSettings: true, holon.BucketSessions: true, holon.BucketEvals: true, holon.BucketEvalQueue: true,
 		holon.BucketOAuth: true, holon.BucketRefunds: true,
+		holon.BucketAlerts: true, holon.BucketWebhooks: true, holon.BucketAlertOutbox: true,
 	}
-	appendOnly = map[string]bool{holon.BucketModLog: true, holon.BucketRefunds: true}
+	appendOnly = map[string]bool{holon.BucketModLog: true, holon.BucketRefunds: true, holon.BucketAlerts: true}
 )
 
 // docTable is where a bucket's documents live: credentials and sign-in
