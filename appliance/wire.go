@@ -153,6 +153,11 @@ func (a *App) recover(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("close calls left in flight: %w", err)
 	}
+	if rebuilt, err := a.engine.RebuildRollups(ctx); err != nil {
+		return fmt.Errorf("rebuild the spend and earnings rollups: %w", err)
+	} else if rebuilt {
+		a.log.Info("rebuilt the spend and earnings rollups from the receipts")
+	}
 	a.metrics.ClosedAtOpen(closed)
 	if closed > 0 {
 		a.log.Warn("closed calls left in flight by the last run", "calls", closed)

@@ -33,6 +33,9 @@ type runState struct {
 	// mem is the reservation when it is held in memory (memory.go): nil
 	// once it is written to the store, and for any other call.
 	mem *memHold
+	// rollup is the mandate and key the call's spend counts under
+	// (rollups.go).
+	rollup CallRollup
 
 	mu       sync.Mutex
 	closed   bool
@@ -294,7 +297,7 @@ func (e *Engine) settled(tx holon.Tx, st *runState, h *holon.Hold, r *holon.Rece
 	if err := tx.AppendEvent(ev, r.Status == holon.StatusSucceeded); err != nil {
 		return err
 	}
-	if err := countSettled(tx, st.version, r, charge, journaled); err != nil {
+	if err := countSettled(tx, st.version, r, st.rollup, charge, journaled); err != nil {
 		return err
 	}
 	return recordClaim(tx, st.claim, r)

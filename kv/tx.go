@@ -74,6 +74,9 @@ func createBuckets(btx *bolt.Tx) error {
 	} else if binary.BigEndian.Uint64(v) != SchemaVersion {
 		return fmt.Errorf("database schema version %d, this gateway reads %d", binary.BigEndian.Uint64(v), SchemaVersion)
 	}
+	if err := createRollups(btx); err != nil {
+		return err
+	}
 	if btx.Bucket(bucketApprovalsByMand) == nil {
 		// A new store, or one written before the index existed.
 		return buildApprovalIndex(btx)
