@@ -132,6 +132,7 @@ func TestImports_FlowOneWay(t *testing.T) {
 		"publishing":  {module, module + "/journal", module + "/gateway", module + "/gateway/contract", module + "/gateway/remote", a + "token", a + "web", a + "auth", a + "wire", a + "accounts"},
 		"v0":          {module, module + "/journal", module + "/gateway", a + "token", a + "web", a + "auth", a + "wire", a + "idempotency"},
 		"accounts":    {module, module + "/journal", module + "/gateway", module + "/gateway/contract", a + "token", a + "web", a + "auth", a + "ratelimit", a + "wire"},
+		"reports":     {module, module + "/gateway", a + "token", a + "web", a + "auth", a + "wire"},
 		"mcpserver":   {module, module + "/journal", module + "/gateway", module + "/gateway/contract", a + "web", a + "auth", a + "token", a + "wire"},
 	} {
 		only(a+room, allowed...)

@@ -21,6 +21,10 @@ import (
 // settlement (its creator share, or a royalty from a fork) on the call's
 // day, and what a refund took back of it on the refund's day.
 
+// CodeInvalidReport: a spend or earnings report's parameters (by, from,
+// to, format) are not ones it can answer.
+const CodeInvalidReport = "invalid_report"
+
 // Rollup kinds: whose sums a row keeps.
 const (
 	// RollupSpend is a payer account's spend.

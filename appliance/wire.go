@@ -17,6 +17,7 @@ import (
 	"holon.dev/holon/appliance/ops"
 	"holon.dev/holon/appliance/origin"
 	"holon.dev/holon/appliance/publishing"
+	"holon.dev/holon/appliance/reports"
 	"holon.dev/holon/appliance/v0"
 	"holon.dev/holon/gateway"
 	"holon.dev/holon/gateway/contract"
@@ -247,6 +248,7 @@ func (a *App) mount() {
 	a.api = newAPI(a.engine, a.log, a.hosted, v0.New(routes), origin.New(a.cfg.PublicURL, a.cfg.TrustProxy != nil && *a.cfg.TrustProxy))
 	a.listings.Mount(a.api.mount, a.hosted != nil)
 	a.files.Mount(a.api.mount, a.engine)
+	reports.Routes{Engine: a.engine, Log: a.log}.Mount(a.api.mount)
 	if a.hosted != nil {
 		a.publisher.Mount(a.api.mount)
 		a.openOAuth().Mount(a.api.mount)
