@@ -5,12 +5,10 @@
 package reports
 
 import (
-	"encoding/csv"
 	"log/slog"
 	"net/http"
 	"net/url"
 	"slices"
-	"strconv"
 
 	"github.com/julienschmidt/httprouter"
 
@@ -158,25 +156,11 @@ func wireRow(group, currency string, t holon.Tally) wire.ReportRow {
 		Refunded: wire.Money(t.Refunded), Net: wire.Money(t.Net())}
 }
 
-// writeCSV writes the rows with a header row, the group's column named
-// after by.
+// writeCSV answers the report as CSV.
 func writeCSV(w http.ResponseWriter, rep wire.Report) {
 	w.Header().Set("Content-Type", "text/csv; charset=utf-8")
 	w.Header().Set("Content-Disposition", `attachment; filename="`+rep.Account+"-"+rep.By+"-"+rep.From+"-"+rep.To+`.csv"`)
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(http.StatusOK)
-	c := csv.NewWriter(w)
-	_ = c.Write([]string{rep.By, "currency", "calls", "charged", "refunded", "net"})
-	for _, row := range rep.Rows {
-		_ = c.Write([]string{csvSafe(row.Group), row.Currency, strconv.FormatInt(row.Calls, 10), row.Charged.String(), row.Refunded.String(), row.Net.String()})
-	}
-	c.Flush()
-}
-
-// csvSafe keeps a spreadsheet from reading a cell as a formula.
-func csvSafe(s string) string {
-	if s != "" && (s[0] == '=' || s[0] == '+' || s[0] == '-' || s[0] == '@') {
-		return "'" + s
-	}
-	return s
+	_ = rep.WriteCSV(w)
 }

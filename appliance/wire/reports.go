@@ -1,5 +1,11 @@
 package wire
 
+import (
+	"encoding/csv"
+	"io"
+	"strconv"
+)
+
 // Report is GET /v0/reports/spend and /v0/reports/earnings: a payer's
 // spend, or an author's earnings, from day from to day to (UTC, both
 // included), by day or by what it was spent on (or earned by).
@@ -30,4 +36,24 @@ type ReportRow struct {
 	Charged  Money  `json:"charged"`
 	Refunded Money  `json:"refunded"`
 	Net      Money  `json:"net"`
+}
+
+// WriteCSV writes a report's rows as CSV, with a header row whose first
+// column is named after By.
+func (rep Report) WriteCSV(w io.Writer) error {
+	c := csv.NewWriter(w)
+	_ = c.Write([]string{rep.By, "currency", "calls", "charged", "refunded", "net"})
+	for _, row := range rep.Rows {
+		_ = c.Write([]string{csvSafe(row.Group), row.Currency, strconv.FormatInt(row.Calls, 10), row.Charged.String(), row.Refunded.String(), row.Net.String()})
+	}
+	c.Flush()
+	return c.Error()
+}
+
+// csvSafe keeps a spreadsheet from reading a cell as a formula.
+func csvSafe(s string) string {
+	if s != "" && (s[0] == '=' || s[0] == '+' || s[0] == '-' || s[0] == '@') {
+		return "'" + s
+	}
+	return s
 }
