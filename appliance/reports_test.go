@@ -1,6 +1,7 @@
 package appliance_test
 
 import (
+	"context"
 	"encoding/csv"
 	"fmt"
 	"net/http"
@@ -9,8 +10,12 @@ import (
 	"testing"
 	"time"
 
+	"holon.dev/holon"
+	"holon.dev/holon/appliance"
 	"holon.dev/holon/appliance/token"
+	"holon.dev/holon/backup"
 	"holon.dev/holon/journal"
+	"holon.dev/holon/kv"
 )
 
 // Ensure that GET /v0/reports/spend answers, for every by, what the
@@ -153,4 +158,91 @@ func TestReports_API(t *testing.T) {
 			t.Errorf("%s: %d %v, want %d %s", bad.q, st, out, bad.status, bad.code)
 		}
 	}
+}
+
+// Ensure that a store whose rollups are not kept (written before they
+// were, here cleared) has them rebuilt from its receipts and refunds as
+// the gateway starts, to the same reports (calls then count under no key),
+// that holon verify's recomputation passes before and after, and that it
+// catches a rollup row that does not match the receipts.
+func TestReports_RebuiltAtStartAndVerified(t *testing.T) {
+	ta := newHostedApp(t)
+	ann := ta.signup("ann")
+	var ids []string
+	for i := range 4 {
+		c, body := ann.human, lookup("ann/sandbox")
+		if i == 3 {
+			c, body = ann.agent, lookup("")
+		}
+		out := c.must(http.StatusOK, "POST", "/v0/calls", body)
+		ids = append(ids, str(out["receipt"].(map[string]any)["id"]))
+	}
+	ta.admin().must(http.StatusCreated, "POST", "/v0/receipts/"+ids[1]+"/refunds", map[string]any{"amount": "0.02"})
+	read := func(by string) any {
+		return ann.human.must(http.StatusOK, "GET", "/v0/reports/spend?by="+by, nil)["rows"]
+	}
+	before := map[string]any{}
+	for _, by := range []string{"day", "mandate", "agent"} {
+		before[by] = read(by)
+	}
+	totals := ann.human.must(http.StatusOK, "GET", "/v0/reports/spend?by=key", nil)["totals"]
+	verify := func() *backup.CheckResult {
+		s, err := kv.Open(ta.cfg.DB, kv.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		rep, err := backup.Verify(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rep.Check(backup.CheckRollups)
+	}
+	ta.restart(func(*appliance.Config) {
+		if c := verify(); !c.OK() || !strings.Contains(c.Covered, "against 4 settled calls") {
+			t.Errorf("verify of the rollups kept by the calls: %+v", c)
+		}
+		s, err := kv.Open(ta.cfg.DB, kv.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Update(context.Background(), func(tx *kv.Tx) error { return tx.ClearRollups() }); err != nil {
+			t.Fatal(err)
+		}
+		s.Close()
+		if c := verify(); !c.OK() || !strings.HasPrefix(c.Covered, "not kept") {
+			t.Errorf("verify of a store whose rollups are not kept: %+v", c)
+		}
+	})
+	if !strings.Contains(ta.logs.String(), "rebuilt the spend and earnings rollups") {
+		t.Error("the start did not say it rebuilt the rollups")
+	}
+	for by, want := range before {
+		if got := read(by); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("by %s after the rebuild:\n got %v\nwant %v", by, got, want)
+		}
+	}
+	keys := ann.human.must(http.StatusOK, "GET", "/v0/reports/spend?by=key", nil)
+	if rows := keys["rows"].([]any); len(rows) != 1 || rows[0].(map[string]any)["group"] != "" || fmt.Sprint(keys["totals"]) != fmt.Sprint(totals) {
+		t.Errorf("by key after the rebuild: %v, want every call under no key, totals %v", keys, totals)
+	}
+	ta.shutdown(true)
+	if c := verify(); !c.OK() || !strings.Contains(c.Covered, "against 4 settled calls") {
+		t.Errorf("verify after the rebuild: %+v", c)
+	}
+	s, err := kv.Open(ta.cfg.DB, kv.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	day := holon.DayOf(time.Now())
+	if err := s.Update(context.Background(), func(tx *kv.Tx) error {
+		return tx.AddRollup(holon.RollupKey{Kind: holon.RollupSpend, Owner: "ann", Dim: holon.ByAgent, Day: day, Value: "holon-labs/company-lookup@1.0.0"}, "EUR", holon.Tally{Calls: 1})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if c := verify(); c.OK() || !strings.Contains(fmt.Sprint(c.Problems), "spend of ann on "+day.String()+" agent holon-labs/company-lookup@1.0.0") {
+		t.Errorf("verify of a tampered rollup row: %+v", c)
+	}
+	ta.open()
 }

@@ -176,6 +176,11 @@ func buildReportStore(ctx context.Context, path string, n int, end time.Time) (i
 			return 0, err
 		}
 	}
+	// Every settlement of the store counted: as a gateway marks it.
+	if err := s.Update(ctx, func(tx *kv.Tx) error { return tx.MarkRollupsKept() }); err != nil {
+		s.Close()
+		return 0, err
+	}
 	size := s.Size()
 	return size, s.Close()
 }

@@ -131,8 +131,9 @@ func exportDB(db *bolt.DB, begin func(Snapshot) error, row func(bucket string, k
 			snap.Schema = binary.BigEndian.Uint64(v)
 		}
 		err := btx.ForEach(func(name []byte, b *bolt.Bucket) error {
-			if bytes.Equal(name, bucketApprovalsByMand) {
-				// Derived from the approvals: Restore writes it again.
+			if bytes.Equal(name, bucketApprovalsByMand) || bytes.Equal(name, bucketRollups) {
+				// Derived from the approvals (Restore writes it again), or
+				// from the receipts (the engine rebuilds them).
 				return nil
 			}
 			snap.Buckets = append(snap.Buckets, BucketInfo{Name: string(name), Rows: int64(b.Stats().KeyN), Sequence: b.Sequence()})

@@ -18,8 +18,8 @@ import (
 // tallies (rollupValue). Like the approvals index, it is derived: from
 // the receipts and refunds, by the engine (gateway.RebuildRollups). It is
 // not one of Buckets(): a backup leaves it out, and a store restored, or
-// written before rollups were kept, has none; the engine rebuilds it
-// before it serves. In the writer's transactions its rows go through the
+// written before rollups were kept, has none (or rows not yet marked
+// kept); the engine rebuilds it before it serves. In the writer's transactions its rows go through the
 // write cache: a commit writes each row it touched once.
 var bucketRollups = []byte("rollups")
 
@@ -27,18 +27,13 @@ var bucketRollups = []byte("rollups")
 // no row's can be (a row's starts with its kind).
 var rollupsKept = []byte{0}
 
-// createRollups creates the bucket as the store opens: kept from the start
-// in a new store (no receipt yet), not kept in one written before.
+// createRollups creates the bucket as the store opens. It is not marked
+// kept: the engine marks it as it starts (gateway.RebuildRollups), after
+// counting whatever receipts the store holds, so that a store written
+// before, or by hand, is never taken for one whose rollups are whole.
 func createRollups(btx *bolt.Tx) error {
-	if btx.Bucket(bucketRollups) != nil {
-		return nil
-	}
-	b, err := btx.CreateBucket(bucketRollups)
-	if err != nil {
+	if _, err := btx.CreateBucketIfNotExists(bucketRollups); err != nil {
 		return fmt.Errorf("create bucket %s: %w", bucketRollups, err)
-	}
-	if k, _ := btx.Bucket(bucketReceipts).Cursor().First(); k == nil {
-		return b.Put(rollupsKept, []byte{1})
 	}
 	return nil
 }
@@ -219,4 +214,30 @@ func (tx *Tx) ClearRollups() error {
 		}
 	}
 	return nil
+}
+
+// ForEachRollupRow calls fn for every rollup row, in key order (holon
+// verify's recomputation compares them all).
+func (tx *Tx) ForEachRollupRow(fn func(k holon.RollupKey, t holon.Tallies) error) error {
+	if err := tx.flush(); err != nil {
+		return err
+	}
+	b := tx.btx.Bucket(bucketRollups)
+	if b == nil {
+		return nil
+	}
+	return b.ForEach(func(k, v []byte) error {
+		if bytes.Equal(k, rollupsKept) {
+			return nil
+		}
+		owner, rest, ok := bytes.Cut(k[min(1, len(k)):], []byte{0})
+		if len(k) < 1 || !ok || len(rest) < 5 {
+			return fmt.Errorf("rollup key %q is malformed", k)
+		}
+		t, err := decodeTallies(v)
+		if err != nil {
+			return fmt.Errorf("rollup %q: %w", k, err)
+		}
+		return fn(holon.RollupKey{Kind: k[0], Owner: string(owner), Dim: rest[0], Day: holon.Day(binary.BigEndian.Uint32(rest[1:5])), Value: string(rest[5:])}, t)
+	})
 }

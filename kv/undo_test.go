@@ -29,7 +29,7 @@ var boltWrites = map[string]bool{
 // Open, restore into a new file).
 var undoable = map[string]bool{
 	"undo.go:put": true, "undo.go:putOver": true, "undo.go:putNew": true, "undo.go:del": true, "undo.go:nextSeq": true, "undo.go:undoUpdate": true,
-	"tx.go:createBuckets": true, "export_restore.go:*": true, "approvals_index.go:buildApprovalIndex": true,
+	"tx.go:createBuckets": true, "export_restore.go:*": true, "approvals_index.go:buildApprovalIndex": true, "rollups.go:createRollups": true,
 }
 
 // Ensure that every write to bbolt in the store's code goes through the
