@@ -40,7 +40,7 @@ const (
 // The store is removed after the row.
 func (b *bench) reportsRow(ctx context.Context) ([]*Result, error) {
 	o := b.o
-	name := fmt.Sprintf("[12] a 90-day spend report by day with %s settled calls in the store", thousands(int64(o.ReportReceipts)))
+	name := fmt.Sprintf("[5c] a 90-day spend report by day with %s settled calls in the store", thousands(int64(o.ReportReceipts)))
 	dir := filepath.Join(o.Dir, "reports")
 	defer os.RemoveAll(dir)
 	path := filepath.Join(dir, "holon.db")
