@@ -133,6 +133,7 @@ func TestImports_FlowOneWay(t *testing.T) {
 		"front":       {module, a + "token", a + "web", a + "auth", a + "origin", a + "ratelimit"},
 		"v0":          {module, module + "/journal", module + "/gateway", a + "token", a + "web", a + "auth", a + "wire", a + "idempotency"},
 		"accounts":    {module, module + "/journal", module + "/gateway", module + "/gateway/contract", a + "token", a + "web", a + "auth", a + "ratelimit", a + "wire"},
+		"reports":     {module, module + "/gateway", a + "token", a + "web", a + "auth", a + "wire"},
 		"alerts":      {module, module + "/gateway", module + "/gateway/remote", a + "token", a + "web", a + "auth", a + "wire"},
 		"mcpserver":   {module, module + "/journal", module + "/gateway", module + "/gateway/contract", a + "web", a + "auth", a + "token", a + "wire"},
 		// The agents compiled in, and two helpers of the tests.

@@ -96,6 +96,7 @@ type Tx interface {
 	RegistryTx
 	CountersTx
 	DocsTx
+	RollupsTx
 }
 
 // JournalTx is the money: journal entries and the accounts they move.

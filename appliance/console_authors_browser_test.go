@@ -109,6 +109,17 @@ func consoleAuthorSession(t *testing.T, browserCtx context.Context, axe []byte) 
 		t.Errorf("earnings on the page: %s paid calls, own %s, earned %s; the API says own %s, earned %s", calls, o, total, own, earned)
 	}
 	tb.check("authors-earnings")
+	tb.click(`a[href="/console/spend"]`)
+	if got := tb.text(`[data-chart="earnings-0"] tbody th`); got != "lena/hooky@0.1.0" {
+		t.Errorf("the earnings chart's version: %q", got)
+	}
+	if got := tb.text(`[data-chart="earnings-0"] tfoot td:nth-of-type(2)`) + " EUR"; got != own {
+		t.Errorf("the earnings chart's total %q, the API's own %q", got, own)
+	}
+	if w := evalIn[float64](tb, `document.querySelector('[data-chart="earnings-0"] svg rect.col').getBBox().width`); w <= 0 {
+		t.Errorf("the version's bar is %v wide", w)
+	}
+	tb.check("spend-earnings")
 
 	// A file: uploaded by the form, listed with its expiry, its handle copied.
 	file := filepath.Join(t.TempDir(), "invoice.csv")

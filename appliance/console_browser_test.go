@@ -96,6 +96,7 @@ func consoleDevWalkthrough(t *testing.T, browser context.Context, axe []byte) {
 	tb.check("overview-after")
 	tb.click(`a[href="/console/receipts"]`)
 	tb.check("receipts")
+	consoleSpendCharts(t, tb)
 
 	// The recorder sees what the CSP refuses: an inline script is.
 	evalIn[bool](tb, `document.body.appendChild(Object.assign(document.createElement("script"), {textContent: "window.__ran = 1"})) && true`)
@@ -259,4 +260,37 @@ func consoleHostedSession(t *testing.T, browser context.Context, axe []byte) {
 		t.Errorf("a disabled account's key: %d, want 401", status)
 	}
 	tb.sameOrigin()
+}
+
+// consoleSpendCharts reads the spend page after the walkthrough's run:
+// alice's spend per day and under bookkeeping-q4 drawn as SVG columns,
+// each beside a table whose total is the run's 0.192, the mandate's
+// budget bar with it, and no script involved.
+func consoleSpendCharts(t *testing.T, tb *tab) {
+	tb.click(`a[href="/console/spend"]`)
+	for _, fig := range []string{`[data-chart="spend-0"]`, `[data-chart="mandate-0-0"]`} {
+		if got := tb.text(fig + ` tfoot td:nth-of-type(2)`); got != "0.192" {
+			t.Errorf("%s: the table's total charged %q, want 0.192", fig, got)
+		}
+		cols := evalIn[[]float64](tb, `Array.from(document.querySelectorAll('`+fig+` svg rect.col')).map(r => r.getBBox().height)`)
+		drawn := 0
+		for _, h := range cols {
+			if h > 0 {
+				drawn++
+			}
+		}
+		if len(cols) != 30 || drawn != 1 {
+			t.Errorf("%s: %d columns, %d drawn; want 30 days, the run's day drawn", fig, len(cols), drawn)
+		}
+		if name := evalIn[string](tb, `document.querySelector('`+fig+` svg').getAttribute("aria-label")`); !strings.Contains(name, "0.192 charged") {
+			t.Errorf("%s: the chart's accessible name %q", fig, name)
+		}
+	}
+	if got := tb.text(`#ms-alice\/bookkeeping-q4 a`); got != "alice/bookkeeping-q4" {
+		t.Errorf("the mandate's chart heading: %q", got)
+	}
+	if n := evalIn[int](tb, `document.querySelectorAll("main script").length`); n != 0 {
+		t.Errorf("the spend page has %d scripts", n)
+	}
+	tb.check("spend")
 }

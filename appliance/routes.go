@@ -12,6 +12,7 @@ import (
 	"holon.dev/holon/appliance/mcpserver"
 	"holon.dev/holon/appliance/oauth"
 	"holon.dev/holon/appliance/ops"
+	"holon.dev/holon/appliance/reports"
 	"holon.dev/holon/appliance/signin"
 	"holon.dev/holon/appliance/v0"
 	"holon.dev/holon/appliance/web"
@@ -57,6 +58,7 @@ func (a *App) mount() {
 	a.listings.Mount(m, hosted)
 	a.files.Mount(m, a.engine)
 	a.alerts.Mount(m, a.engine)
+	reports.Routes{Engine: a.engine, Log: a.log}.Mount(m)
 	if hosted {
 		a.publisher.Mount(m)
 		a.openOAuth().Mount(m)

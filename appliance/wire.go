@@ -169,6 +169,14 @@ func (a *App) recover(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("close calls left in flight: %w", err)
 	}
+	// A store that cannot be read whole (a receipt that does not decode)
+	// still serves, as it did before rollups were kept: its reports count
+	// the calls settled from now on, and the next start tries again.
+	if rebuilt, err := a.engine.RebuildRollups(ctx); err != nil {
+		a.log.Error("could not rebuild the spend and earnings rollups from the receipts: reports leave out the calls before this start", "err", err)
+	} else if rebuilt {
+		a.log.Info("rebuilt the spend and earnings rollups from the receipts")
+	}
 	a.metrics.ClosedAtOpen(closed)
 	if closed > 0 {
 		a.log.Warn("closed calls left in flight by the last run", "calls", closed)

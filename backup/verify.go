@@ -142,6 +142,8 @@ func (r *Report) WriteTo(w io.Writer) (int64, error) {
 //     entries paid it less what refunds took back, and each version's
 //     paid calls its entries but those refunded in full;
 //   - latency: each version's histogram is its settled events' durations.
+//   - rollups: the spend and earnings rollups are what the receipts, the
+//     journal and the refunds add up to (verify_rollups.go).
 //
 // An error means the store could not be read; problems are in the report.
 func Verify(s *kv.Store) (*Report, error) { return VerifyContext(context.Background(), s) }
@@ -154,13 +156,13 @@ func VerifyContext(ctx context.Context, s *kv.Store) (*Report, error) {
 	err := s.View(func(tx *kv.Tx) error {
 		v := &verifier{ctx: ctx, tx: tx, rep: rep, c: map[string]*CheckResult{}}
 		for _, name := range []string{CheckJournal, CheckBalances, CheckSettlements, CheckTrees, CheckHolds, CheckBudgets, CheckApprovals, CheckRecords, CheckCounters,
-			CheckEarnings, CheckLatency, CheckPublished} {
+			CheckEarnings, CheckLatency, CheckRollups, CheckPublished} {
 			c := &CheckResult{Name: name}
 			v.c[name] = c
 			rep.Checks = append(rep.Checks, c)
 		}
 		for _, step := range []func() error{v.journal, v.balances, v.receipts, v.refunds, v.holds, v.budgets, v.alerts, v.approvals, v.records, v.counters,
-			v.earnings, v.latency, v.published} {
+			v.earnings, v.latency, v.rollups, v.published} {
 			if err := step(); err != nil {
 				return err
 			}

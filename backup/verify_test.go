@@ -33,7 +33,7 @@ func TestVerify_Passes(t *testing.T) {
 		"ok    settlements    5 billed receipts against 5 settle entries",
 		"ok    receipt trees  10 receipts, 1 with children",
 		"ok    holds          1 holds for 1 running calls",
-		"verify: all 12 checks passed",
+		"verify: all 13 checks passed",
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, out.String())

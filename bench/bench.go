@@ -38,7 +38,7 @@ import (
 )
 
 // Rows are the rows a bench can run, in the order it runs them.
-var Rows = []string{"calls", "limit", "hosted", "postgres", "cluster", "mcp", "startup", "startup10m", "inflight", "catalog", "backup"}
+var Rows = []string{"calls", "limit", "hosted", "postgres", "cluster", "mcp", "startup", "startup10m", "reports", "inflight", "catalog", "backup"}
 
 // Options size and select a bench run.
 type Options struct {
@@ -59,6 +59,8 @@ type Options struct {
 	// BigReceipts is the size of the large start-up row's store
 	// (10,000,000).
 	BigReceipts int
+	// ReportReceipts is the size of the reports row's store (10,000,000).
+	ReportReceipts int
 	// FloorSamples is how many fdatasyncs the floor row times (200).
 	FloorSamples int
 	// Rows selects rows by name (nil: all of Rows).
@@ -97,6 +99,7 @@ func (o *Options) setDefaults() {
 	def(&o.Receipts, 1_000_000, 20_000)
 	def(&o.InFlight, 2000, 200)
 	def(&o.BigReceipts, 10_000_000, 20_000)
+	def(&o.ReportReceipts, 10_000_000, 20_000)
 	def(&o.FloorSamples, 200, 30)
 	if o.Log == nil {
 		o.Log = io.Discard
@@ -224,6 +227,8 @@ func (b *bench) run(ctx context.Context, row string) ([]*Result, error) {
 		return b.startup(ctx)
 	case "startup10m":
 		return b.startupBig(ctx)
+	case "reports":
+		return b.reportsRow(ctx)
 	case "backup":
 		return b.liveBackup(ctx)
 	case "inflight":

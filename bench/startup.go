@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"holon.dev/holon"
+	"holon.dev/holon/gateway"
 	"holon.dev/holon/journal"
 	"holon.dev/holon/kv"
 )
@@ -143,28 +144,16 @@ func joinMS(ds []time.Duration) string {
 
 func benchMandate(i int) string { return fmt.Sprintf("m%d/bench", i) }
 
-// buildReceipts writes n settled calls over 4 mandates, as a gateway
-// leaves them (so that holon verify passes on the store), in large
-// transactions without fsync, and returns the file's size: each receipt
-// with what its settlement writes beside it, its journal entry and
-// balances (the payers funded first), its mandate's spending and its call
-// event and agent record.
-func buildReceipts(ctx context.Context, path string, n int) (int64, error) {
+// openFunded creates a store at path (without fsync) whose 4 payers,
+// m0 to m3, are funded for millions of calls.
+func openFunded(ctx context.Context, path string) (*kv.Store, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return 0, err
+		return nil, err
 	}
 	s, err := kv.Open(path, kv.Options{NoSync: true})
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	price := journal.MustParseAmount(callPrice)
-	shares, err := journal.Split(price, "bench", nil)
-	if err != nil {
-		s.Close()
-		return 0, err
-	}
-	agent := agentEcho + "@1.0.0"
-	created := time.Now().UTC().Add(-time.Duration(n) * time.Millisecond)
 	err = s.Update(ctx, func(tx *kv.Tx) error {
 		for m := range 4 {
 			e, err := journal.Transfer(fmt.Sprintf("signup:m%d", m), "external:demo-credit", fmt.Sprintf("m%d", m), journal.MustParseAmount("1000000"))
@@ -179,8 +168,36 @@ func buildReceipts(ctx context.Context, path string, n int) (int64, error) {
 	})
 	if err != nil {
 		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// buildReceipts writes n settled calls over 4 mandates, as a gateway
+// leaves them (so that holon verify passes on the store), in large
+// transactions without fsync, and returns the file's size: each receipt
+// with what its settlement writes beside it, its journal entry and
+// balances (the payers funded first), its mandate's spending and its call
+// event and agent record.
+func buildReceipts(ctx context.Context, path string, n int) (int64, error) {
+	s, err := openFunded(ctx, path)
+	if err != nil {
 		return 0, err
 	}
+	price := journal.MustParseAmount(callPrice)
+	shares, err := journal.Split(price, "bench", nil)
+	if err != nil {
+		s.Close()
+		return 0, err
+	}
+	levels, err := journal.SplitLevels(price, "bench", nil)
+	if err != nil {
+		s.Close()
+		return 0, err
+	}
+	own := levels[1].Amount
+	agent := agentEcho + "@1.0.0"
+	created := time.Now().UTC().Add(-time.Duration(n) * time.Millisecond)
 	// 10,000 calls a transaction: bbolt keeps a transaction's nodes in
 	// memory until it commits, and inserting into large nodes moves their
 	// keys around (50,000 a transaction took 40 % more CPU for the same
@@ -216,6 +233,9 @@ func buildReceipts(ctx context.Context, path string, n int) (int64, error) {
 				if err := tx.AppendEvent(&holon.Event{Receipt: id, Agent: agent, Status: "succeeded", DurationMS: 3, Billed: price, Currency: "EUR", Time: r.Created}, true); err != nil {
 					return err
 				}
+				if err := gateway.AddSettlementRollups(tx, r, gateway.CallRollup{Root: r.Mandate}, []gateway.VersionShare{{Ref: agent, Amount: own, Own: true}}); err != nil {
+					return err
+				}
 			}
 			return nil
 		})
@@ -223,6 +243,11 @@ func buildReceipts(ctx context.Context, path string, n int) (int64, error) {
 			s.Close()
 			return 0, err
 		}
+	}
+	// Every settlement counted in the rollups, as a gateway marks it.
+	if err := s.Update(ctx, func(tx *kv.Tx) error { return tx.MarkRollupsKept() }); err != nil {
+		s.Close()
+		return 0, err
 	}
 	size := s.Size()
 	return size, s.Close()

@@ -2,7 +2,9 @@ package bench
 
 import (
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"holon.dev/holon/backup"
 	"holon.dev/holon/kv"
@@ -28,5 +30,32 @@ func TestBuildReceipts_Verifies(t *testing.T) {
 		if !c.OK() {
 			t.Errorf("check %s failed: %v", c.Name, c.Problems)
 		}
+	}
+}
+
+// Ensure that the store the reports row builds passes holon verify too,
+// its rollups recomputed from its receipts: they are what the
+// settlements would have left.
+func TestBuildReportStore_Verifies(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "holon.db")
+	if _, err := buildReportStore(t.Context(), path, 3000, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	s, err := kv.OpenReadOnly(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	rep, err := backup.Verify(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range rep.Checks {
+		if !c.OK() {
+			t.Errorf("check %s failed: %v", c.Name, c.Problems)
+		}
+	}
+	if c := rep.Check(backup.CheckRollups); !strings.Contains(c.Covered, "against 3000 settled calls") {
+		t.Errorf("the rollups check covered %q", c.Covered)
 	}
 }

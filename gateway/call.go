@@ -32,6 +32,9 @@ type CallInput struct {
 	// Claim, when set, is the call's Idempotency-Key: checked and recorded
 	// in the call's own transactions.
 	Claim Claim
+	// Key is the prefix of the API key that makes the call, for the
+	// spend reports by key ("" when none).
+	Key string
 }
 
 // CallResult is the answer to a call: the output on success, and the
@@ -65,6 +68,8 @@ type callSpec struct {
 	parent      *runState
 	// claim is a root call's Idempotency-Key; nil for delegated calls.
 	claim Claim
+	// key is a root call's API key prefix (CallInput.Key).
+	key string
 }
 
 // Call runs one call through the whole lifecycle: resolve, admit, check
@@ -93,6 +98,7 @@ func (e *Engine) Call(ctx context.Context, in CallInput) (*CallResult, error) {
 		maxCost:    in.MaxCost,
 		approval:   in.Approval,
 		claim:      in.Claim,
+		key:        in.Key,
 	})
 }
 
@@ -515,9 +521,15 @@ func (e *Engine) run(ctx context.Context, m *contract.Mandate, v *AgentVersion, 
 	rate, _ := m.Rate(a.Currency())
 	st := &runState{e: e, rid: rs.receipt.ID, manifest: a, version: v, sub: rs.sub, mandate: m, payer: rs.receipt.Payer, account: m.Issuer,
 		claim: sp.claim, reserved: rs.commit, mem: rs.mem}
+	st.rollup = CallRollup{Root: m.ID, Key: sp.key}
 	if sp.parent != nil {
 		st.account = sp.parent.account
 		st.parent = sp.parent
+		if st.payer == sp.parent.payer {
+			st.rollup = sp.parent.rollup
+		} else {
+			st.rollup = CallRollup{Root: m.ID}
+		}
 	}
 	inv := &Invocation{Manifest: a, Input: sp.input, Receipt: rs.receipt.ID, Shipped: v.Shipped, Durable: st.durable}
 	if sp.maxCost != nil {

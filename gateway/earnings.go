@@ -1,8 +1,6 @@
 package gateway
 
 import (
-	"fmt"
-
 	"holon.dev/holon"
 	"holon.dev/holon/journal"
 )
@@ -12,7 +10,8 @@ import (
 // money moved (journaled is true), each lineage level's earnings, from the
 // same split as the entry's lines. Earnings are therefore read, never
 // computed from the journal, and holon verify checks them against it.
-func countSettled(tx holon.Tx, v *AgentVersion, r *holon.Receipt, charge journal.Amount, journaled bool) error {
+// With the earnings, the call counts in the rollups (rollups.go).
+func countSettled(tx holon.Tx, v *AgentVersion, r *holon.Receipt, c CallRollup, charge journal.Amount, journaled bool) error {
 	ref := v.Manifest.Ref()
 	if err := tx.AddLatency(ref, r.DurationMS); err != nil {
 		return err
@@ -25,8 +24,9 @@ func countSettled(tx holon.Tx, v *AgentVersion, r *holon.Receipt, charge journal
 		return err
 	}
 	// levels: the platform's fee, the creator, then one per upstream.
-	if len(levels) != len(v.ChainRefs)+2 {
-		return fmt.Errorf("earnings of %s: %d split levels for a lineage of %d", ref, len(levels), len(v.ChainRefs))
+	shares, err := versionShares(v, levels)
+	if err != nil {
+		return err
 	}
 	if err := tx.AddEarnings(ref, r.Currency, 1, levels[1].Amount, 0); err != nil {
 		return err
@@ -36,5 +36,5 @@ func countSettled(tx holon.Tx, v *AgentVersion, r *holon.Receipt, charge journal
 			return err
 		}
 	}
-	return nil
+	return AddSettlementRollups(tx, r, c, shares)
 }

@@ -154,12 +154,16 @@ func (e *Engine) refundTx(tx holon.Tx, in RefundInput) (*holon.Refund, error) {
 	if err := tx.RefundRecord(v.Manifest.Ref(), amount); err != nil {
 		return nil, err
 	}
+	now := e.now().UTC()
+	if err := e.refundRollups(tx, r, v, levels, parts, amount, now); err != nil {
+		return nil, err
+	}
 	by := in.Author
 	if by == "" {
 		by = "operator"
 	}
 	ref := &holon.Refund{ID: holon.RefundKey(r.ID, n), Receipt: r.ID, Amount: amount, Reason: in.Reason, By: by,
-		Entry: entry.Key, Parts: []journal.Share{}, Created: e.now().UTC()}
+		Entry: entry.Key, Parts: []journal.Share{}, Created: now}
 	for i, l := range levels {
 		if parts[i] == 0 {
 			continue

@@ -39,6 +39,9 @@ type runState struct {
 	parent      *runState
 	alerts      []*holon.Alert
 	childAlerts []*holon.Alert
+	// rollup is the mandate and key the call's spend counts under
+	// (rollups.go).
+	rollup CallRollup
 
 	mu       sync.Mutex
 	closed   bool
@@ -328,7 +331,7 @@ func (e *Engine) settled(tx holon.Tx, st *runState, h *holon.Hold, r *holon.Rece
 	if err := tx.AppendEvent(ev, r.Status == holon.StatusSucceeded); err != nil {
 		return err
 	}
-	if err := countSettled(tx, st.version, r, charge, journaled); err != nil {
+	if err := countSettled(tx, st.version, r, st.rollup, charge, journaled); err != nil {
 		return err
 	}
 	return recordClaim(tx, st.claim, r)

@@ -26,6 +26,7 @@ type writeCache struct {
 	latency  map[string]*cached[holon.Latency]
 	earnings map[string]*cached[holon.Earnings]
 	counters map[string]*cached[uint64]
+	rollups  map[string]*cached[holon.Tallies] // rollups.go
 }
 
 type cached[T any] struct {
@@ -154,5 +155,6 @@ func (tx *Tx) flush() error {
 			e.dirty = false
 		}
 	}
+	errs = append(errs, tx.flushRollups(c))
 	return errors.Join(errs...)
 }

@@ -137,8 +137,9 @@ func exportDB(db *bolt.DB, begin func(Snapshot) error, row func(bucket string, k
 		}
 		err := btx.ForEach(func(name []byte, b *bolt.Bucket) error {
 			switch {
-			case bytes.Equal(name, bucketApprovalsByMand):
-				// Derived from the approvals: Restore writes it again.
+			case bytes.Equal(name, bucketApprovalsByMand) || bytes.Equal(name, bucketRollups):
+				// Derived from the approvals (Restore writes it again), or
+				// from the receipts (the engine rebuilds them).
 				return nil
 			case bytes.Equal(name, bucketReceiptsLog):
 				// Streamed as rows of receipts_by_mandate.

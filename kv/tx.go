@@ -71,6 +71,9 @@ func createBuckets(btx *bolt.Tx) error {
 	if err := checkFormat(btx); err != nil {
 		return err
 	}
+	if err := createRollups(btx); err != nil {
+		return err
+	}
 	if btx.Bucket(bucketApprovalsByMand) == nil {
 		// A new store, or one written before the index existed.
 		return buildApprovalIndex(btx)

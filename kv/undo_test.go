@@ -31,7 +31,7 @@ var boltWrites = map[string]bool{
 // index's log, which no update's undo may take back).
 var undoable = map[string]bool{
 	"undo.go:put": true, "undo.go:putOver": true, "undo.go:putNew": true, "undo.go:del": true, "undo.go:nextSeq": true, "undo.go:undoUpdate": true,
-	"tx.go:createBuckets": true, "export_restore.go:*": true, "approvals_index.go:buildApprovalIndex": true,
+	"tx.go:createBuckets": true, "export_restore.go:*": true, "approvals_index.go:buildApprovalIndex": true, "rollups.go:createRollups": true,
 	"receipts_index.go:checkFormat": true, "receipts_index.go:foldLog": true,
 }
 

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"net/http"
 	"path"
+	"slices"
 	"strings"
 
 	"github.com/yuin/goldmark"
@@ -25,16 +26,20 @@ const ManualPrefix = Prefix + "/manual/"
 
 // manualFS holds the manual's pages: markdown files readable as they are
 // on a code forge, rendered here for the console. console.png is the
-// picture the console's page shows.
+// picture the console's page shows, spend.png the README's.
 //
-//go:embed manual/*.md console.png
+//go:embed manual/*.md console.png spend.png
 var manualFS embed.FS
+
+// manualFigures are the pictures of the manual and the README (in webui/).
+var manualFigures = []string{"console.png", "spend.png"}
 
 // manual is the manual rendered once, at start: page name → HTML. The
 // index is "" (manual/README.md) and the repository's README is "readme".
 type manual struct {
-	pages  map[string]manualPage
-	figure []byte
+	pages map[string]manualPage
+	// figures are the pictures the pages show, by file name.
+	figures map[string][]byte
 }
 
 // manualPage is one rendered page.
@@ -66,8 +71,11 @@ func loadManual() (*manual, error) {
 	if m.pages["readme"], err = renderMarkdown("README.md", []byte(holon.README())); err != nil {
 		return nil, fmt.Errorf("README.md: %w", err)
 	}
-	if m.figure, err = manualFS.ReadFile("console.png"); err != nil {
-		return nil, err
+	m.figures = map[string][]byte{}
+	for _, name := range manualFigures {
+		if m.figures[name], err = manualFS.ReadFile(name); err != nil {
+			return nil, err
+		}
 	}
 	return m, nil
 }
@@ -133,8 +141,8 @@ func manualURL(dir, dest string) string {
 		return ManualPrefix + frag
 	case p == "webui/manual/openapi.yaml":
 		return OpenAPIPath
-	case p == "webui/console.png":
-		return ManualPrefix + "console.png"
+	case path.Dir(p) == "webui" && slices.Contains(manualFigures, path.Base(p)):
+		return ManualPrefix + path.Base(p)
 	case path.Dir(p) == "webui/manual" && path.Ext(p) == ".md":
 		return ManualPrefix + strings.TrimSuffix(path.Base(p), ".md") + frag
 	}
@@ -143,11 +151,13 @@ func manualURL(dir, dest string) string {
 
 // routeManual serves the manual to anyone, signed in or not.
 func (c *Console) routeManual() {
-	c.mux.HandleFunc("GET "+ManualPrefix+"console.png", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "image/png")
-		w.Header().Set("Cache-Control", "public, max-age=3600")
-		_, _ = w.Write(c.manual.figure)
-	})
+	for _, name := range manualFigures {
+		c.mux.HandleFunc("GET "+ManualPrefix+name, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "image/png")
+			w.Header().Set("Cache-Control", "public, max-age=3600")
+			_, _ = w.Write(c.manual.figures[name])
+		})
+	}
 	c.mux.Handle("GET "+ManualPrefix+"{page...}", c.public(func(w http.ResponseWriter, r *http.Request, v Viewer) {
 		p, ok := c.manual.pages[r.PathValue("page")]
 		if !ok {

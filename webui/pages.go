@@ -13,6 +13,8 @@ func (c *Console) routePages() {
 	m.Handle("GET "+Prefix+"/approvals", c.page(c.approvalList))
 	m.Handle("GET "+Prefix+"/approvals/{id}", c.page(c.approvalView))
 	m.Handle("POST "+Prefix+"/approvals/{id}", c.page(c.approvalDecide))
+	m.Handle("GET "+Prefix+"/spend", c.page(c.spend))
+	m.Handle("GET "+Prefix+"/spend.csv", c.page(c.spendCSV))
 	m.Handle("GET "+Prefix+"/receipts", c.page(c.receiptList))
 	m.Handle("GET "+Prefix+"/receipts.csv", c.page(c.receiptCSV))
 	m.Handle("GET "+Prefix+"/receipts/{id}", c.page(c.receiptView))

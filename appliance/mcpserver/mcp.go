@@ -108,6 +108,8 @@ type mcpCaller struct {
 	// owner binds a session to one key (or dev mandate).
 	owner   string
 	keyHash string
+	// keyPrefix names the key in the spend reports.
+	keyPrefix string
 }
 
 type mcpCallerKey struct{}
@@ -218,7 +220,7 @@ func (m *Server) serve(w http.ResponseWriter, r *http.Request, _ httprouter.Para
 func (m *Server) callerFor(r *http.Request, p *auth.Principal) (*mcpCaller, error) {
 	switch p.Kind {
 	case token.KindAgent:
-		return &mcpCaller{mandate: p.Mandate, attended: p.Key.Ask, owner: "key " + p.Key.Hash, keyHash: p.Key.Hash}, nil
+		return &mcpCaller{mandate: p.Mandate, attended: p.Key.Ask, owner: "key " + p.Key.Hash, keyHash: p.Key.Hash, keyPrefix: p.Key.Prefix}, nil
 	case auth.KindDev:
 		id := r.URL.Query().Get("mandate")
 		if id == "" {

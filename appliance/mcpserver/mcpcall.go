@@ -57,7 +57,7 @@ func (m *Server) callAgent(ctx context.Context, req *mcp.CallToolRequest, c *mcp
 	if (in.Agent == "") == (in.Capability == "") {
 		return toolError(holon.Errorf(holon.CodeInvalidRequest, "name exactly one of agent and capability"), nil)
 	}
-	ci := gateway.CallInput{Mandate: c.mandate, Agent: in.Agent, Capability: in.Capability, Input: in.Input, Approval: in.Approval}
+	ci := gateway.CallInput{Mandate: c.mandate, Agent: in.Agent, Capability: in.Capability, Input: in.Input, Approval: in.Approval, Key: c.keyPrefix}
 	if in.MaxCost != "" {
 		amt, err := journal.ParseAmount(in.MaxCost)
 		if err != nil {

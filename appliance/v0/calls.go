@@ -101,6 +101,9 @@ func (a *API) postCall(w http.ResponseWriter, r *http.Request, _ httprouter.Para
 	if p.Kind == token.KindHuman {
 		in.Caller = p.Account
 	}
+	if p.Key != nil {
+		in.Key = p.Key.Prefix
+	}
 	idemKey := r.Header.Get("Idempotency-Key")
 	if idemKey == "" {
 		res, err := a.cfg.Engine.Call(r.Context(), in)

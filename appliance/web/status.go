@@ -39,7 +39,9 @@ var httpStatus = map[string]int{
 	// Refunds: what the receipt allows.
 	holon.CodeReceiptNotBilled: http.StatusConflict,
 	holon.CodeRefundTooLarge:   http.StatusConflict,
-	holon.CodeInvalidToken:     http.StatusUnauthorized,
+	// Reports: parameters they cannot answer.
+	holon.CodeInvalidReport: http.StatusBadRequest,
+	holon.CodeInvalidToken:  http.StatusUnauthorized,
 	// The agent failed (gateway.md §5: 502).
 	holon.CodeInvalidOutput:      http.StatusBadGateway,
 	holon.CodeAgentError:         http.StatusBadGateway,

@@ -300,7 +300,7 @@ func TestBackup_Drill(t *testing.T) {
 		t.Fatalf("holon restore: exit %d: %s%s", code, out, errs)
 	}
 	for _, args := range [][]string{{"verify", "--in", livePath}, {"verify", "--db", restored}} {
-		if code, out, errs := run(t, args...); code != 0 || !strings.Contains(out, "verify: all 12 checks passed") {
+		if code, out, errs := run(t, args...); code != 0 || !strings.Contains(out, "verify: all 13 checks passed") {
 			t.Errorf("holon %v: exit %d:\n%s%s", args, code, out, errs)
 		}
 	}

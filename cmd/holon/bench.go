@@ -36,6 +36,7 @@ func (c *benchCommand) Run(ctx context.Context, args []string) error {
 	fs.IntVar(&o.LatencyCalls, "latency-calls", 0, "calls on each side of the MCP latency comparison (default 2000, 200 with --quick)")
 	fs.IntVar(&o.Receipts, "receipts", 0, "receipts in the start-up and backup stores (default 1000000, 20000 with --quick)")
 	fs.IntVar(&o.BigReceipts, "big-receipts", 0, "settled calls in the large start-up row's store (default 10000000, 20000 with --quick)")
+	fs.IntVar(&o.ReportReceipts, "report-receipts", 0, "settled calls in the reports row's store (default 10000000, 20000 with --quick)")
 	fs.IntVar(&o.InFlight, "inflight", 0, "calls held in flight by the memory row (default 2000, 200 with --quick)")
 	rows := fs.String("rows", strings.Join(bench.Rows, ","), "the rows to run")
 	fs.StringVar(&o.Dir, "dir", "", "work directory (default: a temporary one, removed after)")

@@ -1,0 +1,167 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"holon.dev/holon"
+	"holon.dev/holon/gateway"
+	"holon.dev/holon/journal"
+	"holon.dev/holon/kv"
+)
+
+// Targets of the reports row.
+const (
+	targetReport90 = 50 * time.Millisecond
+	// reportSpanDays are the days the row's receipts are spread over; the
+	// report reads the last reportDays of them.
+	reportSpanDays = 180
+	reportDays     = 90
+	reportRuns     = 21
+	// The row's store: reportPayers accounts, each calling through
+	// reportMandates mandates, reportAgents agent versions and reportKeys
+	// keys.
+	reportPayers   = 4 // openFunded's
+	reportMandates = 8
+	reportAgents   = 16
+	reportKeys     = 8
+)
+
+// reportsRow builds a store of ReportReceipts settled calls spread over
+// 180 days, their rollups written through the settlement's own rollup
+// update (gateway.AddSettlementRollups) in the transactions that write
+// the receipts and their settle entries, as a gateway's settlements
+// would have left them; then it times a 90-day spend report of one payer
+// through the engine, by day (the target) and by mandate, agent and key.
+// The store is removed after the row.
+func (b *bench) reportsRow(ctx context.Context) ([]*Result, error) {
+	o := b.o
+	name := fmt.Sprintf("[5c] a 90-day spend report by day with %s settled calls in the store", thousands(int64(o.ReportReceipts)))
+	dir := filepath.Join(o.Dir, "reports")
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "holon.db")
+	t := time.Now()
+	end := time.Now().UTC()
+	size, err := buildReportStore(ctx, path, o.ReportReceipts, end)
+	if err != nil {
+		return nil, fmt.Errorf("build the store: %w", err)
+	}
+	built := fmt.Sprintf("store of %s settled calls over %d days (receipts, settle entries, budgets, rollups; %s file) built in %.1fs",
+		thousands(int64(o.ReportReceipts)), reportSpanDays, mb(float64(size)), time.Since(t).Seconds())
+	s, err := kv.OpenStore(path, holon.StoreOptions{NoSync: true})
+	if err != nil {
+		return nil, err
+	}
+	defer s.Close()
+	eng := gateway.New(gateway.Config{Store: s, Registry: gateway.NewRegistry()})
+	to := holon.DayOf(end)
+	from := to - reportDays + 1
+	times := map[string][]time.Duration{}
+	rows := map[string]int{}
+	for run := range reportRuns {
+		for _, by := range []string{"day", "mandate", "agent", "key"} {
+			t := time.Now()
+			rep, err := eng.SpendReport("m0", by, "", from, to)
+			if err != nil {
+				return nil, err
+			}
+			times[by] = append(times[by], time.Since(t))
+			if run == 0 {
+				rows[by] = len(rep.Rows)
+				if by == "day" && len(rep.Rows) != reportDays {
+					return nil, fmt.Errorf("the report by day has %d rows, want %d", len(rep.Rows), reportDays)
+				}
+			}
+		}
+	}
+	med := func(by string) time.Duration { slices.Sort(times[by]); return times[by][len(times[by])/2] }
+	worst := func(by string) time.Duration { return slices.Max(times[by]) }
+	r := &Result{
+		Name:   name,
+		Target: fmt.Sprintf("≤ %s for the report by day (the median of %d; the slowest is shown)", ms(targetReport90), reportRuns),
+		Measured: fmt.Sprintf("by day %s median, %s slowest (%d rows); by mandate %s, by agent %s, by key %s (medians, %d, %d and %d rows)",
+			ms(med("day")), ms(worst("day")), rows["day"], ms(med("mandate")), ms(med("agent")), ms(med("key")), rows["mandate"], rows["agent"], rows["key"]),
+		Notes: []string{built, "GET /v0/reports/spend's engine call (Engine.SpendReport) on the store reopened, one payer of 4 (a quarter of the calls), warm page cache"},
+	}
+	r.judge(med("day") <= targetReport90, "a report reads one rollup row per day and group, never the receipts: its time grows with the days and groups, not with the calls")
+	return []*Result{r}, nil
+}
+
+// buildReportStore writes n settled calls spread evenly over the
+// reportSpanDays days to end, in large transactions without fsync: each
+// call's receipt, its settle entry, its mandate's spent, and its rollups
+// through gateway.AddSettlementRollups, the settlement's own update.
+func buildReportStore(ctx context.Context, path string, n int, end time.Time) (int64, error) {
+	s, err := openFunded(ctx, path)
+	if err != nil {
+		return 0, err
+	}
+	price := journal.MustParseAmount(callPrice)
+	shares, err := journal.Split(price, "bench", nil)
+	if err != nil {
+		s.Close()
+		return 0, err
+	}
+	levels, err := journal.SplitLevels(price, "bench", nil)
+	if err != nil {
+		s.Close()
+		return 0, err
+	}
+	start := end.Add(-reportSpanDays * 24 * time.Hour)
+	step := time.Duration(int64(reportSpanDays*24*time.Hour) / int64(max(n, 1)))
+	const perTx = 50_000
+	for first := 0; first < n; first += perTx {
+		err := s.Update(ctx, func(tx *kv.Tx) error {
+			for i := first; i < min(first+perTx, n); i++ {
+				id, err := tx.NewReceiptID()
+				if err != nil {
+					return err
+				}
+				p := i % reportPayers
+				payer := fmt.Sprintf("m%d", p)
+				mandate := fmt.Sprintf("%s/bench-%d", payer, (i/reportPayers)%reportMandates)
+				agent := fmt.Sprintf("bench/echo-%d@1.0.0", (i/7)%reportAgents)
+				r := &holon.Receipt{
+					ID: id, Mandate: mandate, Caller: payer + "/client", Agent: &agent,
+					Status: holon.StatusSucceeded, WorstCase: &price, Currency: "EUR", Payer: payer, Billed: true,
+					Cost: holon.Cost{Own: price, Total: price}, Splits: shares, Children: []string{}, DurationMS: 3,
+					Created: start.Add(time.Duration(i) * step),
+				}
+				if err := tx.PutReceipt(r); err != nil {
+					return err
+				}
+				e, err := journal.Settlement("settle:"+id, payer, shares)
+				if err != nil {
+					return err
+				}
+				if _, err := tx.AppendEntry(e); err != nil {
+					return err
+				}
+				if err := tx.AddBudget(mandate, price, 0); err != nil {
+					return err
+				}
+				key := fmt.Sprintf("hlk_a_%08d", (i/3)%reportKeys)
+				if err := gateway.AddSettlementRollups(tx, r, gateway.CallRollup{Root: mandate, Key: key},
+					[]gateway.VersionShare{{Ref: agent, Amount: levels[1].Amount, Own: true}}); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			s.Close()
+			return 0, err
+		}
+	}
+	// Every settlement of the store counted: as a gateway marks it.
+	if err := s.Update(ctx, func(tx *kv.Tx) error { return tx.MarkRollupsKept() }); err != nil {
+		s.Close()
+		return 0, err
+	}
+	size := s.Size()
+	return size, s.Close()
+}
