@@ -102,7 +102,10 @@ type Tx interface {
 type JournalTx interface {
 	// AppendEntry journals an entry (its lines sum to zero, its key is new:
 	// ErrDuplicateKey otherwise) and moves the accounts' balances; it
-	// returns the row, hash-chained to the one before.
+	// returns the row, hash-chained to the one before. A store may find
+	// the key used only once the update's writes reach it: the update then
+	// fails with ErrDuplicateKey, so an update must not go past that error
+	// expecting the rest of it to commit.
 	AppendEntry(e journal.Entry) (JournalRow, error)
 	// HasEntry reports whether an entry with this key is journaled.
 	HasEntry(key string) bool
