@@ -22,6 +22,8 @@ import (
 // it, whose statements the database skipped, run again.
 type group struct {
 	s       *Store
+	ctx     context.Context
+	conn    *pgx.Conn
 	pending []queued
 	// open are the updates that ran to their end but whose statements
 	// are not all answered yet, oldest first.
@@ -72,11 +74,25 @@ func (g *group) refused(t *Tx, owner int, err error) error {
 	// fails, and every update after it runs again.
 	g.errs[owner] = err
 	g.open = g.open[:0]
-	g.pending = append(g.pending[:0], queued{sql: `ROLLBACK TO SAVEPOINT u`, owner: -1}, queued{sql: `RELEASE SAVEPOINT u`, owner: -1})
 	g.rerun = owner + 1
 	t.failed = nil
+	if uerr := g.undo(); uerr != nil {
+		t.fatal = uerr
+		return uerr
+	}
 	t.restart = true
 	return errRestart
+}
+
+// undo rolls the transaction back to the last savepoint, at once, in the
+// simple protocol: the transaction refuses every statement until then,
+// even its preparing (which pgx does for a batch's new statements).
+func (g *group) undo() error {
+	g.pending = g.pending[:0]
+	g.s.trips.Add(1)
+	g.s.stmts.Add(2)
+	_, err := g.conn.PgConn().Exec(g.ctx, `ROLLBACK TO SAVEPOINT u; RELEASE SAVEPOINT u`).ReadAll()
+	return err
 }
 
 // try runs the group once in a SERIALIZABLE transaction, each update under
@@ -85,7 +101,7 @@ func (g *group) refused(t *Tx, owner int, err error) error {
 // itself (the database unreachable, the commit refused).
 func (s *Store) try(batch *[]*update, fill bool) (errs []error, retry bool, err error) {
 	ctx := context.Background()
-	g := &group{s: s, conf: layer{}, rerun: -1}
+	g := &group{s: s, ctx: ctx, conf: layer{}, rerun: -1}
 	// The writers of every gateway take turns, a group at a time: the
 	// lock is taken before the transaction's snapshot, so it sees every
 	// group committed before it and no two groups ever conflict (a
@@ -112,6 +128,7 @@ func (s *Store) try(batch *[]*update, fill bool) (errs []error, retry bool, err 
 		}
 		conn.Release()
 	}()
+	g.conn = conn.Conn()
 	g.gen = s.catchUp(logged)
 	if fill {
 		// What queued while this writer waited for its turn joins the group.
@@ -151,8 +168,15 @@ func (s *Store) try(batch *[]*update, fill bool) (errs []error, retry bool, err 
 				g.pending = g.pending[:mark]
 				continue
 			}
-			// Some of it did: undo it. Its statements not sent yet are
-			// the last pending ones.
+			// Some of it did: undo it, at once if PostgreSQL refused it
+			// (the transaction refuses everything until then). Its
+			// statements not sent yet are the last pending ones.
+			if tx.failed != nil {
+				if err := g.undo(); err != nil {
+					return nil, conflict(err), unavailable(err)
+				}
+				continue
+			}
 			n := len(g.pending)
 			for n > 0 && g.pending[n-1].owner == i {
 				n--
