@@ -256,6 +256,13 @@ type SharedTx interface {
 	Orphaned(receipt string) (bool, error)
 }
 
+// RegistryRevision is the counter a store several gateways share
+// (SharedStore) moves with every write of an agent version, of an
+// evaluation's verdict (BucketEvals) or of an operator's yank
+// (BucketSettings, keys "yanked/…"): a gateway that keeps the registry in
+// memory reads the others' changes again only when it moved.
+const RegistryRevision = "registry_revision"
+
 // SharedStore is implemented by a store several gateways serve from at
 // once. Each holds a lease on it; a gateway whose lease runs out (it
 // died) has its calls in flight closed by the others, which run

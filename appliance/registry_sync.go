@@ -28,6 +28,13 @@ const RegistrySyncEvery = time.Second
 type registrySync struct {
 	a        *App
 	unlisted map[string]bool
+	// revision is holon.RegistryRevision as the last whole pass read it
+	// (read: that pass ran); a pass that finds it unmoved reads nothing
+	// more.
+	revision uint64
+	read     bool
+	// passes counts the whole passes (for tests).
+	passes int
 }
 
 // every runs one pass and logs its error, unless the store is only
@@ -41,6 +48,14 @@ func (s *registrySync) every(ctx context.Context) {
 // pass reads the published versions, the operator's yanks and the
 // evaluations once, and brings the registry in line with them.
 func (s *registrySync) pass() error {
+	var rev uint64
+	if err := s.a.store.View(func(tx holon.Tx) error { rev = tx.Counter(holon.RegistryRevision); return nil }); err != nil {
+		return err
+	}
+	if s.read && rev == s.revision {
+		return nil // nothing published, yanked or evaluated since
+	}
+	s.passes++
 	reg := s.a.engine.Registry()
 	yanks, err := accounts.YankedRefs(s.a.store)
 	if err != nil {
@@ -125,5 +140,6 @@ func (s *registrySync) pass() error {
 			reg.SetFacts(ref, func(f *contract.AgentFacts) { f.Evaluated = passed })
 		}
 	}
+	s.revision, s.read = rev, true
 	return nil
 }

@@ -104,6 +104,17 @@ func (t *Tx) putRaw(bucket string, key, value []byte) error {
 		return err
 	}
 	t.wrote(kDoc(bucket, key), bytes.Clone(value))
+	return t.registryMoved(bucket, key)
+}
+
+// registryMoved moves holon.RegistryRevision when a write changes what the
+// gateways' registries hold: a verdict or a yank (putDoc moves it for an
+// agent version).
+func (t *Tx) registryMoved(bucket string, key []byte) error {
+	if bucket == holon.BucketEvals || bucket == holon.BucketSettings && bytes.HasPrefix(key, []byte("yanked/")) {
+		_, err := t.AddCounter(holon.RegistryRevision, 1)
+		return err
+	}
 	return nil
 }
 
@@ -185,7 +196,7 @@ func (t *Tx) Delete(bucket, key string) error {
 		return err
 	}
 	t.wroteAbsent(kDoc(bucket, []byte(key)))
-	return nil
+	return t.registryMoved(bucket, []byte(key))
 }
 
 // ForEach calls fn for every document whose key starts with prefix.
@@ -248,6 +259,10 @@ func (t *Tx) putDoc(table, key, id string, d holon.Doc) error {
 	c := holon.Doc{Doc: json.RawMessage(compact), Published: d.Published, Yanked: d.Yanked, Revoked: d.Revoked}
 	c.Created, _ = parseTime(ts(d.Created)) // as it reads back
 	t.wrote(kRegistry(table, id), c)
+	if table == "agents" {
+		_, err := t.AddCounter(holon.RegistryRevision, 1)
+		return err
+	}
 	return nil
 }
 
