@@ -128,7 +128,7 @@ func (b *bench) cluster(ctx context.Context) ([]*Result, error) {
 	} else {
 		ratio := rate1 / b.pgRate
 		one.Measured += fmt.Sprintf("; row [2] %s calls/s: %.2f×", thousands(int64(b.pgRate)), ratio)
-		one.judge(ratio >= targetOneOnPG, "one writer at a time (the journal's one chain) waits for each of a call's reads in turn (its writes ride with them, pipelined: the round trips per update above), so the cluster's rate is bound by a round trip's latency, which a loaded machine stretches; row [2] sends one prepared function per call on 64 connections at once, and keeps no chain, holds, counters or event log")
+		one.judge(ratio >= targetOneOnPG, "one writer at a time (the journal's one chain): a group's statements (per update above) run one after the other on one PostgreSQL connection, one server process that a loaded machine gives a small share of its cores (a group's time above); row [2] sends one prepared function per call on 64 connections at once, and keeps no chain, holds, counters or event log")
 	}
 	lr3, _, checked3, err := measure(gws)
 	if err != nil {
