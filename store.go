@@ -103,7 +103,10 @@ type Tx interface {
 type JournalTx interface {
 	// AppendEntry journals an entry (its lines sum to zero, its key is new:
 	// ErrDuplicateKey otherwise) and moves the accounts' balances; it
-	// returns the row, hash-chained to the one before.
+	// returns the row, hash-chained to the one before. A store may find
+	// the key used only once the update's writes reach it: the update then
+	// fails with ErrDuplicateKey, so an update must not go past that error
+	// expecting the rest of it to commit.
 	AppendEntry(e journal.Entry) (JournalRow, error)
 	// HasEntry reports whether an entry with this key is journaled.
 	HasEntry(key string) bool
@@ -257,6 +260,13 @@ type SharedTx interface {
 	// its lease ran out. Only those are closed (Engine.Recover).
 	Orphaned(receipt string) (bool, error)
 }
+
+// RegistryRevision is the counter a store several gateways share
+// (SharedStore) moves with every write of an agent version, of an
+// evaluation's verdict (BucketEvals) or of an operator's yank
+// (BucketSettings, keys "yanked/…"): a gateway that keeps the registry in
+// memory reads the others' changes again only when it moved.
+const RegistryRevision = "registry_revision"
 
 // SharedStore is implemented by a store several gateways serve from at
 // once. Each holds a lease on it; a gateway whose lease runs out (it

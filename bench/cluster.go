@@ -120,12 +120,15 @@ func (b *bench) cluster(ctx context.Context) ([]*Result, error) {
 	one.Notes = append(one.Notes, checked1, fmt.Sprintf("the store's writer: %.1f updates per commit, %s, %d groups ran again after a serialization conflict",
 		float64(st.Updates)/float64(max(st.Commits, 1)), tripsNote(trips, stmts, st.Updates), st.Replays),
 		cpuNote(cpu1, lr1.Elapsed+warmUp(o), int64(lr1.Calls)))
+	if ps, ok := gws[0].app.Engine().Store().(*pg.Store); ok {
+		one.Notes = append(one.Notes, timesNote(ps.Times(), st.Commits))
+	}
 	if b.pgRate == 0 {
 		one.Verdict = "skipped: the ratio needs row [2] (--rows postgres,cluster)"
 	} else {
 		ratio := rate1 / b.pgRate
 		one.Measured += fmt.Sprintf("; row [2] %s calls/s: %.2f×", thousands(int64(b.pgRate)), ratio)
-		one.judge(ratio >= targetOneOnPG, "one writer at a time (the journal's one chain) waits for each of a call's reads in turn (its writes ride with them, pipelined: the round trips per update above), so the cluster's rate is bound by a round trip's latency, which a loaded machine stretches; row [2] sends one prepared function per call on 64 connections at once, and keeps no chain, holds, counters or event log")
+		one.judge(ratio >= targetOneOnPG, "one writer at a time (the journal's one chain): a group's statements (per update above) run one after the other on one PostgreSQL connection, one server process that a loaded machine gives a small share of its cores (a group's time above); row [2] sends one prepared function per call on 64 connections at once, and keeps no chain, holds, counters or event log")
 	}
 	lr3, _, checked3, err := measure(gws)
 	if err != nil {
@@ -228,7 +231,10 @@ func storeCeiling(ctx context.Context, url string, o Options) (float64, string, 
 		return 0, "", err
 	}
 	var replays, commits, updates, trips, stmts uint64
+	var times pg.WriterTimes
 	for _, s := range stores {
+		wt := s.Times()
+		times.Groups, times.Begin, times.Trips, times.Commit = times.Groups+wt.Groups, times.Begin+wt.Begin, times.Trips+wt.Trips, times.Commit+wt.Commit
 		st := s.Stats()
 		replays, commits, updates = replays+st.Replays, commits+st.Commits, updates+st.Updates
 		t, n := s.RoundTrips()
@@ -243,8 +249,8 @@ func storeCeiling(ctx context.Context, url string, o Options) (float64, string, 
 	if err != nil {
 		return 0, "", err
 	}
-	return lr.Rate(), fmt.Sprintf("%s calls settled in two updates each from %d clients over 3 handles (%d cores): %.1f updates per commit, %s; %d groups ran again after a serialization conflict; journal verified, no hold left",
-		thousands(settled.Load()), o.Clients, runtime.NumCPU(), float64(updates)/float64(max(commits, 1)), tripsNote(trips, stmts, updates), replays), nil
+	return lr.Rate(), fmt.Sprintf("%s calls settled in two updates each from %d clients over 3 handles (%d cores): %.1f updates per commit, %s; %d groups ran again after a serialization conflict; journal verified, no hold left; %s",
+		thousands(settled.Load()), o.Clients, runtime.NumCPU(), float64(updates)/float64(max(commits, 1)), tripsNote(trips, stmts, updates), replays, timesNote(times, commits)), nil
 }
 
 // tripsNote says how many round trips and statements an update of the
@@ -252,4 +258,12 @@ func storeCeiling(ctx context.Context, url string, o Options) (float64, string, 
 func tripsNote(trips, stmts, updates uint64) string {
 	u := float64(max(updates, 1))
 	return fmt.Sprintf("%.1f round trips per update carrying %.1f statements", float64(trips)/u, float64(stmts)/u)
+}
+
+// timesNote says where the PostgreSQL store's writers spent a commit's
+// time.
+func timesNote(t pg.WriterTimes, commits uint64) string {
+	c := time.Duration(max(commits, 1))
+	return fmt.Sprintf("a group's time: %s in all, %s beginning it (the writers' lock and log), %s in its updates' round trips, %s committing, %s in the updates' own work",
+		ms(t.Groups/c), ms(t.Begin/c), ms(t.Trips/c), ms(t.Commit/c), ms((t.Groups-t.Begin-t.Trips-t.Commit)/c))
 }

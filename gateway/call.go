@@ -509,6 +509,12 @@ func (e *Engine) reserve(ctx context.Context, m *contract.Mandate, v *AgentVersi
 	})
 	if err != nil {
 		dl.release()
+		if storeUnavailable(err) && rs != nil && rs.hold != nil {
+			// Its commit may have landed, its answer lost: the call
+			// never runs here, so its hold, if it is there, is closed
+			// by the next recovery pass.
+			e.doubtful.add(rs.receipt.ID)
+		}
 		return nil, err
 	}
 	return e.reserved(rs, c, stop, a.Runtime.Kind, dl)

@@ -95,6 +95,10 @@ type Engine struct {
 	// led holds in-memory reservations (memory.go), used when memory is.
 	led    *ledger
 	memory bool
+
+	// doubtful are the calls whose reservation's commit may have landed
+	// although the store did not answer it (settle_outage.go).
+	doubtful doubts
 }
 
 type cachedMandate struct {

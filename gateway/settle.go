@@ -431,6 +431,9 @@ func (e *Engine) creditParent(tx holon.Tx, h *holon.Hold, r *holon.Receipt) erro
 // gateway holds, and may run at any time: a call another gateway closed
 // meanwhile is left alone.
 func (e *Engine) Recover(ctx context.Context) (int, error) {
+	// The calls in doubt as the pass starts: each is resolved by it (its
+	// hold closed, or none there), unless the pass fails.
+	doubtful := e.doubtful.snapshot()
 	var holds []*holon.Hold
 	if err := e.store.View(func(tx holon.Tx) error {
 		var err error
@@ -469,7 +472,10 @@ func (e *Engine) Recover(ctx context.Context) (int, error) {
 			if err != nil {
 				return err
 			}
-			if st, ok := tx.(holon.SharedTx); ok {
+			code := holon.CodeGatewayRestarted
+			if doubtful[h.Receipt] {
+				code = holon.CodeStoreUnavailable // never ran: its reservation's answer was lost
+			} else if st, ok := tx.(holon.SharedTx); ok {
 				orphaned, err := st.Orphaned(h.Receipt)
 				if err != nil || !orphaned {
 					return err // a running gateway's call
@@ -483,7 +489,6 @@ func (e *Engine) Recover(ctx context.Context) (int, error) {
 			if err := e.release(tx, h, 0, true, nil); err != nil {
 				return err
 			}
-			code := holon.CodeGatewayRestarted
 			r.Status, r.Error, r.Billed = holon.StatusFailed, &code, false
 			r.Cost = holon.Cost{Downstream: h.Downstream, Total: h.Downstream}
 			r.Children = append([]string{}, h.Children...)
@@ -513,5 +518,6 @@ func (e *Engine) Recover(ctx context.Context) (int, error) {
 			closed++
 		}
 	}
+	e.doubtful.drop(doubtful)
 	return closed, nil
 }

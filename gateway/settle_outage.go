@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"holon.dev/holon"
@@ -160,4 +161,43 @@ func outage(rid string, err error) error {
 		Msg: fmt.Sprintf("the call ran, but the gateway's database could not be reached to settle it: "+
 			"once the database is back its receipt %s says how it ended (failed and unbilled, unless the settlement "+
 			"reached the database just before the connection broke); try again in a few seconds", rid)}
+}
+
+// doubts are the receipts of calls whose reservation failed with the store
+// unreachable: the commit may have landed with its answer lost. The call
+// never runs, so a hold under one of them is no running call's, even
+// while this gateway's lease lives: Recover closes it (failed
+// store_unavailable, unbilled, released).
+type doubts struct {
+	mu  sync.Mutex
+	ids map[string]bool
+}
+
+func (d *doubts) add(id string) {
+	d.mu.Lock()
+	if d.ids == nil {
+		d.ids = map[string]bool{}
+	}
+	d.ids[id] = true
+	d.mu.Unlock()
+}
+
+// snapshot is the receipts in doubt now.
+func (d *doubts) snapshot() map[string]bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make(map[string]bool, len(d.ids))
+	for id := range d.ids {
+		out[id] = true
+	}
+	return out
+}
+
+// drop forgets receipts whose doubt is resolved.
+func (d *doubts) drop(ids map[string]bool) {
+	d.mu.Lock()
+	for id := range ids {
+		delete(d.ids, id)
+	}
+	d.mu.Unlock()
 }

@@ -22,7 +22,18 @@ type Sync struct {
 	reg      *gateway.Registry
 	log      *slog.Logger
 	unlisted map[string]bool
+	// revision is holon.RegistryRevision as the last whole pass read it
+	// (read: that pass ran); a pass that finds it unmoved reads nothing
+	// more.
+	revision uint64
+	read     bool
+	// passes counts the whole passes.
+	passes int
 }
+
+// Passes is how many passes read the registry's rows whole (the others
+// found nothing moved).
+func (s *Sync) Passes() int { return s.passes }
 
 // NewSync returns the sync of reg with store.
 func NewSync(store holon.Store, reg *gateway.Registry, log *slog.Logger) *Sync {
@@ -40,6 +51,14 @@ func (s *Sync) Every(ctx context.Context) {
 // Pass reads the published versions, the operator's yanks and the
 // evaluations once, and brings the registry in line with them.
 func (s *Sync) Pass() error {
+	var rev uint64
+	if err := s.store.View(func(tx holon.Tx) error { rev = tx.Counter(holon.RegistryRevision); return nil }); err != nil {
+		return err
+	}
+	if s.read && rev == s.revision {
+		return nil // nothing published, yanked or evaluated since
+	}
+	s.passes++
 	reg := s.reg
 	yanks, err := accounts.YankedRefs(s.store)
 	if err != nil {
@@ -124,5 +143,6 @@ func (s *Sync) Pass() error {
 			reg.SetFacts(ref, func(f *contract.AgentFacts) { f.Evaluated = passed })
 		}
 	}
+	s.revision, s.read = rev, true
 	return nil
 }

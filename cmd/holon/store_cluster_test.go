@@ -228,3 +228,65 @@ func TestServe_Hosted_KeysAndAccountsReachEveryGateway(t *testing.T) {
 	defer s.Close()
 	storetest.CheckMoney(t, s)
 }
+
+// Ensure that the work that runs once (the jobs a gateway leads) moves to
+// another gateway when the leading process is killed (SIGKILL, not a
+// store handle closed): every job the dead gateway led is led by the
+// survivor within 1.5 leases and a second of the kill.
+func TestServe_KilledLeadersJobsTakenOver(t *testing.T) {
+	srv := pgtest.Start(t)
+	url := srv.CreateDB(t, "leaders")
+	registry, mandates := opsDirs(t)
+	const lease = 2 * time.Second
+	args := func() []string {
+		return []string{"--addr", "127.0.0.1:0", "--db", filepath.Join(t.TempDir(), "holon.db"), "--mandates", mandates,
+			"--store", url, "--store-lease", lease.String()}
+	}
+	conn := srv.Connect(t, url)
+	ctx := context.Background()
+	// led lists the jobs with a leader whose term runs, by leader.
+	led := func() map[string]string {
+		t.Helper()
+		rows, err := conn.Query(ctx, `SELECT job, gateway FROM job_leaders WHERE expires > now()`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		m := map[string]string{}
+		for rows.Next() {
+			var job, gw string
+			if err := rows.Scan(&job, &gw); err != nil {
+				t.Fatal(err)
+			}
+			m[job] = gw
+		}
+		return m
+	}
+	dying := startChild(t, []string{"HOLON_REGISTRY=" + registry}, args()...)
+	var dead string
+	if err := conn.QueryRow(ctx, `SELECT id FROM gateways WHERE expires > now()`).Scan(&dead); err != nil {
+		t.Fatal(err)
+	}
+	var jobs []string
+	within(t, 10*time.Second, "the first gateway leads the jobs", func() bool {
+		jobs = jobs[:0]
+		for job, gw := range led() {
+			if gw == dead {
+				jobs = append(jobs, job)
+			}
+		}
+		return len(jobs) > 0
+	})
+	startServe(t, map[string]string{"HOLON_REGISTRY": registry}, args()...)
+	dying.cmd.Process.Kill()
+	took := within(t, lease*3/2+time.Second, fmt.Sprintf("the jobs %v of the killed leader taken over", jobs), func() bool {
+		now := led()
+		for _, job := range jobs {
+			if gw := now[job]; gw == "" || gw == dead {
+				return false
+			}
+		}
+		return true
+	})
+	t.Logf("the killed leader's jobs %v were led by the survivor %v after the kill (lease %v)", jobs, took.Round(time.Millisecond), lease)
+}

@@ -1,68 +1,153 @@
 package pg
 
-// The writer's group cache. While a group's transaction runs, no other
-// writer of any gateway can write (they wait for the advisory lock), so a
-// value the group read or wrote is still the database's until it commits:
-// the sequences, counters and metadata each call moves (the receipt and
-// journal sequences, the receipt and entry counters, the journal's head)
-// are read once per group instead of once per update. An update's own
-// changes are kept apart until its savepoint is released, and dropped
-// when it is rolled back.
+import (
+	"encoding/hex"
+	"slices"
 
-// cache holds values of the sequences, counters and meta tables.
-type cache struct {
-	seq  map[string]uint64
-	ctr  map[string]uint64
-	meta map[string]*string // nil: known absent
+	"holon.dev/holon"
+)
+
+// The writer's cache. While a group's transaction runs, no other writer of
+// any gateway can write (they wait for the writers' lock), so a row the
+// writer read or wrote is still the database's until it commits, and after
+// it commits until another writer commits a change to it. Every group
+// appends to the writers' log (writer_log) the keys of the rows it changed;
+// a writer that takes the lock reads the log since its last group, in the
+// same round trip as the lock, and forgets those rows. A writer alone on a
+// database (one gateway) therefore reads its hot rows (balances, budgets,
+// sequences, counters, the journal's head, the holds and receipts of its
+// own calls) from the database once, not once per update.
+//
+// Layers, newest first: the running update's (t.l), the updates of this
+// group that ran but whose statements are not all answered yet (g.open),
+// the group's answered updates (g.conf), then what committed groups left
+// (Store.base). An update's layer joins the group's once its statements
+// are answered without error, and the group's joins base once it
+// commits; a failed update's layer is dropped, and a group that fails
+// empties base (what the database holds is then not known).
+
+// state is what a cache entry says about a row.
+type state uint8
+
+const (
+	present state = iota // v is the row's value
+	absent               // there is no such row
+	unknown              // the row changed in a way the writer did not compute: read it
+)
+
+type entry struct {
+	v  any
+	st state
+	// dirty: the group changed the row (its key goes to writer_log).
+	dirty bool
 }
 
-func newCache() *cache {
-	return &cache{seq: map[string]uint64{}, ctr: map[string]uint64{}, meta: map[string]*string{}}
+// layer maps cache keys to what is known of their rows.
+type layer map[string]entry
+
+// maxBase bounds the rows base keeps; past it, base starts again empty.
+const maxBase = 100_000
+
+// Cache keys: a kind, the unit separator, the row's key. Keys travel in
+// writer_log as text, so a binary key is hex.
+const sep = "\x1f"
+
+func kSeq(bucket string) string         { return "s" + sep + bucket }
+func kCounter(name string) string       { return "c" + sep + name }
+func kMeta(key string) string           { return "m" + sep + key }
+func kAccount(name string) string       { return "a" + sep + name }
+func kEntry(key string) string          { return "e" + sep + key }
+func kBudget(mandate string) string     { return "b" + sep + mandate }
+func kWindow(mandate, w string) string  { return "w" + sep + mandate + sep + w }
+func kHold(receipt string) string       { return "h" + sep + receipt }
+func kReceipt(id string) string         { return "r" + sep + id }
+func kRecord(agent string) string       { return "v" + sep + agent }
+func kRegistry(table, id string) string { return "g" + sep + table + sep + id }
+func kDoc(bucket string, key []byte) string {
+	return "d" + sep + bucket + sep + hex.EncodeToString(key)
 }
 
-// merge adds an update's changes to the group's.
-func (c *cache) merge(u *cache) {
-	for k, v := range u.seq {
-		c.seq[k] = v
+// cached is what the writer knows of a row (false: read it).
+func (t *Tx) cached(key string) (entry, bool) {
+	if t.g == nil {
+		return entry{}, false
 	}
-	for k, v := range u.ctr {
-		c.ctr[k] = v
+	if e, ok := t.l[key]; ok {
+		return e, e.st != unknown
 	}
-	for k, v := range u.meta {
-		c.meta[k] = v
+	for i := len(t.g.open) - 1; i >= 0; i-- {
+		if e, ok := t.g.open[i].l[key]; ok {
+			return e, e.st != unknown
+		}
+	}
+	if e, ok := t.g.conf[key]; ok {
+		return e, e.st != unknown
+	}
+	e, ok := t.s.base[key]
+	return e, ok && e.st != unknown
+}
+
+// read records a row's value as this update read it from the database.
+func (t *Tx) read(key string, v any) { t.set(key, entry{v: v}) }
+
+// readAbsent records that the database has no such row.
+func (t *Tx) readAbsent(key string) { t.set(key, entry{st: absent}) }
+
+// wrote records a row's value as this update wrote it.
+func (t *Tx) wrote(key string, v any) { t.set(key, entry{v: v, dirty: true}) }
+
+// wroteAbsent records that this update deleted the row.
+func (t *Tx) wroteAbsent(key string) { t.set(key, entry{st: absent, dirty: true}) }
+
+// forget records that this update changed a row in a way the writer did
+// not compute (the database did): it is read again when needed.
+func (t *Tx) forget(key string) { t.set(key, entry{st: unknown, dirty: true}) }
+
+func (t *Tx) set(key string, e entry) {
+	if t.g == nil {
+		return
+	}
+	if old, ok := t.l[key]; ok && old.dirty {
+		e.dirty = true
+	}
+	t.l[key] = e
+}
+
+// merge adds a newer layer's entries to l: a row changed in either is
+// changed.
+func (l layer) merge(newer layer) {
+	for k, e := range newer {
+		if old, ok := l[k]; ok && old.dirty {
+			e.dirty = true
+		}
+		l[k] = e
 	}
 }
 
-// cachedSeq is a sequence's value this update or its group last saw.
-func (t *Tx) cachedSeq(bucket string) (uint64, bool) {
-	if t.u == nil {
-		return 0, false
+// Values are copied into the cache and out of it: a caller may change
+// what it was given.
+
+func cloneReceipt(r *holon.Receipt) *holon.Receipt {
+	c := *r
+	c.Parent, c.Agent, c.Error, c.Approval, c.SubMandate = cloneStr(r.Parent), cloneStr(r.Agent), cloneStr(r.Error), cloneStr(r.Approval), cloneStr(r.SubMandate)
+	if r.WorstCase != nil {
+		w := *r.WorstCase
+		c.WorstCase = &w
 	}
-	if v, ok := t.u.seq[bucket]; ok {
-		return v, true
-	}
-	v, ok := t.g.seq[bucket]
-	return v, ok
+	c.Splits, c.Children = slices.Clone(r.Splits), slices.Clone(r.Children)
+	return &c
 }
 
-func (t *Tx) cachedCounter(name string) (uint64, bool) {
-	if t.u == nil {
-		return 0, false
-	}
-	if v, ok := t.u.ctr[name]; ok {
-		return v, true
-	}
-	v, ok := t.g.ctr[name]
-	return v, ok
+func cloneHold(h *holon.Hold) *holon.Hold {
+	c := *h
+	c.Children = slices.Clone(h.Children)
+	return &c
 }
 
-func (t *Tx) cachedMeta(key string) (*string, bool) {
-	if t.u == nil {
-		return nil, false
+func cloneStr(s *string) *string {
+	if s == nil {
+		return nil
 	}
-	if v, ok := t.u.meta[key]; ok {
-		return v, true
-	}
-	v, ok := t.g.meta[key]
-	return v, ok
+	v := *s
+	return &v
 }

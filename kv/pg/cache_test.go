@@ -88,3 +88,141 @@ func TestStore_GroupCacheForgetsFailedUpdates(t *testing.T) {
 		t.Errorf("the largest group held %d updates: the test needs groups", st.MaxBatch)
 	}
 }
+
+// Ensure that what one handle changed is what another handle's writer
+// computes from, although that writer had the rows cached: handle A holds
+// on an account, journals an entry and moves a budget (caching all three);
+// handle B moves each of them; A moves each again, and the database ends
+// with both handles' moves. A key B journaled, unknown to A's cache, is
+// refused to A.
+func TestStore_CacheFollowsOtherWriters(t *testing.T) {
+	url := pgtest.Start(t).CreateDB(t, "others")
+	open := func() *pg.Store {
+		s, err := pg.Open(context.Background(), url, holon.StoreOptions{NoSync: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
+	a, b := open(), open()
+	bg := context.Background()
+	move := func(s *pg.Store, key string) error {
+		return s.Update(bg, func(tx holon.Tx) error {
+			if err := tx.AddHeld("bob", 1); err != nil {
+				return err
+			}
+			if err := tx.AddBudget("m", 2, 3); err != nil {
+				return err
+			}
+			_, err := tx.AppendEntry(journal.Entry{Key: key, Lines: []journal.Line{{Account: "ext", Amount: -5}, {Account: "bob", Amount: 5}}})
+			return err
+		})
+	}
+	for i, s := range []*pg.Store{a, b, a, b, a} {
+		if err := move(s, fmt.Sprintf("k%d", i)); err != nil {
+			t.Fatalf("move %d: %v", i, err)
+		}
+	}
+	if err := move(a, "k3"); !errors.Is(err, holon.ErrDuplicateKey) {
+		t.Errorf("a key the other handle journaled: %v, want ErrDuplicateKey", err)
+	}
+	err := a.View(func(tx holon.Tx) error {
+		acct, err := tx.Account("bob")
+		if err != nil {
+			return err
+		}
+		bud, err := tx.Budget("m")
+		if err != nil {
+			return err
+		}
+		if acct.Held != 5 || acct.Balance != 25 || bud.Spent != 10 || bud.Reserved != 15 || tx.Counter("journal_entries") != 5 {
+			return fmt.Errorf("bob %+v, budget %+v, %d entries; want held 5, balance 25, spent 10, reserved 15, 5 entries",
+				acct, bud, tx.Counter("journal_entries"))
+		}
+		return tx.(*pg.Tx).VerifyJournal()
+	})
+	if err != nil {
+		t.Error(err)
+	}
+}
+
+// Ensure that an update whose write is refused when a later update of its
+// group sends it fails alone: the updates after it in the group run again
+// and commit, the journal's chain stays whole. The refused write is a
+// journal key another handle used (a writer learns it only from the
+// table's unique key), grouped with updates that make round trips.
+func TestStore_RefusedWriteFailsItsUpdateAlone(t *testing.T) {
+	url := pgtest.Start(t).CreateDB(t, "refused")
+	a, err := pg.Open(context.Background(), url, holon.StoreOptions{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := pg.Open(context.Background(), url, holon.StoreOptions{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	bg := context.Background()
+	entry := func(key string) journal.Entry {
+		return journal.Entry{Key: key, Lines: []journal.Line{{Account: "ext", Amount: -1}, {Account: "ann", Amount: 1}}}
+	}
+	const n = 60
+	for i := 0; i < n; i += 3 {
+		if err := b.Update(bg, func(tx holon.Tx) error { _, err := tx.AppendEntry(entry(fmt.Sprintf("used%d", i))); return err }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = a.Update(bg, func(tx holon.Tx) error {
+				if i%3 == 0 {
+					// No round trip of its own: its entry waits for the
+					// next update's.
+					_, err := tx.AppendEntry(entry(fmt.Sprintf("used%d", i)))
+					return err
+				}
+				if _, err := tx.AppendEntry(entry(fmt.Sprintf("new%d", i))); err != nil {
+					return err
+				}
+				// A read no cache answers: the group's pending writes go
+				// with it.
+				_, err := tx.Receipts("", "", 1)
+				return err
+			})
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if i%3 == 0 && !errors.Is(err, holon.ErrDuplicateKey) {
+			t.Errorf("update %d (a used key): %v, want ErrDuplicateKey", i, err)
+		}
+		if i%3 != 0 && err != nil {
+			t.Errorf("update %d: %v", i, err)
+		}
+	}
+	err = a.View(func(tx holon.Tx) error {
+		if c, acct := tx.Counter("journal_entries"), must(tx.Account("ann")); c != n || acct.Balance != n {
+			return fmt.Errorf("%d entries, ann %s; want %d and %d micro-units", c, acct.Balance, n, n)
+		}
+		return tx.(*pg.Tx).VerifyJournal()
+	})
+	if err != nil {
+		t.Error(err)
+	}
+	if st := a.Stats(); st.MaxBatch < 2 {
+		t.Logf("the largest group held %d updates: the test did not reach a refusal in another update's round trip", st.MaxBatch)
+	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}

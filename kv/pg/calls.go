@@ -14,7 +14,14 @@ import (
 // NewReceiptID reserves the next receipt id.
 func (t *Tx) NewReceiptID() (string, error) {
 	n, err := t.nextSeq("receipts")
-	return "r" + strconv.FormatUint(n, 10), err
+	id := "r" + strconv.FormatUint(n, 10)
+	if err == nil {
+		// Receipt ids come from this sequence alone, so there is no
+		// receipt under it yet (PutReceipt's insert is refused if there
+		// were).
+		t.readAbsent(kReceipt(id))
+	}
+	return id, err
 }
 
 const receiptColumns = `id, parent, mandate, caller, agent, status, error, approval, (worst_case * 1000000)::bigint,
@@ -59,29 +66,63 @@ func (t *Tx) PutReceipt(r *holon.Receipt) error {
 			return err
 		}
 	}
-	var inserted bool
-	err := t.one(`INSERT INTO receipts AS r (id, seq, parent, mandate, caller, agent, status, error, approval, worst_case, currency, payer,
+	args := []any{r.ID, int64(seq), r.Parent, r.Mandate, r.Caller, r.Agent, r.Status, r.Error, r.Approval, OptNumeric(r.WorstCase),
+		r.Currency, r.Payer, r.SubMandate, r.Billed, Numeric(r.Cost.Own), Numeric(r.Cost.Downstream), Numeric(r.Cost.Total),
+		jsonArg(splits), r.Children, r.DurationMS, ts(r.Created)}
+	k := kReceipt(r.ID)
+	c, known := t.cached(k)
+	switch {
+	case known && c.st == absent:
+		// New (its id was just handed out, or the database said so): a
+		// plain insert, refused if the writer were wrong, and the
+		// counters as the writer knows them.
+		if err := t.exec(receiptInsert, args...); err != nil {
+			return err
+		}
+		if _, err := t.AddCounter("receipts", 1); err != nil {
+			return err
+		}
+		if _, err := t.AddCounter("receipts:"+r.Mandate, 1); err != nil {
+			return err
+		}
+	case known:
+		if err := t.exec(receiptUpsert, args...); err != nil {
+			return err
+		}
+	default:
+		// Counted if new, in the same statement, without waiting for an
+		// answer; what the counters are now, the database knows.
+		if err := t.exec(receiptCounted, args...); err != nil {
+			return err
+		}
+		t.forget(kCounter("receipts"))
+		t.forget(kCounter("receipts:" + r.Mandate))
+	}
+	v := cloneReceipt(r)
+	v.Created, _ = parseTime(ts(r.Created)) // as it reads back
+	t.wrote(k, v)
+	return nil
+}
+
+// The statements that write a receipt: as a new one, as a new one or a
+// new state of one, and the latter counting it when new.
+const (
+	receiptInsert = `INSERT INTO receipts AS r (id, seq, parent, mandate, caller, agent, status, error, approval, worst_case, currency, payer,
 			sub_mandate, billed, cost_own, cost_downstream, cost_total, splits, children, duration_ms, created)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)`
+	receiptUpsert = receiptInsert + `
 		ON CONFLICT (id) DO UPDATE SET parent = EXCLUDED.parent, mandate = EXCLUDED.mandate, caller = EXCLUDED.caller,
 			agent = EXCLUDED.agent, status = EXCLUDED.status, error = EXCLUDED.error, approval = EXCLUDED.approval,
 			worst_case = EXCLUDED.worst_case, currency = EXCLUDED.currency, payer = EXCLUDED.payer, sub_mandate = EXCLUDED.sub_mandate,
 			billed = EXCLUDED.billed, cost_own = EXCLUDED.cost_own, cost_downstream = EXCLUDED.cost_downstream,
 			cost_total = EXCLUDED.cost_total, splits = EXCLUDED.splits, children = EXCLUDED.children,
-			duration_ms = EXCLUDED.duration_ms, created = EXCLUDED.created
-		RETURNING xmax = 0`,
-		[]any{r.ID, int64(seq), r.Parent, r.Mandate, r.Caller, r.Agent, r.Status, r.Error, r.Approval, OptNumeric(r.WorstCase),
-			r.Currency, r.Payer, r.SubMandate, r.Billed, Numeric(r.Cost.Own), Numeric(r.Cost.Downstream), Numeric(r.Cost.Total),
-			jsonArg(splits), r.Children, r.DurationMS, ts(r.Created)}, &inserted)
-	if err != nil || !inserted {
-		return err
-	}
-	if _, err := t.AddCounter("receipts", 1); err != nil {
-		return err
-	}
-	_, err = t.AddCounter("receipts:"+r.Mandate, 1)
-	return err
-}
+			duration_ms = EXCLUDED.duration_ms, created = EXCLUDED.created`
+	receiptCounted = `WITH r AS (` + receiptUpsert + `
+		RETURNING xmax = 0 AS inserted)
+		INSERT INTO counters AS c (name, value)
+			SELECT n, 1 FROM r, unnest(ARRAY['receipts', 'receipts:' || $4::text]) AS n WHERE r.inserted
+		ON CONFLICT (name) DO UPDATE SET value = c.value + 1`
+)
 
 // jsonArg is a JSON value for a json column, NULL when nil.
 func jsonArg(b []byte) any {
@@ -96,13 +137,24 @@ func (t *Tx) Receipt(id string) (*holon.Receipt, error) {
 	if _, ok := holon.ReceiptSeq(id); !ok {
 		return nil, holon.ErrNotFound
 	}
+	k := kReceipt(id)
+	if c, ok := t.cached(k); ok {
+		if c.st == present {
+			return cloneReceipt(c.v.(*holon.Receipt)), nil
+		}
+		return nil, holon.ErrNotFound
+	}
 	var out *holon.Receipt
 	err := t.all(`SELECT `+receiptColumns+` FROM receipts WHERE id = $1`, []any{id}, func(rows pgx.Rows) (err error) {
 		out, err = scanReceipt(rows)
 		return err
 	})
-	if err == nil && out == nil {
+	switch {
+	case err == nil && out == nil:
+		t.readAbsent(k)
 		err = holon.ErrNotFound
+	case err == nil:
+		t.read(k, cloneReceipt(out))
 	}
 	return out, err
 }
@@ -136,12 +188,28 @@ func (t *Tx) Receipts(mandate, before string, limit int) (holon.ReceiptPage, err
 
 // Budget reads a mandate's spending.
 func (t *Tx) Budget(mandate string) (holon.Budget, error) {
-	var spent, reserved int64
-	err := t.one(`SELECT (spent * 1000000)::bigint, (reserved * 1000000)::bigint FROM budgets WHERE mandate = $1`, []any{mandate}, &spent, &reserved)
-	if err == holon.ErrNotFound {
+	return t.budget(kBudget(mandate), `SELECT (spent * 1000000)::bigint, (reserved * 1000000)::bigint FROM budgets WHERE mandate = $1`, mandate)
+}
+
+// budget reads a budget row through the writer's cache.
+func (t *Tx) budget(k, sql string, args ...any) (holon.Budget, error) {
+	if c, ok := t.cached(k); ok {
+		if c.st == present {
+			return c.v.(holon.Budget), nil
+		}
 		return holon.Budget{}, nil
 	}
-	return holon.Budget{Spent: journal.Amount(spent), Reserved: journal.Amount(reserved)}, err
+	var spent, reserved int64
+	err := t.one(sql, args, &spent, &reserved)
+	if err == holon.ErrNotFound {
+		t.readAbsent(k)
+		return holon.Budget{}, nil
+	}
+	b := holon.Budget{Spent: journal.Amount(spent), Reserved: journal.Amount(reserved)}
+	if err == nil {
+		t.read(k, b)
+	}
+	return b, err
 }
 
 // AddBudget moves a mandate's spent and reserved amounts.
@@ -153,19 +221,18 @@ func (t *Tx) AddBudget(mandate string, spent, reserved journal.Amount) error {
 	if err := b.Add(spent, reserved); err != nil {
 		return fmt.Errorf("budget of %s %w", mandate, err)
 	}
-	return t.exec(`INSERT INTO budgets (mandate, spent, reserved) VALUES ($1, $2, $3)
-		ON CONFLICT (mandate) DO UPDATE SET spent = EXCLUDED.spent, reserved = EXCLUDED.reserved`, mandate, Numeric(b.Spent), Numeric(b.Reserved))
+	if err := t.exec(`INSERT INTO budgets (mandate, spent, reserved) VALUES ($1, $2, $3)
+		ON CONFLICT (mandate) DO UPDATE SET spent = EXCLUDED.spent, reserved = EXCLUDED.reserved`, mandate, Numeric(b.Spent), Numeric(b.Reserved)); err != nil {
+		return err
+	}
+	t.wrote(kBudget(mandate), b)
+	return nil
 }
 
 // WindowBudget reads a mandate's spending in one budget window.
 func (t *Tx) WindowBudget(mandate, window string) (holon.Budget, error) {
-	var spent, reserved int64
-	err := t.one(`SELECT (spent * 1000000)::bigint, (reserved * 1000000)::bigint FROM budget_windows WHERE mandate = $1 AND win = $2`,
-		[]any{mandate, window}, &spent, &reserved)
-	if err == holon.ErrNotFound {
-		return holon.Budget{}, nil
-	}
-	return holon.Budget{Spent: journal.Amount(spent), Reserved: journal.Amount(reserved)}, err
+	return t.budget(kWindow(mandate, window), `SELECT (spent * 1000000)::bigint, (reserved * 1000000)::bigint FROM budget_windows WHERE mandate = $1 AND win = $2`,
+		mandate, window)
 }
 
 // AddWindowBudget moves a mandate's spent and reserved in one budget window.
@@ -180,9 +247,13 @@ func (t *Tx) AddWindowBudget(mandate, window string, spent, reserved journal.Amo
 	if err := b.Add(spent, reserved); err != nil {
 		return fmt.Errorf("budget of %s in %s %w", mandate, window, err)
 	}
-	return t.exec(`INSERT INTO budget_windows (mandate, win, spent, reserved) VALUES ($1, $2, $3, $4)
+	if err := t.exec(`INSERT INTO budget_windows (mandate, win, spent, reserved) VALUES ($1, $2, $3, $4)
 		ON CONFLICT (mandate, win) DO UPDATE SET spent = EXCLUDED.spent, reserved = EXCLUDED.reserved`,
-		mandate, window, Numeric(b.Spent), Numeric(b.Reserved))
+		mandate, window, Numeric(b.Spent), Numeric(b.Reserved)); err != nil {
+		return err
+	}
+	t.wrote(kWindow(mandate, window), b)
+	return nil
 }
 
 const holdColumns = `receipt, payer, (amount * 1000000)::bigint, mandate, (reserved * 1000000)::bigint, funder, parent, children,
@@ -214,7 +285,7 @@ func (t *Tx) PutHold(h *holon.Hold) error {
 	}
 	// The hold is this gateway's (its lease's id): Orphaned once that
 	// runs out.
-	return t.exec(`INSERT INTO holds (receipt, payer, amount, mandate, reserved, funder, parent, children, downstream, sub_mandate, started, gateway,
+	err := t.exec(`INSERT INTO holds (receipt, payer, amount, mandate, reserved, funder, parent, children, downstream, sub_mandate, started, gateway,
 			budget_window)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
 		ON CONFLICT (receipt) DO UPDATE SET payer = EXCLUDED.payer, amount = EXCLUDED.amount, mandate = EXCLUDED.mandate,
@@ -223,24 +294,48 @@ func (t *Tx) PutHold(h *holon.Hold) error {
 			budget_window = EXCLUDED.budget_window`,
 		h.Receipt, h.Payer, Numeric(h.Amount), h.Mandate, Numeric(h.Reserved), optText(h.Funder), optText(h.Parent), children,
 		Numeric(h.Downstream), optText(h.SubMandate), ts(h.Started), t.s.id, optText(h.Window))
+	if err == nil {
+		c := cloneHold(h)
+		if len(c.Children) == 0 {
+			c.Children = nil
+		}
+		c.Started, _ = parseTime(ts(h.Started)) // as it reads back
+		t.wrote(kHold(h.Receipt), c)
+	}
+	return err
 }
 
 // Hold reads a call in flight.
 func (t *Tx) Hold(receipt string) (*holon.Hold, error) {
+	k := kHold(receipt)
+	if c, ok := t.cached(k); ok {
+		if c.st == present {
+			return cloneHold(c.v.(*holon.Hold)), nil
+		}
+		return nil, holon.ErrNotFound
+	}
 	var out *holon.Hold
 	err := t.all(`SELECT `+holdColumns+` FROM holds WHERE receipt = $1`, []any{receipt}, func(rows pgx.Rows) (err error) {
 		out, err = scanHold(rows)
 		return err
 	})
-	if err == nil && out == nil {
+	switch {
+	case err == nil && out == nil:
+		t.readAbsent(k)
 		err = holon.ErrNotFound
+	case err == nil:
+		t.read(k, cloneHold(out))
 	}
 	return out, err
 }
 
 // DeleteHold forgets a call in flight once it settled.
 func (t *Tx) DeleteHold(receipt string) error {
-	return t.exec(`DELETE FROM holds WHERE receipt = $1`, receipt)
+	if err := t.exec(`DELETE FROM holds WHERE receipt = $1`, receipt); err != nil {
+		return err
+	}
+	t.wroteAbsent(kHold(receipt))
+	return nil
 }
 
 // Holds lists the calls in flight.
@@ -438,10 +533,29 @@ func (t *Tx) AppendEvent(ev *holon.Event, succeeded bool) error {
 	if succeeded {
 		ok = 1
 	}
-	return t.exec(`INSERT INTO agent_records AS r (agent, runs, succeeded, billed, duration_ms) VALUES ($1, 1, $2, $3, $4)
+	if err := t.exec(`INSERT INTO agent_records AS r (agent, runs, succeeded, billed, duration_ms) VALUES ($1, 1, $2, $3, $4)
 		ON CONFLICT (agent) DO UPDATE SET runs = r.runs + 1, succeeded = r.succeeded + EXCLUDED.succeeded,
 			billed = r.billed + EXCLUDED.billed, duration_ms = r.duration_ms + EXCLUDED.duration_ms`,
-		ev.Agent, ok, Numeric(ev.Billed), ev.DurationMS)
+		ev.Agent, ok, Numeric(ev.Billed), ev.DurationMS); err != nil {
+		return err
+	}
+	// The writer's cache follows a record it knows.
+	k := kRecord(ev.Agent)
+	c, known := t.cached(k)
+	if !known {
+		t.forget(k)
+		return nil
+	}
+	var r holon.Record
+	if c.st == present {
+		r = c.v.(holon.Record)
+	}
+	r.Runs++
+	r.Succeeded += ok
+	r.Billed += ev.Billed
+	r.DurationMS += ev.DurationMS
+	t.wrote(k, r)
+	return nil
 }
 
 // Events lists events before sequence number before (0: the newest),
@@ -472,13 +586,24 @@ func (t *Tx) Events(before uint64, limit int) ([]*holon.Event, error) {
 
 // Record reads an agent version's record.
 func (t *Tx) Record(agent string) (holon.Record, error) {
+	k := kRecord(agent)
+	if c, ok := t.cached(k); ok {
+		if c.st == present {
+			return c.v.(holon.Record), nil
+		}
+		return holon.Record{}, nil
+	}
 	var r holon.Record
 	var billed int64
 	err := t.one(`SELECT runs, succeeded, (billed * 1000000)::bigint, duration_ms FROM agent_records WHERE agent = $1`,
 		[]any{agent}, &r.Runs, &r.Succeeded, &billed, &r.DurationMS)
 	if err == holon.ErrNotFound {
+		t.readAbsent(k)
 		return holon.Record{}, nil
 	}
 	r.Billed = journal.Amount(billed)
+	if err == nil {
+		t.read(k, r)
+	}
 	return r, err
 }

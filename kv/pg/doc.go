@@ -5,14 +5,22 @@
 // the store creates and migrates its schema itself (migrate.go).
 //
 // Writes are grouped as the embedded store groups them: one writer per
-// store handle runs the queued updates in one SERIALIZABLE transaction,
-// each under its own savepoint, so that a failing or panicking update is
-// undone alone. The writers of several handles (several gateways) take
-// turns under one advisory lock, taken before the transaction begins, so
-// each group sees every group before it and none conflicts with another;
-// what queued while a writer waited joins its group. A group that still
-// loses a serialization conflict runs again whole. Reads run in
-// REPEATABLE READ READ ONLY transactions and never wait for the writers.
+// store handle runs the queued updates in one REPEATABLE READ
+// transaction, each under its own savepoint, so that a failing or
+// panicking update is undone alone. The writers of several handles
+// (several gateways) take turns under one lock (writer_log's table lock,
+// the transaction's first statement, so its snapshot is taken once the
+// lock is held): each group sees every group before it and none
+// conflicts with another; what queued while a writer waited joins its
+// group. The writer keeps the rows it read and wrote in a cache that
+// outlives its groups, and each group logs the keys of the rows it
+// changed (writer_log), read by the next writer to take the lock, which
+// forgets those rows (cache.go). An update's writes are not sent when it
+// ends: they go with the next statement that must be answered, so a group
+// whose updates read only cached rows costs about three round trips
+// (begin, its writes, commit) however many updates it holds (group.go).
+// Reads run in REPEATABLE READ READ ONLY transactions and never wait for
+// the writers.
 //
 // Imports: only holon and journal of the project (and pgx). Nothing in
 // gateway/, appliance/ or webui/ imports it: they see holon.Store.

@@ -71,8 +71,21 @@ func (t *Tx) appBucket(name string) error {
 
 // getRaw reads a stored value (ErrNotFound).
 func (t *Tx) getRaw(bucket string, key []byte) ([]byte, error) {
+	k := kDoc(bucket, key)
+	if c, ok := t.cached(k); ok {
+		if c.st == present {
+			return bytes.Clone(c.v.([]byte)), nil
+		}
+		return nil, holon.ErrNotFound
+	}
 	var v []byte
 	err := t.one(tableOf(bucket).get, []any{bucket, key}, &v)
+	switch {
+	case err == holon.ErrNotFound:
+		t.readAbsent(k)
+	case err == nil:
+		t.read(k, bytes.Clone(v))
+	}
 	return v, err
 }
 
@@ -88,7 +101,22 @@ func (t *Tx) putRaw(bucket string, key, value []byte) error {
 	if tb != appDocTable {
 		doc = string(value)
 	}
-	return t.exec(tb.put, bucket, key, keyText(key), doc, raw)
+	if err := t.exec(tb.put, bucket, key, keyText(key), doc, raw); err != nil {
+		return err
+	}
+	t.wrote(kDoc(bucket, key), bytes.Clone(value))
+	return t.registryMoved(bucket, key)
+}
+
+// registryMoved moves holon.RegistryRevision when a write changes what the
+// gateways' registries hold: a verdict or a yank (putDoc moves it for an
+// agent version).
+func (t *Tx) registryMoved(bucket string, key []byte) error {
+	if bucket == holon.BucketEvals || bucket == holon.BucketSettings && bytes.HasPrefix(key, []byte("yanked/")) {
+		_, err := t.AddCounter(holon.RegistryRevision, 1)
+		return err
+	}
+	return nil
 }
 
 // walk calls fn for the bucket's values from key from on, in key order, a
@@ -165,7 +193,11 @@ func (t *Tx) Delete(bucket, key string) error {
 	if appendOnly[bucket] {
 		return fmt.Errorf("%s is append-only", bucket)
 	}
-	return t.exec(tableOf(bucket).del, bucket, []byte(key))
+	if err := t.exec(tableOf(bucket).del, bucket, []byte(key)); err != nil {
+		return err
+	}
+	t.wroteAbsent(kDoc(bucket, []byte(key)))
+	return t.registryMoved(bucket, []byte(key))
 }
 
 // ForEach calls fn for every document whose key starts with prefix.
@@ -220,9 +252,19 @@ func (t *Tx) putDoc(table, key, id string, d holon.Doc) error {
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", table, id, err)
 	}
-	return t.exec(`INSERT INTO `+table+` (`+key+`, doc, created, published, yanked, revoked) VALUES ($1, $2, $3, $4, $5, $6)
+	if err := t.exec(`INSERT INTO `+table+` (`+key+`, doc, created, published, yanked, revoked) VALUES ($1, $2, $3, $4, $5, $6)
 		ON CONFLICT (`+key+`) DO UPDATE SET doc = EXCLUDED.doc, created = EXCLUDED.created, published = EXCLUDED.published,
-			yanked = EXCLUDED.yanked, revoked = EXCLUDED.revoked`, id, string(compact), ts(d.Created), d.Published, optText(d.Yanked), d.Revoked)
+			yanked = EXCLUDED.yanked, revoked = EXCLUDED.revoked`, id, string(compact), ts(d.Created), d.Published, optText(d.Yanked), d.Revoked); err != nil {
+		return err
+	}
+	c := holon.Doc{Doc: json.RawMessage(compact), Published: d.Published, Yanked: d.Yanked, Revoked: d.Revoked}
+	c.Created, _ = parseTime(ts(d.Created)) // as it reads back
+	t.wrote(kRegistry(table, id), c)
+	if table == "agents" {
+		_, err := t.AddCounter(holon.RegistryRevision, 1)
+		return err
+	}
+	return nil
 }
 
 func scanDoc(rows pgx.Rows) (string, holon.Doc, error) {
@@ -239,6 +281,15 @@ func scanDoc(rows pgx.Rows) (string, holon.Doc, error) {
 }
 
 func (t *Tx) doc(table, key, id string) (holon.Doc, error) {
+	k := kRegistry(table, id)
+	if c, ok := t.cached(k); ok {
+		if c.st == present {
+			d := c.v.(holon.Doc)
+			d.Doc = bytes.Clone(d.Doc)
+			return d, nil
+		}
+		return holon.Doc{}, holon.ErrNotFound
+	}
 	var d holon.Doc
 	found := false
 	err := t.all(`SELECT `+key+`, doc::text, created, published, yanked, revoked FROM `+table+` WHERE `+key+` = $1`, []any{id}, func(rows pgx.Rows) (err error) {
@@ -246,8 +297,14 @@ func (t *Tx) doc(table, key, id string) (holon.Doc, error) {
 		found = true
 		return err
 	})
-	if err == nil && !found {
+	switch {
+	case err == nil && !found:
+		t.readAbsent(k)
 		err = holon.ErrNotFound
+	case err == nil:
+		c := d
+		c.Doc = bytes.Clone(d.Doc)
+		t.read(k, c)
 	}
 	return d, err
 }

@@ -1,9 +1,11 @@
 package pg
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"holon.dev/holon"
 	"holon.dev/holon/journal"
@@ -21,7 +23,10 @@ func (t *Tx) AppendEntry(e journal.Entry) (holon.JournalRow, error) {
 	if err := e.Validate(); err != nil {
 		return holon.JournalRow{}, err
 	}
-	if t.HasEntry(e.Key) {
+	// A key the writer knows is used is refused at once; any other is
+	// refused by the table's unique key when the entry reaches it, which
+	// fails the update (no round trip waits for the answer).
+	if c, ok := t.cached(kEntry(e.Key)); ok && c.st == present {
 		return holon.JournalRow{}, fmt.Errorf("entry %s: %w", e.Key, holon.ErrDuplicateKey)
 	}
 	seq, err := t.nextSeq("journal")
@@ -31,7 +36,13 @@ func (t *Tx) AppendEntry(e journal.Entry) (holon.JournalRow, error) {
 	prev, _ := t.meta("journal_head")
 	row := holon.JournalRow{Seq: seq, Key: e.Key, Time: t.Now().UTC(), Lines: e.Lines, Prev: prev}
 	row.Hash = journal.RowHash(prev, seq, row.Key, row.Time, row.Lines)
-	if err := t.exec(`INSERT INTO journal_entries (seq, key, time, prev, hash) VALUES ($1, $2, $3, $4, $5)`,
+	if err := t.execWrapped(func(err error) error {
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) && pe.Code == "23505" && pe.ConstraintName == "journal_entries_key_key" {
+			return fmt.Errorf("entry %s: %w: %w", e.Key, holon.ErrDuplicateKey, err)
+		}
+		return err
+	}, `INSERT INTO journal_entries (seq, key, time, prev, hash) VALUES ($1, $2, $3, $4, $5)`,
 		int64(seq), row.Key, ts(row.Time), row.Prev, row.Hash); err != nil {
 		return holon.JournalRow{}, err
 	}
@@ -47,11 +58,31 @@ func (t *Tx) AppendEntry(e journal.Entry) (holon.JournalRow, error) {
 		ON CONFLICT (name) DO UPDATE SET balance = a.balance + EXCLUDED.balance`, accounts, amounts); err != nil {
 		return holon.JournalRow{}, fmt.Errorf("entry %s: %w", e.Key, err)
 	}
+	// The writer's cache follows the balances it knows.
+	moved := map[string]journal.Amount{}
+	for _, l := range e.Lines {
+		moved[l.Account] += l.Amount
+	}
+	for name, d := range moved {
+		k := kAccount(name)
+		c, ok := t.cached(k)
+		if !ok {
+			t.forget(k)
+			continue
+		}
+		var a holon.Account
+		if c.st == present {
+			a = c.v.(holon.Account)
+		}
+		a.Balance += d
+		t.wrote(k, a)
+	}
 	if err := t.exec(`INSERT INTO journal_lines (entry, position, account, amount)
 			SELECT $1, position, name, micros / 1000000.0 FROM unnest($2::text[], $3::bigint[]) WITH ORDINALITY AS l (name, micros, position)`,
 		int64(seq), accounts, amounts); err != nil {
 		return holon.JournalRow{}, err
 	}
+	t.wrote(kEntry(e.Key), true)
 	if err := t.putMeta("journal_head", row.Hash); err != nil {
 		return holon.JournalRow{}, err
 	}
@@ -61,8 +92,18 @@ func (t *Tx) AppendEntry(e journal.Entry) (holon.JournalRow, error) {
 
 // HasEntry reports whether an entry with this key is journaled.
 func (t *Tx) HasEntry(key string) bool {
+	k := kEntry(key)
+	if c, ok := t.cached(k); ok {
+		return c.st == present
+	}
 	var ok bool
-	t.one(`SELECT EXISTS (SELECT 1 FROM journal_entries WHERE key = $1)`, []any{key}, &ok)
+	if t.one(`SELECT EXISTS (SELECT 1 FROM journal_entries WHERE key = $1)`, []any{key}, &ok) == nil {
+		if ok {
+			t.read(k, true)
+		} else {
+			t.readAbsent(k)
+		}
+	}
 	return ok
 }
 
@@ -137,12 +178,24 @@ func (t *Tx) ForEachEntry(after uint64, fn func(holon.JournalRow) (bool, error))
 
 // Account reads an account (zero when it never moved).
 func (t *Tx) Account(name string) (holon.Account, error) {
+	k := kAccount(name)
+	if c, ok := t.cached(k); ok {
+		if c.st == present {
+			return c.v.(holon.Account), nil
+		}
+		return holon.Account{}, nil
+	}
 	var bal, held int64
 	err := t.one(`SELECT (balance * 1000000)::bigint, (held * 1000000)::bigint FROM accounts WHERE name = $1`, []any{name}, &bal, &held)
 	if err == holon.ErrNotFound {
+		t.readAbsent(k)
 		return holon.Account{}, nil
 	}
-	return holon.Account{Balance: journal.Amount(bal), Held: journal.Amount(held)}, err
+	a := holon.Account{Balance: journal.Amount(bal), Held: journal.Amount(held)}
+	if err == nil {
+		t.read(k, a)
+	}
+	return a, err
 }
 
 // ForEachAccount calls fn for every account, in name order.
@@ -191,8 +244,13 @@ func (t *Tx) AddHeld(account string, delta journal.Amount) error {
 	if held < 0 {
 		return fmt.Errorf("release %s on %s: only %s is held", -delta, account, a.Held)
 	}
-	return t.exec(`INSERT INTO accounts AS a (name, balance, held) VALUES ($1, 0, $2)
-		ON CONFLICT (name) DO UPDATE SET held = EXCLUDED.held`, account, Numeric(held))
+	a.Held = held
+	if err := t.exec(`INSERT INTO accounts AS a (name, balance, held) VALUES ($1, 0, $2)
+		ON CONFLICT (name) DO UPDATE SET held = EXCLUDED.held`, account, Numeric(held)); err != nil {
+		return err
+	}
+	t.wrote(kAccount(account), a)
+	return nil
 }
 
 // VerifyJournal checks the journal's rules and that the stored head is

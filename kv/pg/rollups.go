@@ -9,7 +9,7 @@ import (
 )
 
 // metaRollupsKept is the meta row that says the rollups count every
-// receipt (migrations/0009_rollups.sql).
+// receipt (migrations/0010_rollups.sql).
 const metaRollupsKept = "rollups_kept"
 
 // AddRollup adds d to a rollup row in currency: one statement, which the
@@ -79,8 +79,6 @@ func (t *Tx) ClearRollups() error {
 	if err := t.exec(`DELETE FROM meta WHERE key = $1`, metaRollupsKept); err != nil {
 		return err
 	}
-	if t.u != nil {
-		t.u.meta[metaRollupsKept] = nil
-	}
+	t.wroteAbsent(kMeta(metaRollupsKept))
 	return nil
 }

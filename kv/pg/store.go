@@ -19,10 +19,6 @@ import (
 // MaxBatch is the most updates one commit holds.
 const MaxBatch = 64
 
-// writeLock is the advisory lock the writers of every gateway take in
-// turn.
-const writeLock = 0x686f6c6f6e + 1
-
 // maxAttempts bounds how often a group runs again after serialization
 // conflicts before its updates fail.
 const maxAttempts = 100
@@ -42,8 +38,18 @@ type Store struct {
 	// trips counts the round trips of the writer's updates (trips.go).
 	trips atomic.Uint64
 	// stmts counts their statements, savepoints included.
-	stmts    atomic.Uint64
-	maxBatch atomic.Int64
+	stmts atomic.Uint64
+	// The writer's time (trips.go), in nanoseconds.
+	inGroups, inBegin, inTrips, inCommit atomic.Int64
+	maxBatch                             atomic.Int64
+
+	// The writer's cache (cache.go): what committed groups left, valid
+	// as of writers' log entry gen (-1: nothing known). Only the writer
+	// goroutine touches them.
+	base layer
+	gen  int64
+	// loseAnswer: see LoseCommitAnswer.
+	loseAnswer atomic.Bool
 
 	// The gateway's lease (lease.go).
 	id                   string
@@ -98,7 +104,7 @@ func OpenWith(ctx context.Context, url string, opts holon.StoreOptions, o Option
 		return nil, err
 	}
 	s := &Store{pool: pool, now: opts.Now, opts: opts, queue: make(chan *update, 4*MaxBatch), done: make(chan struct{}),
-		id: newID(), lease: o.Lease, stopLease: make(chan struct{}), leaseDone: make(chan struct{})}
+		id: newID(), lease: o.Lease, base: layer{}, gen: -1, stopLease: make(chan struct{}), leaseDone: make(chan struct{})}
 	if s.now == nil {
 		s.now = time.Now
 	}
@@ -138,7 +144,7 @@ func (s *Store) View(fn func(holon.Tx) error) error {
 	}
 	defer conn.Release()
 	defer ptx.Rollback(ctx)
-	tx := &Tx{s: s, ctx: ctx, tx: ptx, readOnly: true}
+	tx := &Tx{s: s, ctx: ctx, tx: ptx, readOnly: true, idx: -2}
 	err = fn(tx)
 	if tx.fatal != nil {
 		return unavailable(tx.fatal)
@@ -238,6 +244,7 @@ func (s *Store) fill(batch []*update) []*update {
 // the writer has its turn, running it again after a serialization
 // conflict, and answers each update.
 func (s *Store) run(first *update) {
+	defer func(start time.Time) { s.inGroups.Add(int64(time.Since(start))) }(time.Now())
 	batch := []*update{first}
 	var errs []error
 	var err error
@@ -271,75 +278,6 @@ func (s *Store) run(first *update) {
 			u.done <- errs[i]
 		}
 	}
-}
-
-// try runs the group once in a SERIALIZABLE transaction, each update under
-// a savepoint. retry is true after a serialization conflict or deadlock
-// (the whole group must run again); err is an error of the transaction
-// itself (the database unreachable, the commit refused).
-func (s *Store) try(group *[]*update, fill bool) (errs []error, retry bool, err error) {
-	ctx := context.Background()
-	// The writers of every gateway take turns, a group at a time: the
-	// lock is taken before the transaction begins, so its snapshot sees
-	// every group committed before it and no two groups ever conflict (a
-	// conflict would run a whole group again). A gateway that dies lets
-	// go of it with its connection.
-	conn, err := s.acquire(ctx, func(c *pgxpool.Conn) error {
-		_, err := c.Exec(ctx, `SELECT pg_advisory_lock($1)`, writeLock)
-		return err
-	})
-	if err != nil {
-		return nil, false, unavailable(err)
-	}
-	defer conn.Release()
-	defer conn.Exec(ctx, `SELECT pg_advisory_unlock($1)`, writeLock)
-	if fill {
-		// What queued while this writer waited for its turn joins the group.
-		*group = s.fill(*group)
-	}
-	batch := *group
-	ptx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.Serializable})
-	if err != nil {
-		return nil, false, unavailable(err)
-	}
-	defer ptx.Rollback(ctx)
-	errs = make([]error, len(batch))
-	seen := newCache()
-	for i, u := range batch {
-		if err := u.ctx.Err(); err != nil {
-			errs[i] = err
-			continue
-		}
-		// The savepoint goes with the update's first statement, and its
-		// release with the writes left at its end: an update costs the
-		// round trips of its reads, plus one.
-		tx := &Tx{s: s, ctx: ctx, tx: ptx, pending: []queued{{sql: `SAVEPOINT u`}}, g: seen, u: newCache()}
-		ferr := call(u.fn, tx)
-		if ferr == nil && tx.err() == nil {
-			tx.pending = append(tx.pending, queued{sql: `RELEASE SAVEPOINT u`})
-			if tx.flush() == nil {
-				seen.merge(tx.u)
-				continue
-			}
-		}
-		if tx.fatal != nil {
-			return nil, conflict(tx.fatal), unavailable(tx.fatal)
-		}
-		if ferr == nil {
-			ferr = tx.failed // an error PostgreSQL returned, which fn went past
-		}
-		errs[i] = ferr
-		if tx.sent { // some of it reached the database: undo it
-			s.trips.Add(1)
-			if _, err := ptx.Exec(ctx, `ROLLBACK TO SAVEPOINT u`); err != nil {
-				return nil, conflict(err), unavailable(err)
-			}
-		}
-	}
-	if err := ptx.Commit(ctx); err != nil {
-		return nil, conflict(err), unavailable(err)
-	}
-	return errs, false, nil
 }
 
 // acquire takes a connection from the pool and runs first on it. A

@@ -24,33 +24,49 @@ import (
 type Tx struct {
 	s        *Store
 	ctx      context.Context
-	tx       pgx.Tx
+	tx       querier
 	readOnly bool
 	// fatal is the first error that ends the whole transaction (a
 	// serialization conflict, the connection lost); failed the first
 	// error PostgreSQL returned to this update, which leaves the
 	// transaction refusing statements until the update is undone.
 	fatal, failed error
-	// pending are the writes not sent yet: a write whose answer the
-	// update does not read waits here and goes with the next statement
-	// that must be answered (a read, or the update's end), in one round
-	// trip (pipelining). Their errors come with that statement's.
-	pending []queued
+	// restart reports that a round trip this update made failed on a
+	// statement of an earlier update of its group: that one failed, and
+	// this one runs again from its start (every method refuses meanwhile).
+	restart bool
 	// sent reports whether any statement of this update reached the
 	// database.
 	sent bool
-	// g and u are the group's cache and this update's changes to it
-	// (cache.go); nil outside the writer.
-	g, u *cache
+	// g is the writer's group this update runs in, idx its place in it
+	// and l its changes to the writer's cache (cache.go); g is nil in
+	// View.
+	g   *group
+	idx int
+	l   layer
 }
 
-// queued is a statement waiting in pending.
+// querier is a pgx.Tx (View) or the writer's connection.
+type querier interface {
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// queued is a statement waiting in the group's pending writes, with the
+// update it belongs to (-1: the group's own).
 type queued struct {
-	sql  string
-	args []any
+	sql   string
+	args  []any
+	owner int
+	// wrap, when set, says what PostgreSQL's refusal of it means.
+	wrap func(error) error
 }
 
 var _ holon.Tx = (*Tx)(nil)
+
+// errRestart is what an update's methods return once it must run again.
+var errRestart = errors.New("an earlier update of the group failed: this one runs again")
 
 // StoreSchema is the version of the store's records (kv.SchemaVersion),
 // written in meta as the embedded store writes it, so that a backup of
@@ -92,42 +108,56 @@ func (t *Tx) writable() error {
 }
 
 // exec queues a write: it is sent with the next statement that must be
-// answered (flush). Its error, if PostgreSQL refuses it, is the error of
-// that statement and of the update.
+// answered (a read, of this update or a later one of its group, or the
+// group's end). Its error, if PostgreSQL refuses it, is the error of this
+// update.
 func (t *Tx) exec(sql string, args ...any) error {
 	if err := t.writable(); err != nil {
 		return err
 	}
-	if t.failed != nil || t.fatal != nil {
-		return t.err()
+	if err := t.err(); err != nil {
+		return err
 	}
-	t.pending = append(t.pending, queued{sql, args})
+	t.g.pending = append(t.g.pending, queued{sql: sql, args: args, owner: t.idx})
+	return nil
+}
+
+// execWrapped is exec with what PostgreSQL's refusal of the write means.
+func (t *Tx) execWrapped(wrap func(error) error, sql string, args ...any) error {
+	if err := t.exec(sql, args...); err != nil {
+		return err
+	}
+	t.g.pending[len(t.g.pending)-1].wrap = wrap
 	return nil
 }
 
 // err is the error that stopped this update.
 func (t *Tx) err() error {
-	if t.fatal != nil {
+	switch {
+	case t.fatal != nil:
 		return t.fatal
+	case t.restart:
+		return errRestart
 	}
 	return t.failed
 }
 
-// send sends the pending writes and then, if sql is not empty, one more
-// statement, in one round trip; it returns the batch's results positioned
-// at that statement (nil when there is none, or when a write failed:
-// its error is returned).
+// send sends the group's pending writes and then, if sql is not empty,
+// one more statement, in one round trip; it returns the batch's results
+// positioned at that statement (nil when there is none, or when a write
+// failed: its error is returned).
 func (t *Tx) send(sql string, args []any) (pgx.BatchResults, error) {
-	if t.failed != nil || t.fatal != nil {
-		t.pending = nil
-		return nil, t.err()
+	if err := t.err(); err != nil {
+		return nil, err
+	}
+	var pend []queued
+	if t.g != nil {
+		pend, t.g.pending = t.g.pending, nil
 	}
 	b := &pgx.Batch{}
-	for _, q := range t.pending {
+	for _, q := range pend {
 		b.Queue(q.sql, q.args...)
 	}
-	n := len(t.pending)
-	t.pending = t.pending[:0]
 	if sql != "" {
 		b.Queue(sql, args...)
 	}
@@ -135,12 +165,22 @@ func (t *Tx) send(sql string, args []any) (pgx.BatchResults, error) {
 		return nil, nil
 	}
 	t.trip(b.Len())
+	defer t.timed(time.Now())
 	br := t.tx.SendBatch(t.ctx, b)
-	for range n {
+	for _, q := range pend {
 		if _, err := br.Exec(); err != nil {
 			br.Close()
-			return nil, t.note(err)
+			if q.wrap != nil {
+				err = q.wrap(err)
+			}
+			return nil, t.g.refused(t, q.owner, err)
 		}
+		if q.owner == t.idx {
+			t.sent = true
+		}
+	}
+	if t.g != nil {
+		t.g.answered()
 	}
 	if sql == "" {
 		return nil, t.note(br.Close())
@@ -150,10 +190,16 @@ func (t *Tx) send(sql string, args []any) (pgx.BatchResults, error) {
 
 // trip counts one round trip of this update, carrying n statements.
 func (t *Tx) trip(n int) {
-	t.sent = true
 	if !t.readOnly {
 		t.s.trips.Add(1)
 		t.s.stmts.Add(uint64(n))
+	}
+}
+
+// timed adds the time since start to the writer's time in round trips.
+func (t *Tx) timed(start time.Time) {
+	if !t.readOnly {
+		t.s.inTrips.Add(int64(time.Since(start)))
 	}
 }
 
@@ -167,9 +213,14 @@ func (t *Tx) flush() error {
 // pending writes go first, in the same round trip.
 func (t *Tx) one(sql string, args []any, dst ...any) error {
 	var err error
-	if len(t.pending) == 0 && t.failed == nil && t.fatal == nil {
+	if t.g == nil || len(t.g.pending) == 0 {
+		if err = t.err(); err != nil {
+			return err
+		}
 		t.trip(1)
+		start := time.Now()
 		err = t.tx.QueryRow(t.ctx, sql, args...).Scan(dst...)
+		t.timed(start)
 	} else {
 		var br pgx.BatchResults
 		if br, err = t.send(sql, args); err != nil {
@@ -193,9 +244,13 @@ func (t *Tx) one(sql string, args []any, dst ...any) error {
 func (t *Tx) all(sql string, args []any, scan func(pgx.Rows) error) error {
 	var rows pgx.Rows
 	var br pgx.BatchResults
-	if len(t.pending) == 0 && t.failed == nil && t.fatal == nil {
+	if t.g == nil || len(t.g.pending) == 0 {
+		if err := t.err(); err != nil {
+			return err
+		}
 		var err error
 		t.trip(1)
+		defer t.timed(time.Now())
 		if rows, err = t.tx.Query(t.ctx, sql, args...); err != nil {
 			return t.note(err)
 		}
@@ -227,40 +282,51 @@ func (t *Tx) nextSeq(bucket string) (uint64, error) {
 	if err := t.writable(); err != nil {
 		return 0, err
 	}
-	if v, ok := t.cachedSeq(bucket); ok {
-		t.u.seq[bucket] = v + 1
+	k := kSeq(bucket)
+	if e, ok := t.cached(k); ok {
+		v := uint64(0)
+		if e.st == present {
+			v = e.v.(uint64)
+		}
+		t.wrote(k, v+1)
 		return v + 1, t.exec(`INSERT INTO sequences (bucket, value) VALUES ($1, $2)
 			ON CONFLICT (bucket) DO UPDATE SET value = EXCLUDED.value`, bucket, int64(v+1))
 	}
 	var n int64
 	err := t.one(`INSERT INTO sequences AS s (bucket, value) VALUES ($1, 1)
 		ON CONFLICT (bucket) DO UPDATE SET value = s.value + 1 RETURNING value::bigint`, []any{bucket}, &n)
-	if err == nil && t.u != nil {
-		t.u.seq[bucket] = uint64(n)
+	if err == nil {
+		t.wrote(k, uint64(n))
 	}
 	return uint64(n), err
 }
 
 // sequence reads a bucket's sequence: the last id handed out.
 func (t *Tx) sequence(bucket string) uint64 {
-	if v, ok := t.cachedSeq(bucket); ok {
-		return v
+	k := kSeq(bucket)
+	if e, ok := t.cached(k); ok {
+		if e.st == present {
+			return e.v.(uint64)
+		}
+		return 0
 	}
 	var n int64
 	err := t.one(`SELECT value::bigint FROM sequences WHERE bucket = $1`, []any{bucket}, &n)
 	if err != nil && !errors.Is(err, holon.ErrNotFound) {
 		return 0
 	}
-	if t.u != nil {
-		t.u.seq[bucket] = uint64(n)
-	}
+	t.read(k, uint64(n))
 	return uint64(n)
 }
 
 // Counter reads a counter (0 when never moved).
 func (t *Tx) Counter(name string) uint64 {
-	if v, ok := t.cachedCounter(name); ok {
-		return v
+	k := kCounter(name)
+	if e, ok := t.cached(k); ok {
+		if e.st == present {
+			return e.v.(uint64)
+		}
+		return 0
 	}
 	v := "0"
 	err := t.one(`SELECT value::text FROM counters WHERE name = $1`, []any{name}, &v)
@@ -268,55 +334,53 @@ func (t *Tx) Counter(name string) uint64 {
 		return 0
 	}
 	n, _ := strconv.ParseUint(v, 10, 64)
-	if t.u != nil {
-		t.u.ctr[name] = n
-	}
+	t.read(k, n)
 	return n
 }
 
 // AddCounter adds delta and returns the new value.
 func (t *Tx) AddCounter(name string, delta int64) (uint64, error) {
 	n := int64(t.Counter(name)) + delta
+	if err := t.err(); err != nil {
+		return 0, err
+	}
 	if n < 0 {
 		return 0, fmt.Errorf("counter %s would go below zero", name)
 	}
 	err := t.exec(`INSERT INTO counters AS c (name, value) VALUES ($1, $2)
 		ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value`, name, strconv.FormatInt(n, 10))
-	if err == nil && t.u != nil {
-		t.u.ctr[name] = uint64(n)
+	if err == nil {
+		t.wrote(kCounter(name), uint64(n))
 	}
 	return uint64(n), err
 }
 
 // meta reads a metadata value ("" and false when absent).
 func (t *Tx) meta(key string) (string, bool) {
-	if v, ok := t.cachedMeta(key); ok {
-		if v == nil {
-			return "", false
+	k := kMeta(key)
+	if e, ok := t.cached(k); ok {
+		if e.st == present {
+			return e.v.(string), true
 		}
-		return *v, true
+		return "", false
 	}
 	var v string
 	err := t.one(`SELECT value FROM meta WHERE key = $1`, []any{key}, &v)
 	switch {
 	case errors.Is(err, holon.ErrNotFound):
-		if t.u != nil {
-			t.u.meta[key] = nil
-		}
+		t.readAbsent(k)
 		return "", false
 	case err != nil:
 		return "", false
 	}
-	if t.u != nil {
-		t.u.meta[key] = &v
-	}
+	t.read(k, v)
 	return v, true
 }
 
 func (t *Tx) putMeta(key, value string) error {
 	err := t.exec(`INSERT INTO meta (key, value) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value`, key, value)
-	if err == nil && t.u != nil {
-		t.u.meta[key] = &value
+	if err == nil {
+		t.wrote(kMeta(key), value)
 	}
 	return err
 }

@@ -1,0 +1,83 @@
+package appliance_test
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	"holon.dev/holon"
+	"holon.dev/holon/backup/pgtest"
+	"holon.dev/holon/kv/pg"
+)
+
+// Ensure that a call whose reservation committed in PostgreSQL but whose
+// commit's answer was lost (the connection dropped as it came back) is
+// answered 503 store_unavailable, never runs, and that its hold, which
+// belongs to a gateway whose lease lives, is closed by that gateway's next
+// recovery pass: failed store_unavailable, unbilled, its hold and
+// reservation released.
+func TestCalls_LostReservationCommitIsClosed(t *testing.T) {
+	url := pgtest.Start(t).CreateDB(t, "lostcommit")
+	a := newFilesApp(t, onPostgres(url))
+	ann := a.signup("ann")
+	mandate := filesMandate(ann)
+	st := a.app.Engine().Store().(*pg.Store)
+	st.LoseCommitAnswer()
+	status, out := ann.human.callWith(mandate, "holon-labs/text-tables", map[string]any{"text": "a,1\n"})
+	if e, _ := out["error"].(map[string]any); status != http.StatusServiceUnavailable || e["code"] != holon.CodeStoreUnavailable {
+		t.Fatalf("the call whose reservation's answer was lost: %d %v, want 503 %s", status, out, holon.CodeStoreUnavailable)
+	}
+	var rid string
+	err := st.View(func(tx holon.Tx) error {
+		hs, err := tx.Holds()
+		if len(hs) != 1 {
+			t.Fatalf("holds after the lost answer: %d (%v), want the one that landed", len(hs), err)
+		}
+		rid = hs[0].Receipt
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The lease is 2 s: a recovery pass runs every second.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		var holds int
+		var r *holon.Receipt
+		var acct holon.Account
+		var b holon.Budget
+		err := st.View(func(tx holon.Tx) error {
+			hs, err := tx.Holds()
+			if err != nil {
+				return err
+			}
+			holds = len(hs)
+			if r, err = tx.Receipt(rid); err != nil {
+				return err
+			}
+			if acct, err = tx.Account(r.Payer); err != nil {
+				return err
+			}
+			b, err = tx.Budget(r.Mandate)
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if holds == 0 {
+			if r.Status != holon.StatusFailed || r.Error == nil || *r.Error != holon.CodeStoreUnavailable || r.Billed || acct.Held != 0 || b.Reserved != 0 || b.Spent != 0 {
+				t.Errorf("closed: %s %v billed %v, held %s, budget %+v; want failed %s, unbilled, nothing held or reserved",
+					r.Status, r.Error, r.Billed, acct.Held, b, holon.CodeStoreUnavailable)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the hold of %s is still there 5 s later (receipt %s): nothing closes it", rid, r.Status)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	// The gateway serves on.
+	if status, out := ann.human.callWith(mandate, "holon-labs/text-tables", map[string]any{"text": "a,1\n"}); status != http.StatusOK {
+		t.Errorf("the next call: %d %v", status, out["error"])
+	}
+}

@@ -1,0 +1,358 @@
+package pg
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// A group is one transaction of the writer: the updates it took from the
+// queue, run one after the other, each under its own savepoint. An
+// update's writes are not sent when it ends: they wait, with those of the
+// updates after it, for the next statement that must be answered (a read
+// the cache cannot answer, or the group's end), so that a group whose
+// updates read only cached rows costs one round trip in all. Until its
+// statements are answered, an update is open: when one of them is refused,
+// that update alone fails (undone to its savepoint) and the updates after
+// it, whose statements the database skipped, run again.
+type group struct {
+	s       *Store
+	ctx     context.Context
+	conn    *pgx.Conn
+	pending []queued
+	// open are the updates that ran to their end but whose statements
+	// are not all answered yet, oldest first.
+	open []*Tx
+	// conf holds the cache changes of the updates answered so far.
+	conf layer
+	// errs are the updates' outcomes; rerun the first update to run
+	// again after one was refused in another's round trip (-1: none).
+	errs  []error
+	rerun int
+	// gen is the last writer_log entry this writer has seen.
+	gen int64
+}
+
+// answered is told that every pending statement was answered: the open
+// updates are done, their changes the group's.
+func (g *group) answered() {
+	for _, o := range g.open {
+		g.conf.merge(o.l)
+	}
+	g.open = g.open[:0]
+}
+
+// refused handles a pending statement of update owner that PostgreSQL
+// refused with err, in a round trip update t made, and returns t's error.
+func (g *group) refused(t *Tx, owner int, err error) error {
+	if t.note(err); t.fatal != nil || owner < 0 {
+		if t.fatal == nil {
+			t.fatal = err
+		}
+		return t.fatal
+	}
+	// The updates before owner were answered; owner's statements stop
+	// at the one refused, and nothing after it ran.
+	n := 0
+	for _, o := range g.open {
+		if o.idx < owner {
+			g.conf.merge(o.l)
+			n++
+		}
+	}
+	g.open = g.open[n:]
+	if owner == t.idx {
+		t.sent = true
+		return err
+	}
+	// An earlier update, which ended without an error, is refused: it
+	// fails, and every update after it runs again.
+	g.errs[owner] = err
+	g.open = g.open[:0]
+	g.rerun = owner + 1
+	t.failed = nil
+	if uerr := g.undo(); uerr != nil {
+		t.fatal = uerr
+		return uerr
+	}
+	t.restart = true
+	return errRestart
+}
+
+// undo rolls the transaction back to the last savepoint, at once, in the
+// simple protocol: the transaction refuses every statement until then,
+// even its preparing (which pgx does for a batch's new statements).
+func (g *group) undo() error {
+	g.pending = g.pending[:0]
+	g.s.trips.Add(1)
+	g.s.stmts.Add(2)
+	_, err := g.conn.PgConn().Exec(g.ctx, `ROLLBACK TO SAVEPOINT u; RELEASE SAVEPOINT u`).ReadAll()
+	return err
+}
+
+// try runs the group once in a SERIALIZABLE transaction, each update under
+// a savepoint. retry is true after a serialization conflict or deadlock
+// (the whole group must run again); err is an error of the transaction
+// itself (the database unreachable, the commit refused).
+func (s *Store) try(batch *[]*update, fill bool) (errs []error, retry bool, err error) {
+	ctx := context.Background()
+	g := &group{s: s, ctx: ctx, conf: layer{}, rerun: -1}
+	// The writers of every gateway take turns, a group at a time: the
+	// lock is taken before the transaction's snapshot, so it sees every
+	// group committed before it and no two groups ever conflict (a
+	// conflict would run a whole group again). The same round trip reads
+	// the writers' log since this writer's last group.
+	var logged []logEntry
+	start := time.Now()
+	conn, err := s.acquire(ctx, func(c *pgxpool.Conn) (err error) {
+		logged, err = begin(ctx, c.Conn(), s.gen)
+		return err
+	})
+	s.inBegin.Add(int64(time.Since(start)))
+	if err != nil {
+		s.dropCache()
+		return nil, false, unavailable(err)
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			// The connection may be inside the transaction: closing it
+			// ends it.
+			conn.Conn().Close(ctx)
+			s.dropCache()
+		}
+		conn.Release()
+	}()
+	g.conn = conn.Conn()
+	g.gen = s.catchUp(logged)
+	if fill {
+		// What queued while this writer waited for its turn joins the group.
+		*batch = s.fill(*batch)
+	}
+	updates := *batch
+	g.errs = make([]error, len(updates))
+	for i := 0; ; {
+		for ; i < len(updates); i++ {
+			u := updates[i]
+			if err := u.ctx.Err(); err != nil {
+				g.errs[i] = err
+				continue
+			}
+			tx := &Tx{s: s, ctx: ctx, tx: conn.Conn(), g: g, idx: i, l: layer{}}
+			mark := len(g.pending)
+			g.pending = append(g.pending, queued{sql: `SAVEPOINT u`, owner: i})
+			ferr := call(u.fn, tx)
+			if tx.fatal != nil {
+				return nil, conflict(tx.fatal), unavailable(tx.fatal)
+			}
+			if tx.restart {
+				i = g.rerun - 1
+				continue
+			}
+			if ferr == nil && tx.failed == nil {
+				g.pending = append(g.pending, queued{sql: `RELEASE SAVEPOINT u`, owner: i})
+				g.open = append(g.open, tx)
+				g.errs[i] = nil
+				continue
+			}
+			if ferr == nil {
+				ferr = tx.failed // an error PostgreSQL returned, which fn went past
+			}
+			g.errs[i] = ferr
+			if !tx.sent { // nothing of it reached the database
+				g.pending = g.pending[:mark]
+				continue
+			}
+			// Some of it did: undo it, at once if PostgreSQL refused it
+			// (the transaction refuses everything until then). Its
+			// statements not sent yet are the last pending ones.
+			if tx.failed != nil {
+				if err := g.undo(); err != nil {
+					return nil, conflict(err), unavailable(err)
+				}
+				continue
+			}
+			n := len(g.pending)
+			for n > 0 && g.pending[n-1].owner == i {
+				n--
+			}
+			g.pending = append(g.pending[:n], queued{sql: `ROLLBACK TO SAVEPOINT u`, owner: -1}, queued{sql: `RELEASE SAVEPOINT u`, owner: -1})
+		}
+		// The group's end: what is still pending is sent.
+		end := &Tx{s: s, ctx: ctx, tx: conn.Conn(), g: g, idx: len(updates)}
+		if end.flush(); end.fatal != nil {
+			return nil, conflict(end.fatal), unavailable(end.fatal)
+		}
+		if !end.restart {
+			break
+		}
+		i = g.rerun
+	}
+	if err := s.commit(ctx, conn.Conn(), g); err != nil {
+		return nil, conflict(err), unavailable(err)
+	}
+	ok = true
+	return g.errs, false, nil
+}
+
+// logEntry is one group's entry in writer_log.
+type logEntry struct {
+	gen  int64
+	keys []string
+}
+
+// begin begins the group's transaction, takes the writers' lock and reads
+// the writers' log after gen (the newest entry alone when gen < 0), in one
+// round trip. The lock is writer_log's table lock in EXCLUSIVE mode
+// (readers are not held up), taken by the transaction's first statement:
+// LOCK TABLE takes no snapshot, so the transaction's snapshot is taken once
+// the lock is held, and sees every group committed before. It is let go
+// of at COMMIT or ROLLBACK, or when the connection dies.
+func begin(ctx context.Context, c *pgx.Conn, gen int64) ([]logEntry, error) {
+	b := &pgx.Batch{}
+	b.Queue(`BEGIN ISOLATION LEVEL REPEATABLE READ`)
+	b.Queue(`LOCK TABLE writer_log IN EXCLUSIVE MODE`)
+	if gen < 0 {
+		b.Queue(`SELECT coalesce(max(gen), 0), '{}'::text[] FROM writer_log`)
+	} else {
+		b.Queue(`SELECT gen, keys FROM writer_log WHERE gen > $1 ORDER BY gen`, gen)
+	}
+	br := c.SendBatch(ctx, b)
+	defer br.Close()
+	for range 2 {
+		if _, err := br.Exec(); err != nil {
+			return nil, err
+		}
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return nil, err
+	}
+	var out []logEntry
+	for rows.Next() {
+		var e logEntry
+		if err := rows.Scan(&e.gen, &e.keys); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		out = append(out, e)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return out, br.Close()
+}
+
+// catchUp forgets the rows the other writers changed since this writer's
+// last group and returns the newest log entry's number.
+func (s *Store) catchUp(logged []logEntry) int64 {
+	if s.gen < 0 {
+		s.base = layer{}
+		if len(logged) == 0 {
+			return 0
+		}
+		return logged[len(logged)-1].gen
+	}
+	if len(logged) == 0 {
+		return s.gen
+	}
+	if logged[0].gen != s.gen+1 {
+		// The entries in between were pruned: forget everything.
+		s.base = layer{}
+	} else {
+		for _, e := range logged {
+			for _, k := range e.keys {
+				delete(s.base, k)
+			}
+		}
+	}
+	return logged[len(logged)-1].gen
+}
+
+// logPrune is how often (in log entries) the writers' log is pruned, and
+// logKeep how many entries pruning keeps: a writer idle for longer than
+// that many groups of others forgets its whole cache.
+const (
+	logPrune = 1024
+	logKeep  = 8192
+)
+
+// commit appends the group's changed rows to the writers' log and commits
+// (letting go of the writers' lock), in one round trip, and keeps the
+// group's cache changes.
+func (s *Store) commit(ctx context.Context, c *pgx.Conn, g *group) error {
+	var keys []string
+	for k, e := range g.conf {
+		if e.dirty {
+			keys = append(keys, k)
+		}
+	}
+	gen := g.gen
+	b := &pgx.Batch{}
+	if len(keys) > 0 {
+		gen++
+		b.Queue(`INSERT INTO writer_log (gen, keys) VALUES ($1, $2)`, gen, keys)
+		if gen%logPrune == 0 {
+			b.Queue(`DELETE FROM writer_log WHERE gen <= $1`, gen-logKeep)
+		}
+	}
+	b.Queue(`COMMIT`)
+	defer func(start time.Time) { s.inCommit.Add(int64(time.Since(start))) }(time.Now())
+	br := c.SendBatch(ctx, b)
+	for i := range b.Len() {
+		tag, err := br.Exec()
+		if err == nil && i == b.Len()-1 && tag.String() != "COMMIT" {
+			err = fmt.Errorf("PostgreSQL answered %q to COMMIT", tag.String())
+		}
+		if err != nil {
+			br.Close()
+			return err
+		}
+	}
+	if err := br.Close(); err != nil {
+		return err
+	}
+	if s.loseAnswer.Load() && wroteHold(g.conf) && s.loseAnswer.CompareAndSwap(true, false) {
+		return &pgconn.PgError{Code: "57P01", Message: "the commit's answer was lost (LoseCommitAnswer)"}
+	}
+	s.gen = gen
+	if len(s.base)+len(g.conf) > maxBase {
+		s.base = layer{}
+	}
+	for k, e := range g.conf {
+		if e.st == unknown {
+			delete(s.base, k)
+		} else {
+			e.dirty = false
+			s.base[k] = e
+		}
+	}
+	return nil
+}
+
+// dropCache forgets everything the writer knew: after a group failed, what
+// the database holds is not known.
+func (s *Store) dropCache() {
+	s.base = layer{}
+	s.gen = -1
+}
+
+// LoseCommitAnswer makes the next commit that writes a hold (a call's
+// reservation) land and then fail as if the connection had dropped before
+// its answer came back: for tests and drills of what a gateway does then.
+func (s *Store) LoseCommitAnswer() { s.loseAnswer.Store(true) }
+
+func wroteHold(l layer) bool {
+	for k, e := range l {
+		if e.dirty && e.st == present && strings.HasPrefix(k, "h"+sep) {
+			return true
+		}
+	}
+	return false
+}
