@@ -25,7 +25,7 @@ func TestRun_Calls(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Run: %v\n%s", err, out.String())
 	}
-	for _, want := range []string{"[1] durable settled calls/s", "measured:", "target:", "verdict:", "money checked", "holon verify's 12 checks passed", "summary"} {
+	for _, want := range []string{"[1] durable settled calls/s", "measured:", "target:", "verdict:", "money checked", "holon verify's 13 checks passed", "summary"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("the report lacks %q:\n%s", want, out.String())
 		}
