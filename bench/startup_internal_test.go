@@ -17,20 +17,7 @@ func TestBuildReceipts_Verifies(t *testing.T) {
 	if _, err := buildReceipts(t.Context(), path, 1000); err != nil {
 		t.Fatal(err)
 	}
-	s, err := kv.OpenReadOnly(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	rep, err := backup.Verify(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range rep.Checks {
-		if !c.OK() {
-			t.Errorf("check %s failed: %v", c.Name, c.Problems)
-		}
-	}
+	verifyStore(t, path)
 }
 
 // Ensure that the store the reports row builds passes holon verify too,
@@ -41,6 +28,16 @@ func TestBuildReportStore_Verifies(t *testing.T) {
 	if _, err := buildReportStore(t.Context(), path, 3000, time.Now()); err != nil {
 		t.Fatal(err)
 	}
+	rep := verifyStore(t, path)
+	if c := rep.Check(backup.CheckRollups); !strings.Contains(c.Covered, "against 3000 settled calls") {
+		t.Errorf("the rollups check covered %q", c.Covered)
+	}
+}
+
+// verifyStore runs holon verify on the store at path, each failed check
+// an error of t, and returns its report.
+func verifyStore(t *testing.T, path string) *backup.Report {
+	t.Helper()
 	s, err := kv.OpenReadOnly(path)
 	if err != nil {
 		t.Fatal(err)
@@ -55,7 +52,5 @@ func TestBuildReportStore_Verifies(t *testing.T) {
 			t.Errorf("check %s failed: %v", c.Name, c.Problems)
 		}
 	}
-	if c := rep.Check(backup.CheckRollups); !strings.Contains(c.Covered, "against 3000 settled calls") {
-		t.Errorf("the rollups check covered %q", c.Covered)
-	}
+	return rep
 }
