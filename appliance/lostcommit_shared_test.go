@@ -1,11 +1,13 @@
 package appliance_test
 
 import (
+	"context"
 	"net/http"
 	"testing"
 	"time"
 
 	"holon.dev/holon"
+	"holon.dev/holon/appliance"
 	"holon.dev/holon/backup/pgtest"
 	"holon.dev/holon/kv/pg"
 )
@@ -13,17 +15,25 @@ import (
 // Ensure that a call whose reservation committed in PostgreSQL but whose
 // commit's answer was lost (the connection dropped as it came back) is
 // answered 503 store_unavailable, never runs, and that its hold, which
-// belongs to a gateway whose lease lives, is closed by that gateway's next
-// recovery pass: failed store_unavailable, unbilled, its hold and
-// reservation released.
+// belongs to a gateway whose lease lives, is closed by that gateway as soon
+// as the store answers again, not at its next recovery pass (the lease
+// here is 30 s: a pass every 15 s): failed store_unavailable, unbilled,
+// its hold and reservation released, and its Idempotency-Key no longer
+// running.
 func TestCalls_LostReservationCommitIsClosed(t *testing.T) {
 	url := pgtest.Start(t).CreateDB(t, "lostcommit")
-	a := newFilesApp(t, onPostgres(url))
+	a := newFilesApp(t, func(c *appliance.Config) {
+		c.OpenStore = func(_ string, opts holon.StoreOptions) (holon.Store, error) {
+			return pg.OpenWith(context.Background(), url, opts, pg.Options{Lease: 30 * time.Second})
+		}
+	})
 	ann := a.signup("ann")
 	mandate := filesMandate(ann)
 	st := a.app.Engine().Store().(*pg.Store)
 	st.LoseCommitAnswer()
-	status, out := ann.human.callWith(mandate, "holon-labs/text-tables", map[string]any{"text": "a,1\n"})
+	keyed := ann.human.with("Idempotency-Key", "lost-1")
+	input := map[string]any{"text": "a,1\n"}
+	status, out := keyed.callWith(mandate, "holon-labs/text-tables", input)
 	if e, _ := out["error"].(map[string]any); status != http.StatusServiceUnavailable || e["code"] != holon.CodeStoreUnavailable {
 		t.Fatalf("the call whose reservation's answer was lost: %d %v, want 503 %s", status, out, holon.CodeStoreUnavailable)
 	}
@@ -39,7 +49,6 @@ func TestCalls_LostReservationCommitIsClosed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The lease is 2 s: a recovery pass runs every second.
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		var holds int
@@ -72,9 +81,14 @@ func TestCalls_LostReservationCommitIsClosed(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the hold of %s is still there 5 s later (receipt %s): nothing closes it", rid, r.Status)
+			t.Fatalf("the hold of %s is still there 5 s later (receipt %s): nothing closes it before the next recovery pass", rid, r.Status)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+	// Its Idempotency-Key records that end: re-sent, it replays the closed
+	// receipt (not 409 in flight, nor interrupted: the end is known).
+	if status, out := keyed.callWith(mandate, "holon-labs/text-tables", input); out["replayed"] != true || receiptOf(out)["id"] != rid || receiptOf(out)["status"] != holon.StatusFailed {
+		t.Errorf("the key of the closed call, re-sent: %d %v; want the replay of %s, failed", status, out, rid)
 	}
 	// The gateway serves on.
 	if status, out := ann.human.callWith(mandate, "holon-labs/text-tables", map[string]any{"text": "a,1\n"}); status != http.StatusOK {

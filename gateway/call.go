@@ -512,8 +512,8 @@ func (e *Engine) reserve(ctx context.Context, m *contract.Mandate, v *AgentVersi
 		if storeUnavailable(err) && rs != nil && rs.hold != nil {
 			// Its commit may have landed, its answer lost: the call
 			// never runs here, so its hold, if it is there, is closed
-			// by the next recovery pass.
-			e.doubtful.add(rs.receipt.ID)
+			// as soon as the store answers again.
+			e.doubt(rs.receipt.ID, sp.claim)
 		}
 		return nil, err
 	}

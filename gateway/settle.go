@@ -423,6 +423,40 @@ func (e *Engine) creditParent(tx holon.Tx, h *holon.Hold, r *holon.Receipt) erro
 	return tx.PutHold(ph)
 }
 
+// closeHeld closes the call in flight whose hold is h, in tx: failed with
+// code, never billed; its hold and reservations released, its finished
+// downstream passed up to its parent when that is in flight too.
+func (e *Engine) closeHeld(tx holon.Tx, h *holon.Hold, code string) (*holon.Receipt, error) {
+	r, err := tx.Receipt(h.Receipt)
+	if err != nil {
+		return nil, err
+	}
+	if err := e.release(tx, h, 0, true, nil); err != nil {
+		return nil, err
+	}
+	r.Status, r.Error, r.Billed = holon.StatusFailed, &code, false
+	r.Cost = holon.Cost{Downstream: h.Downstream, Total: h.Downstream}
+	r.Children = append([]string{}, h.Children...)
+	r.DurationMS = e.now().Sub(h.Started).Milliseconds()
+	if _, err := tx.Hold(h.Parent); h.Parent != "" && err == nil {
+		if err := e.creditParent(tx, h, r); err != nil {
+			return nil, err
+		}
+	}
+	if err := tx.PutReceipt(r); err != nil {
+		return nil, err
+	}
+	agent := ""
+	if r.Agent != nil {
+		agent = *r.Agent
+	}
+	if err := tx.AppendEvent(&holon.Event{Receipt: r.ID, Agent: agent, Status: r.Status, Error: code,
+		DurationMS: r.DurationMS, Currency: r.Currency, Delegated: h.Parent != "", Time: e.now().UTC()}, false); err != nil {
+		return nil, err
+	}
+	return r, tx.DeleteHold(h.Receipt)
+}
+
 // Recover closes the calls that were in flight when the gateway stopped:
 // failed with gateway_restarted, never billed; holds and reservations
 // released. Downstream calls that had finished stay paid. It returns how
@@ -472,44 +506,19 @@ func (e *Engine) Recover(ctx context.Context) (int, error) {
 			if err != nil {
 				return err
 			}
-			code := holon.CodeGatewayRestarted
-			if doubtful[h.Receipt] {
-				code = holon.CodeStoreUnavailable // never ran: its reservation's answer was lost
-			} else if st, ok := tx.(holon.SharedTx); ok {
+			if c, ok := doubtful[h.Receipt]; ok {
+				closes = true // never ran: its reservation's answer was lost
+				return e.closeDoubtTx(tx, h, c)
+			}
+			if st, ok := tx.(holon.SharedTx); ok {
 				orphaned, err := st.Orphaned(h.Receipt)
 				if err != nil || !orphaned {
 					return err // a running gateway's call
 				}
 			}
 			closes = true
-			r, err := tx.Receipt(h.Receipt)
-			if err != nil {
-				return err
-			}
-			if err := e.release(tx, h, 0, true, nil); err != nil {
-				return err
-			}
-			r.Status, r.Error, r.Billed = holon.StatusFailed, &code, false
-			r.Cost = holon.Cost{Downstream: h.Downstream, Total: h.Downstream}
-			r.Children = append([]string{}, h.Children...)
-			r.DurationMS = e.now().Sub(h.Started).Milliseconds()
-			if _, err := tx.Hold(h.Parent); h.Parent != "" && err == nil {
-				if err := e.creditParent(tx, h, r); err != nil {
-					return err
-				}
-			}
-			if err := tx.PutReceipt(r); err != nil {
-				return err
-			}
-			agent := ""
-			if r.Agent != nil {
-				agent = *r.Agent
-			}
-			if err := tx.AppendEvent(&holon.Event{Receipt: r.ID, Agent: agent, Status: r.Status, Error: code,
-				DurationMS: r.DurationMS, Currency: r.Currency, Delegated: h.Parent != "", Time: e.now().UTC()}, false); err != nil {
-				return err
-			}
-			return tx.DeleteHold(h.Receipt)
+			_, err = e.closeHeld(tx, h, holon.CodeGatewayRestarted)
+			return err
 		})
 		if err != nil {
 			return closed, fmt.Errorf("close %s after restart: %w", h.Receipt, err)

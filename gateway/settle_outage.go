@@ -166,38 +166,117 @@ func outage(rid string, err error) error {
 // doubts are the receipts of calls whose reservation failed with the store
 // unreachable: the commit may have landed with its answer lost. The call
 // never runs, so a hold under one of them is no running call's, even
-// while this gateway's lease lives: Recover closes it (failed
-// store_unavailable, unbilled, released).
+// while this gateway's lease lives: closeDoubts closes it (failed
+// store_unavailable, unbilled, released, its Idempotency-Key recorded as
+// so ended) as soon as the store answers again, and Recover does if it
+// runs first.
 type doubts struct {
-	mu  sync.Mutex
-	ids map[string]bool
+	mu      sync.Mutex
+	ids     map[string]Claim // the call's claim, nil without a key
+	closing bool             // closeDoubts runs
 }
 
-func (d *doubts) add(id string) {
+// add puts id in doubt and reports whether a closer must start.
+func (d *doubts) add(id string, c Claim) (start bool) {
 	d.mu.Lock()
+	defer d.mu.Unlock()
 	if d.ids == nil {
-		d.ids = map[string]bool{}
+		d.ids = map[string]Claim{}
 	}
-	d.ids[id] = true
-	d.mu.Unlock()
+	d.ids[id] = c
+	start, d.closing = !d.closing, true
+	return start
 }
 
 // snapshot is the receipts in doubt now.
-func (d *doubts) snapshot() map[string]bool {
+func (d *doubts) snapshot() map[string]Claim {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	out := make(map[string]bool, len(d.ids))
-	for id := range d.ids {
-		out[id] = true
+	out := make(map[string]Claim, len(d.ids))
+	for id, c := range d.ids {
+		out[id] = c
 	}
 	return out
 }
 
 // drop forgets receipts whose doubt is resolved.
-func (d *doubts) drop(ids map[string]bool) {
+func (d *doubts) drop(ids map[string]Claim) {
 	d.mu.Lock()
 	for id := range ids {
 		delete(d.ids, id)
 	}
 	d.mu.Unlock()
+}
+
+// idle reports, for the closer, whether no doubt is left (or stop says
+// the closer gives up): then the closer ends, and the next add starts one.
+func (d *doubts) idle(stop bool) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.ids) == 0 || stop {
+		d.closing = false
+		return true
+	}
+	return false
+}
+
+// doubt puts a call in doubt (see doubts) and starts the closer if none runs.
+func (e *Engine) doubt(rid string, c Claim) {
+	if e.doubtful.add(rid, c) {
+		go e.closeDoubts()
+	}
+}
+
+// closeDoubts closes the calls in doubt, every closeLaterEvery, until none
+// is left; it gives up while the store stays unreachable for
+// closeLaterFor (the next start, or another gateway once this one's lease
+// runs out, closes them), and when the store closes.
+func (e *Engine) closeDoubts() {
+	reached := time.Now()
+	for {
+		time.Sleep(closeLaterEvery)
+		doubtful := e.doubtful.snapshot()
+		resolved := make(map[string]Claim, len(doubtful))
+		var err error
+		for id, c := range doubtful {
+			err = e.store.Update(context.Background(), func(tx holon.Tx) error {
+				h, err := tx.Hold(id)
+				if errors.Is(err, holon.ErrNotFound) {
+					return nil // the reservation did not land, or its call is closed already
+				} else if err != nil {
+					return err
+				}
+				return e.closeDoubtTx(tx, h, c)
+			})
+			if err != nil {
+				break
+			}
+			resolved[id] = c
+		}
+		e.doubtful.drop(resolved)
+		switch {
+		case err == nil || !storeUnavailable(err):
+			reached = time.Now()
+		}
+		if err != nil && !storeUnavailable(err) && !errors.Is(err, holon.ErrClosed) {
+			e.log.Error("close a call whose reservation's answer was lost", "err", err)
+		}
+		if e.doubtful.idle(errors.Is(err, holon.ErrClosed) || time.Since(reached) > closeLaterFor) {
+			if n := len(e.doubtful.snapshot()); n > 0 && !errors.Is(err, holon.ErrClosed) {
+				e.log.Error("gave up closing calls in doubt while the store stays unreachable: the next start, or another gateway once this one's lease runs out, closes them", "calls", n)
+			}
+			return
+		}
+	}
+}
+
+// closeDoubtTx closes, in tx, the call in doubt whose hold is h: it never
+// ran (its caller was answered 503), so it ends failed store_unavailable,
+// unbilled, and its Idempotency-Key, if any, records that end.
+func (e *Engine) closeDoubtTx(tx holon.Tx, h *holon.Hold, c Claim) error {
+	r, err := e.closeHeld(tx, h, holon.CodeStoreUnavailable)
+	if err != nil {
+		return err
+	}
+	return recordClaim(tx, c, r)
 }
