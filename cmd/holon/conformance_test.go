@@ -410,7 +410,19 @@ func TestConformance_MCP(t *testing.T) {
 	// adds the agent key to the requests to /mcp.
 	var agentKey string
 	var proxy httputil.ReverseProxy
-	front := httptest.NewServer(&proxy)
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Full duplex: the proxy writes an event stream's headers as soon
+		// as they come, and by default the server then drains and closes
+		// the request body, while the proxy's transport may still be
+		// reading it to its end (to check its length); that read then
+		// fails, the transport closes the connection to the gateway, and
+		// the answer is cut ("read error during body copy: use of closed
+		// network connection"), as the suite saw once in five runs.
+		if err := http.NewResponseController(w).EnableFullDuplex(); err != nil {
+			t.Errorf("full duplex: %v", err)
+		}
+		proxy.ServeHTTP(w, r)
+	}))
 	defer front.Close()
 	env := map[string]string{"HOLON_FILE_SECRET": "cOnf0rm-S3cret-4aZ7qW2xE4rT6yU8iO0p", "HOLON_PUBLIC_URL": front.URL}
 	hosted := startServe(t, env, "--hosted", "--addr", "127.0.0.1:0", "--db", filepath.Join(t.TempDir(), "holon.db"))
