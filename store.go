@@ -251,6 +251,15 @@ type DocsTx interface {
 	Append(bucket string, v any) (uint64, error)
 }
 
+// ReceiptChecker is implemented by the transactions of a store that can
+// tell whether a receipt is stored without decoding it (package kv's): an
+// in-memory admission asks it of each call whose settlement may have
+// committed (gateway/memory.go).
+type ReceiptChecker interface {
+	// HasReceipt reports whether the receipt is stored.
+	HasReceipt(id string) bool
+}
+
 // SharedTx is implemented by the transactions of a store several gateways
 // serve from at once (the PostgreSQL store), where a call in flight may be
 // another running gateway's.

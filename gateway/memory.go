@@ -209,7 +209,7 @@ func (l *ledger) unseenLocked(tx holon.Tx, mandate, window, account string, pend
 	}
 	l.wmu.Unlock()
 	for _, r := range maybe {
-		if _, err := tx.Receipt(r.receipt); err != nil {
+		if !receiptShown(tx, r.receipt) {
 			continue
 		}
 		if r.mandate == mandate {
@@ -223,6 +223,16 @@ func (l *ledger) unseenLocked(tx holon.Tx, mandate, window, account string, pend
 		}
 	}
 	return u
+}
+
+// receiptShown reports whether tx shows a receipt: without decoding it
+// where the store can say (holon.ReceiptChecker), else by reading it.
+func receiptShown(tx holon.Tx, id string) bool {
+	if rc, ok := tx.(holon.ReceiptChecker); ok {
+		return rc.HasReceipt(id)
+	}
+	_, err := tx.Receipt(id)
+	return err == nil
 }
 
 // memHold is an in-memory reservation: the hold a durable one would store.
