@@ -57,8 +57,9 @@ const foldGrace = time.Minute
 // (BenchmarkKeys_Fold).
 const foldBatch = 128
 
-// maxIndexed is how many keys the index holds before the log is folded
-// without waiting for the sweep's period (about 150 bytes each).
+// maxIndexed is how many keys the index holds, besides those folded and
+// not yet forgotten, before the log is folded without waiting for the
+// sweep's period (about 150 bytes each).
 const maxIndexed = 1 << 20
 
 // folded is an index entry whose log entry a fold deleted.
@@ -124,7 +125,7 @@ func (d *Keys) appendLog(key string) (uint64, bool) {
 	seq := d.next
 	d.next++
 	d.index[key] = seq
-	if len(d.index) > maxIndexed {
+	if len(d.index)-len(d.folded) > maxIndexed {
 		select {
 		case d.foldNow <- struct{}{}:
 		default:

@@ -128,17 +128,25 @@ func (d *Keys) SweepEvery(ctx context.Context, log *slog.Logger) {
 		} else if n > 0 {
 			log.Info("deleted expired idempotency keys", "keys", n)
 		}
+		// The index forgets the keys a fold moved once their grace
+		// has passed, not at the next sweep an hour later.
+		forget := time.NewTimer(foldGrace)
 		for folding := true; folding; {
 			select {
 			case <-ctx.Done():
+				forget.Stop()
 				return
 			case <-t.C:
 				folding = false
+			case <-forget.C:
+				d.forget(d.now())
 			case <-d.foldNow:
 				if _, err := d.fold(ctx); err != nil && ctx.Err() == nil {
 					log.Error("fold the log of idempotency keys", "err", err)
 				}
+				forget.Reset(foldGrace)
 			}
 		}
+		forget.Stop()
 	}
 }
