@@ -344,6 +344,10 @@ func TestIdempotency_RestartEarlierLayout(t *testing.T) {
 	scope := hex.EncodeToString(sum[:])
 	c := ann.human.with("Idempotency-Key", "old-1")
 	c.must(http.StatusOK, "POST", "/v0/calls", lookup("ann/sandbox"))
+	// The sweep folds the log of finished keys into key/.
+	if _, err := ta.app.SweepIdempotencyKeys(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	// Turn its record back into a running one of the earlier layout.
 	err := ta.app.Engine().Store().Update(context.Background(), func(tx holon.Tx) error {
 		var rec map[string]any

@@ -62,6 +62,9 @@ func (a *App) init(ctx context.Context) error {
 	}
 	a.openPublishing()
 	a.idem = idempotency.New(a.store, a.cfg.Now, a.cfg.IdempotencyTTL)
+	if err := a.idem.Open(ctx); err != nil {
+		return fmt.Errorf("open the idempotency keys: %w", err)
+	}
 	a.mount()
 	a.startWorkers(ctx)
 	return nil

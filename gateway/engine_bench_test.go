@@ -18,7 +18,10 @@ import (
 // without fsync for the CPU path alone (with one caller, the cost of one
 // call end to end). It reports calls/s, the store's mean batch (updates
 // per commit) and the process's CPU time per call, which the disk's noise
-// does not move, and the pages the store wrote per call and per commit.
+// does not move, and the pages the store wrote per call and per commit;
+// and the store's writer: how busy it was (updates and commits over the
+// run's time), its time per update (the updates' functions) and per
+// commit (page writes and syncs included).
 func BenchmarkEngine_Call(b *testing.B) {
 	b.Run("fsync", func(b *testing.B) { benchmarkEngineCall(b, 64, false) })
 	b.Run("nosync", func(b *testing.B) { benchmarkEngineCall(b, 64, true) })
@@ -62,6 +65,10 @@ func benchmarkEngineCall(b *testing.B, callers int, noSync bool) {
 		b.ReportMetric(float64(after.Updates-before.Updates)/float64(commits), "updates/commit")
 		b.ReportMetric(float64(commits)/float64(b.N), "commits/call")
 		b.ReportMetric(float64(after.PageBytes-before.PageBytes)/1024/float64(commits), "page-KB/commit")
+		update, commit := after.UpdateTime-before.UpdateTime, after.CommitTime-before.CommitTime
+		b.ReportMetric(100*float64(update+commit)/float64(after.Elapsed-before.Elapsed), "writer-busy-%")
+		b.ReportMetric(float64(update.Nanoseconds())/1e3/float64(after.Updates-before.Updates), "writer-µs/update")
+		b.ReportMetric(float64(commit.Nanoseconds())/1e3/float64(commits), "writer-µs/commit")
 	}
 	b.ReportMetric(float64(after.PageBytes-before.PageBytes)/1024/float64(b.N), "page-KB/call")
 }

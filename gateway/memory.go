@@ -21,11 +21,14 @@ import (
 // effect is about to leave the process) has its reservation written first,
 // as any other call's is.
 //
-// Lock order: the ledger's lock, then a read of the store (View), never the
-// other way round: bbolt's writer, growing the file, waits for every read
-// to end, and a read waiting for the ledger would wait for an admission
-// that waits for the writer. (An admission preview, resolve, reads the
-// store alone: the decisive check is the reservation's.)
+// Lock order: the ledger's lock, then a read of the store (View), then the
+// lock of the written receipts, never the other way round: bbolt's writer,
+// growing the file, waits for every read to end, and a read waiting for
+// the ledger would wait for an admission that waits for the writer. (An
+// admission preview, resolve, reads the store alone: the decisive check is
+// the reservation's.) A settlement, in the writer's transaction, takes
+// only the lock of the written receipts, held for a few map operations:
+// the writer never waits for an admission's read of the store.
 //
 // The ledger is visible to every admission exactly as a stored hold is:
 //
@@ -57,7 +60,9 @@ type ledger struct {
 	// written are the entries whose receipt a transaction wrote (perhaps
 	// not committed yet, perhaps undone): a transaction that sees that
 	// receipt sees the entry's money in the store, and does not count it
-	// again.
+	// again. Guarded by wmu, not mu (an entry's seen too), so that the
+	// writer notes a settlement without waiting for the ledger's lock.
+	wmu     sync.Mutex
 	written map[*resv]struct{}
 	// claims are the Idempotency-Keys running in memory or pending.
 	claims map[string]Claim
@@ -146,7 +151,9 @@ func (l *ledger) leaveLocked(r *resv) {
 	if r.claim != nil && l.claims[r.claim.Key()] == r.claim {
 		delete(l.claims, r.claim.Key())
 	}
+	l.wmu.Lock()
 	delete(l.written, r)
+	l.wmu.Unlock()
 }
 
 // leave forgets an entry once the store shows it to every read: its
@@ -157,17 +164,15 @@ func (l *ledger) leave(r *resv) {
 	l.mu.Unlock()
 }
 
-// wroteLocked notes that tx has just written r's receipt.
-func (l *ledger) wroteLocked(tx holon.Tx, r *resv) {
-	r.seen = tx.Counter("receipts")
-	l.written[r] = struct{}{}
-}
-
-// wrote is wroteLocked, taking the lock.
+// wrote notes that tx has just written r's receipt. It takes only the
+// lock of the written receipts: the writer calls it in a settlement's
+// transaction, and must not wait for an admission holding the ledger.
 func (l *ledger) wrote(tx holon.Tx, r *resv) {
-	l.mu.Lock()
-	l.wroteLocked(tx, r)
-	l.mu.Unlock()
+	seen := tx.Counter("receipts")
+	l.wmu.Lock()
+	r.seen = seen
+	l.written[r] = struct{}{}
+	l.wmu.Unlock()
 }
 
 // unseen is what a transaction does not show of the ledger: what is
@@ -193,14 +198,17 @@ func (l *ledger) unseenLocked(tx holon.Tx, mandate, window, account string, pend
 			u.windowReserved += l.pendReserved[windowName(mandate, window)]
 		}
 	}
-	if len(l.written) == 0 {
-		return u
-	}
 	n := tx.Counter("receipts")
+	var maybe []*resv
+	l.wmu.Lock()
 	for r := range l.written {
 		if r.seen > n || (!r.mem && !pending) || (r.mandate != mandate && r.payer != account) {
 			continue
 		}
+		maybe = append(maybe, r)
+	}
+	l.wmu.Unlock()
+	for _, r := range maybe {
 		if _, err := tx.Receipt(r.receipt); err != nil {
 			continue
 		}
@@ -416,7 +424,7 @@ func (dl *durableLedger) pend(tx holon.Tx, h *holon.Hold, c Claim) {
 	}
 	dl.l.enterLocked(p)
 	if h != nil {
-		dl.l.wroteLocked(tx, p)
+		dl.l.wrote(tx, p)
 	}
 	dl.p = p
 }

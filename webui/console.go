@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 
 	"holon.dev/holon"
 	"holon.dev/holon/appliance/origin"
@@ -97,7 +98,9 @@ type Console struct {
 	mux    *http.ServeMux
 	assets *assets
 	pages  map[string]*page
-	manual *manual
+	// manual renders the manual once, at its first request: rendering
+	// every page is a sixth of the gateway's start-up CPU.
+	manual func() (*manual, error)
 }
 
 // New builds the console over a backend.
@@ -113,9 +116,7 @@ func New(b Backend, log *slog.Logger) (*Console, error) {
 	if c.pages, err = c.loadPages(); err != nil {
 		return nil, err
 	}
-	if c.manual, err = loadManual(); err != nil {
-		return nil, err
-	}
+	c.manual = sync.OnceValues(loadManual)
 	c.routes()
 	return c, nil
 }

@@ -149,17 +149,34 @@ func manualURL(dir, dest string) string {
 	return dest
 }
 
+// manualFailed answers a request for the manual when an embedded page
+// did not render (a build defect, which the tests catch).
+func (c *Console) manualFailed(w http.ResponseWriter, r *http.Request, v Viewer, err error) {
+	c.log.Error("render the manual", "err", err)
+	c.render(w, r, v, http.StatusInternalServerError, "error", errorPage{Title: "The manual is broken", Message: "This gateway's manual did not render: its log says why."})
+}
+
 // routeManual serves the manual to anyone, signed in or not.
 func (c *Console) routeManual() {
 	for _, name := range manualFigures {
 		c.mux.HandleFunc("GET "+ManualPrefix+name, func(w http.ResponseWriter, r *http.Request) {
+			m, err := c.manual()
+			if err != nil {
+				c.manualFailed(w, r, Viewer{}, err)
+				return
+			}
 			w.Header().Set("Content-Type", "image/png")
 			w.Header().Set("Cache-Control", "public, max-age=3600")
-			_, _ = w.Write(c.manual.figures[name])
+			_, _ = w.Write(m.figures[name])
 		})
 	}
 	c.mux.Handle("GET "+ManualPrefix+"{page...}", c.public(func(w http.ResponseWriter, r *http.Request, v Viewer) {
-		p, ok := c.manual.pages[r.PathValue("page")]
+		m, err := c.manual()
+		if err != nil {
+			c.manualFailed(w, r, v, err)
+			return
+		}
+		p, ok := m.pages[r.PathValue("page")]
 		if !ok {
 			c.render(w, r, v, http.StatusNotFound, "error", errorPage{Title: "Not found", Message: "The manual has no page " + r.URL.Path + "."})
 			return

@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"holon.dev/holon"
@@ -85,6 +86,19 @@ type Keys struct {
 	// onSweep, when set, is told how many records each of the sweep's
 	// write transactions deleted (tests).
 	onSweep func(deleted int)
+
+	// The log of finished keys (log.go): mu guards logging (Open found a
+	// sole writer), the index (a key's newest entry), the next sequence
+	// number and the keys folded out of the log; foldMu makes one fold at
+	// a time; foldNow asks the sweep's loop for a fold when the index is
+	// full.
+	mu      sync.Mutex
+	logging bool
+	index   map[string]uint64
+	next    uint64
+	folded  []folded
+	foldMu  sync.Mutex
+	foldNow chan struct{}
 }
 
 // Claim is an Idempotency-Key presented with a call: a gateway.Claim.
@@ -180,10 +194,14 @@ func (c *Claim) Running(other gateway.Claim) error {
 	return holon.Errorf(CodeIdempotencyInFlight, "the call of Idempotency-Key %q is still running: wait for it, then re-send to get its receipt", c.key)
 }
 
-// lookup reads the key's record: finished or interrupted under key/,
-// running under run/. A finished record past its lifetime is absent: the
-// key runs as a new one, and its new record replaces the old.
+// lookup reads the key's record: finished in the log (log.go), finished
+// or interrupted under key/, running under run/. A finished record past
+// its lifetime is absent: the key runs as a new one, and its new record
+// replaces the old.
 func (c *Claim) lookup(tx holon.Tx) (Record, bool, error) {
+	if rec, ok, err := c.lookupLog(tx); ok || err != nil {
+		return rec, ok, err
+	}
 	var rec Record
 	err := tx.Get(holon.BucketIdempotency, recordKey(c.scope, c.key), &rec)
 	if err == nil && !c.keys.expired(rec, c.keys.now()) {
@@ -220,7 +238,8 @@ func runningRecord(tx holon.Tx, runKey string) (Record, bool, error) {
 }
 
 // Record writes the key as running with the call's reservation, or done
-// with the receipt and status that end the call.
+// with the receipt and status that end the call: appended to the log of
+// finished keys on a store only this process writes, else under key/.
 func (c *Claim) Record(tx holon.Tx, r *holon.Receipt) error {
 	if r.Status == holon.StatusRunning {
 		c.receipt = r.ID
@@ -229,7 +248,11 @@ func (c *Claim) Record(tx holon.Tx, r *holon.Receipt) error {
 	}
 	now := c.keys.now().UTC()
 	rec := Record{State: stateDone, Request: c.hash, Receipt: r.ID, Status: web.ReceiptStatus(r), Started: r.Created, Finished: &now}
-	if err := tx.Put(holon.BucketIdempotency, recordKey(c.scope, c.key), rec); err != nil {
+	if seq, ok := c.keys.appendLog(c.Key()); ok {
+		if err := tx.Put(holon.BucketIdempotency, logKey(seq), logEntry{Key: c.Key(), Record: rec}); err != nil {
+			return err
+		}
+	} else if err := tx.Put(holon.BucketIdempotency, recordKey(c.scope, c.key), rec); err != nil {
 		return err
 	}
 	if c.receipt == "" {
@@ -325,5 +348,5 @@ func InterruptRunning(ctx context.Context, store holon.Store, now time.Time) (in
 // New returns the Idempotency-Keys kept in store, each living ttl after
 // its call ended.
 func New(store holon.Store, now func() time.Time, ttl time.Duration) *Keys {
-	return &Keys{store: store, now: now, ttl: ttl}
+	return &Keys{store: store, now: now, ttl: ttl, foldNow: make(chan struct{}, 1)}
 }

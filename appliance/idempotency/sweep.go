@@ -40,9 +40,14 @@ func (d *Keys) expired(rec Record, now time.Time) bool {
 // read transaction, and only the expired keys found there are deleted in
 // a write transaction of their own, each checked again there (a new claim
 // may have replaced it since). Running records (run/) are never touched.
-// A sweep persists nothing: a restart just walks the index again.
+// A sweep persists nothing: a restart just walks the index again. It
+// first folds the log of finished keys (log.go) into key/, deleting the
+// expired ones.
 func (d *Keys) Sweep(ctx context.Context) (int, error) {
-	deleted := 0
+	deleted, err := d.fold(ctx)
+	if err != nil {
+		return deleted, err
+	}
 	after := ""
 	for {
 		if err := ctx.Err(); err != nil {
@@ -112,7 +117,8 @@ func sweepPeriod(ttl time.Duration) time.Duration {
 
 // SweepEvery sweeps expired keys at start (those that expired while the
 // gateway was stopped) and then every period (SweepEvery of the
-// lifetime), until ctx ends.
+// lifetime), until ctx ends; and folds the log of finished keys whenever
+// its index is full.
 func (d *Keys) SweepEvery(ctx context.Context, log *slog.Logger) {
 	t := time.NewTicker(sweepPeriod(d.ttl))
 	defer t.Stop()
@@ -122,10 +128,17 @@ func (d *Keys) SweepEvery(ctx context.Context, log *slog.Logger) {
 		} else if n > 0 {
 			log.Info("deleted expired idempotency keys", "keys", n)
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
+		for folding := true; folding; {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				folding = false
+			case <-d.foldNow:
+				if _, err := d.fold(ctx); err != nil && ctx.Err() == nil {
+					log.Error("fold the log of idempotency keys", "err", err)
+				}
+			}
 		}
 	}
 }

@@ -66,6 +66,10 @@ type Server struct {
 	// keyLive tells whether a key, by its hash, still authenticates.
 	keyLive func(hash string) (bool, error)
 	server  *mcp.Server
+	// tools adds the tools to server before its first request: compiling
+	// their schemas is a tenth of the gateway's start-up CPU, which a
+	// gateway nobody calls over MCP need not spend.
+	tools   sync.Once
 	handler http.Handler
 	// stateless serves the revisions without sessions (2026-07-28,
 	// mcp_revisions.go); stateKey seals their approvals' request states.
@@ -122,8 +126,16 @@ func (m *Server) Mount(mt *auth.Mount) {
 	}
 }
 
+// serverFor is the SDK server every request is served by, its tools added
+// on the first.
+func (m *Server) serverFor(*http.Request) *mcp.Server {
+	m.tools.Do(m.addTools)
+	return m.server
+}
+
 // New returns the MCP server of engine; keyLive tells whether a key, by
-// its hash, still authenticates (its sessions end when it does not).
+// its hash, still authenticates (its sessions end when it does not). Its
+// tools are added at its first request.
 func New(engine *gateway.Engine, log *slog.Logger, keyLive func(hash string) (bool, error)) *Server {
 	m := &Server{
 		engine:   engine,
@@ -140,8 +152,7 @@ func New(engine *gateway.Engine, log *slog.Logger, keyLive func(hash string) (bo
 		Logger:       quiet,
 	})
 	m.server.AddReceivingMiddleware(onlyDeclared)
-	m.addTools()
-	stream := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return m.server }, &mcp.StreamableHTTPOptions{
+	stream := mcp.NewStreamableHTTPHandler(m.serverFor, &mcp.StreamableHTTPOptions{
 		Logger:         quiet,
 		SessionTimeout: mcpSessionIdle,
 		// The front door's one rule answers for the Host (a dev gateway
@@ -162,7 +173,7 @@ func New(engine *gateway.Engine, log *slog.Logger, keyLive func(hash string) (bo
 		return &mcpauth.TokenInfo{UserID: c.owner, Extra: map[string]any{"holon": c}}, nil
 	}, &mcpauth.RequireBearerTokenOptions{AllowMissingExpiration: true})
 	m.handler = bind(stream)
-	m.stateless = bind(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return m.server }, &mcp.StreamableHTTPOptions{
+	m.stateless = bind(mcp.NewStreamableHTTPHandler(m.serverFor, &mcp.StreamableHTTPOptions{
 		Logger:    quiet,
 		Stateless: true,
 		// A client that gives up on a request cancels its tool call, as
