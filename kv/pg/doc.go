@@ -17,8 +17,9 @@
 // sees every group before it and none conflicts with another; what queued
 // while a writer waited joins its group. The writer keeps the rows it read
 // and wrote in a cache that outlives its groups, and each group logs the
-// keys of the rows it changed (writer_log), read by the next writer to
-// take the lock, which forgets those rows (cache.go). An update's writes
+// keys of the rows it changed (writer_log), with the new values of the
+// small ones (migration 12), read by the next writer to take the lock,
+// which takes those values and forgets the other rows (cache.go). An update's writes
 // are not sent when it ends: they go with the next statement that must be
 // answered, or with the group's COMMIT, so that a group whose updates read
 // only cached rows costs two round trips (begin, then its writes with the

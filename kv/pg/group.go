@@ -261,6 +261,8 @@ func rollback(ctx context.Context, c *pgx.Conn) error {
 type logEntry struct {
 	gen  int64
 	keys []string
+	// vals are the keys' rows' new values, or nil (cache.go).
+	vals []*string
 }
 
 // begin begins the group's transaction, takes the writers' lock and reads
@@ -275,9 +277,9 @@ func begin(ctx context.Context, c *pgx.Conn, gen int64) ([]logEntry, error) {
 	b.Queue(`BEGIN ISOLATION LEVEL REPEATABLE READ`)
 	b.Queue(`LOCK TABLE writer_log IN EXCLUSIVE MODE`)
 	if gen < 0 {
-		b.Queue(`SELECT coalesce(max(gen), 0), '{}'::text[] FROM writer_log`)
+		b.Queue(`SELECT coalesce(max(gen), 0), '{}'::text[], NULL::text[] FROM writer_log`)
 	} else {
-		b.Queue(`SELECT gen, keys FROM writer_log WHERE gen > $1 ORDER BY gen`, gen)
+		b.Queue(`SELECT gen, keys, vals FROM writer_log WHERE gen > $1 ORDER BY gen`, gen)
 	}
 	br := c.SendBatch(ctx, b)
 	defer br.Close()
@@ -293,7 +295,7 @@ func begin(ctx context.Context, c *pgx.Conn, gen int64) ([]logEntry, error) {
 	var out []logEntry
 	for rows.Next() {
 		var e logEntry
-		if err := rows.Scan(&e.gen, &e.keys); err != nil {
+		if err := rows.Scan(&e.gen, &e.keys, &e.vals); err != nil {
 			rows.Close()
 			return nil, err
 		}
@@ -324,8 +326,18 @@ func (s *Store) catchUp(logged []logEntry) int64 {
 		s.base = layer{}
 	} else {
 		for _, e := range logged {
-			for _, k := range e.keys {
-				delete(s.base, k)
+			for i, k := range e.keys {
+				// The row's new value, when the log carries it; else the
+				// row is read again when needed.
+				var v *string
+				if len(e.vals) == len(e.keys) {
+					v = e.vals[i]
+				}
+				if c, ok := fromLog(k, v); ok {
+					s.base[k] = c
+				} else {
+					delete(s.base, k)
+				}
 			}
 		}
 	}
@@ -353,9 +365,10 @@ func (s *Store) commit(ctx context.Context, c *pgx.Conn, g *group) error {
 	}
 	g.open = nil
 	var keys []string
+	var vals []*string
 	for k, e := range g.conf {
 		if e.dirty {
-			keys = append(keys, k)
+			keys, vals = append(keys, k), append(vals, logValue(k, e))
 		}
 	}
 	gen := g.gen
@@ -363,13 +376,10 @@ func (s *Store) commit(ctx context.Context, c *pgx.Conn, g *group) error {
 	for _, q := range pend {
 		b.Queue(q.sql, q.args...)
 	}
-	if len(pend) > 0 {
-		s.trips.Add(1)
-		s.stmts.Add(uint64(len(pend)))
-	}
+	s.stmts.Add(uint64(len(pend))) // in the COMMIT's round trip
 	if len(keys) > 0 {
 		gen++
-		b.Queue(`INSERT INTO writer_log (gen, keys) VALUES ($1, $2)`, gen, keys)
+		b.Queue(`INSERT INTO writer_log (gen, keys, vals) VALUES ($1, $2, $3)`, gen, keys, vals)
 		if gen%logPrune == 0 {
 			b.Queue(`DELETE FROM writer_log WHERE gen <= $1`, gen-logKeep)
 		}

@@ -13,20 +13,25 @@ import (
 	"holon.dev/holon/kv/pg"
 )
 
-// openOn opens n store handles (n gateways) on one new database.
-func openOn(t *testing.T, name string, n int) []*pg.Store {
+// openOn opens n store handles (n gateways) on one new database, and
+// returns them with a function that opens one more.
+func openOn(t *testing.T, name string, n int) ([]*pg.Store, func() *pg.Store) {
 	t.Helper()
 	url := pgtest.Start(t).CreateDB(t, name)
-	var out []*pg.Store
-	for range n {
+	open := func() *pg.Store {
+		t.Helper()
 		s, err := pg.Open(context.Background(), url, holon.StoreOptions{NoSync: true})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { s.Close() })
-		out = append(out, s)
+		return s
 	}
-	return out
+	var out []*pg.Store
+	for range n {
+		out = append(out, open())
+	}
+	return out, open
 }
 
 // grouped runs fns as one group of s's writer, in their order: the writer
@@ -77,6 +82,22 @@ func entry(key, account string, micros int64) journal.Entry {
 	return journal.Entry{Key: key, Lines: []journal.Line{{Account: "ext", Amount: -journal.Amount(micros)}, {Account: account, Amount: journal.Amount(micros)}}}
 }
 
+// moveAnn journals 10 micro-units to ann under key, holds 1 more on ann,
+// spends 10 of budget m and counts the move: hot rows all.
+func moveAnn(tx holon.Tx, key string) error {
+	if _, err := tx.AppendEntry(entry(key, "ann", 10)); err != nil {
+		return err
+	}
+	if err := tx.AddHeld("ann", 1); err != nil {
+		return err
+	}
+	if err := tx.AddBudget("m", 10, 0); err != nil {
+		return err
+	}
+	_, err := tx.AddCounter("moves", 1)
+	return err
+}
+
 // annAndM reads the tests' account ann and budget m.
 func annAndM(tx holon.Tx) (holon.Account, holon.Budget, error) {
 	ann, err := tx.Account("ann")
@@ -88,17 +109,18 @@ func annAndM(tx holon.Tx) (holon.Account, holon.Budget, error) {
 }
 
 // Ensure that a group whose fast run PostgreSQL refuses (one update
-// journals a key another gateway used, which this writer learns only from
-// the table's unique key) runs again safely: the refused update alone
-// fails, with its error, the others commit, and SafeRuns counts it; a
-// group nobody refuses runs once, fast.
+// journals a key another gateway used before this one started, which this
+// writer learns only from the table's unique key) runs again safely: the
+// refused update alone fails, with its error, the others commit, and
+// SafeRuns counts it; a group nobody refuses runs once, fast.
 func TestStore_RefusalRunsGroupAgainSafe(t *testing.T) {
-	stores := openOn(t, "saferun", 2)
-	a, b := stores[0], stores[1]
+	stores, open := openOn(t, "saferun", 1)
+	b := stores[0]
 	bg := context.Background()
 	if err := b.Update(bg, func(tx holon.Tx) error { _, err := tx.AppendEntry(entry("used", "ann", 1)); return err }); err != nil {
 		t.Fatal(err)
 	}
+	a := open()
 	move := func(key string) func(holon.Tx) error {
 		return func(tx holon.Tx) error {
 			if _, err := tx.AppendEntry(entry(key, "ann", 10)); err != nil {
@@ -153,20 +175,12 @@ func TestStore_RefusalRunsGroupAgainSafe(t *testing.T) {
 // waiting to be sent (no savepoint needed) or some had gone with a read
 // (the group runs again safely).
 func TestStore_LaterFailedWriteKeepsEarlier(t *testing.T) {
-	s := openOn(t, "laterfailed", 1)[0]
+	stores, _ := openOn(t, "laterfailed", 1)
+	s := stores[0]
 	errLater := errors.New("later update fails")
 	move := func(key string, read, fail bool) func(holon.Tx) error {
 		return func(tx holon.Tx) error {
-			if _, err := tx.AppendEntry(entry(key, "ann", 10)); err != nil {
-				return err
-			}
-			if err := tx.AddHeld("ann", 1); err != nil {
-				return err
-			}
-			if err := tx.AddBudget("m", 10, 0); err != nil {
-				return err
-			}
-			if _, err := tx.AddCounter("moves", 1); err != nil {
+			if err := moveAnn(tx, key); err != nil {
 				return err
 			}
 			if read {
@@ -208,5 +222,43 @@ func TestStore_LaterFailedWriteKeepsEarlier(t *testing.T) {
 		if ran := s.SafeRuns() - safe; read != (ran == 1) {
 			t.Errorf("read %v: %d safe runs", read, ran)
 		}
+	}
+}
+
+// Ensure that a writer takes the values of the small rows another gateway
+// changed from the writers' log, without reading them again: handle a
+// moves a balance, a hold, a budget, a counter and the journal (caching
+// them all), b moves each of them, and a moves each again in an update
+// that makes no round trip of its own; the database ends with every move.
+func TestStore_LogCarriesValues(t *testing.T) {
+	stores, _ := openOn(t, "logvalues", 2)
+	a, b := stores[0], stores[1]
+	bg := context.Background()
+	move := func(s *pg.Store, key string) {
+		t.Helper()
+		err := s.Update(bg, func(tx holon.Tx) error { return moveAnn(tx, key) })
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	move(a, "k1")
+	move(b, "k2")
+	trips, _ := a.RoundTrips()
+	move(a, "k3")
+	if after, _ := a.RoundTrips(); after != trips {
+		t.Errorf("a read again %d times the rows b changed", after-trips)
+	}
+	err := a.View(func(tx holon.Tx) error {
+		ann, bud, err := annAndM(tx)
+		if err != nil {
+			return err
+		}
+		if ann.Balance != 30 || ann.Held != 3 || bud.Spent != 30 || tx.Counter("moves") != 3 || tx.Counter("journal_entries") != 3 {
+			return fmt.Errorf("ann %+v, budget %+v, %d moves, %d entries; want 3 moves of each", ann, bud, tx.Counter("moves"), tx.Counter("journal_entries"))
+		}
+		return tx.(*pg.Tx).VerifyJournal()
+	})
+	if err != nil {
+		t.Error(err)
 	}
 }
