@@ -284,7 +284,7 @@ func (t *Tx) PutHold(h *holon.Hold) error {
 	}
 	// The hold is this gateway's (its lease's id): Orphaned once that
 	// runs out.
-	err := t.execFree(`INSERT INTO holds (receipt, payer, amount, mandate, reserved, funder, parent, children, downstream, sub_mandate, started, gateway,
+	err := t.execRow(kHold(h.Receipt), `INSERT INTO holds (receipt, payer, amount, mandate, reserved, funder, parent, children, downstream, sub_mandate, started, gateway,
 			budget_window)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
 		ON CONFLICT (receipt) DO UPDATE SET payer = EXCLUDED.payer, amount = EXCLUDED.amount, mandate = EXCLUDED.mandate,
@@ -330,7 +330,7 @@ func (t *Tx) Hold(receipt string) (*holon.Hold, error) {
 
 // DeleteHold forgets a call in flight once it settled.
 func (t *Tx) DeleteHold(receipt string) error {
-	if err := t.execFree(`DELETE FROM holds WHERE receipt = $1`, receipt); err != nil {
+	if err := t.appendRows(kHold(receipt), rowHoldGone, nil, []any{receipt}); err != nil {
 		return err
 	}
 	t.wroteAbsent(kHold(receipt))
@@ -523,9 +523,8 @@ func (t *Tx) AppendEvent(ev *holon.Event, succeeded bool) error {
 		return err
 	}
 	ev.Seq = seq
-	if err := t.execFree(`INSERT INTO call_events (seq, receipt, agent, status, error, duration_ms, billed, currency, delegated, time)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`, int64(seq), ev.Receipt, ev.Agent, ev.Status, optText(ev.Error),
-		ev.DurationMS, Numeric(ev.Billed), ev.Currency, ev.Delegated, ts(ev.Time)); err != nil {
+	if err := t.appendRows("", rowEvent, nil, []any{int64(seq), ev.Receipt, ev.Agent, ev.Status, optText(ev.Error),
+		ev.DurationMS, ev.Billed.Micros(), ev.Currency, ev.Delegated, ts(ev.Time)}); err != nil {
 		return err
 	}
 	ok := int64(0)

@@ -101,7 +101,18 @@ func (t *Tx) putRaw(bucket string, key, value []byte) error {
 	if tb != appDocTable {
 		doc = string(value)
 	}
-	if err := t.execFree(tb.put, bucket, key, keyText(key), doc, raw); err != nil {
+	if tb == appDocTable {
+		// Sent with the other documents of its round trip (rows.go).
+		var d *string
+		if doc != nil {
+			s := doc.(string)
+			d = &s
+		}
+		r, _ := raw.([]byte)
+		if err := t.appendRows(kDoc(bucket, key), rowAppDoc, nil, []any{bucket, keyText(key), bytes.Clone(key), d, r}); err != nil {
+			return err
+		}
+	} else if err := t.execFree(tb.put, bucket, key, keyText(key), doc, raw); err != nil {
 		return err
 	}
 	t.wrote(kDoc(bucket, key), bytes.Clone(value))
@@ -193,7 +204,7 @@ func (t *Tx) Delete(bucket, key string) error {
 	if appendOnly[bucket] {
 		return fmt.Errorf("%s is append-only", bucket)
 	}
-	if err := t.execFree(tableOf(bucket).del, bucket, []byte(key)); err != nil {
+	if err := t.execRow(kDoc(bucket, []byte(key)), tableOf(bucket).del, bucket, []byte(key)); err != nil {
 		return err
 	}
 	t.wroteAbsent(kDoc(bucket, []byte(key)))

@@ -262,3 +262,45 @@ func TestStore_LogCarriesValues(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// Ensure that a group whose updates write one row in turns (a hold put,
+// deleted and put again; a document put, deleted and put again; a hold
+// put then deleted) ends with the last write of each, although the rows
+// of many updates go to the database in one statement per table.
+func TestStore_GroupKeepsARowsWritesInOrder(t *testing.T) {
+	stores, _ := openOn(t, "roworder", 1)
+	s := stores[0]
+	hold := func(id string) func(holon.Tx) error {
+		return func(tx holon.Tx) error {
+			return tx.PutHold(&holon.Hold{Receipt: id, Payer: "ann", Mandate: "m", Started: tx.Now()})
+		}
+	}
+	unhold := func(id string) func(holon.Tx) error { return func(tx holon.Tx) error { return tx.DeleteHold(id) } }
+	put := func(v string) func(holon.Tx) error {
+		return func(tx holon.Tx) error { return tx.Put(holon.BucketSettings, "k", map[string]string{"v": v}) }
+	}
+	del := func(tx holon.Tx) error { return tx.Delete(holon.BucketSettings, "k") }
+	errs := grouped(t, s, hold("r1"), hold("r2"), put("a"), unhold("r1"), del, unhold("r2"), hold("r1"), put("b"))
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("update %d: %v", i, err)
+		}
+	}
+	err := s.View(func(tx holon.Tx) error {
+		hs, err := tx.Holds()
+		if err != nil {
+			return err
+		}
+		if len(hs) != 1 || hs[0].Receipt != "r1" {
+			return fmt.Errorf("holds %v, want r1 alone", hs)
+		}
+		var v map[string]string
+		if err := tx.Get(holon.BucketSettings, "k", &v); err != nil || v["v"] != "b" {
+			return fmt.Errorf("document %v (%v), want b", v, err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Error(err)
+	}
+}

@@ -37,20 +37,18 @@ func (t *Tx) AppendEntry(e journal.Entry) (holon.JournalRow, error) {
 	prev, _ := t.meta("journal_head")
 	row := holon.JournalRow{Seq: seq, Key: e.Key, Time: t.Now().UTC(), Lines: e.Lines, Prev: prev}
 	row.Hash = journal.RowHash(prev, seq, row.Key, row.Time, row.Lines)
-	if err := t.execWrapped(func(err error) error {
+	if err := t.appendRows("", rowEntry, func(err error) error {
 		var pe *pgconn.PgError
 		if errors.As(err, &pe) && pe.Code == "23505" && pe.ConstraintName == "journal_entries_key_key" {
 			return fmt.Errorf("entry %s: %w: %w", e.Key, holon.ErrDuplicateKey, err)
 		}
 		return err
-	}, `INSERT INTO journal_entries (seq, key, time, prev, hash) VALUES ($1, $2, $3, $4, $5)`,
-		int64(seq), row.Key, ts(row.Time), row.Prev, row.Hash); err != nil {
+	}, []any{int64(seq), row.Key, ts(row.Time), row.Prev, row.Hash}); err != nil {
 		return holon.JournalRow{}, err
 	}
 	accounts := make([]string, len(e.Lines))
-	amounts := make([]int64, len(e.Lines))
 	for i, l := range e.Lines {
-		accounts[i], amounts[i] = l.Account, l.Amount.Micros()
+		accounts[i] = l.Account
 	}
 	// The accounts get their new balances, hot rows (rows.go): those the
 	// writer does not know are read first, together, in one round trip.
@@ -78,9 +76,11 @@ func (t *Tx) AppendEntry(e journal.Entry) (holon.JournalRow, error) {
 		}
 		t.wrote(kAccount(name), a)
 	}
-	if err := t.execFree(`INSERT INTO journal_lines (entry, position, account, amount)
-			SELECT $1, position, name, micros / 1000000.0 FROM unnest($2::text[], $3::bigint[]) WITH ORDINALITY AS l (name, micros, position)`,
-		int64(seq), accounts, amounts); err != nil {
+	lines := make([][]any, len(e.Lines))
+	for i, l := range e.Lines {
+		lines[i] = []any{int64(seq), int64(i + 1), l.Account, l.Amount.Micros()}
+	}
+	if err := t.appendRows("", rowLine, nil, lines...); err != nil {
 		return holon.JournalRow{}, err
 	}
 	t.wrote(kEntry(e.Key), true)

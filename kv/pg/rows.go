@@ -13,8 +13,12 @@ import (
 // in one multi-row statement. A group that runs without savepoints (the
 // first run of every group, see group.go) sends each hot row once per
 // round trip, however many of its updates moved it, and its rollups
-// summed in one statement; a group that runs safely, each update under
-// its own savepoint, sends every write where its update made it.
+// summed in one statement. Rows appended (journal entries and lines,
+// call events, documents) or deleted (holds) by many updates go the same
+// way, one statement per table; a write of one of those rows that does not
+// go this way (a hold put, a document deleted) sends the rows waiting
+// before it. A group that runs safely, each update under its own
+// savepoint, sends every write where its update made it.
 
 // rowKind is the table a row write goes to.
 type rowKind uint8
@@ -27,6 +31,13 @@ const (
 	rowSeq                    // bucket, value
 	rowMeta                   // key, value
 	rowRecord                 // agent, runs, succeeded, billed µ, duration_ms
+	// Rows appended (or deleted) rather than rewritten: not hot, but the
+	// rows of many updates go in one statement all the same.
+	rowEntry    // seq, key, time, prev, hash
+	rowLine     // entry, position, account, amount µ
+	rowEvent    // seq, receipt, agent, status, error, duration_ms, billed µ, currency, delegated, time
+	rowHoldGone // receipt
+	rowAppDoc   // bucket, key, key_bytes, doc, raw
 	rowKinds
 )
 
@@ -52,18 +63,37 @@ var rowSQL = [rowKinds]string{
 		SELECT a, r, s, b / 1000000.0, d FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[]) AS x (a, r, s, b, d)
 		ON CONFLICT (agent) DO UPDATE SET runs = EXCLUDED.runs, succeeded = EXCLUDED.succeeded, billed = EXCLUDED.billed,
 			duration_ms = EXCLUDED.duration_ms`,
+	rowEntry: `INSERT INTO journal_entries (seq, key, time, prev, hash)
+		SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[])`,
+	rowLine: `INSERT INTO journal_lines (entry, position, account, amount)
+		SELECT e, p, a, m / 1000000.0 FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::bigint[]) AS x (e, p, a, m)`,
+	rowEvent: `INSERT INTO call_events (seq, receipt, agent, status, error, duration_ms, billed, currency, delegated, time)
+		SELECT s, r, a, st, e, d, b / 1000000.0, c, dl, t
+		FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::bigint[], $8::text[], $9::bool[], $10::text[])
+			AS x (s, r, a, st, e, d, b, c, dl, t)`,
+	rowHoldGone: `DELETE FROM holds WHERE receipt = ANY($1::text[])`,
+	rowAppDoc: `INSERT INTO app_docs (bucket, key, key_bytes, doc, raw)
+		SELECT b, k, kb, d::json, r FROM unnest($1::text[], $2::text[], $3::bytea[], $4::text[], $5::bytea[]) AS x (b, k, kb, d, r)
+		ON CONFLICT (bucket, key_bytes) DO UPDATE SET doc = EXCLUDED.doc, raw = EXCLUDED.raw`,
 }
 
-// rowWrite is a hot row's new value: text and bigint columns, in the
-// order of its kind's statement.
+// rowWrite is rows of one kind: their columns in the order of its
+// statement, each a string, *string, int64, bool or []byte.
 type rowWrite struct {
 	kind rowKind
-	vals []any // string or int64
+	rows [][]any
 }
 
 // writeRow queues a hot row's new value under its cache key k.
 func (t *Tx) writeRow(k string, kind rowKind, vals ...any) error {
-	return t.queue(queued{key: k, row: &rowWrite{kind: kind, vals: vals}})
+	return t.queue(queued{key: k, row: &rowWrite{kind: kind, rows: [][]any{vals}}})
+}
+
+// appendRows queues rows of a kind that appends or deletes rows, under
+// the cache key k of the one row they change ("" for new rows, which no
+// other write touches), wrap saying what PostgreSQL's refusal means.
+func (t *Tx) appendRows(k string, kind rowKind, wrap func(error) error, rows ...[]any) error {
+	return t.queue(queued{key: k, row: &rowWrite{kind: kind, rows: rows}, wrap: wrap})
 }
 
 // rollupAdd is one AddRollup: added to its row's sums.
@@ -114,15 +144,16 @@ func render(pend []queued, merge bool) []queued {
 			if len(qs) == 0 {
 				continue
 			}
-			var kept []*rowWrite
+			var kept [][]any
 			owner := -1
+			var wrap func(error) error
 			for i, q := range qs {
-				if last[q.key] == i {
-					kept = append(kept, q.row)
-					owner = q.owner
+				if q.key == "" || last[q.key] == i {
+					kept = append(kept, q.row.rows...)
+					owner, wrap = q.owner, q.wrap
 				}
 			}
-			out = append(out, queued{sql: rowSQL[kind], args: columns(kept), owner: owner, free: true})
+			out = append(out, queued{sql: rowSQL[kind], args: columns(kept), owner: owner, free: true, wrap: wrap})
 			rows[kind] = qs[:0]
 		}
 		clear(last)
@@ -135,7 +166,9 @@ func render(pend []queued, merge bool) []queued {
 	for _, q := range pend {
 		switch {
 		case q.row != nil:
-			last[q.key] = len(rows[q.row.kind])
+			if q.key != "" {
+				last[q.key] = len(rows[q.row.kind])
+			}
 			rows[q.row.kind] = append(rows[q.row.kind], q)
 		case q.roll != nil:
 			r := rollupRow{q.roll.k, q.roll.currency}
@@ -148,7 +181,8 @@ func render(pend []queued, merge bool) []queued {
 			s.Refunded += q.roll.d.Refunded
 			sums[r], rollOwner = s, q.owner
 		default:
-			if !q.free && (q.touches == nil || touched(last, q.touches)) {
+			if !q.free && (q.touches == nil || touched(last, q.touches)) || q.key != "" && touched(last, []string{q.key}) {
+				// It changes rows waiting to be written: they go first.
 				flush()
 			}
 			out = append(out, q)
@@ -173,28 +207,34 @@ func touched(last map[string]int, keys []string) bool {
 }
 
 // columns turns rows of one kind into its statement's arrays.
-func columns(rows []*rowWrite) []any {
-	n := len(rows[0].vals)
+func columns(rows [][]any) []any {
+	n := len(rows[0])
 	args := make([]any, n)
 	for c := range n {
-		switch rows[0].vals[c].(type) {
+		switch rows[0][c].(type) {
 		case string:
-			col := make([]string, len(rows))
-			for i, r := range rows {
-				col[i] = r.vals[c].(string)
-			}
-			args[c] = col
+			args[c] = column[string](rows, c)
+		case *string:
+			args[c] = column[*string](rows, c)
 		case int64:
-			col := make([]int64, len(rows))
-			for i, r := range rows {
-				col[i] = r.vals[c].(int64)
-			}
-			args[c] = col
+			args[c] = column[int64](rows, c)
+		case bool:
+			args[c] = column[bool](rows, c)
+		case []byte:
+			args[c] = column[[]byte](rows, c)
 		default:
-			panic(fmt.Sprintf("row column of type %T", rows[0].vals[c]))
+			panic(fmt.Sprintf("row column of type %T", rows[0][c]))
 		}
 	}
 	return args
+}
+
+func column[T any](rows [][]any, c int) []T {
+	col := make([]T, len(rows))
+	for i, r := range rows {
+		col[i] = r[c].(T)
+	}
+	return col
 }
 
 func rollupColumns(rolls []rollupRow, sums map[rollupRow]holon.Tally) []any {

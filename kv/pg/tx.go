@@ -132,6 +132,12 @@ func (t *Tx) execFree(sql string, args ...any) error {
 	return t.queue(queued{sql: sql, args: args, free: true})
 }
 
+// execRow is execFree of a write of the one row under cache key k: the
+// writes of that row waiting to be sent go before it (rows.go).
+func (t *Tx) execRow(k, sql string, args ...any) error {
+	return t.queue(queued{sql: sql, args: args, free: true, key: k})
+}
+
 // execTouching is exec of a write that changes, of the hot rows, only
 // those under the cache keys touches (rows.go).
 func (t *Tx) execTouching(touches []string, sql string, args ...any) error {
