@@ -65,6 +65,16 @@ const (
 // The gateway reconnects on its own.
 const CodeStoreUnavailable = "store_unavailable"
 
+// ClosedUnsettled reports whether a call event's error code is one the
+// gateway gives a call it closes without settling it: at start-up or by
+// another gateway once its lease ran out (gateway_restarted), or once the
+// store answers again after the answer of its reservation was lost
+// (store_unavailable). Agents cannot declare either code. Such a run has
+// no latency: it is in no latency histogram.
+func ClosedUnsettled(code string) bool {
+	return code == CodeGatewayRestarted || code == CodeStoreUnavailable
+}
+
 // CodeInvalidToken: a delegation token that is unknown, expired, or whose
 // run has ended.
 const CodeInvalidToken = "invalid_token"

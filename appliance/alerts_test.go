@@ -248,6 +248,26 @@ func TestAlerts_WebhookSignedAndShownEverywhere(t *testing.T) {
 	}
 }
 
+// Ensure that POST /v0/calls answers the alerts its call reached, as
+// call_agent does, and none when it reached nothing.
+func TestAlerts_CallAnswerTellsThem(t *testing.T) {
+	ta := alertsApp(t, time.Minute)
+	ann := ta.signup("ann")
+	watched(ann, "0.30", "50%", "80%")
+	if first := ann.human.must(http.StatusOK, "POST", "/v0/calls", lookup("ann/watched")); first["alerts"] != nil {
+		t.Errorf("the first call (0.08 of 0.30) carries alerts: %v", first["alerts"])
+	}
+	second := ann.human.must(http.StatusOK, "POST", "/v0/calls", lookup("ann/watched")) // 0.16: 50%
+	told, _ := second["alerts"].([]any)
+	if len(told) != 1 || obj(told[0])["id"] != "ann/watched/total/50%" || obj(told[0])["spent"] != "0.16" || obj(told[0])["receipt"] != receiptOf(second)["id"] {
+		t.Errorf("the second call's alerts: %v", second["alerts"])
+	}
+	third := ann.human.must(http.StatusOK, "POST", "/v0/calls", lookup("ann/watched")) // 0.24: 80%, not 50% again
+	if told, _ := third["alerts"].([]any); len(told) != 1 || obj(told[0])["id"] != "ann/watched/total/80%" {
+		t.Errorf("the third call's alerts: %v", third["alerts"])
+	}
+}
+
 // Ensure that a receiver that is down when an alert is recorded (no
 // listener, then answering 503) gets it once it comes back, within the
 // retry time, and that a receiver that never comes back has the delivery

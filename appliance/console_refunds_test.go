@@ -52,6 +52,13 @@ func TestConsole_Refunds(t *testing.T) {
 	if resp.StatusCode != http.StatusCreated || !strings.Contains(body, `data-refund="`+bobs+`/000001"`) || !strings.Contains(body, "0.02 given back of "+bobs+" in all") {
 		t.Fatalf("ann's refund: %d\n%s", resp.StatusCode, body)
 	}
+	// The page leads back where ann can go: bob's receipt is bob's to read.
+	if !strings.Contains(body, `<a href="/console/authors" data-back>`) || strings.Contains(body, `href="/console/receipts/`+bobs+`"`) {
+		t.Errorf("ann's refund of bob's call leads back to a page ann cannot read:\n%s", body)
+	}
+	if resp, _ := ab.get("/console/authors"); resp.StatusCode != http.StatusOK {
+		t.Errorf("the page ann's refund leads back to: %d", resp.StatusCode)
+	}
 	if resp, body := bb.post("/console/refunds", url.Values{"receipt": {bobs}}); resp.StatusCode != http.StatusNotFound || !strings.Contains(body, "not_found") {
 		t.Errorf("bob refunding ann's agent's call: %d\n%s", resp.StatusCode, body)
 	}
@@ -67,6 +74,9 @@ func TestConsole_Refunds(t *testing.T) {
 	if resp.StatusCode != http.StatusCreated || !strings.Contains(body, "0.05 given back of "+bobs+" in all") {
 		t.Fatalf("the operator's refund: %d\n%s", resp.StatusCode, body)
 	}
+	if !strings.Contains(body, `<a href="/console/operator" data-back>`) {
+		t.Errorf("the operator's refund does not lead back to the operator's page:\n%s", body)
+	}
 	if resp, body := op.post("/console/refunds", url.Values{"receipt": {bobs}}); resp.StatusCode != http.StatusConflict || !strings.Contains(body, "refund_exceeds_receipt") {
 		t.Errorf("a refund of a receipt refunded in full: %d\n%s", resp.StatusCode, body)
 	}
@@ -74,7 +84,9 @@ func TestConsole_Refunds(t *testing.T) {
 		t.Errorf("bob's balance after the full refund: %s", got)
 	}
 	// Refunded in full, ann's own call offers no form any more.
-	ab.post("/console/refunds", url.Values{"receipt": {anns}})
+	if _, body := ab.post("/console/refunds", url.Values{"receipt": {anns}}); !strings.Contains(body, `<a href="/console/receipts/`+anns+`" data-back>`) {
+		t.Errorf("ann's refund of her own call does not lead back to its receipt:\n%s", body)
+	}
 	if _, body := ab.get("/console/receipts/" + anns); strings.Contains(body, form) || !strings.Contains(body, `data-refund="`+anns+`/000001"`) {
 		t.Errorf("ann's receipt refunded in full:\n%s", body)
 	}

@@ -1,6 +1,7 @@
 package appliance_test
 
 import (
+	"bytes"
 	"context"
 	"net/http"
 	"testing"
@@ -8,6 +9,7 @@ import (
 
 	"holon.dev/holon"
 	"holon.dev/holon/appliance"
+	"holon.dev/holon/backup"
 	"holon.dev/holon/backup/pgtest"
 	"holon.dev/holon/kv/pg"
 )
@@ -19,7 +21,8 @@ import (
 // as the store answers again, not at its next recovery pass (the lease
 // here is 30 s: a pass every 15 s): failed store_unavailable, unbilled,
 // its hold and reservation released, and its Idempotency-Key no longer
-// running.
+// running; and that holon verify passes on the store after it (the closed
+// call never settled, so it is in no latency histogram).
 func TestCalls_LostReservationCommitIsClosed(t *testing.T) {
 	url := pgtest.Start(t).CreateDB(t, "lostcommit")
 	a := newFilesApp(t, func(c *appliance.Config) {
@@ -30,9 +33,18 @@ func TestCalls_LostReservationCommitIsClosed(t *testing.T) {
 	ann := a.signup("ann")
 	mandate := filesMandate(ann)
 	st := a.app.Engine().Store().(*pg.Store)
+	input := map[string]any{"text": "a,1\n"}
+	// A call settles first, so that the store counts latency from before
+	// the lost one.
+	if status, out := ann.human.callWith(mandate, "holon-labs/text-tables", input); status != http.StatusOK {
+		t.Fatalf("the first call: %d %v", status, out["error"])
+	}
+	var spent holon.Budget
+	if err := st.View(func(tx holon.Tx) (err error) { spent, err = tx.Budget(mandate); return err }); err != nil {
+		t.Fatal(err)
+	}
 	st.LoseCommitAnswer()
 	keyed := ann.human.with("Idempotency-Key", "lost-1")
-	input := map[string]any{"text": "a,1\n"}
 	status, out := keyed.callWith(mandate, "holon-labs/text-tables", input)
 	if e, _ := out["error"].(map[string]any); status != http.StatusServiceUnavailable || e["code"] != holon.CodeStoreUnavailable {
 		t.Fatalf("the call whose reservation's answer was lost: %d %v, want 503 %s", status, out, holon.CodeStoreUnavailable)
@@ -74,9 +86,9 @@ func TestCalls_LostReservationCommitIsClosed(t *testing.T) {
 			t.Fatal(err)
 		}
 		if holds == 0 {
-			if r.Status != holon.StatusFailed || r.Error == nil || *r.Error != holon.CodeStoreUnavailable || r.Billed || acct.Held != 0 || b.Reserved != 0 || b.Spent != 0 {
-				t.Errorf("closed: %s %v billed %v, held %s, budget %+v; want failed %s, unbilled, nothing held or reserved",
-					r.Status, r.Error, r.Billed, acct.Held, b, holon.CodeStoreUnavailable)
+			if r.Status != holon.StatusFailed || r.Error == nil || *r.Error != holon.CodeStoreUnavailable || r.Billed || acct.Held != 0 || b.Reserved != 0 || b.Spent != spent.Spent {
+				t.Errorf("closed: %s %v billed %v, held %s, budget %+v; want failed %s, unbilled, nothing held or reserved, spent still %s",
+					r.Status, r.Error, r.Billed, acct.Held, b, holon.CodeStoreUnavailable, spent.Spent)
 			}
 			break
 		}
@@ -93,5 +105,18 @@ func TestCalls_LostReservationCommitIsClosed(t *testing.T) {
 	// The gateway serves on.
 	if status, out := ann.human.callWith(mandate, "holon-labs/text-tables", map[string]any{"text": "a,1\n"}); status != http.StatusOK {
 		t.Errorf("the next call: %d %v", status, out["error"])
+	}
+	var buf bytes.Buffer
+	if _, err := backup.Write(&buf, backup.PostgresSource(st), backup.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	rep, _, err := backup.VerifyFile(&buf, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.OK() {
+		var out bytes.Buffer
+		rep.WriteTo(&out)
+		t.Errorf("holon verify after the call closed:\n%s", out.String())
 	}
 }

@@ -10,10 +10,6 @@ import (
 	"holon.dev/holon/journal"
 )
 
-// statusGatewayRestarted is the error of a call closed at start-up, which
-// never settled (and so is not in a latency histogram).
-const statusGatewayRestarted = "gateway_restarted"
-
 // Checks of the per-version counters a settlement writes.
 const (
 	CheckEarnings = "earnings"
@@ -111,7 +107,8 @@ func (v *verifier) earnings() error {
 }
 
 // latency checks each version's latency histogram against its call
-// events: every run that settled (all but those closed at start-up) in the
+// events: every run that settled (all but those closed unsettled,
+// holon.ClosedUnsettled) in the
 // bucket of its duration, from the first event counted (meta latency_from).
 func (v *verifier) latency() error {
 	c := v.c[CheckLatency]
@@ -121,7 +118,7 @@ func (v *verifier) latency() error {
 		if err := v.tick(); err != nil {
 			return err
 		}
-		if !started || ev.Seq < from || ev.Error == statusGatewayRestarted {
+		if !started || ev.Seq < from || holon.ClosedUnsettled(ev.Error) {
 			return nil
 		}
 		h := want[ev.Agent]

@@ -14,6 +14,10 @@ type refundedPage struct {
 	Refund   holon.Refund
 	Refunds  []*holon.Refund
 	Refunded journal.Amount
+	// Back is where the page leads next: the receipt, when the viewer may
+	// read it (the payer, or an author refunding its own call), else the
+	// page the form was on (the authors' or the operator's).
+	Back, BackText string
 }
 
 // routeRefunds registers the refund form's action.
@@ -40,6 +44,16 @@ func (c *Console) refundCreate(w http.ResponseWriter, r *http.Request, v Viewer)
 		return
 	}
 	p.Receipt = id
+	switch {
+	case v.Operator():
+		p.Back, p.BackText = Prefix+"/operator", "Back to the operator's page"
+	case c.b.Do(r, "GET", apiPath("/v0/receipts", id), nil, nil) == nil:
+		p.Back, p.BackText = Prefix+"/receipts/"+id, "Back to the receipt"
+	default:
+		// An author refunding another account's call: its receipt is the
+		// payer's to read.
+		p.Back, p.BackText = Prefix+"/authors", "Back to your agents"
+	}
 	c.render(w, r, v, http.StatusCreated, "refunded", p)
 }
 

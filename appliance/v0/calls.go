@@ -28,7 +28,7 @@ type callBody struct {
 }
 
 func answer(res *gateway.CallResult) (int, wire.CallAnswer) {
-	ans := wire.CallAnswer{Output: res.Output, Receipt: res.Receipt, Approval: res.Approval}
+	ans := wire.CallAnswer{Output: res.Output, Receipt: res.Receipt, Approval: res.Approval, Alerts: res.Alerts}
 	if ans.Output == nil {
 		ans.Output = json.RawMessage("null")
 	}

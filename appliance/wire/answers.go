@@ -19,6 +19,9 @@ type CallAnswer struct {
 	// Replayed is set on the answer to a call re-sent with an
 	// Idempotency-Key already used: nothing ran again.
 	Replayed bool `json:"replayed,omitempty"`
+	// Alerts are the budget thresholds this call's cost made its mandate
+	// (or a delegating call's) reach, as call_agent tells the assistant.
+	Alerts []*holon.Alert `json:"alerts,omitempty"`
 }
 
 // AccountView is an account's balance: signed (an external account's is

@@ -134,7 +134,7 @@ func (t *Tx) HasBlob(sha string) (bool, error) {
 
 // DeleteBlob deletes the bytes stored under sha, with their chunks.
 func (t *Tx) DeleteBlob(sha string) error {
-	return t.exec(`DELETE FROM blobs WHERE sha256 = $1`, sha)
+	return t.execFree(`DELETE FROM blobs WHERE sha256 = $1`, sha)
 }
 
 // ForEachBlob calls fn with the name of every blob after after, in

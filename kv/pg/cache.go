@@ -2,18 +2,23 @@ package pg
 
 import (
 	"encoding/hex"
+	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 
 	"holon.dev/holon"
+	"holon.dev/holon/journal"
 )
 
 // The writer's cache. While a group's transaction runs, no other writer of
 // any gateway can write (they wait for the writers' lock), so a row the
 // writer read or wrote is still the database's until it commits, and after
 // it commits until another writer commits a change to it. Every group
-// appends to the writers' log (writer_log) the keys of the rows it changed;
-// a writer that takes the lock reads the log since its last group, in the
-// same round trip as the lock, and forgets those rows. A writer alone on a
+// appends to the writers' log (writer_log) the keys of the rows it changed,
+// with the new values of the small ones; a writer that takes the lock reads
+// the log since its last group, in the same round trip as the lock, takes
+// those values and forgets the other rows. A writer alone on a
 // database (one gateway) therefore reads its hot rows (balances, budgets,
 // sequences, counters, the journal's head, the holds and receipts of its
 // own calls) from the database once, not once per update.
@@ -65,6 +70,114 @@ func kRecord(agent string) string       { return "v" + sep + agent }
 func kRegistry(table, id string) string { return "g" + sep + table + sep + id }
 func kDoc(bucket string, key []byte) string {
 	return "d" + sep + bucket + sep + hex.EncodeToString(key)
+}
+
+// Values in the writers' log (writer_log.vals): the new value of a small
+// row a group changed, for the next writer to keep instead of reading the
+// row again. "-" is a row that is absent, "=" and the value one that is
+// present; a row of any other kind, or whose value the writer did not
+// compute, has none (NULL: read it again).
+
+// logValue is e's value for the writers' log (nil: none).
+func logValue(k string, e entry) *string {
+	if len(k) < 2 || !logged(k[0]) || e.st == unknown {
+		return nil
+	}
+	v := "-"
+	if e.st == present {
+		switch x := e.v.(type) {
+		case uint64:
+			v = strconv.FormatUint(x, 10)
+		case string:
+			v = x
+		case holon.Account:
+			v = fmt.Sprintf("%d,%d", x.Balance.Micros(), x.Held.Micros())
+		case holon.Budget:
+			v = fmt.Sprintf("%d,%d", x.Spent.Micros(), x.Reserved.Micros())
+		case holon.Record:
+			v = fmt.Sprintf("%d,%d,%d,%d", x.Runs, x.Succeeded, x.Billed.Micros(), x.DurationMS)
+		case bool:
+			v = strconv.FormatBool(x)
+		default:
+			return nil
+		}
+		v = "=" + v
+	}
+	return &v
+}
+
+// logged reports whether rows of a kind carry their values in the log.
+func logged(kind byte) bool {
+	switch kind {
+	case 's', 'c', 'm', 'a', 'b', 'w', 'v', 'e':
+		return true
+	}
+	return false
+}
+
+// fromLog is the cache entry of a value in the writers' log (false: the
+// row must be read again).
+func fromLog(k string, v *string) (entry, bool) {
+	if v == nil || len(k) < 2 || !logged(k[0]) {
+		return entry{}, false
+	}
+	if *v == "-" {
+		return entry{st: absent}, true
+	}
+	s, ok := strings.CutPrefix(*v, "=")
+	if !ok {
+		return entry{}, false
+	}
+	ints := func(n int) ([]int64, bool) {
+		f := strings.Split(s, ",")
+		if len(f) != n {
+			return nil, false
+		}
+		out := make([]int64, n)
+		for i, x := range f {
+			var err error
+			if out[i], err = strconv.ParseInt(x, 10, 64); err != nil {
+				return nil, false
+			}
+		}
+		return out, true
+	}
+	var val any
+	switch k[0] {
+	case 's', 'c':
+		n, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			return entry{}, false
+		}
+		val = n
+	case 'm':
+		val = s
+	case 'a':
+		x, ok := ints(2)
+		if !ok {
+			return entry{}, false
+		}
+		val = holon.Account{Balance: journal.Amount(x[0]), Held: journal.Amount(x[1])}
+	case 'b', 'w':
+		x, ok := ints(2)
+		if !ok {
+			return entry{}, false
+		}
+		val = holon.Budget{Spent: journal.Amount(x[0]), Reserved: journal.Amount(x[1])}
+	case 'v':
+		x, ok := ints(4)
+		if !ok {
+			return entry{}, false
+		}
+		val = holon.Record{Runs: x[0], Succeeded: x[1], Billed: journal.Amount(x[2]), DurationMS: x[3]}
+	case 'e':
+		b, err := strconv.ParseBool(s)
+		if err != nil {
+			return entry{}, false
+		}
+		val = b
+	}
+	return entry{v: val}, true
 }
 
 // cached is what the writer knows of a row (false: read it).

@@ -93,8 +93,7 @@ func TestStore_GroupCacheForgetsFailedUpdates(t *testing.T) {
 // computes from, although that writer had the rows cached: handle A holds
 // on an account, journals an entry and moves a budget (caching all three);
 // handle B moves each of them; A moves each again, and the database ends
-// with both handles' moves. A key B journaled, unknown to A's cache, is
-// refused to A.
+// with both handles' moves. A key B journaled is refused to A.
 func TestStore_CacheFollowsOtherWriters(t *testing.T) {
 	url := pgtest.Start(t).CreateDB(t, "others")
 	open := func() *pg.Store {
@@ -151,19 +150,11 @@ func TestStore_CacheFollowsOtherWriters(t *testing.T) {
 // group sends it fails alone: the updates after it in the group run again
 // and commit, the journal's chain stays whole. The refused write is a
 // journal key another handle used (a writer learns it only from the
-// table's unique key), grouped with updates that make round trips.
+// table's unique key: the other handle used it before this one started),
+// grouped with updates that make round trips.
 func TestStore_RefusedWriteFailsItsUpdateAlone(t *testing.T) {
-	url := pgtest.Start(t).CreateDB(t, "refused")
-	a, err := pg.Open(context.Background(), url, holon.StoreOptions{NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	b, err := pg.Open(context.Background(), url, holon.StoreOptions{NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	stores, open := openOn(t, "refused", 1)
+	b := stores[0]
 	bg := context.Background()
 	entry := func(key string) journal.Entry {
 		return journal.Entry{Key: key, Lines: []journal.Line{{Account: "ext", Amount: -1}, {Account: "ann", Amount: 1}}}
@@ -174,6 +165,7 @@ func TestStore_RefusedWriteFailsItsUpdateAlone(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	a := open()
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for i := range n {
@@ -206,7 +198,7 @@ func TestStore_RefusedWriteFailsItsUpdateAlone(t *testing.T) {
 			t.Errorf("update %d: %v", i, err)
 		}
 	}
-	err = a.View(func(tx holon.Tx) error {
+	err := a.View(func(tx holon.Tx) error {
 		if c, acct := tx.Counter("journal_entries"), must(tx.Account("ann")); c != n || acct.Balance != n {
 			return fmt.Errorf("%d entries, ann %s; want %d and %d micro-units", c, acct.Balance, n, n)
 		}

@@ -76,7 +76,7 @@ func (t *Tx) PutReceipt(r *holon.Receipt) error {
 		// New (its id was just handed out, or the database said so): a
 		// plain insert, refused if the writer were wrong, and the
 		// counters as the writer knows them.
-		if err := t.exec(receiptInsert, args...); err != nil {
+		if err := t.execFree(receiptInsert, args...); err != nil {
 			return err
 		}
 		if _, err := t.AddCounter("receipts", 1); err != nil {
@@ -86,17 +86,19 @@ func (t *Tx) PutReceipt(r *holon.Receipt) error {
 			return err
 		}
 	case known:
-		if err := t.exec(receiptUpsert, args...); err != nil {
+		if err := t.execFree(receiptUpsert, args...); err != nil {
 			return err
 		}
 	default:
 		// Counted if new, in the same statement, without waiting for an
 		// answer; what the counters are now, the database knows.
-		if err := t.exec(receiptCounted, args...); err != nil {
+		counters := []string{kCounter("receipts"), kCounter("receipts:" + r.Mandate)}
+		if err := t.execTouching(counters, receiptCounted, args...); err != nil {
 			return err
 		}
-		t.forget(kCounter("receipts"))
-		t.forget(kCounter("receipts:" + r.Mandate))
+		for _, k := range counters {
+			t.forget(k)
+		}
 	}
 	v := cloneReceipt(r)
 	v.Created, _ = parseTime(ts(r.Created)) // as it reads back
@@ -221,8 +223,7 @@ func (t *Tx) AddBudget(mandate string, spent, reserved journal.Amount) error {
 	if err := b.Add(spent, reserved); err != nil {
 		return fmt.Errorf("budget of %s %w", mandate, err)
 	}
-	if err := t.exec(`INSERT INTO budgets (mandate, spent, reserved) VALUES ($1, $2, $3)
-		ON CONFLICT (mandate) DO UPDATE SET spent = EXCLUDED.spent, reserved = EXCLUDED.reserved`, mandate, Numeric(b.Spent), Numeric(b.Reserved)); err != nil {
+	if err := t.writeRow(kBudget(mandate), rowBudget, mandate, b.Spent.Micros(), b.Reserved.Micros()); err != nil {
 		return err
 	}
 	t.wrote(kBudget(mandate), b)
@@ -247,9 +248,7 @@ func (t *Tx) AddWindowBudget(mandate, window string, spent, reserved journal.Amo
 	if err := b.Add(spent, reserved); err != nil {
 		return fmt.Errorf("budget of %s in %s %w", mandate, window, err)
 	}
-	if err := t.exec(`INSERT INTO budget_windows (mandate, win, spent, reserved) VALUES ($1, $2, $3, $4)
-		ON CONFLICT (mandate, win) DO UPDATE SET spent = EXCLUDED.spent, reserved = EXCLUDED.reserved`,
-		mandate, window, Numeric(b.Spent), Numeric(b.Reserved)); err != nil {
+	if err := t.writeRow(kWindow(mandate, window), rowWindow, mandate, window, b.Spent.Micros(), b.Reserved.Micros()); err != nil {
 		return err
 	}
 	t.wrote(kWindow(mandate, window), b)
@@ -285,7 +284,7 @@ func (t *Tx) PutHold(h *holon.Hold) error {
 	}
 	// The hold is this gateway's (its lease's id): Orphaned once that
 	// runs out.
-	err := t.exec(`INSERT INTO holds (receipt, payer, amount, mandate, reserved, funder, parent, children, downstream, sub_mandate, started, gateway,
+	err := t.execRow(kHold(h.Receipt), `INSERT INTO holds (receipt, payer, amount, mandate, reserved, funder, parent, children, downstream, sub_mandate, started, gateway,
 			budget_window)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
 		ON CONFLICT (receipt) DO UPDATE SET payer = EXCLUDED.payer, amount = EXCLUDED.amount, mandate = EXCLUDED.mandate,
@@ -331,7 +330,7 @@ func (t *Tx) Hold(receipt string) (*holon.Hold, error) {
 
 // DeleteHold forgets a call in flight once it settled.
 func (t *Tx) DeleteHold(receipt string) error {
-	if err := t.exec(`DELETE FROM holds WHERE receipt = $1`, receipt); err != nil {
+	if err := t.appendRows(kHold(receipt), rowHoldGone, nil, []any{receipt}); err != nil {
 		return err
 	}
 	t.wroteAbsent(kHold(receipt))
@@ -399,7 +398,7 @@ func (t *Tx) PutApproval(a *holon.Approval) error {
 		}
 		input = string(b)
 	}
-	return t.exec(`INSERT INTO approvals (id, seq, mandate, caller, agent, capability, input_hash, max_cost, worst_case, currency,
+	return t.execFree(`INSERT INTO approvals (id, seq, mandate, caller, agent, capability, input_hash, max_cost, worst_case, currency,
 			receipt, status, created, expires, decided, run, input)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)
 		ON CONFLICT (id) DO UPDATE SET mandate = EXCLUDED.mandate, caller = EXCLUDED.caller, agent = EXCLUDED.agent,
@@ -524,37 +523,28 @@ func (t *Tx) AppendEvent(ev *holon.Event, succeeded bool) error {
 		return err
 	}
 	ev.Seq = seq
-	if err := t.exec(`INSERT INTO call_events (seq, receipt, agent, status, error, duration_ms, billed, currency, delegated, time)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`, int64(seq), ev.Receipt, ev.Agent, ev.Status, optText(ev.Error),
-		ev.DurationMS, Numeric(ev.Billed), ev.Currency, ev.Delegated, ts(ev.Time)); err != nil {
+	if err := t.appendRows("", rowEvent, nil, []any{int64(seq), ev.Receipt, ev.Agent, ev.Status, optText(ev.Error),
+		ev.DurationMS, ev.Billed.Micros(), ev.Currency, ev.Delegated, ts(ev.Time)}); err != nil {
 		return err
 	}
 	ok := int64(0)
 	if succeeded {
 		ok = 1
 	}
-	if err := t.exec(`INSERT INTO agent_records AS r (agent, runs, succeeded, billed, duration_ms) VALUES ($1, 1, $2, $3, $4)
-		ON CONFLICT (agent) DO UPDATE SET runs = r.runs + 1, succeeded = r.succeeded + EXCLUDED.succeeded,
-			billed = r.billed + EXCLUDED.billed, duration_ms = r.duration_ms + EXCLUDED.duration_ms`,
-		ev.Agent, ok, Numeric(ev.Billed), ev.DurationMS); err != nil {
+	// The record gets its new value, a hot row (rows.go): read first
+	// when the writer does not know it.
+	r, err := t.Record(ev.Agent)
+	if err != nil {
 		return err
-	}
-	// The writer's cache follows a record it knows.
-	k := kRecord(ev.Agent)
-	c, known := t.cached(k)
-	if !known {
-		t.forget(k)
-		return nil
-	}
-	var r holon.Record
-	if c.st == present {
-		r = c.v.(holon.Record)
 	}
 	r.Runs++
 	r.Succeeded += ok
 	r.Billed += ev.Billed
 	r.DurationMS += ev.DurationMS
-	t.wrote(k, r)
+	if err := t.writeRow(kRecord(ev.Agent), rowRecord, ev.Agent, r.Runs, r.Succeeded, r.Billed.Micros(), r.DurationMS); err != nil {
+		return err
+	}
+	t.wrote(kRecord(ev.Agent), r)
 	return nil
 }
 

@@ -6,19 +6,28 @@
 //
 // Writes are grouped as the embedded store groups them: one writer per
 // store handle runs the queued updates in one REPEATABLE READ
-// transaction, each under its own savepoint, so that a failing or
-// panicking update is undone alone. The writers of several handles
-// (several gateways) take turns under one lock (writer_log's table lock,
-// the transaction's first statement, so its snapshot is taken once the
-// lock is held): each group sees every group before it and none
-// conflicts with another; what queued while a writer waited joins its
-// group. The writer keeps the rows it read and wrote in a cache that
-// outlives its groups, and each group logs the keys of the rows it
-// changed (writer_log), read by the next writer to take the lock, which
-// forgets those rows (cache.go). An update's writes are not sent when it
-// ends: they go with the next statement that must be answered, so a group
-// whose updates read only cached rows costs about three round trips
-// (begin, its writes, commit) however many updates it holds (group.go).
+// transaction. A group runs fast first, without savepoints; only when
+// PostgreSQL refuses one of its statements (a constraint), or an update
+// fails after some of its writes reached the database, is it rolled back
+// and run again safely, each update under its own savepoint, so that a
+// failing or panicking update is undone alone (Store.SafeRuns counts
+// them). The writers of several handles (several gateways) take turns
+// under one lock (writer_log's table lock, the transaction's first
+// statement, so its snapshot is taken once the lock is held): each group
+// sees every group before it and none conflicts with another; what queued
+// while a writer waited joins its group. The writer keeps the rows it read
+// and wrote in a cache that outlives its groups, and each group logs the
+// keys of the rows it changed (writer_log), with the new values of the
+// small ones (migration 12), read by the next writer to take the lock,
+// which takes those values and forgets the other rows (cache.go). An update's writes
+// are not sent when it ends: they go with the next statement that must be
+// answered, or with the group's COMMIT, so that a group whose updates read
+// only cached rows costs two round trips (begin, then its writes with the
+// commit) however many updates it holds (group.go). Hot rows (balances,
+// budgets, counters, sequences, the journal's head, agents' records) are
+// written with their new value, once per round trip however many updates
+// moved them, a table's rows in one statement, and the rollups summed in
+// one statement (rows.go).
 // Reads run in REPEATABLE READ READ ONLY transactions and never wait for
 // the writers.
 //

@@ -101,7 +101,18 @@ func (t *Tx) putRaw(bucket string, key, value []byte) error {
 	if tb != appDocTable {
 		doc = string(value)
 	}
-	if err := t.exec(tb.put, bucket, key, keyText(key), doc, raw); err != nil {
+	if tb == appDocTable {
+		// Sent with the other documents of its round trip (rows.go).
+		var d *string
+		if doc != nil {
+			s := doc.(string)
+			d = &s
+		}
+		r, _ := raw.([]byte)
+		if err := t.appendRows(kDoc(bucket, key), rowAppDoc, nil, []any{bucket, keyText(key), bytes.Clone(key), d, r}); err != nil {
+			return err
+		}
+	} else if err := t.execFree(tb.put, bucket, key, keyText(key), doc, raw); err != nil {
 		return err
 	}
 	t.wrote(kDoc(bucket, key), bytes.Clone(value))
@@ -193,7 +204,7 @@ func (t *Tx) Delete(bucket, key string) error {
 	if appendOnly[bucket] {
 		return fmt.Errorf("%s is append-only", bucket)
 	}
-	if err := t.exec(tableOf(bucket).del, bucket, []byte(key)); err != nil {
+	if err := t.execRow(kDoc(bucket, []byte(key)), tableOf(bucket).del, bucket, []byte(key)); err != nil {
 		return err
 	}
 	t.wroteAbsent(kDoc(bucket, []byte(key)))
@@ -252,7 +263,7 @@ func (t *Tx) putDoc(table, key, id string, d holon.Doc) error {
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", table, id, err)
 	}
-	if err := t.exec(`INSERT INTO `+table+` (`+key+`, doc, created, published, yanked, revoked) VALUES ($1, $2, $3, $4, $5, $6)
+	if err := t.execFree(`INSERT INTO `+table+` (`+key+`, doc, created, published, yanked, revoked) VALUES ($1, $2, $3, $4, $5, $6)
 		ON CONFLICT (`+key+`) DO UPDATE SET doc = EXCLUDED.doc, created = EXCLUDED.created, published = EXCLUDED.published,
 			yanked = EXCLUDED.yanked, revoked = EXCLUDED.revoked`, id, string(compact), ts(d.Created), d.Published, optText(d.Yanked), d.Revoked); err != nil {
 		return err

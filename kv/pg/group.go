@@ -2,6 +2,7 @@ package pg
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -12,14 +13,22 @@ import (
 )
 
 // A group is one transaction of the writer: the updates it took from the
-// queue, run one after the other, each under its own savepoint. An
-// update's writes are not sent when it ends: they wait, with those of the
-// updates after it, for the next statement that must be answered (a read
-// the cache cannot answer, or the group's end), so that a group whose
-// updates read only cached rows costs one round trip in all. Until its
-// statements are answered, an update is open: when one of them is refused,
-// that update alone fails (undone to its savepoint) and the updates after
-// it, whose statements the database skipped, run again.
+// queue, run one after the other. A group runs fast first: without
+// savepoints, its hot rows written once per round trip (rows.go), its last
+// writes sent with its COMMIT. Only when that cannot stand — PostgreSQL
+// refuses one of its statements (a constraint: the transaction is then
+// refused whole), or an update fails after some of its writes reached the
+// database — is it rolled back and run again safely (Store.SafeRuns),
+// each update under its own savepoint, so that a refused update fails
+// alone.
+//
+// An update's writes are not sent when it ends: they wait, with those of
+// the updates after it, for the next statement that must be answered (a
+// read the cache cannot answer, or the group's end), so that a group whose
+// updates read only cached rows costs one round trip in all. In a safe run,
+// until its statements are answered, an update is open: when one of them
+// is refused, that update alone fails (undone to its savepoint) and the
+// updates after it, whose statements the database skipped, run again.
 type group struct {
 	s       *Store
 	ctx     context.Context
@@ -36,7 +45,18 @@ type group struct {
 	rerun int
 	// gen is the last writer_log entry this writer has seen.
 	gen int64
+	// safe: each update runs under its own savepoint.
+	safe bool
 }
+
+// errSafeRun is a fast run's end: the group must run again safely.
+type errSafeRun struct{ err error }
+
+func (e *errSafeRun) Error() string {
+	return fmt.Sprintf("the group runs again, each update under a savepoint: %v", e.err)
+}
+
+func (e *errSafeRun) Unwrap() error { return e.err }
 
 // answered is told that every pending statement was answered: the open
 // updates are done, their changes the group's.
@@ -50,7 +70,11 @@ func (g *group) answered() {
 // refused handles a pending statement of update owner that PostgreSQL
 // refused with err, in a round trip update t made, and returns t's error.
 func (g *group) refused(t *Tx, owner int, err error) error {
-	if t.note(err); t.fatal != nil || owner < 0 {
+	if t.note(err); t.fatal == nil && !g.safe {
+		// A fast run has no savepoint to go back to.
+		t.fatal = &errSafeRun{err}
+	}
+	if t.fatal != nil || owner < 0 {
 		if t.fatal == nil {
 			t.fatal = err
 		}
@@ -95,13 +119,14 @@ func (g *group) undo() error {
 	return err
 }
 
-// try runs the group once in a SERIALIZABLE transaction, each update under
-// a savepoint. retry is true after a serialization conflict or deadlock
-// (the whole group must run again); err is an error of the transaction
-// itself (the database unreachable, the commit refused).
-func (s *Store) try(batch *[]*update, fill bool) (errs []error, retry bool, err error) {
+// try runs the group once in a REPEATABLE READ transaction: fast, or
+// safely with each update under a savepoint. retry is true after a
+// serialization conflict or deadlock (the whole group must run again),
+// again when a fast run must run again safely; err is an error of the
+// transaction itself (the database unreachable, the commit refused).
+func (s *Store) try(batch *[]*update, fill, safe bool) (errs []error, retry, again bool, err error) {
 	ctx := context.Background()
-	g := &group{s: s, ctx: ctx, conf: layer{}, rerun: -1}
+	g := &group{s: s, ctx: ctx, conf: layer{}, rerun: -1, safe: safe}
 	// The writers of every gateway take turns, a group at a time: the
 	// lock is taken before the transaction's snapshot, so it sees every
 	// group committed before it and no two groups ever conflict (a
@@ -116,7 +141,7 @@ func (s *Store) try(batch *[]*update, fill bool) (errs []error, retry bool, err 
 	s.inBegin.Add(int64(time.Since(start)))
 	if err != nil {
 		s.dropCache()
-		return nil, false, unavailable(err)
+		return nil, false, false, unavailable(err)
 	}
 	ok := false
 	defer func() {
@@ -128,6 +153,20 @@ func (s *Store) try(batch *[]*update, fill bool) (errs []error, retry bool, err 
 		}
 		conn.Release()
 	}()
+	// fail ends the run on an error of the transaction; a fast run that
+	// must run again safely is rolled back, and the writer's cache, which
+	// the rollback leaves true, kept.
+	fail := func(err error) ([]error, bool, bool, error) {
+		var sr *errSafeRun
+		if errors.As(err, &sr) {
+			if rerr := rollback(ctx, conn.Conn()); rerr == nil {
+				ok = true
+				return nil, false, true, nil
+			}
+			err = sr.err
+		}
+		return nil, conflict(err), false, unavailable(err)
+	}
 	g.conn = conn.Conn()
 	g.gen = s.catchUp(logged)
 	if fill {
@@ -145,17 +184,21 @@ func (s *Store) try(batch *[]*update, fill bool) (errs []error, retry bool, err 
 			}
 			tx := &Tx{s: s, ctx: ctx, tx: conn.Conn(), g: g, idx: i, l: layer{}}
 			mark := len(g.pending)
-			g.pending = append(g.pending, queued{sql: `SAVEPOINT u`, owner: i})
+			if safe {
+				g.pending = append(g.pending, queued{sql: `SAVEPOINT u`, owner: i, free: true})
+			}
 			ferr := call(u.fn, tx)
 			if tx.fatal != nil {
-				return nil, conflict(tx.fatal), unavailable(tx.fatal)
+				return fail(tx.fatal)
 			}
 			if tx.restart {
 				i = g.rerun - 1
 				continue
 			}
 			if ferr == nil && tx.failed == nil {
-				g.pending = append(g.pending, queued{sql: `RELEASE SAVEPOINT u`, owner: i})
+				if safe {
+					g.pending = append(g.pending, queued{sql: `RELEASE SAVEPOINT u`, owner: i, free: true})
+				}
 				g.open = append(g.open, tx)
 				g.errs[i] = nil
 				continue
@@ -168,12 +211,16 @@ func (s *Store) try(batch *[]*update, fill bool) (errs []error, retry bool, err 
 				g.pending = g.pending[:mark]
 				continue
 			}
+			if !safe {
+				// Some of it did, and there is no savepoint to undo it to.
+				return fail(&errSafeRun{ferr})
+			}
 			// Some of it did: undo it, at once if PostgreSQL refused it
 			// (the transaction refuses everything until then). Its
 			// statements not sent yet are the last pending ones.
 			if tx.failed != nil {
 				if err := g.undo(); err != nil {
-					return nil, conflict(err), unavailable(err)
+					return fail(err)
 				}
 				continue
 			}
@@ -183,10 +230,14 @@ func (s *Store) try(batch *[]*update, fill bool) (errs []error, retry bool, err 
 			}
 			g.pending = append(g.pending[:n], queued{sql: `ROLLBACK TO SAVEPOINT u`, owner: -1}, queued{sql: `RELEASE SAVEPOINT u`, owner: -1})
 		}
+		if !safe {
+			// The group's last writes go with its COMMIT.
+			break
+		}
 		// The group's end: what is still pending is sent.
 		end := &Tx{s: s, ctx: ctx, tx: conn.Conn(), g: g, idx: len(updates)}
 		if end.flush(); end.fatal != nil {
-			return nil, conflict(end.fatal), unavailable(end.fatal)
+			return fail(end.fatal)
 		}
 		if !end.restart {
 			break
@@ -194,16 +245,24 @@ func (s *Store) try(batch *[]*update, fill bool) (errs []error, retry bool, err 
 		i = g.rerun
 	}
 	if err := s.commit(ctx, conn.Conn(), g); err != nil {
-		return nil, conflict(err), unavailable(err)
+		return fail(err)
 	}
 	ok = true
-	return g.errs, false, nil
+	return g.errs, false, false, nil
+}
+
+// rollback ends the transaction, at once, in the simple protocol.
+func rollback(ctx context.Context, c *pgx.Conn) error {
+	_, err := c.PgConn().Exec(ctx, `ROLLBACK`).ReadAll()
+	return err
 }
 
 // logEntry is one group's entry in writer_log.
 type logEntry struct {
 	gen  int64
 	keys []string
+	// vals are the keys' rows' new values, or nil (cache.go).
+	vals []*string
 }
 
 // begin begins the group's transaction, takes the writers' lock and reads
@@ -218,9 +277,9 @@ func begin(ctx context.Context, c *pgx.Conn, gen int64) ([]logEntry, error) {
 	b.Queue(`BEGIN ISOLATION LEVEL REPEATABLE READ`)
 	b.Queue(`LOCK TABLE writer_log IN EXCLUSIVE MODE`)
 	if gen < 0 {
-		b.Queue(`SELECT coalesce(max(gen), 0), '{}'::text[] FROM writer_log`)
+		b.Queue(`SELECT coalesce(max(gen), 0), '{}'::text[], NULL::text[] FROM writer_log`)
 	} else {
-		b.Queue(`SELECT gen, keys FROM writer_log WHERE gen > $1 ORDER BY gen`, gen)
+		b.Queue(`SELECT gen, keys, vals FROM writer_log WHERE gen > $1 ORDER BY gen`, gen)
 	}
 	br := c.SendBatch(ctx, b)
 	defer br.Close()
@@ -236,7 +295,7 @@ func begin(ctx context.Context, c *pgx.Conn, gen int64) ([]logEntry, error) {
 	var out []logEntry
 	for rows.Next() {
 		var e logEntry
-		if err := rows.Scan(&e.gen, &e.keys); err != nil {
+		if err := rows.Scan(&e.gen, &e.keys, &e.vals); err != nil {
 			rows.Close()
 			return nil, err
 		}
@@ -267,8 +326,18 @@ func (s *Store) catchUp(logged []logEntry) int64 {
 		s.base = layer{}
 	} else {
 		for _, e := range logged {
-			for _, k := range e.keys {
-				delete(s.base, k)
+			for i, k := range e.keys {
+				// The row's new value, when the log carries it; else the
+				// row is read again when needed.
+				var v *string
+				if len(e.vals) == len(e.keys) {
+					v = e.vals[i]
+				}
+				if c, ok := fromLog(k, v); ok {
+					s.base[k] = c
+				} else {
+					delete(s.base, k)
+				}
 			}
 		}
 	}
@@ -283,21 +352,34 @@ const (
 	logKeep  = 8192
 )
 
-// commit appends the group's changed rows to the writers' log and commits
+// commit sends the group's pending writes (a fast run's last ones),
+// appends the group's changed rows to the writers' log and commits
 // (letting go of the writers' lock), in one round trip, and keeps the
-// group's cache changes.
+// group's cache changes. A pending write refused fails a fast run: it
+// must run again safely.
 func (s *Store) commit(ctx context.Context, c *pgx.Conn, g *group) error {
+	pend := render(g.pending, !g.safe)
+	g.pending = nil
+	for _, o := range g.open {
+		g.conf.merge(o.l)
+	}
+	g.open = nil
 	var keys []string
+	var vals []*string
 	for k, e := range g.conf {
 		if e.dirty {
-			keys = append(keys, k)
+			keys, vals = append(keys, k), append(vals, logValue(k, e))
 		}
 	}
 	gen := g.gen
 	b := &pgx.Batch{}
+	for _, q := range pend {
+		b.Queue(q.sql, q.args...)
+	}
+	s.stmts.Add(uint64(len(pend))) // in the COMMIT's round trip
 	if len(keys) > 0 {
 		gen++
-		b.Queue(`INSERT INTO writer_log (gen, keys) VALUES ($1, $2)`, gen, keys)
+		b.Queue(`INSERT INTO writer_log (gen, keys, vals) VALUES ($1, $2, $3)`, gen, keys, vals)
 		if gen%logPrune == 0 {
 			b.Queue(`DELETE FROM writer_log WHERE gen <= $1`, gen-logKeep)
 		}
@@ -312,6 +394,10 @@ func (s *Store) commit(ctx context.Context, c *pgx.Conn, g *group) error {
 		}
 		if err != nil {
 			br.Close()
+			var pe *pgconn.PgError
+			if i < len(pend) && errors.As(err, &pe) && !conflict(err) && !serverGone(pe.Code) {
+				return &errSafeRun{err}
+			}
 			return err
 		}
 	}

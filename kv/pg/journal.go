@@ -3,6 +3,7 @@ package pg
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -36,50 +37,50 @@ func (t *Tx) AppendEntry(e journal.Entry) (holon.JournalRow, error) {
 	prev, _ := t.meta("journal_head")
 	row := holon.JournalRow{Seq: seq, Key: e.Key, Time: t.Now().UTC(), Lines: e.Lines, Prev: prev}
 	row.Hash = journal.RowHash(prev, seq, row.Key, row.Time, row.Lines)
-	if err := t.execWrapped(func(err error) error {
+	if err := t.appendRows("", rowEntry, func(err error) error {
 		var pe *pgconn.PgError
 		if errors.As(err, &pe) && pe.Code == "23505" && pe.ConstraintName == "journal_entries_key_key" {
 			return fmt.Errorf("entry %s: %w: %w", e.Key, holon.ErrDuplicateKey, err)
 		}
 		return err
-	}, `INSERT INTO journal_entries (seq, key, time, prev, hash) VALUES ($1, $2, $3, $4, $5)`,
-		int64(seq), row.Key, ts(row.Time), row.Prev, row.Hash); err != nil {
+	}, []any{int64(seq), row.Key, ts(row.Time), row.Prev, row.Hash}); err != nil {
 		return holon.JournalRow{}, err
 	}
 	accounts := make([]string, len(e.Lines))
-	amounts := make([]int64, len(e.Lines))
 	for i, l := range e.Lines {
-		accounts[i], amounts[i] = l.Account, l.Amount.Micros()
+		accounts[i] = l.Account
 	}
-	// The accounts first (the lines refer to them), summing the lines of
-	// an account named twice.
-	if err := t.exec(`INSERT INTO accounts AS a (name, balance, held)
-			SELECT name, sum(micros) / 1000000.0, 0 FROM unnest($1::text[], $2::bigint[]) AS l (name, micros) GROUP BY name
-		ON CONFLICT (name) DO UPDATE SET balance = a.balance + EXCLUDED.balance`, accounts, amounts); err != nil {
-		return holon.JournalRow{}, fmt.Errorf("entry %s: %w", e.Key, err)
+	// The accounts get their new balances, hot rows (rows.go): those the
+	// writer does not know are read first, together, in one round trip.
+	if err := t.knowAccounts(accounts); err != nil {
+		return holon.JournalRow{}, err
 	}
-	// The writer's cache follows the balances it knows.
 	moved := map[string]journal.Amount{}
 	for _, l := range e.Lines {
 		moved[l.Account] += l.Amount
 	}
-	for name, d := range moved {
-		k := kAccount(name)
-		c, ok := t.cached(k)
-		if !ok {
-			t.forget(k)
-			continue
+	for _, l := range e.Lines {
+		name := l.Account
+		d, first := moved[name]
+		if !first {
+			continue // an account named twice: done at its first line
 		}
-		var a holon.Account
-		if c.st == present {
-			a = c.v.(holon.Account)
+		delete(moved, name)
+		a, err := t.Account(name) // known now: no round trip
+		if err != nil {
+			return holon.JournalRow{}, err
 		}
 		a.Balance += d
-		t.wrote(k, a)
+		if err := t.writeRow(kAccount(name), rowAccount, name, a.Balance.Micros(), a.Held.Micros()); err != nil {
+			return holon.JournalRow{}, err
+		}
+		t.wrote(kAccount(name), a)
 	}
-	if err := t.exec(`INSERT INTO journal_lines (entry, position, account, amount)
-			SELECT $1, position, name, micros / 1000000.0 FROM unnest($2::text[], $3::bigint[]) WITH ORDINALITY AS l (name, micros, position)`,
-		int64(seq), accounts, amounts); err != nil {
+	lines := make([][]any, len(e.Lines))
+	for i, l := range e.Lines {
+		lines[i] = []any{int64(seq), int64(i + 1), l.Account, l.Amount.Micros()}
+	}
+	if err := t.appendRows("", rowLine, nil, lines...); err != nil {
 		return holon.JournalRow{}, err
 	}
 	t.wrote(kEntry(e.Key), true)
@@ -88,6 +89,41 @@ func (t *Tx) AppendEntry(e journal.Entry) (holon.JournalRow, error) {
 	}
 	_, err = t.AddCounter("journal_entries", 1)
 	return row, err
+}
+
+// knowAccounts reads the accounts among names the writer does not know,
+// in one round trip, into its cache.
+func (t *Tx) knowAccounts(names []string) error {
+	var unknown []string
+	for _, name := range names {
+		if _, ok := t.cached(kAccount(name)); !ok && !slices.Contains(unknown, name) {
+			unknown = append(unknown, name)
+		}
+	}
+	if len(unknown) == 0 {
+		return nil
+	}
+	found := map[string]holon.Account{}
+	err := t.all(`SELECT name, (balance * 1000000)::bigint, (held * 1000000)::bigint FROM accounts WHERE name = ANY($1)`, []any{unknown}, func(rows pgx.Rows) error {
+		var name string
+		var bal, held int64
+		if err := rows.Scan(&name, &bal, &held); err != nil {
+			return err
+		}
+		found[name] = holon.Account{Balance: journal.Amount(bal), Held: journal.Amount(held)}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, name := range unknown {
+		if a, ok := found[name]; ok {
+			t.read(kAccount(name), a)
+		} else {
+			t.readAbsent(kAccount(name))
+		}
+	}
+	return nil
 }
 
 // HasEntry reports whether an entry with this key is journaled.
@@ -245,8 +281,7 @@ func (t *Tx) AddHeld(account string, delta journal.Amount) error {
 		return fmt.Errorf("release %s on %s: only %s is held", -delta, account, a.Held)
 	}
 	a.Held = held
-	if err := t.exec(`INSERT INTO accounts AS a (name, balance, held) VALUES ($1, 0, $2)
-		ON CONFLICT (name) DO UPDATE SET held = EXCLUDED.held`, account, Numeric(held)); err != nil {
+	if err := t.writeRow(kAccount(account), rowAccount, account, a.Balance.Micros(), held.Micros()); err != nil {
 		return err
 	}
 	t.wrote(kAccount(account), a)

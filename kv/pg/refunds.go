@@ -19,7 +19,7 @@ func (t *Tx) RefundRecord(agent string, amount journal.Amount) error {
 	if rec.Billed < amount {
 		return fmt.Errorf("refund of %s off the record of %s, which billed %s", amount, agent, rec.Billed)
 	}
-	if err := t.exec(`UPDATE agent_records SET billed = billed - $2 WHERE agent = $1`, agent, Numeric(amount)); err != nil {
+	if err := t.execTouching([]string{kRecord(agent)}, `UPDATE agent_records SET billed = billed - $2 WHERE agent = $1`, agent, Numeric(amount)); err != nil {
 		return err
 	}
 	t.forget(kRecord(agent)) // the database computed it

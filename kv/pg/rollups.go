@@ -18,11 +18,8 @@ func (t *Tx) AddRollup(k holon.RollupKey, currency string, d holon.Tally) error 
 	if currency == "" {
 		return fmt.Errorf("rollup: no currency")
 	}
-	return t.exec(`INSERT INTO rollups AS r (kind, owner, dim, day, value, currency, calls, amount, refunded)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
-		ON CONFLICT (kind, owner, dim, day, value, currency) DO UPDATE SET calls = r.calls + EXCLUDED.calls,
-			amount = r.amount + EXCLUDED.amount, refunded = r.refunded + EXCLUDED.refunded`,
-		string(k.Kind), k.Owner, string(k.Dim), int32(k.Day), k.Value, currency, d.Calls, Numeric(d.Amount), Numeric(d.Refunded))
+	// Sent with the other rollups of its round trip, summed (rows.go).
+	return t.queue(queued{roll: &rollupAdd{k: k, currency: currency, d: d}})
 }
 
 // ForEachRollup calls fn for the rows of one kind, owner and dimension

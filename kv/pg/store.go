@@ -35,6 +35,8 @@ type Store struct {
 	done   chan struct{}
 
 	commits, updates, replays atomic.Uint64
+	// safeRuns counts the groups run again safely (group.go).
+	safeRuns atomic.Uint64
 	// trips counts the round trips of the writer's updates (trips.go).
 	trips atomic.Uint64
 	// stmts counts their statements, savepoints included.
@@ -192,6 +194,11 @@ func (s *Store) Stats() holon.StoreStats {
 	return st
 }
 
+// SafeRuns is how many groups ran again safely, each update under its
+// own savepoint, since the store opened: their fast run was refused
+// (group.go).
+func (s *Store) SafeRuns() uint64 { return s.safeRuns.Load() }
+
 // Close waits for the updates submitted so far and closes the store.
 func (s *Store) Close() error {
 	s.mu.Lock()
@@ -248,9 +255,15 @@ func (s *Store) run(first *update) {
 	batch := []*update{first}
 	var errs []error
 	var err error
+	safe := false
 	for attempt := 1; ; attempt++ {
-		var retry bool
-		errs, retry, err = s.try(&batch, attempt == 1)
+		var retry, again bool
+		errs, retry, again, err = s.try(&batch, attempt == 1, safe)
+		if again {
+			safe = true
+			s.safeRuns.Add(1)
+			continue
+		}
 		if !retry {
 			break
 		}

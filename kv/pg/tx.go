@@ -61,6 +61,17 @@ type queued struct {
 	owner int
 	// wrap, when set, says what PostgreSQL's refusal of it means.
 	wrap func(error) error
+	// free: it leaves the hot rows and rollups alone, so that their
+	// writes may be sent after it (rows.go).
+	free bool
+	// touches, when set, are the cache keys of the only hot rows it
+	// changes (by what the database holds): their writes go before it.
+	touches []string
+	// row is a hot row's new value under cache key key, roll a rollup's
+	// addition: rendered into statements when sent (rows.go).
+	key  string
+	row  *rowWrite
+	roll *rollupAdd
 }
 
 var _ holon.Tx = (*Tx)(nil)
@@ -112,23 +123,43 @@ func (t *Tx) writable() error {
 // group's end). Its error, if PostgreSQL refuses it, is the error of this
 // update.
 func (t *Tx) exec(sql string, args ...any) error {
+	return t.queue(queued{sql: sql, args: args})
+}
+
+// execFree is exec of a write that leaves the hot rows and rollups alone
+// (rows.go).
+func (t *Tx) execFree(sql string, args ...any) error {
+	return t.queue(queued{sql: sql, args: args, free: true})
+}
+
+// execRow is execFree of a write of the one row under cache key k: the
+// writes of that row waiting to be sent go before it (rows.go).
+func (t *Tx) execRow(k, sql string, args ...any) error {
+	return t.queue(queued{sql: sql, args: args, free: true, key: k})
+}
+
+// execTouching is exec of a write that changes, of the hot rows, only
+// those under the cache keys touches (rows.go).
+func (t *Tx) execTouching(touches []string, sql string, args ...any) error {
+	return t.queue(queued{sql: sql, args: args, touches: touches})
+}
+
+// queue adds a write of this update to the group's pending writes.
+func (t *Tx) queue(q queued) error {
 	if err := t.writable(); err != nil {
 		return err
 	}
 	if err := t.err(); err != nil {
 		return err
 	}
-	t.g.pending = append(t.g.pending, queued{sql: sql, args: args, owner: t.idx})
+	q.owner = t.idx
+	t.g.pending = append(t.g.pending, q)
 	return nil
 }
 
 // execWrapped is exec with what PostgreSQL's refusal of the write means.
 func (t *Tx) execWrapped(wrap func(error) error, sql string, args ...any) error {
-	if err := t.exec(sql, args...); err != nil {
-		return err
-	}
-	t.g.pending[len(t.g.pending)-1].wrap = wrap
-	return nil
+	return t.queue(queued{sql: sql, args: args, wrap: wrap, free: true})
 }
 
 // err is the error that stopped this update.
@@ -153,6 +184,13 @@ func (t *Tx) send(sql string, args []any) (pgx.BatchResults, error) {
 	var pend []queued
 	if t.g != nil {
 		pend, t.g.pending = t.g.pending, nil
+		for _, q := range pend {
+			if q.owner == t.idx {
+				t.sent = true
+				break
+			}
+		}
+		pend = render(pend, !t.g.safe)
 	}
 	b := &pgx.Batch{}
 	for _, q := range pend {
@@ -174,9 +212,6 @@ func (t *Tx) send(sql string, args []any) (pgx.BatchResults, error) {
 				err = q.wrap(err)
 			}
 			return nil, t.g.refused(t, q.owner, err)
-		}
-		if q.owner == t.idx {
-			t.sent = true
 		}
 	}
 	if t.g != nil {
@@ -289,8 +324,7 @@ func (t *Tx) nextSeq(bucket string) (uint64, error) {
 			v = e.v.(uint64)
 		}
 		t.wrote(k, v+1)
-		return v + 1, t.exec(`INSERT INTO sequences (bucket, value) VALUES ($1, $2)
-			ON CONFLICT (bucket) DO UPDATE SET value = EXCLUDED.value`, bucket, int64(v+1))
+		return v + 1, t.writeRow(k, rowSeq, bucket, int64(v+1))
 	}
 	var n int64
 	err := t.one(`INSERT INTO sequences AS s (bucket, value) VALUES ($1, 1)
@@ -347,8 +381,7 @@ func (t *Tx) AddCounter(name string, delta int64) (uint64, error) {
 	if n < 0 {
 		return 0, fmt.Errorf("counter %s would go below zero", name)
 	}
-	err := t.exec(`INSERT INTO counters AS c (name, value) VALUES ($1, $2)
-		ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value`, name, strconv.FormatInt(n, 10))
+	err := t.writeRow(kCounter(name), rowCounter, name, n)
 	if err == nil {
 		t.wrote(kCounter(name), uint64(n))
 	}
@@ -378,7 +411,7 @@ func (t *Tx) meta(key string) (string, bool) {
 }
 
 func (t *Tx) putMeta(key, value string) error {
-	err := t.exec(`INSERT INTO meta (key, value) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value`, key, value)
+	err := t.writeRow(kMeta(key), rowMeta, key, value)
 	if err == nil {
 		t.wrote(kMeta(key), value)
 	}

@@ -1,0 +1,306 @@
+package pg_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"holon.dev/holon"
+	"holon.dev/holon/backup/pgtest"
+	"holon.dev/holon/journal"
+	"holon.dev/holon/kv/pg"
+)
+
+// openOn opens n store handles (n gateways) on one new database, and
+// returns them with a function that opens one more.
+func openOn(t *testing.T, name string, n int) ([]*pg.Store, func() *pg.Store) {
+	t.Helper()
+	url := pgtest.Start(t).CreateDB(t, name)
+	open := func() *pg.Store {
+		t.Helper()
+		s, err := pg.Open(context.Background(), url, holon.StoreOptions{NoSync: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
+	var out []*pg.Store
+	for range n {
+		out = append(out, open())
+	}
+	return out, open
+}
+
+// grouped runs fns as one group of s's writer, in their order: the writer
+// is held by an update until every fn is queued behind it. It returns
+// each fn's error.
+func grouped(t *testing.T, s *pg.Store, fns ...func(holon.Tx) error) []error {
+	t.Helper()
+	bg := context.Background()
+	hold, held := make(chan struct{}), make(chan struct{})
+	first := make(chan error, 1)
+	go func() {
+		first <- s.Update(bg, func(holon.Tx) error {
+			select {
+			case held <- struct{}{}:
+			default:
+			}
+			<-hold
+			return nil
+		})
+	}()
+	<-held
+	errs := make([]error, len(fns))
+	done := make(chan int, len(fns))
+	for i, fn := range fns {
+		go func() {
+			errs[i] = s.Update(bg, fn)
+			done <- i
+		}()
+		for pg.Queued(s) < i+1 {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	close(hold)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	for range fns {
+		<-done
+	}
+	if st := s.Stats(); st.MaxBatch < len(fns) {
+		t.Fatalf("the largest group held %d updates, want the %d in one", st.MaxBatch, len(fns))
+	}
+	return errs
+}
+
+// entry is a transfer of micros from ext to account, under key.
+func entry(key, account string, micros int64) journal.Entry {
+	return journal.Entry{Key: key, Lines: []journal.Line{{Account: "ext", Amount: -journal.Amount(micros)}, {Account: account, Amount: journal.Amount(micros)}}}
+}
+
+// moveAnn journals 10 micro-units to ann under key, holds 1 more on ann,
+// spends 10 of budget m and counts the move: hot rows all.
+func moveAnn(tx holon.Tx, key string) error {
+	if _, err := tx.AppendEntry(entry(key, "ann", 10)); err != nil {
+		return err
+	}
+	if err := tx.AddHeld("ann", 1); err != nil {
+		return err
+	}
+	if err := tx.AddBudget("m", 10, 0); err != nil {
+		return err
+	}
+	_, err := tx.AddCounter("moves", 1)
+	return err
+}
+
+// annAndM reads the tests' account ann and budget m.
+func annAndM(tx holon.Tx) (holon.Account, holon.Budget, error) {
+	ann, err := tx.Account("ann")
+	if err != nil {
+		return ann, holon.Budget{}, err
+	}
+	bud, err := tx.Budget("m")
+	return ann, bud, err
+}
+
+// Ensure that a group whose fast run PostgreSQL refuses (one update
+// journals a key another gateway used before this one started, which this
+// writer learns only from the table's unique key) runs again safely: the
+// refused update alone fails, with its error, the others commit, and
+// SafeRuns counts it; a group nobody refuses runs once, fast.
+func TestStore_RefusalRunsGroupAgainSafe(t *testing.T) {
+	stores, open := openOn(t, "saferun", 1)
+	b := stores[0]
+	bg := context.Background()
+	if err := b.Update(bg, func(tx holon.Tx) error { _, err := tx.AppendEntry(entry("used", "ann", 1)); return err }); err != nil {
+		t.Fatal(err)
+	}
+	a := open()
+	move := func(key string) func(holon.Tx) error {
+		return func(tx holon.Tx) error {
+			if _, err := tx.AppendEntry(entry(key, "ann", 10)); err != nil {
+				return err
+			}
+			if _, err := tx.AddCounter("moves", 1); err != nil {
+				return err
+			}
+			return tx.AddBudget("m", 10, 0)
+		}
+	}
+	safe := a.SafeRuns()
+	errs := grouped(t, a, move("k1"), move("k2"), move("k3"))
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("update %d of a group nobody refuses: %v", i, err)
+		}
+	}
+	if n := a.SafeRuns(); n != safe {
+		t.Errorf("a group nobody refused ran again safely (%d safe runs)", n-safe)
+	}
+	errs = grouped(t, a, move("k4"), move("used"), move("k5"))
+	if errs[0] != nil || errs[2] != nil {
+		t.Errorf("the updates beside the refused one: %v, %v; want both committed", errs[0], errs[2])
+	}
+	if !errors.Is(errs[1], holon.ErrDuplicateKey) {
+		t.Errorf("the refused update: %v, want ErrDuplicateKey", errs[1])
+	}
+	if n := a.SafeRuns(); n != safe+1 {
+		t.Errorf("%d safe runs after a refused group, want 1", n-safe)
+	}
+	err := a.View(func(tx holon.Tx) error {
+		ann, bud, err := annAndM(tx)
+		if err != nil {
+			return err
+		}
+		if ann.Balance != 51 || tx.Counter("moves") != 5 || bud.Spent != 50 || tx.Counter("journal_entries") != 6 {
+			return fmt.Errorf("ann %s, %d moves, budget spent %s, %d entries; want 51, 5, 50 and 6",
+				ann.Balance, tx.Counter("moves"), bud.Spent, tx.Counter("journal_entries"))
+		}
+		return tx.(*pg.Tx).VerifyJournal()
+	})
+	if err != nil {
+		t.Error(err)
+	}
+}
+
+// Ensure that an update failing after it moved the same hot rows as an
+// earlier update of its group (a balance, a budget, a counter, the
+// journal's head) takes back its own moves only: the earlier update's
+// reach the database, whether the failing update's writes were still
+// waiting to be sent (no savepoint needed) or some had gone with a read
+// (the group runs again safely).
+func TestStore_LaterFailedWriteKeepsEarlier(t *testing.T) {
+	stores, _ := openOn(t, "laterfailed", 1)
+	s := stores[0]
+	errLater := errors.New("later update fails")
+	move := func(key string, read, fail bool) func(holon.Tx) error {
+		return func(tx holon.Tx) error {
+			if err := moveAnn(tx, key); err != nil {
+				return err
+			}
+			if read {
+				// A read no cache answers: the writes so far go with it.
+				if _, err := tx.Receipts("", "", 1); err != nil {
+					return err
+				}
+			}
+			if fail {
+				return errLater
+			}
+			return nil
+		}
+	}
+	check := func(moves int64) {
+		t.Helper()
+		err := s.View(func(tx holon.Tx) error {
+			ann, bud, err := annAndM(tx)
+			if err != nil {
+				return err
+			}
+			if ann.Balance != journal.Amount(10*moves) || ann.Held != journal.Amount(moves) || bud.Spent != journal.Amount(10*moves) ||
+				tx.Counter("moves") != uint64(moves) || tx.Counter("journal_entries") != uint64(moves) {
+				return fmt.Errorf("ann %+v, budget %+v, %d moves, %d entries; want %d moves", ann, bud, tx.Counter("moves"), tx.Counter("journal_entries"), moves)
+			}
+			return tx.(*pg.Tx).VerifyJournal()
+		})
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	for i, read := range []bool{false, true} {
+		safe := s.SafeRuns()
+		errs := grouped(t, s, move(fmt.Sprintf("e%d", i), false, false), move(fmt.Sprintf("f%d", i), read, true))
+		if errs[0] != nil || !errors.Is(errs[1], errLater) {
+			t.Errorf("read %v: %v, %v; want the earlier committed, the later failed", read, errs[0], errs[1])
+		}
+		check(int64(i + 1))
+		if ran := s.SafeRuns() - safe; read != (ran == 1) {
+			t.Errorf("read %v: %d safe runs", read, ran)
+		}
+	}
+}
+
+// Ensure that a writer takes the values of the small rows another gateway
+// changed from the writers' log, without reading them again: handle a
+// moves a balance, a hold, a budget, a counter and the journal (caching
+// them all), b moves each of them, and a moves each again in an update
+// that makes no round trip of its own; the database ends with every move.
+func TestStore_LogCarriesValues(t *testing.T) {
+	stores, _ := openOn(t, "logvalues", 2)
+	a, b := stores[0], stores[1]
+	bg := context.Background()
+	move := func(s *pg.Store, key string) {
+		t.Helper()
+		err := s.Update(bg, func(tx holon.Tx) error { return moveAnn(tx, key) })
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	move(a, "k1")
+	move(b, "k2")
+	trips, _ := a.RoundTrips()
+	move(a, "k3")
+	if after, _ := a.RoundTrips(); after != trips {
+		t.Errorf("a read again %d times the rows b changed", after-trips)
+	}
+	err := a.View(func(tx holon.Tx) error {
+		ann, bud, err := annAndM(tx)
+		if err != nil {
+			return err
+		}
+		if ann.Balance != 30 || ann.Held != 3 || bud.Spent != 30 || tx.Counter("moves") != 3 || tx.Counter("journal_entries") != 3 {
+			return fmt.Errorf("ann %+v, budget %+v, %d moves, %d entries; want 3 moves of each", ann, bud, tx.Counter("moves"), tx.Counter("journal_entries"))
+		}
+		return tx.(*pg.Tx).VerifyJournal()
+	})
+	if err != nil {
+		t.Error(err)
+	}
+}
+
+// Ensure that a group whose updates write one row in turns (a hold put,
+// deleted and put again; a document put, deleted and put again; a hold
+// put then deleted) ends with the last write of each, although the rows
+// of many updates go to the database in one statement per table.
+func TestStore_GroupKeepsARowsWritesInOrder(t *testing.T) {
+	stores, _ := openOn(t, "roworder", 1)
+	s := stores[0]
+	hold := func(id string) func(holon.Tx) error {
+		return func(tx holon.Tx) error {
+			return tx.PutHold(&holon.Hold{Receipt: id, Payer: "ann", Mandate: "m", Started: tx.Now()})
+		}
+	}
+	unhold := func(id string) func(holon.Tx) error { return func(tx holon.Tx) error { return tx.DeleteHold(id) } }
+	put := func(v string) func(holon.Tx) error {
+		return func(tx holon.Tx) error { return tx.Put(holon.BucketSettings, "k", map[string]string{"v": v}) }
+	}
+	del := func(tx holon.Tx) error { return tx.Delete(holon.BucketSettings, "k") }
+	errs := grouped(t, s, hold("r1"), hold("r2"), put("a"), unhold("r1"), del, unhold("r2"), hold("r1"), put("b"))
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("update %d: %v", i, err)
+		}
+	}
+	err := s.View(func(tx holon.Tx) error {
+		hs, err := tx.Holds()
+		if err != nil {
+			return err
+		}
+		if len(hs) != 1 || hs[0].Receipt != "r1" {
+			return fmt.Errorf("holds %v, want r1 alone", hs)
+		}
+		var v map[string]string
+		if err := tx.Get(holon.BucketSettings, "k", &v); err != nil || v["v"] != "b" {
+			return fmt.Errorf("document %v (%v), want b", v, err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Error(err)
+	}
+}

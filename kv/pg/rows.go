@@ -1,0 +1,251 @@
+package pg
+
+import (
+	"fmt"
+
+	"holon.dev/holon"
+)
+
+// Writes of hot rows. A small row the writer knows whole (a balance, a
+// budget, a counter, a sequence, the journal's head, an agent's record) is
+// written with its new value, not with a change: within a round trip only
+// its last value needs to reach the database, and the rows of one table go
+// in one multi-row statement. A group that runs without savepoints (the
+// first run of every group, see group.go) sends each hot row once per
+// round trip, however many of its updates moved it, and its rollups
+// summed in one statement. Rows appended (journal entries and lines,
+// call events, documents) or deleted (holds) by many updates go the same
+// way, one statement per table; a write of one of those rows that does not
+// go this way (a hold put, a document deleted) sends the rows waiting
+// before it. A group that runs safely, each update under its own
+// savepoint, sends every write where its update made it.
+
+// rowKind is the table a row write goes to.
+type rowKind uint8
+
+const (
+	rowAccount rowKind = iota // name, balance µ, held µ
+	rowBudget                 // mandate, spent µ, reserved µ
+	rowWindow                 // mandate, win, spent µ, reserved µ
+	rowCounter                // name, value
+	rowSeq                    // bucket, value
+	rowMeta                   // key, value
+	rowRecord                 // agent, runs, succeeded, billed µ, duration_ms
+	// Rows appended (or deleted) rather than rewritten: not hot, but the
+	// rows of many updates go in one statement all the same.
+	rowEntry    // seq, key, time, prev, hash
+	rowLine     // entry, position, account, amount µ
+	rowEvent    // seq, receipt, agent, status, error, duration_ms, billed µ, currency, delegated, time
+	rowHoldGone // receipt
+	rowAppDoc   // bucket, key, key_bytes, doc, raw
+	rowKinds
+)
+
+// rowSQL are the statements of each kind: one row per element of their
+// arrays (amounts in micro-units, as bigint), each row's whole new value.
+var rowSQL = [rowKinds]string{
+	rowAccount: `INSERT INTO accounts AS a (name, balance, held)
+		SELECT n, b / 1000000.0, h / 1000000.0 FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS x (n, b, h)
+		ON CONFLICT (name) DO UPDATE SET balance = EXCLUDED.balance, held = EXCLUDED.held`,
+	rowBudget: `INSERT INTO budgets (mandate, spent, reserved)
+		SELECT m, s / 1000000.0, r / 1000000.0 FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS x (m, s, r)
+		ON CONFLICT (mandate) DO UPDATE SET spent = EXCLUDED.spent, reserved = EXCLUDED.reserved`,
+	rowWindow: `INSERT INTO budget_windows (mandate, win, spent, reserved)
+		SELECT m, w, s / 1000000.0, r / 1000000.0 FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[]) AS x (m, w, s, r)
+		ON CONFLICT (mandate, win) DO UPDATE SET spent = EXCLUDED.spent, reserved = EXCLUDED.reserved`,
+	rowCounter: `INSERT INTO counters (name, value) SELECT * FROM unnest($1::text[], $2::bigint[])
+		ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value`,
+	rowSeq: `INSERT INTO sequences (bucket, value) SELECT * FROM unnest($1::text[], $2::bigint[])
+		ON CONFLICT (bucket) DO UPDATE SET value = EXCLUDED.value`,
+	rowMeta: `INSERT INTO meta (key, value) SELECT * FROM unnest($1::text[], $2::text[])
+		ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value`,
+	rowRecord: `INSERT INTO agent_records (agent, runs, succeeded, billed, duration_ms)
+		SELECT a, r, s, b / 1000000.0, d FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[]) AS x (a, r, s, b, d)
+		ON CONFLICT (agent) DO UPDATE SET runs = EXCLUDED.runs, succeeded = EXCLUDED.succeeded, billed = EXCLUDED.billed,
+			duration_ms = EXCLUDED.duration_ms`,
+	rowEntry: `INSERT INTO journal_entries (seq, key, time, prev, hash)
+		SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[])`,
+	rowLine: `INSERT INTO journal_lines (entry, position, account, amount)
+		SELECT e, p, a, m / 1000000.0 FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::bigint[]) AS x (e, p, a, m)`,
+	rowEvent: `INSERT INTO call_events (seq, receipt, agent, status, error, duration_ms, billed, currency, delegated, time)
+		SELECT s, r, a, st, e, d, b / 1000000.0, c, dl, t
+		FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::bigint[], $8::text[], $9::bool[], $10::text[])
+			AS x (s, r, a, st, e, d, b, c, dl, t)`,
+	rowHoldGone: `DELETE FROM holds WHERE receipt = ANY($1::text[])`,
+	rowAppDoc: `INSERT INTO app_docs (bucket, key, key_bytes, doc, raw)
+		SELECT b, k, kb, d::json, r FROM unnest($1::text[], $2::text[], $3::bytea[], $4::text[], $5::bytea[]) AS x (b, k, kb, d, r)
+		ON CONFLICT (bucket, key_bytes) DO UPDATE SET doc = EXCLUDED.doc, raw = EXCLUDED.raw`,
+}
+
+// rowWrite is rows of one kind: their columns in the order of its
+// statement, each a string, *string, int64, bool or []byte.
+type rowWrite struct {
+	kind rowKind
+	rows [][]any
+}
+
+// writeRow queues a hot row's new value under its cache key k.
+func (t *Tx) writeRow(k string, kind rowKind, vals ...any) error {
+	return t.queue(queued{key: k, row: &rowWrite{kind: kind, rows: [][]any{vals}}})
+}
+
+// appendRows queues rows of a kind that appends or deletes rows, under
+// the cache key k of the one row they change ("" for new rows, which no
+// other write touches), wrap saying what PostgreSQL's refusal means.
+func (t *Tx) appendRows(k string, kind rowKind, wrap func(error) error, rows ...[]any) error {
+	return t.queue(queued{key: k, row: &rowWrite{kind: kind, rows: rows}, wrap: wrap})
+}
+
+// rollupAdd is one AddRollup: added to its row's sums.
+type rollupAdd struct {
+	k        holon.RollupKey
+	currency string
+	d        holon.Tally
+}
+
+const rollupSQL = `INSERT INTO rollups AS r (kind, owner, dim, day, value, currency, calls, amount, refunded)
+		SELECT k, o, d, y, v, c, n, a / 1000000.0, f / 1000000.0
+		FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::text[], $6::text[], $7::bigint[], $8::bigint[], $9::bigint[])
+			AS x (k, o, d, y, v, c, n, a, f)
+		ON CONFLICT (kind, owner, dim, day, value, currency) DO UPDATE SET calls = r.calls + EXCLUDED.calls,
+			amount = r.amount + EXCLUDED.amount, refunded = r.refunded + EXCLUDED.refunded`
+
+type rollupRow struct {
+	k        holon.RollupKey
+	currency string
+}
+
+// render turns pending writes into the statements sent. In a fast run
+// (merge), a hot row written several times is sent once with its last
+// value, the rows of a kind in one statement, and the rollups' additions
+// summed in one statement; they are sent before the next statement that
+// is not known to leave them alone (a barrier: one that changes them by
+// what the database holds, deletes them, …), else at the end. In a safe
+// run every write is its own statement, in its place.
+func render(pend []queued, merge bool) []queued {
+	special := false
+	for _, q := range pend {
+		if q.row != nil || q.roll != nil {
+			special = true
+			break
+		}
+	}
+	if !special {
+		return pend
+	}
+	out := make([]queued, 0, len(pend))
+	var rows [rowKinds][]queued
+	last := map[string]int{} // a hot row's last write in rows
+	var rolls []rollupRow
+	sums := map[rollupRow]holon.Tally{}
+	rollOwner := -1
+	flush := func() {
+		for kind, qs := range rows {
+			if len(qs) == 0 {
+				continue
+			}
+			var kept [][]any
+			owner := -1
+			var wrap func(error) error
+			for i, q := range qs {
+				if q.key == "" || last[q.key] == i {
+					kept = append(kept, q.row.rows...)
+					owner, wrap = q.owner, q.wrap
+				}
+			}
+			out = append(out, queued{sql: rowSQL[kind], args: columns(kept), owner: owner, free: true, wrap: wrap})
+			rows[kind] = qs[:0]
+		}
+		clear(last)
+		if len(rolls) > 0 {
+			out = append(out, queued{sql: rollupSQL, args: rollupColumns(rolls, sums), owner: rollOwner, free: true})
+			rolls = rolls[:0]
+			clear(sums)
+		}
+	}
+	for _, q := range pend {
+		switch {
+		case q.row != nil:
+			if q.key != "" {
+				last[q.key] = len(rows[q.row.kind])
+			}
+			rows[q.row.kind] = append(rows[q.row.kind], q)
+		case q.roll != nil:
+			r := rollupRow{q.roll.k, q.roll.currency}
+			s, ok := sums[r]
+			if !ok {
+				rolls = append(rolls, r)
+			}
+			s.Calls += q.roll.d.Calls
+			s.Amount += q.roll.d.Amount
+			s.Refunded += q.roll.d.Refunded
+			sums[r], rollOwner = s, q.owner
+		default:
+			if !q.free && (q.touches == nil || touched(last, q.touches)) || q.key != "" && touched(last, []string{q.key}) {
+				// It changes rows waiting to be written: they go first.
+				flush()
+			}
+			out = append(out, q)
+			continue
+		}
+		if !merge {
+			flush()
+		}
+	}
+	flush()
+	return out
+}
+
+// touched reports whether a write waiting in last is one of keys.
+func touched(last map[string]int, keys []string) bool {
+	for _, k := range keys {
+		if _, ok := last[k]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// columns turns rows of one kind into its statement's arrays.
+func columns(rows [][]any) []any {
+	n := len(rows[0])
+	args := make([]any, n)
+	for c := range n {
+		switch rows[0][c].(type) {
+		case string:
+			args[c] = column[string](rows, c)
+		case *string:
+			args[c] = column[*string](rows, c)
+		case int64:
+			args[c] = column[int64](rows, c)
+		case bool:
+			args[c] = column[bool](rows, c)
+		case []byte:
+			args[c] = column[[]byte](rows, c)
+		default:
+			panic(fmt.Sprintf("row column of type %T", rows[0][c]))
+		}
+	}
+	return args
+}
+
+func column[T any](rows [][]any, c int) []T {
+	col := make([]T, len(rows))
+	for i, r := range rows {
+		col[i] = r[c].(T)
+	}
+	return col
+}
+
+func rollupColumns(rolls []rollupRow, sums map[rollupRow]holon.Tally) []any {
+	n := len(rolls)
+	kind, owner, dim, value, cur := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	day := make([]int32, n)
+	calls, amount, refunded := make([]int64, n), make([]int64, n), make([]int64, n)
+	for i, r := range rolls {
+		s := sums[r]
+		kind[i], owner[i], dim[i], day[i], value[i], cur[i] = string(r.k.Kind), r.k.Owner, string(r.k.Dim), int32(r.k.Day), r.k.Value, r.currency
+		calls[i], amount[i], refunded[i] = s.Calls, s.Amount.Micros(), s.Refunded.Micros()
+	}
+	return []any{kind, owner, dim, day, value, cur, calls, amount, refunded}
+}
