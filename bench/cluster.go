@@ -106,7 +106,12 @@ func (b *bench) cluster(ctx context.Context) ([]*Result, error) {
 		checked, err := gs[0].checkMoney(before, int(answered))
 		return lr, cpu, checked, err
 	}
+	stop, err := startProfile(o, "cluster.pprof")
+	if err != nil {
+		return nil, err
+	}
 	lr1, cpu1, checked1, err := measure(gws[:1])
+	prof := stop()
 	if err != nil {
 		return nil, fmt.Errorf("one gateway on PostgreSQL: %w", err)
 	}
@@ -122,6 +127,9 @@ func (b *bench) cluster(ctx context.Context) ([]*Result, error) {
 		cpuNote(cpu1, lr1.Elapsed+warmUp(o), int64(lr1.Calls)))
 	if ps, ok := gws[0].app.Engine().Store().(*pg.Store); ok {
 		one.Notes = append(one.Notes, timesNote(ps.Times(), st.Commits))
+	}
+	if prof != "" {
+		one.Notes = append(one.Notes, prof)
 	}
 	if b.pgRate == 0 {
 		one.Verdict = "skipped: the ratio needs row [2] (--rows postgres,cluster)"

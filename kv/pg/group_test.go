@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -299,6 +300,63 @@ func TestStore_GroupKeepsARowsWritesInOrder(t *testing.T) {
 			return fmt.Errorf("document %v (%v), want b", v, err)
 		}
 		return nil
+	})
+	if err != nil {
+		t.Error(err)
+	}
+}
+
+// Ensure that a writer alone on the database, with updates waiting when
+// it commits, begins its next group in the COMMIT's round trip, and that
+// a writer that saw another's groups does not; the money adds up either
+// way.
+func TestStore_HeadStartWhenAlone(t *testing.T) {
+	stores, _ := openOn(t, "headstart", 2)
+	a, b := stores[0], stores[1]
+	burst := func(s *pg.Store, prefix string, n int) {
+		t.Helper()
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := s.Update(context.Background(), func(tx holon.Tx) error { return moveAnn(tx, fmt.Sprintf("%s%d", prefix, i)) }); err != nil {
+					t.Error(err)
+				}
+			}()
+		}
+		wg.Wait()
+	}
+	burst(a, "a", 300)
+	if a.HeadStarts() == 0 {
+		t.Errorf("a writer alone began no group with the COMMIT before it (%d commits)", a.Stats().Commits)
+	}
+	before := a.HeadStarts()
+	// In turns: a group of b's, then one of a's that commits with updates
+	// waiting behind it.
+	for i := range 10 {
+		if err := b.Update(context.Background(), func(tx holon.Tx) error { return moveAnn(tx, fmt.Sprintf("b%d", i)) }); err != nil {
+			t.Fatal(err)
+		}
+		move := func(tx holon.Tx) error { return moveAnn(tx, fmt.Sprintf("c%d", i)) }
+		for _, err := range grouped(t, a, move) {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if n := a.HeadStarts() - before; n != 0 {
+		t.Errorf("a writer taking turns with another began %d groups with its COMMIT", n)
+	}
+	err := a.View(func(tx holon.Tx) error {
+		ann, bud, err := annAndM(tx)
+		if err != nil {
+			return err
+		}
+		if ann.Balance != 3200 || ann.Held != 320 || bud.Spent != 3200 || tx.Counter("moves") != 320 {
+			return fmt.Errorf("ann %+v, budget %+v, %d moves; want 320 moves", ann, bud, tx.Counter("moves"))
+		}
+		return tx.(*pg.Tx).VerifyJournal()
 	})
 	if err != nil {
 		t.Error(err)
