@@ -201,7 +201,6 @@ func (s *Store) try(batch *[]*update, fill, safe bool) (errs []error, retry, aga
 				continue
 			}
 			tx := &Tx{s: s, ctx: ctx, tx: conn.Conn(), g: g, idx: i, l: layer{}}
-			mark := len(g.pending)
 			if safe {
 				g.pending = append(g.pending, queued{sql: `SAVEPOINT u`, owner: i, free: true})
 			}
@@ -225,8 +224,15 @@ func (s *Store) try(batch *[]*update, fill, safe bool) (errs []error, retry, aga
 				ferr = tx.failed // an error PostgreSQL returned, which fn went past
 			}
 			g.errs[i] = ferr
-			if !tx.sent { // nothing of it reached the database
-				g.pending = g.pending[:mark]
+			if !tx.sent {
+				// Nothing of it reached the database: its writes are the
+				// last pending ones (a round trip it made sent only those
+				// of the updates before it).
+				n := len(g.pending)
+				for n > 0 && g.pending[n-1].owner == i {
+					n--
+				}
+				g.pending = g.pending[:n]
 				continue
 			}
 			if !safe {
