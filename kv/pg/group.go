@@ -224,6 +224,11 @@ func (s *Store) try(batch *[]*update, fill, safe bool) (errs []error, retry, aga
 				ferr = tx.failed // an error PostgreSQL returned, which fn went past
 			}
 			g.errs[i] = ferr
+			if !safe && tx.failed != nil {
+				// PostgreSQL refused one of its reads: the transaction
+				// refuses everything after it, and has no savepoint.
+				return fail(&errSafeRun{tx.failed})
+			}
 			if !tx.sent {
 				// Nothing of it reached the database: its writes are the
 				// last pending ones (a round trip it made sent only those

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
+
 	"holon.dev/holon"
 	"holon.dev/holon/backup/pgtest"
 	"holon.dev/holon/journal"
@@ -367,5 +369,36 @@ func TestStore_HeadStartWhenAlone(t *testing.T) {
 	})
 	if err != nil {
 		t.Error(err)
+	}
+}
+
+// Ensure that a read PostgreSQL refuses (a key that is not UTF-8, in a
+// table keyed by text) fails its update alone: the group, whose
+// transaction refuses everything after it, runs again safely, and an
+// update after it that reads and writes commits.
+func TestStore_RefusedReadRunsGroupAgainSafe(t *testing.T) {
+	stores, _ := openOn(t, "refusedread", 1)
+	s := stores[0]
+	bad := func(tx holon.Tx) error {
+		var v map[string]any
+		return tx.Get(holon.BucketCredentials, "\xff", &v)
+	}
+	after := func(tx holon.Tx) error {
+		if _, err := tx.Receipts("", "", 1); err != nil {
+			return err
+		}
+		return moveAnn(tx, "k1")
+	}
+	safe := s.SafeRuns()
+	errs := grouped(t, s, bad, after)
+	var pe *pgconn.PgError
+	if !errors.As(errs[0], &pe) || pe.Code != "22021" {
+		t.Errorf("the refused read: %v, want PostgreSQL's invalid byte sequence", errs[0])
+	}
+	if errs[1] != nil {
+		t.Errorf("the update after it: %v", errs[1])
+	}
+	if n := s.SafeRuns() - safe; n != 1 {
+		t.Errorf("%d safe runs, want 1", n)
 	}
 }
