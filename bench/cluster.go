@@ -82,6 +82,7 @@ func (b *bench) cluster(ctx context.Context) ([]*Result, error) {
 		}
 		gws = append(gws, g)
 	}
+	var pgCPU time.Duration // PostgreSQL's server's CPU in the last measure (-1: not known)
 	measure := func(gs []*benchGateway) (loadResult, time.Duration, string, error) {
 		callers := make([]*devCaller, len(gs))
 		for i, g := range gs {
@@ -92,10 +93,17 @@ func (b *bench) cluster(ctx context.Context) ([]*Result, error) {
 			return loadResult{}, 0, "", err
 		}
 		cpu0 := cpuTime()
+		pid, pidErr := srv.PID()
+		pg0, pgOK := treeCPU(pid)
 		lr, err := runLoad(ctx, o.Clients, warmUp(o), o.Duration, func(ctx context.Context, c int) error {
 			return callers[c%len(gs)].call(ctx, c)
 		})
 		cpu := cpuTime() - cpu0
+		if pg1, ok := treeCPU(pid); ok && pgOK && pidErr == nil {
+			pgCPU = pg1 - pg0
+		} else {
+			pgCPU = -1
+		}
 		if err != nil {
 			return lr, 0, "", err
 		}
@@ -106,7 +114,12 @@ func (b *bench) cluster(ctx context.Context) ([]*Result, error) {
 		checked, err := gs[0].checkMoney(before, int(answered))
 		return lr, cpu, checked, err
 	}
+	stop, err := startProfile(o, "cluster.pprof")
+	if err != nil {
+		return nil, err
+	}
 	lr1, cpu1, checked1, err := measure(gws[:1])
+	prof := stop()
 	if err != nil {
 		return nil, fmt.Errorf("one gateway on PostgreSQL: %w", err)
 	}
@@ -120,8 +133,16 @@ func (b *bench) cluster(ctx context.Context) ([]*Result, error) {
 	one.Notes = append(one.Notes, checked1, fmt.Sprintf("the store's writer: %.1f updates per commit, %s, %d groups ran again after a serialization conflict",
 		float64(st.Updates)/float64(max(st.Commits, 1)), tripsNote(trips, stmts, st.Updates), st.Replays),
 		cpuNote(cpu1, lr1.Elapsed+warmUp(o), int64(lr1.Calls)))
+	if pgCPU >= 0 {
+		wall := lr1.Elapsed + warmUp(o)
+		one.Notes = append(one.Notes, fmt.Sprintf("PostgreSQL's server: %.0f%% of %d cores, %.0f µs per call (row [2]'s note gives its calls per CPU-second)",
+			100*pgCPU.Seconds()/wall.Seconds()/float64(runtime.NumCPU()), runtime.NumCPU(), float64(pgCPU.Microseconds())/float64(max(lr1.Calls, 1))))
+	}
 	if ps, ok := gws[0].app.Engine().Store().(*pg.Store); ok {
 		one.Notes = append(one.Notes, timesNote(ps.Times(), st.Commits))
+	}
+	if prof != "" {
+		one.Notes = append(one.Notes, prof)
 	}
 	if b.pgRate == 0 {
 		one.Verdict = "skipped: the ratio needs row [2] (--rows postgres,cluster)"

@@ -23,7 +23,9 @@
 // are not sent when it ends: they go with the next statement that must be
 // answered, or with the group's COMMIT, so that a group whose updates read
 // only cached rows costs two round trips (begin, then its writes with the
-// commit) however many updates it holds (group.go). Hot rows (balances,
+// commit) however many updates it holds, and one when its writer is alone
+// on the database with updates waiting: the COMMIT's round trip then
+// begins the next group too (group.go). Hot rows (balances,
 // budgets, counters, sequences, the journal's head, agents' records) are
 // written with their new value, once per round trip however many updates
 // moved them, a table's rows in one statement, and the rollups summed in

@@ -47,6 +47,11 @@ type group struct {
 	gen int64
 	// safe: each update runs under its own savepoint.
 	safe bool
+	// alone: no other writer wrote since this writer's last group; begun
+	// is the log read by the next group's begin, sent with this group's
+	// COMMIT (commit), when it was.
+	alone bool
+	begun []logEntry
 }
 
 // errSafeRun is a fast run's end: the group must run again safely.
@@ -133,16 +138,25 @@ func (s *Store) try(batch *[]*update, fill, safe bool) (errs []error, retry, aga
 	// conflict would run a whole group again). The same round trip reads
 	// the writers' log since this writer's last group.
 	var logged []logEntry
-	start := time.Now()
-	conn, err := s.acquire(ctx, func(c *pgxpool.Conn) (err error) {
-		logged, err = begin(ctx, c.Conn(), s.gen)
-		return err
-	})
-	s.inBegin.Add(int64(time.Since(start)))
-	if err != nil {
-		s.dropCache()
-		return nil, false, false, unavailable(err)
+	conn := s.next
+	if conn != nil {
+		// The last group's COMMIT began this one (commit).
+		logged, s.next, s.nextLog = s.nextLog, nil, nil
+		s.headStarts.Add(1)
+	} else {
+		start := time.Now()
+		conn, err = s.acquire(ctx, func(c *pgxpool.Conn) (err error) {
+			logged, err = begin(ctx, c.Conn(), s.gen)
+			return err
+		})
+		s.inBegin.Add(int64(time.Since(start)))
+		if err != nil {
+			s.dropCache()
+			return nil, false, false, unavailable(err)
+		}
 	}
+	// alone: no other writer wrote since this one's last group.
+	g.alone = s.gen >= 0 && len(logged) == 0
 	ok := false
 	defer func() {
 		if !ok {
@@ -150,6 +164,10 @@ func (s *Store) try(batch *[]*update, fill, safe bool) (errs []error, retry, aga
 			// ends it.
 			conn.Conn().Close(ctx)
 			s.dropCache()
+		}
+		if ok && g.begun != nil {
+			s.next, s.nextLog = conn, g.begun
+			return
 		}
 		conn.Release()
 	}()
@@ -183,7 +201,6 @@ func (s *Store) try(batch *[]*update, fill, safe bool) (errs []error, retry, aga
 				continue
 			}
 			tx := &Tx{s: s, ctx: ctx, tx: conn.Conn(), g: g, idx: i, l: layer{}}
-			mark := len(g.pending)
 			if safe {
 				g.pending = append(g.pending, queued{sql: `SAVEPOINT u`, owner: i, free: true})
 			}
@@ -207,8 +224,20 @@ func (s *Store) try(batch *[]*update, fill, safe bool) (errs []error, retry, aga
 				ferr = tx.failed // an error PostgreSQL returned, which fn went past
 			}
 			g.errs[i] = ferr
-			if !tx.sent { // nothing of it reached the database
-				g.pending = g.pending[:mark]
+			if !safe && tx.failed != nil {
+				// PostgreSQL refused one of its reads: the transaction
+				// refuses everything after it, and has no savepoint.
+				return fail(&errSafeRun{tx.failed})
+			}
+			if !tx.sent {
+				// Nothing of it reached the database: its writes are the
+				// last pending ones (a round trip it made sent only those
+				// of the updates before it).
+				n := len(g.pending)
+				for n > 0 && g.pending[n-1].owner == i {
+					n--
+				}
+				g.pending = g.pending[:n]
 				continue
 			}
 			if !safe {
@@ -274,6 +303,18 @@ type logEntry struct {
 // of at COMMIT or ROLLBACK, or when the connection dies.
 func begin(ctx context.Context, c *pgx.Conn, gen int64) ([]logEntry, error) {
 	b := &pgx.Batch{}
+	queueBegin(b, gen)
+	br := c.SendBatch(ctx, b)
+	defer br.Close()
+	out, err := readBegin(br)
+	if err != nil {
+		return nil, err
+	}
+	return out, br.Close()
+}
+
+// queueBegin queues begin's statements.
+func queueBegin(b *pgx.Batch, gen int64) {
 	b.Queue(`BEGIN ISOLATION LEVEL REPEATABLE READ`)
 	b.Queue(`LOCK TABLE writer_log IN EXCLUSIVE MODE`)
 	if gen < 0 {
@@ -281,8 +322,10 @@ func begin(ctx context.Context, c *pgx.Conn, gen int64) ([]logEntry, error) {
 	} else {
 		b.Queue(`SELECT gen, keys, vals FROM writer_log WHERE gen > $1 ORDER BY gen`, gen)
 	}
-	br := c.SendBatch(ctx, b)
-	defer br.Close()
+}
+
+// readBegin reads the answers to queueBegin's statements: the log.
+func readBegin(br pgx.BatchResults) ([]logEntry, error) {
 	for range 2 {
 		if _, err := br.Exec(); err != nil {
 			return nil, err
@@ -302,10 +345,7 @@ func begin(ctx context.Context, c *pgx.Conn, gen int64) ([]logEntry, error) {
 		out = append(out, e)
 	}
 	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return out, br.Close()
+	return out, rows.Err()
 }
 
 // catchUp forgets the rows the other writers changed since this writer's
@@ -385,11 +425,20 @@ func (s *Store) commit(ctx context.Context, c *pgx.Conn, g *group) error {
 		}
 	}
 	b.Queue(`COMMIT`)
+	commitAt := b.Len() - 1
+	// A writer alone on the database with updates already waiting begins
+	// its next group in the same round trip: the lock it takes again is
+	// not waited for. (With other writers about, their groups would come
+	// in between, and this group's answers wait for them.)
+	pipe := g.alone && len(s.queue) > 0 && !g.safe
+	if pipe {
+		queueBegin(b, gen)
+	}
 	defer func(start time.Time) { s.inCommit.Add(int64(time.Since(start))) }(time.Now())
 	br := c.SendBatch(ctx, b)
-	for i := range b.Len() {
+	for i := range commitAt + 1 {
 		tag, err := br.Exec()
-		if err == nil && i == b.Len()-1 && tag.String() != "COMMIT" {
+		if err == nil && i == commitAt && tag.String() != "COMMIT" {
 			err = fmt.Errorf("PostgreSQL answered %q to COMMIT", tag.String())
 		}
 		if err != nil {
@@ -401,7 +450,18 @@ func (s *Store) commit(ctx context.Context, c *pgx.Conn, g *group) error {
 			return err
 		}
 	}
-	if err := br.Close(); err != nil {
+	if pipe {
+		// Committed: a failure from here on costs the next group its
+		// head start, not this group its commit.
+		if logged, err := readBegin(br); err == nil && br.Close() == nil {
+			g.begun = logged
+			if g.begun == nil {
+				g.begun = []logEntry{}
+			}
+		} else if br.Close(); rollback(ctx, c) != nil {
+			c.Close(ctx)
+		}
+	} else if err := br.Close(); err != nil {
 		return err
 	}
 	if s.loseAnswer.Load() && wroteHold(g.conf) && s.loseAnswer.CompareAndSwap(true, false) {

@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"holon.dev/holon"
 	"holon.dev/holon/backup/pgtest"
@@ -172,19 +175,26 @@ func TestStore_RefusalRunsGroupAgainSafe(t *testing.T) {
 // earlier update of its group (a balance, a budget, a counter, the
 // journal's head) takes back its own moves only: the earlier update's
 // reach the database, whether the failing update's writes were still
-// waiting to be sent (no savepoint needed) or some had gone with a read
+// waiting to be sent (no savepoint needed; also when a read it made
+// first sent the earlier update's writes) or some had gone with a read
 // (the group runs again safely).
 func TestStore_LaterFailedWriteKeepsEarlier(t *testing.T) {
 	stores, _ := openOn(t, "laterfailed", 1)
 	s := stores[0]
 	errLater := errors.New("later update fails")
-	move := func(key string, read, fail bool) func(holon.Tx) error {
+	// read: 0 none, 1 after its moves, 2 before them.
+	move := func(key string, read int, fail bool) func(holon.Tx) error {
 		return func(tx holon.Tx) error {
+			// A read no cache answers: the writes so far go with it.
+			if read == 2 {
+				if _, err := tx.Receipts("", "", 1); err != nil {
+					return err
+				}
+			}
 			if err := moveAnn(tx, key); err != nil {
 				return err
 			}
-			if read {
-				// A read no cache answers: the writes so far go with it.
+			if read == 1 {
 				if _, err := tx.Receipts("", "", 1); err != nil {
 					return err
 				}
@@ -212,14 +222,14 @@ func TestStore_LaterFailedWriteKeepsEarlier(t *testing.T) {
 			t.Error(err)
 		}
 	}
-	for i, read := range []bool{false, true} {
+	for i, read := range []int{0, 1, 2} {
 		safe := s.SafeRuns()
-		errs := grouped(t, s, move(fmt.Sprintf("e%d", i), false, false), move(fmt.Sprintf("f%d", i), read, true))
+		errs := grouped(t, s, move(fmt.Sprintf("e%d", i), 0, false), move(fmt.Sprintf("f%d", i), read, true))
 		if errs[0] != nil || !errors.Is(errs[1], errLater) {
 			t.Errorf("read %v: %v, %v; want the earlier committed, the later failed", read, errs[0], errs[1])
 		}
 		check(int64(i + 1))
-		if ran := s.SafeRuns() - safe; read != (ran == 1) {
+		if ran := s.SafeRuns() - safe; (read == 1) != (ran == 1) {
 			t.Errorf("read %v: %d safe runs", read, ran)
 		}
 	}
@@ -302,5 +312,93 @@ func TestStore_GroupKeepsARowsWritesInOrder(t *testing.T) {
 	})
 	if err != nil {
 		t.Error(err)
+	}
+}
+
+// Ensure that a writer alone on the database, with updates waiting when
+// it commits, begins its next group in the COMMIT's round trip, and that
+// a writer that saw another's groups does not; the money adds up either
+// way.
+func TestStore_HeadStartWhenAlone(t *testing.T) {
+	stores, _ := openOn(t, "headstart", 2)
+	a, b := stores[0], stores[1]
+	burst := func(s *pg.Store, prefix string, n int) {
+		t.Helper()
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := s.Update(context.Background(), func(tx holon.Tx) error { return moveAnn(tx, fmt.Sprintf("%s%d", prefix, i)) }); err != nil {
+					t.Error(err)
+				}
+			}()
+		}
+		wg.Wait()
+	}
+	burst(a, "a", 300)
+	if a.HeadStarts() == 0 {
+		t.Errorf("a writer alone began no group with the COMMIT before it (%d commits)", a.Stats().Commits)
+	}
+	before := a.HeadStarts()
+	// In turns: a group of b's, then one of a's that commits with updates
+	// waiting behind it.
+	for i := range 10 {
+		if err := b.Update(context.Background(), func(tx holon.Tx) error { return moveAnn(tx, fmt.Sprintf("b%d", i)) }); err != nil {
+			t.Fatal(err)
+		}
+		move := func(tx holon.Tx) error { return moveAnn(tx, fmt.Sprintf("c%d", i)) }
+		for _, err := range grouped(t, a, move) {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if n := a.HeadStarts() - before; n != 0 {
+		t.Errorf("a writer taking turns with another began %d groups with its COMMIT", n)
+	}
+	err := a.View(func(tx holon.Tx) error {
+		ann, bud, err := annAndM(tx)
+		if err != nil {
+			return err
+		}
+		if ann.Balance != 3200 || ann.Held != 320 || bud.Spent != 3200 || tx.Counter("moves") != 320 {
+			return fmt.Errorf("ann %+v, budget %+v, %d moves; want 320 moves", ann, bud, tx.Counter("moves"))
+		}
+		return tx.(*pg.Tx).VerifyJournal()
+	})
+	if err != nil {
+		t.Error(err)
+	}
+}
+
+// Ensure that a read PostgreSQL refuses (a key that is not UTF-8, in a
+// table keyed by text) fails its update alone: the group, whose
+// transaction refuses everything after it, runs again safely, and an
+// update after it that reads and writes commits.
+func TestStore_RefusedReadRunsGroupAgainSafe(t *testing.T) {
+	stores, _ := openOn(t, "refusedread", 1)
+	s := stores[0]
+	bad := func(tx holon.Tx) error {
+		var v map[string]any
+		return tx.Get(holon.BucketCredentials, "\xff", &v)
+	}
+	after := func(tx holon.Tx) error {
+		if _, err := tx.Receipts("", "", 1); err != nil {
+			return err
+		}
+		return moveAnn(tx, "k1")
+	}
+	safe := s.SafeRuns()
+	errs := grouped(t, s, bad, after)
+	var pe *pgconn.PgError
+	if !errors.As(errs[0], &pe) || pe.Code != "22021" {
+		t.Errorf("the refused read: %v, want PostgreSQL's invalid byte sequence", errs[0])
+	}
+	if errs[1] != nil {
+		t.Errorf("the update after it: %v", errs[1])
+	}
+	if n := s.SafeRuns() - safe; n != 1 {
+		t.Errorf("%d safe runs, want 1", n)
 	}
 }

@@ -35,8 +35,9 @@ type Store struct {
 	done   chan struct{}
 
 	commits, updates, replays atomic.Uint64
-	// safeRuns counts the groups run again safely (group.go).
-	safeRuns atomic.Uint64
+	// safeRuns counts the groups run again safely, headStarts those begun
+	// by the COMMIT of the group before (group.go).
+	safeRuns, headStarts atomic.Uint64
 	// trips counts the round trips of the writer's updates (trips.go).
 	trips atomic.Uint64
 	// stmts counts their statements, savepoints included.
@@ -50,6 +51,11 @@ type Store struct {
 	// goroutine touches them.
 	base layer
 	gen  int64
+	// next is a connection whose transaction the last group's COMMIT
+	// began, holding the writers' lock, and nextLog the log it read
+	// (group.go).
+	next    *pgxpool.Conn
+	nextLog []logEntry
 	// loseAnswer: see LoseCommitAnswer.
 	loseAnswer atomic.Bool
 
@@ -199,6 +205,11 @@ func (s *Store) Stats() holon.StoreStats {
 // (group.go).
 func (s *Store) SafeRuns() uint64 { return s.safeRuns.Load() }
 
+// HeadStarts is how many groups were begun (transaction, writers' lock,
+// log) in the round trip of the COMMIT before them, since the store
+// opened: a writer alone on the database with updates waiting does so.
+func (s *Store) HeadStarts() uint64 { return s.headStarts.Load() }
+
 // Close waits for the updates submitted so far and closes the store.
 func (s *Store) Close() error {
 	s.mu.Lock()
@@ -228,6 +239,11 @@ func (s *Store) write() {
 	defer close(s.done)
 	for u := range s.queue {
 		s.run(u)
+	}
+	if s.next != nil { // cannot happen: a group begins the next only when updates wait
+		rollback(context.Background(), s.next.Conn())
+		s.next.Release()
+		s.next = nil
 	}
 }
 
