@@ -293,16 +293,27 @@ func createDB(ctx context.Context, srv *pgserver.Server, name string) (string, e
 }
 
 // heldBy lists the calls in flight (holds) of the gateway process pid:
-// the store names each handle host/pid/random.
+// the store names each handle host/pid/random. It reads them under the
+// gateways' writers' lock, once the killed gateway's last group has ended
+// in the database: a COMMIT it sent before the kill still lands (its
+// backend runs what it received), so its calls are read as they end.
 func heldBy(ctx context.Context, url string, pid int) ([]string, error) {
 	conn, err := pgx.Connect(ctx, url)
 	if err != nil {
 		return nil, err
 	}
 	defer conn.Close(ctx)
-	rows, err := conn.Query(ctx, `SELECT receipt FROM holds WHERE gateway LIKE $1`, "%/"+strconv.Itoa(pid)+"/%")
-	if err != nil {
-		return nil, err
-	}
-	return pgx.CollectRows(rows, pgx.RowTo[string])
+	var ids []string
+	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `LOCK TABLE writer_log IN EXCLUSIVE MODE`); err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, `SELECT receipt FROM holds WHERE gateway LIKE $1`, "%/"+strconv.Itoa(pid)+"/%")
+		if err != nil {
+			return err
+		}
+		ids, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		return err
+	})
+	return ids, err
 }
