@@ -26,6 +26,8 @@ func BenchmarkEngine_Call(b *testing.B) {
 	b.Run("fsync", func(b *testing.B) { benchmarkEngineCall(b, 64, false) })
 	b.Run("nosync", func(b *testing.B) { benchmarkEngineCall(b, 64, true) })
 	b.Run("callers=1,nosync", func(b *testing.B) { benchmarkEngineCall(b, 1, true) })
+	b.Run("callers=1,fsync", func(b *testing.B) { benchmarkEngineCall(b, 1, false) })
+	b.Run("callers=2,fsync", func(b *testing.B) { benchmarkEngineCall(b, 2, false) })
 }
 
 func benchmarkEngineCall(b *testing.B, callers int, noSync bool) {
@@ -42,19 +44,29 @@ func benchmarkEngineCall(b *testing.B, callers int, noSync bool) {
 	cpu0 := cpuTime()
 	b.ResetTimer()
 	start := time.Now()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			res, err := te.eng.Call(context.Background(), in)
-			if err != nil {
-				b.Error(err)
-				return
-			}
-			if res.Receipt.Status != holon.StatusSucceeded {
-				b.Errorf("%s: %s/%s", res.Receipt.ID, res.Receipt.Status, errCode(res.Receipt))
-				return
-			}
+	call := func() bool {
+		res, err := te.eng.Call(context.Background(), in)
+		if err != nil {
+			b.Error(err)
+			return false
 		}
-	})
+		if res.Receipt.Status != holon.StatusSucceeded {
+			b.Errorf("%s: %s/%s", res.Receipt.ID, res.Receipt.Status, errCode(res.Receipt))
+			return false
+		}
+		return true
+	}
+	if callers == 1 {
+		// RunParallel runs at least GOMAXPROCS goroutines: one caller
+		// calls from here.
+		for i := 0; i < b.N && call(); i++ {
+		}
+	} else {
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() && call() {
+			}
+		})
+	}
 	elapsed := time.Since(start)
 	b.StopTimer()
 	cpu := cpuTime() - cpu0
