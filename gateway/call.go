@@ -89,7 +89,15 @@ func (e *Engine) Call(ctx context.Context, in CallInput) (*CallResult, error) {
 	if err := CheckJSON(in.Input, "input"); err != nil {
 		return nil, err
 	}
-	return e.call(context.WithoutCancel(ctx), callSpec{
+	ctx = context.WithoutCancel(ctx)
+	if ex, ok := e.store.(expecter); ok {
+		// Counted by the store's writer as in flight until it returns,
+		// or runs an agent that is not in-process (run).
+		done := ex.Expect()
+		defer done()
+		ctx = context.WithValue(ctx, expectKey{}, done)
+	}
+	return e.call(ctx, callSpec{
 		mandateID:  in.Mandate,
 		caller:     in.Caller,
 		agent:      in.Agent,
@@ -101,6 +109,16 @@ func (e *Engine) Call(ctx context.Context, in CallInput) (*CallResult, error) {
 		key:        in.Key,
 	})
 }
+
+// expecter is a store whose writer can be told of a caller about to
+// submit an update (kv.Store.Expect), so that a commit waits a bounded
+// time for it rather than go with fewer.
+type expecter interface {
+	Expect() (done func())
+}
+
+// expectKey is the context key of a call's done func from Expect.
+type expectKey struct{}
 
 func (e *Engine) call(ctx context.Context, sp callSpec) (res *CallResult, err error) {
 	start := e.now()
@@ -555,6 +573,13 @@ func (e *Engine) run(ctx context.Context, m *contract.Mandate, v *AgentVersion, 
 		res = RunResult{Outcome: contract.Outcome{Kind: contract.OutcomeUnavailable}, Message: "no runtime for kind " + a.Runtime.Kind}
 	} else {
 		rctx, cancel := context.WithTimeout(ctx, time.Duration(a.Timeout())*time.Second)
+		if st.mem == nil {
+			// Not in-process: the store's writer is not to wait for
+			// this call while it runs.
+			if done, ok := ctx.Value(expectKey{}).(func()); ok {
+				done()
+			}
+		}
 		e.step(StepRun, st.rid)
 		res = runner.Run(rctx, inv)
 		cancel()

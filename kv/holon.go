@@ -53,6 +53,9 @@ func (e engineStore) Close() error { return e.s.Close() }
 // holds its lock.
 func (e engineStore) SoleWriter() bool { return true }
 
+// Expect counts a caller in flight for the writer's pacing (Store.Expect).
+func (e engineStore) Expect() (done func()) { return e.s.Expect() }
+
 // OpenStore opens (or creates) the store at path as a holon.Store: what
 // the hosted product is given to open its store with.
 func OpenStore(path string, opts holon.StoreOptions) (holon.Store, error) {

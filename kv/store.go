@@ -5,7 +5,9 @@
 // Writes go through one writer goroutine that groups concurrent updates into
 // one bbolt transaction (group commit): one fsync pays for a whole batch,
 // which is what takes the store from ~2k to ~15k+ settlements per second on
-// a small machine. An update that fails is undone alone, inside the batch's
+// a small machine. Woken with few of the callers it was told are in flight
+// (Expect), the writer waits a bounded time (Options.Pace) for the others,
+// so that more updates share a commit; it never waits for a lone caller. An update that fails is undone alone, inside the batch's
 // transaction (every write logs how to take it back), so it never fails
 // its neighbours and none of them runs again; only a panic rolls the
 // transaction back, and then no update runs more than twice.
@@ -60,6 +62,10 @@ import (
 // DefaultMaxBatch is how many updates one write transaction may group.
 const DefaultMaxBatch = 256
 
+// DefaultPace is how long at most the writer waits for updates announced
+// as coming (Expect) before it commits what it holds.
+const DefaultPace = 300 * time.Microsecond
+
 // Options configure a Store.
 type Options struct {
 	// MaxBatch bounds the updates grouped into one transaction
@@ -73,6 +79,10 @@ type Options struct {
 	// OnCommit, when set, is told the size of each batch committed (from
 	// the writer goroutine: it must return quickly). Metrics use it.
 	OnCommit func(batch int)
+	// Pace bounds how long the writer, woken with fewer updates than
+	// callers announced as coming (Expect), waits for them before it
+	// commits (DefaultPace when 0, none when negative).
+	Pace time.Duration
 	// OnFailure, when set, is told (from the writer goroutine) when a
 	// commit fails: the store then refuses every update (ErrBroken), and
 	// the process should stop (gateway.md §7).
@@ -87,7 +97,11 @@ type Store struct {
 	now      func() time.Time
 	onCommit func(batch int)
 
-	reqs      chan *writeReq
+	reqs chan *writeReq
+	// coming counts the callers announced (Expect) that have not
+	// submitted an update yet; pace bounds the writer's wait for them.
+	coming    atomic.Int64
+	pace      time.Duration
 	closing   chan struct{}
 	writerEnd chan struct{}
 	closeOnce sync.Once
@@ -196,6 +210,7 @@ func Open(path string, opts Options) (*Store, error) {
 		db:        db,
 		path:      path,
 		maxBatch:  opts.MaxBatch,
+		pace:      opts.Pace,
 		now:       opts.Now,
 		onCommit:  opts.OnCommit,
 		onFailure: opts.OnFailure,
@@ -216,6 +231,9 @@ func Open(path string, opts Options) (*Store, error) {
 	}
 	if s.now == nil {
 		s.now = time.Now
+	}
+	if s.pace == 0 {
+		s.pace = DefaultPace
 	}
 	s.foldAt = defaultFoldAt
 	err = db.Update(func(btx *bolt.Tx) error {
@@ -303,6 +321,25 @@ func (s *Store) Apply(ctx context.Context, fn func(*Tx) error) (*Commit, error) 
 	}
 }
 
+// Expect counts a caller in flight (until done, which may be called more
+// than once): one that is about to submit an update, or has submitted
+// one and will soon submit another. When the writer wakes with at most
+// half of the callers in flight queued, it waits for more, at most
+// Options.Pace, before it commits: one commit (its page writes and
+// fsyncs) then pays for more updates. A lone caller is never waited for.
+func (s *Store) Expect() (done func()) {
+	if s.pace <= 0 {
+		return func() {}
+	}
+	var left atomic.Bool
+	s.coming.Add(1)
+	return func() {
+		if left.CompareAndSwap(false, true) {
+			s.coming.Add(-1)
+		}
+	}
+}
+
 // submit queues a request for the writer.
 func (s *Store) submit(ctx context.Context, req *writeReq) error {
 	if p := s.broken.Load(); p != nil {
@@ -353,7 +390,8 @@ func (s *Store) Size() int64 {
 
 // writer is the one goroutine that writes. It takes whatever updates are
 // queued when it is free (at most maxBatch), so a lone update commits at once
-// and a crowd shares one fsync.
+// and a crowd shares one fsync; when at most half of the callers in flight
+// (Expect) are queued, it waits for the others, at most Options.Pace (await).
 func (s *Store) writer() {
 	defer close(s.writerEnd)
 	batch := make([]*writeReq, 0, s.maxBatch)
@@ -370,18 +408,48 @@ func (s *Store) writer() {
 				return
 			}
 		}
-		batch = append(batch[:0], first)
-	fill:
-		for len(batch) < s.maxBatch {
-			select {
-			case r := <-s.reqs:
-				batch = append(batch, r)
-			default:
-				break fill
-			}
-		}
+		batch = s.await(s.drain(append(batch[:0], first)))
 		s.commit(batch)
 	}
+}
+
+// await adds to batch, for at most s.pace, the updates of the callers in
+// flight (Expect) when the batch holds at most half of them; it returns
+// batch at once otherwise.
+func (s *Store) await(batch []*writeReq) []*writeReq {
+	if s.pace <= 0 || len(batch) >= s.maxBatch {
+		return batch
+	}
+	if s.coming.Load() < int64(2*len(batch)) {
+		return batch
+	}
+	timer := time.NewTimer(s.pace)
+	defer timer.Stop()
+	for len(batch) < s.maxBatch && int64(len(batch)) < s.coming.Load() {
+		select {
+		case r := <-s.reqs:
+			batch = append(batch, r)
+			continue
+		case <-timer.C:
+		case <-s.closing:
+		}
+		break
+	}
+	// What was queued meanwhile goes too.
+	return s.drain(batch)
+}
+
+// drain adds to batch the updates queued, up to s.maxBatch.
+func (s *Store) drain(batch []*writeReq) []*writeReq {
+	for len(batch) < s.maxBatch {
+		select {
+		case r := <-s.reqs:
+			batch = append(batch, r)
+		default:
+			return batch
+		}
+	}
+	return batch
 }
 
 // commit runs a batch in one transaction, in order, and commits it. An

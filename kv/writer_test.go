@@ -153,3 +153,51 @@ func testFailingHalf(t *testing.T, panics bool) {
 		t.Errorf("bob = %s, want %s", got, want)
 	}
 }
+
+// TestStore_Expect_Paces checks the writer's pacing: woken with one update
+// while four callers are in flight (Expect), it waits for the other three
+// and commits the four together; a lone caller in flight is never waited
+// for, however long the pace; and an update whose expected neighbours do
+// not come is held no longer than the pace.
+func TestStore_Expect_Paces(t *testing.T) {
+	s := mustOpen(t, kv.Options{Pace: time.Hour})
+	noop := func(*kv.Tx) error { return nil }
+
+	// A lone caller: with an hour's pace, this returns only if not waited for.
+	done := s.Expect()
+	mustUpdate(t, s, noop)
+	done()
+
+	before := s.Stats()
+	var dones []func()
+	for range 4 {
+		dones = append(dones, s.Expect())
+	}
+	var wg sync.WaitGroup
+	for i := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := s.Update(context.Background(), noop); err != nil {
+				t.Error(err)
+			}
+			dones[i]()
+		}()
+		if i == 0 {
+			// The writer wakes with this one alone, and waits.
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	wg.Wait()
+	after := s.Stats()
+	if commits, updates := after.Commits-before.Commits, after.Updates-before.Updates; commits != 1 || updates != 4 {
+		t.Errorf("four callers in flight: %d updates in %d commits, want 4 in 1", updates, commits)
+	}
+
+	// Bounded: two in flight, one submits and the other never does.
+	b := mustOpen(t, kv.Options{Pace: 50 * time.Millisecond})
+	d1, d2 := b.Expect(), b.Expect()
+	defer d2()
+	mustUpdate(t, b, noop)
+	d1()
+}
