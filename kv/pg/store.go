@@ -42,6 +42,9 @@ type Store struct {
 	trips atomic.Uint64
 	// stmts counts their statements, savepoints included.
 	stmts atomic.Uint64
+	// views, viewsBegun and viewTrips count the Views, those that
+	// reached the database, and their round trips (trips.go).
+	views, viewsBegun, viewTrips atomic.Uint64
 	// The writer's time (trips.go), in nanoseconds.
 	inGroups, inBegin, inTrips, inCommit atomic.Int64
 	maxBatch                             atomic.Int64
@@ -143,7 +146,10 @@ var _ holon.OpenStore = OpenStore
 func (s *Store) View(fn func(holon.Tx) error) error {
 	ctx := context.Background()
 	var ptx pgx.Tx
+	s.views.Add(1)
+	s.viewsBegun.Add(1)
 	conn, err := s.acquire(ctx, func(c *pgxpool.Conn) (err error) {
+		s.viewTrips.Add(1)
 		ptx, err = c.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 		return err
 	})
@@ -151,7 +157,10 @@ func (s *Store) View(fn func(holon.Tx) error) error {
 		return unavailable(err)
 	}
 	defer conn.Release()
-	defer ptx.Rollback(ctx)
+	defer func() {
+		s.viewTrips.Add(1)
+		ptx.Rollback(ctx)
+	}()
 	tx := &Tx{s: s, ctx: ctx, tx: ptx, readOnly: true, idx: -2}
 	err = fn(tx)
 	if tx.fatal != nil {

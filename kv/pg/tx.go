@@ -228,6 +228,8 @@ func (t *Tx) trip(n int) {
 	if !t.readOnly {
 		t.s.trips.Add(1)
 		t.s.stmts.Add(uint64(n))
+	} else {
+		t.s.viewTrips.Add(1)
 	}
 }
 
