@@ -142,29 +142,23 @@ func OpenStore(url string, opts holon.StoreOptions) (holon.Store, error) {
 
 var _ holon.OpenStore = OpenStore
 
-// View runs fn in a read-only transaction that sees one state.
+// View runs fn in a read-only transaction that sees one state: one
+// REPEATABLE READ READ ONLY transaction, whose snapshot PostgreSQL takes
+// at its first query. Its BEGIN is not a round trip of its own: it goes
+// with fn's first query (viewTx), so that a View of one read costs one
+// round trip, and a View that reads nothing none; its end (ROLLBACK) is
+// not waited for.
 func (s *Store) View(fn func(holon.Tx) error) error {
-	ctx := context.Background()
-	var ptx pgx.Tx
 	s.views.Add(1)
-	s.viewsBegun.Add(1)
-	conn, err := s.acquire(ctx, func(c *pgxpool.Conn) (err error) {
-		s.viewTrips.Add(1)
-		ptx, err = c.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
-		return err
-	})
-	if err != nil {
-		return unavailable(err)
-	}
-	defer conn.Release()
-	defer func() {
-		s.viewTrips.Add(1)
-		ptx.Rollback(ctx)
-	}()
-	tx := &Tx{s: s, ctx: ctx, tx: ptx, readOnly: true, idx: -2}
-	err = fn(tx)
+	v := &viewTx{s: s}
+	defer v.end()
+	tx := &Tx{s: s, ctx: context.Background(), tx: v, readOnly: true, idx: -2, l: layer{}}
+	err := fn(tx)
 	if tx.fatal != nil {
 		return unavailable(tx.fatal)
+	}
+	if v.err != nil {
+		return unavailable(v.err)
 	}
 	return err
 }

@@ -223,13 +223,12 @@ func (t *Tx) send(sql string, args []any) (pgx.BatchResults, error) {
 	return br, nil
 }
 
-// trip counts one round trip of this update, carrying n statements.
+// trip counts one round trip of this update, carrying n statements (a
+// View's, viewTx counts).
 func (t *Tx) trip(n int) {
 	if !t.readOnly {
 		t.s.trips.Add(1)
 		t.s.stmts.Add(uint64(n))
-	} else {
-		t.s.viewTrips.Add(1)
 	}
 }
 
