@@ -147,18 +147,27 @@ var _ holon.OpenStore = OpenStore
 // at its first query. Its BEGIN is not a round trip of its own: it goes
 // with fn's first query (viewTx), so that a View of one read costs one
 // round trip, and a View that reads nothing none; its end (ROLLBACK) is
-// not waited for.
-func (s *Store) View(fn func(holon.Tx) error) error {
+// not waited for. If it cannot begin (the database cannot be reached), fn is stopped at
+// that first query, which does not return, and View returns why.
+func (s *Store) View(fn func(holon.Tx) error) (err error) {
 	s.views.Add(1)
 	v := &viewTx{s: s}
 	defer v.end()
+	defer func() {
+		if v.err == nil {
+			return
+		}
+		if r := recover(); r != nil {
+			if _, ok := r.(notBegun); !ok {
+				panic(r)
+			}
+		}
+		err = unavailable(v.err)
+	}()
 	tx := &Tx{s: s, ctx: context.Background(), tx: v, readOnly: true, idx: -2, l: layer{}}
-	err := fn(tx)
+	err = fn(tx)
 	if tx.fatal != nil {
 		return unavailable(tx.fatal)
-	}
-	if v.err != nil {
-		return unavailable(v.err)
 	}
 	return err
 }

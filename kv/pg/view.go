@@ -34,9 +34,6 @@ func (v *viewTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
 		v.s.viewTrips.Add(1)
 		return v.conn.SendBatch(ctx, b)
 	}
-	if v.err != nil {
-		return pgx.FailedBatchResults(b, v.err)
-	}
 	v.s.viewsBegun.Add(1)
 	var br pgx.BatchResults
 	conn, err := v.s.acquire(ctx, func(c *pgxpool.Conn) error {
@@ -57,11 +54,18 @@ func (v *viewTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
 	})
 	if err != nil {
 		v.err = err
-		return pgx.FailedBatchResults(b, err)
+		// fn sees no answer of a View that could not begin, as when
+		// BEGIN had its own round trip before fn ran: some callers read
+		// what fn kept (a row "not found") before the View's error.
+		panic(notBegun{err})
 	}
 	v.conn = conn
 	return br
 }
+
+// notBegun is the panic that ends fn when its View cannot begin; View
+// returns err.
+type notBegun struct{ err error }
 
 // Query runs one query, after BEGIN when it is the View's first.
 func (v *viewTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {

@@ -177,3 +177,29 @@ func TestView_RetriedAfterServerRestart(t *testing.T) {
 		}
 	}
 }
+
+// Ensure that a View that cannot begin (PostgreSQL is down) returns
+// store_unavailable, and that fn sees no answer of it: a caller that
+// reads what fn kept before the View's error (a mandate "not found")
+// must not be misled.
+func TestView_NotBegunStopsFn(t *testing.T) {
+	srv := pgtest.StartCrashable(t)
+	s, err := pg.Open(context.Background(), srv.CreateDB(t, "view_down"), holon.StoreOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if err := srv.Crash(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Restart(context.Background()) })
+	answered := false
+	err = s.View(func(tx holon.Tx) error {
+		tx.MandateRevision("m1")
+		answered = true
+		return nil
+	})
+	if holon.ErrorCode(err) != holon.CodeStoreUnavailable || answered {
+		t.Errorf("a View with PostgreSQL down: %v, fn went on after its first read: %v; want store_unavailable, fn stopped", err, answered)
+	}
+}
