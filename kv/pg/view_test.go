@@ -125,16 +125,24 @@ func TestView_OneSnapshotFromItsFirstRead(t *testing.T) {
 	}
 }
 
-// Ensure that a View that finds its connection dead (PostgreSQL stopped
-// at once and started again since it was last used: every pooled
-// connection is dead) is sent again on a fresh one and answers.
-func TestView_RetriedAfterServerRestart(t *testing.T) {
+// openCrashable opens a store on a new database of its own server, one
+// the test may stop as a crash would.
+func openCrashable(t *testing.T, name string) (*pgtest.Server, *pg.Store) {
+	t.Helper()
 	srv := pgtest.StartCrashable(t)
-	s, err := pg.Open(context.Background(), srv.CreateDB(t, "view_restart"), holon.StoreOptions{})
+	s, err := pg.Open(context.Background(), srv.CreateDB(t, name), holon.StoreOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
+	return srv, s
+}
+
+// Ensure that a View that finds its connection dead (PostgreSQL stopped
+// at once and started again since it was last used: every pooled
+// connection is dead) is sent again on a fresh one and answers.
+func TestView_RetriedAfterServerRestart(t *testing.T) {
+	srv, s := openCrashable(t, "view_restart")
 	if err := s.Update(context.Background(), func(tx holon.Tx) error { _, err := tx.AddCounter("c", 2); return err }); err != nil {
 		t.Fatal(err)
 	}
@@ -183,18 +191,13 @@ func TestView_RetriedAfterServerRestart(t *testing.T) {
 // reads what fn kept before the View's error (a mandate "not found")
 // must not be misled.
 func TestView_NotBegunStopsFn(t *testing.T) {
-	srv := pgtest.StartCrashable(t)
-	s, err := pg.Open(context.Background(), srv.CreateDB(t, "view_down"), holon.StoreOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
+	srv, s := openCrashable(t, "view_down")
 	if err := srv.Crash(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { srv.Restart(context.Background()) })
 	answered := false
-	err = s.View(func(tx holon.Tx) error {
+	err := s.View(func(tx holon.Tx) error {
 		tx.MandateRevision("m1")
 		answered = true
 		return nil
