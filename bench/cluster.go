@@ -118,6 +118,10 @@ func (b *bench) cluster(ctx context.Context) ([]*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	var reads0 pg.Reads
+	if ps, ok := gws[0].app.Engine().Store().(*pg.Store); ok {
+		reads0 = ps.Reads()
+	}
 	lr1, cpu1, checked1, err := measure(gws[:1])
 	prof := stop()
 	if err != nil {
@@ -139,7 +143,7 @@ func (b *bench) cluster(ctx context.Context) ([]*Result, error) {
 			100*pgCPU.Seconds()/wall.Seconds()/float64(runtime.NumCPU()), runtime.NumCPU(), float64(pgCPU.Microseconds())/float64(max(lr1.Calls, 1))))
 	}
 	if ps, ok := gws[0].app.Engine().Store().(*pg.Store); ok {
-		one.Notes = append(one.Notes, timesNote(ps.Times(), st.Commits))
+		one.Notes = append(one.Notes, timesNote(ps.Times(), st.Commits), readsNote(reads0, ps.Reads(), lr1.Calls))
 	}
 	if prof != "" {
 		one.Notes = append(one.Notes, prof)
@@ -279,6 +283,15 @@ func storeCeiling(ctx context.Context, url string, o Options) (float64, string, 
 func tripsNote(trips, stmts, updates uint64) string {
 	u := float64(max(updates, 1))
 	return fmt.Sprintf("%.1f round trips per update carrying %.1f statements", float64(trips)/u, float64(stmts)/u)
+}
+
+// readsNote says what the PostgreSQL store's reads (View) cost between
+// two of its counts, over calls measured calls (warm-up included in the
+// counts, so per call is an upper bound).
+func readsNote(before, after pg.Reads, calls int) string {
+	v, trips := after.Views-before.Views, after.Trips-before.Trips
+	return fmt.Sprintf("the store's reads: %.1f round trips per View (its end included), %.0f%% of Views reached the database, %.1f read round trips per measured call",
+		float64(trips)/float64(max(v, 1)), 100*float64(after.Begun-before.Begun)/float64(max(v, 1)), float64(trips)/float64(max(calls, 1)))
 }
 
 // timesNote says where the PostgreSQL store's writers spent a commit's

@@ -182,8 +182,9 @@ func fromLog(k string, v *string) (entry, bool) {
 
 // cached is what the writer knows of a row (false: read it).
 func (t *Tx) cached(key string) (entry, bool) {
-	if t.g == nil {
-		return entry{}, false
+	if t.g == nil { // a View: the rows it read already, from its one snapshot
+		e, ok := t.l[key]
+		return e, ok && e.st != unknown
 	}
 	if e, ok := t.l[key]; ok {
 		return e, e.st != unknown
@@ -218,6 +219,9 @@ func (t *Tx) forget(key string) { t.set(key, entry{st: unknown, dirty: true}) }
 
 func (t *Tx) set(key string, e entry) {
 	if t.g == nil {
+		if t.l != nil && !e.dirty { // a View's reads, from its one snapshot
+			t.l[key] = e
+		}
 		return
 	}
 	if old, ok := t.l[key]; ok && old.dirty {

@@ -190,8 +190,11 @@ func (t *Tx) Receipts(mandate, before string, limit int) (holon.ReceiptPage, err
 
 // Budget reads a mandate's spending.
 func (t *Tx) Budget(mandate string) (holon.Budget, error) {
-	return t.budget(kBudget(mandate), `SELECT (spent * 1000000)::bigint, (reserved * 1000000)::bigint FROM budgets WHERE mandate = $1`, mandate)
+	return t.budget(kBudget(mandate), budgetSelect, mandate)
 }
+
+// budgetSelect reads a mandate's budget.
+const budgetSelect = `SELECT (spent * 1000000)::bigint, (reserved * 1000000)::bigint FROM budgets WHERE mandate = $1`
 
 // budget reads a budget row through the writer's cache.
 func (t *Tx) budget(k, sql string, args ...any) (holon.Budget, error) {

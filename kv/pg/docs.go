@@ -3,6 +3,7 @@ package pg
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 
@@ -301,6 +302,9 @@ func (t *Tx) doc(table, key, id string) (holon.Doc, error) {
 		}
 		return holon.Doc{}, holon.ErrNotFound
 	}
+	if _, ok := t.cached(kBudget(id)); t.g == nil && table == "mandates" && !ok {
+		return t.mandateAndBudget(k, id)
+	}
 	var d holon.Doc
 	found := false
 	err := t.all(`SELECT `+key+`, doc::text, created, published, yanked, revoked FROM `+table+` WHERE `+key+` = $1`, []any{id}, func(rows pgx.Rows) (err error) {
@@ -318,6 +322,56 @@ func (t *Tx) doc(table, key, id string) (holon.Doc, error) {
 		t.read(k, c)
 	}
 	return d, err
+}
+
+// mandateAndBudget is doc of a mandate in a View, whose budget it reads
+// in the same round trip, kept for the View: a call's admission reads a
+// mandate and then its budget, in one View (its snapshot is one, so the
+// two read together are what the two read apart would have been).
+func (t *Tx) mandateAndBudget(k, id string) (holon.Doc, error) {
+	if err := t.err(); err != nil {
+		return holon.Doc{}, err
+	}
+	b := &pgx.Batch{}
+	b.Queue(`SELECT id, doc::text, created, published, yanked, revoked FROM mandates WHERE id = $1`, id)
+	b.Queue(budgetSelect, id)
+	t.trip(2)
+	br := t.tx.SendBatch(t.ctx, b)
+	defer br.Close()
+	rows, err := br.Query()
+	if err != nil {
+		return holon.Doc{}, t.note(err)
+	}
+	var d holon.Doc
+	found := false
+	for rows.Next() {
+		found = true
+		if _, d, err = scanDoc(rows); err != nil {
+			rows.Close()
+			return holon.Doc{}, err
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return holon.Doc{}, t.note(err)
+	}
+	var spent, reserved int64
+	switch err := br.QueryRow().Scan(&spent, &reserved); {
+	case errors.Is(err, pgx.ErrNoRows):
+		t.readAbsent(kBudget(id))
+	case err != nil:
+		return holon.Doc{}, t.note(err)
+	default:
+		t.read(kBudget(id), holon.Budget{Spent: journal.Amount(spent), Reserved: journal.Amount(reserved)})
+	}
+	if !found {
+		t.readAbsent(k)
+		return holon.Doc{}, holon.ErrNotFound
+	}
+	c := d
+	c.Doc = bytes.Clone(d.Doc)
+	t.read(k, c)
+	return d, nil
 }
 
 func (t *Tx) forEachDoc(table, key string, fn func(id string, d holon.Doc) error) error {

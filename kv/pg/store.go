@@ -42,6 +42,9 @@ type Store struct {
 	trips atomic.Uint64
 	// stmts counts their statements, savepoints included.
 	stmts atomic.Uint64
+	// views, viewsBegun and viewTrips count the Views, those that
+	// reached the database, and their round trips (trips.go).
+	views, viewsBegun, viewTrips atomic.Uint64
 	// The writer's time (trips.go), in nanoseconds.
 	inGroups, inBegin, inTrips, inCommit atomic.Int64
 	maxBatch                             atomic.Int64
@@ -139,20 +142,29 @@ func OpenStore(url string, opts holon.StoreOptions) (holon.Store, error) {
 
 var _ holon.OpenStore = OpenStore
 
-// View runs fn in a read-only transaction that sees one state.
-func (s *Store) View(fn func(holon.Tx) error) error {
-	ctx := context.Background()
-	var ptx pgx.Tx
-	conn, err := s.acquire(ctx, func(c *pgxpool.Conn) (err error) {
-		ptx, err = c.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
-		return err
-	})
-	if err != nil {
-		return unavailable(err)
-	}
-	defer conn.Release()
-	defer ptx.Rollback(ctx)
-	tx := &Tx{s: s, ctx: ctx, tx: ptx, readOnly: true, idx: -2}
+// View runs fn in a read-only transaction that sees one state: one
+// REPEATABLE READ READ ONLY transaction, whose snapshot PostgreSQL takes
+// at its first query. Its BEGIN is not a round trip of its own: it goes
+// with fn's first query (viewTx), so that a View of one read costs one
+// round trip, and a View that reads nothing none; its end (ROLLBACK) is
+// not waited for. If it cannot begin (the database cannot be reached), fn is stopped at
+// that first query, which does not return, and View returns why.
+func (s *Store) View(fn func(holon.Tx) error) (err error) {
+	s.views.Add(1)
+	v := &viewTx{s: s}
+	defer v.end()
+	defer func() {
+		if v.err == nil {
+			return
+		}
+		if r := recover(); r != nil {
+			if _, ok := r.(notBegun); !ok {
+				panic(r)
+			}
+		}
+		err = unavailable(v.err)
+	}()
+	tx := &Tx{s: s, ctx: context.Background(), tx: v, readOnly: true, idx: -2, l: layer{}}
 	err = fn(tx)
 	if tx.fatal != nil {
 		return unavailable(tx.fatal)

@@ -11,6 +11,19 @@ import "time"
 // as many round trips as statements.
 func (s *Store) RoundTrips() (trips, statements uint64) { return s.trips.Load(), s.stmts.Load() }
 
+// Reads is what the store's read-only transactions (View) cost since it
+// opened: how many there were, how many of them reached the database, and
+// their round trips, each attempt on a dead connection and each
+// transaction's end (ROLLBACK) included.
+type Reads struct {
+	Views, Begun, Trips uint64
+}
+
+// Reads reports what the store's Views cost since it opened.
+func (s *Store) Reads() Reads {
+	return Reads{Views: s.views.Load(), Begun: s.viewsBegun.Load(), Trips: s.viewTrips.Load()}
+}
+
 // WriterTimes is where the writer's time went since the store opened.
 type WriterTimes struct {
 	// Groups is the time from a group's start to its answers; Begin the

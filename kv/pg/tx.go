@@ -223,7 +223,8 @@ func (t *Tx) send(sql string, args []any) (pgx.BatchResults, error) {
 	return br, nil
 }
 
-// trip counts one round trip of this update, carrying n statements.
+// trip counts one round trip of this update, carrying n statements (a
+// View's, viewTx counts).
 func (t *Tx) trip(n int) {
 	if !t.readOnly {
 		t.s.trips.Add(1)
