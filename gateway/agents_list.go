@@ -143,10 +143,12 @@ func (e *Engine) ListAgents(ctx context.Context, q AgentQuery) (AgentPage, error
 		}
 		return nil
 	})
-	if errors.Is(loadErr, holon.ErrNotFound) {
+	// A mandate read empty by a View that failed may be there: the
+	// store's error, not not_found.
+	if errors.Is(loadErr, holon.ErrNotFound) && err == nil {
 		return page, holon.Errorf(holon.CodeNotFound, "no mandate %s", q.Mandate)
 	}
-	if loadErr != nil {
+	if loadErr != nil && err == nil {
 		return page, loadErr
 	}
 	if err != nil {

@@ -207,6 +207,10 @@ func (e *Engine) resolve(sp callSpec) (*contract.Mandate, *AgentVersion, contrac
 		return nil
 	})
 	switch {
+	case loadErr != nil && err != nil:
+		// The View failed: a mandate it read empty may be there, so the
+		// store's error, not the mandate's absence.
+		return nil, nil, contract.Decision{}, &mandateError{err: err}
 	case loadErr != nil:
 		return nil, nil, contract.Decision{}, &mandateError{err: loadErr}
 	case err != nil && m == nil:
