@@ -7,9 +7,10 @@
 // which is what takes the store from ~2k to ~15k+ settlements per second on
 // a small machine. Woken with few of the callers it was told are in flight
 // (Expect), the writer waits a bounded time (Options.Pace) for the others,
-// so that more updates share a commit; it never waits for a lone caller. An update that fails is undone alone, inside the batch's
-// transaction (every write logs how to take it back), so it never fails
-// its neighbours and none of them runs again; only a panic rolls the
+// so that more updates share a commit; it never waits for a lone caller.
+// An update that fails is undone alone, inside the batch's transaction
+// (every write logs how to take it back), so it never fails its
+// neighbours and none of them runs again; only a panic rolls the
 // transaction back, and then no update runs more than twice.
 //
 // The journal's three rules (entries sum to zero, rows are never overwritten
@@ -98,8 +99,9 @@ type Store struct {
 	onCommit func(batch int)
 
 	reqs chan *writeReq
-	// coming counts the callers announced (Expect) that have not
-	// submitted an update yet; pace bounds the writer's wait for them.
+	// coming counts the callers in flight (Expect, until their done):
+	// those about to submit an update and those whose update is queued;
+	// pace bounds the writer's wait for them.
 	coming    atomic.Int64
 	pace      time.Duration
 	closing   chan struct{}
