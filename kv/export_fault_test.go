@@ -45,3 +45,10 @@ func (s *Store) CheckFileForTest() error {
 
 // LogDirForTest is the directory of the store's write-ahead log.
 func (s *Store) LogDirForTest() string { return walDir(s.path) }
+
+// CrashReplayForTest makes the next Open stop (as a crash would) before
+// replaying record n of its log, until the returned function is called.
+func CrashReplayForTest(n int) (restore func()) {
+	replayFault = func(i int) bool { return i == n }
+	return func() { replayFault = nil }
+}

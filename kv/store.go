@@ -293,6 +293,12 @@ func Open(path string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
 	if recovering {
+		// The checkpoint's pages stay as they are on disk until the
+		// replay is synced: a crash in the middle of it recovers from
+		// the same checkpoint again.
+		if s.pin, err = db.Begin(false); err != nil {
+			return fail(err)
+		}
 		if _, s.stats.Replayed, err = replay(db, walDir(path), ck); err != nil {
 			return fail(err)
 		}
@@ -317,6 +323,8 @@ func Open(path string, opts Options) (*Store, error) {
 		if err := removeLog(walDir(path)); err != nil {
 			return fail(err)
 		}
+		s.pin.Rollback()
+		s.pin = nil
 	}
 	// The planted bug "nosync" (fault.go) syncs nothing, as NoSync does.
 	noSync := opts.NoSync || s.faults.noSync()

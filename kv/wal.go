@@ -401,6 +401,9 @@ func replay(db *bolt.DB, dir string, c checkpoint) (last uint64, records int, er
 				break
 			}
 			data = rest
+			if replayFault != nil && replayFault(records+applied) {
+				return 0, 0, errors.New("replay: injected crash (test)")
+			}
 			err := db.Update(func(btx *bolt.Tx) error {
 				if uint64(btx.ID()) != txid {
 					return fmt.Errorf("the store's file is at transaction %d, its log's next record is %d", btx.ID()-1, txid)
@@ -422,6 +425,10 @@ func replay(db *bolt.DB, dir string, c checkpoint) (last uint64, records int, er
 	}
 	return last, records, nil
 }
+
+// replayFault, set by tests only, stops a replay (as a crash would) before
+// the record it returns true for (counted from 0).
+var replayFault func(n int) bool
 
 // nextRecord reads the record at the start of data: ok is false at the
 // log's end (zeros, a torn or stale record, or too few bytes).
