@@ -52,3 +52,11 @@ func CrashReplayForTest(n int) (restore func()) {
 	replayFault = func(i int) bool { return i == n }
 	return func() { replayFault = nil }
 }
+
+// SetMinFreeForTest sets the free space the store needs to log, until the
+// returned function puts the default back.
+func SetMinFreeForTest(n int64) (restore func()) {
+	old := walMinFree
+	walMinFree = n
+	return func() { walMinFree = old }
+}

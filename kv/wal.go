@@ -94,7 +94,7 @@ var walMapBytes = func() int {
 // checkpointPages and walSegmentBytes). With less, it commits with
 // bbolt's own syncs, which reuse freed pages at once: a nearly full disk
 // then fills no faster than before.
-const walMinFree = 256 << 20
+var walMinFree int64 = 256 << 20 // a variable for tests
 
 // walMapSpare is the room kept between the file's end and walMapBytes:
 // past it, the store stops logging.

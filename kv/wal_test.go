@@ -245,3 +245,63 @@ func checkRows(t *testing.T, s *kv.Store, acked []string, total int) {
 		t.Fatalf("the accounts hold %d micro-units for %d rows, want %d: a row and its entry parted", sum, len(present), want)
 	}
 }
+
+// Ensure that a store on a disk with too little free space commits with
+// bbolt's own syncs, without a log (opened so, or stopping at a
+// checkpoint), and keeps what it committed across a power cut either way.
+func TestWAL_LowSpaceCommitsWithoutLog(t *testing.T) {
+	defer kv.SetCheckpointBytesForTest(32 << 10)()
+	f := lossyfstest.Mount(t)
+	path := filepath.Join(f.Dir(), "holon.db")
+	s, err := kv.Open(path, kv.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	walLoad(t, s, 0, 100)
+	if s.Stats().LogSyncs == 0 {
+		t.Fatal("the store does not log with room to")
+	}
+	// The disk fills up: the next checkpoint stops the log.
+	restore := kv.SetMinFreeForTest(1 << 62)
+	defer restore()
+	acked := walLoad(t, s, 100, 400)
+	if _, err := os.Stat(s.LogDirForTest()); !os.IsNotExist(err) {
+		t.Errorf("the log is still there with no room for it: %v", err)
+	}
+	syncs := s.Stats().LogSyncs
+	credit(t, s, "after", "1.00")
+	if s.Stats().LogSyncs != syncs {
+		t.Error("a commit was logged after the log stopped")
+	}
+	s.CrashForTest()
+	if err := f.Cut(nil); err != nil {
+		t.Fatal(err)
+	}
+	s, err = kv.Open(path, kv.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(s.LogDirForTest()); !os.IsNotExist(err) {
+		t.Errorf("a store opened with no room to log made a log: %v", err)
+	}
+	checkRows(t, s, acked, 500)
+	if balance(t, s, "after") != amt("1.00") {
+		t.Error("the commit after the log stopped was lost")
+	}
+	credit(t, s, "again", "1.00")
+	s.CrashForTest()
+	if err := f.Cut(nil); err != nil {
+		t.Fatal(err)
+	}
+	s, err = kv.Open(path, kv.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.CheckFileForTest(); err != nil {
+		t.Fatal(err)
+	}
+	if balance(t, s, "again") != amt("1.00") {
+		t.Error("a commit of the store without its log was lost")
+	}
+}
