@@ -182,7 +182,7 @@ type Stats struct {
 	// transaction touches is written whole).
 	PageBytes int64
 	// FreePages and FreelistBytes describe the file's free list, which
-	// every commit writes out.
+	// every commit writes out when the store does not log (Open).
 	FreePages, FreelistBytes int
 	// LogBytes is what the write-ahead log wrote (wal.go), LogSyncs its
 	// fdatasyncs and LogSyncTime their time (part of CommitTime).
