@@ -23,10 +23,16 @@ type ckptJob struct {
 }
 
 // startLog begins logging on a file that holds every commit so far (it
-// syncs it): a checkpoint of the current transaction, in a log of its own.
-func (s *Store) startLog(noSync bool) error {
+// syncs it when dirty, something having been committed since it was
+// opened): a checkpoint of the current transaction, in a log of its own.
+// It syncs the store's directory, which makes the file's name durable
+// too.
+func (s *Store) startLog(noSync, dirty bool) error {
 	dir := walDir(s.path)
-	if err := mkdirAllDurable(dir); err != nil {
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+		return err
+	}
+	if err := syncDir(filepath.Dir(s.path)); err != nil {
 		return err
 	}
 	f, err := os.Open(s.path)
@@ -42,7 +48,7 @@ func (s *Store) startLog(noSync bool) error {
 	if len(old) > 0 {
 		seg = old[len(old)-1] + 1
 	}
-	if !noSync {
+	if dirty && !noSync {
 		if err := s.db.Sync(); err != nil {
 			return err
 		}

@@ -303,13 +303,24 @@ func Open(path string, opts Options) (*Store, error) {
 			return fail(err)
 		}
 	}
-	err = db.Update(func(btx *bolt.Tx) error {
-		if err := createBuckets(btx); err != nil {
-			return err
+	// A store already set up is only read: no commit, nothing to sync.
+	var ready bool
+	err = db.View(func(btx *bolt.Tx) error {
+		if ready = setUp(btx); ready {
+			s.logKeys = logKeys(btx)
 		}
-		s.logKeys = logKeys(btx)
 		return nil
 	})
+	dirty := recovering || !ready
+	if err == nil && !ready {
+		err = db.Update(func(btx *bolt.Tx) error {
+			if err := createBuckets(btx); err != nil {
+				return err
+			}
+			s.logKeys = logKeys(btx)
+			return nil
+		})
+	}
 	if err != nil {
 		return fail(err)
 	}
@@ -329,7 +340,8 @@ func Open(path string, opts Options) (*Store, error) {
 	// The planted bug "nosync" (fault.go) syncs nothing, as NoSync does.
 	noSync := opts.NoSync || s.faults.noSync()
 	if walMapBytes > 0 && roomToLog(dir) {
-		err = s.startLog(noSync)
+		// startLog syncs the directory (the file's name with the log's).
+		err = s.startLog(noSync, dirty)
 	} else {
 		// No room to map the file ahead, or little space left (wal.go):
 		// bbolt's own syncs.
@@ -337,14 +349,14 @@ func Open(path string, opts Options) (*Store, error) {
 		if err = db.Update(func(*bolt.Tx) error { return nil }); err == nil {
 			err = db.Sync()
 		}
+		// bbolt syncs the file it creates, not its name: sync the
+		// directory, or a power cut could take the whole store with it.
+		if err == nil {
+			err = syncDir(dir)
+		}
 	}
 	if err != nil {
 		return fail(err)
-	}
-	// bbolt syncs the file it creates, not its name: sync the directory,
-	// or a power cut could take the whole store with it.
-	if err := syncDir(dir); err != nil {
-		return fail(fmt.Errorf("sync its directory: %w", err))
 	}
 	go s.writer()
 	return s, nil

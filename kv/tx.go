@@ -62,6 +62,20 @@ var laterBuckets = map[string]bool{string(bucketBudgetWindows): true, holon.Buck
 // (the file's own layout is FileFormat, receipts_index.go).
 const SchemaVersion = 1
 
+// setUp reports whether createBuckets has nothing to do in btx: every
+// bucket there, the file's format current.
+func setUp(btx *bolt.Tx) bool {
+	for _, name := range allBuckets {
+		if btx.Bucket(name) == nil {
+			return false
+		}
+	}
+	v := btx.Bucket(bucketMeta).Get([]byte("schema"))
+	return len(v) == 8 && binary.BigEndian.Uint64(v) == FileFormat &&
+		btx.Bucket(bucketReceiptsLog) != nil && btx.Bucket(bucketRollups) != nil &&
+		btx.Bucket(bucketApprovalsByMand) != nil
+}
+
 func createBuckets(btx *bolt.Tx) error {
 	for _, name := range allBuckets {
 		if _, err := btx.CreateBucketIfNotExists(name); err != nil {
