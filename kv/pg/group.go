@@ -426,11 +426,15 @@ func (s *Store) commit(ctx context.Context, c *pgx.Conn, g *group) error {
 	}
 	b.Queue(`COMMIT`)
 	commitAt := b.Len() - 1
-	// A writer alone on the database with updates already waiting begins
-	// its next group in the same round trip: the lock it takes again is
-	// not waited for. (With other writers about, their groups would come
-	// in between, and this group's answers wait for them.)
-	pipe := g.alone && len(s.queue) > 0 && !g.safe
+	// A writer alone on the database begins its next group in the same
+	// round trip: the lock it takes again is not waited for. It does so
+	// whether or not updates wait now: under load the queue fills while
+	// the COMMIT runs (fill took what waited when this group began), and
+	// a writer that finds none waiting once it is answered gives the
+	// lock back at once (Store.write). (With other writers about, their
+	// groups would come in between, and this group's answers wait for
+	// them.)
+	pipe := g.alone && !g.safe
 	if pipe {
 		queueBegin(b, gen)
 	}
