@@ -66,34 +66,40 @@ func (t *Tx) PutReceipt(r *holon.Receipt) error {
 			return err
 		}
 	}
-	args := []any{r.ID, int64(seq), r.Parent, r.Mandate, r.Caller, r.Agent, r.Status, r.Error, r.Approval, OptNumeric(r.WorstCase),
-		r.Currency, r.Payer, r.SubMandate, r.Billed, Numeric(r.Cost.Own), Numeric(r.Cost.Downstream), Numeric(r.Cost.Total),
-		jsonArg(splits), r.Children, r.DurationMS, ts(r.Created)}
 	k := kReceipt(r.ID)
 	c, known := t.cached(k)
-	switch {
-	case known && c.st == absent:
-		// New (its id was just handed out, or the database said so): a
+	if known {
+		// A row of one statement per table and round trip (rows.go):
+		// new (its id was just handed out, or the database said so), a
 		// plain insert, refused if the writer were wrong, and the
-		// counters as the writer knows them.
-		if err := t.execFree(receiptInsert, args...); err != nil {
+		// counters as the writer knows them; else a new state of it.
+		row, err := receiptRow(r, int64(seq), splits)
+		if err != nil {
 			return err
 		}
-		if _, err := t.AddCounter("receipts", 1); err != nil {
+		kind := rowReceiptPut
+		if c.st == absent {
+			kind = rowReceiptNew
+		}
+		if err := t.appendRows(k, kind, nil, row); err != nil {
 			return err
 		}
-		if _, err := t.AddCounter("receipts:"+r.Mandate, 1); err != nil {
-			return err
+		if c.st == absent {
+			if _, err := t.AddCounter("receipts", 1); err != nil {
+				return err
+			}
+			if _, err := t.AddCounter("receipts:"+r.Mandate, 1); err != nil {
+				return err
+			}
 		}
-	case known:
-		if err := t.execFree(receiptUpsert, args...); err != nil {
-			return err
-		}
-	default:
+	} else {
 		// Counted if new, in the same statement, without waiting for an
 		// answer; what the counters are now, the database knows.
 		counters := []string{kCounter("receipts"), kCounter("receipts:" + r.Mandate)}
-		if err := t.execTouching(counters, receiptCounted, args...); err != nil {
+		err := t.execTouching(append(counters, k), receiptCounted, r.ID, int64(seq), r.Parent, r.Mandate, r.Caller, r.Agent, r.Status, r.Error,
+			r.Approval, OptNumeric(r.WorstCase), r.Currency, r.Payer, r.SubMandate, r.Billed, Numeric(r.Cost.Own),
+			Numeric(r.Cost.Downstream), Numeric(r.Cost.Total), jsonArg(splits), r.Children, r.DurationMS, ts(r.Created))
+		if err != nil {
 			return err
 		}
 		for _, k := range counters {
@@ -106,13 +112,40 @@ func (t *Tx) PutReceipt(r *holon.Receipt) error {
 	return nil
 }
 
-// The statements that write a receipt: as a new one, as a new one or a
-// new state of one, and the latter counting it when new.
+// receiptRow is a receipt as a row of receiptRowsInsert (rows.go).
+func receiptRow(r *holon.Receipt, seq int64, splits []byte) ([]any, error) {
+	var worst *int64
+	if r.WorstCase != nil {
+		w := int64(*r.WorstCase)
+		worst = &w
+	}
+	var children *string
+	if r.Children != nil {
+		b, err := json.Marshal(r.Children)
+		if err != nil {
+			return nil, err
+		}
+		s := string(b)
+		children = &s
+	}
+	var sp *string
+	if splits != nil {
+		s := string(splits)
+		sp = &s
+	}
+	return []any{r.ID, seq, r.Parent, r.Mandate, r.Caller, r.Agent, r.Status, r.Error, r.Approval, worst,
+		r.Currency, r.Payer, r.SubMandate, r.Billed, int64(r.Cost.Own), int64(r.Cost.Downstream), int64(r.Cost.Total),
+		sp, children, r.DurationMS, ts(r.Created)}, nil
+}
+
+// The statements that write a receipt: as a new one or a new state of
+// one, counting it when new, when the writer does not know whether it is.
 const (
 	receiptInsert = `INSERT INTO receipts AS r (id, seq, parent, mandate, caller, agent, status, error, approval, worst_case, currency, payer,
 			sub_mandate, billed, cost_own, cost_downstream, cost_total, splits, children, duration_ms, created)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)`
-	receiptUpsert = receiptInsert + `
+	receiptUpsert     = receiptInsert + receiptOnConflict
+	receiptOnConflict = `
 		ON CONFLICT (id) DO UPDATE SET parent = EXCLUDED.parent, mandate = EXCLUDED.mandate, caller = EXCLUDED.caller,
 			agent = EXCLUDED.agent, status = EXCLUDED.status, error = EXCLUDED.error, approval = EXCLUDED.approval,
 			worst_case = EXCLUDED.worst_case, currency = EXCLUDED.currency, payer = EXCLUDED.payer, sub_mandate = EXCLUDED.sub_mandate,
@@ -279,6 +312,12 @@ func scanHold(rows pgx.Rows) (*holon.Hold, error) {
 	return h, err
 }
 
+// holdOnConflict makes the insert of holds (rows.go) a put.
+const holdOnConflict = `ON CONFLICT (receipt) DO UPDATE SET payer = EXCLUDED.payer, amount = EXCLUDED.amount, mandate = EXCLUDED.mandate,
+			reserved = EXCLUDED.reserved, funder = EXCLUDED.funder, parent = EXCLUDED.parent, children = EXCLUDED.children,
+			downstream = EXCLUDED.downstream, sub_mandate = EXCLUDED.sub_mandate, started = EXCLUDED.started, gateway = EXCLUDED.gateway,
+			budget_window = EXCLUDED.budget_window`
+
 // PutHold records a call in flight.
 func (t *Tx) PutHold(h *holon.Hold) error {
 	children := h.Children
@@ -287,15 +326,16 @@ func (t *Tx) PutHold(h *holon.Hold) error {
 	}
 	// The hold is this gateway's (its lease's id): Orphaned once that
 	// runs out.
-	err := t.execRow(kHold(h.Receipt), `INSERT INTO holds (receipt, payer, amount, mandate, reserved, funder, parent, children, downstream, sub_mandate, started, gateway,
-			budget_window)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
-		ON CONFLICT (receipt) DO UPDATE SET payer = EXCLUDED.payer, amount = EXCLUDED.amount, mandate = EXCLUDED.mandate,
-			reserved = EXCLUDED.reserved, funder = EXCLUDED.funder, parent = EXCLUDED.parent, children = EXCLUDED.children,
-			downstream = EXCLUDED.downstream, sub_mandate = EXCLUDED.sub_mandate, started = EXCLUDED.started, gateway = EXCLUDED.gateway,
-			budget_window = EXCLUDED.budget_window`,
-		h.Receipt, h.Payer, Numeric(h.Amount), h.Mandate, Numeric(h.Reserved), optText(h.Funder), optText(h.Parent), children,
-		Numeric(h.Downstream), optText(h.SubMandate), ts(h.Started), t.s.id, optText(h.Window))
+	kids, err := json.Marshal(children)
+	if err != nil {
+		return err
+	}
+	var window *string
+	if h.Window != "" {
+		window = &h.Window
+	}
+	err = t.appendRows(kHold(h.Receipt), rowHold, nil, []any{h.Receipt, h.Payer, int64(h.Amount), h.Mandate, int64(h.Reserved),
+		optText(h.Funder), optText(h.Parent), string(kids), int64(h.Downstream), optText(h.SubMandate), ts(h.Started), t.s.id, window})
 	if err == nil {
 		c := cloneHold(h)
 		if len(c.Children) == 0 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
@@ -442,5 +443,100 @@ func TestStore_RefusedReadRunsGroupAgainSafe(t *testing.T) {
 	}
 	if n := s.SafeRuns() - safe; n != 1 {
 		t.Errorf("%d safe runs, want 1", n)
+	}
+}
+
+// Ensure that a fast group sends its receipts and holds as rows of one
+// statement per table and round trip, not one statement each, and that
+// they read back as they were put: a receipt new and then given its final
+// state in the same group, a parent, splits, no worst case, children nil
+// or empty, a hold with children and one without.
+func TestStore_GroupSendsReceiptsAndHoldsAsRows(t *testing.T) {
+	stores, _ := openOn(t, "receiptrows", 1)
+	s := stores[0]
+	const n = 20
+	now := time.Date(2026, 12, 5, 15, 0, 0, 123456789, time.UTC)
+	worst := journal.Amount(70000)
+	want := map[string]*holon.Receipt{}
+	var mu sync.Mutex
+	put := func(i int) func(holon.Tx) error {
+		return func(tx holon.Tx) error {
+			id, err := tx.NewReceiptID()
+			if err != nil {
+				return err
+			}
+			r := &holon.Receipt{ID: id, Mandate: "m", Caller: "c", Status: holon.StatusRunning, Currency: "EUR", Payer: "ann", Created: now}
+			if i%2 == 1 {
+				agent, msg := "echo@1.0.0", "it failed"
+				r.Agent, r.WorstCase, r.Children, r.Splits = &agent, &worst, []string{}, []journal.Share{}
+				if err := tx.PutReceipt(r); err != nil {
+					return err
+				}
+				parent := "r1"
+				r.Parent, r.Status, r.Error, r.Billed = &parent, holon.StatusFailed, &msg, true
+				r.Children = []string{"r3", "r2"}
+				r.Splits = []journal.Share{{To: "bob", Amount: 40000}, {To: "carl", Amount: 30000}}
+				r.Cost = holon.Cost{Own: 40000, Downstream: 30000, Total: 70000}
+				r.DurationMS = 12
+			}
+			if err := tx.PutReceipt(r); err != nil {
+				return err
+			}
+			h := &holon.Hold{Receipt: id, Payer: "ann", Amount: 5, Mandate: "m", Reserved: 7, Started: now}
+			if i%2 == 1 {
+				h.Children, h.Funder, h.Window = []string{"r9", "r8"}, "r1", "2026-12-05"
+			}
+			if err := tx.PutHold(h); err != nil {
+				return err
+			}
+			mu.Lock()
+			want[id] = r
+			mu.Unlock()
+			return nil
+		}
+	}
+	fns := make([]func(holon.Tx) error, n)
+	for i := range fns {
+		fns[i] = put(i)
+	}
+	_, stmts0 := s.RoundTrips()
+	for i, err := range grouped(t, s, fns...) {
+		if err != nil {
+			t.Fatalf("update %d: %v", i, err)
+		}
+	}
+	// n new receipts, n/2 of them given a new state, n holds: one
+	// statement each would be 2.5 n.
+	if _, stmts := s.RoundTrips(); stmts-stmts0 >= n {
+		t.Errorf("%d receipts and holds written in %d statements, want fewer than %d", 5*n/2, stmts-stmts0, n)
+	}
+	err := s.View(func(tx holon.Tx) error {
+		for id, w := range want {
+			got, err := tx.Receipt(id)
+			if err != nil {
+				return err
+			}
+			if got.Created.Equal(w.Created) {
+				got.Created = w.Created
+			}
+			if !reflect.DeepEqual(got, w) {
+				return fmt.Errorf("receipt %s reads back %+v, want %+v", id, got, w)
+			}
+			h, err := tx.Hold(id)
+			if err != nil {
+				return err
+			}
+			if h.Amount != 5 || h.Reserved != 7 || !h.Started.Equal(now) || (w.Agent != nil) != (h.Funder == "r1" && h.Window == "2026-12-05" && fmt.Sprint(h.Children) == "[r9 r8]") ||
+				w.Agent == nil && (h.Children != nil || h.Funder != "" || h.Window != "") {
+				return fmt.Errorf("hold %s reads back %+v", id, h)
+			}
+		}
+		if c := tx.Counter("receipts"); c != n {
+			return fmt.Errorf("%d receipts counted, want %d", c, n)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Error(err)
 	}
 }
