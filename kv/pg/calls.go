@@ -3,6 +3,7 @@ package pg
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 
 	"github.com/jackc/pgx/v5"
@@ -617,6 +618,67 @@ func (t *Tx) Events(before uint64, limit int) ([]*holon.Event, error) {
 	return out, err
 }
 
+// RecordsAhead makes a View read the records of agents with its next
+// round trip (the mandate's and its budget's, mandateAndBudget), or, if
+// a record is read first, with that one.
+func (t *Tx) RecordsAhead(agents ...string) {
+	if t.g != nil {
+		return // the writer reads through its cache
+	}
+	for _, a := range agents {
+		if _, ok := t.cached(kRecord(a)); !ok {
+			t.ahead = append(t.ahead, a)
+		}
+	}
+}
+
+// recordsSelect reads the records of the agents in $1.
+const recordsSelect = `SELECT agent, runs, succeeded, (billed * 1000000)::bigint, duration_ms FROM agent_records WHERE agent = ANY($1)`
+
+// queueAhead queues the read of the records asked for ahead, if any, on
+// b: readAhead reads its answer.
+func (t *Tx) queueAhead(b *pgx.Batch) []string {
+	ahead := t.ahead
+	t.ahead = nil
+	if len(ahead) > 0 {
+		b.Queue(recordsSelect, ahead)
+	}
+	return ahead
+}
+
+// readAhead keeps the records read for ahead (queueAhead), those absent
+// as absent.
+func (t *Tx) readAhead(br pgx.BatchResults, ahead []string) error {
+	if len(ahead) == 0 {
+		return nil
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return t.note(err)
+	}
+	for rows.Next() {
+		var a string
+		var r holon.Record
+		var billed int64
+		if err := rows.Scan(&a, &r.Runs, &r.Succeeded, &billed, &r.DurationMS); err != nil {
+			rows.Close()
+			return err
+		}
+		r.Billed = journal.Amount(billed)
+		t.read(kRecord(a), r)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return t.note(err)
+	}
+	for _, a := range ahead {
+		if _, ok := t.cached(kRecord(a)); !ok {
+			t.readAbsent(kRecord(a))
+		}
+	}
+	return nil
+}
+
 // Record reads an agent version's record.
 func (t *Tx) Record(agent string) (holon.Record, error) {
 	k := kRecord(agent)
@@ -625,6 +687,24 @@ func (t *Tx) Record(agent string) (holon.Record, error) {
 			return c.v.(holon.Record), nil
 		}
 		return holon.Record{}, nil
+	}
+	if slices.Contains(t.ahead, agent) {
+		// The records asked for ahead, in this round trip.
+		if err := t.err(); err != nil {
+			return holon.Record{}, err
+		}
+		b := &pgx.Batch{}
+		ahead := t.queueAhead(b)
+		t.trip(1)
+		br := t.tx.SendBatch(t.ctx, b)
+		err := t.readAhead(br, ahead)
+		if cerr := br.Close(); err == nil {
+			err = t.note(cerr)
+		}
+		if err != nil {
+			return holon.Record{}, err
+		}
+		return t.Record(agent)
 	}
 	var r holon.Record
 	var billed int64
