@@ -43,21 +43,24 @@ func TestView_BeginsWithItsFirstQuery(t *testing.T) {
 	}
 }
 
+// putM1 writes mandate m1 with a budget spent 5, reserved 7.
+func putM1(tx holon.Tx) error {
+	if err := tx.PutMandate("m1", holon.Doc{Doc: []byte(`{"id":"m1"}`), Created: time.Now()}); err != nil {
+		return err
+	}
+	return tx.AddBudget("m1", 5, 7)
+}
+
 // Ensure that a View reads a mandate's budget with the mandate, and
 // reads nothing twice: admission's reads of a mandate (its revision, its
 // record) and of its budget cost one round trip.
 func TestView_MandateBringsItsBudget(t *testing.T) {
 	stores, _ := openOn(t, "view_mandate", 1)
 	s := stores[0]
-	err := s.Update(context.Background(), func(tx holon.Tx) error {
-		if err := tx.PutMandate("m1", holon.Doc{Doc: []byte(`{"id":"m1"}`), Created: time.Now()}); err != nil {
-			return err
-		}
-		return tx.AddBudget("m1", 5, 7)
-	})
-	if err != nil {
+	if err := s.Update(context.Background(), putM1); err != nil {
 		t.Fatal(err)
 	}
+	var err error
 	before := s.Reads()
 	var b holon.Budget
 	err = s.View(func(tx holon.Tx) error {
@@ -215,10 +218,7 @@ func TestView_RecordsAheadComeWithTheNextRead(t *testing.T) {
 	stores, _ := openOn(t, "view_records", 1)
 	s := stores[0]
 	err := s.Update(context.Background(), func(tx holon.Tx) error {
-		if err := tx.PutMandate("m1", holon.Doc{Doc: []byte(`{"id":"m1"}`), Created: time.Now()}); err != nil {
-			return err
-		}
-		if err := tx.AddBudget("m1", 5, 7); err != nil {
+		if err := putM1(tx); err != nil {
 			return err
 		}
 		id, err := tx.NewReceiptID()
