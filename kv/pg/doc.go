@@ -24,8 +24,9 @@
 // answered, or with the group's COMMIT, so that a group whose updates read
 // only cached rows costs two round trips (begin, then its writes with the
 // commit) however many updates it holds, and one when its writer is alone
-// on the database: the COMMIT's round trip then begins the next group too,
-// which the writer gives back at once if no update waits once it is
+// on the database: the COMMIT's round trip then begins the next group too
+// (unless another writer took the lock meanwhile: that begin does not
+// wait), which the writer gives back at once if no update waits once it is
 // answered (group.go). Hot rows (balances,
 // budgets, counters, sequences, the journal's head, agents' records) are
 // written with their new value, once per round trip however many updates

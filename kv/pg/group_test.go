@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"holon.dev/holon"
@@ -400,19 +401,104 @@ func TestStore_HeadStartGivenBackWhenIdle(t *testing.T) {
 	if err := a.Update(context.Background(), func(tx holon.Tx) error { return moveAnn(tx, "a5") }); err != nil {
 		t.Fatal(err)
 	}
-	err := a.View(func(tx holon.Tx) error {
+	wantMoves(t, a, 7)
+}
+
+// Ensure that a writer that begins its next group with its COMMIT answers
+// that COMMIT's updates at once, even when another writer, waiting for the
+// lock already, takes it as the COMMIT lets go of it: the head start does
+// not wait for the lock (PostgreSQL would send the COMMIT's answer only
+// with the whole batch's), and the next group begins as any other.
+func TestStore_HeadStartDoesNotHoldAnswers(t *testing.T) {
+	stores, _ := openOn(t, "headstartanswers", 2)
+	a, b := stores[0], stores[1]
+	bg := context.Background()
+	if err := b.Update(bg, func(tx holon.Tx) error { return moveAnn(tx, "b0") }); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Update(bg, func(tx holon.Tx) error { return moveAnn(tx, "a0") }); err != nil {
+		t.Fatal(err)
+	}
+	// hold returns an update that moves ann and then waits for release,
+	// holding its writer (and the writers' lock).
+	hold := func(key string) (func(holon.Tx) error, chan struct{}, chan struct{}) {
+		held, release := make(chan struct{}), make(chan struct{})
+		return func(tx holon.Tx) error {
+			if err := moveAnn(tx, key); err != nil {
+				return err
+			}
+			select {
+			case held <- struct{}{}:
+			default:
+			}
+			<-release
+			return nil
+		}, held, release
+	}
+	fa, heldA, releaseA := hold("a1")
+	fb, heldB, releaseB := hold("b1")
+	doneA, doneB := make(chan error, 1), make(chan error, 1)
+	go func() { doneA <- a.Update(bg, fa) }()
+	<-heldA // a is alone (nothing written since its last group) and holds the lock
+	go func() { doneB <- b.Update(bg, fb) }()
+	waitForLockWaiters(t, a, 1) // b's writer waits for the lock
+	close(releaseA)             // a commits, beginning its next group: b has the lock first
+	<-heldB
+	select {
+	case err := <-doneA:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		close(releaseB)
+		t.Fatal("a's update was not answered while b's writer held the lock")
+	}
+	close(releaseB)
+	if err := <-doneB; err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Update(bg, func(tx holon.Tx) error { return moveAnn(tx, "a2") }); err != nil {
+		t.Fatal(err)
+	}
+	wantMoves(t, a, 5)
+}
+
+// wantMoves checks that s holds n of moveAnn's moves, and its journal.
+func wantMoves(t *testing.T, s *pg.Store, n int64) {
+	t.Helper()
+	err := s.View(func(tx holon.Tx) error {
 		ann, _, err := annAndM(tx)
 		if err != nil {
 			return err
 		}
-		if ann.Balance != 70 || ann.Held != 7 || tx.Counter("moves") != 7 {
-			return fmt.Errorf("ann %+v, %d moves; want 7 moves", ann, tx.Counter("moves"))
+		if ann.Balance != journal.Amount(10*n) || ann.Held != journal.Amount(n) || tx.Counter("moves") != uint64(n) {
+			return fmt.Errorf("ann %+v, %d moves; want %d moves", ann, tx.Counter("moves"), n)
 		}
 		return tx.(*pg.Tx).VerifyJournal()
 	})
 	if err != nil {
 		t.Error(err)
 	}
+}
+
+// waitForLockWaiters waits until n sessions of s's database wait for a
+// lock.
+func waitForLockWaiters(t *testing.T, s *pg.Store, n int) {
+	t.Helper()
+	for range 3000 {
+		var waiting int
+		err := s.Read(context.Background(), func(tx pgx.Tx) error {
+			return tx.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'`).Scan(&waiting)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if waiting >= n {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("no %d sessions waiting for a lock after 30 s", n)
 }
 
 // Ensure that a read PostgreSQL refuses (a key that is not UTF-8, in a
