@@ -187,6 +187,13 @@ func (e *Engine) resolve(sp callSpec) (*contract.Mandate, *AgentVersion, contrac
 	var loadErr error
 	records := make([]holon.Record, len(cands))
 	err := e.store.View(func(tx holon.Tx) error {
+		if ra, ok := tx.(holon.RecordsAhead); ok && candErr == nil {
+			refs := make([]string, len(cands))
+			for i, v := range cands {
+				refs[i] = v.Manifest.Ref()
+			}
+			ra.RecordsAhead(refs...)
+		}
 		if m == nil {
 			if m, loadErr = e.loadMandate(tx, sp.mandateID); loadErr != nil {
 				return nil
