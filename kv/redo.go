@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
+	"sync"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -48,24 +50,63 @@ func (r *redoBuf) reset() {
 	r.names = nil
 }
 
-// name is the name of bucket b, a top-level bucket of btx.
+// name is the name of bucket b, a top-level bucket of btx. It asks btx
+// for the buckets by name, those a settlement writes first, and stops at
+// b: a writable transaction opens a bucket once and hands out that handle
+// again, so what it opens here the update opens anyway, or nearly.
 func (r *redoBuf) name(btx *bolt.Tx, b *bolt.Bucket) ([]byte, error) {
 	if n, ok := r.names[b]; ok {
 		return n, nil
 	}
-	r.names = make(map[*bolt.Bucket][]byte, 24)
+	if r.names == nil {
+		r.names = make(map[*bolt.Bucket][]byte, 24)
+	}
+	for _, n := range redoNames() {
+		bk := btx.Bucket(n)
+		if bk == nil {
+			continue
+		}
+		r.names[bk] = n
+		if bk == b {
+			return n, nil
+		}
+	}
+	// A bucket not named above: every top-level one.
+	var found []byte
 	err := btx.ForEach(func(name []byte, bk *bolt.Bucket) error {
-		r.names[bk] = append([]byte(nil), name...)
+		if bk == b {
+			found = append([]byte(nil), name...)
+			r.names[bk] = found
+		}
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	if n, ok := r.names[b]; ok {
-		return n, nil
+	if found == nil {
+		return nil, errors.New("redo log: a write to a bucket that is not a top-level bucket of its transaction")
 	}
-	return nil, errors.New("redo log: a write to a bucket that is not a top-level bucket of its transaction")
+	return found, nil
 }
+
+// redoNames lists the buckets name looks for, those a settlement writes
+// first, then every other.
+var redoNames = sync.OnceValue(func() [][]byte {
+	names := [][]byte{bucketJournal, bucketJournalKeys, bucketAccounts, bucketReceipts, bucketReceiptsLog,
+		bucketEvents, bucketHolds, bucketBudgets, bucketCounters, bucketRecords, bucketLatency,
+		bucketEarnings, bucketRollups, bucketBudgetWindows}
+	seen := map[string]bool{}
+	for _, n := range names {
+		seen[string(n)] = true
+	}
+	for _, n := range append(slices.Clone(allBuckets), bucketApprovalsByMand) {
+		if !seen[string(n)] {
+			seen[string(n)] = true
+			names = append(names, n)
+		}
+	}
+	return names
+})
 
 func (r *redoBuf) bytes(p []byte) {
 	r.b = binary.AppendUvarint(r.b, uint64(len(p)))
@@ -95,11 +136,8 @@ func (r *redoBuf) del(btx *bolt.Tx, b *bolt.Bucket, key []byte) error {
 	return nil
 }
 
-func (r *redoBuf) seq(btx *bolt.Tx, b *bolt.Bucket, n uint64) error {
-	name, err := r.name(btx, b)
-	if err != nil {
-		return err
-	}
+// seq logs a bucket's new sequence (name is the bucket's).
+func (r *redoBuf) seq(name []byte, n uint64) error {
 	r.b = append(r.b, opSeq)
 	r.bytes(name)
 	r.b = binary.AppendUvarint(r.b, n)

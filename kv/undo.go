@@ -107,7 +107,7 @@ func (tx *Tx) nextSeq(bucket []byte) (uint64, error) {
 	if err != nil || tx.redo == nil {
 		return n, err
 	}
-	return n, tx.redo.seq(tx.btx, b, n)
+	return n, tx.redo.seq(bucket, n)
 }
 
 // logCache logs a write cache entry that saved how it was before the
