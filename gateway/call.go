@@ -60,8 +60,11 @@ type callSpec struct {
 	agent      string
 	capability string
 	input      json.RawMessage
-	maxCost    *journal.Amount // mandate currency
-	approval   string
+	// inValue is input decoded (checkedValue), when inDecoded.
+	inValue   any
+	inDecoded bool
+	maxCost   *journal.Amount // mandate currency
+	approval  string
 	// preApproved lets a pending approval through: the human just approved
 	// this exact call (approve-and-run).
 	preApproved bool
@@ -86,7 +89,8 @@ func (e *Engine) Call(ctx context.Context, in CallInput) (*CallResult, error) {
 	if len(in.Input) == 0 {
 		in.Input = json.RawMessage("{}")
 	}
-	if err := CheckJSON(in.Input, "input"); err != nil {
+	inValue, err := checkedValue(in.Input, "input")
+	if err != nil {
 		return nil, err
 	}
 	ctx = context.WithoutCancel(ctx)
@@ -103,6 +107,8 @@ func (e *Engine) Call(ctx context.Context, in CallInput) (*CallResult, error) {
 		agent:      in.Agent,
 		capability: in.Capability,
 		input:      in.Input,
+		inValue:    inValue,
+		inDecoded:  true,
 		maxCost:    in.MaxCost,
 		approval:   in.Approval,
 		claim:      in.Claim,
@@ -142,7 +148,7 @@ func (e *Engine) call(ctx context.Context, sp callSpec) (res *CallResult, err er
 	if d.Verdict == contract.VerdictDeny {
 		return e.refuse(ctx, sp, m, v, holon.StatusDenied, d.Reason, d.Msg)
 	}
-	if err := v.Manifest.InputSchema().ValidateJSON(sp.input); err != nil {
+	if err := validateInput(v.Manifest.InputSchema(), sp); err != nil {
 		return e.refuse(ctx, sp, m, v, holon.StatusRejected, holon.CodeRejectedInput,
 			fmt.Sprintf("input does not match %s's interface.input: %v", v.Manifest.Ref(), err))
 	}
@@ -155,6 +161,14 @@ func (e *Engine) call(ctx context.Context, sp callSpec) (res *CallResult, err er
 		return &CallResult{Receipt: rs.receipt, Approval: rs.approval, Message: rs.msg}, nil
 	}
 	return e.run(ctx, m, v, sp, rs, start)
+}
+
+// validateInput checks a call's input against its agent's interface.input.
+func validateInput(s *contract.Schema, sp callSpec) error {
+	if sp.inDecoded {
+		return s.ValidateDecoded(sp.inValue)
+	}
+	return s.ValidateJSON(sp.input)
 }
 
 // mandateError is a failure to load the mandate a call names, which comes
@@ -629,10 +643,10 @@ func checkOutput(a *contract.Manifest, res *RunResult) {
 	if res.Outcome.Kind != contract.OutcomeOutput {
 		return
 	}
-	if err := CheckJSON(res.Output, "output"); err != nil {
+	if out, err := checkedValue(res.Output, "output"); err != nil {
 		res.Outcome.Kind = contract.OutcomeInvalidOutput
 		res.Message = fmt.Sprintf("the answer of %s is not strict JSON (RFC 7493): %v", a.Ref(), holon.ErrorMessage(err))
-	} else if err := a.OutputSchema().ValidateJSON(res.Output); err != nil {
+	} else if err := a.OutputSchema().ValidateDecoded(out); err != nil {
 		res.Outcome.Kind = contract.OutcomeInvalidOutput
 		res.Message = fmt.Sprintf("output does not match %s's interface.output: %v", a.Ref(), err)
 	}

@@ -70,8 +70,11 @@ type canonParser struct {
 
 // canonNode is one JSON value.
 type canonNode struct {
-	kind    byte          // 's' for a scalar, '[' for an array, '{' for an object
-	lo, hi  int           // a scalar's canonical text, in canonParser.scalars
+	kind   byte // 's' for a scalar, '[' for an array, '{' for an object
+	lo, hi int  // a scalar's canonical text, in canonParser.scalars
+	// text is a string's decoded value, or a number's text as written
+	// (Value).
+	text    string
 	elems   []canonNode   // an array's elements
 	members []canonMember // an object's members, sorted by key
 }
@@ -149,18 +152,18 @@ func (p *canonParser) value(depth int) (canonNode, error) {
 	}
 	lo := len(p.scalars)
 	var err error
+	var text string
 	switch c := p.in[p.pos]; {
 	case c == '{':
 		return p.object(depth + 1)
 	case c == '[':
 		return p.array(depth + 1)
 	case c == '"':
-		var s string
-		if s, err = p.string(); err == nil {
-			p.scalars = appendCanonicalString(p.scalars, s)
+		if text, err = p.string(); err == nil {
+			p.scalars = appendCanonicalString(p.scalars, text)
 		}
 	case c == '-' || c >= '0' && c <= '9':
-		err = p.number()
+		text, err = p.number()
 	case c == 't':
 		err = p.literal("true")
 	case c == 'f':
@@ -170,7 +173,7 @@ func (p *canonParser) value(depth int) (canonNode, error) {
 	default:
 		err = p.errorf("unexpected %s, want a JSON value", p.describe())
 	}
-	return canonNode{kind: 's', lo: lo, hi: len(p.scalars)}, err
+	return canonNode{kind: 's', lo: lo, hi: len(p.scalars), text: text}, err
 }
 
 func (p *canonParser) literal(word string) error {
@@ -387,8 +390,9 @@ func (p *canonParser) hex4(at int) (rune, bool) {
 }
 
 // number checks the JSON number grammar, reads the number as an IEEE-754
-// double and appends it as ECMAScript would print it.
-func (p *canonParser) number() error {
+// double and appends it as ECMAScript would print it. It returns the
+// number's text as written.
+func (p *canonParser) number() (string, error) {
 	start := p.pos
 	digits := func() int {
 		n := 0
@@ -405,12 +409,12 @@ func (p *canonParser) number() error {
 	case p.pos < len(p.in) && p.in[p.pos] == '0':
 		p.pos++
 	case digits() == 0:
-		return p.errorf("invalid number, want a digit")
+		return "", p.errorf("invalid number, want a digit")
 	}
 	if p.pos < len(p.in) && p.in[p.pos] == '.' {
 		p.pos++
 		if digits() == 0 {
-			return p.errorf("invalid number, want a digit after '.'")
+			return "", p.errorf("invalid number, want a digit after '.'")
 		}
 	}
 	if p.pos < len(p.in) && (p.in[p.pos] == 'e' || p.in[p.pos] == 'E') {
@@ -419,7 +423,7 @@ func (p *canonParser) number() error {
 			p.pos++
 		}
 		if digits() == 0 {
-			return p.errorf("invalid number, want a digit in the exponent")
+			return "", p.errorf("invalid number, want a digit in the exponent")
 		}
 	}
 	text := string(p.in[start:p.pos])
@@ -429,10 +433,10 @@ func (p *canonParser) number() error {
 		// double can fail here; one too small rounds to zero, as in
 		// ECMAScript.
 		p.pos = start
-		return p.errorf("number %s is out of the range of a double", text)
+		return "", p.errorf("number %s is out of the range of a double", text)
 	}
 	p.scalars = appendECMAScriptNumber(p.scalars, f)
-	return nil
+	return text, nil
 }
 
 // appendECMAScriptNumber appends f as ECMAScript's Number::toString does
