@@ -198,18 +198,28 @@ func (l *ledger) unseenLocked(tx holon.Tx, mandate, window, account string, pend
 			u.windowReserved += l.pendReserved[windowName(mandate, window)]
 		}
 	}
-	n := tx.Counter("receipts")
-	var maybe []*resv
+	type written struct {
+		r    *resv
+		seen uint64
+	}
+	var maybe []written
 	l.wmu.Lock()
 	for r := range l.written {
-		if r.seen > n || (!r.mem && !pending) || (r.mandate != mandate && r.payer != account) {
+		if (!r.mem && !pending) || (r.mandate != mandate && r.payer != account) {
 			continue
 		}
-		maybe = append(maybe, r)
+		maybe = append(maybe, written{r, r.seen})
 	}
 	l.wmu.Unlock()
-	for _, r := range maybe {
-		if !receiptShown(tx, r.receipt) {
+	var n uint64
+	if len(maybe) > 0 {
+		// Read only when an entry needs it (not under wmu: the writer
+		// takes wmu for a few map operations only).
+		n = tx.Counter("receipts")
+	}
+	for _, w := range maybe {
+		r := w.r
+		if w.seen > n || !receiptShown(tx, r.receipt) {
 			continue
 		}
 		if r.mandate == mandate {

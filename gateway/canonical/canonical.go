@@ -35,6 +35,9 @@ func JSON(b []byte) ([]byte, error) {
 
 // parse reads the one JSON value of the whole input.
 func (p *canonParser) parse() (canonNode, error) {
+	// The scalars' canonical text is about as long as the input: one
+	// allocation rather than a slice grown scalar by scalar.
+	p.scalars = make([]byte, 0, len(p.in))
 	p.skipSpace()
 	root, err := p.value(0)
 	if err != nil {
@@ -278,7 +281,7 @@ func (p *canonParser) object(depth int) (canonNode, error) {
 func (p *canonParser) string() (string, error) {
 	p.pos++ // '"'
 	var buf []byte
-	for {
+	for first := true; ; first = false {
 		// Copy the run of bytes that need no decoding in one go.
 		run := p.pos
 		for p.pos < len(p.in) {
@@ -287,6 +290,11 @@ func (p *canonParser) string() (string, error) {
 				break
 			}
 			p.pos++
+		}
+		if first && p.pos < len(p.in) && p.in[p.pos] == '"' {
+			// The whole string is one run: no buffer.
+			p.pos++
+			return string(p.in[run : p.pos-1]), nil
 		}
 		buf = append(buf, p.in[run:p.pos]...)
 		if p.pos >= len(p.in) {
