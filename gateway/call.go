@@ -185,24 +185,37 @@ func (e *mandateError) Error() string { return e.err.Error() }
 // admission preview for the chosen version; the decisive check runs again
 // when the budget is reserved.
 func (e *Engine) resolve(sp callSpec) (*contract.Mandate, *AgentVersion, contract.Decision, error) {
+	// What the read below finds, in one variable its closure takes by
+	// reference (it takes nothing of sp, which would move all of it to the
+	// heap), with room for the one candidate of a named agent.
+	var got struct {
+		m       *contract.Mandate
+		budget  contract.BudgetState
+		loadErr error
+		one     [1]*AgentVersion
+		rec     [1]holon.Record
+	}
 	var cands []*AgentVersion
 	var candErr error
 	if sp.agent != "" {
 		v, err := e.registry.Resolve(sp.agent)
 		candErr = err
-		cands = []*AgentVersion{v}
+		got.one[0] = v
+		cands = got.one[:]
 	} else if !contract.ValidCapability(sp.capability) {
 		candErr = holon.Errorf(holon.CodeInvalidRequest, "%q is not a capability", sp.capability)
 	} else if cands = e.registry.Implementers(sp.capability); len(cands) == 0 {
 		candErr = holon.Errorf(holon.CodeNotFound, "no listed agent implements %s", sp.capability)
 	}
-	m := sp.mandate
-	var budget contract.BudgetState
-	var loadErr error
-	records := make([]holon.Record, len(cands))
+	got.m = sp.mandate
+	mandateID := sp.mandateID
+	records := got.rec[:]
+	if len(cands) != 1 {
+		records = make([]holon.Record, len(cands))
+	}
 	err := e.store.View(func(tx holon.Tx) error {
-		if m == nil {
-			if m, loadErr = e.loadMandate(tx, sp.mandateID); loadErr != nil {
+		if got.m == nil {
+			if got.m, got.loadErr = e.loadMandate(tx, mandateID); got.loadErr != nil {
 				return nil
 			}
 		}
@@ -210,7 +223,7 @@ func (e *Engine) resolve(sp callSpec) (*contract.Mandate, *AgentVersion, contrac
 			return nil
 		}
 		var err error
-		if budget, err = budgetState(tx, m, e.now()); err != nil {
+		if got.budget, err = budgetState(tx, got.m, e.now()); err != nil {
 			return err
 		}
 		for i, v := range cands {
@@ -220,6 +233,7 @@ func (e *Engine) resolve(sp callSpec) (*contract.Mandate, *AgentVersion, contrac
 		}
 		return nil
 	})
+	m, loadErr := got.m, got.loadErr
 	switch {
 	case loadErr != nil && err != nil:
 		// The View failed: a mandate it read empty may be there, so the
@@ -235,6 +249,9 @@ func (e *Engine) resolve(sp callSpec) (*contract.Mandate, *AgentVersion, contrac
 		return m, nil, contract.Decision{}, err
 	}
 	req := e.callRequest(m, sp)
+	if len(cands) == 1 { // nothing to rank
+		return m, cands[0], e.preview(m, cands[0], records[0], got.budget, req, &sp), nil
+	}
 	type ranked struct {
 		v   *AgentVersion
 		d   contract.Decision
@@ -242,22 +259,7 @@ func (e *Engine) resolve(sp callSpec) (*contract.Mandate, *AgentVersion, contrac
 	}
 	rs := make([]ranked, len(cands))
 	for i, v := range cands {
-		d := contract.CheckCall(m, v.Manifest, v.Measured(records[i]), budget, req)
-		if sp.parent != nil {
-			switch {
-			case d.Verdict != contract.VerdictDeny:
-				if err := sp.parent.fits(m, v, sp.capability, d.WorstCase); err != nil {
-					d = contract.Denied(holon.ErrorCode(err), "%s", holon.ErrorMessage(err))
-				}
-			case d.Reason == holon.CodeNotAllowed:
-				// The sub-mandate allows exactly the declared calls: a target
-				// outside them is the orchestrator's omission, not the caller's
-				// refusal.
-				if _, err := sp.parent.manifest.Slot(v.Manifest, sp.capability, 0); err != nil {
-					d = contract.Denied(holon.CodeNotDeclared, "%s", holon.ErrorMessage(err))
-				}
-			}
-		}
+		d := e.preview(m, v, records[i], got.budget, req, &sp)
 		rs[i] = ranked{v: v, d: d, cps: costPerSuccess(d.WorstCase, records[i])}
 	}
 	key := func(r ranked) rankKey {
@@ -265,6 +267,28 @@ func (e *Engine) resolve(sp callSpec) (*contract.Mandate, *AgentVersion, contrac
 	}
 	sort.SliceStable(rs, func(i, j int) bool { return compareRank(key(rs[i]), key(rs[j])) < 0 })
 	return m, rs[0].v, rs[0].d, nil
+}
+
+// preview is resolve's admission of one candidate version, with its
+// measured record rec, on the budget read.
+func (e *Engine) preview(m *contract.Mandate, v *AgentVersion, rec holon.Record, budget contract.BudgetState, req contract.CallRequest, sp *callSpec) contract.Decision {
+	d := contract.CheckCall(m, v.Manifest, v.Measured(rec), budget, req)
+	if sp.parent != nil {
+		switch {
+		case d.Verdict != contract.VerdictDeny:
+			if err := sp.parent.fits(m, v, sp.capability, d.WorstCase); err != nil {
+				d = contract.Denied(holon.ErrorCode(err), "%s", holon.ErrorMessage(err))
+			}
+		case d.Reason == holon.CodeNotAllowed:
+			// The sub-mandate allows exactly the declared calls: a target
+			// outside them is the orchestrator's omission, not the caller's
+			// refusal.
+			if _, err := sp.parent.manifest.Slot(v.Manifest, sp.capability, 0); err != nil {
+				d = contract.Denied(holon.CodeNotDeclared, "%s", holon.ErrorMessage(err))
+			}
+		}
+	}
+	return d
 }
 
 // Measured is what admission knows of a version: its facts, with the runs
