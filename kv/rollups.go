@@ -124,11 +124,26 @@ func (tx *Tx) AddRollup(k holon.RollupKey, currency string, d holon.Tally) error
 	}
 	var kb [128]byte
 	key := string(appendRollupKey(kb[:0], k))
-	t, err := tx.rollup(key)
+	var t holon.Tallies
+	var err error
+	fresh := false
+	if tx.cache != nil {
+		if _, ok := tx.cache.rollups[key]; !ok {
+			// Not in the cache: the row read now is this update's own
+			// copy, changed in place; cachedPut adds it as the update's
+			// (its undo takes it out of the cache again).
+			t, err = tx.readRollup(key)
+			fresh = true
+		}
+	}
+	if !fresh {
+		if t, err = tx.rollup(key); err == nil {
+			t = maps.Clone(t) // the cache's: its undo may restore it
+		}
+	}
 	if err != nil {
 		return err
 	}
-	t = maps.Clone(t)
 	if err := t.Add(currency, d); err != nil {
 		return fmt.Errorf("rollup %c %s %c %s %s: %w", k.Kind, k.Owner, k.Dim, k.Day, k.Value, err)
 	}
@@ -142,21 +157,23 @@ func (tx *Tx) AddRollup(k holon.RollupKey, currency string, d holon.Tally) error
 // rollup reads a row (empty when it never moved); in a write transaction
 // the value may be the cache's: not to be changed.
 func (tx *Tx) rollup(key string) (holon.Tallies, error) {
-	read := func() (holon.Tallies, error) {
-		b := tx.btx.Bucket(bucketRollups)
-		if b == nil {
-			return holon.Tallies{}, nil
-		}
-		v := b.Get([]byte(key))
-		if v == nil {
-			return holon.Tallies{}, nil
-		}
-		return decodeTallies(v)
-	}
 	if tx.cache != nil {
-		return cachedGet(&tx.cache.rollups, key, read)
+		return cachedGet(&tx.cache.rollups, key, func() (holon.Tallies, error) { return tx.readRollup(key) })
 	}
-	return read()
+	return tx.readRollup(key)
+}
+
+// readRollup reads a row from the store, a new value of the caller's.
+func (tx *Tx) readRollup(key string) (holon.Tallies, error) {
+	b := tx.btx.Bucket(bucketRollups)
+	if b == nil {
+		return holon.Tallies{}, nil
+	}
+	v := b.Get([]byte(key))
+	if v == nil {
+		return holon.Tallies{}, nil
+	}
+	return decodeTallies(v)
 }
 
 // flushRollups writes the rows the cache changed (cache.go's flush).
