@@ -260,6 +260,16 @@ type ReceiptChecker interface {
 	HasReceipt(id string) bool
 }
 
+// RecordsAhead is implemented by the transactions of a store whose reads
+// are round trips to a server (the PostgreSQL store): the records of the
+// agent versions named are read with the transaction's next round trip,
+// so that Record then costs none. Admission names its candidates' before
+// it reads the mandate and budget. A store whose reads cost no round trip
+// (package kv's) need not implement it.
+type RecordsAhead interface {
+	RecordsAhead(agents ...string)
+}
+
 // SharedTx is implemented by the transactions of a store several gateways
 // serve from at once (the PostgreSQL store), where a call in flight may be
 // another running gateway's.

@@ -143,7 +143,9 @@ func (b *bench) cluster(ctx context.Context) ([]*Result, error) {
 			100*pgCPU.Seconds()/wall.Seconds()/float64(runtime.NumCPU()), runtime.NumCPU(), float64(pgCPU.Microseconds())/float64(max(lr1.Calls, 1))))
 	}
 	if ps, ok := gws[0].app.Engine().Store().(*pg.Store); ok {
-		one.Notes = append(one.Notes, timesNote(ps.Times(), st.Commits), readsNote(reads0, ps.Reads(), lr1.Calls))
+		used, idle := ps.HeadStarts()
+		one.Notes = append(one.Notes, timesNote(ps.Times(), st.Commits)+fmt.Sprintf("; %.0f%% of groups begun in the COMMIT's round trip of the group before (%d more begun so and ended unused), %d run again safely",
+			100*float64(used)/float64(max(st.Commits, 1)), idle, ps.SafeRuns()), readsNote(reads0, ps.Reads(), lr1.Calls))
 	}
 	if prof != "" {
 		one.Notes = append(one.Notes, prof)

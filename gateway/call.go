@@ -214,6 +214,13 @@ func (e *Engine) resolve(sp callSpec) (*contract.Mandate, *AgentVersion, contrac
 		records = make([]holon.Record, len(cands))
 	}
 	err := e.store.View(func(tx holon.Tx) error {
+		if ra, ok := tx.(holon.RecordsAhead); ok && candErr == nil {
+			refs := make([]string, len(cands))
+			for i, v := range cands {
+				refs[i] = v.Manifest.Ref()
+			}
+			ra.RecordsAhead(refs...)
+		}
 		if got.m == nil {
 			if got.m, got.loadErr = e.loadMandate(tx, mandateID); got.loadErr != nil {
 				return nil

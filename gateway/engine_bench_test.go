@@ -81,6 +81,10 @@ func benchmarkEngineCall(b *testing.B, callers int, noSync bool) {
 		b.ReportMetric(100*float64(update+commit)/float64(after.Elapsed-before.Elapsed), "writer-busy-%")
 		b.ReportMetric(float64(update.Nanoseconds())/1e3/float64(after.Updates-before.Updates), "writer-µs/update")
 		b.ReportMetric(float64(commit.Nanoseconds())/1e3/float64(commits), "writer-µs/commit")
+		if syncs := after.LogSyncs - before.LogSyncs; syncs > 0 {
+			b.ReportMetric(float64(after.LogBytes-before.LogBytes)/1024/float64(b.N), "log-KB/call")
+			b.ReportMetric(float64((after.LogSyncTime-before.LogSyncTime).Microseconds())/float64(syncs), "log-sync-µs")
+		}
 	}
 	b.ReportMetric(float64(after.PageBytes-before.PageBytes)/1024/float64(b.N), "page-KB/call")
 }

@@ -192,6 +192,15 @@ func OpenReadOnly(path string) (*Store, error) {
 	if _, err := os.Stat(path); err != nil {
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
+	if logPending(path) {
+		// Not closed cleanly: recovered from its log (wal.go) first.
+		if err := recoverStore(path); err != nil {
+			if errors.Is(err, ErrLocked) {
+				return nil, fmt.Errorf("open store %s: %w (a running gateway holds its store: take a live copy through the gateway with holon backup --url, and check or restore that)", path, ErrLocked)
+			}
+			return nil, err
+		}
+	}
 	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: 2 * time.Second, FreelistType: bolt.FreelistMapType})
 	if err != nil {
 		if errors.Is(err, bolt.ErrTimeout) {

@@ -54,7 +54,13 @@ func restore(path string, snap Snapshot, next func() (Row, error), batchBytes in
 		return fmt.Errorf("restore into %s: not a regular file", path)
 	default:
 		// An existing store: it must be empty, and stays held (no gateway
-		// can open it) until the copy replaces it.
+		// can open it) until the copy replaces it. One not closed cleanly
+		// is recovered from its log first (wal.go).
+		if logPending(path) {
+			if err := recoverStore(path); err != nil {
+				return fmt.Errorf("restore into %s: %w", path, err)
+			}
+		}
 		old, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 2 * time.Second, FreelistType: bolt.FreelistMapType})
 		if err != nil {
 			if errors.Is(err, bolt.ErrTimeout) {

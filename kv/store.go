@@ -19,37 +19,41 @@
 //
 // # Durability
 //
-// Update returns once its writes are committed and fsynced. Apply returns
-// earlier, once its writes are applied in its transaction and every other
-// update of that transaction has run (so no rollback can undo them), and
-// just before that transaction commits; its Commit says when they are
+// Update returns once its writes are durable: written to the store's
+// write-ahead log and fdatasynced (wal.go). Apply returns earlier, once
+// its writes are applied in its transaction and every other update of
+// that transaction has run (so no rollback can undo them), and just before
+// that transaction is logged and committed; its Commit says when they are
 // durable.
 // That is how the gateway keeps its rule, "a call's state is durable before
 // any effect leaves the process and before the caller is answered; nothing
 // else waits for an fsync": an in-process agent runs while its reservation
 // commits, and its settlement, which the caller waits for, can only land in
-// that commit or a later one (one writer, one transaction at a time), so
-// the settlement's fsync covers the reservation too. Nothing is ever
-// committed without fsync (no NoSync, whose page writes could be reordered
-// on disk): a power cut leaves the file as of a commit, never torn. A commit
-// that fails after Apply let its callers go on makes the store refuse every
-// later write (ErrBroken): no settlement can then commit on top of a
-// reservation that was lost, and the process stops (gateway.md §7).
+// that commit or a later one (one writer, one transaction at a time, the
+// log written in order), so the settlement's sync covers the reservation
+// too. A batch's record reaches the log and its fdatasync before bbolt
+// commits it (without a sync of its own), so a reader never sees a write
+// the disk does not hold; checkpoints make bbolt's file alone hold a
+// commit, and a start after a crash or a power cut replays the log onto
+// the last one. A commit that fails after Apply let its callers go on
+// makes the store refuse every later write (ErrBroken): no settlement can
+// then commit on top of a reservation that was lost, and the process
+// stops (gateway.md §7).
 //
 // What a read (View) sees: committed transactions only, never an applied
 // one, so a concurrent reader never sees a reservation an Apply caller is
-// running on before it is committed. bbolt makes a commit visible to new
-// readers when its meta page is written, a fraction of a millisecond before
-// the last fsync of that commit returns: after a power cut (not a crash of
-// the process, whose writes the kernel keeps), a read in that window may
-// have shown the last commit the disk did not keep. Nothing is answered to
-// a caller, and no effect leaves the process, on such a read.
+// running on before it is committed, and every commit it sees is durable.
+//
+// Where the store cannot log (a 32-bit address space, or a nearly full
+// disk: wal.go), each commit is made durable by bbolt's own two
+// fdatasyncs instead, as before the log; the guarantees are the same.
 package kv
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"runtime/debug"
 	"sync"
@@ -128,6 +132,22 @@ type Store struct {
 	// Folds counts the folds, for tests.
 	folds int
 
+	// The write-ahead log (wal.go, checkpoint.go): wal is the writer's
+	// (nil when the store does not log), redo its buffer; file reads the
+	// meta pages back, pageSize is bbolt's. pin is the last durable
+	// checkpoint's read transaction, the checkpointer's (and Close's).
+	wal      *wal
+	redo     *redoBuf
+	file     *os.File
+	pageSize int
+	pin      *bolt.Tx
+	ckpts    chan ckptJob
+	ckptEnd  chan struct{}
+	ckptBusy atomic.Bool
+	// ckptMu is held by the checkpointer while it works, and by whoever
+	// stops the log.
+	ckptMu sync.Mutex
+
 	statsMu sync.Mutex
 	stats   Stats
 	opened  time.Time
@@ -162,8 +182,17 @@ type Stats struct {
 	// transaction touches is written whole).
 	PageBytes int64
 	// FreePages and FreelistBytes describe the file's free list, which
-	// every commit writes out.
+	// every commit writes out when the store does not log (Open).
 	FreePages, FreelistBytes int
+	// LogBytes is what the write-ahead log wrote (wal.go), LogSyncs its
+	// fdatasyncs and LogSyncTime their time (part of CommitTime).
+	LogBytes    int64
+	LogSyncs    int64
+	LogSyncTime time.Duration
+	// Checkpoints counts the checkpoints completed, and Replayed the log's
+	// records replayed when the store was opened.
+	Checkpoints int64
+	Replayed    int
 }
 
 type writeReq struct {
@@ -191,20 +220,46 @@ func (c *Commit) Wait() error {
 	return c.err
 }
 
-// Open opens (or creates) the database at path and starts its writer.
+// Open opens (or creates) the database at path and starts its writer. A
+// store that was not closed cleanly is recovered from its log first
+// (wal.go).
 func Open(path string, opts Options) (*Store, error) {
 	dir := filepath.Dir(path)
 	if err := mkdirAllDurable(dir); err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
+	faults, err := faultsFromEnv(path)
+	if err != nil {
+		return nil, err
+	}
+	ck, recovering, err := readCheckpoint(walDir(path))
+	if err != nil {
+		return nil, fmt.Errorf("open store %s: %w", path, err)
+	}
+	if recovering {
+		if err := lockedRestoreMeta(path, ck); err != nil {
+			return nil, err
+		}
+	}
 	db, err := bolt.Open(path, 0o600, &bolt.Options{
 		Timeout:      2 * time.Second,
-		NoSync:       opts.NoSync,
+		NoSync:       true, // until the log is started (startLog)
 		FreelistType: bolt.FreelistMapType,
+		// While the store logs, a checkpoint's pin keeps the pages freed
+		// since from reuse, so the free list grows between checkpoints:
+		// written with every commit, it would cost more and more. It is
+		// written once, at a clean close (stopLog); opened after a
+		// crash, bbolt finds the free pages by walking the file.
+		NoFreelistSync: walMapBytes > 0,
+		// The file grows without a sync of its own: a checkpoint's
+		// fdatasync makes its size durable with its pages (and bbolt's
+		// own syncs, when the store does not log, do too).
+		NoGrowSync:      walMapBytes > 0,
+		InitialMmapSize: walMapBytes,
 	})
 	if err != nil {
 		if errors.Is(err, bolt.ErrTimeout) {
-			return nil, fmt.Errorf("open store %s: another process holds it (is a gateway already running?)", path)
+			return nil, fmt.Errorf("open store %s: %w (is a gateway already running?)", path, ErrLocked)
 		}
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
@@ -216,17 +271,11 @@ func Open(path string, opts Options) (*Store, error) {
 		now:       opts.Now,
 		onCommit:  opts.OnCommit,
 		onFailure: opts.OnFailure,
+		faults:    faults,
 		reqs:      make(chan *writeReq, 4096),
 		closing:   make(chan struct{}),
 		writerEnd: make(chan struct{}),
 		opened:    time.Now(),
-	}
-	if s.faults, err = faultsFromEnv(path); err != nil {
-		db.Close()
-		return nil, err
-	}
-	if s.faults.noSync() {
-		db.NoSync = true
 	}
 	if s.maxBatch <= 0 {
 		s.maxBatch = DefaultMaxBatch
@@ -238,22 +287,76 @@ func Open(path string, opts Options) (*Store, error) {
 		s.pace = DefaultPace
 	}
 	s.foldAt = defaultFoldAt
-	err = db.Update(func(btx *bolt.Tx) error {
-		if err := createBuckets(btx); err != nil {
-			return err
-		}
-		s.logKeys = logKeys(btx)
-		return nil
-	})
-	if err != nil {
+	fail := func(err error) (*Store, error) {
+		s.closeLog()
 		db.Close()
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
-	// bbolt syncs the file it creates, not its name: sync the directory,
-	// or a power cut could take the whole store with it.
-	if err := syncDir(dir); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("open store %s: sync its directory: %w", path, err)
+	if recovering {
+		// The checkpoint's pages stay as they are on disk until the
+		// replay is synced: a crash in the middle of it recovers from
+		// the same checkpoint again.
+		if s.pin, err = db.Begin(false); err != nil {
+			return fail(err)
+		}
+		if _, s.stats.Replayed, err = replay(db, walDir(path), ck); err != nil {
+			return fail(err)
+		}
+	}
+	// A store already set up is only read: no commit, nothing to sync.
+	var ready bool
+	err = db.View(func(btx *bolt.Tx) error {
+		if ready = setUp(btx); ready {
+			s.logKeys = logKeys(btx)
+		}
+		return nil
+	})
+	dirty := recovering || !ready
+	if err == nil && !ready {
+		err = db.Update(func(btx *bolt.Tx) error {
+			if err := createBuckets(btx); err != nil {
+				return err
+			}
+			s.logKeys = logKeys(btx)
+			return nil
+		})
+	}
+	if err != nil {
+		return fail(err)
+	}
+	if recovering {
+		// The file holds everything the log did once synced: the old log
+		// goes first (its space too, on a full disk), then a new one
+		// starts.
+		if err := db.Sync(); err != nil {
+			return fail(err)
+		}
+		if err := removeLog(walDir(path)); err != nil {
+			return fail(err)
+		}
+		s.pin.Rollback()
+		s.pin = nil
+	}
+	// The planted bug "nosync" (fault.go) syncs nothing, as NoSync does.
+	noSync := opts.NoSync || s.faults.noSync()
+	if walMapBytes > 0 && roomToLog(dir) {
+		// startLog syncs the directory (the file's name with the log's).
+		err = s.startLog(noSync, dirty)
+	} else {
+		// No room to map the file ahead, or little space left (wal.go):
+		// bbolt's own syncs.
+		db.NoSync, db.NoFreelistSync, db.NoGrowSync = noSync, false, false
+		if err = db.Update(func(*bolt.Tx) error { return nil }); err == nil {
+			err = db.Sync()
+		}
+		// bbolt syncs the file it creates, not its name: sync the
+		// directory, or a power cut could take the whole store with it.
+		if err == nil {
+			err = syncDir(dir)
+		}
+	}
+	if err != nil {
+		return fail(err)
 	}
 	go s.writer()
 	return s, nil
@@ -262,18 +365,28 @@ func Open(path string, opts Options) (*Store, error) {
 // Path is the file the store lives in.
 func (s *Store) Path() string { return s.path }
 
-// Close stops the writer after the updates already submitted, and closes the file.
+// Close stops the writer after the updates already submitted, and closes
+// the file: synced, and without its log (wal.go), unless the store broke.
 func (s *Store) Close() error {
 	var err error
 	s.closeOnce.Do(func() {
-		s.closeMu.Lock()
-		s.closed = true
-		s.closeMu.Unlock()
-		close(s.closing)
-		<-s.writerEnd
-		err = s.db.Close()
+		s.stopWriter()
+		err = s.stopLog(s.broken.Load() == nil)
+		if cerr := s.db.Close(); err == nil {
+			err = cerr
+		}
 	})
 	return err
+}
+
+// stopWriter refuses new updates and waits for the writer to commit the
+// ones submitted, and stop.
+func (s *Store) stopWriter() {
+	s.closeMu.Lock()
+	s.closed = true
+	s.closeMu.Unlock()
+	close(s.closing)
+	<-s.writerEnd
 }
 
 // Update runs fn in a write transaction, grouped with concurrent updates.
@@ -508,9 +621,14 @@ func (s *Store) runTx(reqs []*writeReq) (kept []*writeReq, stop int, stopErr, er
 	logged := s.logKeys
 	start := time.Now()
 	ran := start
+	appended, size, logAt := 0, int64(0), time.Time{}
 	err = s.db.Update(func(btx *bolt.Tx) error {
 		// A new cache with each transaction: a rolled-back one's is dropped.
 		tx := &Tx{btx: btx, now: s.now, writable: true, cache: newWriteCache()}
+		if s.wal != nil {
+			s.redo.reset()
+			tx.redo = s.redo
+		}
 		defer func() { ran = time.Now() }()
 		for i, r := range reqs {
 			tx.beginUpdate()
@@ -546,6 +664,9 @@ func (s *Store) runTx(reqs []*writeReq) (kept []*writeReq, stop int, stopErr, er
 			if _, err := foldLog(btx); err != nil {
 				return err
 			}
+			if tx.redo != nil {
+				tx.redo.fold()
+			}
 			logged = 0
 		}
 		// Nothing can undo an update of this transaction now but a failed
@@ -556,21 +677,58 @@ func (s *Store) runTx(reqs []*writeReq) (kept []*writeReq, stop int, stopErr, er
 			}
 		}
 		if s.commitFault != nil {
-			return s.commitFault()
+			if err := s.commitFault(); err != nil {
+				return err
+			}
 		}
-		return s.faults.beforeCommit()
+		if err := s.faults.beforeCommit(); err != nil {
+			return err
+		}
+		if s.wal == nil {
+			return nil
+		}
+		// Durable in the log before bbolt commits (without a sync) and
+		// any reader sees it: the log's write and sync are the commit's
+		// time.
+		logAt = time.Now()
+		size = btx.Size()
+		if err := s.wal.append(uint64(btx.ID()), tx.redo); err != nil {
+			return err
+		}
+		appended = len(tx.redo.b)
+		return nil
 	})
+	if err != nil && appended > 0 {
+		// bbolt failed to commit what the log holds: the callers hear
+		// of a failure, so a restart must not replay it.
+		if terr := s.wal.takeBack(appended); terr != nil {
+			err = fmt.Errorf("%w (and taking its record back from the log: %v)", err, terr)
+		}
+	}
 	if err == nil && len(kept) > 0 {
 		if logged < s.logKeys {
 			s.folds++
 		}
 		s.logKeys = logged
 		err = s.faults.afterCommit()
+		if err == nil && s.wal != nil {
+			// The batch is durable whatever this says: a failed
+			// checkpoint breaks the store for what comes after.
+			if cerr := s.afterLogged(size); cerr != nil {
+				s.fail(cerr)
+			}
+		}
 	}
 	end := time.Now()
 	s.statsMu.Lock()
+	if !logAt.IsZero() {
+		ran = logAt
+	}
 	s.stats.UpdateTime += ran.Sub(start)
 	s.stats.CommitTime += end.Sub(ran)
+	if s.wal != nil {
+		s.stats.LogBytes, s.stats.LogSyncs, s.stats.LogSyncTime = s.wal.bytes, s.wal.syncs, s.wal.syncTime
+	}
 	s.statsMu.Unlock()
 	if stop >= 0 {
 		return kept, stop, stopErr, nil

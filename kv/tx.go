@@ -62,6 +62,20 @@ var laterBuckets = map[string]bool{string(bucketBudgetWindows): true, holon.Buck
 // (the file's own layout is FileFormat, receipts_index.go).
 const SchemaVersion = 1
 
+// setUp reports whether createBuckets has nothing to do in btx: every
+// bucket there, the file's format current.
+func setUp(btx *bolt.Tx) bool {
+	for _, name := range allBuckets {
+		if btx.Bucket(name) == nil {
+			return false
+		}
+	}
+	v := btx.Bucket(bucketMeta).Get([]byte("schema"))
+	return len(v) == 8 && binary.BigEndian.Uint64(v) == FileFormat &&
+		btx.Bucket(bucketReceiptsLog) != nil && btx.Bucket(bucketRollups) != nil &&
+		btx.Bucket(bucketApprovalsByMand) != nil
+}
+
 func createBuckets(btx *bolt.Tx) error {
 	for _, name := range allBuckets {
 		if _, err := btx.CreateBucketIfNotExists(name); err != nil {
@@ -107,6 +121,9 @@ type Tx struct {
 	logged int
 	// cursors are the cursors the undo log reads old values with.
 	cursors map[*bolt.Bucket]*bolt.Cursor
+	// redo collects the transaction's writes for the store's log
+	// (redo.go); nil outside the writer's transactions.
+	redo *redoBuf
 }
 
 // Now is the store's clock.
@@ -152,13 +169,20 @@ func (tx *Tx) putJSON(bucket, key []byte, v any) error {
 // settles: its pages keep some room for that.
 func (tx *Tx) bucket(name []byte) *bolt.Bucket {
 	b := tx.btx.Bucket(name)
+	b.FillPercent = fillPercent(name)
+	return b
+}
+
+// fillPercent is how full a bucket's pages are filled before they split
+// (see bucket).
+func fillPercent(name []byte) float64 {
 	switch string(name) {
 	case string(bucketJournal), string(bucketEvents):
-		b.FillPercent = 1.0
+		return 1.0
 	case string(bucketReceipts):
-		b.FillPercent = 0.9
+		return 0.9
 	}
-	return b
+	return bolt.DefaultFillPercent
 }
 
 // Arena blocks start small (a transaction of one update writes a few KB)

@@ -55,7 +55,10 @@ func (tx *Tx) logValue(b *bolt.Bucket, key []byte) {
 // put writes v under key in b, logged.
 func (tx *Tx) put(b *bolt.Bucket, key, v []byte) error {
 	tx.logValue(b, key)
-	return b.Put(key, v)
+	if err := b.Put(key, v); err != nil {
+		return err
+	}
+	return tx.redoPut(b, key, v)
 }
 
 // putOver is put for a key whose value the caller has just read (old,
@@ -65,7 +68,10 @@ func (tx *Tx) putOver(b *bolt.Bucket, key, old, v []byte) error {
 	if tx.logging {
 		tx.undo = append(tx.undo, undoStep{b: b, key: key, old: old, existed: old != nil})
 	}
-	return b.Put(key, v)
+	if err := b.Put(key, v); err != nil {
+		return err
+	}
+	return tx.redoPut(b, key, v)
 }
 
 // putNew is put for a key the caller has just found absent (Get returned
@@ -75,13 +81,19 @@ func (tx *Tx) putNew(b *bolt.Bucket, key, v []byte) error {
 	if tx.logging {
 		tx.undo = append(tx.undo, undoStep{b: b, key: key})
 	}
-	return b.Put(key, v)
+	if err := b.Put(key, v); err != nil {
+		return err
+	}
+	return tx.redoPut(b, key, v)
 }
 
 // del deletes key from b, logged.
 func (tx *Tx) del(b *bolt.Bucket, key []byte) error {
 	tx.logValue(b, key)
-	return b.Delete(key)
+	if err := b.Delete(key); err != nil {
+		return err
+	}
+	return tx.redoDel(b, key)
 }
 
 // nextSeq returns the next sequence number of a bucket (1, 2, …), logged:
@@ -91,7 +103,11 @@ func (tx *Tx) nextSeq(bucket []byte) (uint64, error) {
 	if tx.logging {
 		tx.undo = append(tx.undo, undoStep{b: b, seq: b.Sequence(), isSeq: true})
 	}
-	return b.NextSequence()
+	n, err := b.NextSequence()
+	if err != nil || tx.redo == nil {
+		return n, err
+	}
+	return n, tx.redo.seq(tx.btx, b, n)
 }
 
 // logCache logs a write cache entry that saved how it was before the
@@ -118,6 +134,9 @@ func (tx *Tx) beginUpdate() {
 	clear(tx.undo)
 	tx.undo, tx.logging = tx.undo[:0], true
 	tx.update++
+	if tx.redo != nil {
+		tx.redo.mark = len(tx.redo.b)
+	}
 }
 
 // endUpdates stops the log once the last update ran: what the transaction
@@ -148,5 +167,9 @@ func (tx *Tx) undoUpdate() error {
 	}
 	clear(tx.undo)
 	tx.undo = tx.undo[:0]
+	if tx.redo != nil {
+		// The update's writes are gone: so are their records.
+		tx.redo.b = tx.redo.b[:tx.redo.mark]
+	}
 	return nil
 }

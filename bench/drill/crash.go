@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"holon.dev/holon"
 	"math/rand/v2"
 	"net/http"
 	"sync"
@@ -126,7 +127,12 @@ func crashDrill(ctx context.Context, d *drill) error {
 
 // checkRestarted checks, on the store of a gateway down again, the calls
 // that were in flight at the kill before: closed as failed/gateway_restarted
-// by the restart, never billed, holding nothing.
+// by the restart (or by another gateway once the lease ran out), never
+// billed, holding nothing. On PostgreSQL, a call whose reservation's
+// answer was lost in a crash of the database may have been closed
+// failed/store_unavailable by the killed gateway itself, its closing
+// commit reaching the database as the kill did: closed unsettled too
+// (holon.ClosedUnsettled).
 func (d *drill) checkRestarted(v *storeView, inFlight []string, kill int) {
 	holding := map[string]bool{}
 	for _, h := range v.holds {
@@ -134,12 +140,12 @@ func (d *drill) checkRestarted(v *storeView, inFlight []string, kill int) {
 	}
 	for _, id := range inFlight {
 		r := v.receipts[id]
-		ok := r != nil && r.Status == "failed" && r.Error != nil && *r.Error == "gateway_restarted" && !r.Billed && v.settles[id] == 0
+		ok := r != nil && r.Status == "failed" && r.Error != nil && holon.ClosedUnsettled(*r.Error) && !r.Billed && v.settles[id] == 0
 		detail := "missing"
 		if r != nil {
 			detail = fmt.Sprintf("%s/%v billed=%v settles=%d", r.Status, deref(r.Error), r.Billed, v.settles[id])
 		}
-		d.check("a call in flight at a kill is failed/gateway_restarted, unbilled", ok, "%s after kill %d: %s", id, kill, detail)
+		d.check("a call in flight at a kill is closed failed/gateway_restarted (or store_unavailable), unbilled", ok, "%s after kill %d: %s", id, kill, detail)
 		d.check("no hold survives a restart", !holding[id], "%s still holds after kill %d", id, kill)
 	}
 }

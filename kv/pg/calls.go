@@ -3,6 +3,7 @@ package pg
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 
 	"github.com/jackc/pgx/v5"
@@ -66,34 +67,40 @@ func (t *Tx) PutReceipt(r *holon.Receipt) error {
 			return err
 		}
 	}
-	args := []any{r.ID, int64(seq), r.Parent, r.Mandate, r.Caller, r.Agent, r.Status, r.Error, r.Approval, OptNumeric(r.WorstCase),
-		r.Currency, r.Payer, r.SubMandate, r.Billed, Numeric(r.Cost.Own), Numeric(r.Cost.Downstream), Numeric(r.Cost.Total),
-		jsonArg(splits), r.Children, r.DurationMS, ts(r.Created)}
 	k := kReceipt(r.ID)
 	c, known := t.cached(k)
-	switch {
-	case known && c.st == absent:
-		// New (its id was just handed out, or the database said so): a
+	if known {
+		// A row of one statement per table and round trip (rows.go):
+		// new (its id was just handed out, or the database said so), a
 		// plain insert, refused if the writer were wrong, and the
-		// counters as the writer knows them.
-		if err := t.execFree(receiptInsert, args...); err != nil {
+		// counters as the writer knows them; else a new state of it.
+		row, err := receiptRow(r, int64(seq), splits)
+		if err != nil {
 			return err
 		}
-		if _, err := t.AddCounter("receipts", 1); err != nil {
+		kind := rowReceiptPut
+		if c.st == absent {
+			kind = rowReceiptNew
+		}
+		if err := t.appendRows(k, kind, nil, row); err != nil {
 			return err
 		}
-		if _, err := t.AddCounter("receipts:"+r.Mandate, 1); err != nil {
-			return err
+		if c.st == absent {
+			if _, err := t.AddCounter("receipts", 1); err != nil {
+				return err
+			}
+			if _, err := t.AddCounter("receipts:"+r.Mandate, 1); err != nil {
+				return err
+			}
 		}
-	case known:
-		if err := t.execFree(receiptUpsert, args...); err != nil {
-			return err
-		}
-	default:
+	} else {
 		// Counted if new, in the same statement, without waiting for an
 		// answer; what the counters are now, the database knows.
 		counters := []string{kCounter("receipts"), kCounter("receipts:" + r.Mandate)}
-		if err := t.execTouching(counters, receiptCounted, args...); err != nil {
+		err := t.execTouching(append(counters, k), receiptCounted, r.ID, int64(seq), r.Parent, r.Mandate, r.Caller, r.Agent, r.Status, r.Error,
+			r.Approval, OptNumeric(r.WorstCase), r.Currency, r.Payer, r.SubMandate, r.Billed, Numeric(r.Cost.Own),
+			Numeric(r.Cost.Downstream), Numeric(r.Cost.Total), jsonArg(splits), r.Children, r.DurationMS, ts(r.Created))
+		if err != nil {
 			return err
 		}
 		for _, k := range counters {
@@ -106,13 +113,40 @@ func (t *Tx) PutReceipt(r *holon.Receipt) error {
 	return nil
 }
 
-// The statements that write a receipt: as a new one, as a new one or a
-// new state of one, and the latter counting it when new.
+// receiptRow is a receipt as a row of receiptRowsInsert (rows.go).
+func receiptRow(r *holon.Receipt, seq int64, splits []byte) ([]any, error) {
+	var worst *int64
+	if r.WorstCase != nil {
+		w := int64(*r.WorstCase)
+		worst = &w
+	}
+	var children *string
+	if r.Children != nil {
+		b, err := json.Marshal(r.Children)
+		if err != nil {
+			return nil, err
+		}
+		s := string(b)
+		children = &s
+	}
+	var sp *string
+	if splits != nil {
+		s := string(splits)
+		sp = &s
+	}
+	return []any{r.ID, seq, r.Parent, r.Mandate, r.Caller, r.Agent, r.Status, r.Error, r.Approval, worst,
+		r.Currency, r.Payer, r.SubMandate, r.Billed, int64(r.Cost.Own), int64(r.Cost.Downstream), int64(r.Cost.Total),
+		sp, children, r.DurationMS, ts(r.Created)}, nil
+}
+
+// The statements that write a receipt: as a new one or a new state of
+// one, counting it when new, when the writer does not know whether it is.
 const (
 	receiptInsert = `INSERT INTO receipts AS r (id, seq, parent, mandate, caller, agent, status, error, approval, worst_case, currency, payer,
 			sub_mandate, billed, cost_own, cost_downstream, cost_total, splits, children, duration_ms, created)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)`
-	receiptUpsert = receiptInsert + `
+	receiptUpsert     = receiptInsert + receiptOnConflict
+	receiptOnConflict = `
 		ON CONFLICT (id) DO UPDATE SET parent = EXCLUDED.parent, mandate = EXCLUDED.mandate, caller = EXCLUDED.caller,
 			agent = EXCLUDED.agent, status = EXCLUDED.status, error = EXCLUDED.error, approval = EXCLUDED.approval,
 			worst_case = EXCLUDED.worst_case, currency = EXCLUDED.currency, payer = EXCLUDED.payer, sub_mandate = EXCLUDED.sub_mandate,
@@ -279,6 +313,12 @@ func scanHold(rows pgx.Rows) (*holon.Hold, error) {
 	return h, err
 }
 
+// holdOnConflict makes the insert of holds (rows.go) a put.
+const holdOnConflict = `ON CONFLICT (receipt) DO UPDATE SET payer = EXCLUDED.payer, amount = EXCLUDED.amount, mandate = EXCLUDED.mandate,
+			reserved = EXCLUDED.reserved, funder = EXCLUDED.funder, parent = EXCLUDED.parent, children = EXCLUDED.children,
+			downstream = EXCLUDED.downstream, sub_mandate = EXCLUDED.sub_mandate, started = EXCLUDED.started, gateway = EXCLUDED.gateway,
+			budget_window = EXCLUDED.budget_window`
+
 // PutHold records a call in flight.
 func (t *Tx) PutHold(h *holon.Hold) error {
 	children := h.Children
@@ -287,15 +327,16 @@ func (t *Tx) PutHold(h *holon.Hold) error {
 	}
 	// The hold is this gateway's (its lease's id): Orphaned once that
 	// runs out.
-	err := t.execRow(kHold(h.Receipt), `INSERT INTO holds (receipt, payer, amount, mandate, reserved, funder, parent, children, downstream, sub_mandate, started, gateway,
-			budget_window)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
-		ON CONFLICT (receipt) DO UPDATE SET payer = EXCLUDED.payer, amount = EXCLUDED.amount, mandate = EXCLUDED.mandate,
-			reserved = EXCLUDED.reserved, funder = EXCLUDED.funder, parent = EXCLUDED.parent, children = EXCLUDED.children,
-			downstream = EXCLUDED.downstream, sub_mandate = EXCLUDED.sub_mandate, started = EXCLUDED.started, gateway = EXCLUDED.gateway,
-			budget_window = EXCLUDED.budget_window`,
-		h.Receipt, h.Payer, Numeric(h.Amount), h.Mandate, Numeric(h.Reserved), optText(h.Funder), optText(h.Parent), children,
-		Numeric(h.Downstream), optText(h.SubMandate), ts(h.Started), t.s.id, optText(h.Window))
+	kids, err := json.Marshal(children)
+	if err != nil {
+		return err
+	}
+	var window *string
+	if h.Window != "" {
+		window = &h.Window
+	}
+	err = t.appendRows(kHold(h.Receipt), rowHold, nil, []any{h.Receipt, h.Payer, int64(h.Amount), h.Mandate, int64(h.Reserved),
+		optText(h.Funder), optText(h.Parent), string(kids), int64(h.Downstream), optText(h.SubMandate), ts(h.Started), t.s.id, window})
 	if err == nil {
 		c := cloneHold(h)
 		if len(c.Children) == 0 {
@@ -577,6 +618,67 @@ func (t *Tx) Events(before uint64, limit int) ([]*holon.Event, error) {
 	return out, err
 }
 
+// RecordsAhead makes a View read the records of agents with its next
+// round trip (the mandate's and its budget's, mandateAndBudget), or, if
+// a record is read first, with that one.
+func (t *Tx) RecordsAhead(agents ...string) {
+	if t.g != nil {
+		return // the writer reads through its cache
+	}
+	for _, a := range agents {
+		if _, ok := t.cached(kRecord(a)); !ok {
+			t.ahead = append(t.ahead, a)
+		}
+	}
+}
+
+// recordsSelect reads the records of the agents in $1.
+const recordsSelect = `SELECT agent, runs, succeeded, (billed * 1000000)::bigint, duration_ms FROM agent_records WHERE agent = ANY($1)`
+
+// queueAhead queues the read of the records asked for ahead, if any, on
+// b: readAhead reads its answer.
+func (t *Tx) queueAhead(b *pgx.Batch) []string {
+	ahead := t.ahead
+	t.ahead = nil
+	if len(ahead) > 0 {
+		b.Queue(recordsSelect, ahead)
+	}
+	return ahead
+}
+
+// readAhead keeps the records read for ahead (queueAhead), those absent
+// as absent.
+func (t *Tx) readAhead(br pgx.BatchResults, ahead []string) error {
+	if len(ahead) == 0 {
+		return nil
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return t.note(err)
+	}
+	for rows.Next() {
+		var a string
+		var r holon.Record
+		var billed int64
+		if err := rows.Scan(&a, &r.Runs, &r.Succeeded, &billed, &r.DurationMS); err != nil {
+			rows.Close()
+			return err
+		}
+		r.Billed = journal.Amount(billed)
+		t.read(kRecord(a), r)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return t.note(err)
+	}
+	for _, a := range ahead {
+		if _, ok := t.cached(kRecord(a)); !ok {
+			t.readAbsent(kRecord(a))
+		}
+	}
+	return nil
+}
+
 // Record reads an agent version's record.
 func (t *Tx) Record(agent string) (holon.Record, error) {
 	k := kRecord(agent)
@@ -585,6 +687,24 @@ func (t *Tx) Record(agent string) (holon.Record, error) {
 			return c.v.(holon.Record), nil
 		}
 		return holon.Record{}, nil
+	}
+	if slices.Contains(t.ahead, agent) {
+		// The records asked for ahead, in this round trip.
+		if err := t.err(); err != nil {
+			return holon.Record{}, err
+		}
+		b := &pgx.Batch{}
+		ahead := t.queueAhead(b)
+		t.trip(1)
+		br := t.tx.SendBatch(t.ctx, b)
+		err := t.readAhead(br, ahead)
+		if cerr := br.Close(); err == nil {
+			err = t.note(cerr)
+		}
+		if err != nil {
+			return holon.Record{}, err
+		}
+		return t.Record(agent)
 	}
 	var r holon.Record
 	var billed int64

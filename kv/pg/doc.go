@@ -24,8 +24,10 @@
 // answered, or with the group's COMMIT, so that a group whose updates read
 // only cached rows costs two round trips (begin, then its writes with the
 // commit) however many updates it holds, and one when its writer is alone
-// on the database with updates waiting: the COMMIT's round trip then
-// begins the next group too (group.go). Hot rows (balances,
+// on the database: the COMMIT's round trip then begins the next group too
+// (unless another writer took the lock meanwhile: that begin does not
+// wait), which the writer gives back at once if no update waits once it is
+// answered (group.go). Hot rows (balances,
 // budgets, counters, sequences, the journal's head, agents' records) are
 // written with their new value, once per round trip however many updates
 // moved them, a table's rows in one statement, and the rollups summed in

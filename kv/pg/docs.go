@@ -335,7 +335,8 @@ func (t *Tx) mandateAndBudget(k, id string) (holon.Doc, error) {
 	b := &pgx.Batch{}
 	b.Queue(`SELECT id, doc::text, created, published, yanked, revoked FROM mandates WHERE id = $1`, id)
 	b.Queue(budgetSelect, id)
-	t.trip(2)
+	ahead := t.queueAhead(b)
+	t.trip(b.Len())
 	br := t.tx.SendBatch(t.ctx, b)
 	defer br.Close()
 	rows, err := br.Query()
@@ -363,6 +364,9 @@ func (t *Tx) mandateAndBudget(k, id string) (holon.Doc, error) {
 		return holon.Doc{}, t.note(err)
 	default:
 		t.read(kBudget(id), holon.Budget{Spent: journal.Amount(spent), Reserved: journal.Amount(reserved)})
+	}
+	if err := t.readAhead(br, ahead); err != nil {
+		return holon.Doc{}, err
 	}
 	if !found {
 		t.readAbsent(k)

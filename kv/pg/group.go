@@ -303,7 +303,7 @@ type logEntry struct {
 // of at COMMIT or ROLLBACK, or when the connection dies.
 func begin(ctx context.Context, c *pgx.Conn, gen int64) ([]logEntry, error) {
 	b := &pgx.Batch{}
-	queueBegin(b, gen)
+	queueBegin(b, gen, false)
 	br := c.SendBatch(ctx, b)
 	defer br.Close()
 	out, err := readBegin(br)
@@ -313,10 +313,15 @@ func begin(ctx context.Context, c *pgx.Conn, gen int64) ([]logEntry, error) {
 	return out, br.Close()
 }
 
-// queueBegin queues begin's statements.
-func queueBegin(b *pgx.Batch, gen int64) {
+// queueBegin queues begin's statements; with nowait, the lock is taken
+// only if no other writer holds it, else the transaction fails at once.
+func queueBegin(b *pgx.Batch, gen int64, nowait bool) {
 	b.Queue(`BEGIN ISOLATION LEVEL REPEATABLE READ`)
-	b.Queue(`LOCK TABLE writer_log IN EXCLUSIVE MODE`)
+	if nowait {
+		b.Queue(`LOCK TABLE writer_log IN EXCLUSIVE MODE NOWAIT`)
+	} else {
+		b.Queue(`LOCK TABLE writer_log IN EXCLUSIVE MODE`)
+	}
 	if gen < 0 {
 		b.Queue(`SELECT coalesce(max(gen), 0), '{}'::text[], NULL::text[] FROM writer_log`)
 	} else {
@@ -426,13 +431,20 @@ func (s *Store) commit(ctx context.Context, c *pgx.Conn, g *group) error {
 	}
 	b.Queue(`COMMIT`)
 	commitAt := b.Len() - 1
-	// A writer alone on the database with updates already waiting begins
-	// its next group in the same round trip: the lock it takes again is
-	// not waited for. (With other writers about, their groups would come
-	// in between, and this group's answers wait for them.)
-	pipe := g.alone && len(s.queue) > 0 && !g.safe
+	// A writer alone on the database begins its next group in the same
+	// round trip: the lock it takes again is not waited for. It does so
+	// whether or not updates wait now: under load the queue fills while
+	// the COMMIT runs (fill took what waited when this group began), and
+	// a writer that finds none waiting once it is answered gives the
+	// lock back at once (Store.write). The lock is taken without
+	// waiting: if another writer came meanwhile, it holds the lock once
+	// this COMMIT lets go of it, the head start fails at once and the
+	// next group begins as any other. (Waiting for it would hold this
+	// group's answers too: PostgreSQL sends a batch's answers when it
+	// ends.)
+	pipe := g.alone && !g.safe
 	if pipe {
-		queueBegin(b, gen)
+		queueBegin(b, gen, true)
 	}
 	defer func(start time.Time) { s.inCommit.Add(int64(time.Since(start))) }(time.Now())
 	br := c.SendBatch(ctx, b)

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"holon.dev/holon"
@@ -337,10 +339,10 @@ func TestStore_HeadStartWhenAlone(t *testing.T) {
 		wg.Wait()
 	}
 	burst(a, "a", 300)
-	if a.HeadStarts() == 0 {
+	if used, _ := a.HeadStarts(); used == 0 {
 		t.Errorf("a writer alone began no group with the COMMIT before it (%d commits)", a.Stats().Commits)
 	}
-	before := a.HeadStarts()
+	before, _ := a.HeadStarts()
 	// In turns: a group of b's, then one of a's that commits with updates
 	// waiting behind it.
 	for i := range 10 {
@@ -354,7 +356,8 @@ func TestStore_HeadStartWhenAlone(t *testing.T) {
 			}
 		}
 	}
-	if n := a.HeadStarts() - before; n != 0 {
+	if used, _ := a.HeadStarts(); used-before != 0 {
+		n := used - before
 		t.Errorf("a writer taking turns with another began %d groups with its COMMIT", n)
 	}
 	err := a.View(func(tx holon.Tx) error {
@@ -370,6 +373,132 @@ func TestStore_HeadStartWhenAlone(t *testing.T) {
 	if err != nil {
 		t.Error(err)
 	}
+}
+
+// Ensure that a writer alone on the database begins its next group in
+// the COMMIT's round trip even when no update waits as it commits (under
+// load the queue fills while the COMMIT runs), and that, finding none
+// waiting once answered, it gives that group back: the writers' lock is
+// not held by an idle writer, so another handle's update commits.
+func TestStore_HeadStartGivenBackWhenIdle(t *testing.T) {
+	stores, _ := openOn(t, "headstartidle", 2)
+	a, b := stores[0], stores[1]
+	// One update at a time: none waits as each commits.
+	for i := range 5 {
+		if err := a.Update(context.Background(), func(tx holon.Tx) error { return moveAnn(tx, fmt.Sprintf("a%d", i)) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	used, idle := a.HeadStarts()
+	if idle == 0 {
+		t.Errorf("a writer alone, one update at a time, began no group with its COMMIT to give back (%d used)", used)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := b.Update(ctx, func(tx holon.Tx) error { return moveAnn(tx, "b") }); err != nil {
+		t.Fatalf("another handle's update while the first writer idles: %v", err)
+	}
+	if err := a.Update(context.Background(), func(tx holon.Tx) error { return moveAnn(tx, "a5") }); err != nil {
+		t.Fatal(err)
+	}
+	wantMoves(t, a, 7)
+}
+
+// Ensure that a writer that begins its next group with its COMMIT answers
+// that COMMIT's updates at once, even when another writer, waiting for the
+// lock already, takes it as the COMMIT lets go of it: the head start does
+// not wait for the lock (PostgreSQL would send the COMMIT's answer only
+// with the whole batch's), and the next group begins as any other.
+func TestStore_HeadStartDoesNotHoldAnswers(t *testing.T) {
+	stores, _ := openOn(t, "headstartanswers", 2)
+	a, b := stores[0], stores[1]
+	bg := context.Background()
+	if err := b.Update(bg, func(tx holon.Tx) error { return moveAnn(tx, "b0") }); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Update(bg, func(tx holon.Tx) error { return moveAnn(tx, "a0") }); err != nil {
+		t.Fatal(err)
+	}
+	// hold returns an update that moves ann and then waits for release,
+	// holding its writer (and the writers' lock).
+	hold := func(key string) (func(holon.Tx) error, chan struct{}, chan struct{}) {
+		held, release := make(chan struct{}), make(chan struct{})
+		return func(tx holon.Tx) error {
+			if err := moveAnn(tx, key); err != nil {
+				return err
+			}
+			select {
+			case held <- struct{}{}:
+			default:
+			}
+			<-release
+			return nil
+		}, held, release
+	}
+	fa, heldA, releaseA := hold("a1")
+	fb, heldB, releaseB := hold("b1")
+	doneA, doneB := make(chan error, 1), make(chan error, 1)
+	go func() { doneA <- a.Update(bg, fa) }()
+	<-heldA // a is alone (nothing written since its last group) and holds the lock
+	go func() { doneB <- b.Update(bg, fb) }()
+	waitForLockWaiters(t, a, 1) // b's writer waits for the lock
+	close(releaseA)             // a commits, beginning its next group: b has the lock first
+	<-heldB
+	select {
+	case err := <-doneA:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		close(releaseB)
+		t.Fatal("a's update was not answered while b's writer held the lock")
+	}
+	close(releaseB)
+	if err := <-doneB; err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Update(bg, func(tx holon.Tx) error { return moveAnn(tx, "a2") }); err != nil {
+		t.Fatal(err)
+	}
+	wantMoves(t, a, 5)
+}
+
+// wantMoves checks that s holds n of moveAnn's moves, and its journal.
+func wantMoves(t *testing.T, s *pg.Store, n int64) {
+	t.Helper()
+	err := s.View(func(tx holon.Tx) error {
+		ann, _, err := annAndM(tx)
+		if err != nil {
+			return err
+		}
+		if ann.Balance != journal.Amount(10*n) || ann.Held != journal.Amount(n) || tx.Counter("moves") != uint64(n) {
+			return fmt.Errorf("ann %+v, %d moves; want %d moves", ann, tx.Counter("moves"), n)
+		}
+		return tx.(*pg.Tx).VerifyJournal()
+	})
+	if err != nil {
+		t.Error(err)
+	}
+}
+
+// waitForLockWaiters waits until n sessions of s's database wait for a
+// lock.
+func waitForLockWaiters(t *testing.T, s *pg.Store, n int) {
+	t.Helper()
+	for range 3000 {
+		var waiting int
+		err := s.Read(context.Background(), func(tx pgx.Tx) error {
+			return tx.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'`).Scan(&waiting)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if waiting >= n {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("no %d sessions waiting for a lock after 30 s", n)
 }
 
 // Ensure that a read PostgreSQL refuses (a key that is not UTF-8, in a
@@ -400,5 +529,100 @@ func TestStore_RefusedReadRunsGroupAgainSafe(t *testing.T) {
 	}
 	if n := s.SafeRuns() - safe; n != 1 {
 		t.Errorf("%d safe runs, want 1", n)
+	}
+}
+
+// Ensure that a fast group sends its receipts and holds as rows of one
+// statement per table and round trip, not one statement each, and that
+// they read back as they were put: a receipt new and then given its final
+// state in the same group, a parent, splits, no worst case, children nil
+// or empty, a hold with children and one without.
+func TestStore_GroupSendsReceiptsAndHoldsAsRows(t *testing.T) {
+	stores, _ := openOn(t, "receiptrows", 1)
+	s := stores[0]
+	const n = 20
+	now := time.Date(2026, 12, 5, 15, 0, 0, 123456789, time.UTC)
+	worst := journal.Amount(70000)
+	want := map[string]*holon.Receipt{}
+	var mu sync.Mutex
+	put := func(i int) func(holon.Tx) error {
+		return func(tx holon.Tx) error {
+			id, err := tx.NewReceiptID()
+			if err != nil {
+				return err
+			}
+			r := &holon.Receipt{ID: id, Mandate: "m", Caller: "c", Status: holon.StatusRunning, Currency: "EUR", Payer: "ann", Created: now}
+			if i%2 == 1 {
+				agent, msg := "echo@1.0.0", "it failed"
+				r.Agent, r.WorstCase, r.Children, r.Splits = &agent, &worst, []string{}, []journal.Share{}
+				if err := tx.PutReceipt(r); err != nil {
+					return err
+				}
+				parent := "r1"
+				r.Parent, r.Status, r.Error, r.Billed = &parent, holon.StatusFailed, &msg, true
+				r.Children = []string{"r3", "r2"}
+				r.Splits = []journal.Share{{To: "bob", Amount: 40000}, {To: "carl", Amount: 30000}}
+				r.Cost = holon.Cost{Own: 40000, Downstream: 30000, Total: 70000}
+				r.DurationMS = 12
+			}
+			if err := tx.PutReceipt(r); err != nil {
+				return err
+			}
+			h := &holon.Hold{Receipt: id, Payer: "ann", Amount: 5, Mandate: "m", Reserved: 7, Started: now}
+			if i%2 == 1 {
+				h.Children, h.Funder, h.Window = []string{"r9", "r8"}, "r1", "2026-12-05"
+			}
+			if err := tx.PutHold(h); err != nil {
+				return err
+			}
+			mu.Lock()
+			want[id] = r
+			mu.Unlock()
+			return nil
+		}
+	}
+	fns := make([]func(holon.Tx) error, n)
+	for i := range fns {
+		fns[i] = put(i)
+	}
+	_, stmts0 := s.RoundTrips()
+	for i, err := range grouped(t, s, fns...) {
+		if err != nil {
+			t.Fatalf("update %d: %v", i, err)
+		}
+	}
+	// n new receipts, n/2 of them given a new state, n holds: one
+	// statement each would be 2.5 n.
+	if _, stmts := s.RoundTrips(); stmts-stmts0 >= n {
+		t.Errorf("%d receipts and holds written in %d statements, want fewer than %d", 5*n/2, stmts-stmts0, n)
+	}
+	err := s.View(func(tx holon.Tx) error {
+		for id, w := range want {
+			got, err := tx.Receipt(id)
+			if err != nil {
+				return err
+			}
+			if got.Created.Equal(w.Created) {
+				got.Created = w.Created
+			}
+			if !reflect.DeepEqual(got, w) {
+				return fmt.Errorf("receipt %s reads back %+v, want %+v", id, got, w)
+			}
+			h, err := tx.Hold(id)
+			if err != nil {
+				return err
+			}
+			if h.Amount != 5 || h.Reserved != 7 || !h.Started.Equal(now) || (w.Agent != nil) != (h.Funder == "r1" && h.Window == "2026-12-05" && fmt.Sprint(h.Children) == "[r9 r8]") ||
+				w.Agent == nil && (h.Children != nil || h.Funder != "" || h.Window != "") {
+				return fmt.Errorf("hold %s reads back %+v", id, h)
+			}
+		}
+		if c := tx.Counter("receipts"); c != n {
+			return fmt.Errorf("%d receipts counted, want %d", c, n)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Error(err)
 	}
 }

@@ -38,6 +38,12 @@ const (
 	rowEvent    // seq, receipt, agent, status, error, duration_ms, billed µ, currency, delegated, time
 	rowHoldGone // receipt
 	rowAppDoc   // bucket, key, key_bytes, doc, raw
+	// Receipts (new ones, and new states of known ones) and holds put:
+	// whole rows under their key, the receipts' columns those of
+	// receiptRow, the holds' those of holdRow.
+	rowReceiptNew
+	rowReceiptPut
+	rowHold
 	rowKinds
 )
 
@@ -75,7 +81,27 @@ var rowSQL = [rowKinds]string{
 	rowAppDoc: `INSERT INTO app_docs (bucket, key, key_bytes, doc, raw)
 		SELECT b, k, kb, d::json, r FROM unnest($1::text[], $2::text[], $3::bytea[], $4::text[], $5::bytea[]) AS x (b, k, kb, d, r)
 		ON CONFLICT (bucket, key_bytes) DO UPDATE SET doc = EXCLUDED.doc, raw = EXCLUDED.raw`,
+	rowReceiptNew: receiptRowsInsert,
+	rowReceiptPut: receiptRowsInsert + receiptOnConflict,
+	rowHold: `INSERT INTO holds (receipt, payer, amount, mandate, reserved, funder, parent, children, downstream, sub_mandate, started, gateway,
+			budget_window)
+		SELECT r, p, a / 1000000.0, m, rs / 1000000.0, f, pa, ARRAY(SELECT c FROM json_array_elements_text(ch::json) WITH ORDINALITY AS e (c, n) ORDER BY n),
+			d / 1000000.0, sm, st, g, w
+		FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::bigint[], $6::text[], $7::text[], $8::text[], $9::bigint[], $10::text[],
+			$11::text[], $12::text[], $13::text[]) AS x (r, p, a, m, rs, f, pa, ch, d, sm, st, g, w)
+		` + holdOnConflict,
 }
+
+// receiptRowsInsert inserts receipts given as receiptRow's columns: the
+// children a JSON array (NULL for none), the amounts in micro-units.
+const receiptRowsInsert = `INSERT INTO receipts AS r (id, seq, parent, mandate, caller, agent, status, error, approval, worst_case, currency, payer,
+			sub_mandate, billed, cost_own, cost_downstream, cost_total, splits, children, duration_ms, created)
+		SELECT i, q, pa, m, ca, ag, st, er, ap, w / 1000000.0, cu, py, sm, bi, co / 1000000.0, cd / 1000000.0, ct / 1000000.0, sp::jsonb,
+			CASE WHEN ch IS NOT NULL THEN ARRAY(SELECT c FROM json_array_elements_text(ch::json) WITH ORDINALITY AS e (c, n) ORDER BY n) END,
+			d, cr
+		FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::bigint[],
+			$11::text[], $12::text[], $13::text[], $14::bool[], $15::bigint[], $16::bigint[], $17::bigint[], $18::text[], $19::text[], $20::bigint[],
+			$21::text[]) AS x (i, q, pa, m, ca, ag, st, er, ap, w, cu, py, sm, bi, co, cd, ct, sp, ch, d, cr)`
 
 // rowWrite is rows of one kind: their columns in the order of its
 // statement, each a string, *string, int64, bool or []byte.
@@ -135,7 +161,8 @@ func render(pend []queued, merge bool) []queued {
 	}
 	out := make([]queued, 0, len(pend))
 	var rows [rowKinds][]queued
-	last := map[string]int{} // a hot row's last write in rows
+	last := map[string]int{}         // a hot row's last write in rows
+	lastKind := map[string]rowKind{} // and its kind
 	var rolls []rollupRow
 	sums := map[rollupRow]holon.Tally{}
 	rollOwner := -1
@@ -157,6 +184,7 @@ func render(pend []queued, merge bool) []queued {
 			rows[kind] = qs[:0]
 		}
 		clear(last)
+		clear(lastKind)
 		if len(rolls) > 0 {
 			out = append(out, queued{sql: rollupSQL, args: rollupColumns(rolls, sums), owner: rollOwner, free: true})
 			rolls = rolls[:0]
@@ -166,8 +194,18 @@ func render(pend []queued, merge bool) []queued {
 	for _, q := range pend {
 		switch {
 		case q.row != nil:
+			if k, ok := lastKind[q.key]; ok && k == rowReceiptNew && q.row.kind == rowReceiptPut {
+				// A new receipt's final state: still a new one.
+				q.row = &rowWrite{kind: rowReceiptNew, rows: q.row.rows}
+			}
+			if k, ok := lastKind[q.key]; ok && k != q.row.kind {
+				// A row written as another kind (a receipt put after its
+				// insert, a hold deleted after its put): those go first.
+				flush()
+			}
 			if q.key != "" {
 				last[q.key] = len(rows[q.row.kind])
+				lastKind[q.key] = q.row.kind
 			}
 			rows[q.row.kind] = append(rows[q.row.kind], q)
 		case q.roll != nil:
@@ -218,6 +256,8 @@ func columns(rows [][]any) []any {
 			args[c] = column[*string](rows, c)
 		case int64:
 			args[c] = column[int64](rows, c)
+		case *int64:
+			args[c] = column[*int64](rows, c)
 		case bool:
 			args[c] = column[bool](rows, c)
 		case []byte:

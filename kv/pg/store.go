@@ -38,6 +38,9 @@ type Store struct {
 	// safeRuns counts the groups run again safely, headStarts those begun
 	// by the COMMIT of the group before (group.go).
 	safeRuns, headStarts atomic.Uint64
+	// idleStarts counts the groups begun that way and ended unused: no
+	// update waited once the COMMIT was answered.
+	idleStarts atomic.Uint64
 	// trips counts the round trips of the writer's updates (trips.go).
 	trips atomic.Uint64
 	// stmts counts their statements, savepoints included.
@@ -219,8 +222,9 @@ func (s *Store) SafeRuns() uint64 { return s.safeRuns.Load() }
 
 // HeadStarts is how many groups were begun (transaction, writers' lock,
 // log) in the round trip of the COMMIT before them, since the store
-// opened: a writer alone on the database with updates waiting does so.
-func (s *Store) HeadStarts() uint64 { return s.headStarts.Load() }
+// opened: a writer alone on the database does so, and idle how many of
+// those it ended unused, no update waiting once the COMMIT was answered.
+func (s *Store) HeadStarts() (used, idle uint64) { return s.headStarts.Load(), s.idleStarts.Load() }
 
 // Close waits for the updates submitted so far and closes the store.
 func (s *Store) Close() error {
@@ -249,14 +253,40 @@ func (s *Store) Close() error {
 // each group in one transaction.
 func (s *Store) write() {
 	defer close(s.done)
-	for u := range s.queue {
+	defer s.giveBack()
+	for {
+		var u *update
+		var ok bool
+		select {
+		case u, ok = <-s.queue:
+		default:
+			// Nothing waits: a group the last COMMIT began would hold
+			// the writers' lock while this writer idles.
+			s.giveBack()
+			u, ok = <-s.queue
+		}
+		if !ok {
+			return
+		}
 		s.run(u)
 	}
-	if s.next != nil { // cannot happen: a group begins the next only when updates wait
-		rollback(context.Background(), s.next.Conn())
-		s.next.Release()
-		s.next = nil
+}
+
+// giveBack ends the group the last COMMIT began (group.go), if it did,
+// and returns its connection: its transaction holds the writers' lock and
+// wrote nothing, and the log it read is read again by the next group.
+func (s *Store) giveBack() {
+	if s.next == nil {
+		return
 	}
+	s.idleStarts.Add(1)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	if rollback(ctx, s.next.Conn()) != nil {
+		s.next.Conn().Close(ctx)
+	}
+	cancel()
+	s.next.Release()
+	s.next, s.nextLog = nil, nil
 }
 
 // fill adds to batch the updates queued meanwhile, up to MaxBatch.

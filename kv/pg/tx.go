@@ -44,6 +44,9 @@ type Tx struct {
 	g   *group
 	idx int
 	l   layer
+	// ahead are the agent versions whose records a View reads with its
+	// next round trip (RecordsAhead).
+	ahead []string
 }
 
 // querier is a pgx.Tx (View) or the writer's connection.
@@ -74,7 +77,10 @@ type queued struct {
 	roll *rollupAdd
 }
 
-var _ holon.Tx = (*Tx)(nil)
+var (
+	_ holon.Tx           = (*Tx)(nil)
+	_ holon.RecordsAhead = (*Tx)(nil)
+)
 
 // errRestart is what an update's methods return once it must run again.
 var errRestart = errors.New("an earlier update of the group failed: this one runs again")

@@ -43,21 +43,24 @@ func TestView_BeginsWithItsFirstQuery(t *testing.T) {
 	}
 }
 
+// putM1 writes mandate m1 with a budget spent 5, reserved 7.
+func putM1(tx holon.Tx) error {
+	if err := tx.PutMandate("m1", holon.Doc{Doc: []byte(`{"id":"m1"}`), Created: time.Now()}); err != nil {
+		return err
+	}
+	return tx.AddBudget("m1", 5, 7)
+}
+
 // Ensure that a View reads a mandate's budget with the mandate, and
 // reads nothing twice: admission's reads of a mandate (its revision, its
 // record) and of its budget cost one round trip.
 func TestView_MandateBringsItsBudget(t *testing.T) {
 	stores, _ := openOn(t, "view_mandate", 1)
 	s := stores[0]
-	err := s.Update(context.Background(), func(tx holon.Tx) error {
-		if err := tx.PutMandate("m1", holon.Doc{Doc: []byte(`{"id":"m1"}`), Created: time.Now()}); err != nil {
-			return err
-		}
-		return tx.AddBudget("m1", 5, 7)
-	})
-	if err != nil {
+	if err := s.Update(context.Background(), putM1); err != nil {
 		t.Fatal(err)
 	}
+	var err error
 	before := s.Reads()
 	var b holon.Budget
 	err = s.View(func(tx holon.Tx) error {
@@ -205,4 +208,66 @@ func TestView_NotBegunStopsFn(t *testing.T) {
 	if holon.ErrorCode(err) != holon.CodeStoreUnavailable || answered {
 		t.Errorf("a View with PostgreSQL down: %v, fn went on after its first read: %v; want store_unavailable, fn stopped", err, answered)
 	}
+}
+
+// Ensure that a View reads the records named ahead (admission's
+// candidates) with its next round trip: with the mandate and its budget,
+// or, when a record is read first, all of them with that one; a record
+// not there reads as none.
+func TestView_RecordsAheadComeWithTheNextRead(t *testing.T) {
+	stores, _ := openOn(t, "view_records", 1)
+	s := stores[0]
+	err := s.Update(context.Background(), func(tx holon.Tx) error {
+		if err := putM1(tx); err != nil {
+			return err
+		}
+		id, err := tx.NewReceiptID()
+		if err != nil {
+			return err
+		}
+		if err := tx.PutReceipt(&holon.Receipt{ID: id, Mandate: "m1", Caller: "c", Status: holon.StatusSucceeded, Currency: "EUR", Payer: "ann", Created: tx.Now()}); err != nil {
+			return err
+		}
+		return tx.AppendEvent(&holon.Event{Receipt: id, Agent: "a@1.0.0", Status: holon.StatusSucceeded, Billed: 3, Currency: "EUR", Time: tx.Now()}, true)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := func(what string, fn func(tx holon.Tx) error) {
+		t.Helper()
+		before := s.Reads()
+		var a, b holon.Record
+		err := s.View(func(tx holon.Tx) error {
+			tx.(holon.RecordsAhead).RecordsAhead("a@1.0.0", "b@1.0.0")
+			if err := fn(tx); err != nil {
+				return err
+			}
+			var err error
+			if a, err = tx.Record("a@1.0.0"); err != nil {
+				return err
+			}
+			b, err = tx.Record("b@1.0.0")
+			return err
+		})
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if a.Runs != 1 || a.Succeeded != 1 || a.Billed != 3 || b != (holon.Record{}) {
+			t.Errorf("%s: records %+v and %+v, want one run billed 3 and none", what, a, b)
+		}
+		if r := readsSince(s, before); r.Trips != 2 {
+			t.Errorf("%s: %+v, want 2 round trips (one read, the ROLLBACK)", what, r)
+		}
+	}
+	check("with the mandate and budget", func(tx holon.Tx) error {
+		if tx.MandateRevision("m1") == nil {
+			t.Error("no revision of mandate m1")
+		}
+		bud, err := tx.Budget("m1")
+		if err == nil && bud.Spent != 5 {
+			t.Errorf("budget %+v, want spent 5", bud)
+		}
+		return err
+	})
+	check("read first", func(holon.Tx) error { return nil })
 }
