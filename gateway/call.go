@@ -60,8 +60,11 @@ type callSpec struct {
 	agent      string
 	capability string
 	input      json.RawMessage
-	maxCost    *journal.Amount // mandate currency
-	approval   string
+	// inValue is input decoded (checkedValue), when inDecoded.
+	inValue   any
+	inDecoded bool
+	maxCost   *journal.Amount // mandate currency
+	approval  string
 	// preApproved lets a pending approval through: the human just approved
 	// this exact call (approve-and-run).
 	preApproved bool
@@ -86,7 +89,8 @@ func (e *Engine) Call(ctx context.Context, in CallInput) (*CallResult, error) {
 	if len(in.Input) == 0 {
 		in.Input = json.RawMessage("{}")
 	}
-	if err := CheckJSON(in.Input, "input"); err != nil {
+	inValue, err := checkedValue(in.Input, "input")
+	if err != nil {
 		return nil, err
 	}
 	ctx = context.WithoutCancel(ctx)
@@ -103,6 +107,8 @@ func (e *Engine) Call(ctx context.Context, in CallInput) (*CallResult, error) {
 		agent:      in.Agent,
 		capability: in.Capability,
 		input:      in.Input,
+		inValue:    inValue,
+		inDecoded:  true,
 		maxCost:    in.MaxCost,
 		approval:   in.Approval,
 		claim:      in.Claim,
@@ -142,7 +148,7 @@ func (e *Engine) call(ctx context.Context, sp callSpec) (res *CallResult, err er
 	if d.Verdict == contract.VerdictDeny {
 		return e.refuse(ctx, sp, m, v, holon.StatusDenied, d.Reason, d.Msg)
 	}
-	if err := v.Manifest.InputSchema().ValidateJSON(sp.input); err != nil {
+	if err := validateInput(v.Manifest.InputSchema(), sp); err != nil {
 		return e.refuse(ctx, sp, m, v, holon.StatusRejected, holon.CodeRejectedInput,
 			fmt.Sprintf("input does not match %s's interface.input: %v", v.Manifest.Ref(), err))
 	}
@@ -155,6 +161,14 @@ func (e *Engine) call(ctx context.Context, sp callSpec) (res *CallResult, err er
 		return &CallResult{Receipt: rs.receipt, Approval: rs.approval, Message: rs.msg}, nil
 	}
 	return e.run(ctx, m, v, sp, rs, start)
+}
+
+// validateInput checks a call's input against its agent's interface.input.
+func validateInput(s *contract.Schema, sp callSpec) error {
+	if sp.inDecoded {
+		return s.ValidateDecoded(sp.inValue)
+	}
+	return s.ValidateJSON(sp.input)
 }
 
 // mandateError is a failure to load the mandate a call names, which comes
@@ -171,21 +185,34 @@ func (e *mandateError) Error() string { return e.err.Error() }
 // admission preview for the chosen version; the decisive check runs again
 // when the budget is reserved.
 func (e *Engine) resolve(sp callSpec) (*contract.Mandate, *AgentVersion, contract.Decision, error) {
+	// What the read below finds, in one variable its closure takes by
+	// reference (it takes nothing of sp, which would move all of it to the
+	// heap), with room for the one candidate of a named agent.
+	var got struct {
+		m       *contract.Mandate
+		budget  contract.BudgetState
+		loadErr error
+		one     [1]*AgentVersion
+		rec     [1]holon.Record
+	}
 	var cands []*AgentVersion
 	var candErr error
 	if sp.agent != "" {
 		v, err := e.registry.Resolve(sp.agent)
 		candErr = err
-		cands = []*AgentVersion{v}
+		got.one[0] = v
+		cands = got.one[:]
 	} else if !contract.ValidCapability(sp.capability) {
 		candErr = holon.Errorf(holon.CodeInvalidRequest, "%q is not a capability", sp.capability)
 	} else if cands = e.registry.Implementers(sp.capability); len(cands) == 0 {
 		candErr = holon.Errorf(holon.CodeNotFound, "no listed agent implements %s", sp.capability)
 	}
-	m := sp.mandate
-	var budget contract.BudgetState
-	var loadErr error
-	records := make([]holon.Record, len(cands))
+	got.m = sp.mandate
+	mandateID := sp.mandateID
+	records := got.rec[:]
+	if len(cands) != 1 {
+		records = make([]holon.Record, len(cands))
+	}
 	err := e.store.View(func(tx holon.Tx) error {
 		if ra, ok := tx.(holon.RecordsAhead); ok && candErr == nil {
 			refs := make([]string, len(cands))
@@ -194,8 +221,8 @@ func (e *Engine) resolve(sp callSpec) (*contract.Mandate, *AgentVersion, contrac
 			}
 			ra.RecordsAhead(refs...)
 		}
-		if m == nil {
-			if m, loadErr = e.loadMandate(tx, sp.mandateID); loadErr != nil {
+		if got.m == nil {
+			if got.m, got.loadErr = e.loadMandate(tx, mandateID); got.loadErr != nil {
 				return nil
 			}
 		}
@@ -203,7 +230,7 @@ func (e *Engine) resolve(sp callSpec) (*contract.Mandate, *AgentVersion, contrac
 			return nil
 		}
 		var err error
-		if budget, err = budgetState(tx, m, e.now()); err != nil {
+		if got.budget, err = budgetState(tx, got.m, e.now()); err != nil {
 			return err
 		}
 		for i, v := range cands {
@@ -213,6 +240,7 @@ func (e *Engine) resolve(sp callSpec) (*contract.Mandate, *AgentVersion, contrac
 		}
 		return nil
 	})
+	m, loadErr := got.m, got.loadErr
 	switch {
 	case loadErr != nil && err != nil:
 		// The View failed: a mandate it read empty may be there, so the
@@ -228,6 +256,9 @@ func (e *Engine) resolve(sp callSpec) (*contract.Mandate, *AgentVersion, contrac
 		return m, nil, contract.Decision{}, err
 	}
 	req := e.callRequest(m, sp)
+	if len(cands) == 1 { // nothing to rank
+		return m, cands[0], e.preview(m, cands[0], records[0], got.budget, req, &sp), nil
+	}
 	type ranked struct {
 		v   *AgentVersion
 		d   contract.Decision
@@ -235,22 +266,7 @@ func (e *Engine) resolve(sp callSpec) (*contract.Mandate, *AgentVersion, contrac
 	}
 	rs := make([]ranked, len(cands))
 	for i, v := range cands {
-		d := contract.CheckCall(m, v.Manifest, v.Measured(records[i]), budget, req)
-		if sp.parent != nil {
-			switch {
-			case d.Verdict != contract.VerdictDeny:
-				if err := sp.parent.fits(m, v, sp.capability, d.WorstCase); err != nil {
-					d = contract.Denied(holon.ErrorCode(err), "%s", holon.ErrorMessage(err))
-				}
-			case d.Reason == holon.CodeNotAllowed:
-				// The sub-mandate allows exactly the declared calls: a target
-				// outside them is the orchestrator's omission, not the caller's
-				// refusal.
-				if _, err := sp.parent.manifest.Slot(v.Manifest, sp.capability, 0); err != nil {
-					d = contract.Denied(holon.CodeNotDeclared, "%s", holon.ErrorMessage(err))
-				}
-			}
-		}
+		d := e.preview(m, v, records[i], got.budget, req, &sp)
 		rs[i] = ranked{v: v, d: d, cps: costPerSuccess(d.WorstCase, records[i])}
 	}
 	key := func(r ranked) rankKey {
@@ -258,6 +274,28 @@ func (e *Engine) resolve(sp callSpec) (*contract.Mandate, *AgentVersion, contrac
 	}
 	sort.SliceStable(rs, func(i, j int) bool { return compareRank(key(rs[i]), key(rs[j])) < 0 })
 	return m, rs[0].v, rs[0].d, nil
+}
+
+// preview is resolve's admission of one candidate version, with its
+// measured record rec, on the budget read.
+func (e *Engine) preview(m *contract.Mandate, v *AgentVersion, rec holon.Record, budget contract.BudgetState, req contract.CallRequest, sp *callSpec) contract.Decision {
+	d := contract.CheckCall(m, v.Manifest, v.Measured(rec), budget, req)
+	if sp.parent != nil {
+		switch {
+		case d.Verdict != contract.VerdictDeny:
+			if err := sp.parent.fits(m, v, sp.capability, d.WorstCase); err != nil {
+				d = contract.Denied(holon.ErrorCode(err), "%s", holon.ErrorMessage(err))
+			}
+		case d.Reason == holon.CodeNotAllowed:
+			// The sub-mandate allows exactly the declared calls: a target
+			// outside them is the orchestrator's omission, not the caller's
+			// refusal.
+			if _, err := sp.parent.manifest.Slot(v.Manifest, sp.capability, 0); err != nil {
+				d = contract.Denied(holon.CodeNotDeclared, "%s", holon.ErrorMessage(err))
+			}
+		}
+	}
+	return d
 }
 
 // Measured is what admission knows of a version: its facts, with the runs
@@ -636,10 +674,10 @@ func checkOutput(a *contract.Manifest, res *RunResult) {
 	if res.Outcome.Kind != contract.OutcomeOutput {
 		return
 	}
-	if err := CheckJSON(res.Output, "output"); err != nil {
+	if out, err := checkedValue(res.Output, "output"); err != nil {
 		res.Outcome.Kind = contract.OutcomeInvalidOutput
 		res.Message = fmt.Sprintf("the answer of %s is not strict JSON (RFC 7493): %v", a.Ref(), holon.ErrorMessage(err))
-	} else if err := a.OutputSchema().ValidateJSON(res.Output); err != nil {
+	} else if err := a.OutputSchema().ValidateDecoded(out); err != nil {
 		res.Outcome.Kind = contract.OutcomeInvalidOutput
 		res.Message = fmt.Sprintf("output does not match %s's interface.output: %v", a.Ref(), err)
 	}

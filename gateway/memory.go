@@ -198,18 +198,28 @@ func (l *ledger) unseenLocked(tx holon.Tx, mandate, window, account string, pend
 			u.windowReserved += l.pendReserved[windowName(mandate, window)]
 		}
 	}
-	n := tx.Counter("receipts")
-	var maybe []*resv
+	type written struct {
+		r    *resv
+		seen uint64
+	}
+	var maybe []written
 	l.wmu.Lock()
 	for r := range l.written {
-		if r.seen > n || (!r.mem && !pending) || (r.mandate != mandate && r.payer != account) {
+		if (!r.mem && !pending) || (r.mandate != mandate && r.payer != account) {
 			continue
 		}
-		maybe = append(maybe, r)
+		maybe = append(maybe, written{r, r.seen})
 	}
 	l.wmu.Unlock()
-	for _, r := range maybe {
-		if !receiptShown(tx, r.receipt) {
+	var n uint64
+	if len(maybe) > 0 {
+		// Read only when an entry needs it (not under wmu: the writer
+		// takes wmu for a few map operations only).
+		n = tx.Counter("receipts")
+	}
+	for _, w := range maybe {
+		r := w.r
+		if w.seen > n || !receiptShown(tx, r.receipt) {
 			continue
 		}
 		if r.mandate == mandate {
@@ -320,48 +330,64 @@ func (e *Engine) reserveInMemory(ctx context.Context, m *contract.Mandate, v *Ag
 			return nil, sp.claim.Running(other)
 		}
 	}
-	var stop error
-	var d contract.Decision
-	var avail journal.Amount
-	var bs contract.BudgetState
+	// What the read finds, in one variable its closure takes by reference
+	// (it takes nothing of sp, which would move all of it to the heap).
+	var got struct {
+		stop  error
+		d     contract.Decision
+		avail journal.Amount
+		bs    contract.BudgetState
+	}
+	claim := sp.claim
 	err = e.store.View(func(tx holon.Tx) error {
-		if stop = checkClaim(tx, sp.claim); stop != nil {
+		if got.stop = checkClaim(tx, claim); got.stop != nil {
 			return nil
 		}
 		var err error
-		if bs, err = budgetState(tx, m, r.Created); err != nil {
+		if got.bs, err = budgetState(tx, m, r.Created); err != nil {
 			return err
 		}
 		rec, err := tx.Record(a.Ref())
 		if err != nil {
 			return err
 		}
-		u := l.unseenLocked(tx, m.ID, bs.Window.Key, r.Payer, true)
-		bs.Reserved += u.reserved
-		bs.WindowReserved += u.windowReserved
-		d = contract.CheckCall(m, a, v.Measured(rec), bs, req)
+		u := l.unseenLocked(tx, m.ID, got.bs.Window.Key, r.Payer, true)
+		got.bs.Reserved += u.reserved
+		got.bs.WindowReserved += u.windowReserved
+		got.d = contract.CheckCall(m, a, v.Measured(rec), got.bs, req)
 		acct, err := tx.Account(r.Payer)
 		if err != nil {
 			return err
 		}
-		avail = acct.Available() - u.held
+		got.avail = acct.Available() - u.held
 		return nil
 	})
+	d := got.d
 	switch {
 	case err != nil:
 		return nil, err
-	case stop != nil:
-		return nil, stop
-	case d.Verdict != contract.VerdictAllow || avail < d.WorstCase:
+	case got.stop != nil:
+		return nil, got.stop
+	case d.Verdict != contract.VerdictAllow || got.avail < d.WorstCase:
 		return nil, &notInMemory{id: id}
 	}
-	w := d.WorstCase
-	r.WorstCase = &w
+	// The reservation's parts, allocated together.
+	n := &struct {
+		rs    reservation
+		mh    memHold
+		hold  holon.Hold
+		entry resv
+		w     journal.Amount
+	}{w: d.WorstCase}
+	w := n.w
+	r.WorstCase = &n.w
 	r.Status = holon.StatusRunning
-	h := &holon.Hold{Receipt: r.ID, Payer: r.Payer, Mandate: m.ID, Window: bs.Window.Key, Reserved: w, Amount: w, Started: r.Created}
-	entry := &resv{receipt: r.ID, payer: r.Payer, mandate: m.ID, window: h.Window, held: w, reserved: w, claim: sp.claim, mem: true}
-	l.enterLocked(entry)
-	return &reservation{receipt: r, mem: &memHold{hold: h, receipt: r, claim: sp.claim, entry: entry}}, nil
+	n.hold = holon.Hold{Receipt: r.ID, Payer: r.Payer, Mandate: m.ID, Window: got.bs.Window.Key, Reserved: w, Amount: w, Started: r.Created}
+	n.entry = resv{receipt: r.ID, payer: r.Payer, mandate: m.ID, window: n.hold.Window, held: w, reserved: w, claim: claim, mem: true}
+	l.enterLocked(&n.entry)
+	n.mh = memHold{hold: &n.hold, receipt: r, claim: claim, entry: &n.entry}
+	n.rs = reservation{receipt: r, mem: &n.mh}
+	return &n.rs, nil
 }
 
 // durableLedger is what a durable reservation's transaction sees of the

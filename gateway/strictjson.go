@@ -13,9 +13,24 @@ import (
 // *canonical.Error.
 func CheckJSON(b []byte, what string) error {
 	if err := canonical.Check(b); err != nil {
-		return &holon.Error{Code: holon.CodeInvalidRequest, Msg: what + ": " + err.Error(), Err: err}
+		return strictError(err, what)
 	}
 	return nil
+}
+
+// checkedValue checks b as CheckJSON does and returns its value in the form
+// a schema validates (canonical.Value, contract.Schema.ValidateDecoded),
+// so that checking and validating read b once.
+func checkedValue(b []byte, what string) (any, error) {
+	v, err := canonical.Value(b)
+	if err != nil {
+		return nil, strictError(err, what)
+	}
+	return v, nil
+}
+
+func strictError(err error, what string) error {
+	return &holon.Error{Code: holon.CodeInvalidRequest, Msg: what + ": " + err.Error(), Err: err}
 }
 
 // DecodeJSON decodes b into v strictly (canonical.Decode: strict JSON, field

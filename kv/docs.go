@@ -57,6 +57,26 @@ func (tx *Tx) Get(bucket, key string, v any) error {
 	return tx.getJSON(b, []byte(key), v)
 }
 
+// GetRaw reads a document of an app bucket as stored, undecoded
+// (holon.ErrNotFound when there is none); the slice is the store's, valid
+// during the transaction only. A reader that keeps what it decoded of a
+// record by the record's exact bytes reads it so (accounts' key checks).
+func (tx *Tx) GetRaw(bucket, key string) ([]byte, error) {
+	b, err := tx.appBucket(bucket)
+	if err != nil {
+		return nil, err
+	}
+	bk := tx.btx.Bucket(b)
+	if bk == nil {
+		return nil, holon.ErrNotFound // a later bucket, in a store opened read-only
+	}
+	v := bk.Get([]byte(key))
+	if v == nil {
+		return nil, holon.ErrNotFound
+	}
+	return v, nil
+}
+
 // Delete removes a document from an app bucket (not from an append-only one).
 func (tx *Tx) Delete(bucket, key string) error {
 	b, err := tx.appBucket(bucket)

@@ -19,7 +19,8 @@ import (
 // so stored values, backups and the PostgreSQL loader see no difference.
 
 // encodeValue appends v's JSON encoding to dst: by hand for the hot records,
-// by encoding/json for anything else.
+// by encoding/json for anything else (and a rollup row's key and value as
+// they are stored, rollups.go).
 func encodeValue(dst []byte, v any) ([]byte, error) {
 	switch v := v.(type) {
 	case *holon.Receipt:
@@ -36,6 +37,10 @@ func encodeValue(dst []byte, v any) ([]byte, error) {
 		return appendEvent(dst, v)
 	case *holon.JournalRow:
 		return appendJournalRow(dst, v)
+	case talliesValue: // not JSON: a rollup row's own encoding
+		return appendTallies(dst, holon.Tallies(v)), nil
+	case rollupRowKey:
+		return append(dst, v...), nil
 	}
 	b, err := json.Marshal(v)
 	return append(dst, b...), err

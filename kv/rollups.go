@@ -38,9 +38,8 @@ func createRollups(btx *bolt.Tx) error {
 	return nil
 }
 
-// rollupKey encodes a row's key.
-func rollupKey(k holon.RollupKey) []byte {
-	b := make([]byte, 0, 1+len(k.Owner)+2+4+len(k.Value))
+// appendRollupKey appends a row's key.
+func appendRollupKey(b []byte, k holon.RollupKey) []byte {
 	b = rollupPrefix(b, k.Kind, k.Owner, k.Dim)
 	b = binary.BigEndian.AppendUint32(b, uint32(k.Day))
 	return append(b, k.Value...)
@@ -55,16 +54,33 @@ func rollupPrefix(b []byte, kind byte, owner string, dim byte) []byte {
 // appendTallies encodes a row's value: per currency, in currency order,
 // its length and name, then calls, amount and refunded as varints.
 func appendTallies(b []byte, t holon.Tallies) []byte {
+	if len(t) == 1 { // most rows: one currency, nothing to sort
+		for c, x := range t {
+			b = appendTally(b, c, x)
+		}
+		return b
+	}
 	for _, c := range sortedKeys(t) {
-		x := t[c]
-		b = append(b, byte(len(c)))
-		b = append(b, c...)
-		b = binary.AppendVarint(b, x.Calls)
-		b = binary.AppendVarint(b, int64(x.Amount))
-		b = binary.AppendVarint(b, int64(x.Refunded))
+		b = appendTally(b, c, t[c])
 	}
 	return b
 }
+
+func appendTally(b []byte, c string, x holon.Tally) []byte {
+	b = append(b, byte(len(c)))
+	b = append(b, c...)
+	b = binary.AppendVarint(b, x.Calls)
+	b = binary.AppendVarint(b, int64(x.Amount))
+	return binary.AppendVarint(b, int64(x.Refunded))
+}
+
+// talliesValue is a row's value as the write transaction's encoder
+// (encodeValue) takes it: encoded by appendTallies into the transaction's
+// arena. rollupRowKey is a row's key for the same arena.
+type (
+	talliesValue holon.Tallies
+	rollupRowKey string
+)
 
 func sortedKeys(t holon.Tallies) []string {
 	ks := make([]string, 0, len(t))
@@ -106,12 +122,28 @@ func (tx *Tx) AddRollup(k holon.RollupKey, currency string, d holon.Tally) error
 	if len(currency) == 0 || len(currency) > 255 {
 		return fmt.Errorf("rollup: currency %q", currency)
 	}
-	key := string(rollupKey(k))
-	t, err := tx.rollup(key)
+	var kb [128]byte
+	key := string(appendRollupKey(kb[:0], k))
+	var t holon.Tallies
+	var err error
+	fresh := false
+	if tx.cache != nil {
+		if _, ok := tx.cache.rollups[key]; !ok {
+			// Not in the cache: the row read now is this update's own
+			// copy, changed in place; cachedPut adds it as the update's
+			// (its undo takes it out of the cache again).
+			t, err = tx.readRollup(key)
+			fresh = true
+		}
+	}
+	if !fresh {
+		if t, err = tx.rollup(key); err == nil {
+			t = maps.Clone(t) // the cache's: its undo may restore it
+		}
+	}
 	if err != nil {
 		return err
 	}
-	t = maps.Clone(t)
 	if err := t.Add(currency, d); err != nil {
 		return fmt.Errorf("rollup %c %s %c %s %s: %w", k.Kind, k.Owner, k.Dim, k.Day, k.Value, err)
 	}
@@ -125,21 +157,23 @@ func (tx *Tx) AddRollup(k holon.RollupKey, currency string, d holon.Tally) error
 // rollup reads a row (empty when it never moved); in a write transaction
 // the value may be the cache's: not to be changed.
 func (tx *Tx) rollup(key string) (holon.Tallies, error) {
-	read := func() (holon.Tallies, error) {
-		b := tx.btx.Bucket(bucketRollups)
-		if b == nil {
-			return holon.Tallies{}, nil
-		}
-		v := b.Get([]byte(key))
-		if v == nil {
-			return holon.Tallies{}, nil
-		}
-		return decodeTallies(v)
-	}
 	if tx.cache != nil {
-		return cachedGet(&tx.cache.rollups, key, read)
+		return cachedGet(&tx.cache.rollups, key, func() (holon.Tallies, error) { return tx.readRollup(key) })
 	}
-	return read()
+	return tx.readRollup(key)
+}
+
+// readRollup reads a row from the store, a new value of the caller's.
+func (tx *Tx) readRollup(key string) (holon.Tallies, error) {
+	b := tx.btx.Bucket(bucketRollups)
+	if b == nil {
+		return holon.Tallies{}, nil
+	}
+	v := b.Get([]byte(key))
+	if v == nil {
+		return holon.Tallies{}, nil
+	}
+	return decodeTallies(v)
 }
 
 // flushRollups writes the rows the cache changed (cache.go's flush).
@@ -147,7 +181,16 @@ func (tx *Tx) flushRollups(c *writeCache) error {
 	var errs []error
 	for k, e := range c.rollups {
 		if e.dirty {
-			errs = append(errs, tx.put(tx.btx.Bucket(bucketRollups), []byte(k), appendTallies(nil, e.v)))
+			// Key and value in the arena, which lasts as long as the
+			// transaction, as bbolt and the undo log keep them.
+			key, err := tx.encode(rollupRowKey(k))
+			if err == nil {
+				var v []byte
+				if v, err = tx.encode(talliesValue(e.v)); err == nil {
+					err = tx.put(tx.btx.Bucket(bucketRollups), key, v)
+				}
+			}
+			errs = append(errs, err)
 			tx.logFlushed(&e.dirty)
 			e.dirty = false
 		}

@@ -166,13 +166,13 @@ func KeysFull(tx holon.Tx, handle string, now time.Time) (bool, error) {
 // the message when it was never issued.
 func (r *Repo) KeyPrincipal(hash, kind, prefix string) (*auth.Principal, error) {
 	var rec *auth.Key
-	var acct *Account
+	var disabled bool
 	err := r.store.View(func(tx holon.Tx) error {
 		var err error
-		if rec, err = KeyByHash(tx, hash); err != nil {
+		if rec, err = r.keyByHash(tx, hash); err != nil {
 			return err
 		}
-		acct, err = Get(tx, rec.Account)
+		disabled, err = r.disabled(tx, rec.Account)
 		return err
 	})
 	switch {
@@ -184,7 +184,7 @@ func (r *Repo) KeyPrincipal(hash, kind, prefix string) (*auth.Principal, error) 
 		return nil, holon.Errorf(web.CodeInvalidKey, "unknown key %s…", rec.Prefix)
 	case rec.Revoked != nil:
 		return nil, holon.Errorf(web.CodeInvalidKey, "key %s… was revoked", rec.Prefix)
-	case acct.Disabled != nil:
+	case disabled:
 		return nil, holon.Errorf(web.CodeInvalidKey, "key %s… belongs to a disabled account", rec.Prefix)
 	case !rec.Live(r.now()):
 		return nil, holon.Errorf(web.CodeInvalidKey, "key %s… expired at %s: sign in again for a new one", rec.Prefix, rec.Expires.UTC().Format("2006-01-02T15:04:05Z"))

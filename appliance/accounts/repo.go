@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"holon.dev/holon"
+	"holon.dev/holon/appliance/auth"
 	"holon.dev/holon/gateway"
 	"holon.dev/holon/journal"
 )
@@ -28,6 +29,10 @@ type Repo struct {
 	// namespaces of the shipped agents.
 	starterAllow []string
 	fx           map[string]journal.Rate
+	// keyRecs and acctRecs are what the key check decoded of key and
+	// account records, by their stored bytes (byraw.go).
+	keyRecs  byRaw[auth.Key]
+	acctRecs byRaw[bool]
 }
 
 // Config is what a Repo is made with.

@@ -105,7 +105,10 @@ type Keys struct {
 type Claim struct {
 	keys       *Keys
 	scope, key string
-	hash       string
+	// full is Key(), built once: the ledger and the records ask for it
+	// several times a call.
+	full string
+	hash string
 	// receipt is the call's receipt once the key is recorded as running
 	// (set in the reservation's transaction, which nothing replays once
 	// the call runs).
@@ -157,7 +160,7 @@ func (d *Keys) Claim(scope, key string, body any) (*Claim, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Claim{keys: d, scope: scope, key: key, hash: hash}, nil
+	return &Claim{keys: d, scope: scope, key: key, full: scope + "/" + key, hash: hash}, nil
 }
 
 // Check lets a new key through, and a key whose lifetime has passed. A
@@ -183,7 +186,12 @@ func (c *Claim) Check(tx holon.Tx) error {
 }
 
 // Key is the key with its scope: a gateway.Claim.
-func (c *Claim) Key() string { return c.scope + "/" + c.key }
+func (c *Claim) Key() string {
+	if c.full != "" {
+		return c.full
+	}
+	return c.scope + "/" + c.key
+}
 
 // Running refuses the key while another call of it runs in memory, as
 // Check refuses a running record: 422 for another request, else 409.

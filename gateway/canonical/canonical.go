@@ -35,6 +35,9 @@ func JSON(b []byte) ([]byte, error) {
 
 // parse reads the one JSON value of the whole input.
 func (p *canonParser) parse() (canonNode, error) {
+	// The scalars' canonical text is about as long as the input: one
+	// allocation rather than a slice grown scalar by scalar.
+	p.scalars = make([]byte, 0, len(p.in))
 	p.skipSpace()
 	root, err := p.value(0)
 	if err != nil {
@@ -70,8 +73,11 @@ type canonParser struct {
 
 // canonNode is one JSON value.
 type canonNode struct {
-	kind    byte          // 's' for a scalar, '[' for an array, '{' for an object
-	lo, hi  int           // a scalar's canonical text, in canonParser.scalars
+	kind   byte // 's' for a scalar, '[' for an array, '{' for an object
+	lo, hi int  // a scalar's canonical text, in canonParser.scalars
+	// text is a string's decoded value, or a number's text as written
+	// (Value).
+	text    string
 	elems   []canonNode   // an array's elements
 	members []canonMember // an object's members, sorted by key
 }
@@ -149,18 +155,18 @@ func (p *canonParser) value(depth int) (canonNode, error) {
 	}
 	lo := len(p.scalars)
 	var err error
+	var text string
 	switch c := p.in[p.pos]; {
 	case c == '{':
 		return p.object(depth + 1)
 	case c == '[':
 		return p.array(depth + 1)
 	case c == '"':
-		var s string
-		if s, err = p.string(); err == nil {
-			p.scalars = appendCanonicalString(p.scalars, s)
+		if text, err = p.string(); err == nil {
+			p.scalars = appendCanonicalString(p.scalars, text)
 		}
 	case c == '-' || c >= '0' && c <= '9':
-		err = p.number()
+		text, err = p.number()
 	case c == 't':
 		err = p.literal("true")
 	case c == 'f':
@@ -170,7 +176,7 @@ func (p *canonParser) value(depth int) (canonNode, error) {
 	default:
 		err = p.errorf("unexpected %s, want a JSON value", p.describe())
 	}
-	return canonNode{kind: 's', lo: lo, hi: len(p.scalars)}, err
+	return canonNode{kind: 's', lo: lo, hi: len(p.scalars), text: text}, err
 }
 
 func (p *canonParser) literal(word string) error {
@@ -275,7 +281,7 @@ func (p *canonParser) object(depth int) (canonNode, error) {
 func (p *canonParser) string() (string, error) {
 	p.pos++ // '"'
 	var buf []byte
-	for {
+	for first := true; ; first = false {
 		// Copy the run of bytes that need no decoding in one go.
 		run := p.pos
 		for p.pos < len(p.in) {
@@ -284,6 +290,11 @@ func (p *canonParser) string() (string, error) {
 				break
 			}
 			p.pos++
+		}
+		if first && p.pos < len(p.in) && p.in[p.pos] == '"' {
+			// The whole string is one run: no buffer.
+			p.pos++
+			return string(p.in[run : p.pos-1]), nil
 		}
 		buf = append(buf, p.in[run:p.pos]...)
 		if p.pos >= len(p.in) {
@@ -387,8 +398,9 @@ func (p *canonParser) hex4(at int) (rune, bool) {
 }
 
 // number checks the JSON number grammar, reads the number as an IEEE-754
-// double and appends it as ECMAScript would print it.
-func (p *canonParser) number() error {
+// double and appends it as ECMAScript would print it. It returns the
+// number's text as written.
+func (p *canonParser) number() (string, error) {
 	start := p.pos
 	digits := func() int {
 		n := 0
@@ -405,12 +417,12 @@ func (p *canonParser) number() error {
 	case p.pos < len(p.in) && p.in[p.pos] == '0':
 		p.pos++
 	case digits() == 0:
-		return p.errorf("invalid number, want a digit")
+		return "", p.errorf("invalid number, want a digit")
 	}
 	if p.pos < len(p.in) && p.in[p.pos] == '.' {
 		p.pos++
 		if digits() == 0 {
-			return p.errorf("invalid number, want a digit after '.'")
+			return "", p.errorf("invalid number, want a digit after '.'")
 		}
 	}
 	if p.pos < len(p.in) && (p.in[p.pos] == 'e' || p.in[p.pos] == 'E') {
@@ -419,7 +431,7 @@ func (p *canonParser) number() error {
 			p.pos++
 		}
 		if digits() == 0 {
-			return p.errorf("invalid number, want a digit in the exponent")
+			return "", p.errorf("invalid number, want a digit in the exponent")
 		}
 	}
 	text := string(p.in[start:p.pos])
@@ -429,10 +441,10 @@ func (p *canonParser) number() error {
 		// double can fail here; one too small rounds to zero, as in
 		// ECMAScript.
 		p.pos = start
-		return p.errorf("number %s is out of the range of a double", text)
+		return "", p.errorf("number %s is out of the range of a double", text)
 	}
 	p.scalars = appendECMAScriptNumber(p.scalars, f)
-	return nil
+	return text, nil
 }
 
 // appendECMAScriptNumber appends f as ECMAScript's Number::toString does

@@ -35,6 +35,50 @@ func Check(b []byte) error {
 	return err
 }
 
+// Value checks b as Check does and returns its value as encoding/json
+// decodes it with UseNumber (the form JSON Schema validators take):
+// map[string]any, []any, string, json.Number (the number as written),
+// bool or nil. For any b that passes Check the value is the one
+// encoding/json gives; Value only saves decoding b a second time.
+func Value(b []byte) (any, error) {
+	p := canonParser{in: b}
+	root, err := p.parse()
+	if err != nil {
+		return nil, err
+	}
+	return p.valueOf(&root), nil
+}
+
+// valueOf is n as encoding/json decodes it with UseNumber.
+func (p *canonParser) valueOf(n *canonNode) any {
+	switch n.kind {
+	case '[':
+		a := make([]any, len(n.elems))
+		for i := range n.elems {
+			a[i] = p.valueOf(&n.elems[i])
+		}
+		return a
+	case '{':
+		m := make(map[string]any, len(n.members))
+		for i := range n.members {
+			m[n.members[i].key] = p.valueOf(&n.members[i].value)
+		}
+		return m
+	}
+	switch p.scalars[n.lo] {
+	case '"':
+		return n.text
+	case 't':
+		return true
+	case 'f':
+		return false
+	case 'n':
+		return nil
+	default:
+		return json.Number(n.text)
+	}
+}
+
 // Decode decodes b, which must pass Check, into v, strictly: a field of v's
 // structs matches only a key spelt exactly as its json name (encoding/json
 // alone would match any case), and an unknown field is refused. A problem

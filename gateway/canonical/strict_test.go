@@ -3,6 +3,8 @@ package canonical_test
 import (
 	"encoding/json"
 	"errors"
+	"reflect"
+	"strings"
 	"testing"
 
 	"holon.dev/holon/gateway/canonical"
@@ -88,5 +90,39 @@ func TestDecode_FieldNames(t *testing.T) {
 	var te *json.UnmarshalTypeError
 	if !errors.As(err, &te) {
 		t.Errorf("Decode of a number into a string = %T %v, want encoding/json's *UnmarshalTypeError", err, err)
+	}
+}
+
+// Ensure that Value gives, for strict JSON, exactly the value encoding/json
+// decodes with UseNumber (numbers as written, escapes and surrogate pairs
+// decoded, empty containers non-nil), and refuses what Check refuses with
+// the same error.
+func TestValue_AsEncodingJSON(t *testing.T) {
+	for _, in := range []string{
+		`{}`, `[]`, `null`, `true`, `false`, `0`, `-0`, `1.50`, `1E5`, `-2.5e-3`, `12345678901234567890`,
+		`""`, `"a\"b\\c\/d\b\f\n\r\t"`, `"\u00e9\u20ac\ud83d\ude00 é 😀"`, `"\u0000x"`,
+		` {"n":1,"s":"x","a":[1,"2",[],{}],"o":{"b":null,"t":true,"f":false},"e":{},"l":[]} `,
+		`[[[[{"deep":[1.0]}]]]]`,
+	} {
+		got, err := canonical.Value([]byte(in))
+		if err != nil {
+			t.Errorf("Value(%s): %v", in, err)
+			continue
+		}
+		dec := json.NewDecoder(strings.NewReader(in))
+		dec.UseNumber()
+		var want any
+		if err := dec.Decode(&want); err != nil {
+			t.Fatalf("encoding/json on %s: %v", in, err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("Value(%s) = %#v, want %#v", in, got, want)
+		}
+	}
+	for _, in := range []string{`{"a":1,"a":2}`, `[1,]`, `{"a":1e400}`, "\"\xff\"", `"\ud800"`, `1 2`} {
+		v, err := canonical.Value([]byte(in))
+		if cerr := canonical.Check([]byte(in)); err == nil || v != nil || err.Error() != cerr.Error() {
+			t.Errorf("Value(%s) = %v, %v; want nil and Check's error %v", in, v, err, cerr)
+		}
 	}
 }

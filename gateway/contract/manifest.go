@@ -35,7 +35,10 @@ type Manifest struct {
 	version semver.Version
 	input   *Schema
 	output  *Schema
-	calls   []callSlot
+	// ref is Ref() as validation found it, so that the calls' hot path
+	// does not build it again and again.
+	ref   string
+	calls []callSlot
 }
 
 // Source names the code a version runs.
@@ -186,7 +189,13 @@ func ParseManifest(b []byte) (*Manifest, error) {
 }
 
 // Ref is the exact reference of this version: ns/name@version.
-func (m *Manifest) Ref() string { return m.ID + "@" + m.Version }
+func (m *Manifest) Ref() string {
+	// The one validation built, unless ID or Version changed since.
+	if r, n := m.ref, len(m.ID); len(r) == n+1+len(m.Version) && r[:n] == m.ID && r[n] == '@' && r[n+1:] == m.Version {
+		return r
+	}
+	return m.ID + "@" + m.Version
+}
 
 // NS is the namespace (the author's handle) of the agent.
 func (m *Manifest) NS() string { ns, _, _ := strings.Cut(m.ID, "/"); return ns }
@@ -307,6 +316,7 @@ func (m *Manifest) validateIdentity(fe *fieldErrors) {
 	} else {
 		m.version = v
 	}
+	m.ref = m.ID + "@" + m.Version
 	switch {
 	case strings.TrimSpace(m.Summary) == "":
 		fe.add("summary", "required: one line that says what the agent does")

@@ -40,6 +40,16 @@ func TestParseManifest_Valid(t *testing.T) {
 	if got, want := m.Ref(), "holon-labs/invoice-pipeline@0.4.0"; got != want {
 		t.Errorf("Ref() = %q, want %q", got, want)
 	}
+	// Ref follows the fields, even when they change after parsing.
+	c := *m
+	c.ID, c.Version = "holon-labs/invoice-pipelin", "e@0.4.0"
+	if got, want := c.Ref(), "holon-labs/invoice-pipelin@e@0.4.0"; got != want {
+		t.Errorf("Ref() after a change = %q, want %q", got, want)
+	}
+	c.ID, c.Version = "holon-labs/other", "1.0.0"
+	if got, want := c.Ref(), "holon-labs/other@1.0.0"; got != want {
+		t.Errorf("Ref() after a change = %q, want %q", got, want)
+	}
 	if m.NS() != "holon-labs" || m.Name() != "invoice-pipeline" {
 		t.Errorf("NS(), Name() = %q, %q", m.NS(), m.Name())
 	}

@@ -254,6 +254,14 @@ func (s *Schema) Validate(v any) error {
 	if err != nil {
 		return err
 	}
+	return s.ValidateDecoded(v)
+}
+
+// ValidateDecoded checks a value already in the validator's form, as
+// encoding/json decodes JSON with UseNumber (canonical.Value's form):
+// Validate without its round trip through JSON, which gives such a value
+// back unchanged.
+func (s *Schema) ValidateDecoded(v any) error {
 	if err := s.s.Validate(v); err != nil {
 		var ve *jsonschema.ValidationError
 		if errors.As(err, &ve) {
@@ -270,7 +278,7 @@ func (s *Schema) ValidateJSON(b []byte) error {
 	if err != nil {
 		return fmt.Errorf("not JSON: %w", err)
 	}
-	return s.Validate(v)
+	return s.ValidateDecoded(v)
 }
 
 // normalizeJSON turns values decoded by YAML or by encoding/json into the

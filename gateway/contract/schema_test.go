@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"holon.dev/holon/gateway/canonical"
 	"holon.dev/holon/gateway/contract"
 )
 
@@ -241,4 +242,31 @@ func decodeJSON(tb testing.TB, s string) any {
 		tb.Fatal(err)
 	}
 	return v
+}
+
+// Ensure that ValidateDecoded, given the value canonical.Value reads from a
+// document, answers exactly as ValidateJSON does on the document: the same
+// verdict and the same message, numbers compared as written.
+func TestSchema_ValidateDecodedAsValidateJSON(t *testing.T) {
+	s, err := compileJSON(t, `{"type": "object", "required": ["n", "s"], "additionalProperties": false,
+		"properties": {"n": {"type": "integer", "maximum": 10, "multipleOf": 0.5}, "s": {"type": "string", "maxLength": 3, "pattern": "^[a-z]*$"},
+			"a": {"type": "array", "items": {"type": ["number", "null"]}, "uniqueItems": true}, "o": {"type": "object", "minProperties": 1}}}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, doc := range []string{
+		`{"n": 1, "s": "ab"}`, `{"n": 1.0, "s": ""}`, `{"n": 10.000000000000000001, "s": "a"}`, `{"n": 1e1, "s": "é"}`,
+		`{"n": 11, "s": "abcd"}`, `{"n": 2.25, "s": "A"}`, `{"s": "a"}`, `{"n": "1", "s": 1}`, `{"n": 1, "s": "a", "x": null}`,
+		`{"n": 1, "s": "a", "a": [1, 1.0, null]}`, `{"n": 1, "s": "a", "a": [1, "x", {}]}`, `{"n": 1, "s": "a", "o": {}}`,
+		`[]`, `null`, `"x"`, `12345678901234567890`,
+	} {
+		v, err := canonical.Value([]byte(doc))
+		if err != nil {
+			t.Fatalf("Value(%s): %v", doc, err)
+		}
+		got, want := s.ValidateDecoded(v), s.ValidateJSON([]byte(doc))
+		if (got == nil) != (want == nil) || got != nil && got.Error() != want.Error() {
+			t.Errorf("%s: ValidateDecoded %v, ValidateJSON %v", doc, got, want)
+		}
+	}
 }
