@@ -29,7 +29,7 @@ func (tx *Tx) ApprovalsOf(mandates []string, before string, keep func(*holon.App
 	if err != nil {
 		return holon.ApprovalPage{}, err
 	}
-	idx := tx.btx.Bucket(bucketApprovalsByMand)
+	idx := tx.bkt(bucketApprovalsByMand)
 	if idx == nil {
 		// A store from before the index, opened read-only: scan.
 		return tx.ApprovalsBefore(before, func(a *holon.Approval) bool { return slices.Contains(mandates, a.Mandate) && keep(a) }, limit, scan)
@@ -69,7 +69,7 @@ func (tx *Tx) ApprovalsBefore(before string, keep func(*holon.Approval) bool, li
 	if err != nil {
 		return holon.ApprovalPage{}, err
 	}
-	c := tx.btx.Bucket(bucketApprovals).Cursor()
+	c := tx.bkt(bucketApprovals).Cursor()
 	k, _ := c.Seek(u64(start))
 	if k == nil || binary.BigEndian.Uint64(k) > start {
 		k, _ = c.Prev()
@@ -108,7 +108,7 @@ func (tx *Tx) approvalPage(next func() uint64, keep func(*holon.Approval) bool, 
 	var page holon.ApprovalPage
 	var read int
 	var last uint64
-	b := tx.btx.Bucket(bucketApprovals)
+	b := tx.bkt(bucketApprovals)
 	for seq := next(); seq != 0; seq = next() {
 		if len(page.Approvals) == limit || read == scan {
 			// There is an older one: everything up to the last one read
@@ -165,7 +165,7 @@ func (h *indexHead) at(k []byte) {
 
 // indexApproval adds a new approval to the index.
 func (tx *Tx) indexApproval(a *holon.Approval, seq uint64) error {
-	return tx.put(tx.btx.Bucket(bucketApprovalsByMand), mandateIndexKey(a.Mandate, seq), nil)
+	return tx.put(tx.bkt(bucketApprovalsByMand), mandateIndexKey(a.Mandate, seq), nil)
 }
 
 // buildApprovalIndex writes approvals_by_mandate from the approvals, in
@@ -214,7 +214,7 @@ func buildApprovalIndex(btx *bolt.Tx) error {
 // under mandate, for holon verify.
 func (tx *Tx) ApprovalIndexed(mandate, id string) bool {
 	seq, ok := holon.ApprovalSeq(id)
-	idx := tx.btx.Bucket(bucketApprovalsByMand)
+	idx := tx.bkt(bucketApprovalsByMand)
 	return ok && idx != nil && idx.Get(mandateIndexKey(mandate, seq)) != nil
 }
 
@@ -222,7 +222,7 @@ func (tx *Tx) ApprovalIndexed(mandate, id string) bool {
 // the store has none yet (one from before the index, opened read-only: the
 // next Open writes it).
 func (tx *Tx) ApprovalIndexRows() int64 {
-	idx := tx.btx.Bucket(bucketApprovalsByMand)
+	idx := tx.bkt(bucketApprovalsByMand)
 	if idx == nil {
 		return -1
 	}

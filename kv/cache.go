@@ -100,7 +100,7 @@ func (tx *Tx) flush() error {
 	put := func(bucket []byte, key string, v any) {
 		b, err := tx.encode(v)
 		if err == nil {
-			err = tx.put(tx.btx.Bucket(bucket), []byte(key), b)
+			err = tx.put(tx.bkt(bucket), []byte(key), b)
 		}
 		errs = append(errs, err)
 	}
@@ -150,7 +150,7 @@ func (tx *Tx) flush() error {
 		if e.dirty {
 			v := make([]byte, 8)
 			binary.BigEndian.PutUint64(v, e.v)
-			errs = append(errs, tx.put(tx.btx.Bucket(bucketCounters), []byte(k), v))
+			errs = append(errs, tx.put(tx.bkt(bucketCounters), []byte(k), v))
 			tx.logFlushed(&e.dirty)
 			e.dirty = false
 		}

@@ -24,7 +24,7 @@ func (tx *Tx) PutApproval(a *holon.Approval) error {
 	if !ok {
 		return holon.ErrNotFound
 	}
-	isNew := tx.btx.Bucket(bucketApprovals).Get(u64(seq)) == nil
+	isNew := tx.bkt(bucketApprovals).Get(u64(seq)) == nil
 	if err := tx.putJSON(bucketApprovals, u64(seq), a); err != nil {
 		return err
 	}
@@ -51,7 +51,7 @@ func (tx *Tx) Approval(id string) (*holon.Approval, error) {
 // at most limit.
 func (tx *Tx) Approvals(keep func(*holon.Approval) bool, limit int) ([]*holon.Approval, error) {
 	var out []*holon.Approval
-	c := tx.btx.Bucket(bucketApprovals).Cursor()
+	c := tx.bkt(bucketApprovals).Cursor()
 	for k, v := c.Last(); k != nil && len(out) < limit; k, v = c.Prev() {
 		a := new(holon.Approval)
 		if err := json.Unmarshal(v, a); err != nil {
@@ -78,13 +78,13 @@ func (tx *Tx) Hold(receipt string) (*holon.Hold, error) {
 
 // DeleteHold forgets a settled call's hold.
 func (tx *Tx) DeleteHold(receipt string) error {
-	return tx.del(tx.btx.Bucket(bucketHolds), []byte(receipt))
+	return tx.del(tx.bkt(bucketHolds), []byte(receipt))
 }
 
 // Holds lists every call in flight (few: they only exist while calls run).
 func (tx *Tx) Holds() ([]*holon.Hold, error) {
 	var out []*holon.Hold
-	err := tx.btx.Bucket(bucketHolds).ForEach(func(k, v []byte) error {
+	err := tx.bkt(bucketHolds).ForEach(func(k, v []byte) error {
 		h := new(holon.Hold)
 		if err := decodeValue(v, h); err != nil {
 			return err
@@ -144,7 +144,7 @@ func (tx *Tx) readRecord(agent string) (holon.Record, error) {
 // newest), at most limit.
 func (tx *Tx) Events(before uint64, limit int) ([]*holon.Event, error) {
 	var out []*holon.Event
-	c := tx.btx.Bucket(bucketEvents).Cursor()
+	c := tx.bkt(bucketEvents).Cursor()
 	var k, v []byte
 	if before == 0 {
 		k, v = c.Last()

@@ -41,7 +41,7 @@ func (tx *Tx) Put(bucket, key string, v any) error {
 	if err != nil {
 		return err
 	}
-	if appendOnly[bucket] && tx.btx.Bucket(b).Get([]byte(key)) != nil {
+	if appendOnly[bucket] && tx.bkt(b).Get([]byte(key)) != nil {
 		return fmt.Errorf("%s is append-only: %s exists", bucket, key)
 	}
 	return tx.putJSON(b, []byte(key), v)
@@ -66,7 +66,7 @@ func (tx *Tx) GetRaw(bucket, key string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	bk := tx.btx.Bucket(b)
+	bk := tx.bkt(b)
 	if bk == nil {
 		return nil, holon.ErrNotFound // a later bucket, in a store opened read-only
 	}
@@ -86,7 +86,7 @@ func (tx *Tx) Delete(bucket, key string) error {
 	if appendOnly[bucket] {
 		return fmt.Errorf("%s is append-only", bucket)
 	}
-	return tx.del(tx.btx.Bucket(b), []byte(key))
+	return tx.del(tx.bkt(b), []byte(key))
 }
 
 // ForEach calls fn for every document whose key starts with prefix, in key
@@ -103,7 +103,7 @@ func (tx *Tx) ForEachAfter(bucket, prefix, after string, fn func(key string, raw
 	if err != nil {
 		return err
 	}
-	bk := tx.btx.Bucket(b)
+	bk := tx.bkt(b)
 	if bk == nil {
 		return nil // a later bucket, in a store opened read-only
 	}

@@ -56,16 +56,16 @@ func (tx *Tx) AddEarnings(ref, currency string, paidCalls int64, own, royalties 
 // markFrom records, the first time a counter is written, the row of seq
 // (the one just appended) from which it counts.
 func (tx *Tx) markFrom(key, seq []byte) error {
-	meta := tx.btx.Bucket(bucketMeta)
+	meta := tx.bkt(bucketMeta)
 	if meta.Get(key) != nil {
 		return nil
 	}
-	return tx.put(meta, key, []byte(strconv.FormatUint(tx.btx.Bucket(seq).Sequence(), 10)))
+	return tx.put(meta, key, []byte(strconv.FormatUint(tx.bkt(seq).Sequence(), 10)))
 }
 
 // countsFrom reads a markFrom row.
 func (tx *Tx) countsFrom(key []byte) (uint64, bool) {
-	v := tx.btx.Bucket(bucketMeta).Get(key)
+	v := tx.bkt(bucketMeta).Get(key)
 	if v == nil {
 		return 0, false
 	}
@@ -104,7 +104,7 @@ func (tx *Tx) ForEachEarnings(prefix string, fn func(ref string, e holon.Earning
 	if err := tx.flush(); err != nil {
 		return err
 	}
-	c := tx.btx.Bucket(bucketEarnings).Cursor()
+	c := tx.bkt(bucketEarnings).Cursor()
 	p := []byte(prefix)
 	for k, v := c.Seek(p); k != nil && bytes.HasPrefix(k, p); k, v = c.Next() {
 		e := holon.Earnings{}
@@ -169,7 +169,7 @@ func (tx *Tx) ForEachLatency(fn func(ref string, l holon.Latency) error) error {
 	if err := tx.flush(); err != nil {
 		return err
 	}
-	return tx.btx.Bucket(bucketLatency).ForEach(func(k, v []byte) error {
+	return tx.bkt(bucketLatency).ForEach(func(k, v []byte) error {
 		var l holon.Latency
 		if err := json.Unmarshal(v, &l); err != nil {
 			return fmt.Errorf("decode latency %s: %w", k, err)

@@ -18,7 +18,7 @@ func (tx *Tx) AppendEntry(e journal.Entry) (holon.JournalRow, error) {
 	if err := e.Validate(); err != nil {
 		return holon.JournalRow{}, err
 	}
-	keys := tx.btx.Bucket(bucketJournalKeys)
+	keys := tx.bkt(bucketJournalKeys)
 	if keys.Get([]byte(e.Key)) != nil {
 		return holon.JournalRow{}, fmt.Errorf("entry %s: %w", e.Key, holon.ErrDuplicateKey)
 	}
@@ -26,7 +26,7 @@ func (tx *Tx) AppendEntry(e journal.Entry) (holon.JournalRow, error) {
 	if err != nil {
 		return holon.JournalRow{}, err
 	}
-	meta := tx.btx.Bucket(bucketMeta)
+	meta := tx.bkt(bucketMeta)
 	prev := string(meta.Get(metaJournalHead))
 	row := holon.JournalRow{Seq: seq, Key: e.Key, Time: tx.now().UTC(), Lines: e.Lines, Prev: prev}
 	row.Hash = journal.RowHash(prev, seq, row.Key, row.Time, row.Lines)
@@ -116,12 +116,12 @@ func (tx *Tx) AddHeld(account string, delta journal.Amount) error {
 
 // HasEntry reports whether an entry with this idempotency key is journaled.
 func (tx *Tx) HasEntry(key string) bool {
-	return tx.btx.Bucket(bucketJournalKeys).Get([]byte(key)) != nil
+	return tx.bkt(bucketJournalKeys).Get([]byte(key)) != nil
 }
 
 // EntryByKey returns the journal row with this idempotency key.
 func (tx *Tx) EntryByKey(key string) (holon.JournalRow, error) {
-	seq := tx.btx.Bucket(bucketJournalKeys).Get([]byte(key))
+	seq := tx.bkt(bucketJournalKeys).Get([]byte(key))
 	if seq == nil {
 		return holon.JournalRow{}, holon.ErrNotFound
 	}
@@ -135,7 +135,7 @@ func (tx *Tx) ForEachAccount(fn func(name string, a holon.Account) error) error 
 	if err := tx.flush(); err != nil {
 		return err
 	}
-	return tx.btx.Bucket(bucketAccounts).ForEach(func(k, v []byte) error {
+	return tx.bkt(bucketAccounts).ForEach(func(k, v []byte) error {
 		var a holon.Account
 		if err := decodeValue(v, &a); err != nil {
 			return err
@@ -147,7 +147,7 @@ func (tx *Tx) ForEachAccount(fn func(name string, a holon.Account) error) error 
 // ForEachEntry calls fn for every journal row from seq after (exclusive),
 // oldest first, until fn returns false.
 func (tx *Tx) ForEachEntry(after uint64, fn func(holon.JournalRow) (bool, error)) error {
-	c := tx.btx.Bucket(bucketJournal).Cursor()
+	c := tx.bkt(bucketJournal).Cursor()
 	for k, v := c.Seek(u64(after + 1)); k != nil; k, v = c.Next() {
 		var row holon.JournalRow
 		if err := json.Unmarshal(v, &row); err != nil {
@@ -166,7 +166,7 @@ func (tx *Tx) ForEachEntry(after uint64, fn func(holon.JournalRow) (bool, error)
 // of its lines. It reads every row: an offline check, never done at start-up.
 func (tx *Tx) VerifyJournal() error {
 	return holon.VerifyJournal(tx, func(last string) error {
-		if head := tx.btx.Bucket(bucketMeta).Get(metaJournalHead); !bytes.Equal(head, []byte(last)) {
+		if head := tx.bkt(bucketMeta).Get(metaJournalHead); !bytes.Equal(head, []byte(last)) {
 			return fmt.Errorf("journal head %q does not match the last row %q", head, last)
 		}
 		return nil

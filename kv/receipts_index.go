@@ -80,7 +80,7 @@ func readableFormat(v []byte) bool {
 
 // indexReceipt adds a new receipt to the index's log.
 func (tx *Tx) indexReceipt(mandate string, seq uint64) error {
-	b := tx.btx.Bucket(bucketReceiptsLog)
+	b := tx.bkt(bucketReceiptsLog)
 	b.FillPercent = 1.0
 	v := tx.arenaBytes(len(mandate))
 	copy(v, mandate)
@@ -166,13 +166,13 @@ type receiptRun struct {
 // start.
 func (tx *Tx) newReceiptRun(mandate string, start uint64) *receiptRun {
 	r := &receiptRun{prefix: append([]byte(mandate), 0)}
-	r.idx = tx.btx.Bucket(bucketReceiptsByMand).Cursor()
+	r.idx = tx.bkt(bucketReceiptsByMand).Cursor()
 	k, _ := r.idx.Seek(mandateIndexKey(mandate, start))
 	if k == nil || !bytes.Equal(k, mandateIndexKey(mandate, start)) {
 		k, _ = r.idx.Prev()
 	}
 	r.idxHead(k)
-	if b := tx.btx.Bucket(bucketReceiptsLog); b != nil {
+	if b := tx.bkt(bucketReceiptsLog); b != nil {
 		r.log = b.Cursor()
 		k, v := r.log.Seek(u64(start))
 		if k == nil || binary.BigEndian.Uint64(k) > start {

@@ -104,7 +104,7 @@ func (tx *Tx) Receipts(mandate, before string, limit int) (holon.ReceiptPage, er
 		return true, nil
 	}
 	if mandate == "" {
-		c := tx.btx.Bucket(bucketReceipts).Cursor()
+		c := tx.bkt(bucketReceipts).Cursor()
 		k, _ := c.Seek(u64(start))
 		if k == nil || binary.BigEndian.Uint64(k) > start {
 			k, _ = c.Prev()
@@ -215,12 +215,12 @@ func (tx *Tx) Mandate(id string) (holon.Doc, error) {
 // exactly as stored (the bytes change whenever the record does), nil when
 // there is none. The slice is bbolt's, valid only during the transaction.
 func (tx *Tx) MandateRevision(id string) []byte {
-	return tx.btx.Bucket(bucketMandates).Get([]byte(id))
+	return tx.bkt(bucketMandates).Get([]byte(id))
 }
 
 // ForEachMandate calls fn for every stored mandate, in id order.
 func (tx *Tx) ForEachMandate(fn func(id string, d holon.Doc) error) error {
-	return tx.btx.Bucket(bucketMandates).ForEach(func(k, v []byte) error {
+	return tx.bkt(bucketMandates).ForEach(func(k, v []byte) error {
 		var d holon.Doc
 		if err := decodeValue(v, &d); err != nil {
 			return err
@@ -243,7 +243,7 @@ func (tx *Tx) Agent(ref string) (holon.Doc, error) {
 
 // ForEachAgent calls fn for every stored agent version.
 func (tx *Tx) ForEachAgent(fn func(ref string, d holon.Doc) error) error {
-	return tx.btx.Bucket(bucketAgents).ForEach(func(k, v []byte) error {
+	return tx.bkt(bucketAgents).ForEach(func(k, v []byte) error {
 		var d holon.Doc
 		if err := decodeValue(v, &d); err != nil {
 			return err

@@ -50,7 +50,16 @@ func (r *redoBuf) reset() {
 	r.names = nil
 }
 
-// name is the name of bucket b, a top-level bucket of btx. It asks btx
+// known records that b is the bucket called name.
+func (r *redoBuf) known(b *bolt.Bucket, name []byte) {
+	if r.names == nil {
+		r.names = make(map[*bolt.Bucket][]byte, 24)
+	}
+	r.names[b] = name
+}
+
+// name is the name of bucket b, a top-level bucket of btx: the one the
+// transaction asked for under it (Tx.bkt), or else one it finds. It asks btx
 // for the buckets by name, those a settlement writes first, and stops at
 // b: a writable transaction opens a bucket once and hands out that handle
 // again, so what it opens here the update opens anyway, or nearly.

@@ -151,7 +151,7 @@ func (tx *Tx) AddRollup(k holon.RollupKey, currency string, d holon.Tally) error
 		cachedPut(tx, &tx.cache.rollups, key, t)
 		return nil
 	}
-	return tx.put(tx.btx.Bucket(bucketRollups), []byte(key), appendTallies(nil, t))
+	return tx.put(tx.bkt(bucketRollups), []byte(key), appendTallies(nil, t))
 }
 
 // rollup reads a row (empty when it never moved); in a write transaction
@@ -165,7 +165,7 @@ func (tx *Tx) rollup(key string) (holon.Tallies, error) {
 
 // readRollup reads a row from the store, a new value of the caller's.
 func (tx *Tx) readRollup(key string) (holon.Tallies, error) {
-	b := tx.btx.Bucket(bucketRollups)
+	b := tx.bkt(bucketRollups)
 	if b == nil {
 		return holon.Tallies{}, nil
 	}
@@ -187,7 +187,7 @@ func (tx *Tx) flushRollups(c *writeCache) error {
 			if err == nil {
 				var v []byte
 				if v, err = tx.encode(talliesValue(e.v)); err == nil {
-					err = tx.put(tx.btx.Bucket(bucketRollups), key, v)
+					err = tx.put(tx.bkt(bucketRollups), key, v)
 				}
 			}
 			errs = append(errs, err)
@@ -204,7 +204,7 @@ func (tx *Tx) ForEachRollup(kind byte, owner string, dim byte, from, to holon.Da
 	if err := tx.flush(); err != nil {
 		return err
 	}
-	b := tx.btx.Bucket(bucketRollups)
+	b := tx.bkt(bucketRollups)
 	if b == nil || from > to {
 		return nil
 	}
@@ -229,13 +229,13 @@ func (tx *Tx) ForEachRollup(kind byte, owner string, dim byte, from, to holon.Da
 
 // RollupsKept reports whether the rollups count every receipt.
 func (tx *Tx) RollupsKept() bool {
-	b := tx.btx.Bucket(bucketRollups)
+	b := tx.bkt(bucketRollups)
 	return b != nil && b.Get(rollupsKept) != nil
 }
 
 // MarkRollupsKept records that they do.
 func (tx *Tx) MarkRollupsKept() error {
-	return tx.put(tx.btx.Bucket(bucketRollups), rollupsKept, []byte{1})
+	return tx.put(tx.bkt(bucketRollups), rollupsKept, []byte{1})
 }
 
 // ClearRollups deletes every row (and the mark), for a rebuild.
@@ -246,7 +246,7 @@ func (tx *Tx) ClearRollups() error {
 	if tx.cache != nil {
 		clear(tx.cache.rollups)
 	}
-	b := tx.btx.Bucket(bucketRollups)
+	b := tx.bkt(bucketRollups)
 	var keys [][]byte
 	if err := b.ForEach(func(k, _ []byte) error { keys = append(keys, bytes.Clone(k)); return nil }); err != nil {
 		return err
@@ -265,7 +265,7 @@ func (tx *Tx) ForEachRollupRow(fn func(k holon.RollupKey, t holon.Tallies) error
 	if err := tx.flush(); err != nil {
 		return err
 	}
-	b := tx.btx.Bucket(bucketRollups)
+	b := tx.bkt(bucketRollups)
 	if b == nil {
 		return nil
 	}

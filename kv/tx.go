@@ -136,7 +136,7 @@ func u64(n uint64) []byte {
 }
 
 func (tx *Tx) getJSON(bucket, key []byte, v any) error {
-	bk := tx.btx.Bucket(bucket)
+	bk := tx.bkt(bucket)
 	if bk == nil {
 		return holon.ErrNotFound // a later bucket, in a store opened read-only
 	}
@@ -168,8 +168,18 @@ func (tx *Tx) putJSON(bucket, key []byte, v any) error {
 // smaller. A receipt is rewritten once, a little larger, when its call
 // settles: its pages keep some room for that.
 func (tx *Tx) bucket(name []byte) *bolt.Bucket {
-	b := tx.btx.Bucket(name)
+	b := tx.bkt(name)
 	b.FillPercent = fillPercent(name)
+	return b
+}
+
+// bkt is btx.Bucket (nil when there is none); in the writer's
+// transactions it tells the log's record the bucket's name (redo.go).
+func (tx *Tx) bkt(name []byte) *bolt.Bucket {
+	b := tx.btx.Bucket(name)
+	if b != nil && tx.redo != nil {
+		tx.redo.known(b, name)
+	}
 	return b
 }
 
@@ -218,7 +228,7 @@ func (tx *Tx) Counter(name string) uint64 {
 }
 
 func (tx *Tx) readCounter(name string) uint64 {
-	v := tx.btx.Bucket(bucketCounters).Get([]byte(name))
+	v := tx.bkt(bucketCounters).Get([]byte(name))
 	if v == nil {
 		return 0
 	}
@@ -235,5 +245,5 @@ func (tx *Tx) AddCounter(name string, delta int64) (uint64, error) {
 		cachedPut(tx, &tx.cache.counters, name, uint64(n))
 		return uint64(n), nil
 	}
-	return uint64(n), tx.put(tx.btx.Bucket(bucketCounters), []byte(name), u64(uint64(n)))
+	return uint64(n), tx.put(tx.bkt(bucketCounters), []byte(name), u64(uint64(n)))
 }

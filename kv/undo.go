@@ -99,7 +99,7 @@ func (tx *Tx) del(b *bolt.Bucket, key []byte) error {
 // nextSeq returns the next sequence number of a bucket (1, 2, …), logged:
 // an update undone gives its numbers back, so ids stay dense.
 func (tx *Tx) nextSeq(bucket []byte) (uint64, error) {
-	b := tx.btx.Bucket(bucket)
+	b := tx.bkt(bucket)
 	if tx.logging {
 		tx.undo = append(tx.undo, undoStep{b: b, seq: b.Sequence(), isSeq: true})
 	}
