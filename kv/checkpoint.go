@@ -24,7 +24,8 @@ type ckptJob struct {
 
 // startLog begins logging on a file that holds every commit so far (it
 // syncs it when dirty, something having been committed since it was
-// opened): a checkpoint of the current transaction, in a log of its own.
+// opened, to be synced): a checkpoint of the current transaction, in a
+// log of its own.
 // It syncs the store's directory, which makes the file's name durable
 // too.
 func (s *Store) startLog(noSync, dirty bool) error {
@@ -48,7 +49,7 @@ func (s *Store) startLog(noSync, dirty bool) error {
 	if len(old) > 0 {
 		seg = old[len(old)-1] + 1
 	}
-	if dirty && !noSync {
+	if dirty {
 		if err := s.db.Sync(); err != nil {
 			return err
 		}

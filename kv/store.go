@@ -341,7 +341,9 @@ func Open(path string, opts Options) (*Store, error) {
 	noSync := opts.NoSync || s.faults.noSync()
 	if walMapBytes > 0 && roomToLog(dir) {
 		// startLog syncs the directory (the file's name with the log's).
-		err = s.startLog(noSync, dirty)
+		// What Open itself committed is synced even under the planted
+		// bug "nosync", which is about the writer's commits.
+		err = s.startLog(noSync, dirty && !opts.NoSync)
 	} else {
 		// No room to map the file ahead, or little space left (wal.go):
 		// bbolt's own syncs.
