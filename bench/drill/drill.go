@@ -147,11 +147,18 @@ func runOne(ctx context.Context, name string, run func(context.Context, *drill) 
 	fmt.Fprintf(o.Out, "drill %s (%s form, seed %d; --seed %d replays it)\n", name, form, o.Seed, o.Seed)
 	err := run(ctx, d)
 	d.report()
-	if err == nil && len(d.broken) > 0 {
-		err = fmt.Errorf("%w: %s", ErrBroken, strings.Join(d.broken, "; "))
+	if len(d.broken) > 0 {
+		// What broke is the finding, also when a later step could not
+		// go on because of it (a key lost with the rest of the store,
+		// say): it comes first, that step's error after it.
+		broken := fmt.Errorf("%w: %s", ErrBroken, strings.Join(d.broken, "; "))
 		if n := d.brokenN - int64(len(d.broken)); n > 0 {
-			err = fmt.Errorf("%w (and %d more)", err, n)
+			broken = fmt.Errorf("%w (and %d more)", broken, n)
 		}
+		if err != nil {
+			broken = fmt.Errorf("%w; then: %v", broken, err)
+		}
+		err = broken
 	}
 	if err != nil {
 		fmt.Fprintf(o.Out, "drill %s: FAILED after %.1fs (work directory kept: %s)\n\n", name, time.Since(d.started).Seconds(), dir)
