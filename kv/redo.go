@@ -4,8 +4,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"slices"
-	"sync"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -59,33 +57,16 @@ func (r *redoBuf) known(b *bolt.Bucket, name []byte) {
 }
 
 // name is the name of bucket b, a top-level bucket of btx: the one the
-// transaction asked for under it (Tx.bkt), or else one it finds. It asks btx
-// for the buckets by name, those a settlement writes first, and stops at
-// b: a writable transaction opens a bucket once and hands out that handle
-// again, so what it opens here the update opens anyway, or nearly.
+// transaction asked for under it (Tx.bkt). A bucket had some other way is
+// looked for among all of btx's, opening each.
 func (r *redoBuf) name(btx *bolt.Tx, b *bolt.Bucket) ([]byte, error) {
 	if n, ok := r.names[b]; ok {
 		return n, nil
 	}
-	if r.names == nil {
-		r.names = make(map[*bolt.Bucket][]byte, 24)
-	}
-	for _, n := range redoNames() {
-		bk := btx.Bucket(n)
-		if bk == nil {
-			continue
-		}
-		r.names[bk] = n
-		if bk == b {
-			return n, nil
-		}
-	}
-	// A bucket not named above: every top-level one.
 	var found []byte
 	err := btx.ForEach(func(name []byte, bk *bolt.Bucket) error {
 		if bk == b {
 			found = append([]byte(nil), name...)
-			r.names[bk] = found
 		}
 		return nil
 	})
@@ -95,27 +76,9 @@ func (r *redoBuf) name(btx *bolt.Tx, b *bolt.Bucket) ([]byte, error) {
 	if found == nil {
 		return nil, errors.New("redo log: a write to a bucket that is not a top-level bucket of its transaction")
 	}
+	r.known(b, found)
 	return found, nil
 }
-
-// redoNames lists the buckets name looks for, those a settlement writes
-// first, then every other.
-var redoNames = sync.OnceValue(func() [][]byte {
-	names := [][]byte{bucketJournal, bucketJournalKeys, bucketAccounts, bucketReceipts, bucketReceiptsLog,
-		bucketEvents, bucketHolds, bucketBudgets, bucketCounters, bucketRecords, bucketLatency,
-		bucketEarnings, bucketRollups, bucketBudgetWindows}
-	seen := map[string]bool{}
-	for _, n := range names {
-		seen[string(n)] = true
-	}
-	for _, n := range append(slices.Clone(allBuckets), bucketApprovalsByMand) {
-		if !seen[string(n)] {
-			seen[string(n)] = true
-			names = append(names, n)
-		}
-	}
-	return names
-})
 
 func (r *redoBuf) bytes(p []byte) {
 	r.b = binary.AppendUvarint(r.b, uint64(len(p)))

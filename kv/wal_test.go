@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"holon.dev/holon"
+	"holon.dev/holon/bench/drill/lossyfs"
 	"holon.dev/holon/bench/drill/lossyfs/lossyfstest"
 	"holon.dev/holon/kv"
 )
@@ -253,10 +254,7 @@ func TestWAL_LowSpaceCommitsWithoutLog(t *testing.T) {
 	defer kv.SetCheckpointBytesForTest(32 << 10)()
 	f := lossyfstest.Mount(t)
 	path := filepath.Join(f.Dir(), "holon.db")
-	s, err := kv.Open(path, kv.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := mustOpenAt(t, path)
 	walLoad(t, s, 0, 100)
 	if s.Stats().LogSyncs == 0 {
 		t.Fatal("the store does not log with room to")
@@ -273,14 +271,7 @@ func TestWAL_LowSpaceCommitsWithoutLog(t *testing.T) {
 	if s.Stats().LogSyncs != syncs {
 		t.Error("a commit was logged after the log stopped")
 	}
-	s.CrashForTest()
-	if err := f.Cut(nil); err != nil {
-		t.Fatal(err)
-	}
-	s, err = kv.Open(path, kv.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s = cutPower(t, f, s, path)
 	if _, err := os.Stat(s.LogDirForTest()); !os.IsNotExist(err) {
 		t.Errorf("a store opened with no room to log made a log: %v", err)
 	}
@@ -289,14 +280,7 @@ func TestWAL_LowSpaceCommitsWithoutLog(t *testing.T) {
 		t.Error("the commit after the log stopped was lost")
 	}
 	credit(t, s, "again", "1.00")
-	s.CrashForTest()
-	if err := f.Cut(nil); err != nil {
-		t.Fatal(err)
-	}
-	s, err = kv.Open(path, kv.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s = cutPower(t, f, s, path)
 	defer s.Close()
 	if err := s.CheckFileForTest(); err != nil {
 		t.Fatal(err)
@@ -304,4 +288,25 @@ func TestWAL_LowSpaceCommitsWithoutLog(t *testing.T) {
 	if balance(t, s, "again") != amt("1.00") {
 		t.Error("a commit of the store without its log was lost")
 	}
+}
+
+// cutPower stops s as a killed process would, cuts the power of f (every
+// unsynced write lost), and opens the store at path again.
+func cutPower(t *testing.T, f *lossyfs.FS, s *kv.Store, path string) *kv.Store {
+	t.Helper()
+	s.CrashForTest()
+	if err := f.Cut(nil); err != nil {
+		t.Fatal(err)
+	}
+	return mustOpenAt(t, path)
+}
+
+// mustOpenAt opens the store at path, which the test closes (or crashes).
+func mustOpenAt(t *testing.T, path string) *kv.Store {
+	t.Helper()
+	s, err := kv.Open(path, kv.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
