@@ -2,6 +2,7 @@ package kv_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -311,4 +312,31 @@ func mustOpenAt(t *testing.T, path string) *kv.Store {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// Ensure that a restore into the path of a store that lost power checks
+// that store as its log has it: one whose only commits are in its log is
+// not taken for an empty one and overwritten (its log would then be
+// replayed onto the copy at the next start).
+func TestWAL_RestoreSeesTheLog(t *testing.T) {
+	src := mustOpen(t, kv.Options{NoSync: true})
+	credit(t, src, "bob", "1.00")
+	e := export(t, src)
+
+	f := lossyfstest.Mount(t)
+	path := filepath.Join(f.Dir(), "holon.db")
+	s := mustOpenAt(t, path)
+	credit(t, s, "alice", "2.50")
+	s.CrashForTest()
+	if err := f.Cut(nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := kv.Restore(path, e.snap, feed(e.rows)); !errors.Is(err, kv.ErrNotEmpty) {
+		t.Fatalf("restore over a store whose commits are in its log: %v, want ErrNotEmpty", err)
+	}
+	s = mustOpenAt(t, path)
+	defer s.Close()
+	if got := balance(t, s, "alice"); got != amt("2.50") {
+		t.Errorf("alice has %v after the refused restore, want 2.50", got)
+	}
 }
