@@ -77,6 +77,9 @@ func (s *Store) startLog(noSync, dirty bool) error {
 		os.Remove(filepath.Join(dir, segmentName(n)))
 	}
 	s.redo = newRedoBuf()
+	if err := s.publishLatest(); err != nil {
+		return err
+	}
 	s.ckpts = make(chan ckptJob, 1)
 	s.ckptEnd = make(chan struct{})
 	go s.checkpointer()
@@ -202,6 +205,10 @@ func (s *Store) stopLog(clean bool) error {
 	if s.wal == nil {
 		return s.closeLog()
 	}
+	// Readers begin their own transactions again: bbolt, which syncs
+	// before its meta page from now on, may need to grow its map, which
+	// waits for every read transaction to end.
+	s.publish(nil)
 	if s.ckpts != nil {
 		close(s.ckpts)
 		<-s.ckptEnd
@@ -233,6 +240,7 @@ func (s *Store) stopLog(clean bool) error {
 
 // closeLog lets go of the log's pin and file handles.
 func (s *Store) closeLog() error {
+	s.publish(nil)
 	if s.pin != nil {
 		s.pin.Rollback()
 		s.pin = nil

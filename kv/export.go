@@ -80,14 +80,14 @@ type Row struct {
 // come from the store's own read transaction.
 func (s *Store) Export(begin func(Snapshot) error, row func(bucket string, key, value []byte) error) error {
 	if s.db.IsReadOnly() {
-		return exportDB(s.db, begin, row)
+		return exportDB(s.read, begin, row)
 	}
 	cp, done, err := s.copyFile()
 	if err != nil {
-		return exportDB(s.db, begin, row)
+		return exportDB(s.read, begin, row)
 	}
 	defer done()
-	return exportDB(cp, begin, row)
+	return exportDB(cp.View, begin, row)
 }
 
 // copyFile copies the store, as of one read transaction, into a temporary
@@ -102,7 +102,7 @@ func (s *Store) copyFile() (cp *bolt.DB, done func(), err error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	err = s.db.View(func(btx *bolt.Tx) error {
+	err = s.read(func(btx *bolt.Tx) error {
 		_, err := btx.WriteTo(f)
 		return err
 	})
@@ -123,9 +123,10 @@ func (s *Store) copyFile() (cp *bolt.DB, done func(), err error) {
 	return cp, func() { cp.Close() }, nil
 }
 
-// exportDB streams every row of db from one read transaction.
-func exportDB(db *bolt.DB, begin func(Snapshot) error, row func(bucket string, key, value []byte) error) error {
-	return db.View(func(btx *bolt.Tx) error {
+// exportDB streams every row of a store from one read transaction, begun
+// by view.
+func exportDB(view func(func(*bolt.Tx) error) error, begin func(Snapshot) error, row func(bucket string, key, value []byte) error) error {
+	return view(func(btx *bolt.Tx) error {
 		snap := Snapshot{}
 		if v := btx.Bucket(bucketMeta).Get([]byte("schema")); len(v) == 8 {
 			snap.Schema = binary.BigEndian.Uint64(v)

@@ -1,6 +1,10 @@
 package kv
 
-import bolt "go.etcd.io/bbolt"
+import (
+	"sync"
+
+	bolt "go.etcd.io/bbolt"
+)
 
 // FailCommitsForTest makes every later commit fail after its updates were
 // applied (and Apply's callers let go), as a write to a failing disk would.
@@ -59,4 +63,25 @@ func SetMinFreeForTest(n int64) (restore func()) {
 	old := walMinFree
 	walMinFree = n
 	return func() { walMinFree = old }
+}
+
+// HoldLogSyncForTest holds the log's next fdatasync until release is
+// called: started is closed once that sync is about to run (its batch
+// written to the log, and being committed by bbolt meanwhile).
+func (s *Store) HoldLogSyncForTest() (started <-chan struct{}, release func()) {
+	st, rel := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	s.wal.beforeSync = func() {
+		once.Do(func() {
+			close(st)
+			<-rel
+		})
+	}
+	return st, sync.OnceFunc(func() { close(rel) })
+}
+
+// RawViewForTest reads bbolt's latest commit, durable or not, where View
+// reads the last durable one.
+func (s *Store) RawViewForTest(fn func(*Tx) error) error {
+	return s.db.View(func(btx *bolt.Tx) error { return fn(&Tx{btx: btx, now: s.now}) })
 }

@@ -13,7 +13,16 @@ func (tx *Tx) PutJournalRowForTest(row holon.JournalRow) error { return tx.putJo
 
 // TamperForTest runs fn in a raw bbolt write transaction, bypassing every
 // rule of the store, as an attacker with the file would.
-func (s *Store) TamperForTest(fn func(*bolt.Tx) error) error { return s.db.Update(fn) }
+// What it writes is not logged; readers see it at once.
+func (s *Store) TamperForTest(fn func(*bolt.Tx) error) error {
+	if err := s.db.Update(fn); err != nil {
+		return err
+	}
+	if s.wal != nil {
+		return s.publishLatest()
+	}
+	return nil
+}
 
 // QueuedForTest is the number of updates submitted and not yet taken by the
 // writer, so a test can know that updates will share a batch.

@@ -148,6 +148,10 @@ type Store struct {
 	// stops the log.
 	ckptMu sync.Mutex
 
+	// snap is the readers' snapshot while the store logs (View).
+	snapMu sync.RWMutex
+	snap   *snapshot
+
 	statsMu sync.Mutex
 	stats   Stats
 	opened  time.Time
@@ -479,10 +483,78 @@ func (s *Store) submit(ctx context.Context, req *writeReq) error {
 	return nil
 }
 
-// View runs fn in a read-only transaction, which sees the last commit and
-// never waits for the writer.
+// View runs fn in a read-only transaction, which sees the last durable
+// commit and never waits for the writer.
 func (s *Store) View(fn func(*Tx) error) error {
-	return s.db.View(func(btx *bolt.Tx) error { return fn(&Tx{btx: btx, now: s.now}) })
+	return s.read(func(btx *bolt.Tx) error { return fn(&Tx{btx: btx, now: s.now}) })
+}
+
+// A snapshot is a read transaction on the last durable commit, which every
+// reader shares while the store logs: bbolt commits a batch while the
+// log's fdatasync of its record runs (runTx), so its own latest commit
+// may not be durable yet, and a read transaction of bbolt's always sees
+// that latest. The writer begins one after each commit it logged, once
+// the record is synced, and publishes it; the previous one ends when its
+// last reader is done. A read-only bbolt transaction has no state that
+// its reads change, so readers share it from any goroutine (as etcd's
+// concurrent reads share one). Without the log (wal.go), bbolt's own
+// syncs come before its meta page is written, and readers begin their own
+// transactions: an open snapshot would stop bbolt from growing its map.
+type snapshot struct {
+	tx *bolt.Tx
+	// refs counts the readers, and the store's own reference while the
+	// snapshot is the current one.
+	refs atomic.Int64
+}
+
+func (sn *snapshot) release() {
+	if sn.refs.Add(-1) == 0 {
+		_ = sn.tx.Rollback()
+	}
+}
+
+// read runs fn in the current snapshot, or in a read transaction of its
+// own when there is none (the store does not log).
+func (s *Store) read(fn func(*bolt.Tx) error) error {
+	s.snapMu.RLock()
+	sn := s.snap
+	if sn != nil {
+		sn.refs.Add(1)
+	}
+	s.snapMu.RUnlock()
+	if sn == nil {
+		return s.db.View(fn)
+	}
+	defer sn.release()
+	return fn(sn.tx)
+}
+
+// publishLatest makes bbolt's latest commit, durable by now, the one
+// readers see.
+func (s *Store) publishLatest() error {
+	btx, err := s.db.Begin(false)
+	if err != nil {
+		return fmt.Errorf("begin the readers' snapshot: %w", err)
+	}
+	s.publish(btx)
+	return nil
+}
+
+// publish makes btx the readers' snapshot (none, when nil: readers then
+// begin their own transactions).
+func (s *Store) publish(btx *bolt.Tx) {
+	var sn *snapshot
+	if btx != nil {
+		sn = &snapshot{tx: btx}
+		sn.refs.Store(1)
+	}
+	s.snapMu.Lock()
+	old := s.snap
+	s.snap = sn
+	s.snapMu.Unlock()
+	if old != nil {
+		old.release()
+	}
 }
 
 // Stats returns the write path's counters.
@@ -501,7 +573,7 @@ func (s *Store) Stats() Stats {
 // Size is the size of the database file in bytes.
 func (s *Store) Size() int64 {
 	var n int64
-	_ = s.db.View(func(btx *bolt.Tx) error { n = btx.Size(); return nil })
+	_ = s.read(func(btx *bolt.Tx) error { n = btx.Size(); return nil })
 	return n
 }
 
@@ -689,17 +761,26 @@ func (s *Store) runTx(reqs []*writeReq) (kept []*writeReq, stop int, stopErr, er
 		if s.wal == nil {
 			return nil
 		}
-		// Durable in the log before bbolt commits (without a sync) and
-		// any reader sees it: the log's write and sync are the commit's
-		// time.
+		// The record is written to the log, and its fdatasync runs
+		// while bbolt commits (without a sync): no reader sees the
+		// commit until both are done (publish). The log's write and
+		// sync are the commit's time.
 		logAt = time.Now()
 		size = btx.Size()
-		if err := s.wal.append(uint64(btx.ID()), tx.redo); err != nil {
+		if err := s.wal.write(uint64(btx.ID()), tx.redo); err != nil {
 			return err
 		}
 		appended = len(tx.redo.b)
+		s.wal.startSync()
 		return nil
 	})
+	if appended > 0 {
+		if serr := s.wal.waitSync(); serr != nil && err == nil {
+			// bbolt committed what the log may not hold: no reader
+			// sees it (it is never published), and the store breaks.
+			err = serr
+		}
+	}
 	if err != nil && appended > 0 {
 		// bbolt failed to commit what the log holds: the callers hear
 		// of a failure, so a restart must not replay it.
@@ -713,6 +794,10 @@ func (s *Store) runTx(reqs []*writeReq) (kept []*writeReq, stop int, stopErr, er
 		}
 		s.logKeys = logged
 		err = s.faults.afterCommit()
+		if err == nil && s.wal != nil {
+			// Durable: readers see it from now on.
+			err = s.publishLatest()
+		}
 		if err == nil && s.wal != nil {
 			// The batch is durable whatever this says: a failed
 			// checkpoint breaks the store for what comes after.

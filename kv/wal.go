@@ -138,15 +138,26 @@ type wal struct {
 	spare    *os.File
 	spareSeg uint64
 
-	// bytes and syncTime count what the log wrote and its syncs' time.
+	// bytes and syncTime count what the log wrote and its syncs' time
+	// (syncs and syncTime written by the syncer, read by the writer once
+	// waitSync returned).
 	bytes    int64
 	syncs    int64
 	syncTime time.Duration
+
+	// syncReq hands the syncer the file to sync, syncDone its outcome;
+	// syncing is whether a sync was started and not yet waited for.
+	syncReq  chan *os.File
+	syncDone chan error
+	syncing  bool
+	// beforeSync, set by tests only, runs on the syncer before each
+	// fdatasync.
+	beforeSync func()
 }
 
-// append makes a transaction's record durable: r holds its operations
-// after room for the header.
-func (w *wal) append(txid uint64, r *redoBuf) error {
+// write appends a transaction's record to the log, not yet durable (see
+// startSync): r holds its operations after room for the header.
+func (w *wal) write(txid uint64, r *redoBuf) error {
 	rec := r.b
 	binary.LittleEndian.PutUint32(rec[0:], uint32(len(rec)-recordHeader))
 	binary.LittleEndian.PutUint64(rec[8:], txid)
@@ -154,18 +165,52 @@ func (w *wal) append(txid uint64, r *redoBuf) error {
 	if _, err := w.f.WriteAt(rec, w.off); err != nil {
 		return fmt.Errorf("write the store's log: %w", err)
 	}
-	if !w.noSync {
-		start := time.Now()
-		if err := datasync(w.f); err != nil {
-			return fmt.Errorf("sync the store's log: %w", err)
-		}
-		w.syncTime += time.Since(start)
-		w.syncs++
-	}
 	w.off += int64(len(rec))
 	w.since += int64(len(rec))
 	w.bytes += int64(len(rec))
 	return nil
+}
+
+// startSync begins the fdatasync that makes what was written durable, on
+// the log's syncer goroutine, so that bbolt's commit runs meanwhile;
+// waitSync returns its outcome. Each startSync is followed by one
+// waitSync before the next write.
+func (w *wal) startSync() {
+	if w.noSync {
+		return
+	}
+	if w.syncReq == nil {
+		w.syncReq, w.syncDone = make(chan *os.File), make(chan error)
+		go w.syncer(w.syncReq, w.syncDone)
+	}
+	w.syncReq <- w.f
+	w.syncing = true
+}
+
+func (w *wal) waitSync() error {
+	if !w.syncing {
+		return nil
+	}
+	w.syncing = false
+	return <-w.syncDone
+}
+
+// syncer runs the log's fdatasyncs (startSync) until the log closes.
+func (w *wal) syncer(req <-chan *os.File, done chan<- error) {
+	for f := range req {
+		if w.beforeSync != nil {
+			w.beforeSync()
+		}
+		start := time.Now()
+		err := datasync(f)
+		if err != nil {
+			err = fmt.Errorf("sync the store's log: %w", err)
+		} else {
+			w.syncTime += time.Since(start)
+			w.syncs++
+		}
+		done <- err
+	}
 }
 
 // takeBack erases the last record, of a transaction bbolt then failed to
@@ -230,6 +275,11 @@ func (w *wal) rotate() error {
 }
 
 func (w *wal) close() {
+	if w.syncReq != nil {
+		w.waitSync()
+		close(w.syncReq)
+		w.syncReq = nil
+	}
 	if w.f != nil {
 		w.f.Close()
 	}

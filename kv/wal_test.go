@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"sync"
 	"testing"
+	"time"
 
 	"holon.dev/holon"
 	"holon.dev/holon/bench/drill/lossyfs"
@@ -338,5 +339,62 @@ func TestWAL_RestoreSeesTheLog(t *testing.T) {
 	defer s.Close()
 	if got := balance(t, s, "alice"); got != amt("2.50") {
 		t.Errorf("alice has %v after the refused restore, want 2.50", got)
+	}
+}
+
+// Ensure that bbolt commits a batch while its record's fdatasync runs, and
+// that no reader sees the batch before that sync returns: View and
+// Export read the last durable commit, never bbolt's latest; once the
+// update returns, they see it.
+func TestWAL_ReadersSeeOnlyDurable(t *testing.T) {
+	s := mustOpen(t, kv.Options{})
+	credit(t, s, "alice", "1.00")
+	started, release := s.HoldLogSyncForTest()
+	defer release()
+	done := make(chan error, 1)
+	go func() {
+		e := transfer(t, "gift", "external:demo-credit", "alice", "2.00")
+		done <- s.Update(context.Background(), func(tx *kv.Tx) error { _, err := tx.AppendEntry(e); return err })
+	}()
+	<-started
+	// bbolt commits while the sync is held: wait until its latest commit
+	// has the transfer.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var a holon.Account
+		if err := s.RawViewForTest(func(tx *kv.Tx) (err error) { a, err = tx.Account("alice"); return err }); err != nil {
+			t.Fatal(err)
+		}
+		if a.Balance == amt("3.00") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("bbolt did not commit the batch while its record's sync ran (alice has %s)", a.Balance)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if got := balance(t, s, "alice"); got != amt("1.00") {
+		t.Errorf("View sees alice's balance %s before the transfer's record is synced, want 1.00", got)
+	}
+	entries := 0
+	for _, r := range export(t, s).rows {
+		if r.Bucket == "journal" {
+			entries++
+		}
+	}
+	if entries != 1 {
+		t.Errorf("Export sees %d journal entries before the transfer's record is synced, want 1", entries)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("the update returned (%v) before its record's sync", err)
+	default:
+	}
+	release()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got := balance(t, s, "alice"); got != amt("3.00") {
+		t.Errorf("after the update returned, View sees alice's balance %s, want 3.00", got)
 	}
 }
