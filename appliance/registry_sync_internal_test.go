@@ -29,6 +29,11 @@ func TestRegistrySync_ReadsOnlyWhatMoved(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer app.Close()
+	// The shipped agents' evaluations, which start with the gateway,
+	// write their verdicts (and move the revision) first.
+	if err := app.WaitEvaluations(t.Context()); err != nil {
+		t.Fatal(err)
+	}
 	s := publishing.NewSync(app.store, app.engine.Registry(), app.log)
 	for range 3 {
 		if err := s.Pass(); err != nil {

@@ -66,18 +66,21 @@ func SetMinFreeForTest(n int64) (restore func()) {
 }
 
 // HoldLogSyncForTest holds the log's next fdatasync until release is
-// called: started is closed once that sync is about to run (its batch
-// written to the log, and being committed by bbolt meanwhile).
-func (s *Store) HoldLogSyncForTest() (started <-chan struct{}, release func()) {
-	st, rel := make(chan struct{}), make(chan struct{})
+// called, and fails it with release's error if not nil: started is closed
+// once that sync is about to run (its batch written to the log, and being
+// committed by bbolt meanwhile).
+func (s *Store) HoldLogSyncForTest() (started <-chan struct{}, release func(error)) {
+	st, rel := make(chan struct{}), make(chan error, 1)
 	var once sync.Once
-	s.wal.beforeSync = func() {
+	s.beforeSync = func() (err error) {
 		once.Do(func() {
 			close(st)
-			<-rel
+			err = <-rel
 		})
+		return err
 	}
-	return st, sync.OnceFunc(func() { close(rel) })
+	var released sync.Once
+	return st, func(err error) { released.Do(func() { rel <- err }) }
 }
 
 // RawViewForTest reads bbolt's latest commit, durable or not, where View
