@@ -183,10 +183,9 @@ func (w writerStats) String() string {
 		return head + fmt.Sprintf(" (writing %.0f KB of pages and syncing: %s); free list %d pages",
 			float64(d.PageBytes)/1024/float64(d.Commits), ms(d.WriteTime/time.Duration(d.Commits)), d.FreePages)
 	}
-	return head + fmt.Sprintf(" (writing %.0f KB of pages, synced by checkpoints: %s); its log record %.1f KB, synced beside the writer: %.2f fdatasyncs per commit, %s each; %d checkpoints; free list %d pages",
-		float64(d.PageBytes)/1024/float64(d.Commits), ms(d.WriteTime/time.Duration(d.Commits)),
-		float64(d.LogBytes)/1024/float64(d.Commits), float64(d.LogSyncs)/float64(d.Commits), ms(d.LogSyncTime/time.Duration(d.LogSyncs)),
-		d.Checkpoints, d.FreePages)
+	return head + fmt.Sprintf(" (its log record %.1f KB and its fdatasync: %s; writing %.0f KB of pages, synced by checkpoints: %s); %d checkpoints; free list %d pages",
+		float64(d.LogBytes)/1024/float64(d.Commits), ms(d.LogSyncTime/time.Duration(d.LogSyncs)),
+		float64(d.PageBytes)/1024/float64(d.Commits), ms(d.WriteTime/time.Duration(d.Commits)), d.Checkpoints, d.FreePages)
 }
 
 // why explains a miss of a throughput row from the writer's figures.

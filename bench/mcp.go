@@ -163,10 +163,10 @@ func (b *bench) mcp(ctx context.Context) ([]*Result, error) {
 	}
 	lat.Notes = append(lat.Notes, fmt.Sprintf("floor: two fdatasyncs in a row p50 %s, p99 %s (row 0); %s",
 		ms(b.floor.twoP50), ms(b.floor.twoP99), syncs))
-	lat.Notes = append(lat.Notes, fmt.Sprintf("each gateway call made %.1f store commits: the writer's work %s each on average (update and commit), and the log's fdatasync %s, which runs beside bbolt's commit; %s",
+	lat.Notes = append(lat.Notes, fmt.Sprintf("each gateway call made %.1f store commits of %s on average (update and commit: the log's fdatasync, %s, runs while bbolt commits); %s",
 		float64(lw.d.Commits)/float64(max(len(gl), 1)), ms(perCommit), ms(perSync), lw))
 	lat.judge(added50 <= targetAddedP50 && added99 <= targetAddedP99,
-		fmt.Sprintf("a call to a remote agent waits for two durable commits in a row (the reservation before the request is sent, the settlement before the answer; a dev call waits for the settlement's alone), each with %s, which at concurrency 1 nobody shares: %.1f × (the writer's %s, of which bbolt's commit overlaps the sync, and the sync's %s) of the added %s here", each, float64(lw.d.Commits)/float64(max(len(gl), 1)), ms(perCommit), ms(perSync), ms(added50)))
+		fmt.Sprintf("a call to a remote agent waits for two durable commits in a row (the reservation before the request is sent, the settlement before the answer; a dev call waits for the settlement's alone), each with %s, which at concurrency 1 nobody shares: %.1f × %s (the sync's %s of it overlapping bbolt's commit) of the added %s here", each, float64(lw.d.Commits)/float64(max(len(gl), 1)), ms(perCommit), ms(perSync), ms(added50)))
 	// Throughput at MCPClients, direct then through the gateway.
 	dcpu0, dt0 := cpuTime(), time.Now()
 	dr, err := runLoad(ctx, clients, warmUp(o)/2, o.Duration, direct)

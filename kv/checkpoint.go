@@ -80,7 +80,6 @@ func (s *Store) startLog(noSync, dirty bool) error {
 	if err := s.publishLatest(); err != nil {
 		return err
 	}
-	s.startSyncer(noSync)
 	s.ckpts = make(chan ckptJob, 1)
 	s.ckptEnd = make(chan struct{})
 	go s.checkpointer()
@@ -206,7 +205,6 @@ func (s *Store) stopLog(clean bool) error {
 	if s.wal == nil {
 		return s.closeLog()
 	}
-	s.endSyncer()
 	// Readers begin their own transactions again: bbolt, which syncs
 	// before its meta page from now on, may need to grow its map, which
 	// waits for every read transaction to end.
@@ -242,7 +240,6 @@ func (s *Store) stopLog(clean bool) error {
 
 // closeLog lets go of the log's pin and file handles.
 func (s *Store) closeLog() error {
-	s.endSyncer()
 	s.publish(nil)
 	if s.pin != nil {
 		s.pin.Rollback()

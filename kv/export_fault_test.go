@@ -66,21 +66,18 @@ func SetMinFreeForTest(n int64) (restore func()) {
 }
 
 // HoldLogSyncForTest holds the log's next fdatasync until release is
-// called, and fails it with release's error if not nil: started is closed
-// once that sync is about to run (its batch written to the log, and being
-// committed by bbolt meanwhile).
-func (s *Store) HoldLogSyncForTest() (started <-chan struct{}, release func(error)) {
-	st, rel := make(chan struct{}), make(chan error, 1)
+// called: started is closed once that sync is about to run (its batch
+// written to the log, and being committed by bbolt meanwhile).
+func (s *Store) HoldLogSyncForTest() (started <-chan struct{}, release func()) {
+	st, rel := make(chan struct{}), make(chan struct{})
 	var once sync.Once
-	s.beforeSync = func() (err error) {
+	s.wal.beforeSync = func() {
 		once.Do(func() {
 			close(st)
-			err = <-rel
+			<-rel
 		})
-		return err
 	}
-	var released sync.Once
-	return st, func(err error) { released.Do(func() { rel <- err }) }
+	return st, sync.OnceFunc(func() { close(rel) })
 }
 
 // RawViewForTest reads bbolt's latest commit, durable or not, where View

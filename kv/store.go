@@ -151,14 +151,6 @@ type Store struct {
 	// snap is the readers' snapshot while the store logs (View).
 	snapMu sync.RWMutex
 	snap   *snapshot
-	// The log's syncer (syncer.go): its queue, closed when it ends;
-	// syncFailed is its first failed sync. beforeSync, set by tests only,
-	// runs before each of its fdatasyncs.
-	syncQ      chan *loggedBatch
-	syncEnd    chan struct{}
-	syncNoSync bool
-	syncFailed error
-	beforeSync func() error
 
 	statsMu sync.Mutex
 	stats   Stats
@@ -184,9 +176,8 @@ type Stats struct {
 	// CommitTime, how busy the writer is.
 	Elapsed time.Duration
 	// UpdateTime is the writer's time running update functions (replays
-	// included); CommitTime its time committing them (page writes
-	// included, and bbolt's fsyncs when the store does not log; the log's
-	// fdatasyncs run beside the writer, LogSyncTime).
+	// included); CommitTime its time committing them (page writes and
+	// fsyncs included).
 	UpdateTime, CommitTime time.Duration
 	// WriteTime is the part of CommitTime spent writing pages and syncing
 	// the file (bbolt's own measure).
@@ -198,8 +189,7 @@ type Stats struct {
 	// every commit writes out when the store does not log (Open).
 	FreePages, FreelistBytes int
 	// LogBytes is what the write-ahead log wrote (wal.go), LogSyncs its
-	// fdatasyncs and LogSyncTime their time (on the log's syncer, while
-	// the writer goes on: syncer.go).
+	// fdatasyncs and LogSyncTime their time (part of CommitTime).
 	LogBytes    int64
 	LogSyncs    int64
 	LogSyncTime time.Duration
@@ -503,9 +493,9 @@ func (s *Store) View(fn func(*Tx) error) error {
 // reader shares while the store logs: bbolt commits a batch while the
 // log's fdatasync of its record runs (runTx), so its own latest commit
 // may not be durable yet, and a read transaction of bbolt's always sees
-// that latest. The writer begins one right after each commit it logged,
-// and the log's syncer publishes it once the record is synced
-// (syncer.go); the previous one ends when its last reader is done. A read-only bbolt transaction has no state that
+// that latest. The writer begins one after each commit it logged, once
+// the record is synced, and publishes it; the previous one ends when its
+// last reader is done. A read-only bbolt transaction has no state that
 // its reads change, so readers share it from any goroutine (as etcd's
 // concurrent reads share one). Without the log (wal.go), bbolt's own
 // syncs come before its meta page is written, and readers begin their own
@@ -672,11 +662,9 @@ func (s *Store) commit(batch []*writeReq) {
 			}
 			return
 		}
-		kept, stop, stopErr, err, handed := s.runTx(batch[:n])
+		kept, stop, stopErr, err := s.runTx(batch[:n])
 		if stop < 0 {
-			if !handed {
-				s.committed(kept, err)
-			}
+			s.committed(kept, err)
 			batch = batch[n:]
 			n = len(batch)
 			continue
@@ -700,12 +688,9 @@ func (s *Store) commit(batch []*writeReq) {
 // update panics or cannot be undone, it rolls the transaction back and
 // returns at once: stop is its index in reqs and stopErr its error, and
 // kept the updates before it that succeeded (stop is -1 otherwise). err is
-// the transaction's own failure (the disk's) when it did not stop. handed
-// says the batch was handed to the log's syncer (syncer.go), which
-// answers the kept updates; otherwise the caller does.
-func (s *Store) runTx(reqs []*writeReq) (kept []*writeReq, stop int, stopErr, err error, handed bool) {
+// the transaction's own failure (the disk's) when it did not stop.
+func (s *Store) runTx(reqs []*writeReq) (kept []*writeReq, stop int, stopErr, err error) {
 	stop = -1
-	var l *loggedBatch
 	kept = make([]*writeReq, 0, len(reqs))
 	logged := s.logKeys
 	start := time.Now()
@@ -776,23 +761,29 @@ func (s *Store) runTx(reqs []*writeReq) (kept []*writeReq, stop int, stopErr, er
 		if s.wal == nil {
 			return nil
 		}
-		// The record is written to the log and handed to the syncer,
-		// whose fdatasync runs while bbolt commits (without a sync);
-		// no reader sees the commit until both are done (syncer.go).
+		// The record is written to the log, and its fdatasync runs
+		// while bbolt commits (without a sync): no reader sees the
+		// commit until both are done (publish). The log's write and
+		// sync are the commit's time.
 		logAt = time.Now()
 		size = btx.Size()
 		if err := s.wal.write(uint64(btx.ID()), tx.redo); err != nil {
 			return err
 		}
 		appended = len(tx.redo.b)
-		l = &loggedBatch{f: s.wal.f, ready: make(chan struct{})}
-		s.syncQ <- l
+		s.wal.startSync()
 		return nil
 	})
+	if appended > 0 {
+		if serr := s.wal.waitSync(); serr != nil && err == nil {
+			// bbolt committed what the log may not hold: no reader
+			// sees it (it is never published), and the store breaks.
+			err = serr
+		}
+	}
 	if err != nil && appended > 0 {
 		// bbolt failed to commit what the log holds: the callers hear
-		// of a failure, so a restart must not replay it; and no later
-		// batch may commit on top of what Apply's callers went on with.
+		// of a failure, so a restart must not replay it.
 		if terr := s.wal.takeBack(appended); terr != nil {
 			err = fmt.Errorf("%w (and taking its record back from the log: %v)", err, terr)
 		}
@@ -803,31 +794,15 @@ func (s *Store) runTx(reqs []*writeReq) (kept []*writeReq, stop int, stopErr, er
 		}
 		s.logKeys = logged
 		err = s.faults.afterCommit()
-		if err == nil && l != nil {
-			// The readers' snapshot of this commit, published once its
-			// record is synced.
-			if l.snap, err = s.db.Begin(false); err != nil {
-				err = fmt.Errorf("begin the readers' snapshot: %w", err)
-			}
+		if err == nil && s.wal != nil {
+			// Durable: readers see it from now on.
+			err = s.publishLatest()
 		}
-	}
-	if l != nil {
-		// The syncer answers the batch, in order after the ones before.
-		if err != nil {
-			s.fail(err)
-		}
-		l.reqs, l.err = kept, err
-		close(l.ready)
-		handed = true
-		if err == nil {
-			// The batch will be durable whatever this says: a failed
+		if err == nil && s.wal != nil {
+			// The batch is durable whatever this says: a failed
 			// checkpoint breaks the store for what comes after.
 			if cerr := s.afterLogged(size); cerr != nil {
 				s.fail(cerr)
-			}
-			if s.wal != nil && s.wal.retired != nil {
-				s.syncQ <- &loggedBatch{retire: s.wal.retired}
-				s.wal.retired = nil
 			}
 		}
 	}
@@ -839,16 +814,16 @@ func (s *Store) runTx(reqs []*writeReq) (kept []*writeReq, stop int, stopErr, er
 	s.stats.UpdateTime += ran.Sub(start)
 	s.stats.CommitTime += end.Sub(ran)
 	if s.wal != nil {
-		s.stats.LogBytes = s.wal.bytes
+		s.stats.LogBytes, s.stats.LogSyncs, s.stats.LogSyncTime = s.wal.bytes, s.wal.syncs, s.wal.syncTime
 	}
 	s.statsMu.Unlock()
 	if stop >= 0 {
-		return kept, stop, stopErr, nil, false
+		return kept, stop, stopErr, nil
 	}
 	if err == errNothingKept {
 		err = nil
 	}
-	return kept, -1, nil, err, handed
+	return kept, -1, nil, err
 }
 
 // committed answers the updates of a transaction that committed (err nil)
@@ -859,7 +834,11 @@ func (s *Store) committed(reqs []*writeReq, err error) {
 	}
 	if err != nil {
 		// The transaction failed, not an update: the disk did.
-		s.fail(err)
+		broken := fmt.Errorf("%w: %w", holon.ErrBroken, err)
+		s.broken.Store(&broken)
+		if s.onFailure != nil {
+			s.onFailure(err)
+		}
 	} else {
 		// Counted before the callers hear: whoever reads Stats after an
 		// update returned sees its commit.

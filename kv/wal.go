@@ -138,11 +138,21 @@ type wal struct {
 	spare    *os.File
 	spareSeg uint64
 
-	// bytes counts what the log wrote.
-	bytes int64
-	// retired is the segment rotate moved the log from: the syncer
-	// closes it once what was written to it is synced (syncer.go).
-	retired *os.File
+	// bytes and syncTime count what the log wrote and its syncs' time
+	// (syncs and syncTime written by the syncer, read by the writer once
+	// waitSync returned).
+	bytes    int64
+	syncs    int64
+	syncTime time.Duration
+
+	// syncReq hands the syncer the file to sync, syncDone its outcome;
+	// syncing is whether a sync was started and not yet waited for.
+	syncReq  chan *os.File
+	syncDone chan error
+	syncing  bool
+	// beforeSync, set by tests only, runs on the syncer before each
+	// fdatasync.
+	beforeSync func()
 }
 
 // write appends a transaction's record to the log, not yet durable (see
@@ -159,6 +169,48 @@ func (w *wal) write(txid uint64, r *redoBuf) error {
 	w.since += int64(len(rec))
 	w.bytes += int64(len(rec))
 	return nil
+}
+
+// startSync begins the fdatasync that makes what was written durable, on
+// the log's syncer goroutine, so that bbolt's commit runs meanwhile;
+// waitSync returns its outcome. Each startSync is followed by one
+// waitSync before the next write.
+func (w *wal) startSync() {
+	if w.noSync {
+		return
+	}
+	if w.syncReq == nil {
+		w.syncReq, w.syncDone = make(chan *os.File), make(chan error)
+		go w.syncer(w.syncReq, w.syncDone)
+	}
+	w.syncReq <- w.f
+	w.syncing = true
+}
+
+func (w *wal) waitSync() error {
+	if !w.syncing {
+		return nil
+	}
+	w.syncing = false
+	return <-w.syncDone
+}
+
+// syncer runs the log's fdatasyncs (startSync) until the log closes.
+func (w *wal) syncer(req <-chan *os.File, done chan<- error) {
+	for f := range req {
+		if w.beforeSync != nil {
+			w.beforeSync()
+		}
+		start := time.Now()
+		err := datasync(f)
+		if err != nil {
+			err = fmt.Errorf("sync the store's log: %w", err)
+		} else {
+			w.syncTime += time.Since(start)
+			w.syncs++
+		}
+		done <- err
+	}
 }
 
 // takeBack erases the last record, of a transaction bbolt then failed to
@@ -215,7 +267,7 @@ func (w *wal) rotate() error {
 			return err
 		}
 	}
-	w.retired = w.f
+	w.f.Close()
 	w.prepared = prepared
 	w.f, w.seg, w.off = f, next, 0
 	w.since, w.last = 0, time.Now()
@@ -223,9 +275,10 @@ func (w *wal) rotate() error {
 }
 
 func (w *wal) close() {
-	if w.retired != nil {
-		w.retired.Close()
-		w.retired = nil
+	if w.syncReq != nil {
+		w.waitSync()
+		close(w.syncReq)
+		w.syncReq = nil
 	}
 	if w.f != nil {
 		w.f.Close()
