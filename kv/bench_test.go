@@ -261,3 +261,39 @@ func BenchmarkStore_SettleBatch(b *testing.B) {
 	b.ReportMetric(float64(after.PageBytes-before.PageBytes)/1024/float64(b.N), "page-KB/settlement")
 	b.ReportMetric(float64(after.UpdateTime+after.CommitTime-before.UpdateTime-before.CommitTime)/float64(b.N), "writer-ns/settlement")
 }
+
+// BenchmarkStore_View measures a small read (an account's standing) from
+// concurrent readers while the writer commits beside them, as a gateway's
+// admissions read: each View shares the last durable commit's snapshot
+// when the store logs (store.go), or begins a bbolt read transaction of
+// its own.
+func BenchmarkStore_View(b *testing.B) {
+	s := mustOpen(b, kv.Options{})
+	credit(b, s, "alice", "5.00")
+	stop := make(chan struct{})
+	wrote := make(chan struct{})
+	go func() {
+		defer close(wrote)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			credit(b, s, fmt.Sprintf("w%d", i), "0.01")
+		}
+	}()
+	b.SetParallelism(8)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if err := s.View(func(tx *kv.Tx) error { _, err := tx.Account("alice"); return err }); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.StopTimer()
+	close(stop)
+	<-wrote
+}
