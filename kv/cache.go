@@ -10,7 +10,8 @@ import (
 // writeCache keeps, for one write transaction (one batch of updates), the
 // small records that nearly every update of the batch reads and writes: the
 // platform's and the authors' accounts, the mandates' budgets, the agents'
-// records, latency histograms and earnings, and the counters. Each is read and decoded once, changed in
+// records, latency histograms and earnings, the counters and the journal's
+// head. Each is read and decoded once, changed in
 // memory, and encoded and put once, just before the commit, instead of
 // once per update. An update that fails is undone in the cache as in bbolt
 // (each change logs how to take it back, undo.go), and a transaction that
@@ -27,6 +28,9 @@ type writeCache struct {
 	earnings map[string]*cached[holon.Earnings]
 	counters map[string]*cached[uint64]
 	rollups  map[string]*cached[holon.Tallies] // rollups.go
+	// meta holds the journal's head (journal.go): every entry reads and
+	// moves it.
+	meta map[string]*cached[string]
 }
 
 type cached[T any] struct {
@@ -151,6 +155,13 @@ func (tx *Tx) flush() error {
 			v := make([]byte, 8)
 			binary.BigEndian.PutUint64(v, e.v)
 			errs = append(errs, tx.put(tx.bkt(bucketCounters), []byte(k), v))
+			tx.logFlushed(&e.dirty)
+			e.dirty = false
+		}
+	}
+	for k, e := range c.meta {
+		if e.dirty {
+			errs = append(errs, tx.put(tx.bkt(bucketMeta), []byte(k), []byte(e.v)))
 			tx.logFlushed(&e.dirty)
 			e.dirty = false
 		}

@@ -335,7 +335,10 @@ func (tx *Tx) ForEachCounter(fn func(name string, n uint64) error) error {
 }
 
 // JournalHead is the hash of the last journal row ("" for an empty journal).
-func (tx *Tx) JournalHead() string { return string(tx.btx.Bucket(bucketMeta).Get(metaJournalHead)) }
+func (tx *Tx) JournalHead() string {
+	head, _ := tx.journalHead()
+	return head
+}
 
 // JournalKeys is the number of idempotency keys recorded.
 func (tx *Tx) JournalKeys() int64 { return int64(tx.btx.Bucket(bucketJournalKeys).Stats().KeyN) }

@@ -1,7 +1,6 @@
 package kv
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -26,8 +25,10 @@ func (tx *Tx) AppendEntry(e journal.Entry) (holon.JournalRow, error) {
 	if err != nil {
 		return holon.JournalRow{}, err
 	}
-	meta := tx.bkt(bucketMeta)
-	prev := string(meta.Get(metaJournalHead))
+	prev, err := tx.journalHead()
+	if err != nil {
+		return holon.JournalRow{}, err
+	}
 	row := holon.JournalRow{Seq: seq, Key: e.Key, Time: tx.now().UTC(), Lines: e.Lines, Prev: prev}
 	row.Hash = journal.RowHash(prev, seq, row.Key, row.Time, row.Lines)
 	if err := tx.putJournalRow(row); err != nil {
@@ -36,7 +37,7 @@ func (tx *Tx) AppendEntry(e journal.Entry) (holon.JournalRow, error) {
 	if err := tx.putNew(keys, []byte(e.Key), u64(seq)); err != nil {
 		return holon.JournalRow{}, err
 	}
-	if err := tx.put(meta, metaJournalHead, []byte(row.Hash)); err != nil {
+	if err := tx.setJournalHead(row.Hash); err != nil {
 		return holon.JournalRow{}, err
 	}
 	for _, l := range e.Lines {
@@ -46,6 +47,26 @@ func (tx *Tx) AppendEntry(e journal.Entry) (holon.JournalRow, error) {
 	}
 	_, err = tx.AddCounter("journal_entries", 1)
 	return row, err
+}
+
+// journalHead is the hash of the last journal row ("" for an empty
+// journal), the write cache's in a write transaction.
+func (tx *Tx) journalHead() (string, error) {
+	read := func() (string, error) { return string(tx.bkt(bucketMeta).Get(metaJournalHead)), nil }
+	if tx.cache != nil {
+		return cachedGet(&tx.cache.meta, string(metaJournalHead), read)
+	}
+	return read()
+}
+
+// setJournalHead moves the journal's head (put once per transaction, by
+// the write cache's flush).
+func (tx *Tx) setJournalHead(hash string) error {
+	if tx.cache != nil {
+		cachedPut(tx, &tx.cache.meta, string(metaJournalHead), hash)
+		return nil
+	}
+	return tx.put(tx.bkt(bucketMeta), metaJournalHead, []byte(hash))
 }
 
 // putJournalRow is the only write to the journal bucket: it refuses to
@@ -166,7 +187,7 @@ func (tx *Tx) ForEachEntry(after uint64, fn func(holon.JournalRow) (bool, error)
 // of its lines. It reads every row: an offline check, never done at start-up.
 func (tx *Tx) VerifyJournal() error {
 	return holon.VerifyJournal(tx, func(last string) error {
-		if head := tx.bkt(bucketMeta).Get(metaJournalHead); !bytes.Equal(head, []byte(last)) {
+		if head := tx.JournalHead(); head != last {
 			return fmt.Errorf("journal head %q does not match the last row %q", head, last)
 		}
 		return nil
