@@ -31,9 +31,10 @@
 // commits, and its settlement, which the caller waits for, can only land in
 // that commit or a later one (one writer, one transaction at a time, the
 // log written in order), so the settlement's sync covers the reservation
-// too. A batch's record reaches the log and its fdatasync before bbolt
-// commits it (without a sync of its own), so a reader never sees a write
-// the disk does not hold; checkpoints make bbolt's file alone hold a
+// too. A batch's record is written to the log and fdatasynced while bbolt
+// commits it (without a sync of its own), and readers see the commit only
+// once that sync returned (snapshot), so a reader never sees a write the
+// disk does not hold; checkpoints make bbolt's file alone hold a
 // commit, and a start after a crash or a power cut replays the log onto
 // the last one. A commit that fails after Apply let its callers go on
 // makes the store refuse every later write (ErrBroken): no settlement can

@@ -23,9 +23,9 @@ import (
 // then its meta page), each over the scattered pages the commit touched.
 // The store does better with a log of its own: the writer appends what a
 // batch's transaction changed (redo.go) to the log and fdatasyncs that one
-// sequential write, then lets bbolt commit without a sync. The batch is
-// durable in the log before bbolt makes it visible to any reader, so every
-// read still sees only what is durable.
+// sequential write, while bbolt commits the batch without a sync. Readers
+// see a commit only once its record is synced (the store's snapshot,
+// store.go), so every read still sees only what is durable.
 //
 // A checkpoint makes bbolt's file alone hold a commit T: right after T, the
 // writer opens a read transaction on T (the pin) and switches the log to a
