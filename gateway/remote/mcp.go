@@ -86,18 +86,24 @@ func (r *MCPRunner) Run(ctx context.Context, inv *gateway.Invocation) gateway.Ru
 	}
 	token, _ := r.cfg.credential(m.ID)
 	key := newPoolKey(m.Runtime.Endpoint, inv.Shipped, token)
+	var cprobe *callProbe // the handshake's, when a session is opened
 	connect := func(ctx context.Context) (*mcpSession, error) {
-		return dialMCP(ctx, m.Runtime.Endpoint, r.http.client(inv.Shipped, token))
+		cprobe = &callProbe{}
+		return dialMCP(withProbe(ctx, cprobe), m.Runtime.Endpoint, r.http.client(inv.Shipped, token))
 	}
 	params := &toolParams{Name: m.Runtime.Tool, Arguments: inv.Input}
 	if len(meta) > 0 {
 		params.Meta = meta
 	}
 	for attempt := 0; ; attempt++ {
-		cprobe := &callProbe{}
-		s, err := r.pool.acquire(withProbe(ctx, cprobe), key, connect)
+		cprobe = nil
+		s, err := r.pool.acquire(ctx, key, connect)
 		if err != nil {
-			return r.connectFailed(ctx, m, err, cprobe.state())
+			var st probeState
+			if cprobe != nil {
+				st = cprobe.state()
+			}
+			return r.connectFailed(ctx, m, err, st)
 		}
 		probe := &callProbe{}
 		res, err := s.cs.callTool(withProbe(ctx, probe), params)

@@ -156,22 +156,16 @@ type guardedRoundTripper struct {
 
 func (t *guardedRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	p := probeFrom(req.Context())
-	if t.token != "" || p != nil {
-		req = req.Clone(req.Context())
+	if p != nil {
+		// A shallow copy: the caller's request is not to be changed.
+		req = req.WithContext(httptrace.WithClientTrace(req.Context(), &p.trace))
 	}
 	if t.token != "" {
+		if p == nil {
+			req = req.WithContext(req.Context())
+		}
+		req.Header = req.Header.Clone()
 		req.Header.Set("Authorization", "Bearer "+t.token)
-	}
-	if p != nil {
-		req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
-			GotConn: func(info httptrace.GotConnInfo) { p.gotConn(info.Reused) },
-			WroteRequest: func(info httptrace.WroteRequestInfo) {
-				if info.Err == nil {
-					p.wrote()
-				}
-			},
-			GotFirstResponseByte: p.gotFirstByte,
-		}))
 	}
 	resp, err := t.base.RoundTrip(req)
 	if err != nil {
@@ -221,6 +215,7 @@ func (b *limitedBody) Close() error { return b.rc.Close() }
 // reached the agent (after which a retry could run the agent twice), how it
 // answered, and whether an answer was over the limit.
 type callProbe struct {
+	trace     httptrace.ClientTrace // the hooks that record into the probe
 	mu        sync.Mutex
 	sent      bool
 	reused    bool // the last request went out on a kept-alive connection
@@ -233,6 +228,15 @@ type callProbe struct {
 type probeKey struct{}
 
 func withProbe(ctx context.Context, p *callProbe) context.Context {
+	p.trace = httptrace.ClientTrace{
+		GotConn: func(info httptrace.GotConnInfo) { p.gotConn(info.Reused) },
+		WroteRequest: func(info httptrace.WroteRequestInfo) {
+			if info.Err == nil {
+				p.wrote()
+			}
+		},
+		GotFirstResponseByte: p.gotFirstByte,
+	}
 	return context.WithValue(ctx, probeKey{}, p)
 }
 
