@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"holon.dev/holon/kv"
 )
 
 // BenchmarkMCP_Call measures rows [3] and [4]'s two paths in CPU and
@@ -17,7 +19,10 @@ import (
 // reserve, MCP call, settle), one client and 32. The store lives in
 // $HOLON_BENCH_DIR when set (/dev/shm makes its fdatasyncs free, leaving
 // the CPU path), else in a temporary directory. It reports the process's
-// CPU time per call beside the allocations.
+// CPU time per call beside the allocations, and through the gateway the
+// store writer's time per call: at one client, the gateway's time per
+// call less the direct path's and the store's is the rest of the gateway's
+// own (the HTTP hop, the engine, the runner).
 func BenchmarkMCP_Call(b *testing.B) {
 	for _, clients := range []int{1, 32} {
 		b.Run(fmt.Sprintf("direct/clients=%d", clients), func(b *testing.B) { benchmarkMCP(b, clients, false) })
@@ -34,13 +39,14 @@ func benchmarkMCP(b *testing.B, clients int, viaGateway bool) {
 	defer agent.Close()
 	hc := httpClient(clients)
 	var call func(c int) error
+	var g *benchGateway
 	if viaGateway {
 		dir, err := os.MkdirTemp(os.Getenv("HOLON_BENCH_DIR"), "mcp-bench-")
 		if err != nil {
 			b.Fatal(err)
 		}
 		defer os.RemoveAll(dir)
-		g, err := openGateway(ctx, gatewayConfig{dir: dir, mcpEndpoint: agent.url})
+		g, err = openGateway(ctx, gatewayConfig{dir: dir, mcpEndpoint: agent.url})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -76,6 +82,10 @@ func benchmarkMCP(b *testing.B, clients int, viaGateway bool) {
 	}
 	b.ReportAllocs()
 	var next atomic.Int64
+	var st0 kv.Stats
+	if g != nil {
+		st0 = g.Store().Stats()
+	}
 	cpu0 := cpuTime()
 	b.ResetTimer()
 	if clients == 1 {
@@ -98,4 +108,11 @@ func benchmarkMCP(b *testing.B, clients int, viaGateway bool) {
 	}
 	b.StopTimer()
 	b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(b.N), "cpu-µs/call")
+	if g != nil {
+		// The store's writer's time per call (its updates and commits),
+		// which a caller at one client waits for: the rest of the
+		// difference with the direct path is the gateway's own.
+		st := g.Store().Stats()
+		b.ReportMetric(float64((st.UpdateTime+st.CommitTime-st0.UpdateTime-st0.CommitTime).Microseconds())/float64(b.N), "store-µs/call")
+	}
 }
