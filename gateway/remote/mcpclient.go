@@ -23,9 +23,10 @@ import (
 // reads each answer on the calling goroutine, to its end, so that the
 // connection goes back to the pool before the call returns; it decodes one
 // message once, and keeps structuredContent as the tool wrote it. The Go
-// SDK's client did the same work in about four times the CPU, through
-// goroutines per message and a 32 KB decoding buffer per decode (four per
-// call).
+// SDK's client, used before, handed each message between goroutines and
+// decoded four times per call with a fresh 32 KB buffer each: in holon
+// bench's MCP row at 32 clients it took 11 % of the process's CPU, this
+// client 6 %.
 
 // mcpVersions are the protocol versions an agent may answer initialize
 // with, newest first: the ones the Go SDK's client accepts from
@@ -89,8 +90,8 @@ type toolResult struct {
 		Units json.RawMessage `json:"holon/units"`
 		Quote json.RawMessage `json:"holon/quote"`
 	} `json:"_meta"`
-	// InputRequests is the 2026-07-28 way of asking for more input; a
-	// server that bridges it to an older session may still send it.
+	// InputRequests is how a tool asks for more input in 2026-07-28,
+	// which the profile does not provide.
 	InputRequests map[string]json.RawMessage `json:"inputRequests"`
 }
 
