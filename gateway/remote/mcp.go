@@ -1,6 +1,8 @@
 package remote
 
 import (
+	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,10 +10,8 @@ import (
 	"net/http"
 	"reflect"
 	"strings"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"holon.dev/holon"
 	"holon.dev/holon/gateway"
 	"holon.dev/holon/gateway/contract"
@@ -31,10 +31,9 @@ import (
 // Sessions are stateful (the hard timeout then cancels the agent's
 // handler) and pooled per endpoint.
 type MCPRunner struct {
-	cfg    Config
-	http   *remoteHTTP
-	client *mcp.Client
-	pool   *sessionPool
+	cfg  Config
+	http *remoteHTTP
+	pool *sessionPool
 }
 
 // MCPProtocolVersion is the MCP version the runner asks for: the newest
@@ -47,10 +46,9 @@ const MCPProtocolVersion = "2025-11-25"
 func NewMCPRunner(cfg Config) *MCPRunner {
 	cfg = cfg.withDefaults()
 	return &MCPRunner{
-		cfg:    cfg,
-		http:   newRemoteHTTP(cfg),
-		client: mcp.NewClient(&mcp.Implementation{Name: "holon-gateway", Version: "v0"}, nil),
-		pool:   newSessionPool(cfg.MaxSessions, cfg.IdleTimeout, cfg.Now),
+		cfg:  cfg,
+		http: newRemoteHTTP(cfg),
+		pool: newSessionPool(cfg.MaxSessions, cfg.IdleTimeout, cfg.Now),
 	}
 }
 
@@ -76,7 +74,7 @@ func (r *MCPRunner) OpenSessions(endpoint string, exempt bool, token string) int
 // again.
 func (r *MCPRunner) Run(ctx context.Context, inv *gateway.Invocation) gateway.RunResult {
 	m := inv.Manifest
-	meta := mcp.Meta{}
+	meta := map[string]any{}
 	if inv.MaxCost != nil && m.Currency() != "" {
 		meta["holon/max_cost"] = map[string]string{"amount": inv.MaxCost.String(), "currency": m.Currency()}
 	}
@@ -88,36 +86,34 @@ func (r *MCPRunner) Run(ctx context.Context, inv *gateway.Invocation) gateway.Ru
 	}
 	token, _ := r.cfg.credential(m.ID)
 	key := newPoolKey(m.Runtime.Endpoint, inv.Shipped, token)
-	connect := func(ctx context.Context) (*mcp.ClientSession, error) {
-		t := &mcp.StreamableClientTransport{
-			Endpoint:             m.Runtime.Endpoint,
-			HTTPClient:           r.http.client(inv.Shipped, token),
-			MaxRetries:           -1,
-			DisableStandaloneSSE: true,
-			MaxEventSize:         int(r.cfg.MaxResponseBytes),
-		}
-		return r.client.Connect(ctx, t, &mcp.ClientSessionOptions{ProtocolVersion: MCPProtocolVersion})
+	var cprobe *callProbe // the handshake's, when a session is opened
+	connect := func(ctx context.Context) (*mcpSession, error) {
+		cprobe = &callProbe{}
+		return dialMCP(withProbe(ctx, cprobe), m.Runtime.Endpoint, r.http.client(inv.Shipped, token))
 	}
-	params := &mcp.CallToolParams{Name: m.Runtime.Tool, Arguments: inv.Input}
+	params := &toolParams{Name: m.Runtime.Tool, Arguments: inv.Input}
 	if len(meta) > 0 {
 		params.Meta = meta
 	}
 	for attempt := 0; ; attempt++ {
-		cprobe := &callProbe{}
-		s, err := r.pool.acquire(withProbe(ctx, cprobe), key, connect)
+		cprobe = nil
+		s, err := r.pool.acquire(ctx, key, connect)
 		if err != nil {
-			return r.connectFailed(ctx, m, err, cprobe.state())
+			var st probeState
+			if cprobe != nil {
+				st = cprobe.state()
+			}
+			return r.connectFailed(ctx, m, err, st)
 		}
 		probe := &callProbe{}
-		res, err := s.cs.CallTool(withProbe(ctx, probe), params)
+		res, err := s.cs.callTool(withProbe(ctx, probe), params)
 		st := probe.state()
 		switch {
 		case err == nil:
-			probe.settle(250 * time.Millisecond)
 			r.pool.release(s)
 			return mcpResult(res)
 		case ctx.Err() != nil:
-			// The SDK told the server the request is cancelled; the session
+			// The server was told the request is cancelled; the session
 			// itself is still good.
 			r.pool.release(s)
 			return gateway.RunResult{Outcome: contract.Outcome{Kind: contract.OutcomeTimeout}}
@@ -199,11 +195,22 @@ func (r *MCPRunner) callFailed(m *contract.Manifest, err error, st probeState) g
 }
 
 // mcpResult reads a tools/call result as the profile defines it.
-func mcpResult(res *mcp.CallToolResult) gateway.RunResult {
-	out := gateway.RunResult{Outcome: contract.Outcome{Units: res.Meta["holon/units"], Quote: res.Meta["holon/quote"]}}
-	text, hasText := firstText(res.Content)
+func mcpResult(res *toolResult) gateway.RunResult {
+	units, uerr := metaValue(res.Meta.Units)
+	quote, qerr := metaValue(res.Meta.Quote)
+	out := gateway.RunResult{Outcome: contract.Outcome{Units: units, Quote: quote}}
+	if err := cmp.Or(uerr, qerr); err != nil {
+		// A number beyond a double: the answer is not I-JSON, refused whole.
+		out.Outcome.Kind, out.Message = contract.OutcomeCrash, "the result's _meta is not I-JSON: "+err.Error()
+		return out
+	}
+	text, hasText := firstText(res)
+	structured := res.StructuredContent
+	if string(structured) == "null" {
+		structured = nil
+	}
 	if res.IsError {
-		code, msg := structuredError(res.StructuredContent)
+		code, msg := structuredError(structured)
 		if msg == "" {
 			msg = text
 		}
@@ -218,23 +225,28 @@ func mcpResult(res *mcp.CallToolResult) gateway.RunResult {
 		out.Outcome.Kind, out.Outcome.Code = contract.OutcomeError, code
 		return out
 	}
-	if res.NeedsInput() {
+	if len(res.InputRequests) > 0 {
 		out.Outcome.Kind, out.Message = contract.OutcomeCrash, "the tool asked for more input, which the agent profile does not provide"
 		return out
 	}
 	switch {
-	case res.StructuredContent != nil:
-		b, err := json.Marshal(res.StructuredContent)
-		if err != nil {
-			out.Outcome.Kind, out.Message = contract.OutcomeCrash, "structuredContent is not JSON: "+err.Error()
-			return out
-		}
-		out.Output = b
-		// The client decodes structuredContent into Go values, numbers into
-		// float64s. A tool that also returns it serialized in a text block,
-		// as MCP advises, has its output passed on exactly as it wrote it.
-		if t := []byte(strings.TrimSpace(text)); hasText && sameJSON(t, b) {
+	case structured != nil:
+		// structuredContent is passed on as the tool wrote it (its
+		// digits kept), or as its text block writes it when the tool also
+		// returns it serialized there, as MCP advises.
+		t := []byte(strings.TrimSpace(text))
+		switch {
+		case hasText && bytes.Equal(t, structured):
 			out.Output = t
+		case hasText && sameJSON(t, structured):
+			out.Output = t
+		default:
+			var b bytes.Buffer
+			if err := json.Compact(&b, structured); err != nil {
+				out.Outcome.Kind, out.Message = contract.OutcomeCrash, "structuredContent is not JSON: "+err.Error()
+				return out
+			}
+			out.Output = b.Bytes()
 		}
 	case hasText:
 		t := strings.TrimSpace(text)
@@ -251,17 +263,32 @@ func mcpResult(res *mcp.CallToolResult) gateway.RunResult {
 	return out
 }
 
-func firstText(cs []mcp.Content) (string, bool) {
-	for _, c := range cs {
-		if t, ok := c.(*mcp.TextContent); ok {
-			return t.Text, true
+// metaValue decodes a value of the result's _meta (numbers as float64s),
+// nil when absent.
+func metaValue(raw json.RawMessage) (any, error) {
+	var v any
+	if len(raw) == 0 {
+		return nil, nil
+	}
+	err := json.Unmarshal(raw, &v)
+	return v, err
+}
+
+func firstText(res *toolResult) (string, bool) {
+	for _, c := range res.Content {
+		if c.Type == "text" {
+			return c.Text, true
 		}
 	}
 	return "", false
 }
 
 // structuredError reads structuredContent.error.{code,message}.
-func structuredError(sc any) (code, message string) {
+func structuredError(raw json.RawMessage) (code, message string) {
+	var sc any
+	if len(raw) == 0 || json.Unmarshal(raw, &sc) != nil {
+		return "", ""
+	}
 	obj, ok := sc.(map[string]any)
 	if !ok {
 		return "", ""

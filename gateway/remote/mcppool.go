@@ -4,10 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"sync"
-	"sync/atomic"
 	"time"
-
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // The MCP session pool: calls to one endpoint reuse its sessions (and,
@@ -54,10 +51,9 @@ type endpointSessions struct {
 
 // pooledSession is one MCP client session of the pool.
 type pooledSession struct {
-	cs       *mcp.ClientSession
+	cs       *mcpSession
 	key      poolKey
 	lastUsed time.Time
-	dead     atomic.Bool
 }
 
 func newSessionPool(max int, idle time.Duration, now func() time.Time) *sessionPool {
@@ -66,7 +62,7 @@ func newSessionPool(max int, idle time.Duration, now func() time.Time) *sessionP
 
 // acquire hands out a live idle session of key, or opens one with connect
 // when none is idle and fewer than max are open.
-func (p *sessionPool) acquire(ctx context.Context, key poolKey, connect func(context.Context) (*mcp.ClientSession, error)) (*pooledSession, error) {
+func (p *sessionPool) acquire(ctx context.Context, key poolKey, connect func(context.Context) (*mcpSession, error)) (*pooledSession, error) {
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
@@ -90,7 +86,7 @@ func (p *sessionPool) acquire(ctx context.Context, key poolKey, connect func(con
 	for len(ep.idle) > 0 {
 		s := ep.idle[len(ep.idle)-1]
 		ep.idle = ep.idle[:len(ep.idle)-1]
-		if s.dead.Load() || now.Sub(s.lastUsed) >= p.idle {
+		if now.Sub(s.lastUsed) >= p.idle {
 			p.closeLocked(ep, s)
 			continue
 		}
@@ -113,18 +109,14 @@ func (p *sessionPool) acquire(ctx context.Context, key poolKey, connect func(con
 		p.drop(s)
 		return nil, errPoolClosed
 	}
-	go func() {
-		_ = cs.Wait()
-		s.dead.Store(true)
-	}()
 	return s, nil
 }
 
-// release returns a session after a call; a dead one is dropped.
+// release returns a session after a call.
 func (p *sessionPool) release(s *pooledSession) {
 	p.mu.Lock()
 	ep := p.eps[s.key]
-	if s.dead.Load() || p.closed || ep == nil {
+	if p.closed || ep == nil {
 		p.mu.Unlock()
 		p.drop(s)
 		return
@@ -191,7 +183,7 @@ func (p *sessionPool) sweep(key poolKey) {
 	var next time.Duration
 	for _, s := range ep.idle {
 		age := now.Sub(s.lastUsed)
-		if s.dead.Load() || age >= p.idle {
+		if age >= p.idle {
 			p.closeLocked(ep, s)
 			continue
 		}

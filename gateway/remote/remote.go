@@ -156,22 +156,16 @@ type guardedRoundTripper struct {
 
 func (t *guardedRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	p := probeFrom(req.Context())
-	if t.token != "" || p != nil {
-		req = req.Clone(req.Context())
+	if p != nil {
+		// A shallow copy: the caller's request is not to be changed.
+		req = req.WithContext(httptrace.WithClientTrace(req.Context(), &p.trace))
 	}
 	if t.token != "" {
+		if p == nil {
+			req = req.WithContext(req.Context())
+		}
+		req.Header = req.Header.Clone()
 		req.Header.Set("Authorization", "Bearer "+t.token)
-	}
-	if p != nil {
-		req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
-			GotConn: func(info httptrace.GotConnInfo) { p.gotConn(info.Reused) },
-			WroteRequest: func(info httptrace.WroteRequestInfo) {
-				if info.Err == nil {
-					p.wrote()
-				}
-			},
-			GotFirstResponseByte: p.gotFirstByte,
-		}))
 	}
 	resp, err := t.base.RoundTrip(req)
 	if err != nil {
@@ -184,34 +178,14 @@ func (t *guardedRoundTripper) RoundTrip(req *http.Request) (*http.Response, erro
 	return resp, nil
 }
 
-// settle waits, up to limit, until every response body of the call is
-// closed. The MCP client finishes reading a response (to its end, so that
-// its connection is reused) after it has handed over the result; the hard
-// timeout's context is cancelled once the call returns, which would cut
-// that read short and close the connection.
-func (p *callProbe) settle(limit time.Duration) {
-	done := make(chan struct{})
-	go func() {
-		p.bodies.Wait()
-		close(done)
-	}()
-	t := time.NewTimer(limit)
-	defer t.Stop()
-	select {
-	case <-done:
-	case <-t.C:
-	}
-}
-
 // limitedBody reads at most max bytes of a body and then fails, so that an
 // oversized answer is refused without being held in memory.
 type limitedBody struct {
-	rc     io.ReadCloser
-	left   int64
-	max    int64
-	probe  *callProbe
-	err    error
-	closed bool
+	rc    io.ReadCloser
+	left  int64
+	max   int64
+	probe *callProbe
+	err   error
 }
 
 func (b *limitedBody) Read(p []byte) (int, error) {
@@ -235,19 +209,13 @@ func (b *limitedBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
-func (b *limitedBody) Close() error {
-	if b.probe != nil && !b.closed {
-		b.closed = true
-		defer b.probe.bodies.Done()
-	}
-	return b.rc.Close()
-}
+func (b *limitedBody) Close() error { return b.rc.Close() }
 
 // callProbe records, for one call, what its HTTP requests did: whether any
 // reached the agent (after which a retry could run the agent twice), how it
 // answered, and whether an answer was over the limit.
 type callProbe struct {
-	bodies    sync.WaitGroup // response bodies not yet closed
+	trace     httptrace.ClientTrace // the hooks that record into the probe
 	mu        sync.Mutex
 	sent      bool
 	reused    bool // the last request went out on a kept-alive connection
@@ -260,6 +228,15 @@ type callProbe struct {
 type probeKey struct{}
 
 func withProbe(ctx context.Context, p *callProbe) context.Context {
+	p.trace = httptrace.ClientTrace{
+		GotConn: func(info httptrace.GotConnInfo) { p.gotConn(info.Reused) },
+		WroteRequest: func(info httptrace.WroteRequestInfo) {
+			if info.Err == nil {
+				p.wrote()
+			}
+		},
+		GotFirstResponseByte: p.gotFirstByte,
+	}
 	return context.WithValue(ctx, probeKey{}, p)
 }
 
@@ -287,7 +264,6 @@ func (p *callProbe) wrote() {
 }
 
 func (p *callProbe) answered(resp *http.Response) {
-	p.bodies.Add(1)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.status = resp.StatusCode
