@@ -164,6 +164,29 @@ func writerShare(a, b kv.Stats) writerStats {
 	}}
 }
 
+// sumWriter is what the writer did over several loads, as one: their
+// counts and times summed, the free list as the last left it.
+func sumWriter(ws []writerStats) writerStats {
+	var t kv.Stats
+	for _, w := range ws {
+		d := w.d
+		t.Commits += d.Commits
+		t.Updates += d.Updates
+		t.Replays += d.Replays
+		t.Elapsed += d.Elapsed
+		t.UpdateTime += d.UpdateTime
+		t.CommitTime += d.CommitTime
+		t.WriteTime += d.WriteTime
+		t.PageBytes += d.PageBytes
+		t.LogBytes += d.LogBytes
+		t.LogSyncs += d.LogSyncs
+		t.LogSyncTime += d.LogSyncTime
+		t.Checkpoints += d.Checkpoints
+		t.FreePages, t.FreelistBytes = d.FreePages, d.FreelistBytes
+	}
+	return writerStats{d: t}
+}
+
 func (w writerStats) busy() float64 {
 	if w.d.Elapsed <= 0 {
 		return 0

@@ -19,6 +19,14 @@ type loadResult struct {
 	Lat     latencies
 }
 
+// add is r and o measured as one load: their calls, windows and
+// latencies together.
+func (r loadResult) add(o loadResult) loadResult {
+	lat := append(slices.Clone(r.Lat), o.Lat...)
+	slices.Sort(lat)
+	return loadResult{Calls: r.Calls + o.Calls, Elapsed: r.Elapsed + o.Elapsed, Lat: lat}
+}
+
 // Rate is calls per second over the window.
 func (r loadResult) Rate() float64 { return float64(r.Calls) / r.Elapsed.Seconds() }
 
