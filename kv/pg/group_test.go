@@ -626,3 +626,85 @@ func TestStore_GroupSendsReceiptsAndHoldsAsRows(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// Ensure that the holds a group releases are deleted through the primary
+// key however the holds table has grown: the plan PostgreSQL caches for
+// the prepared deletion is made while the table is a few pages, and
+// there a sequential scan is cheaper; once the table holds thousands of
+// dead rows (each call puts a hold and deletes it, autovacuum comes a
+// minute apart) that plan reads every page for each group's deletion.
+func TestStore_HoldsReleasedWithoutScan(t *testing.T) {
+	srv := pgtest.Start(t)
+	url := srv.CreateDB(t, "holdscan")
+	s, err := pg.Open(context.Background(), url, holon.StoreOptions{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	conn := srv.Connect(t, url)
+	// stats waits until PostgreSQL's statistics show dels holds deleted
+	// (a backend reports them once idle, within ten seconds) and
+	// returns how many sequential scans of holds it counted.
+	stats := func(dels int64) int64 {
+		t.Helper()
+		for range 300 {
+			var n, scans int64
+			if err := conn.QueryRow(context.Background(), `SELECT n_tup_del, seq_scan FROM pg_stat_user_tables WHERE relname = 'holds'`).Scan(&n, &scans); err != nil {
+				t.Fatal(err)
+			}
+			if n >= dels {
+				return scans
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		t.Fatalf("PostgreSQL's statistics never showed %d holds deleted", dels)
+		return 0
+	}
+	// groups runs n pairs of groups: one puts 20 calls' receipts and
+	// holds, the next releases those holds.
+	groups := func(n int) {
+		t.Helper()
+		for range n {
+			var ids []string
+			err := s.Update(context.Background(), func(tx holon.Tx) error {
+				ids = ids[:0]
+				for range 20 {
+					id, err := tx.NewReceiptID()
+					if err != nil {
+						return err
+					}
+					if err := tx.PutReceipt(&holon.Receipt{ID: id, Mandate: "m", Caller: "c", Status: holon.StatusRunning, Currency: "EUR", Payer: "ann", Created: tx.Now()}); err != nil {
+						return err
+					}
+					if err := tx.PutHold(&holon.Hold{Receipt: id, Payer: "ann", Amount: 5, Mandate: "m", Reserved: 5, Started: tx.Now()}); err != nil {
+						return err
+					}
+					ids = append(ids, id)
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = s.Update(context.Background(), func(tx holon.Tx) error {
+				for _, id := range ids {
+					if err := tx.DeleteHold(id); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// PostgreSQL plans a prepared statement afresh for its first five
+	// runs, then keeps a generic plan.
+	groups(10)
+	before := stats(200)
+	groups(30)
+	if scans := stats(800) - before; scans > 0 {
+		t.Errorf("30 groups that released 20 holds each scanned the holds table %d times, want 0 (deleted through its primary key)", scans)
+	}
+}
