@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -272,6 +273,53 @@ func TestStore_LogCarriesValues(t *testing.T) {
 	})
 	if err != nil {
 		t.Error(err)
+	}
+}
+
+// Ensure that a writer takes the new value of a short document another
+// gateway changed from the writers' log, without reading it again (the
+// agents' earnings and latency documents are rewritten by every group
+// that settles a call), and reads a long one again: handle a reads and
+// writes two documents, b rewrites both, and a reads them back.
+func TestStore_LogCarriesShortDocuments(t *testing.T) {
+	stores, _ := openOn(t, "logdocs", 2)
+	a, b := stores[0], stores[1]
+	bg := context.Background()
+	long := strings.Repeat("x", 600)
+	put := func(s *pg.Store, n int, text string) {
+		t.Helper()
+		err := s.Update(bg, func(tx holon.Tx) error {
+			if err := tx.Put(holon.BucketSettings, "short", map[string]int{"n": n}); err != nil {
+				return err
+			}
+			return tx.Put(holon.BucketSettings, "long", map[string]string{"text": text})
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	read := func() (short map[string]int, long map[string]string) {
+		t.Helper()
+		err := a.Update(bg, func(tx holon.Tx) error {
+			if err := tx.Get(holon.BucketSettings, "short", &short); err != nil {
+				return err
+			}
+			return tx.Get(holon.BucketSettings, "long", &long)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return short, long
+	}
+	put(a, 1, "a")
+	put(b, 2, long)
+	trips, _ := a.RoundTrips()
+	short, l := read()
+	if short["n"] != 2 || l["text"] != long {
+		t.Errorf("a reads %v and a text of %d bytes, want b's (n 2, %d bytes)", short, len(l["text"]), len(long))
+	}
+	if after, _ := a.RoundTrips(); after-trips != 1 {
+		t.Errorf("a took %d round trips to read the two documents b changed, want 1 (the long one)", after-trips)
 	}
 }
 
