@@ -147,6 +147,11 @@ func (b *bench) cluster(ctx context.Context) ([]*Result, error) {
 		one.Notes = append(one.Notes, timesNote(ps.Times(), st.Commits)+fmt.Sprintf("; %.0f%% of groups begun in the COMMIT's round trip of the group before (%d more begun so and ended unused), %d run again safely",
 			100*float64(used)/float64(max(st.Commits, 1)), idle, ps.SafeRuns()), readsNote(reads0, ps.Reads(), lr1.Calls))
 	}
+	if ps, ok := gws[0].app.Engine().Store().(*pg.Store); ok {
+		p := ps.Pool()
+		one.Notes = append(one.Notes, fmt.Sprintf("the store's connections: %d at most; %d taken since it opened, %.0f%% of them waited for one, %.0f µs on average",
+			p.Max, p.Acquires, 100*float64(p.Waited)/float64(max(p.Acquires, 1)), float64(p.Waiting.Microseconds())/float64(max(p.Acquires, 1))))
+	}
 	if prof != "" {
 		one.Notes = append(one.Notes, prof)
 	}
