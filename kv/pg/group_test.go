@@ -756,3 +756,73 @@ func TestStore_HoldsReleasedWithoutScan(t *testing.T) {
 		t.Errorf("30 groups that released 20 holds each scanned the holds table %d times, want 0 (deleted through its primary key)", scans)
 	}
 }
+
+// Ensure that a receipt's second state, written when its call settles,
+// mostly stays on the page of its first (a heap-only update, without new
+// index entries): each round puts 20 calls' receipts, running, and
+// settles those of the round before.
+func TestStore_ReceiptsSettleOnTheirPage(t *testing.T) {
+	srv := pgtest.Start(t)
+	url := srv.CreateDB(t, "receiptpages")
+	s, err := pg.Open(context.Background(), url, holon.StoreOptions{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	bg := context.Background()
+	var last []*holon.Receipt
+	const rounds, perRound = 20, 20
+	for range rounds + 1 {
+		var fresh []*holon.Receipt
+		err := s.Update(bg, func(tx holon.Tx) error {
+			fresh = fresh[:0]
+			for range perRound {
+				id, err := tx.NewReceiptID()
+				if err != nil {
+					return err
+				}
+				r := &holon.Receipt{ID: id, Mandate: "m", Caller: "c", Status: holon.StatusRunning, Currency: "EUR", Payer: "ann",
+					Children: []string{}, Splits: []journal.Share{}, Created: tx.Now()}
+				if err := tx.PutReceipt(r); err != nil {
+					return err
+				}
+				fresh = append(fresh, r)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = s.Update(bg, func(tx holon.Tx) error {
+			for _, r := range last {
+				f := *r
+				f.Status, f.Billed, f.DurationMS = holon.StatusSucceeded, true, 3
+				f.Splits = []journal.Share{{To: "bob", Amount: 9000}, {To: "holon", Amount: 1000}}
+				f.Cost = holon.Cost{Own: 10000, Total: 10000}
+				if err := tx.PutReceipt(&f); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = fresh
+	}
+	conn := srv.Connect(t, url)
+	for range 300 { // a backend reports its statistics once idle, within ten seconds
+		var upd, hot int64
+		if err := conn.QueryRow(bg, `SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables WHERE relname = 'receipts'`).Scan(&upd, &hot); err != nil {
+			t.Fatal(err)
+		}
+		if upd >= rounds*perRound {
+			if hot*10 < upd*4 {
+				t.Errorf("%d of %d receipts settled on their page, want at least 40%%", hot, upd)
+			}
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatal("PostgreSQL's statistics never showed the receipts settled")
+}
