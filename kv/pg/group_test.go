@@ -682,31 +682,12 @@ func TestStore_GroupSendsReceiptsAndHoldsAsRows(t *testing.T) {
 // dead rows (each call puts a hold and deletes it, autovacuum comes a
 // minute apart) that plan reads every page for each group's deletion.
 func TestStore_HoldsReleasedWithoutScan(t *testing.T) {
-	srv := pgtest.Start(t)
-	url := srv.CreateDB(t, "holdscan")
-	s, err := pg.Open(context.Background(), url, holon.StoreOptions{NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	conn := srv.Connect(t, url)
-	// stats waits until PostgreSQL's statistics show dels holds deleted
-	// (a backend reports them once idle, within ten seconds) and
-	// returns how many sequential scans of holds it counted.
+	s, conn := openWatched(t, "holdscan")
+	// stats is how many sequential scans of holds PostgreSQL counted, once
+	// its statistics show dels holds deleted.
 	stats := func(dels int64) int64 {
 		t.Helper()
-		for range 300 {
-			var n, scans int64
-			if err := conn.QueryRow(context.Background(), `SELECT n_tup_del, seq_scan FROM pg_stat_user_tables WHERE relname = 'holds'`).Scan(&n, &scans); err != nil {
-				t.Fatal(err)
-			}
-			if n >= dels {
-				return scans
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-		t.Fatalf("PostgreSQL's statistics never showed %d holds deleted", dels)
-		return 0
+		return tableStats(t, conn, "holds", "n_tup_del", dels, "seq_scan")
 	}
 	// groups runs n pairs of groups: one puts 20 calls' receipts and
 	// holds, the next releases those holds.
@@ -762,13 +743,7 @@ func TestStore_HoldsReleasedWithoutScan(t *testing.T) {
 // index entries): each round puts 20 calls' receipts, running, and
 // settles those of the round before.
 func TestStore_ReceiptsSettleOnTheirPage(t *testing.T) {
-	srv := pgtest.Start(t)
-	url := srv.CreateDB(t, "receiptpages")
-	s, err := pg.Open(context.Background(), url, holon.StoreOptions{NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s, conn := openWatched(t, "receiptpages")
 	bg := context.Background()
 	var last []*holon.Receipt
 	const rounds, perRound = 20, 20
@@ -810,19 +785,42 @@ func TestStore_ReceiptsSettleOnTheirPage(t *testing.T) {
 		}
 		last = fresh
 	}
-	conn := srv.Connect(t, url)
-	for range 300 { // a backend reports its statistics once idle, within ten seconds
-		var upd, hot int64
-		if err := conn.QueryRow(bg, `SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables WHERE relname = 'receipts'`).Scan(&upd, &hot); err != nil {
+	upd := int64(rounds * perRound)
+	if hot := tableStats(t, conn, "receipts", "n_tup_upd", upd, "n_tup_hot_upd"); hot*10 < upd*4 {
+		t.Errorf("%d of %d receipts settled on their page, want at least 40%%", hot, upd)
+	}
+}
+
+// openWatched opens a store on a new database, with a connection to that
+// database beside it to read PostgreSQL's statistics of its tables.
+func openWatched(t *testing.T, name string) (*pg.Store, *pgx.Conn) {
+	t.Helper()
+	srv := pgtest.Start(t)
+	url := srv.CreateDB(t, name)
+	s, err := pg.Open(context.Background(), url, holon.StoreOptions{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s, srv.Connect(t, url)
+}
+
+// tableStats waits until PostgreSQL's statistics of table count at least
+// n in column until (a backend reports them once idle, within ten
+// seconds), and returns column of.
+func tableStats(t *testing.T, conn *pgx.Conn, table, until string, n int64, of string) int64 {
+	t.Helper()
+	for range 300 {
+		var got, v int64
+		err := conn.QueryRow(context.Background(), `SELECT `+until+`, `+of+` FROM pg_stat_user_tables WHERE relname = $1`, table).Scan(&got, &v)
+		if err != nil {
 			t.Fatal(err)
 		}
-		if upd >= rounds*perRound {
-			if hot*10 < upd*4 {
-				t.Errorf("%d of %d receipts settled on their page, want at least 40%%", hot, upd)
-			}
-			return
+		if got >= n {
+			return v
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	t.Fatal("PostgreSQL's statistics never showed the receipts settled")
+	t.Fatalf("PostgreSQL's statistics never counted %d %s of %s", n, until, table)
+	return 0
 }
