@@ -147,6 +147,11 @@ func (b *bench) cluster(ctx context.Context) ([]*Result, error) {
 		one.Notes = append(one.Notes, timesNote(ps.Times(), st.Commits)+fmt.Sprintf("; %.0f%% of groups begun in the COMMIT's round trip of the group before (%d more begun so and ended unused), %d run again safely",
 			100*float64(used)/float64(max(st.Commits, 1)), idle, ps.SafeRuns()), readsNote(reads0, ps.Reads(), lr1.Calls))
 	}
+	if ps, ok := gws[0].app.Engine().Store().(*pg.Store); ok {
+		p := ps.Pool()
+		one.Notes = append(one.Notes, fmt.Sprintf("the store's connections: %d at most; %d taken since it opened, %.0f%% of them waited for one, %.0f µs on average",
+			p.Max, p.Acquires, 100*float64(p.Waited)/float64(max(p.Acquires, 1)), float64(p.Waiting.Microseconds())/float64(max(p.Acquires, 1))))
+	}
 	if prof != "" {
 		one.Notes = append(one.Notes, prof)
 	}
@@ -157,6 +162,25 @@ func (b *bench) cluster(ctx context.Context) ([]*Result, error) {
 		one.Measured += fmt.Sprintf("; row [2] %s calls/s: %.2f×", thousands(int64(b.pgRate)), ratio)
 		one.judge(ratio >= targetOneOnPG, "one writer at a time (the journal's one chain): a group's statements (per update above) run one after the other on one PostgreSQL connection, one server process that a loaded machine gives a small share of its cores (a group's time above); row [2] sends one prepared function per call on 64 connections at once, and keeps no chain, holds, counters or event log")
 	}
+	type writerAt struct {
+		st    holon.StoreStats
+		times pg.WriterTimes
+		heads uint64
+	}
+	writers := func() (w writerAt) {
+		for _, g := range gws {
+			st := g.app.Engine().Store().Stats()
+			w.st.Commits, w.st.Updates = w.st.Commits+st.Commits, w.st.Updates+st.Updates
+			if ps, ok := g.app.Engine().Store().(*pg.Store); ok {
+				t := ps.Times()
+				w.times.Groups, w.times.Begin, w.times.Trips, w.times.Commit = w.times.Groups+t.Groups, w.times.Begin+t.Begin, w.times.Trips+t.Trips, w.times.Commit+t.Commit
+				used, _ := ps.HeadStarts()
+				w.heads += used
+			}
+		}
+		return w
+	}
+	w0 := writers()
 	lr3, _, checked3, err := measure(gws)
 	if err != nil {
 		return nil, fmt.Errorf("three gateways on PostgreSQL: %w", err)
@@ -167,7 +191,12 @@ func (b *bench) cluster(ctx context.Context) ([]*Result, error) {
 		replays += g.app.Engine().Store().Stats().Replays
 	}
 	three.Measured = fmt.Sprintf("%s calls/s, p50 %s, p99 %s: %.2f× one gateway", thousands(int64(rate3)), ms(lr3.Lat.P(0.5)), ms(lr3.Lat.P(0.99)), rate3/rate1)
+	w1 := writers()
+	commits3 := w1.st.Commits - w0.st.Commits
 	three.Notes = append(three.Notes, checked3, fmt.Sprintf("%d groups ran again after a serialization conflict, over all three gateways and both loads", replays),
+		fmt.Sprintf("the three writers: %.1f updates per commit, %.0f groups a second in all; ", float64(w1.st.Updates-w0.st.Updates)/float64(max(commits3, 1)), float64(commits3)/(lr3.Elapsed+warmUp(o)).Seconds())+
+			timesNote(pg.WriterTimes{Groups: w1.times.Groups - w0.times.Groups, Begin: w1.times.Begin - w0.times.Begin, Trips: w1.times.Trips - w0.times.Trips, Commit: w1.times.Commit - w0.times.Commit}, commits3)+
+			fmt.Sprintf("; %.0f%% of groups begun in the COMMIT's round trip of the group before", 100*float64(w1.heads-w0.heads)/float64(max(commits3, 1))),
 		"three gateways share this machine's two cores with PostgreSQL and the clients: the row shows what contention costs, not the sum of three machines")
 	three.judge(rate3 >= targetThreeOnOne*rate1, "the gateways' writers take turns under one lock (the journal's one chain): the cluster writes through one writer at a time, each gateway's group a third of one gateway's, with a hand-off of the lock between groups")
 

@@ -1,11 +1,13 @@
 package pg
 
 import (
+	"bytes"
 	"encoding/hex"
 	"fmt"
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"holon.dev/holon"
 	"holon.dev/holon/journal"
@@ -75,8 +77,13 @@ func kDoc(bucket string, key []byte) string {
 // Values in the writers' log (writer_log.vals): the new value of a small
 // row a group changed, for the next writer to keep instead of reading the
 // row again. "-" is a row that is absent, "=" and the value one that is
-// present; a row of any other kind, or whose value the writer did not
-// compute, has none (NULL: read it again).
+// present; a document is carried when it is short text (maxLoggedDoc),
+// so that the documents every group rewrites (an agent's earnings and
+// latency) are not read again by the next gateway's writer under the
+// writers' lock; a row of any other kind, a longer or binary document, or
+// a row whose value the writer did not compute, has none (NULL: read it
+// again). A writer of an earlier version reads a document's value as
+// none, as before.
 
 // logValue is e's value for the writers' log (nil: none).
 func logValue(k string, e entry) *string {
@@ -98,6 +105,14 @@ func logValue(k string, e entry) *string {
 			v = fmt.Sprintf("%d,%d,%d,%d", x.Runs, x.Succeeded, x.Billed.Micros(), x.DurationMS)
 		case bool:
 			v = strconv.FormatBool(x)
+		case []byte:
+			// A document: carried when it is short text (the gateways'
+			// hot documents, such as an agent's earnings and latency,
+			// rewritten by every group that settles a call of it).
+			if k[0] != 'd' || len(x) > maxLoggedDoc || !utf8.Valid(x) || bytes.IndexByte(x, 0) >= 0 {
+				return nil
+			}
+			v = string(x)
 		default:
 			return nil
 		}
@@ -106,10 +121,15 @@ func logValue(k string, e entry) *string {
 	return &v
 }
 
-// logged reports whether rows of a kind carry their values in the log.
+// maxLoggedDoc is the longest document the writers' log carries (in
+// bytes); a longer one is read again.
+const maxLoggedDoc = 512
+
+// logged reports whether rows of a kind carry their values in the log
+// (documents only when short text, see logValue).
 func logged(kind byte) bool {
 	switch kind {
-	case 's', 'c', 'm', 'a', 'b', 'w', 'v', 'e':
+	case 's', 'c', 'm', 'a', 'b', 'w', 'v', 'e', 'd':
 		return true
 	}
 	return false
@@ -176,6 +196,8 @@ func fromLog(k string, v *string) (entry, bool) {
 			return entry{}, false
 		}
 		val = b
+	case 'd':
+		val = []byte(s)
 	}
 	return entry{v: val}, true
 }

@@ -18,9 +18,11 @@
 // while a writer waited joins its group. The writer keeps the rows it read
 // and wrote in a cache that outlives its groups, and each group logs the
 // keys of the rows it changed (writer_log), with the new values of the
-// small ones (migration 12), read by the next writer to take the lock,
-// which takes those values and forgets the other rows (cache.go). An update's writes
-// are not sent when it ends: they go with the next statement that must be
+// small ones (writer_log.vals, migration 12: balances, budgets, counters,
+// sequences, the journal's head, agents' records, and documents of up to
+// 512 bytes of text), read by the next writer to take the lock, which
+// takes those values and forgets the other rows (cache.go). An update's
+// writes are not sent when it ends: they go with the next statement that must be
 // answered, or with the group's COMMIT, so that a group whose updates read
 // only cached rows costs two round trips (begin, then its writes with the
 // commit) however many updates it holds, and one when its writer is alone
@@ -31,7 +33,9 @@
 // budgets, counters, sequences, the journal's head, agents' records) are
 // written with their new value, once per round trip however many updates
 // moved them, a table's rows in one statement, and the rollups summed in
-// one statement (rows.go).
+// one statement (rows.go); the holds released are deleted through their
+// primary key whatever the plan PostgreSQL cached (rows.go), and
+// receipts' pages keep room for a receipt's second write (migration 13).
 // Reads run in REPEATABLE READ READ ONLY transactions and never wait for
 // the writers.
 //

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -272,6 +273,53 @@ func TestStore_LogCarriesValues(t *testing.T) {
 	})
 	if err != nil {
 		t.Error(err)
+	}
+}
+
+// Ensure that a writer takes the new value of a short document another
+// gateway changed from the writers' log, without reading it again (the
+// agents' earnings and latency documents are rewritten by every group
+// that settles a call), and reads a long one again: handle a reads and
+// writes two documents, b rewrites both, and a reads them back.
+func TestStore_LogCarriesShortDocuments(t *testing.T) {
+	stores, _ := openOn(t, "logdocs", 2)
+	a, b := stores[0], stores[1]
+	bg := context.Background()
+	long := strings.Repeat("x", 600)
+	put := func(s *pg.Store, n int, text string) {
+		t.Helper()
+		err := s.Update(bg, func(tx holon.Tx) error {
+			if err := tx.Put(holon.BucketSettings, "short", map[string]int{"n": n}); err != nil {
+				return err
+			}
+			return tx.Put(holon.BucketSettings, "long", map[string]string{"text": text})
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	read := func() (short map[string]int, long map[string]string) {
+		t.Helper()
+		err := a.Update(bg, func(tx holon.Tx) error {
+			if err := tx.Get(holon.BucketSettings, "short", &short); err != nil {
+				return err
+			}
+			return tx.Get(holon.BucketSettings, "long", &long)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return short, long
+	}
+	put(a, 1, "a")
+	put(b, 2, long)
+	trips, _ := a.RoundTrips()
+	short, l := read()
+	if short["n"] != 2 || l["text"] != long {
+		t.Errorf("a reads %v and a text of %d bytes, want b's (n 2, %d bytes)", short, len(l["text"]), len(long))
+	}
+	if after, _ := a.RoundTrips(); after-trips != 1 {
+		t.Errorf("a took %d round trips to read the two documents b changed, want 1 (the long one)", after-trips)
 	}
 }
 
@@ -625,4 +673,154 @@ func TestStore_GroupSendsReceiptsAndHoldsAsRows(t *testing.T) {
 	if err != nil {
 		t.Error(err)
 	}
+}
+
+// Ensure that the holds a group releases are deleted through the primary
+// key however the holds table has grown: the plan PostgreSQL caches for
+// the prepared deletion is made while the table is a few pages, and
+// there a sequential scan is cheaper; once the table holds thousands of
+// dead rows (each call puts a hold and deletes it, autovacuum comes a
+// minute apart) that plan reads every page for each group's deletion.
+func TestStore_HoldsReleasedWithoutScan(t *testing.T) {
+	s, conn := openWatched(t, "holdscan")
+	// stats is how many sequential scans of holds PostgreSQL counted, once
+	// its statistics show dels holds deleted.
+	stats := func(dels int64) int64 {
+		t.Helper()
+		return tableStats(t, conn, "holds", "n_tup_del", dels, "seq_scan")
+	}
+	// groups runs n pairs of groups: one puts 20 calls' receipts and
+	// holds, the next releases those holds.
+	groups := func(n int) {
+		t.Helper()
+		for range n {
+			var ids []string
+			err := s.Update(context.Background(), func(tx holon.Tx) error {
+				ids = ids[:0]
+				for range 20 {
+					id, err := tx.NewReceiptID()
+					if err != nil {
+						return err
+					}
+					if err := tx.PutReceipt(&holon.Receipt{ID: id, Mandate: "m", Caller: "c", Status: holon.StatusRunning, Currency: "EUR", Payer: "ann", Created: tx.Now()}); err != nil {
+						return err
+					}
+					if err := tx.PutHold(&holon.Hold{Receipt: id, Payer: "ann", Amount: 5, Mandate: "m", Reserved: 5, Started: tx.Now()}); err != nil {
+						return err
+					}
+					ids = append(ids, id)
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = s.Update(context.Background(), func(tx holon.Tx) error {
+				for _, id := range ids {
+					if err := tx.DeleteHold(id); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// PostgreSQL plans a prepared statement afresh for its first five
+	// runs, then keeps a generic plan.
+	groups(10)
+	before := stats(200)
+	groups(30)
+	if scans := stats(800) - before; scans > 0 {
+		t.Errorf("30 groups that released 20 holds each scanned the holds table %d times, want 0 (deleted through its primary key)", scans)
+	}
+}
+
+// Ensure that a receipt's second state, written when its call settles,
+// mostly stays on the page of its first (a heap-only update, without new
+// index entries): each round puts 20 calls' receipts, running, and
+// settles those of the round before.
+func TestStore_ReceiptsSettleOnTheirPage(t *testing.T) {
+	s, conn := openWatched(t, "receiptpages")
+	bg := context.Background()
+	var last []*holon.Receipt
+	const rounds, perRound = 20, 20
+	for range rounds + 1 {
+		var fresh []*holon.Receipt
+		err := s.Update(bg, func(tx holon.Tx) error {
+			fresh = fresh[:0]
+			for range perRound {
+				id, err := tx.NewReceiptID()
+				if err != nil {
+					return err
+				}
+				r := &holon.Receipt{ID: id, Mandate: "m", Caller: "c", Status: holon.StatusRunning, Currency: "EUR", Payer: "ann",
+					Children: []string{}, Splits: []journal.Share{}, Created: tx.Now()}
+				if err := tx.PutReceipt(r); err != nil {
+					return err
+				}
+				fresh = append(fresh, r)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = s.Update(bg, func(tx holon.Tx) error {
+			for _, r := range last {
+				f := *r
+				f.Status, f.Billed, f.DurationMS = holon.StatusSucceeded, true, 3
+				f.Splits = []journal.Share{{To: "bob", Amount: 9000}, {To: "holon", Amount: 1000}}
+				f.Cost = holon.Cost{Own: 10000, Total: 10000}
+				if err := tx.PutReceipt(&f); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = fresh
+	}
+	upd := int64(rounds * perRound)
+	if hot := tableStats(t, conn, "receipts", "n_tup_upd", upd, "n_tup_hot_upd"); hot*10 < upd*4 {
+		t.Errorf("%d of %d receipts settled on their page, want at least 40%%", hot, upd)
+	}
+}
+
+// openWatched opens a store on a new database, with a connection to that
+// database beside it to read PostgreSQL's statistics of its tables.
+func openWatched(t *testing.T, name string) (*pg.Store, *pgx.Conn) {
+	t.Helper()
+	srv := pgtest.Start(t)
+	url := srv.CreateDB(t, name)
+	s, err := pg.Open(context.Background(), url, holon.StoreOptions{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s, srv.Connect(t, url)
+}
+
+// tableStats waits until PostgreSQL's statistics of table count at least
+// n in column until (a backend reports them once idle, within ten
+// seconds), and returns column of.
+func tableStats(t *testing.T, conn *pgx.Conn, table, until string, n int64, of string) int64 {
+	t.Helper()
+	for range 300 {
+		var got, v int64
+		err := conn.QueryRow(context.Background(), `SELECT `+until+`, `+of+` FROM pg_stat_user_tables WHERE relname = $1`, table).Scan(&got, &v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got >= n {
+			return v
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("PostgreSQL's statistics never counted %d %s of %s", n, until, table)
+	return 0
 }

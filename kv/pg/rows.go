@@ -103,6 +103,23 @@ const receiptRowsInsert = `INSERT INTO receipts AS r (id, seq, parent, mandate, 
 			$11::text[], $12::text[], $13::text[], $14::bool[], $15::bigint[], $16::bigint[], $17::bigint[], $18::text[], $19::text[], $20::bigint[],
 			$21::text[]) AS x (i, q, pa, m, ca, ag, st, er, ap, w, cu, py, sm, bi, co, cd, ct, sp, ch, d, cr)`
 
+// The holds released are deleted by their keys, planned without
+// sequential scans. The holds table churns (each call puts its hold and
+// deletes it), so that between two of autovacuum's visits (a minute
+// apart) it grows by thousands of dead rows a second, while the plan that
+// PostgreSQL caches for a prepared statement is made once, on the few
+// pages the table had when the connection first deleted holds: a
+// sequential scan, which then reads every dead page for each group's
+// deletion (300 µs a group after ten seconds of load, on the writer's
+// one connection that every other gateway's writer waits for). Planned
+// with sequential scans off, the plan is the primary key's, whatever the
+// table's size when it was made. The setting is the transaction's own
+// and put back at once, so no other statement is planned under it.
+const (
+	seqScanOff = `SET LOCAL enable_seqscan = off`
+	seqScanOn  = `SET LOCAL enable_seqscan = on`
+)
+
 // rowWrite is rows of one kind: their columns in the order of its
 // statement, each a string, *string, int64, bool or []byte.
 type rowWrite struct {
@@ -180,7 +197,13 @@ func render(pend []queued, merge bool) []queued {
 					owner, wrap = q.owner, q.wrap
 				}
 			}
-			out = append(out, queued{sql: rowSQL[kind], args: columns(kept), owner: owner, free: true, wrap: wrap})
+			q := queued{sql: rowSQL[kind], args: columns(kept), owner: owner, free: true, wrap: wrap}
+			if rowKind(kind) == rowHoldGone {
+				// Planned without sequential scans (holdsPlanned).
+				out = append(out, queued{sql: seqScanOff, owner: owner, free: true}, q, queued{sql: seqScanOn, owner: owner, free: true})
+			} else {
+				out = append(out, q)
+			}
 			rows[kind] = qs[:0]
 		}
 		clear(last)

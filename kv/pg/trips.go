@@ -38,3 +38,20 @@ func (s *Store) Times() WriterTimes {
 	return WriterTimes{Groups: time.Duration(s.inGroups.Load()), Begin: time.Duration(s.inBegin.Load()),
 		Trips: time.Duration(s.inTrips.Load()), Commit: time.Duration(s.inCommit.Load())}
 }
+
+// Pool is how the store's connections were waited for since it opened.
+type Pool struct {
+	// Max is the most connections the store opens; Acquires how many
+	// times one was taken (a View's first round trip, a group's begin
+	// without a head start, the lease's renewal), Waited how many of
+	// those found none free, and Waiting the time all of them took.
+	Max              int32
+	Acquires, Waited int64
+	Waiting          time.Duration
+}
+
+// Pool reports how the store's connections were waited for.
+func (s *Store) Pool() Pool {
+	st := s.pool.Stat()
+	return Pool{Max: st.MaxConns(), Acquires: st.AcquireCount(), Waited: st.EmptyAcquireCount(), Waiting: st.AcquireDuration()}
+}
