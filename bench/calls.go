@@ -145,46 +145,31 @@ type writerStats struct {
 	d kv.Stats
 }
 
-func writerShare(a, b kv.Stats) writerStats {
-	return writerStats{d: kv.Stats{
-		Commits:       b.Commits - a.Commits,
-		Updates:       b.Updates - a.Updates,
-		Replays:       b.Replays - a.Replays,
-		Elapsed:       b.Elapsed - a.Elapsed,
-		UpdateTime:    b.UpdateTime - a.UpdateTime,
-		CommitTime:    b.CommitTime - a.CommitTime,
-		WriteTime:     b.WriteTime - a.WriteTime,
-		PageBytes:     b.PageBytes - a.PageBytes,
-		LogBytes:      b.LogBytes - a.LogBytes,
-		LogSyncs:      b.LogSyncs - a.LogSyncs,
-		LogSyncTime:   b.LogSyncTime - a.LogSyncTime,
-		Checkpoints:   b.Checkpoints - a.Checkpoints,
-		FreePages:     b.FreePages,
-		FreelistBytes: b.FreelistBytes,
-	}}
-}
+// writerShare is what the writer did between the stats a and b.
+func writerShare(a, b kv.Stats) writerStats { return writerSpans([][2]kv.Stats{{a, b}}) }
 
-// sumWriter is what the writer did over several loads, as one: their
-// counts and times summed, the free list as the last left it.
-func sumWriter(ws []writerStats) writerStats {
-	var t kv.Stats
-	for _, w := range ws {
-		d := w.d
-		t.Commits += d.Commits
-		t.Updates += d.Updates
-		t.Replays += d.Replays
-		t.Elapsed += d.Elapsed
-		t.UpdateTime += d.UpdateTime
-		t.CommitTime += d.CommitTime
-		t.WriteTime += d.WriteTime
-		t.PageBytes += d.PageBytes
-		t.LogBytes += d.LogBytes
-		t.LogSyncs += d.LogSyncs
-		t.LogSyncTime += d.LogSyncTime
-		t.Checkpoints += d.Checkpoints
-		t.FreePages, t.FreelistBytes = d.FreePages, d.FreelistBytes
+// writerSpans is what the writer did over several spans of time (each
+// the stats at its start and its end), as one: their counts and times
+// summed, the free list as the last span left it.
+func writerSpans(spans [][2]kv.Stats) writerStats {
+	var d kv.Stats
+	for _, s := range spans {
+		a, b := s[0], s[1]
+		d.Commits += b.Commits - a.Commits
+		d.Updates += b.Updates - a.Updates
+		d.Replays += b.Replays - a.Replays
+		d.Elapsed += b.Elapsed - a.Elapsed
+		d.UpdateTime += b.UpdateTime - a.UpdateTime
+		d.CommitTime += b.CommitTime - a.CommitTime
+		d.WriteTime += b.WriteTime - a.WriteTime
+		d.PageBytes += b.PageBytes - a.PageBytes
+		d.LogBytes += b.LogBytes - a.LogBytes
+		d.LogSyncs += b.LogSyncs - a.LogSyncs
+		d.LogSyncTime += b.LogSyncTime - a.LogSyncTime
+		d.Checkpoints += b.Checkpoints - a.Checkpoints
+		d.FreePages, d.FreelistBytes = b.FreePages, b.FreelistBytes
 	}
-	return writerStats{d: t}
+	return writerStats{d: d}
 }
 
 func (w writerStats) busy() float64 {

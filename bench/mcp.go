@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"holon.dev/holon/kv"
 )
 
 // Targets of the MCP rows.
@@ -188,7 +189,7 @@ func (b *bench) mcp(ctx context.Context) ([]*Result, error) {
 	var (
 		dr, gr                     loadResult
 		dcpu, dwall, gcpuT, gwallT time.Duration
-		ws                         []writerStats
+		spans                      [][2]kv.Stats
 		prof                       string
 	)
 	for i := range blocks {
@@ -212,12 +213,12 @@ func (b *bench) mcp(ctx context.Context) ([]*Result, error) {
 			return nil, fmt.Errorf("MCP load through the gateway: %w", err)
 		}
 		gcpuT, gwallT, gr = gcpuT+cpuTime()-c0, gwallT+time.Since(t0), gr.add(r)
-		ws = append(ws, writerShare(st0, g.Store().Stats()))
+		spans = append(spans, [2]kv.Stats{st0, g.Store().Stats()})
 		if i == 0 {
 			prof = stop()
 		}
 	}
-	w := sumWriter(ws)
+	w := writerSpans(spans)
 	for _, n := range counts {
 		settled += n
 	}
@@ -231,7 +232,7 @@ func (b *bench) mcp(ctx context.Context) ([]*Result, error) {
 		Target: fmt.Sprintf("gateway throughput ≥ %.0f%% of direct", 100*targetMCPThrough),
 		Measured: fmt.Sprintf("%.0f%% (through the gateway %s calls/s, p99 %s; direct %s calls/s, p99 %s)",
 			100*ratio, thousands(int64(gr.Rate())), ms(gr.Lat.P(0.99)), thousands(int64(dr.Rate())), ms(dr.Lat.P(0.99))),
-		Notes: []string{fmt.Sprintf("%d blocks of %s on each side, alternately", blocks, blockDur),
+		Notes: []string{blocksNote(blocks, blockDur),
 			w.String(), cpuNote(gcpuT, gwallT, int64(gr.Calls)) + "; the agent runs in this process too", checked},
 	}
 	thr.Notes = append(thr.Notes, "direct: "+cpuNote(dcpu, dwall, int64(dr.Calls)))
@@ -244,4 +245,12 @@ func (b *bench) mcp(ctx context.Context) ([]*Result, error) {
 		"the agent, the gateway and the clients share %d cores, and a call through the gateway costs %.0f µs of CPU against %.0f µs direct (%.1f×): the HTTP hop to the gateway, the gateway's own MCP session, the engine and %.1f store updates per call come on top of the same MCP work; and %s",
 		runtime.NumCPU(), gwCPU, directCPU, gwCPU/directCPU, float64(w.d.Updates)/float64(max(gr.Calls, 1)), w.why()))
 	return []*Result{lat, thr}, nil
+}
+
+// blocksNote says how row 4 ran its two loads.
+func blocksNote(blocks int, d time.Duration) string {
+	if blocks == 1 {
+		return fmt.Sprintf("one block of %s on each side, direct first", d)
+	}
+	return fmt.Sprintf("%d blocks of %s on each side, alternately", blocks, d)
 }

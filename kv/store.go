@@ -783,8 +783,9 @@ func (s *Store) runTx(reqs []*writeReq) (kept []*writeReq, stop int, stopErr, er
 		}
 	}
 	if err != nil && appended > 0 {
-		// bbolt failed to commit what the log holds: the callers hear
-		// of a failure, so a restart must not replay it.
+		// bbolt failed to commit what the log holds, or the log's sync
+		// failed: the callers hear of a failure, so a restart must not
+		// replay it (if it can still be taken back).
 		if terr := s.wal.takeBack(appended); terr != nil {
 			err = fmt.Errorf("%w (and taking its record back from the log: %v)", err, terr)
 		}

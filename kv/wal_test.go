@@ -146,19 +146,27 @@ func TestWAL_CrashDuringRecovery(t *testing.T) {
 	}
 }
 
-// Ensure that a store read without a gateway (holon verify, a backup of a
-// stopped gateway's file) after a power cut reads what was committed: it is
-// recovered from its log first.
-func TestWAL_OpenReadOnlyRecovers(t *testing.T) {
+// creditThenCut credits alice 2.50 in a store on the lossy filesystem,
+// then the power goes: the credit is in the log alone, not in the file.
+// It returns the store's path.
+func creditThenCut(t *testing.T) string {
+	t.Helper()
 	f := lossyfstest.Mount(t)
 	path := filepath.Join(f.Dir(), "holon.db")
 	s := mustOpenAt(t, path)
 	credit(t, s, "alice", "2.50")
-	// The power goes: the credit is in the log alone, not in the file.
 	s.CrashForTest()
 	if err := f.Cut(nil); err != nil {
 		t.Fatal(err)
 	}
+	return path
+}
+
+// Ensure that a store read without a gateway (holon verify, a backup of a
+// stopped gateway's file) after a power cut reads what was committed: it is
+// recovered from its log first.
+func TestWAL_OpenReadOnlyRecovers(t *testing.T) {
+	path := creditThenCut(t)
 	r, err := kv.OpenReadOnly(path)
 	if err != nil {
 		t.Fatal(err)
@@ -324,18 +332,11 @@ func TestWAL_RestoreSeesTheLog(t *testing.T) {
 	credit(t, src, "bob", "1.00")
 	e := export(t, src)
 
-	f := lossyfstest.Mount(t)
-	path := filepath.Join(f.Dir(), "holon.db")
-	s := mustOpenAt(t, path)
-	credit(t, s, "alice", "2.50")
-	s.CrashForTest()
-	if err := f.Cut(nil); err != nil {
-		t.Fatal(err)
-	}
+	path := creditThenCut(t)
 	if err := kv.Restore(path, e.snap, feed(e.rows)); !errors.Is(err, kv.ErrNotEmpty) {
 		t.Fatalf("restore over a store whose commits are in its log: %v, want ErrNotEmpty", err)
 	}
-	s = mustOpenAt(t, path)
+	s := mustOpenAt(t, path)
 	defer s.Close()
 	if got := balance(t, s, "alice"); got != amt("2.50") {
 		t.Errorf("alice has %v after the refused restore, want 2.50", got)
