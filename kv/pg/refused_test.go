@@ -137,8 +137,9 @@ func TestStore_RefusedValueFailsItsUpdateAlone(t *testing.T) {
 // within their receipt's cost) hold each update of a group to what the
 // updates before it wrote: in one group, a billed receipt is written, a
 // refund of 6 of its 10 commits, a second refund of 6 fails alone (12 in
-// all), and an update refused when its write is sent (a NUL byte) fails
-// alone too, beside them.
+// all), also when its check is refused in the round trip of the update
+// after it (which runs again), and an update refused when its write is
+// sent (a NUL byte) fails alone too, beside them.
 func TestStore_CommitCheckFailsItsUpdateAlone(t *testing.T) {
 	stores, _ := openOn(t, "commitcheck", 1)
 	s := stores[0]
@@ -162,7 +163,14 @@ func TestStore_CommitCheckFailsItsUpdateAlone(t *testing.T) {
 			return err
 		},
 		refund("rf-b"),
-		func(tx holon.Tx) error { return moveAnn(tx, "ok") })
+		func(tx holon.Tx) error {
+			// A read no cache answers: the second refund's check goes
+			// with it, is refused, and this update runs again.
+			if _, err := tx.Receipts("", "", 1); err != nil {
+				return err
+			}
+			return moveAnn(tx, "ok")
+		})
 	if errs[0] != nil || errs[1] != nil || errs[4] != nil {
 		t.Errorf("the receipt, the first refund, the last move: %v, %v, %v; want all committed", errs[0], errs[1], errs[4])
 	}
