@@ -3,8 +3,10 @@ package front
 import (
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"holon.dev/holon"
 	"holon.dev/holon/appliance/auth"
@@ -58,12 +60,12 @@ func (sw *statusWriter) Tag(p *auth.Principal) { sw.p = p }
 
 // ServeHTTP is the front door: what every request goes through before its
 // route, from outside or from a console page asking in-process: NUL
-// characters in the path or query are refused, a dev gateway answers only
-// its own names and /mcp only its own origin (origin.go), the body is
-// bounded, and on
-// a hosted gateway the client address's rate limit applies (before any
-// key is looked up) and one line is logged: never a key, a query string,
-// an input or an output.
+// characters in the path or query are refused, and a path or query that
+// is not UTF-8 once decoded; a dev gateway answers only its own names and
+// /mcp only its own origin (origin.go), the body is bounded, and on a
+// hosted gateway the client address's rate limit applies (before any key
+// is looked up) and one line is logged: never a key, a query string, an
+// input or an output.
 func (d *Door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	sw := &statusWriter{CodeWriter: web.CodeWriter{ResponseWriter: w}}
 	start := time.Now()
@@ -88,6 +90,13 @@ func (d *Door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if strings.ContainsRune(r.URL.Path, 0) || strings.ContainsRune(r.URL.RawQuery, 0) ||
 		strings.Contains(strings.ToLower(r.URL.RawQuery), "%00") {
 		d.fail(sw, r, holon.Errorf(web.CodeNULCharacter, "NUL characters are not accepted in the path or query"))
+		return
+	}
+	if notUTF8(r.URL) {
+		// What the routes read from them (a mandate's name, a cursor)
+		// reaches the store, which keeps text as UTF-8 (PostgreSQL refuses
+		// anything else).
+		d.fail(sw, r, holon.Errorf(holon.CodeInvalidRequest, "the path and query must be UTF-8 text once their %%-escapes are decoded"))
 		return
 	}
 	if !d.cfg.Hosted {
@@ -140,4 +149,15 @@ func (d *Door) bodyLimit(r *http.Request) int64 {
 		return n
 	}
 	return web.MaxBody
+}
+
+// notUTF8 reports whether the path or the query of u, its %-escapes
+// decoded, is not UTF-8 (a query that does not decode is the route's to
+// refuse).
+func notUTF8(u *url.URL) bool {
+	if !utf8.ValidString(u.Path) {
+		return true
+	}
+	q, err := url.QueryUnescape(u.RawQuery)
+	return err == nil && !utf8.ValidString(q) || !utf8.ValidString(u.RawQuery)
 }

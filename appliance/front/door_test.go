@@ -139,3 +139,31 @@ func TestDoor_BodyBounds(t *testing.T) {
 		}
 	}
 }
+
+// Ensure that the door refuses a path or a query that is not UTF-8 once
+// decoded (400 invalid_request) before any route, in both modes and for a
+// request made in-process alike, and lets UTF-8 through.
+func TestDoor_NotUTF8(t *testing.T) {
+	for _, hosted := range []bool{false, true} {
+		d := front.New(front.Config{Routes: routes, Origin: origin.New("", false), Hosted: hosted,
+			Address: ratelimit.NewSet(ratelimit.Limit{Rate: 1, Burst: 100}, 0, time.Now), Log: slog.New(slog.DiscardHandler)})
+		for target, want := range map[string]int{
+			"/v0/mandates/ann/%FF": 400, "/v0/receipts?mandate=ann/%FF": 400, "/v0/receipts?mandate=ann%2F%C3": 400,
+			"/v0/receipts?before=r1&mandate=%ED%A0%80": 400, // a surrogate's encoding
+			"/v0/mandates/ann/caf%C3%A9":               200, "/v0/receipts?mandate=ann/caf%C3%A9": 200, "/v0/receipts?q=100%": 200,
+		} {
+			for _, inProcess := range []bool{false, true} {
+				r := httptest.NewRequest("GET", target, nil)
+				r.Host = "localhost" // a dev gateway's own name
+				if inProcess {
+					r = r.WithContext(auth.WithPrincipal(context.Background(), auth.Dev()))
+				}
+				w := httptest.NewRecorder()
+				d.ServeHTTP(w, r)
+				if w.Code != want || want == 400 && code(t, w) != "invalid_request" {
+					t.Errorf("hosted %v, in-process %v, %s: %d %s, want %d", hosted, inProcess, target, w.Code, w.Body, want)
+				}
+			}
+		}
+	}
+}

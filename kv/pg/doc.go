@@ -7,11 +7,13 @@
 // Writes are grouped as the embedded store groups them: one writer per
 // store handle runs the queued updates in one REPEATABLE READ
 // transaction. A group runs fast first, without savepoints; only when
-// PostgreSQL refuses one of its statements (a constraint), or an update
-// fails after some of its writes reached the database, is it rolled back
-// and run again safely, each update under its own savepoint, so that a
-// failing or panicking update is undone alone (Store.SafeRuns counts
-// them). The writers of several handles (several gateways) take turns
+// PostgreSQL refuses one of its statements (a constraint, a value it does
+// not take such as text holding a NUL byte) or its COMMIT (a check
+// deferred to it), or an update fails after some of its writes reached
+// the database, is it rolled back and run again safely, each update under
+// its own savepoint and its deferred checks run at its end, so that a
+// failing, refused or panicking update is undone alone (Store.SafeRuns
+// counts them). The writers of several handles (several gateways) take turns
 // under one lock (writer_log's table lock, the transaction's first
 // statement, so its snapshot is taken once the lock is held): each group
 // sees every group before it and none conflicts with another; what queued

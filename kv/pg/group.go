@@ -16,11 +16,12 @@ import (
 // queue, run one after the other. A group runs fast first: without
 // savepoints, its hot rows written once per round trip (rows.go), its last
 // writes sent with its COMMIT. Only when that cannot stand — PostgreSQL
-// refuses one of its statements (a constraint: the transaction is then
-// refused whole), or an update fails after some of its writes reached the
-// database — is it rolled back and run again safely (Store.SafeRuns),
-// each update under its own savepoint, so that a refused update fails
-// alone.
+// refuses one of its statements or its COMMIT (a constraint, or a check
+// deferred to the COMMIT: the transaction is then refused whole), or an
+// update fails after some of its writes reached the database — is it
+// rolled back and run again safely (Store.SafeRuns), each update under
+// its own savepoint and its deferred checks run at its end (checkNow), so
+// that a refused update fails alone.
 //
 // An update's writes are not sent when it ends: they wait, with those of
 // the updates after it, for the next statement that must be answered (a
@@ -214,7 +215,11 @@ func (s *Store) try(batch *[]*update, fill, safe bool) (errs []error, retry, aga
 			}
 			if ferr == nil && tx.failed == nil {
 				if safe {
-					g.pending = append(g.pending, queued{sql: `RELEASE SAVEPOINT u`, owner: i, free: true})
+					// Its deferred checks (a refund within its receipt,
+					// the journal's) run now, under its savepoint, not at
+					// the COMMIT, where a refusal fails the whole group.
+					g.pending = append(g.pending, queued{sql: checkNow, owner: i}, queued{sql: checkAtCommit, owner: i, free: true},
+						queued{sql: `RELEASE SAVEPOINT u`, owner: i, free: true})
 				}
 				g.open = append(g.open, tx)
 				g.errs[i] = nil
@@ -279,6 +284,18 @@ func (s *Store) try(batch *[]*update, fill, safe bool) (errs []error, retry, aga
 	ok = true
 	return g.errs, false, false, nil
 }
+
+// checkNow runs the deferred checks of the writes so far (the
+// constraints declared DEFERRABLE INITIALLY DEFERRED: the journal's
+// balance and references, refunds within their receipts), and
+// checkAtCommit defers them again. A safe run sends both at the end of
+// each update, under its savepoint, so that a write one of them refuses
+// fails its update alone; a fast run leaves them to its COMMIT, whose
+// refusal runs the group again safely.
+const (
+	checkNow      = `SET CONSTRAINTS ALL IMMEDIATE`
+	checkAtCommit = `SET CONSTRAINTS ALL DEFERRED`
+)
 
 // rollback ends the transaction, at once, in the simple protocol.
 func rollback(ctx context.Context, c *pgx.Conn) error {
@@ -455,8 +472,11 @@ func (s *Store) commit(ctx context.Context, c *pgx.Conn, g *group) error {
 		}
 		if err != nil {
 			br.Close()
+			// A refusal of a fast run's statement, or of its COMMIT (a
+			// deferred check), is one update's: the group runs again
+			// safely, where each update's checks run at its end.
 			var pe *pgconn.PgError
-			if i < len(pend) && errors.As(err, &pe) && !conflict(err) && !serverGone(pe.Code) {
+			if !g.safe && errors.As(err, &pe) && !conflict(err) && !serverGone(pe.Code) {
 				return &errSafeRun{err}
 			}
 			return err
