@@ -94,7 +94,10 @@ func (b *bench) calls(ctx context.Context) ([]*Result, error) {
 	if w.d.LogSyncs > 0 {
 		pages.Notes = append(pages.Notes, fmt.Sprintf("what a commit waits for is its log record, %.2f KB per call; the pages reach the disk at the checkpoints, which sync them in the background", float64(w.d.LogBytes)/1024/float64(max(answered200, 1))))
 	}
-	pages.judge(perCall <= targetPageBytes, fmt.Sprintf("bbolt writes every page a commit touches whole (4 KB): a settlement touches the receipt, its mandate index, the journal row and its key, the balances, the budget, the call event, the agent's record, latency and earnings, counters and the idempotency key, each in its own bucket; %.1f calls share a commit here, and the fewer share it the more pages each pays for", float64(answered200)/float64(max(w.d.Commits, 1))))
+	if w.d.LogSyncs > 0 {
+		pages.Notes = append(pages.Notes, "the balances, budgets, counters, agents' records, latency, earnings and rollups a commit changes reach bbolt's pages once per checkpoint (the log holds them until then), not with each commit")
+	}
+	pages.judge(perCall <= targetPageBytes, fmt.Sprintf("bbolt writes every page a commit touches whole (4 KB): a settlement appends the receipt, its mandate index, the journal row and its key, the call event and the idempotency key, each in its own bucket; %.1f calls share a commit here, and the fewer share it the more pages each pays for", float64(answered200)/float64(max(w.d.Commits, 1))))
 	return []*Result{res, upd, pages}, nil
 }
 

@@ -94,17 +94,33 @@ func cachedPut[T any](tx *Tx, m *map[string]*cached[T], key string, v T) {
 	(*m)[key] = c
 }
 
-// flush writes what changed since the last flush.
+// flush writes what changed since the last flush into bbolt, with every
+// derived row still pending (deferred.go): a write transaction that walks
+// a bucket raw flushes first, and from then on puts every row into bbolt.
 func (tx *Tx) flush() error {
+	tx.deferring = false
+	return tx.writeBack()
+}
+
+// writeBack writes what changed since the last flush, as the writer does
+// before it commits: into bbolt, but for the derived rows of a
+// transaction that defers them, which go into its log record and its new
+// pending rows.
+func (tx *Tx) writeBack() error {
 	c := tx.cache
 	if c == nil {
 		return nil
+	}
+	if !tx.deferring && !tx.materialized {
+		if err := tx.materialize(); err != nil {
+			return err
+		}
 	}
 	var errs []error
 	put := func(bucket []byte, key string, v any) {
 		b, err := tx.encode(v)
 		if err == nil {
-			err = tx.put(tx.bkt(bucket), []byte(key), b)
+			err = tx.putDerived(bucket, []byte(key), b)
 		}
 		errs = append(errs, err)
 	}
@@ -154,7 +170,7 @@ func (tx *Tx) flush() error {
 		if e.dirty {
 			v := make([]byte, 8)
 			binary.BigEndian.PutUint64(v, e.v)
-			errs = append(errs, tx.put(tx.bkt(bucketCounters), []byte(k), v))
+			errs = append(errs, tx.putDerived(bucketCounters, []byte(k), v))
 			tx.logFlushed(&e.dirty)
 			e.dirty = false
 		}

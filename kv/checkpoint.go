@@ -101,6 +101,13 @@ func (s *Store) afterLogged(size int64) error {
 	if !s.wal.due(pages) {
 		return nil
 	}
+	if s.pend != nil {
+		// The checkpoint's commit must hold every derived row the log
+		// holds before it (deferred.go): the next commit puts them into
+		// bbolt, and the checkpoint begins after it.
+		s.flushNext = true
+		return nil
+	}
 	if !roomToLog(filepath.Dir(s.path)) {
 		return s.stopLog(true)
 	}
@@ -204,6 +211,18 @@ func (s *Store) checkpoint(job ckptJob) error {
 func (s *Store) stopLog(clean bool) error {
 	if s.wal == nil {
 		return s.closeLog()
+	}
+	if clean && s.pend != nil {
+		// The derived rows still pending go into bbolt (its commits are
+		// not synced while the store logs: the sync below makes them
+		// durable), while readers still see them in the snapshot.
+		err := s.db.Update(func(btx *bolt.Tx) error { return (&Tx{btx: btx, pend: s.pend}).materialize() })
+		if err != nil {
+			return err
+		}
+		s.snapMu.Lock()
+		s.pend = nil
+		s.snapMu.Unlock()
 	}
 	// Readers begin their own transactions again: bbolt, which syncs
 	// before its meta page from now on, may need to grow its map, which

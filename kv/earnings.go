@@ -104,7 +104,7 @@ func (tx *Tx) ForEachEarnings(prefix string, fn func(ref string, e holon.Earning
 	if err := tx.flush(); err != nil {
 		return err
 	}
-	c := tx.bkt(bucketEarnings).Cursor()
+	c := tx.cursor(bucketEarnings)
 	p := []byte(prefix)
 	for k, v := c.Seek(p); k != nil && bytes.HasPrefix(k, p); k, v = c.Next() {
 		e := holon.Earnings{}
@@ -169,7 +169,7 @@ func (tx *Tx) ForEachLatency(fn func(ref string, l holon.Latency) error) error {
 	if err := tx.flush(); err != nil {
 		return err
 	}
-	return tx.bkt(bucketLatency).ForEach(func(k, v []byte) error {
+	return tx.forEach(bucketLatency, func(k, v []byte) error {
 		var l holon.Latency
 		if err := json.Unmarshal(v, &l); err != nil {
 			return fmt.Errorf("decode latency %s: %w", k, err)

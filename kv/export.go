@@ -82,27 +82,32 @@ func (s *Store) Export(begin func(Snapshot) error, row func(bucket string, key, 
 	if s.db.IsReadOnly() {
 		return exportDB(s.read, begin, row)
 	}
-	cp, done, err := s.copyFile()
+	cp, pend, done, err := s.copyFile()
 	if err != nil {
 		return exportDB(s.read, begin, row)
 	}
 	defer done()
-	return exportDB(cp.View, begin, row)
+	return exportDB(func(fn func(*bolt.Tx, *pending) error) error {
+		return cp.View(func(btx *bolt.Tx) error { return fn(btx, pend) })
+	}, begin, row)
 }
 
 // copyFile copies the store, as of one read transaction, into a temporary
 // file next to it and opens the copy read-only; done closes and removes it.
-func (s *Store) copyFile() (cp *bolt.DB, done func(), err error) {
+// pend is the derived rows pending at that transaction, which the copy
+// lacks (deferred.go).
+func (s *Store) copyFile() (cp *bolt.DB, pend *pending, done func(), err error) {
 	var rnd [6]byte
 	if _, err := rand.Read(rnd[:]); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	tmp := filepath.Join(filepath.Dir(s.path), "."+filepath.Base(s.path)+".export-"+hex.EncodeToString(rnd[:]))
 	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	err = s.read(func(btx *bolt.Tx) error {
+	err = s.read(func(btx *bolt.Tx, p *pending) error {
+		pend = p
 		_, err := btx.WriteTo(f)
 		return err
 	})
@@ -114,19 +119,20 @@ func (s *Store) copyFile() (cp *bolt.DB, done func(), err error) {
 	}
 	if err != nil {
 		os.Remove(tmp)
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	// Unlinked at once: nothing is left behind if the process dies, and
 	// once the copy is closed its pages still in the page cache are
 	// dropped rather than written to the disk.
 	os.Remove(tmp)
-	return cp, func() { cp.Close() }, nil
+	return cp, pend, func() { cp.Close() }, nil
 }
 
 // exportDB streams every row of a store from one read transaction, begun
-// by view.
-func exportDB(view func(func(*bolt.Tx) error) error, begin func(Snapshot) error, row func(bucket string, key, value []byte) error) error {
-	return view(func(btx *bolt.Tx) error {
+// by view, with the derived rows pending in it.
+func exportDB(view func(func(*bolt.Tx, *pending) error) error, begin func(Snapshot) error, row func(bucket string, key, value []byte) error) error {
+	return view(func(btx *bolt.Tx, pend *pending) error {
+		tx := &Tx{btx: btx, pend: pend}
 		snap := Snapshot{}
 		if v := btx.Bucket(bucketMeta).Get([]byte("schema")); len(v) == 8 {
 			snap.Schema = binary.BigEndian.Uint64(v)
@@ -149,7 +155,7 @@ func exportDB(view func(func(*bolt.Tx) error) error, begin func(Snapshot) error,
 				snap.Buckets = append(snap.Buckets, BucketInfo{Name: string(name), Rows: receiptIndexRows(btx), Sequence: b.Sequence()})
 				return nil
 			}
-			snap.Buckets = append(snap.Buckets, BucketInfo{Name: string(name), Rows: int64(b.Stats().KeyN), Sequence: b.Sequence()})
+			snap.Buckets = append(snap.Buckets, BucketInfo{Name: string(name), Rows: tx.rows(name, b), Sequence: b.Sequence()})
 			return nil
 		})
 		if err != nil {
@@ -168,7 +174,7 @@ func exportDB(view func(func(*bolt.Tx) error) error, begin func(Snapshot) error,
 				}
 				continue
 			}
-			c := btx.Bucket([]byte(info.Name)).Cursor()
+			c := tx.cursor([]byte(info.Name))
 			for k, v := c.First(); k != nil; k, v = c.Next() {
 				if v == nil {
 					return fmt.Errorf("export %s/%x: nested buckets are not part of the store's layout", info.Name, k)
@@ -275,7 +281,7 @@ func (tx *Tx) ForEachRecord(fn func(agent string, r holon.Record) error) error {
 	if err := tx.flush(); err != nil {
 		return err
 	}
-	return tx.btx.Bucket(bucketRecords).ForEach(func(k, v []byte) error {
+	return tx.forEach(bucketRecords, func(k, v []byte) error {
 		var r holon.Record
 		if err := json.Unmarshal(v, &r); err != nil {
 			return fmt.Errorf("decode record %s: %w", k, err)
@@ -289,7 +295,7 @@ func (tx *Tx) ForEachBudget(fn func(mandate string, b holon.Budget) error) error
 	if err := tx.flush(); err != nil {
 		return err
 	}
-	return tx.btx.Bucket(bucketBudgets).ForEach(func(k, v []byte) error {
+	return tx.forEach(bucketBudgets, func(k, v []byte) error {
 		var b holon.Budget
 		if err := json.Unmarshal(v, &b); err != nil {
 			return fmt.Errorf("decode budget %s: %w", k, err)
@@ -304,11 +310,8 @@ func (tx *Tx) ForEachWindowBudget(fn func(mandate, window string, b holon.Budget
 	if err := tx.flush(); err != nil {
 		return err
 	}
-	b := tx.btx.Bucket(bucketBudgetWindows)
-	if b == nil {
-		return nil // a store from before budget windows, opened read-only
-	}
-	return b.ForEach(func(k, v []byte) error {
+	// Nothing in a store from before budget windows, opened read-only.
+	return tx.forEach(bucketBudgetWindows, func(k, v []byte) error {
 		mandate, window, ok := bytes.Cut(k, []byte{0})
 		if !ok {
 			return fmt.Errorf("budget window key %q has no 0x00", k)
@@ -326,7 +329,7 @@ func (tx *Tx) ForEachCounter(fn func(name string, n uint64) error) error {
 	if err := tx.flush(); err != nil {
 		return err
 	}
-	return tx.btx.Bucket(bucketCounters).ForEach(func(k, v []byte) error {
+	return tx.forEach(bucketCounters, func(k, v []byte) error {
 		if len(v) != 8 {
 			return fmt.Errorf("counter %s: %d bytes, want 8", k, len(v))
 		}

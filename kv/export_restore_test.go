@@ -35,6 +35,17 @@ func export(tb testing.TB, s *kv.Store) exported {
 	return e
 }
 
+// count is the number of rows exported from bucket.
+func (e exported) count(bucket string) int {
+	n := 0
+	for _, r := range e.rows {
+		if r.Bucket == bucket {
+			n++
+		}
+	}
+	return n
+}
+
 // feed returns a next function over rows, then io.EOF.
 func feed(rows []kv.Row) func() (kv.Row, error) {
 	i := 0

@@ -13,11 +13,22 @@ func (tx *Tx) PutJournalRowForTest(row holon.JournalRow) error { return tx.putJo
 
 // TamperForTest runs fn in a raw bbolt write transaction, bypassing every
 // rule of the store, as an attacker with the file would.
-// What it writes is not logged; readers see it at once.
+// What it writes is not logged; readers see it at once. The rows pending
+// (deferred.go) are put into bbolt first, as they would be at the next
+// checkpoint, so that fn finds and changes what the store holds.
 func (s *Store) TamperForTest(fn func(*bolt.Tx) error) error {
-	if err := s.db.Update(fn); err != nil {
+	err := s.db.Update(func(btx *bolt.Tx) error {
+		if err := (&Tx{btx: btx, pend: s.pend}).materialize(); err != nil {
+			return err
+		}
+		return fn(btx)
+	})
+	if err != nil {
 		return err
 	}
+	s.snapMu.Lock()
+	s.pend = nil
+	s.snapMu.Unlock()
 	if s.wal != nil {
 		return s.publishLatest()
 	}

@@ -156,7 +156,7 @@ func (tx *Tx) ForEachAccount(fn func(name string, a holon.Account) error) error 
 	if err := tx.flush(); err != nil {
 		return err
 	}
-	return tx.bkt(bucketAccounts).ForEach(func(k, v []byte) error {
+	return tx.forEach(bucketAccounts, func(k, v []byte) error {
 		var a holon.Account
 		if err := decodeValue(v, &a); err != nil {
 			return err

@@ -165,11 +165,7 @@ func (tx *Tx) rollup(key string) (holon.Tallies, error) {
 
 // readRollup reads a row from the store, a new value of the caller's.
 func (tx *Tx) readRollup(key string) (holon.Tallies, error) {
-	b := tx.bkt(bucketRollups)
-	if b == nil {
-		return holon.Tallies{}, nil
-	}
-	v := b.Get([]byte(key))
+	v := tx.get(bucketRollups, []byte(key))
 	if v == nil {
 		return holon.Tallies{}, nil
 	}
@@ -187,7 +183,7 @@ func (tx *Tx) flushRollups(c *writeCache) error {
 			if err == nil {
 				var v []byte
 				if v, err = tx.encode(talliesValue(e.v)); err == nil {
-					err = tx.put(tx.bkt(bucketRollups), key, v)
+					err = tx.putDerived(bucketRollups, key, v)
 				}
 			}
 			errs = append(errs, err)
@@ -204,13 +200,12 @@ func (tx *Tx) ForEachRollup(kind byte, owner string, dim byte, from, to holon.Da
 	if err := tx.flush(); err != nil {
 		return err
 	}
-	b := tx.bkt(bucketRollups)
-	if b == nil || from > to {
+	if tx.bkt(bucketRollups) == nil || from > to {
 		return nil
 	}
 	p := rollupPrefix(nil, kind, owner, dim)
 	start := binary.BigEndian.AppendUint32(bytes.Clone(p), uint32(max(from, 0)))
-	c := b.Cursor()
+	c := tx.cursor(bucketRollups)
 	for k, v := c.Seek(start); k != nil && bytes.HasPrefix(k, p) && len(k) >= len(p)+4; k, v = c.Next() {
 		day := holon.Day(binary.BigEndian.Uint32(k[len(p):]))
 		if day > to {
@@ -229,8 +224,7 @@ func (tx *Tx) ForEachRollup(kind byte, owner string, dim byte, from, to holon.Da
 
 // RollupsKept reports whether the rollups count every receipt.
 func (tx *Tx) RollupsKept() bool {
-	b := tx.bkt(bucketRollups)
-	return b != nil && b.Get(rollupsKept) != nil
+	return tx.get(bucketRollups, rollupsKept) != nil
 }
 
 // MarkRollupsKept records that they do.
@@ -265,11 +259,10 @@ func (tx *Tx) ForEachRollupRow(fn func(k holon.RollupKey, t holon.Tallies) error
 	if err := tx.flush(); err != nil {
 		return err
 	}
-	b := tx.bkt(bucketRollups)
-	if b == nil {
+	if tx.bkt(bucketRollups) == nil {
 		return nil
 	}
-	return b.ForEach(func(k, v []byte) error {
+	return tx.forEach(bucketRollups, func(k, v []byte) error {
 		if bytes.Equal(k, rollupsKept) {
 			return nil
 		}

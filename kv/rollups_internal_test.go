@@ -47,7 +47,8 @@ func TestRollups_FlushedBytes(t *testing.T) {
 	}
 	err = s.View(func(tx *Tx) error {
 		for k, w := range want {
-			got := tx.btx.Bucket(bucketRollups).Get(appendRollupKey(nil, k))
+			// As stored: pending in the log, or put into bbolt.
+			got := tx.get(bucketRollups, appendRollupKey(nil, k))
 			if !bytes.Equal(got, w) {
 				t.Errorf("row %+v = %v, want %v", k, got, w)
 			}

@@ -20,6 +20,9 @@ import (
 // transactions: an open snapshot would stop bbolt from growing its map.
 type snapshot struct {
 	tx *bolt.Tx
+	// pend is the derived rows its commit holds that bbolt does not yet
+	// (deferred.go).
+	pend *pending
 	// refs counts the readers, and the store's own reference while the
 	// snapshot is the current one.
 	refs atomic.Int64
@@ -31,20 +34,22 @@ func (sn *snapshot) release() {
 	}
 }
 
-// read runs fn in the current snapshot, or in a read transaction of its
-// own when there is none (the store does not log).
-func (s *Store) read(fn func(*bolt.Tx) error) error {
+// read runs fn in the current snapshot, with the derived rows pending in
+// it, or in a read transaction of its own when there is none (the store
+// does not log; nothing is pending then, but in a store that broke while
+// it logged, which commits nothing more).
+func (s *Store) read(fn func(*bolt.Tx, *pending) error) error {
 	s.snapMu.RLock()
-	sn := s.snap
+	sn, pend := s.snap, s.pend
 	if sn != nil {
 		sn.refs.Add(1)
 	}
 	s.snapMu.RUnlock()
 	if sn == nil {
-		return s.db.View(fn)
+		return s.db.View(func(btx *bolt.Tx) error { return fn(btx, pend) })
 	}
 	defer sn.release()
-	return fn(sn.tx)
+	return fn(sn.tx, sn.pend)
 }
 
 // publishLatest makes bbolt's latest commit, durable by now, the one
@@ -58,12 +63,13 @@ func (s *Store) publishLatest() error {
 	return nil
 }
 
-// publish makes btx the readers' snapshot (none, when nil: readers then
-// begin their own transactions).
+// publish makes btx the readers' snapshot, with the derived rows pending
+// as of its commit (none, when nil: readers then begin their own
+// transactions).
 func (s *Store) publish(btx *bolt.Tx) {
 	var sn *snapshot
 	if btx != nil {
-		sn = &snapshot{tx: btx}
+		sn = &snapshot{tx: btx, pend: s.pend}
 		sn.refs.Store(1)
 	}
 	s.snapMu.Lock()

@@ -152,6 +152,12 @@ type Store struct {
 	// snap is the readers' snapshot while the store logs (View).
 	snapMu sync.RWMutex
 	snap   *snapshot
+	// pend is the derived rows committed but not yet in bbolt, as of the
+	// last commit (deferred.go): the writer's, changed under snapMu.
+	pend *pending
+	// flushNext asks the writer's next commit to put them into bbolt: a
+	// checkpoint waits for it.
+	flushNext bool
 
 	statsMu sync.Mutex
 	stats   Stats
@@ -487,7 +493,7 @@ func (s *Store) submit(ctx context.Context, req *writeReq) error {
 // View runs fn in a read-only transaction, which sees the last durable
 // commit and never waits for the writer.
 func (s *Store) View(fn func(*Tx) error) error {
-	return s.read(func(btx *bolt.Tx) error { return fn(&Tx{btx: btx, now: s.now}) })
+	return s.read(func(btx *bolt.Tx, pend *pending) error { return fn(&Tx{btx: btx, now: s.now, pend: pend}) })
 }
 
 // Stats returns the write path's counters.
@@ -506,7 +512,7 @@ func (s *Store) Stats() Stats {
 // Size is the size of the database file in bytes.
 func (s *Store) Size() int64 {
 	var n int64
-	_ = s.read(func(btx *bolt.Tx) error { n = btx.Size(); return nil })
+	_ = s.read(func(btx *bolt.Tx, _ *pending) error { n = btx.Size(); return nil })
 	return n
 }
 
@@ -629,9 +635,15 @@ func (s *Store) runTx(reqs []*writeReq) (kept []*writeReq, stop int, stopErr, er
 	start := time.Now()
 	ran := start
 	appended, size, logAt := 0, int64(0), time.Time{}
+	var wtx *Tx
 	err = s.db.Update(func(btx *bolt.Tx) error {
 		// A new cache with each transaction: a rolled-back one's is dropped.
-		tx := &Tx{btx: btx, now: s.now, writable: true, cache: newWriteCache()}
+		// While the store logs, its derived rows may wait in the log and
+		// in the pending set for a later commit to put them into bbolt
+		// (deferred.go).
+		tx := &Tx{btx: btx, now: s.now, writable: true, cache: newWriteCache(), pend: s.pend,
+			deferring: s.wal != nil && !s.flushNext && (s.pend == nil || s.pend.n < maxPending)}
+		wtx = tx
 		if s.wal != nil {
 			s.redo.reset()
 			tx.redo = s.redo
@@ -663,7 +675,7 @@ func (s *Store) runTx(reqs []*writeReq) (kept []*writeReq, stop int, stopErr, er
 			return errNothingKept
 		}
 		tx.endUpdates()
-		if err := tx.flush(); err != nil {
+		if err := tx.writeBack(); err != nil {
 			return err
 		}
 		logged = s.logKeys + tx.logged
@@ -727,6 +739,7 @@ func (s *Store) runTx(reqs []*writeReq) (kept []*writeReq, stop int, stopErr, er
 			s.folds++
 		}
 		s.logKeys = logged
+		s.committedPending(wtx)
 		err = s.faults.afterCommit()
 		if err == nil && s.wal != nil {
 			// Durable: readers see it from now on.

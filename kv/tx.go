@@ -124,6 +124,16 @@ type Tx struct {
 	// redo collects the transaction's writes for the store's log
 	// (redo.go); nil outside the writer's transactions.
 	redo *redoBuf
+	// pend holds the derived rows committed before this transaction that
+	// bbolt does not hold yet (deferred.go): a snapshot's, or in the
+	// writer's transactions the last commit's, until materialize puts them
+	// into bbolt.
+	pend *pending
+	// deferring says the writer's transaction puts its new derived rows
+	// into its log record and deferred, not into bbolt; materialized, that
+	// it put pend into bbolt (nothing is pending after it commits).
+	deferring, materialized bool
+	deferred                [len(deferredBuckets)]map[string][]byte
 }
 
 // Now is the store's clock.
@@ -136,11 +146,7 @@ func u64(n uint64) []byte {
 }
 
 func (tx *Tx) getJSON(bucket, key []byte, v any) error {
-	bk := tx.bkt(bucket)
-	if bk == nil {
-		return holon.ErrNotFound // a later bucket, in a store opened read-only
-	}
-	b := bk.Get(key)
+	b := tx.get(bucket, key) // nil for a later bucket, in a store opened read-only
 	if b == nil {
 		return holon.ErrNotFound
 	}
@@ -228,7 +234,7 @@ func (tx *Tx) Counter(name string) uint64 {
 }
 
 func (tx *Tx) readCounter(name string) uint64 {
-	v := tx.bkt(bucketCounters).Get([]byte(name))
+	v := tx.get(bucketCounters, []byte(name))
 	if v == nil {
 		return 0
 	}

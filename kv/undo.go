@@ -54,6 +54,9 @@ func (tx *Tx) logValue(b *bolt.Bucket, key []byte) {
 
 // put writes v under key in b, logged.
 func (tx *Tx) put(b *bolt.Bucket, key, v []byte) error {
+	if err := tx.beforeWrite(b); err != nil {
+		return err
+	}
 	tx.logValue(b, key)
 	if err := b.Put(key, v); err != nil {
 		return err
@@ -65,6 +68,9 @@ func (tx *Tx) put(b *bolt.Bucket, key, v []byte) error {
 // nil when there was none, in a bucket that holds no empty values): it
 // logs that value instead of looking it up again.
 func (tx *Tx) putOver(b *bolt.Bucket, key, old, v []byte) error {
+	if err := tx.beforeWrite(b); err != nil {
+		return err
+	}
 	if tx.logging {
 		tx.undo = append(tx.undo, undoStep{b: b, key: key, old: old, existed: old != nil})
 	}
@@ -78,6 +84,9 @@ func (tx *Tx) putOver(b *bolt.Bucket, key, old, v []byte) error {
 // nil, and the bucket holds no empty values): it saves put's lookup of the
 // old value, which the journal's appends would pay on every settlement.
 func (tx *Tx) putNew(b *bolt.Bucket, key, v []byte) error {
+	if err := tx.beforeWrite(b); err != nil {
+		return err
+	}
 	if tx.logging {
 		tx.undo = append(tx.undo, undoStep{b: b, key: key})
 	}
@@ -89,6 +98,9 @@ func (tx *Tx) putNew(b *bolt.Bucket, key, v []byte) error {
 
 // del deletes key from b, logged.
 func (tx *Tx) del(b *bolt.Bucket, key []byte) error {
+	if err := tx.beforeWrite(b); err != nil {
+		return err
+	}
 	tx.logValue(b, key)
 	if err := b.Delete(key); err != nil {
 		return err

@@ -29,12 +29,14 @@ var boltWrites = map[string]bool{
 // the file format's upgrade at Open, restore into a new file), or after
 // every update of the writer's transaction ran (the fold of the receipt
 // index's log, which no update's undo may take back), and the replay of the
-// write-ahead log at Open (before the writer starts).
+// write-ahead log at Open (before the writer starts), and the derived rows
+// pending from earlier commits put into bbolt (deferred.go: committed
+// values, which no update's failure may take back).
 var undoable = map[string]bool{
 	"undo.go:put": true, "undo.go:putOver": true, "undo.go:putNew": true, "undo.go:del": true, "undo.go:nextSeq": true, "undo.go:undoUpdate": true,
 	"tx.go:createBuckets": true, "export_restore.go:*": true, "approvals_index.go:buildApprovalIndex": true, "rollups.go:createRollups": true,
 	"receipts_index.go:checkFormat": true, "receipts_index.go:foldLog": true,
-	"redo.go:applyOps": true,
+	"redo.go:applyOps": true, "deferred.go:materialize": true,
 }
 
 // Ensure that every write to bbolt in the store's code goes through the

@@ -1,0 +1,317 @@
+package kv
+
+import (
+	"bytes"
+	"slices"
+	"sync"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// The write cache's buckets (cache.go) but the journal's head: the
+// accounts, the mandates' budgets and their windows, the counters, and the
+// rows derived from the calls (agents' records, latency histograms,
+// earnings, rollups). Nearly every commit rewrites a few rows of each, and
+// each is a tree of its own: putting their rows into bbolt at every commit
+// costs a path of pages per bucket per commit (in row 1 of the bench, about
+// 20 KB of a commit's 130 KB for the derived buckets alone). While the
+// store logs (wal.go), a commit's new values of those rows go only into its
+// log record, which is what makes the commit durable, and into the pending
+// set below; bbolt gets them in a later commit: at the latest the one
+// before a checkpoint (which drops the records before it, so the file must
+// hold by then every value they held), or as the store stops logging. A
+// crash loses nothing: recovery replays every record after the last
+// checkpoint.
+//
+// Until bbolt holds them, every read of those buckets finds the pending
+// value first (get, cursor): a snapshot carries the pending set of its
+// commit, and the writer's transactions that of the last commit. A write
+// to one of those buckets that does not go through the write cache puts
+// the pending rows into bbolt first (put).
+var deferredBuckets = [...][]byte{bucketAccounts, bucketBudgets, bucketBudgetWindows, bucketCounters,
+	bucketRecords, bucketLatency, bucketEarnings, bucketRollups}
+
+// maxPending is the number of pending rows past which the next commit puts
+// them all into bbolt, so that a copy of the set per commit stays small.
+const maxPending = 2048
+
+// deferredIndex is the index of a derived bucket in deferredBuckets, or -1.
+func deferredIndex(name []byte) int {
+	switch string(name) {
+	case "accounts":
+		return 0
+	case "budgets":
+		return 1
+	case "budget_windows":
+		return 2
+	case "counters":
+		return 3
+	case "records":
+		return 4
+	case "latency":
+		return 5
+	case "earnings":
+		return 6
+	case "rollups":
+		return 7
+	}
+	return -1
+}
+
+// pending is the set of derived rows committed (and durable in the log)
+// but not yet in bbolt, as of one commit: never changed once made, so
+// that readers share it with the snapshot it belongs to.
+type pending struct {
+	n int
+	b [len(deferredBuckets)]pendingBucket
+}
+
+type pendingBucket struct {
+	vals map[string][]byte
+	once sync.Once
+	keys []string // vals' keys in order, made on the first walk
+}
+
+// get returns the pending value of key in derived bucket i.
+func (p *pending) get(i int, key []byte) ([]byte, bool) {
+	if p == nil || i < 0 {
+		return nil, false
+	}
+	v, ok := p.b[i].vals[string(key)]
+	return v, ok
+}
+
+// sorted returns bucket i's pending keys in order.
+func (p *pending) sorted(i int) ([]string, map[string][]byte) {
+	if p == nil || i < 0 || len(p.b[i].vals) == 0 {
+		return nil, nil
+	}
+	pb := &p.b[i]
+	pb.once.Do(func() {
+		pb.keys = make([]string, 0, len(pb.vals))
+		for k := range pb.vals {
+			pb.keys = append(pb.keys, k)
+		}
+		slices.Sort(pb.keys)
+	})
+	return pb.keys, pb.vals
+}
+
+// with returns the pending set of p's commit followed by one whose new
+// derived values are add (p is not changed).
+func (p *pending) with(add *[len(deferredBuckets)]map[string][]byte) *pending {
+	if !slices.ContainsFunc(add[:], func(m map[string][]byte) bool { return len(m) > 0 }) {
+		return p
+	}
+	q := &pending{}
+	for i := range q.b {
+		var old map[string][]byte
+		if p != nil {
+			old = p.b[i].vals
+		}
+		if len(add[i]) == 0 {
+			// Never changed once made: shared.
+			q.b[i].vals = old
+			q.n += len(old)
+			continue
+		}
+		m := make(map[string][]byte, len(old)+len(add[i]))
+		for k, v := range old {
+			m[k] = v
+		}
+		for k, v := range add[i] {
+			m[k] = v
+		}
+		q.b[i].vals = m
+		q.n += len(m)
+	}
+	if q.n == 0 {
+		return nil
+	}
+	return q
+}
+
+// get reads key from bucket name as the transaction sees it: a pending
+// value first, then bbolt's (nil when neither has it, or there is no such
+// bucket: a later one, in a store opened read-only).
+func (tx *Tx) get(name, key []byte) []byte {
+	if tx.pend != nil {
+		if v, ok := tx.pend.get(deferredIndex(name), key); ok {
+			return v
+		}
+	}
+	b := tx.bkt(name)
+	if b == nil {
+		return nil
+	}
+	return b.Get(key)
+}
+
+// dcursor walks a bucket as the transaction sees it: bbolt's rows merged
+// with the pending ones in key order, a pending value taking the place of
+// bbolt's under the same key. Its slices are valid as a bbolt cursor's.
+type dcursor struct {
+	c    *bolt.Cursor // nil for a bucket the store lacks
+	keys []string
+	vals map[string][]byte
+	i    int
+	// bk, bv are the bbolt cursor's current row; fromPend says the row
+	// returned last was the pending one, and same that bbolt's had its key.
+	bk, bv         []byte
+	fromPend, same bool
+}
+
+// cursor returns a cursor over bucket name as the transaction sees it.
+func (tx *Tx) cursor(name []byte) *dcursor {
+	d := &dcursor{}
+	if b := tx.bkt(name); b != nil {
+		d.c = b.Cursor()
+	}
+	if tx.pend != nil {
+		d.keys, d.vals = tx.pend.sorted(deferredIndex(name))
+	}
+	return d
+}
+
+// First moves to the first row.
+func (d *dcursor) First() (k, v []byte) {
+	if d.c != nil {
+		d.bk, d.bv = d.c.First()
+	}
+	d.i = 0
+	return d.pick()
+}
+
+// Seek moves to the first row whose key is key or after it.
+func (d *dcursor) Seek(key []byte) (k, v []byte) {
+	if d.c != nil {
+		d.bk, d.bv = d.c.Seek(key)
+	}
+	d.i, _ = slices.BinarySearch(d.keys, string(key))
+	return d.pick()
+}
+
+// Next moves to the next row.
+func (d *dcursor) Next() (k, v []byte) {
+	if !d.fromPend || d.same {
+		if d.c != nil && d.bk != nil {
+			d.bk, d.bv = d.c.Next()
+		}
+	}
+	if d.fromPend {
+		d.i++
+	}
+	return d.pick()
+}
+
+func (d *dcursor) pick() (k, v []byte) {
+	d.fromPend, d.same = false, false
+	if d.i < len(d.keys) {
+		pk := d.keys[d.i]
+		if d.bk == nil || pk <= string(d.bk) {
+			d.fromPend, d.same = true, d.bk != nil && pk == string(d.bk)
+			return []byte(pk), d.vals[pk]
+		}
+	}
+	return d.bk, d.bv
+}
+
+// forEach calls fn for every row of bucket name as the transaction sees
+// it, in key order.
+func (tx *Tx) forEach(name []byte, fn func(k, v []byte) error) error {
+	c := tx.cursor(name)
+	for k, v := c.First(); k != nil; k, v = c.Next() {
+		if err := fn(k, v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// putDerived puts a row the write cache changed: into bbolt, or, for a
+// derived row of a transaction that defers them, into the log's record
+// and the transaction's new pending rows (v is the arena's, copied).
+func (tx *Tx) putDerived(bucket, key, v []byte) error {
+	b := tx.bkt(bucket)
+	i := deferredIndex(bucket)
+	if !tx.deferring || i < 0 {
+		return tx.put(b, key, v)
+	}
+	if err := tx.redoPut(b, key, v); err != nil {
+		return err
+	}
+	if tx.deferred[i] == nil {
+		tx.deferred[i] = make(map[string][]byte, 8)
+	}
+	tx.deferred[i][string(key)] = bytes.Clone(v)
+	return nil
+}
+
+// materialize puts into bbolt the derived rows pending before the
+// transaction and those it deferred, so that bbolt holds every one: the
+// transaction then reads and walks bbolt alone, and nothing is pending
+// once it commits. Their values are in log records already (a replay
+// writes them again), so they are not logged again; nor are they in the
+// undo log, since an update that fails leaves them as they were.
+func (tx *Tx) materialize() error {
+	for i, name := range deferredBuckets {
+		var vals []map[string][]byte
+		if tx.pend != nil {
+			vals = append(vals, tx.pend.b[i].vals)
+		}
+		vals = append(vals, tx.deferred[i])
+		for _, m := range vals {
+			if len(m) == 0 {
+				continue
+			}
+			b := tx.bkt(name)
+			for k, v := range m {
+				if err := b.Put([]byte(k), v); err != nil {
+					return err
+				}
+			}
+		}
+		tx.deferred[i] = nil
+	}
+	tx.pend, tx.deferring, tx.materialized = nil, false, true
+	return nil
+}
+
+// committedPending makes the derived rows pending after tx's commit the
+// store's: none when tx put them into bbolt, else those before it and
+// those it deferred.
+func (s *Store) committedPending(tx *Tx) {
+	var p *pending
+	switch {
+	case tx.materialized:
+		s.flushNext = false
+	default:
+		p = tx.pend.with(&tx.deferred)
+	}
+	s.snapMu.Lock()
+	s.pend = p
+	s.snapMu.Unlock()
+}
+
+// rows counts the rows of bucket b (named name) as the transaction sees
+// them: bbolt's and the pending ones it lacks.
+func (tx *Tx) rows(name []byte, b *bolt.Bucket) int64 {
+	n := int64(b.Stats().KeyN)
+	keys, _ := tx.pend.sorted(deferredIndex(name))
+	for _, k := range keys {
+		if b.Get([]byte(k)) == nil {
+			n++
+		}
+	}
+	return n
+}
+
+// beforeWrite puts the pending rows into bbolt before a write to one of
+// their buckets that does not go through the write cache, which would
+// otherwise sit under a pending value of the same key.
+func (tx *Tx) beforeWrite(b *bolt.Bucket) error {
+	if tx.pend == nil || tx.redo == nil || deferredIndex(tx.redo.names[b]) < 0 {
+		return nil
+	}
+	return tx.materialize()
+}

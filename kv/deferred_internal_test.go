@@ -1,0 +1,120 @@
+package kv
+
+import (
+	"bytes"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// Ensure that deferredIndex names each deferred bucket's place, and no
+// other bucket's.
+func TestDeferred_Index(t *testing.T) {
+	for i, b := range deferredBuckets {
+		if got := deferredIndex(b); got != i {
+			t.Errorf("deferredIndex(%s) = %d, want %d", b, got, i)
+		}
+	}
+	for _, b := range allBuckets {
+		if deferredIndex(b) < 0 && slices.ContainsFunc(deferredBuckets[:], func(d []byte) bool { return bytes.Equal(d, b) }) {
+			t.Errorf("%s is deferred but not indexed", b)
+		}
+	}
+	for _, b := range [][]byte{bucketJournal, bucketMeta, bucketReceipts, bucketEvents, bucketHolds} {
+		if got := deferredIndex(b); got != -1 {
+			t.Errorf("deferredIndex(%s) = %d, want -1", b, got)
+		}
+	}
+}
+
+// Ensure that a transaction's cursor over a bucket with pending rows walks
+// bbolt's rows and the pending ones as one bucket, in key order, a pending
+// value in place of bbolt's under the same key, from First and from any
+// Seek; and that the bucket's row count counts each key once.
+func TestDeferred_CursorMerges(t *testing.T) {
+	s, err := Open(filepath.Join(t.TempDir(), "holon.db"), Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	err = s.db.Update(func(btx *bolt.Tx) error {
+		for _, k := range []string{"a", "c", "e"} {
+			if err := btx.Bucket(bucketAccounts).Put([]byte(k), []byte("file "+k)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	add := [len(deferredBuckets)]map[string][]byte{}
+	add[deferredIndex(bucketAccounts)] = map[string][]byte{"b": []byte("pending b"), "c": []byte("pending c")}
+	older := (*pending)(nil).with(&add)
+	add[deferredIndex(bucketAccounts)] = map[string][]byte{"f": []byte("pending f")}
+	pend := older.with(&add)
+	if _, ok := older.get(deferredIndex(bucketAccounts), []byte("f")); ok {
+		t.Fatal("with changed the pending set it was given")
+	}
+
+	walk := func(tx *Tx, seek string) string {
+		c := tx.cursor(bucketAccounts)
+		var k, v []byte
+		if seek == "" {
+			k, v = c.First()
+		} else {
+			k, v = c.Seek([]byte(seek))
+		}
+		var out []string
+		for ; k != nil; k, v = c.Next() {
+			out = append(out, fmt.Sprintf("%s=%s", k, v))
+		}
+		return strings.Join(out, " ")
+	}
+	err = s.db.View(func(btx *bolt.Tx) error {
+		tx := &Tx{btx: btx, pend: pend}
+		for _, c := range []struct{ seek, want string }{
+			{"", "a=file a b=pending b c=pending c e=file e f=pending f"},
+			{"b", "b=pending b c=pending c e=file e f=pending f"},
+			{"bb", "c=pending c e=file e f=pending f"},
+			{"c", "c=pending c e=file e f=pending f"},
+			{"d", "e=file e f=pending f"},
+			{"e", "e=file e f=pending f"},
+			{"ee", "f=pending f"},
+			{"g", ""},
+		} {
+			if got := walk(tx, c.seek); got != c.want {
+				t.Errorf("from %q: %s, want %s", c.seek, got, c.want)
+			}
+		}
+		if got := string(tx.get(bucketAccounts, []byte("c"))); got != "pending c" {
+			t.Errorf("get c = %q, want the pending value", got)
+		}
+		if got := string(tx.get(bucketAccounts, []byte("e"))); got != "file e" {
+			t.Errorf("get e = %q, want the file's", got)
+		}
+		if n := tx.rows(bucketAccounts, btx.Bucket(bucketAccounts)); n != 5 {
+			t.Errorf("%d rows counted, want 5", n)
+		}
+		// Without pending rows, the cursor is bbolt's.
+		if got := walk(&Tx{btx: btx}, ""); got != "a=file a c=file c e=file e" {
+			t.Errorf("without pending rows: %s", got)
+		}
+		// Another bucket's pending rows are not this one's.
+		if got := walk(&Tx{btx: btx, pend: pend}, "") + "|" + func() string {
+			c := (&Tx{btx: btx, pend: pend}).cursor(bucketBudgets)
+			k, _ := c.First()
+			return string(k)
+		}(); got != "a=file a b=pending b c=pending c e=file e f=pending f|" {
+			t.Errorf("budgets see the accounts' pending rows: %s", got)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
