@@ -58,75 +58,105 @@ func deferredIndex(name []byte) int {
 	return -1
 }
 
-// pending is the set of derived rows committed (and durable in the log)
-// but not yet in bbolt, as of one commit: never changed once made, so
-// that readers share it with the snapshot it belongs to.
+// pending is the set of rows committed (and durable in the log) but not
+// yet in bbolt, as of one commit: never changed once made, so that readers
+// share it with the snapshot it belongs to. Each bucket's rows are a chain
+// of layers, a commit's rows over those of the commits before it, folded
+// into one layer every maxLayers commits: a commit adds its own rows
+// without copying the others', and a read looks at a few maps at most.
 type pending struct {
-	n int
-	b [len(deferredBuckets)]pendingBucket
+	n int // rows in all layers (a key rewritten counts once per layer)
+	b [len(deferredBuckets)]*pendLayer
 }
 
-type pendingBucket struct {
-	vals map[string][]byte
-	once sync.Once
-	keys []string // vals' keys in order, made on the first walk
+// maxLayers is the length of a chain past which it is folded into one.
+const maxLayers = 8
+
+type pendLayer struct {
+	vals   map[string][]byte
+	under  *pendLayer // the commits' before (nil at the bottom)
+	depth  int        // layers in the chain from this one down
+	rows   int        // rows in the chain, counted as in pending.n
+	once   sync.Once
+	keys   []string          // the chain's keys in order, made on the first walk
+	merged map[string][]byte // the chain's newest values, made with keys
 }
 
-// get returns the pending value of key in derived bucket i.
+// get returns the pending value of key in bucket i.
 func (p *pending) get(i int, key []byte) ([]byte, bool) {
 	if p == nil || i < 0 {
 		return nil, false
 	}
-	v, ok := p.b[i].vals[string(key)]
-	return v, ok
+	for l := p.b[i]; l != nil; l = l.under {
+		if v, ok := l.vals[string(key)]; ok {
+			return v, true
+		}
+	}
+	return nil, false
 }
 
-// sorted returns bucket i's pending keys in order.
+// flat returns the chain's newest values (l's own map when it is alone).
+func (l *pendLayer) flat() map[string][]byte {
+	if l.under == nil {
+		return l.vals
+	}
+	m := make(map[string][]byte, l.rows)
+	var chain []*pendLayer
+	for c := l; c != nil; c = c.under {
+		chain = append(chain, c)
+	}
+	for _, c := range slices.Backward(chain) {
+		for k, v := range c.vals {
+			m[k] = v
+		}
+	}
+	return m
+}
+
+// sorted returns bucket i's pending keys in order, and their values.
 func (p *pending) sorted(i int) ([]string, map[string][]byte) {
-	if p == nil || i < 0 || len(p.b[i].vals) == 0 {
+	if p == nil || i < 0 || p.b[i] == nil {
 		return nil, nil
 	}
-	pb := &p.b[i]
-	pb.once.Do(func() {
-		pb.keys = make([]string, 0, len(pb.vals))
-		for k := range pb.vals {
-			pb.keys = append(pb.keys, k)
+	l := p.b[i]
+	l.once.Do(func() {
+		l.merged = l.flat()
+		l.keys = make([]string, 0, len(l.merged))
+		for k := range l.merged {
+			l.keys = append(l.keys, k)
 		}
-		slices.Sort(pb.keys)
+		slices.Sort(l.keys)
 	})
-	return pb.keys, pb.vals
+	return l.keys, l.merged
 }
 
 // with returns the pending set of p's commit followed by one whose new
-// derived values are add (p is not changed).
+// rows are add, which it keeps (p is not changed).
 func (p *pending) with(add *[len(deferredBuckets)]map[string][]byte) *pending {
 	if !slices.ContainsFunc(add[:], func(m map[string][]byte) bool { return len(m) > 0 }) {
 		return p
 	}
 	q := &pending{}
 	for i := range q.b {
-		var old map[string][]byte
+		var under *pendLayer
 		if p != nil {
-			old = p.b[i].vals
+			under = p.b[i]
 		}
-		if len(add[i]) == 0 {
-			// Never changed once made: shared.
-			q.b[i].vals = old
-			q.n += len(old)
-			continue
+		switch {
+		case len(add[i]) == 0:
+			q.b[i] = under // never changed once made: shared
+		case under == nil:
+			q.b[i] = &pendLayer{vals: add[i], depth: 1, rows: len(add[i])}
+		case under.depth >= maxLayers:
+			l := &pendLayer{vals: add[i], under: under, rows: under.rows + len(add[i])}
+			m := l.flat()
+			q.b[i] = &pendLayer{vals: m, depth: 1, rows: len(m)}
+		default:
+			q.b[i] = &pendLayer{vals: add[i], under: under, depth: under.depth + 1, rows: under.rows + len(add[i])}
 		}
-		m := make(map[string][]byte, len(old)+len(add[i]))
-		for k, v := range old {
-			m[k] = v
+		if q.b[i] != nil {
+			q.n += q.b[i].rows
 		}
-		for k, v := range add[i] {
-			m[k] = v
-		}
-		q.b[i].vals = m
-		q.n += len(m)
-	}
-	if q.n == 0 {
-		return nil
 	}
 	return q
 }
@@ -256,8 +286,8 @@ func (tx *Tx) putDerived(bucket, key, v []byte) error {
 func (tx *Tx) materialize() error {
 	for i, name := range deferredBuckets {
 		var vals []map[string][]byte
-		if tx.pend != nil {
-			vals = append(vals, tx.pend.b[i].vals)
+		if tx.pend != nil && tx.pend.b[i] != nil {
+			vals = append(vals, tx.pend.b[i].flat())
 		}
 		vals = append(vals, tx.deferred[i])
 		for _, m := range vals {

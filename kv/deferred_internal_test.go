@@ -3,6 +3,7 @@ package kv
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -116,5 +117,53 @@ func TestDeferred_CursorMerges(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Ensure that a chain of pending sets, each commit's rows over the ones
+// before, reads the newest value of each key, before and after the chain
+// is folded into one layer, and that each older set still reads its own.
+func TestDeferred_Layers(t *testing.T) {
+	i := deferredIndex(bucketRollups)
+	var sets []*pending
+	var p *pending
+	for c := range 3*maxLayers + 1 {
+		add := [len(deferredBuckets)]map[string][]byte{}
+		add[i] = map[string][]byte{fmt.Sprintf("k%d", c%5): []byte(fmt.Sprintf("v%d", c))}
+		if c%3 == 0 {
+			add[deferredIndex(bucketAccounts)] = map[string][]byte{"a": []byte(fmt.Sprintf("a%d", c))}
+		}
+		p = p.with(&add)
+		sets = append(sets, p)
+	}
+	for c, p := range sets {
+		want := map[string]string{}
+		for d := 0; d <= c; d++ {
+			want[fmt.Sprintf("k%d", d%5)] = fmt.Sprintf("v%d", d)
+		}
+		keys, vals := p.sorted(i)
+		var got []string
+		for _, k := range keys {
+			got = append(got, k+"="+string(vals[k]))
+			if v, ok := p.get(i, []byte(k)); !ok || string(v) != want[k] {
+				t.Errorf("set %d: get %s = %s, want %s", c, k, v, want[k])
+			}
+		}
+		var w []string
+		for _, k := range slices.Sorted(maps.Keys(want)) {
+			w = append(w, k+"="+want[k])
+		}
+		if strings.Join(got, " ") != strings.Join(w, " ") {
+			t.Errorf("set %d walks %v, want %v", c, got, w)
+		}
+		if v, _ := p.get(deferredIndex(bucketAccounts), []byte("a")); string(v) != fmt.Sprintf("a%d", c/3*3) {
+			t.Errorf("set %d: account a = %s, want a%d", c, v, c/3*3)
+		}
+		if _, ok := p.get(i, []byte("k9")); ok {
+			t.Errorf("set %d has a key never written", c)
+		}
+	}
+	if d := sets[len(sets)-1].b[i].depth; d > maxLayers {
+		t.Errorf("the chain is %d layers deep, want at most %d", d, maxLayers)
 	}
 }
