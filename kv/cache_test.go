@@ -1,6 +1,8 @@
 package kv_test
 
 import (
+	"context"
+	"errors"
 	"testing"
 
 	"holon.dev/holon"
@@ -137,6 +139,64 @@ func TestTx_SharedRecords_SeenInTransaction(t *testing.T) {
 		}
 		if l.Runs() != 3 || e["EUR"].PaidCalls != 3 || e["EUR"].Own != amt("0.03") {
 			t.Errorf("after commit: latency %d runs, earnings %+v; want 3 runs, 3 paid calls, 0.03 own", l.Runs(), e)
+		}
+		return nil
+	})
+}
+
+// Ensure that the writer's cache of rows across its transactions holds
+// only what committed: a row an undone update changed reads as it was in
+// the next transaction, and rollup rows cleared (written around the
+// cache) do not come back from it.
+func TestTx_HotRows_OnlyCommitted(t *testing.T) {
+	s := mustOpen(t, kv.Options{NoSync: true})
+	credit(t, s, "alice", "1.00")
+	k := holon.RollupKey{Kind: holon.RollupSpend, Owner: "alice", Dim: holon.ByDay, Day: 20000}
+	add := func(n int64) func(*kv.Tx) error {
+		return func(tx *kv.Tx) error { return tx.AddRollup(k, "EUR", holon.Tally{Calls: n}) }
+	}
+	mustUpdate(t, s, add(5))
+	gift := transfer(t, "gift", "external:demo-credit", "alice", "2.00")
+	err := s.Update(context.Background(), func(tx *kv.Tx) error {
+		if _, err := tx.AppendEntry(gift); err != nil {
+			return err
+		}
+		if err := add(7)(tx); err != nil {
+			return err
+		}
+		return errors.New("refused after writing")
+	})
+	if err == nil {
+		t.Fatal("the failing update succeeded")
+	}
+	calls := func(tx *kv.Tx) int64 {
+		var n int64
+		err := tx.ForEachRollup(k.Kind, k.Owner, k.Dim, k.Day, k.Day, func(_ holon.RollupKey, ts holon.Tallies) error {
+			n = ts["EUR"].Calls
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	mustUpdate(t, s, func(tx *kv.Tx) error {
+		if a, err := tx.Account("alice"); err != nil || a.Balance != amt("1.00") {
+			t.Errorf("after an undone update, the next transaction reads alice's balance %s (%v), want 1.00", a.Balance, err)
+		}
+		return add(1)(tx)
+	})
+	mustView(t, s, func(tx *kv.Tx) error {
+		if n := calls(tx); n != 6 {
+			t.Errorf("the rollup counts %d calls, want 6", n)
+		}
+		return nil
+	})
+	mustUpdate(t, s, func(tx *kv.Tx) error { return tx.ClearRollups() })
+	mustUpdate(t, s, add(1))
+	mustView(t, s, func(tx *kv.Tx) error {
+		if n := calls(tx); n != 1 {
+			t.Errorf("after the rollups were cleared, the rollup counts %d calls, want 1", n)
 		}
 		return nil
 	})

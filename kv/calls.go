@@ -127,7 +127,7 @@ func (tx *Tx) AppendEvent(ev *holon.Event, succeeded bool) error {
 // Record reads an agent version's measured record.
 func (tx *Tx) Record(agent string) (holon.Record, error) {
 	if tx.cache != nil {
-		return cachedGet(&tx.cache.records, agent, func() (holon.Record, error) { return tx.readRecord(agent) })
+		return cachedGet(&tx.cache.records, tx.cache.hot.records, agent, func() (holon.Record, error) { return tx.readRecord(agent) })
 	}
 	return tx.readRecord(agent)
 }

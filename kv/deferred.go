@@ -311,6 +311,12 @@ func (tx *Tx) materialize() error {
 // store's: none when tx put them into bbolt, else those before it and
 // those it deferred.
 func (s *Store) committedPending(tx *Tx) {
+	if tx.cache.hotStale {
+		s.hot = newHotCache()
+	}
+	if s.hot.absorb(tx.cache); s.hot.n > maxHot {
+		s.hot = newHotCache()
+	}
 	var p *pending
 	switch {
 	case tx.materialized:
@@ -340,7 +346,15 @@ func (tx *Tx) rows(name []byte, b *bolt.Bucket) int64 {
 // their buckets that does not go through the write cache, which would
 // otherwise sit under a pending value of the same key.
 func (tx *Tx) beforeWrite(b *bolt.Bucket) error {
-	if tx.pend == nil || tx.redo == nil || deferredIndex(tx.redo.names[b]) < 0 {
+	if tx.redo == nil || deferredIndex(tx.redo.names[b]) < 0 {
+		return nil
+	}
+	if tx.cache != nil {
+		// Its rows in the writer's hot cache may no longer be the
+		// committed ones.
+		tx.cache.forgetHot()
+	}
+	if tx.pend == nil {
 		return nil
 	}
 	return tx.materialize()

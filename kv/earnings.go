@@ -85,7 +85,7 @@ func (tx *Tx) EarningsFrom() (uint64, bool) { return tx.countsFrom(metaEarningsF
 // write transaction the value may be the cache's: not to be changed.
 func (tx *Tx) Earnings(ref string) (holon.Earnings, error) {
 	if tx.cache != nil {
-		return cachedGet(&tx.cache.earnings, ref, func() (holon.Earnings, error) { return tx.readEarnings(ref) })
+		return cachedGet(&tx.cache.earnings, tx.cache.hot.earnings, ref, func() (holon.Earnings, error) { return tx.readEarnings(ref) })
 	}
 	return tx.readEarnings(ref)
 }
@@ -146,7 +146,7 @@ func (tx *Tx) AddLatency(ref string, ms int64) error {
 // changed.
 func (tx *Tx) Latency(ref string) (holon.Latency, error) {
 	if tx.cache != nil {
-		return cachedGet(&tx.cache.latency, ref, func() (holon.Latency, error) { return tx.readLatency(ref) })
+		return cachedGet(&tx.cache.latency, tx.cache.hot.latency, ref, func() (holon.Latency, error) { return tx.readLatency(ref) })
 	}
 	return tx.readLatency(ref)
 }

@@ -29,6 +29,7 @@ func (s *Store) TamperForTest(fn func(*bolt.Tx) error) error {
 	s.snapMu.Lock()
 	s.pend = nil
 	s.snapMu.Unlock()
+	s.hot = newHotCache()
 	if s.wal != nil {
 		return s.publishLatest()
 	}

@@ -54,7 +54,7 @@ func (tx *Tx) AppendEntry(e journal.Entry) (holon.JournalRow, error) {
 func (tx *Tx) journalHead() (string, error) {
 	read := func() (string, error) { return string(tx.bkt(bucketMeta).Get(metaJournalHead)), nil }
 	if tx.cache != nil {
-		return cachedGet(&tx.cache.meta, string(metaJournalHead), read)
+		return cachedGet(&tx.cache.meta, tx.cache.hot.meta, string(metaJournalHead), read)
 	}
 	return read()
 }
@@ -98,7 +98,7 @@ func (tx *Tx) addBalance(account string, delta journal.Amount) error {
 // Account returns an account's standing (zero for an account never seen).
 func (tx *Tx) Account(name string) (holon.Account, error) {
 	if tx.cache != nil {
-		return cachedGet(&tx.cache.accounts, name, func() (holon.Account, error) { return tx.readAccount(name) })
+		return cachedGet(&tx.cache.accounts, tx.cache.hot.accounts, name, func() (holon.Account, error) { return tx.readAccount(name) })
 	}
 	return tx.readAccount(name)
 }

@@ -128,7 +128,7 @@ func (tx *Tx) Receipts(mandate, before string, limit int) (holon.ReceiptPage, er
 // Budget reads a mandate's budget (zero when nothing happened under it yet).
 func (tx *Tx) Budget(mandate string) (holon.Budget, error) {
 	if tx.cache != nil {
-		return cachedGet(&tx.cache.budgets, mandate, func() (holon.Budget, error) { return tx.readBudget(mandate) })
+		return cachedGet(&tx.cache.budgets, tx.cache.hot.budgets, mandate, func() (holon.Budget, error) { return tx.readBudget(mandate) })
 	}
 	return tx.readBudget(mandate)
 }
@@ -173,7 +173,7 @@ func (tx *Tx) WindowBudget(mandate, window string) (holon.Budget, error) {
 		return b, nil
 	}
 	if tx.cache != nil {
-		return cachedGet(&tx.cache.windows, k, read)
+		return cachedGet(&tx.cache.windows, tx.cache.hot.windows, k, read)
 	}
 	return read()
 }

@@ -20,7 +20,7 @@ func TestRedo_NamesEveryBucket(t *testing.T) {
 	defer s.Close()
 	rollback := errors.New("rollback")
 	err = s.db.Update(func(btx *bolt.Tx) error {
-		tx := &Tx{btx: btx, now: time.Now, writable: true, cache: newWriteCache(), redo: newRedoBuf()}
+		tx := &Tx{btx: btx, now: time.Now, writable: true, cache: newWriteCache(newHotCache()), redo: newRedoBuf()}
 		if err := tx.put(btx.Bucket(bucketCounters), []byte("k1"), []byte("v1")); err != nil {
 			return err
 		}

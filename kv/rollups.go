@@ -129,10 +129,15 @@ func (tx *Tx) AddRollup(k holon.RollupKey, currency string, d holon.Tally) error
 	fresh := false
 	if tx.cache != nil {
 		if _, ok := tx.cache.rollups[key]; !ok {
-			// Not in the cache: the row read now is this update's own
-			// copy, changed in place; cachedPut adds it as the update's
-			// (its undo takes it out of the cache again).
-			t, err = tx.readRollup(key)
+			// Not in the cache: the row read now (or copied from the hot
+			// cache) is this update's own copy, changed in place;
+			// cachedPut adds it as the update's (its undo takes it out of
+			// the cache again).
+			if h, ok := tx.cache.hot.rollups[key]; ok {
+				t = maps.Clone(h)
+			} else {
+				t, err = tx.readRollup(key)
+			}
 			fresh = true
 		}
 	}
@@ -158,7 +163,7 @@ func (tx *Tx) AddRollup(k holon.RollupKey, currency string, d holon.Tally) error
 // the value may be the cache's: not to be changed.
 func (tx *Tx) rollup(key string) (holon.Tallies, error) {
 	if tx.cache != nil {
-		return cachedGet(&tx.cache.rollups, key, func() (holon.Tallies, error) { return tx.readRollup(key) })
+		return cachedGet(&tx.cache.rollups, tx.cache.hot.rollups, key, func() (holon.Tallies, error) { return tx.readRollup(key) })
 	}
 	return tx.readRollup(key)
 }
@@ -239,6 +244,7 @@ func (tx *Tx) ClearRollups() error {
 	}
 	if tx.cache != nil {
 		clear(tx.cache.rollups)
+		tx.cache.forgetHot()
 	}
 	b := tx.bkt(bucketRollups)
 	var keys [][]byte

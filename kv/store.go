@@ -158,6 +158,9 @@ type Store struct {
 	// flushNext asks the writer's next commit to put them into bbolt: a
 	// checkpoint waits for it.
 	flushNext bool
+	// hot is the writer's cache of decoded rows across its transactions
+	// (cache.go).
+	hot *hotCache
 
 	statsMu sync.Mutex
 	stats   Stats
@@ -287,6 +290,7 @@ func Open(path string, opts Options) (*Store, error) {
 		closing:   make(chan struct{}),
 		writerEnd: make(chan struct{}),
 		opened:    time.Now(),
+		hot:       newHotCache(),
 	}
 	if s.maxBatch <= 0 {
 		s.maxBatch = DefaultMaxBatch
@@ -641,7 +645,7 @@ func (s *Store) runTx(reqs []*writeReq) (kept []*writeReq, stop int, stopErr, er
 		// While the store logs, its derived rows may wait in the log and
 		// in the pending set for a later commit to put them into bbolt
 		// (deferred.go).
-		tx := &Tx{btx: btx, now: s.now, writable: true, cache: newWriteCache(), pend: s.pend,
+		tx := &Tx{btx: btx, now: s.now, writable: true, cache: newWriteCache(s.hot), pend: s.pend,
 			deferring: s.wal != nil && !s.flushNext && (s.pend == nil || s.pend.n < maxPending)}
 		wtx = tx
 		if s.wal != nil {

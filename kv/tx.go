@@ -227,7 +227,7 @@ func (tx *Tx) encode(v any) ([]byte, error) {
 // Counter returns a named counter (0 when never incremented).
 func (tx *Tx) Counter(name string) uint64 {
 	if tx.cache != nil {
-		n, _ := cachedGet(&tx.cache.counters, name, func() (uint64, error) { return tx.readCounter(name), nil })
+		n, _ := cachedGet(&tx.cache.counters, tx.cache.hot.counters, name, func() (uint64, error) { return tx.readCounter(name), nil })
 		return n
 	}
 	return tx.readCounter(name)

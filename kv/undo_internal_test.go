@@ -5,7 +5,7 @@ import "testing"
 // Ensure that undoing an update takes out of the write cache an entry the
 // update put there without reading it first, and restores one it changed.
 func TestTx_UndoUpdate_Cache(t *testing.T) {
-	tx := &Tx{cache: newWriteCache()}
+	tx := &Tx{cache: newWriteCache(newHotCache())}
 	tx.beginUpdate()
 	cachedPut(tx, &tx.cache.counters, "kept", 1)
 	tx.beginUpdate() // the first update succeeded
