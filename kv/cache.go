@@ -36,6 +36,8 @@ type writeCache struct {
 	// the transaction wrote around the cache (forgetHot).
 	hot      *hotCache
 	hotStale bool
+	// writingBack is set while writeBack puts the cache's rows.
+	writingBack bool
 }
 
 // hotCache keeps, across the writer's transactions, the decoded values
@@ -180,6 +182,9 @@ func (tx *Tx) writeBack() error {
 			return err
 		}
 	}
+	// What it puts are the cache's own rows: the hot cache stays right.
+	c.writingBack = true
+	defer func() { c.writingBack = false }()
 	var errs []error
 	put := func(bucket []byte, key string, v any) {
 		b, err := tx.encode(v)

@@ -349,9 +349,9 @@ func (tx *Tx) beforeWrite(b *bolt.Bucket) error {
 	if tx.redo == nil || deferredIndex(tx.redo.names[b]) < 0 {
 		return nil
 	}
-	if tx.cache != nil {
+	if tx.cache != nil && !tx.cache.writingBack {
 		// Its rows in the writer's hot cache may no longer be the
-		// committed ones.
+		// committed ones (a write of the cache's own rows leaves them so).
 		tx.cache.forgetHot()
 	}
 	if tx.pend == nil {

@@ -2,6 +2,7 @@ package kv
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"maps"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"testing"
 
 	bolt "go.etcd.io/bbolt"
+	"holon.dev/holon/journal"
 )
 
 // Ensure that deferredIndex names each deferred bucket's place, and no
@@ -165,5 +167,38 @@ func TestDeferred_Layers(t *testing.T) {
 	}
 	if d := sets[len(sets)-1].b[i].depth; d > maxLayers {
 		t.Errorf("the chain is %d layers deep, want at most %d", d, maxLayers)
+	}
+}
+
+// Ensure that a commit putting the pending rows into bbolt (the one
+// before a checkpoint) keeps the writer's hot cache: it writes the
+// cache's own rows, not around it.
+func TestDeferred_MaterializeKeepsHotRows(t *testing.T) {
+	s, err := Open(filepath.Join(t.TempDir(), "holon.db"), Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	credit := func(account string) {
+		t.Helper()
+		e, err := journal.Transfer("signup:"+account, "external:demo-credit", account, journal.MustParseAmount("1.00"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Update(context.Background(), func(tx *Tx) error { _, err := tx.AppendEntry(e); return err }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	credit("alice")
+	if _, ok := s.hot.accounts["alice"]; !ok {
+		t.Fatal("a committed account is not in the hot cache: the test shows nothing")
+	}
+	s.flushNext = true // as a due checkpoint asks
+	credit("bob")
+	if s.pend != nil {
+		t.Fatalf("%d rows still pending after the commit that puts them into bbolt", s.pend.n)
+	}
+	if _, ok := s.hot.accounts["alice"]; !ok {
+		t.Error("the commit that put the pending rows into bbolt emptied the hot cache")
 	}
 }
