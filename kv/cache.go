@@ -169,9 +169,9 @@ func (tx *Tx) flush() error {
 }
 
 // writeBack writes what changed since the last flush, as the writer does
-// before it commits: into bbolt, but for the derived rows of a
-// transaction that defers them, which go into its log record and its new
-// pending rows.
+// before it commits: into bbolt, but for the rows of the deferred buckets
+// (deferred.go) in a transaction that defers them, which go into its log
+// record and its new pending rows.
 func (tx *Tx) writeBack() error {
 	c := tx.cache
 	if c == nil {
@@ -189,7 +189,7 @@ func (tx *Tx) writeBack() error {
 	put := func(bucket []byte, key string, v any) {
 		b, err := tx.encode(v)
 		if err == nil {
-			err = tx.putDerived(bucket, []byte(key), b)
+			err = tx.putCached(bucket, []byte(key), b)
 		}
 		errs = append(errs, err)
 	}
@@ -239,7 +239,7 @@ func (tx *Tx) writeBack() error {
 		if e.dirty {
 			v := make([]byte, 8)
 			binary.BigEndian.PutUint64(v, e.v)
-			errs = append(errs, tx.putDerived(bucketCounters, []byte(k), v))
+			errs = append(errs, tx.putCached(bucketCounters, []byte(k), v))
 			tx.logFlushed(&e.dirty)
 			e.dirty = false
 		}

@@ -213,7 +213,7 @@ func (s *Store) stopLog(clean bool) error {
 		return s.closeLog()
 	}
 	if clean && s.pend != nil {
-		// The derived rows still pending go into bbolt (its commits are
+		// The rows still pending go into bbolt (its commits are
 		// not synced while the store logs: the sync below makes them
 		// durable), while readers still see them in the snapshot.
 		err := s.db.Update(func(btx *bolt.Tx) error { return (&Tx{btx: btx, pend: s.pend}).materialize() })

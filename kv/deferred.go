@@ -13,8 +13,8 @@ import (
 // rows derived from the calls (agents' records, latency histograms,
 // earnings, rollups). Nearly every commit rewrites a few rows of each, and
 // each is a tree of its own: putting their rows into bbolt at every commit
-// costs a path of pages per bucket per commit (in row 1 of the bench, about
-// 20 KB of a commit's 130 KB for the derived buckets alone). While the
+// costs a path of pages per bucket per commit (in row 1 of the bench, 42 KB
+// of a commit's 131 KB). While the
 // store logs (wal.go), a commit's new values of those rows go only into its
 // log record, which is what makes the commit durable, and into the pending
 // set below; bbolt gets them in a later commit: at the latest the one
@@ -27,15 +27,16 @@ import (
 // value first (get, cursor): a snapshot carries the pending set of its
 // commit, and the writer's transactions that of the last commit. A write
 // to one of those buckets that does not go through the write cache puts
-// the pending rows into bbolt first (put).
+// the pending rows into bbolt first (beforeWrite).
 var deferredBuckets = [...][]byte{bucketAccounts, bucketBudgets, bucketBudgetWindows, bucketCounters,
 	bucketRecords, bucketLatency, bucketEarnings, bucketRollups}
 
 // maxPending is the number of pending rows past which the next commit puts
-// them all into bbolt, so that a copy of the set per commit stays small.
+// them all into bbolt, so that the set (and a fold of its layers) stays
+// small.
 const maxPending = 2048
 
-// deferredIndex is the index of a derived bucket in deferredBuckets, or -1.
+// deferredIndex is the index of a bucket in deferredBuckets, or -1.
 func deferredIndex(name []byte) int {
 	switch string(name) {
 	case "accounts":
@@ -258,10 +259,11 @@ func (tx *Tx) forEach(name []byte, fn func(k, v []byte) error) error {
 	return nil
 }
 
-// putDerived puts a row the write cache changed: into bbolt, or, for a
-// derived row of a transaction that defers them, into the log's record
-// and the transaction's new pending rows (v is the arena's, copied).
-func (tx *Tx) putDerived(bucket, key, v []byte) error {
+// putCached puts a row the write cache changed: into bbolt, or, in a
+// deferred bucket of a transaction that defers them, into the log's
+// record and the transaction's new pending rows (v is the arena's,
+// copied).
+func (tx *Tx) putCached(bucket, key, v []byte) error {
 	b := tx.bkt(bucket)
 	i := deferredIndex(bucket)
 	if !tx.deferring || i < 0 {
@@ -277,7 +279,7 @@ func (tx *Tx) putDerived(bucket, key, v []byte) error {
 	return nil
 }
 
-// materialize puts into bbolt the derived rows pending before the
+// materialize puts into bbolt the rows pending before the
 // transaction and those it deferred, so that bbolt holds every one: the
 // transaction then reads and walks bbolt alone, and nothing is pending
 // once it commits. Their values are in log records already (a replay
@@ -307,9 +309,9 @@ func (tx *Tx) materialize() error {
 	return nil
 }
 
-// committedPending makes the derived rows pending after tx's commit the
-// store's: none when tx put them into bbolt, else those before it and
-// those it deferred.
+// committedPending makes the rows pending after tx's commit the store's
+// (none when tx put them into bbolt, else those before it and those it
+// deferred), and adds tx's cache to the hot cache.
 func (s *Store) committedPending(tx *Tx) {
 	if tx.cache.hotStale {
 		s.hot = newHotCache()

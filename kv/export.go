@@ -94,7 +94,7 @@ func (s *Store) Export(begin func(Snapshot) error, row func(bucket string, key, 
 
 // copyFile copies the store, as of one read transaction, into a temporary
 // file next to it and opens the copy read-only; done closes and removes it.
-// pend is the derived rows pending at that transaction, which the copy
+// pend is the rows pending at that transaction, which the copy
 // lacks (deferred.go).
 func (s *Store) copyFile() (cp *bolt.DB, pend *pending, done func(), err error) {
 	var rnd [6]byte
@@ -129,7 +129,7 @@ func (s *Store) copyFile() (cp *bolt.DB, pend *pending, done func(), err error) 
 }
 
 // exportDB streams every row of a store from one read transaction, begun
-// by view, with the derived rows pending in it.
+// by view, with the rows pending in it.
 func exportDB(view func(func(*bolt.Tx, *pending) error) error, begin func(Snapshot) error, row func(bucket string, key, value []byte) error) error {
 	return view(func(btx *bolt.Tx, pend *pending) error {
 		tx := &Tx{btx: btx, pend: pend}

@@ -188,7 +188,7 @@ func (tx *Tx) flushRollups(c *writeCache) error {
 			if err == nil {
 				var v []byte
 				if v, err = tx.encode(talliesValue(e.v)); err == nil {
-					err = tx.putDerived(bucketRollups, key, v)
+					err = tx.putCached(bucketRollups, key, v)
 				}
 			}
 			errs = append(errs, err)

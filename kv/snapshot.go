@@ -20,7 +20,7 @@ import (
 // transactions: an open snapshot would stop bbolt from growing its map.
 type snapshot struct {
 	tx *bolt.Tx
-	// pend is the derived rows its commit holds that bbolt does not yet
+	// pend is the rows its commit holds that bbolt does not yet
 	// (deferred.go).
 	pend *pending
 	// refs counts the readers, and the store's own reference while the
@@ -34,7 +34,7 @@ func (sn *snapshot) release() {
 	}
 }
 
-// read runs fn in the current snapshot, with the derived rows pending in
+// read runs fn in the current snapshot, with the rows pending in
 // it, or in a read transaction of its own when there is none (the store
 // does not log; nothing is pending then, but in a store that broke while
 // it logged, which commits nothing more).
@@ -63,7 +63,7 @@ func (s *Store) publishLatest() error {
 	return nil
 }
 
-// publish makes btx the readers' snapshot, with the derived rows pending
+// publish makes btx the readers' snapshot, with the rows pending
 // as of its commit (none, when nil: readers then begin their own
 // transactions).
 func (s *Store) publish(btx *bolt.Tx) {

@@ -152,7 +152,7 @@ type Store struct {
 	// snap is the readers' snapshot while the store logs (View).
 	snapMu sync.RWMutex
 	snap   *snapshot
-	// pend is the derived rows committed but not yet in bbolt, as of the
+	// pend is the rows committed but not yet in bbolt, as of the
 	// last commit (deferred.go): the writer's, changed under snapMu.
 	pend *pending
 	// flushNext asks the writer's next commit to put them into bbolt: a
@@ -642,7 +642,7 @@ func (s *Store) runTx(reqs []*writeReq) (kept []*writeReq, stop int, stopErr, er
 	var wtx *Tx
 	err = s.db.Update(func(btx *bolt.Tx) error {
 		// A new cache with each transaction: a rolled-back one's is dropped.
-		// While the store logs, its derived rows may wait in the log and
+		// While the store logs, its hot and derived rows may wait in the log and
 		// in the pending set for a later commit to put them into bbolt
 		// (deferred.go).
 		tx := &Tx{btx: btx, now: s.now, writable: true, cache: newWriteCache(s.hot), pend: s.pend,

@@ -124,14 +124,15 @@ type Tx struct {
 	// redo collects the transaction's writes for the store's log
 	// (redo.go); nil outside the writer's transactions.
 	redo *redoBuf
-	// pend holds the derived rows committed before this transaction that
+	// pend holds the rows committed before this transaction that
 	// bbolt does not hold yet (deferred.go): a snapshot's, or in the
 	// writer's transactions the last commit's, until materialize puts them
 	// into bbolt.
 	pend *pending
-	// deferring says the writer's transaction puts its new derived rows
-	// into its log record and deferred, not into bbolt; materialized, that
-	// it put pend into bbolt (nothing is pending after it commits).
+	// deferring says the writer's transaction puts its new rows of the
+	// deferred buckets into its log record and deferred, not into bbolt;
+	// materialized, that it put pend into bbolt (nothing is pending after
+	// it commits).
 	deferring, materialized bool
 	deferred                [len(deferredBuckets)]map[string][]byte
 }

@@ -29,7 +29,7 @@ var boltWrites = map[string]bool{
 // the file format's upgrade at Open, restore into a new file), or after
 // every update of the writer's transaction ran (the fold of the receipt
 // index's log, which no update's undo may take back), and the replay of the
-// write-ahead log at Open (before the writer starts), and the derived rows
+// write-ahead log at Open (before the writer starts), and the rows
 // pending from earlier commits put into bbolt (deferred.go: committed
 // values, which no update's failure may take back).
 var undoable = map[string]bool{
