@@ -72,6 +72,29 @@ func newHotCache() *hotCache {
 		meta: map[string]string{}}
 }
 
+// writeDirty writes each row of m changed since the last flush with put,
+// and marks it written (logged, so that an update undone marks it again).
+func writeDirty[T any](tx *Tx, m map[string]*cached[T], put func(key string, v T)) {
+	for k, e := range m {
+		if e.dirty {
+			put(k, e.v)
+			tx.logFlushed(&e.dirty)
+			e.dirty = false
+		}
+	}
+}
+
+// writeEncoded writes each changed row of m, encoded, into bucket.
+func writeEncoded[T any](tx *Tx, m map[string]*cached[T], bucket []byte, errs *[]error) {
+	writeDirty(tx, m, func(k string, v T) {
+		b, err := tx.encode(v)
+		if err == nil {
+			err = tx.putCached(bucket, []byte(k), b)
+		}
+		*errs = append(*errs, err)
+	})
+}
+
 // forgetHot stops the transaction reading the hot cache, which its raw
 // writes made stale, and has the store's emptied if it commits.
 func (c *writeCache) forgetHot() { c.hot, c.hotStale = newHotCache(), true }
@@ -186,71 +209,20 @@ func (tx *Tx) writeBack() error {
 	c.writingBack = true
 	defer func() { c.writingBack = false }()
 	var errs []error
-	put := func(bucket []byte, key string, v any) {
-		b, err := tx.encode(v)
-		if err == nil {
-			err = tx.putCached(bucket, []byte(key), b)
-		}
-		errs = append(errs, err)
-	}
-	for k, e := range c.accounts {
-		if e.dirty {
-			put(bucketAccounts, k, e.v)
-			tx.logFlushed(&e.dirty)
-			e.dirty = false
-		}
-	}
-	for k, e := range c.budgets {
-		if e.dirty {
-			put(bucketBudgets, k, e.v)
-			tx.logFlushed(&e.dirty)
-			e.dirty = false
-		}
-	}
-	for k, e := range c.windows {
-		if e.dirty {
-			put(bucketBudgetWindows, k, e.v)
-			tx.logFlushed(&e.dirty)
-			e.dirty = false
-		}
-	}
-	for k, e := range c.records {
-		if e.dirty {
-			put(bucketRecords, k, e.v)
-			tx.logFlushed(&e.dirty)
-			e.dirty = false
-		}
-	}
-	for k, e := range c.latency {
-		if e.dirty {
-			put(bucketLatency, k, e.v)
-			tx.logFlushed(&e.dirty)
-			e.dirty = false
-		}
-	}
-	for k, e := range c.earnings {
-		if e.dirty {
-			put(bucketEarnings, k, e.v)
-			tx.logFlushed(&e.dirty)
-			e.dirty = false
-		}
-	}
-	for k, e := range c.counters {
-		if e.dirty {
-			v := make([]byte, 8)
-			binary.BigEndian.PutUint64(v, e.v)
-			errs = append(errs, tx.putCached(bucketCounters, []byte(k), v))
-			tx.logFlushed(&e.dirty)
-			e.dirty = false
-		}
-	}
-	for k, e := range c.meta {
-		if e.dirty {
-			errs = append(errs, tx.put(tx.bkt(bucketMeta), []byte(k), []byte(e.v)))
-			tx.logFlushed(&e.dirty)
-			e.dirty = false
-		}
-	}
+	writeEncoded(tx, c.accounts, bucketAccounts, &errs)
+	writeEncoded(tx, c.budgets, bucketBudgets, &errs)
+	writeEncoded(tx, c.windows, bucketBudgetWindows, &errs)
+	writeEncoded(tx, c.records, bucketRecords, &errs)
+	writeEncoded(tx, c.latency, bucketLatency, &errs)
+	writeEncoded(tx, c.earnings, bucketEarnings, &errs)
+	writeDirty(tx, c.counters, func(k string, n uint64) {
+		v := make([]byte, 8)
+		binary.BigEndian.PutUint64(v, n)
+		errs = append(errs, tx.putCached(bucketCounters, []byte(k), v))
+	})
+	writeDirty(tx, c.meta, func(k, v string) {
+		errs = append(errs, tx.put(tx.bkt(bucketMeta), []byte(k), []byte(v)))
+	})
 	errs = append(errs, tx.flushRollups(c))
 	return errors.Join(errs...)
 }
