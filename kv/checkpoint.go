@@ -102,9 +102,9 @@ func (s *Store) afterLogged(size int64) error {
 		return nil
 	}
 	if s.pend != nil {
-		// The checkpoint's commit must hold every derived row the log
-		// holds before it (deferred.go): the next commit puts them into
-		// bbolt, and the checkpoint begins after it.
+		// The checkpoint's commit must hold every row the log holds
+		// before it, pending ones too (deferred.go): the next commit puts
+		// them into bbolt, and the checkpoint begins after it.
 		s.flushNext = true
 		return nil
 	}
@@ -213,9 +213,9 @@ func (s *Store) stopLog(clean bool) error {
 		return s.closeLog()
 	}
 	if clean && s.pend != nil {
-		// The rows still pending go into bbolt (its commits are
-		// not synced while the store logs: the sync below makes them
-		// durable), while readers still see them in the snapshot.
+		// The rows still pending go into bbolt (its commits are not
+		// synced while the store logs: the sync below makes them durable),
+		// while readers still see them in the snapshot.
 		err := s.db.Update(func(btx *bolt.Tx) error { return (&Tx{btx: btx, pend: s.pend}).materialize() })
 		if err != nil {
 			return err
