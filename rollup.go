@@ -81,20 +81,29 @@ var ErrRollupBelowZero = errors.New("rollup would go below zero")
 // Add adds d to the tally in currency; it refuses, changing nothing, a
 // change that would leave any of its sums below zero.
 func (t Tallies) Add(currency string, d Tally) error {
-	x := t[currency]
-	x.Calls += d.Calls
-	var err error
-	if x.Amount, err = x.Amount.Add(d.Amount); err != nil {
+	x, err := t[currency].Plus(d)
+	if err != nil {
 		return err
-	}
-	if x.Refunded, err = x.Refunded.Add(d.Refunded); err != nil {
-		return err
-	}
-	if x.Calls < 0 || x.Amount < 0 || x.Refunded < 0 {
-		return ErrRollupBelowZero
 	}
 	t[currency] = x
 	return nil
+}
+
+// Plus is x with d added; it refuses a change that would leave any of its
+// sums below zero (ErrRollupBelowZero) or out of range.
+func (x Tally) Plus(d Tally) (Tally, error) {
+	x.Calls += d.Calls
+	var err error
+	if x.Amount, err = x.Amount.Add(d.Amount); err != nil {
+		return Tally{}, err
+	}
+	if x.Refunded, err = x.Refunded.Add(d.Refunded); err != nil {
+		return Tally{}, err
+	}
+	if x.Calls < 0 || x.Amount < 0 || x.Refunded < 0 {
+		return Tally{}, ErrRollupBelowZero
+	}
+	return x, nil
 }
 
 // Merge adds every currency of u to t.

@@ -27,7 +27,7 @@ type writeCache struct {
 	latency  map[string]*cached[holon.Latency]
 	earnings map[string]*cached[holon.Earnings]
 	counters map[string]*cached[uint64]
-	rollups  map[string]*cached[holon.Tallies] // rollups.go
+	rollups  map[string]*cached[rollupRow] // rollups.go
 	// meta holds the journal's head (journal.go): every entry reads and
 	// moves it.
 	meta map[string]*cached[string]
@@ -56,7 +56,7 @@ type hotCache struct {
 	latency  map[string]holon.Latency
 	earnings map[string]holon.Earnings
 	counters map[string]uint64
-	rollups  map[string]holon.Tallies
+	rollups  map[string]rollupRow
 	meta     map[string]string
 	n        int
 }
@@ -68,7 +68,7 @@ const maxHot = 1 << 16
 func newHotCache() *hotCache {
 	return &hotCache{accounts: map[string]holon.Account{}, budgets: map[string]holon.Budget{},
 		windows: map[string]holon.Budget{}, records: map[string]holon.Record{}, latency: map[string]holon.Latency{},
-		earnings: map[string]holon.Earnings{}, counters: map[string]uint64{}, rollups: map[string]holon.Tallies{},
+		earnings: map[string]holon.Earnings{}, counters: map[string]uint64{}, rollups: map[string]rollupRow{},
 		meta: map[string]string{}}
 }
 

@@ -38,7 +38,7 @@ func encodeValue(dst []byte, v any) ([]byte, error) {
 	case *holon.JournalRow:
 		return appendJournalRow(dst, v)
 	case talliesValue: // not JSON: a rollup row's own encoding
-		return appendTallies(dst, holon.Tallies(v)), nil
+		return appendRollupRow(dst, rollupRow(v)), nil
 	case rollupRowKey:
 		return append(dst, v...), nil
 	}

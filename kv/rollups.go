@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 
 	bolt "go.etcd.io/bbolt"
@@ -78,7 +77,7 @@ func appendTally(b []byte, c string, x holon.Tally) []byte {
 // (encodeValue) takes it: encoded by appendTallies into the transaction's
 // arena. rollupRowKey is a row's key for the same arena.
 type (
-	talliesValue holon.Tallies
+	talliesValue rollupRow
 	rollupRowKey string
 )
 
@@ -117,6 +116,79 @@ func decodeTallies(b []byte) (holon.Tallies, error) {
 	return t, nil
 }
 
+// rollupRow is a rollup row as the write cache holds it: its first
+// currency and tally inline, any others in more. A row is a value: the
+// cache keeps a copy of it as it was before an update changed it (for the
+// update's undo), which costs nothing where a map would be cloned, and
+// more (rows in several currencies: rare) is never changed in place but
+// replaced.
+type rollupRow struct {
+	cur  string
+	t    holon.Tally
+	more holon.Tallies
+}
+
+// rowOf is t as a rollupRow (its currencies in any order).
+func rowOf(t holon.Tallies) rollupRow {
+	var r rollupRow
+	for c, x := range t {
+		if r.cur == "" {
+			r.cur, r.t = c, x
+			continue
+		}
+		if r.more == nil {
+			r.more = make(holon.Tallies, len(t)-1)
+		}
+		r.more[c] = x
+	}
+	return r
+}
+
+// tallies is the row as a map of its own.
+func (r rollupRow) tallies() holon.Tallies {
+	t := make(holon.Tallies, 1+len(r.more))
+	if r.cur != "" {
+		t[r.cur] = r.t
+	}
+	for c, x := range r.more {
+		t[c] = x
+	}
+	return t
+}
+
+// add adds d to the tally in currency, as holon.Tallies.Add does: it
+// refuses, changing nothing, a change that would leave a sum below zero.
+func (r *rollupRow) add(currency string, d holon.Tally) error {
+	if r.cur == "" || r.cur == currency {
+		x, err := r.t.Plus(d)
+		if err != nil {
+			return err
+		}
+		r.cur, r.t = currency, x
+		return nil
+	}
+	more := make(holon.Tallies, len(r.more)+1)
+	for c, x := range r.more {
+		more[c] = x
+	}
+	if err := more.Add(currency, d); err != nil {
+		return err
+	}
+	r.more = more
+	return nil
+}
+
+// appendRollupRow encodes a row as appendTallies encodes its map.
+func appendRollupRow(b []byte, r rollupRow) []byte {
+	if len(r.more) == 0 {
+		if r.cur == "" {
+			return b
+		}
+		return appendTally(b, r.cur, r.t)
+	}
+	return appendTallies(b, r.tallies())
+}
+
 // AddRollup adds d to a rollup row in currency.
 func (tx *Tx) AddRollup(k holon.RollupKey, currency string, d holon.Tally) error {
 	if len(currency) == 0 || len(currency) > 255 {
@@ -124,57 +196,37 @@ func (tx *Tx) AddRollup(k holon.RollupKey, currency string, d holon.Tally) error
 	}
 	var kb [128]byte
 	key := string(appendRollupKey(kb[:0], k))
-	var t holon.Tallies
-	var err error
-	fresh := false
-	if tx.cache != nil {
-		if _, ok := tx.cache.rollups[key]; !ok {
-			// Not in the cache: the row read now (or copied from the hot
-			// cache) is this update's own copy, changed in place;
-			// cachedPut adds it as the update's (its undo takes it out of
-			// the cache again).
-			if h, ok := tx.cache.hot.rollups[key]; ok {
-				t = maps.Clone(h)
-			} else {
-				t, err = tx.readRollup(key)
-			}
-			fresh = true
-		}
-	}
-	if !fresh {
-		if t, err = tx.rollup(key); err == nil {
-			t = maps.Clone(t) // the cache's: its undo may restore it
-		}
-	}
+	r, err := tx.rollup(key)
 	if err != nil {
 		return err
 	}
-	if err := t.Add(currency, d); err != nil {
+	if err := r.add(currency, d); err != nil {
 		return fmt.Errorf("rollup %c %s %c %s %s: %w", k.Kind, k.Owner, k.Dim, k.Day, k.Value, err)
 	}
 	if tx.cache != nil {
-		cachedPut(tx, &tx.cache.rollups, key, t)
+		cachedPut(tx, &tx.cache.rollups, key, r)
 		return nil
 	}
-	return tx.put(tx.bkt(bucketRollups), []byte(key), appendTallies(nil, t))
+	return tx.put(tx.bkt(bucketRollups), []byte(key), appendRollupRow(nil, r))
 }
 
-// rollup reads a row (empty when it never moved); in a write transaction
-// the value may be the cache's: not to be changed.
-func (tx *Tx) rollup(key string) (holon.Tallies, error) {
+// rollup reads a row (empty when it never moved), a value of the
+// caller's.
+func (tx *Tx) rollup(key string) (rollupRow, error) {
 	if tx.cache != nil {
-		return cachedGet(&tx.cache.rollups, tx.cache.hot.rollups, key, func() (holon.Tallies, error) { return tx.readRollup(key) })
+		return cachedGet(&tx.cache.rollups, tx.cache.hot.rollups, key, func() (rollupRow, error) { return tx.readRollup(key) })
 	}
 	return tx.readRollup(key)
 }
 
-// readRollup reads a row from the store, a new value of the caller's.
-func (tx *Tx) readRollup(key string) (holon.Tallies, error) {
+// readRollup reads a row from the store.
+func (tx *Tx) readRollup(key string) (rollupRow, error) {
 	v := tx.get(bucketRollups, []byte(key))
 	if v == nil {
-		return holon.Tallies{}, nil
+		return rollupRow{}, nil
 	}
-	return decodeTallies(v)
+	t, err := decodeTallies(v)
+	return rowOf(t), err
 }
 
 // flushRollups writes the rows the cache changed (cache.go's flush).
