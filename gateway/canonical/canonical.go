@@ -8,6 +8,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"sync"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -33,11 +34,29 @@ func JSON(b []byte) ([]byte, error) {
 	return p.write(make([]byte, 0, len(b)), &root), nil
 }
 
+// stacks recycles the parsers' member and element stacks.
+var stacks = sync.Pool{New: func() any { return new(parseStacks) }}
+
+type parseStacks struct {
+	members []canonMember
+	elems   []canonNode
+}
+
 // parse reads the one JSON value of the whole input.
 func (p *canonParser) parse() (canonNode, error) {
 	// The scalars' canonical text is about as long as the input: one
 	// allocation rather than a slice grown scalar by scalar.
 	p.scalars = make([]byte, 0, len(p.in))
+	st := stacks.Get().(*parseStacks)
+	p.members, p.elems = st.members[:0], st.elems[:0]
+	defer func() {
+		// Nothing of this parse stays reachable from the pool.
+		clear(p.members[:cap(p.members)])
+		clear(p.elems[:cap(p.elems)])
+		st.members, st.elems = p.members[:0], p.elems[:0]
+		p.members, p.elems = nil, nil
+		stacks.Put(st)
+	}()
 	p.skipSpace()
 	root, err := p.value(0)
 	if err != nil {
@@ -69,6 +88,12 @@ type canonParser struct {
 	in      []byte
 	pos     int
 	scalars []byte // the canonical text of every scalar, end to end
+	// members and elems are stacks the objects and arrays being parsed
+	// collect their members and elements on (an inner one's above its
+	// outer's), each copied out once whole: one allocation of the right
+	// size per object or array, not one per doubling.
+	members []canonMember
+	elems   []canonNode
 }
 
 // canonNode is one JSON value.
@@ -199,13 +224,15 @@ func (p *canonParser) array(depth int) (canonNode, error) {
 		p.pos++
 		return n, nil
 	}
+	base := len(p.elems)
+	defer func() { p.elems = p.elems[:base] }()
 	for {
 		p.skipSpace()
 		elem, err := p.value(depth)
 		if err != nil {
 			return n, err
 		}
-		n.elems = append(n.elems, elem)
+		p.elems = append(p.elems, elem)
 		p.skipSpace()
 		if p.pos >= len(p.in) {
 			return n, p.errorf("unexpected end of input in array")
@@ -215,6 +242,7 @@ func (p *canonParser) array(depth int) (canonNode, error) {
 			p.pos++
 		case ']':
 			p.pos++
+			n.elems = slices.Clone(p.elems[base:])
 			return n, nil
 		default:
 			return n, p.errorf("unexpected %s in array, want ',' or ']'", p.describe())
@@ -233,6 +261,8 @@ func (p *canonParser) object(depth int) (canonNode, error) {
 		p.pos++
 		return n, nil
 	}
+	base := len(p.members)
+	defer func() { p.members = p.members[:base] }()
 	for {
 		p.skipSpace()
 		if p.pos >= len(p.in) || p.in[p.pos] != '"' {
@@ -252,7 +282,7 @@ func (p *canonParser) object(depth int) (canonNode, error) {
 		if m.value, err = p.value(depth); err != nil {
 			return n, err
 		}
-		n.members = append(n.members, m)
+		p.members = append(p.members, m)
 		p.skipSpace()
 		if p.pos >= len(p.in) {
 			return n, p.errorf("unexpected end of input in object")
@@ -266,6 +296,7 @@ func (p *canonParser) object(depth int) (canonNode, error) {
 		}
 		p.pos++
 	}
+	n.members = slices.Clone(p.members[base:])
 	// Sorted, equal keys are neighbours: a duplicate is found without a set.
 	slices.SortFunc(n.members, func(a, b canonMember) int { return compareUTF16(a.key, b.key) })
 	for i := 1; i < len(n.members); i++ {

@@ -1,12 +1,12 @@
 package canonical
 
 import (
-	"bytes"
 	"encoding"
 	"encoding/json"
 	"fmt"
 	"reflect"
 	"strings"
+	"sync"
 )
 
 // This file is the strict reader of JSON that comes from outside: request
@@ -93,9 +93,11 @@ func Decode(b []byte, v any) error {
 	if err := p.checkFields(&root, reflect.TypeOf(v)); err != nil {
 		return err
 	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	return dec.Decode(v)
+	// Every object key b holds for a struct is now known to name one of
+	// its fields exactly (a value decoded by its own UnmarshalJSON, or
+	// into an interface, is checked by its own rules, as
+	// DisallowUnknownFields would leave it): b is decoded as it is.
+	return json.Unmarshal(b, v)
 }
 
 var (
@@ -114,8 +116,7 @@ func (p *canonParser) checkFields(n *canonNode, t reflect.Type) error {
 	}
 	switch {
 	case n.kind == '{' && t.Kind() == reflect.Struct:
-		fields := map[string]reflect.Type{}
-		jsonFields(t, fields)
+		fields := structFields(t)
 		for i := range n.members {
 			m := &n.members[i]
 			ft, ok := fields[m.key]
@@ -145,6 +146,21 @@ func (p *canonParser) checkFields(n *canonNode, t reflect.Type) error {
 		}
 	}
 	return nil
+}
+
+// fieldsOf caches structFields: a struct's fields never change.
+var fieldsOf sync.Map // reflect.Type -> map[string]reflect.Type
+
+// structFields is the json names of a struct's fields and their types
+// (jsonFields), shared: not to be changed.
+func structFields(t reflect.Type) map[string]reflect.Type {
+	if f, ok := fieldsOf.Load(t); ok {
+		return f.(map[string]reflect.Type)
+	}
+	fields := map[string]reflect.Type{}
+	jsonFields(t, fields)
+	f, _ := fieldsOf.LoadOrStore(t, fields)
+	return f.(map[string]reflect.Type)
 }
 
 // jsonFields adds the json names of a struct's fields and their types,
