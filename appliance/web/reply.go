@@ -77,7 +77,7 @@ func DecodeBody(r *http.Request, v any) error {
 
 // ReadBody reads a bounded body with no NUL character in it.
 func ReadBody(r *http.Request) ([]byte, error) {
-	b, err := io.ReadAll(io.LimitReader(r.Body, MaxBody+1))
+	b, err := readAll(io.LimitReader(r.Body, MaxBody+1), r.ContentLength)
 	var tooLarge *http.MaxBytesError
 	if errors.As(err, &tooLarge) || len(b) > MaxBody {
 		return nil, holon.Errorf(CodeBodyTooLarge, "the body is larger than %d bytes", MaxBody)
@@ -89,6 +89,33 @@ func ReadBody(r *http.Request) ([]byte, error) {
 		return nil, holon.Errorf(CodeNULCharacter, "NUL characters (raw or as \\u0000) are not accepted in a request body: remove them")
 	}
 	return b, nil
+}
+
+// readAll is io.ReadAll, its buffer sized for a body of length n when
+// that is known (-1 when not): one allocation for most bodies, where
+// io.ReadAll starts at 512 bytes and grows.
+func readAll(r io.Reader, n int64) ([]byte, error) {
+	if n < 0 || n > MaxBody {
+		return io.ReadAll(r)
+	}
+	// One byte more, so that the read that finds the end needs no room.
+	b := make([]byte, 0, n+1)
+	for {
+		m, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+m]
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+		if len(b) == cap(b) {
+			// Longer than it said (a body that is not the request's own):
+			// the rest as io.ReadAll reads it.
+			rest, err := io.ReadAll(r)
+			return append(b, rest...), err
+		}
+	}
 }
 
 // Answer answers err with the status of its code (Status), as Fail does,
