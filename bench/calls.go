@@ -228,7 +228,10 @@ func cpuNote(cpu, wall time.Duration, calls int64) string {
 }
 
 // startProfile starts a CPU profile into o.CPUProfile/name when profiles
-// are asked for; stop ends it and says where it is.
+// are asked for; stop ends it, writes beside it the allocations made since
+// the process started (name with "-allocs": the rows run one after
+// another, so an earlier row's are in it too, `-diff_base` the previous
+// row's file to take them out) and says where it is.
 func startProfile(o Options, name string) (stop func() string, err error) {
 	if o.CPUProfile == "" {
 		return func() string { return "" }, nil
@@ -248,7 +251,17 @@ func startProfile(o Options, name string) (stop func() string, err error) {
 	return func() string {
 		pprof.StopCPUProfile()
 		f.Close()
-		return fmt.Sprintf("CPU profile (gateway and clients, one process): go tool pprof -top %s", path)
+		allocs := strings.TrimSuffix(path, ".pprof") + "-allocs.pprof"
+		if af, err := os.Create(allocs); err == nil {
+			err = pprof.Lookup("allocs").WriteTo(af, 0)
+			if cerr := af.Close(); err == nil {
+				err = cerr
+			}
+			if err != nil {
+				return fmt.Sprintf("CPU profile (gateway and clients, one process): go tool pprof -top %s (the allocations' profile: %v)", path, err)
+			}
+		}
+		return fmt.Sprintf("CPU profile (gateway and clients, one process): go tool pprof -top %s; allocations since the process started: go tool pprof -sample_index=alloc_space -top %s", path, allocs)
 	}, nil
 }
 
