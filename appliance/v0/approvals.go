@@ -116,5 +116,5 @@ func (a *API) decideApproval(w http.ResponseWriter, r *http.Request, ps httprout
 	}
 	status, ans := answer(res)
 	ans.Approval = redactApproval(ap)
-	web.JSON(w, status, ans)
+	callJSON(w, status, ans)
 }

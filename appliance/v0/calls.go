@@ -27,6 +27,16 @@ type callBody struct {
 	Approval   string          `json:"approval,omitempty"`
 }
 
+// callJSON writes a call's answer: by hand for most (wire.CallAnswer's
+// AppendJSON), the same bytes as web.JSON writes.
+func callJSON(w http.ResponseWriter, status int, ans wire.CallAnswer) {
+	if b, ok := ans.AppendJSON(make([]byte, 0, 1024)); ok {
+		web.JSONBytes(w, status, b)
+		return
+	}
+	web.JSON(w, status, ans)
+}
+
 func answer(res *gateway.CallResult) (int, wire.CallAnswer) {
 	ans := wire.CallAnswer{Output: res.Output, Receipt: res.Receipt, Approval: res.Approval, Alerts: res.Alerts}
 	if ans.Output == nil {
@@ -112,7 +122,7 @@ func (a *API) postCall(w http.ResponseWriter, r *http.Request, _ httprouter.Para
 			return
 		}
 		status, ans := answer(res)
-		web.JSON(w, status, ans)
+		callJSON(w, status, ans)
 		return
 	}
 	claim, err := a.cfg.Idem.Claim(p.Scope(), idemKey, body)
@@ -140,7 +150,7 @@ func (a *API) postCall(w http.ResponseWriter, r *http.Request, _ httprouter.Para
 	}
 	finished = true
 	status, ans := answer(res)
-	web.JSON(w, status, ans)
+	callJSON(w, status, ans)
 }
 
 // replay answers a call re-sent with a used Idempotency-Key: the original

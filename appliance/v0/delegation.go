@@ -123,5 +123,5 @@ func serveDelegatedCall(e *gateway.Engine, log *slog.Logger, w http.ResponseWrit
 		return
 	}
 	status, ans := answer(&gateway.CallResult{Output: out.Output, Receipt: rc, Message: out.Message})
-	web.JSON(w, status, ans)
+	callJSON(w, status, ans)
 }

@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"bytes"
 	"encoding/json"
 	"holon.dev/holon"
 	"holon.dev/holon/gateway"
@@ -9,6 +10,35 @@ import (
 	"strings"
 	"time"
 )
+
+// AppendJSON appends the answer as encoding/json's Encoder writes it with
+// HTML left unescaped (web.JSON: a newline after it), by hand for the
+// answer of most calls, a settled receipt and its output: ok is false
+// (and b as it was) for one only encoding/json writes, with an approval,
+// an error or alerts, or a receipt whose strings encoding/json would
+// escape otherwise here (<, > or &).
+func (a CallAnswer) AppendJSON(b []byte) (_ []byte, ok bool) {
+	if a.Approval != nil || a.Error != nil || a.Alerts != nil || a.Receipt == nil {
+		return b, false
+	}
+	start := len(b)
+	out := bytes.NewBuffer(append(b, `{"output":`...))
+	if a.Output == nil {
+		out.WriteString("null")
+	} else if err := json.Compact(out, a.Output); err != nil {
+		return b[:start], false
+	}
+	b = append(out.Bytes(), `,"receipt":`...)
+	at := len(b)
+	b, err := a.Receipt.AppendJSON(b)
+	if err != nil || bytes.Contains(b[at:], []byte(`\u003c`)) || bytes.Contains(b[at:], []byte(`\u003e`)) || bytes.Contains(b[at:], []byte(`\u0026`)) {
+		return b[:start], false
+	}
+	if a.Replayed {
+		b = append(b, `,"replayed":true`...)
+	}
+	return append(b, "}\n"...), true
+}
 
 // CallAnswer is the answer of POST /v0/calls and of approve-and-run.
 type CallAnswer struct {
