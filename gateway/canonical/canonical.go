@@ -100,6 +100,8 @@ type canonParser struct {
 type canonNode struct {
 	kind   byte // 's' for a scalar, '[' for an array, '{' for an object
 	lo, hi int  // a scalar's canonical text, in canonParser.scalars
+	// start and end are the value's bytes in the input, as written.
+	start, end int
 	// text is a string's decoded value, or a number's text as written
 	// (Value).
 	text    string
@@ -178,14 +180,18 @@ func (p *canonParser) value(depth int) (canonNode, error) {
 	if p.pos >= len(p.in) {
 		return canonNode{}, p.errorf("unexpected end of input, want a JSON value")
 	}
-	lo := len(p.scalars)
+	lo, start := len(p.scalars), p.pos
 	var err error
 	var text string
 	switch c := p.in[p.pos]; {
 	case c == '{':
-		return p.object(depth + 1)
+		n, err := p.object(depth + 1)
+		n.start, n.end = start, p.pos
+		return n, err
 	case c == '[':
-		return p.array(depth + 1)
+		n, err := p.array(depth + 1)
+		n.start, n.end = start, p.pos
+		return n, err
 	case c == '"':
 		if text, err = p.string(); err == nil {
 			p.scalars = appendCanonicalString(p.scalars, text)
@@ -201,7 +207,7 @@ func (p *canonParser) value(depth int) (canonNode, error) {
 	default:
 		err = p.errorf("unexpected %s, want a JSON value", p.describe())
 	}
-	return canonNode{kind: 's', lo: lo, hi: len(p.scalars), text: text}, err
+	return canonNode{kind: 's', lo: lo, hi: len(p.scalars), text: text, start: start, end: p.pos}, err
 }
 
 func (p *canonParser) literal(word string) error {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"strconv"
 	"strings"
 	"sync"
 )
@@ -90,6 +91,14 @@ func Decode(b []byte, v any) error {
 	if err != nil {
 		return err
 	}
+	// Into a zero value (as every body is decoded), decoded here, or left
+	// zero again for encoding/json.
+	if rv := reflect.ValueOf(v); rv.Kind() == reflect.Pointer && !rv.IsNil() && rv.Elem().IsZero() {
+		if p.decode(&root, rv.Elem()) {
+			return nil
+		}
+		rv.Elem().SetZero()
+	}
 	if err := p.checkFields(&root, reflect.TypeOf(v)); err != nil {
 		return err
 	}
@@ -103,7 +112,165 @@ func Decode(b []byte, v any) error {
 var (
 	jsonUnmarshaler = reflect.TypeFor[json.Unmarshaler]()
 	textUnmarshaler = reflect.TypeFor[encoding.TextUnmarshaler]()
+	rawMessage      = reflect.TypeFor[json.RawMessage]()
+	jsonNumber      = reflect.TypeFor[json.Number]()
 )
+
+// decode sets v to n as encoding/json would, for the values most bodies
+// hold (structs of plain fields by their exact json names, strings,
+// booleans, numbers, json.RawMessage, pointers, slices and maps of
+// those): it reports false for anything else (a key no field has, a type
+// with its own unmarshaling, an interface, a value of the wrong kind, a
+// number out of range): Decode then sets v back to zero and decodes b by
+// encoding/json, for its value and its error.
+func (p *canonParser) decode(n *canonNode, v reflect.Value) bool {
+	t := v.Type()
+	if t == rawMessage {
+		v.SetBytes(append(json.RawMessage(nil), p.in[n.start:n.end]...))
+		return true
+	}
+	if t == jsonNumber || t.Kind() != reflect.Pointer && (reflect.PointerTo(t).Implements(jsonUnmarshaler) || reflect.PointerTo(t).Implements(textUnmarshaler)) {
+		return false // decoded by rules of their own
+	}
+	var first byte
+	if n.kind == 's' {
+		first = p.scalars[n.lo]
+	}
+	if first == 'n' { // null
+		switch t.Kind() {
+		case reflect.Pointer, reflect.Slice, reflect.Map:
+			v.SetZero()
+		case reflect.Interface:
+			return false
+		}
+		return true
+	}
+	switch t.Kind() {
+	case reflect.Pointer:
+		if t.Implements(jsonUnmarshaler) || t.Implements(textUnmarshaler) {
+			return false
+		}
+		if v.IsNil() {
+			v.Set(reflect.New(t.Elem()))
+		}
+		return p.decode(n, v.Elem())
+	case reflect.String:
+		if first != '"' {
+			return false
+		}
+		v.SetString(n.text)
+	case reflect.Bool:
+		if first != 't' && first != 'f' {
+			return false
+		}
+		v.SetBool(first == 't')
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		if n.kind != 's' || first == '"' || first == 't' || first == 'f' {
+			return false
+		}
+		x, err := strconv.ParseInt(n.text, 10, 64)
+		if err != nil || v.OverflowInt(x) {
+			return false
+		}
+		v.SetInt(x)
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		if n.kind != 's' || first == '"' || first == 't' || first == 'f' {
+			return false
+		}
+		x, err := strconv.ParseUint(n.text, 10, 64)
+		if err != nil || v.OverflowUint(x) {
+			return false
+		}
+		v.SetUint(x)
+	case reflect.Float32, reflect.Float64:
+		if n.kind != 's' || first == '"' || first == 't' || first == 'f' {
+			return false
+		}
+		x, err := strconv.ParseFloat(n.text, t.Bits())
+		if err != nil {
+			return false
+		}
+		v.SetFloat(x)
+	case reflect.Struct:
+		if n.kind != '{' {
+			return false
+		}
+		f := plainFieldsOf(t)
+		if f == nil {
+			return false
+		}
+		for i := range n.members {
+			m := &n.members[i]
+			idx, ok := f[m.key]
+			if !ok || !p.decode(&m.value, v.Field(idx)) {
+				return false
+			}
+		}
+	case reflect.Slice:
+		if n.kind != '[' || t.Elem().Kind() == reflect.Uint8 {
+			return false // a []byte is base64 to encoding/json
+		}
+		s := reflect.MakeSlice(t, len(n.elems), len(n.elems))
+		for i := range n.elems {
+			if !p.decode(&n.elems[i], s.Index(i)) {
+				return false
+			}
+		}
+		v.Set(s)
+	case reflect.Map:
+		if n.kind != '{' || t.Key().Kind() != reflect.String || reflect.PointerTo(t.Key()).Implements(textUnmarshaler) {
+			return false
+		}
+		if v.IsNil() {
+			v.Set(reflect.MakeMapWithSize(t, len(n.members)))
+		}
+		for i := range n.members {
+			m := &n.members[i]
+			e := reflect.New(t.Elem()).Elem()
+			if !p.decode(&m.value, e) {
+				return false
+			}
+			v.SetMapIndex(reflect.ValueOf(m.key).Convert(t.Key()), e)
+		}
+	default:
+		return false
+	}
+	return true
+}
+
+// plainOf caches plainFieldsOf.
+var plainOf sync.Map // reflect.Type -> map[string]int (nil: not plain)
+
+// plainFieldsOf maps the json names of a struct's fields to their index,
+// when every field is plain: exported or skipped, not embedded, with no
+// ",string" option (nil otherwise: decode leaves it to encoding/json).
+func plainFieldsOf(t reflect.Type) map[string]int {
+	if f, ok := plainOf.Load(t); ok {
+		return f.(map[string]int)
+	}
+	f := map[string]int{}
+	for i := range t.NumField() {
+		sf := t.Field(i)
+		tag := sf.Tag.Get("json")
+		if tag == "-" {
+			continue
+		}
+		name, opts, _ := strings.Cut(tag, ",")
+		if sf.Anonymous || strings.Contains(","+opts+",", ",string,") {
+			f = nil
+			break
+		}
+		if !sf.IsExported() {
+			continue
+		}
+		if name == "" {
+			name = sf.Name
+		}
+		f[name] = i
+	}
+	v, _ := plainOf.LoadOrStore(t, f)
+	return v.(map[string]int)
+}
 
 // checkFields refuses, in the value n to be decoded into a t, any object
 // key that is not the exact json name of a field of its struct.
