@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"sync"
 
 	"github.com/julienschmidt/httprouter"
 
@@ -27,14 +28,24 @@ type callBody struct {
 	Approval   string          `json:"approval,omitempty"`
 }
 
+// answerBufs recycles callJSON's buffers (the ResponseWriter copies what
+// it is given).
+var answerBufs = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
+
 // callJSON writes a call's answer: by hand for most (wire.CallAnswer's
 // AppendJSON), the same bytes as web.JSON writes.
 func callJSON(w http.ResponseWriter, status int, ans wire.CallAnswer) {
-	if b, ok := ans.AppendJSON(make([]byte, 0, 1024)); ok {
-		web.JSONBytes(w, status, b)
+	buf := answerBufs.Get().(*[]byte)
+	defer answerBufs.Put(buf)
+	b, ok := ans.AppendJSON((*buf)[:0])
+	if !ok {
+		web.JSON(w, status, ans)
 		return
 	}
-	web.JSON(w, status, ans)
+	if cap(b) <= 64<<10 {
+		*buf = b // kept for the next answer, unless an output made it large
+	}
+	web.JSONBytes(w, status, b)
 }
 
 func answer(res *gateway.CallResult) (int, wire.CallAnswer) {
