@@ -27,6 +27,7 @@ const maxCanonicalDepth = 10000
 // offset.
 func JSON(b []byte) ([]byte, error) {
 	p := canonParser{in: b}
+	defer p.release()
 	root, err := p.parse()
 	if err != nil {
 		return nil, err
@@ -34,29 +35,27 @@ func JSON(b []byte) ([]byte, error) {
 	return p.write(make([]byte, 0, len(b)), &root), nil
 }
 
-// stacks recycles the parsers' member and element stacks.
+// stacks recycles the parsers' member and element stacks and arenas.
 var stacks = sync.Pool{New: func() any { return new(parseStacks) }}
 
 type parseStacks struct {
-	members []canonMember
-	elems   []canonNode
+	members, arenaM []canonMember
+	elems, arenaE   []canonNode
 }
 
-// parse reads the one JSON value of the whole input.
+// maxPooled bounds the stacks and arenas kept for the next parse (in
+// entries), so that one large document does not keep its memory.
+const maxPooled = 4096
+
+// parse reads the one JSON value of the whole input. The tree it returns
+// lives in the parser's arenas: release ends it.
 func (p *canonParser) parse() (canonNode, error) {
 	// The scalars' canonical text is about as long as the input: one
 	// allocation rather than a slice grown scalar by scalar.
 	p.scalars = make([]byte, 0, len(p.in))
-	st := stacks.Get().(*parseStacks)
-	p.members, p.elems = st.members[:0], st.elems[:0]
-	defer func() {
-		// Nothing of this parse stays reachable from the pool.
-		clear(p.members[:cap(p.members)])
-		clear(p.elems[:cap(p.elems)])
-		st.members, st.elems = p.members[:0], p.elems[:0]
-		p.members, p.elems = nil, nil
-		stacks.Put(st)
-	}()
+	p.st = stacks.Get().(*parseStacks)
+	p.members, p.elems = p.st.members[:0], p.st.elems[:0]
+	p.arenaM, p.arenaE = p.st.arenaM[:0], p.st.arenaE[:0]
 	p.skipSpace()
 	root, err := p.value(0)
 	if err != nil {
@@ -94,6 +93,33 @@ type canonParser struct {
 	// size per object or array, not one per doubling.
 	members []canonMember
 	elems   []canonNode
+	// arenaM and arenaE hold every object's members and every array's
+	// elements once complete, end to end (a tree's nodes point into them),
+	// recycled with the stacks (st) once the tree is done with (release).
+	arenaM []canonMember
+	arenaE []canonNode
+	st     *parseStacks
+}
+
+// release gives the parser's stacks and arenas back for the next parse:
+// the tree parse returned must not be used after it.
+func (p *canonParser) release() {
+	st := p.st
+	if st == nil {
+		return
+	}
+	p.st = nil
+	keep := func(n int) bool { return n <= maxPooled }
+	if keep(cap(p.members)) && keep(cap(p.arenaM)) && keep(cap(p.elems)) && keep(cap(p.arenaE)) {
+		// Nothing of this parse stays reachable from the pool.
+		clear(p.members[:cap(p.members)])
+		clear(p.elems[:cap(p.elems)])
+		clear(p.arenaM[:cap(p.arenaM)])
+		clear(p.arenaE[:cap(p.arenaE)])
+		st.members, st.elems, st.arenaM, st.arenaE = p.members[:0], p.elems[:0], p.arenaM[:0], p.arenaE[:0]
+		stacks.Put(st)
+	}
+	p.members, p.elems, p.arenaM, p.arenaE = nil, nil, nil, nil
 }
 
 // canonNode is one JSON value.
@@ -248,7 +274,9 @@ func (p *canonParser) array(depth int) (canonNode, error) {
 			p.pos++
 		case ']':
 			p.pos++
-			n.elems = slices.Clone(p.elems[base:])
+			start := len(p.arenaE)
+			p.arenaE = append(p.arenaE, p.elems[base:]...)
+			n.elems = p.arenaE[start:len(p.arenaE):len(p.arenaE)]
 			return n, nil
 		default:
 			return n, p.errorf("unexpected %s in array, want ',' or ']'", p.describe())
@@ -302,7 +330,9 @@ func (p *canonParser) object(depth int) (canonNode, error) {
 		}
 		p.pos++
 	}
-	n.members = slices.Clone(p.members[base:])
+	start := len(p.arenaM)
+	p.arenaM = append(p.arenaM, p.members[base:]...)
+	n.members = p.arenaM[start:len(p.arenaM):len(p.arenaM)]
 	// Sorted, equal keys are neighbours: a duplicate is found without a set.
 	slices.SortFunc(n.members, func(a, b canonMember) int { return compareUTF16(a.key, b.key) })
 	for i := 1; i < len(n.members); i++ {

@@ -73,6 +73,7 @@ func TestDecode_FastSameAsEncodingJSON(t *testing.T) {
 		p := canonParser{in: b}
 		root, perr := p.parse()
 		if perr != nil {
+			p.release()
 			continue // duplicate keys: refused before either path
 		}
 		var probe, got, want fastBody
@@ -84,6 +85,7 @@ func TestDecode_FastSameAsEncodingJSON(t *testing.T) {
 		if werr == nil {
 			werr = json.Unmarshal(b, &want)
 		}
+		p.release()
 		if fmt.Sprint(gerr) != fmt.Sprint(werr) || !reflect.DeepEqual(got, want) {
 			t.Fatalf("body %d %s:\n Decode  %+v, %v\n old way %+v, %v", i, b, got, gerr, want, werr)
 		}

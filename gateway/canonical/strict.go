@@ -32,6 +32,7 @@ func (e *Error) Error() string { return fmt.Sprintf("%s at byte %d", e.Msg, e.Of
 // that names the problem and its byte offset.
 func Check(b []byte) error {
 	p := canonParser{in: b}
+	defer p.release()
 	_, err := p.parse()
 	return err
 }
@@ -43,6 +44,7 @@ func Check(b []byte) error {
 // encoding/json gives; Value only saves decoding b a second time.
 func Value(b []byte) (any, error) {
 	p := canonParser{in: b}
+	defer p.release()
 	root, err := p.parse()
 	if err != nil {
 		return nil, err
@@ -87,6 +89,7 @@ func (p *canonParser) valueOf(n *canonNode) any {
 // where v has a number) is the error of encoding/json.
 func Decode(b []byte, v any) error {
 	p := canonParser{in: b}
+	defer p.release()
 	root, err := p.parse()
 	if err != nil {
 		return err
