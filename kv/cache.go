@@ -20,17 +20,17 @@ import (
 // buckets in a write transaction goes through it; a raw iteration over one
 // of them flushes it first.
 type writeCache struct {
-	accounts map[string]*cached[holon.Account]
-	budgets  map[string]*cached[holon.Budget]
-	windows  map[string]*cached[holon.Budget]
-	records  map[string]*cached[holon.Record]
-	latency  map[string]*cached[holon.Latency]
-	earnings map[string]*cached[holon.Earnings]
-	counters map[string]*cached[uint64]
-	rollups  map[string]*cached[rollupRow] // rollups.go
+	accounts cacheTable[holon.Account]
+	budgets  cacheTable[holon.Budget]
+	windows  cacheTable[holon.Budget]
+	records  cacheTable[holon.Record]
+	latency  cacheTable[holon.Latency]
+	earnings cacheTable[holon.Earnings]
+	counters cacheTable[uint64]
+	rollups  cacheTable[rollupRow] // rollups.go
 	// meta holds the journal's head (journal.go): every entry reads and
 	// moves it.
-	meta map[string]*cached[string]
+	meta cacheTable[string]
 	// hot is the store's: the values of earlier transactions' caches, as
 	// committed (never nil in the writer's transactions); hotStale says
 	// the transaction wrote around the cache (forgetHot).
@@ -102,9 +102,9 @@ func (c *writeCache) forgetHot() { c.hot, c.hotStale = newHotCache(), true }
 // absorb adds the rows of a committed transaction's cache: each holds its
 // value as committed (an update undone restored it, or took it out).
 func (h *hotCache) absorb(c *writeCache) {
-	h.n += absorbRows(h.accounts, c.accounts) + absorbRows(h.budgets, c.budgets) + absorbRows(h.windows, c.windows) +
-		absorbRows(h.records, c.records) + absorbRows(h.latency, c.latency) + absorbRows(h.earnings, c.earnings) +
-		absorbRows(h.counters, c.counters) + absorbRows(h.rollups, c.rollups) + absorbRows(h.meta, c.meta)
+	h.n += absorbRows(h.accounts, c.accounts.m) + absorbRows(h.budgets, c.budgets.m) + absorbRows(h.windows, c.windows.m) +
+		absorbRows(h.records, c.records.m) + absorbRows(h.latency, c.latency.m) + absorbRows(h.earnings, c.earnings.m) +
+		absorbRows(h.counters, c.counters.m) + absorbRows(h.rollups, c.rollups.m) + absorbRows(h.meta, c.meta.m)
 }
 
 func absorbRows[T any](h map[string]T, c map[string]*cached[T]) int {
@@ -143,11 +143,52 @@ func (c *cached[T]) undo() {
 
 func newWriteCache(hot *hotCache) *writeCache { return &writeCache{hot: hot} }
 
+// reset makes c a new transaction's cache (on hot), keeping the memory of
+// its tables and entries: the writer uses one cache for all its
+// transactions, each starting empty, none outliving the next's start
+// (committedPending takes what it keeps by value).
+func (c *writeCache) reset(hot *hotCache) {
+	c.accounts.reset()
+	c.budgets.reset()
+	c.windows.reset()
+	c.records.reset()
+	c.latency.reset()
+	c.earnings.reset()
+	c.counters.reset()
+	c.rollups.reset()
+	c.meta.reset()
+	c.hot, c.hotStale, c.writingBack = hot, false, false
+}
+
+// cacheTable is one table of a write cache: its entries by key, allocated
+// from blocks that the next transaction reuses.
+type cacheTable[T any] struct {
+	m    map[string]*cached[T]
+	slab []cached[T]
+}
+
+// entry is a new zeroed entry. A full block is left to the entries in it
+// (this transaction's) and a larger one begun, which the next
+// transactions reuse.
+func (t *cacheTable[T]) entry() *cached[T] {
+	if len(t.slab) == cap(t.slab) {
+		t.slab = make([]cached[T], 0, max(16, 2*cap(t.slab)))
+	}
+	t.slab = t.slab[:len(t.slab)+1]
+	return &t.slab[len(t.slab)-1]
+}
+
+func (t *cacheTable[T]) reset() {
+	clear(t.m)
+	clear(t.slab)
+	t.slab = t.slab[:0]
+}
+
 // cachedGet returns the cached value of key, or its committed value from
 // the hot cache (hot), or reads it with read (a missing record reads as
 // the zero value), and caches it.
-func cachedGet[T any](m *map[string]*cached[T], hot map[string]T, key string, read func() (T, error)) (T, error) {
-	if c, ok := (*m)[key]; ok {
+func cachedGet[T any](t *cacheTable[T], hot map[string]T, key string, read func() (T, error)) (T, error) {
+	if c, ok := t.m[key]; ok {
 		return c.v, nil
 	}
 	v, ok := hot[key]
@@ -157,17 +198,19 @@ func cachedGet[T any](m *map[string]*cached[T], hot map[string]T, key string, re
 			return v, err
 		}
 	}
-	if *m == nil {
-		*m = make(map[string]*cached[T], 8)
+	if t.m == nil {
+		t.m = make(map[string]*cached[T], 8)
 	}
-	(*m)[key] = &cached[T]{v: v}
+	c := t.entry()
+	c.v = v
+	t.m[key] = c
 	return v, nil
 }
 
 // cachedPut changes the cached value of key, logged in tx's undo log the
 // first time the update changes it.
-func cachedPut[T any](tx *Tx, m *map[string]*cached[T], key string, v T) {
-	if c, ok := (*m)[key]; ok {
+func cachedPut[T any](tx *Tx, t *cacheTable[T], key string, v T) {
+	if c, ok := t.m[key]; ok {
 		if c.saved != tx.update {
 			c.saved, c.prev, c.prevDirty, c.created = tx.update, c.v, c.dirty, nil
 			tx.logCache(c)
@@ -175,12 +218,13 @@ func cachedPut[T any](tx *Tx, m *map[string]*cached[T], key string, v T) {
 		c.v, c.dirty = v, true
 		return
 	}
-	if *m == nil {
-		*m = make(map[string]*cached[T], 8)
+	if t.m == nil {
+		t.m = make(map[string]*cached[T], 8)
 	}
-	c := &cached[T]{v: v, dirty: true, saved: tx.update, created: m, key: key}
+	c := t.entry()
+	*c = cached[T]{v: v, dirty: true, saved: tx.update, created: &t.m, key: key}
 	tx.logCache(c)
-	(*m)[key] = c
+	t.m[key] = c
 }
 
 // flush writes what changed since the last flush into bbolt, with every
@@ -209,18 +253,18 @@ func (tx *Tx) writeBack() error {
 	c.writingBack = true
 	defer func() { c.writingBack = false }()
 	var errs []error
-	writeEncoded(tx, c.accounts, bucketAccounts, &errs)
-	writeEncoded(tx, c.budgets, bucketBudgets, &errs)
-	writeEncoded(tx, c.windows, bucketBudgetWindows, &errs)
-	writeEncoded(tx, c.records, bucketRecords, &errs)
-	writeEncoded(tx, c.latency, bucketLatency, &errs)
-	writeEncoded(tx, c.earnings, bucketEarnings, &errs)
-	writeDirty(tx, c.counters, func(k string, n uint64) {
+	writeEncoded(tx, c.accounts.m, bucketAccounts, &errs)
+	writeEncoded(tx, c.budgets.m, bucketBudgets, &errs)
+	writeEncoded(tx, c.windows.m, bucketBudgetWindows, &errs)
+	writeEncoded(tx, c.records.m, bucketRecords, &errs)
+	writeEncoded(tx, c.latency.m, bucketLatency, &errs)
+	writeEncoded(tx, c.earnings.m, bucketEarnings, &errs)
+	writeDirty(tx, c.counters.m, func(k string, n uint64) {
 		v := make([]byte, 8)
 		binary.BigEndian.PutUint64(v, n)
 		errs = append(errs, tx.putCached(bucketCounters, []byte(k), v))
 	})
-	writeDirty(tx, c.meta, func(k, v string) {
+	writeDirty(tx, c.meta.m, func(k, v string) {
 		errs = append(errs, tx.put(tx.bkt(bucketMeta), []byte(k), []byte(v)))
 	})
 	errs = append(errs, tx.flushRollups(c))

@@ -232,7 +232,7 @@ func (tx *Tx) readRollup(key string) (rollupRow, error) {
 // flushRollups writes the rows the cache changed (cache.go's flush).
 func (tx *Tx) flushRollups(c *writeCache) error {
 	var errs []error
-	for k, e := range c.rollups {
+	for k, e := range c.rollups.m {
 		if e.dirty {
 			// Key and value in the arena, which lasts as long as the
 			// transaction, as bbolt and the undo log keep them.
@@ -295,7 +295,7 @@ func (tx *Tx) ClearRollups() error {
 		return err
 	}
 	if tx.cache != nil {
-		clear(tx.cache.rollups)
+		clear(tx.cache.rollups.m)
 		tx.cache.forgetHot()
 	}
 	b := tx.bkt(bucketRollups)

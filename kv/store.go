@@ -159,8 +159,9 @@ type Store struct {
 	// checkpoint waits for it.
 	flushNext bool
 	// hot is the writer's cache of decoded rows across its transactions
-	// (cache.go).
-	hot *hotCache
+	// (cache.go); wcache the write cache each of them starts empty.
+	hot    *hotCache
+	wcache *writeCache
 
 	statsMu sync.Mutex
 	stats   Stats
@@ -641,11 +642,16 @@ func (s *Store) runTx(reqs []*writeReq) (kept []*writeReq, stop int, stopErr, er
 	appended, size, logAt := 0, int64(0), time.Time{}
 	var wtx *Tx
 	err = s.db.Update(func(btx *bolt.Tx) error {
-		// A new cache with each transaction: a rolled-back one's is dropped.
+		// An empty cache with each transaction (the writer's one, reset):
+		// a rolled-back one's rows are dropped.
 		// While the store logs, its hot and derived rows may wait in the log and
 		// in the pending set for a later commit to put them into bbolt
 		// (deferred.go).
-		tx := &Tx{btx: btx, now: s.now, writable: true, cache: newWriteCache(s.hot), pend: s.pend,
+		if s.wcache == nil {
+			s.wcache = newWriteCache(s.hot)
+		}
+		s.wcache.reset(s.hot)
+		tx := &Tx{btx: btx, now: s.now, writable: true, cache: s.wcache, pend: s.pend,
 			deferring: s.wal != nil && !s.flushNext && (s.pend == nil || s.pend.n < maxPending)}
 		wtx = tx
 		if s.wal != nil {
