@@ -59,10 +59,9 @@ type Config struct {
 	// tests stop the process there. Nil in service.
 	OnStep func(step, receipt string)
 	// DurableReservations writes every call's reservation to the store
-	// before it runs, as on a store several gateways share. Otherwise, on
-	// a store only this process writes (holon.SoleWriter), a call to an
-	// in-process agent keeps its reservation in memory until it settles
-	// (memory.go).
+	// before it runs. Otherwise, on a store that allows it
+	// (holon.Writers), a call to an in-process agent keeps its
+	// reservation in memory until it settles (memory.go).
 	DurableReservations bool
 	// OnAlerts, when set, is told of the budget alerts a settlement
 	// recorded, once they are durable (the webhook's delivery worker
@@ -92,9 +91,12 @@ type Engine struct {
 
 	files FileStore
 
-	// led holds in-memory reservations (memory.go), used when memory is.
-	led    *ledger
-	memory bool
+	// led holds in-memory reservations (memory.go), used when memory is;
+	// recheck: the store is shared with other gateways
+	// (holon.SharedWriters), and each in-memory call's settlement checks
+	// its admission again.
+	led             *ledger
+	memory, recheck bool
 
 	// doubtful are the calls whose reservation's commit may have landed
 	// although the store did not answer it (settle_outage.go).
@@ -126,9 +128,11 @@ func New(cfg Config) *Engine {
 
 		publicURL: strings.TrimRight(cfg.PublicURL, "/"),
 		files:     cfg.Files,
-		led:       newLedger(),
-		memory:    !cfg.DurableReservations && soleWriter(cfg.Store),
 	}
+	writers := holon.WritersOf(cfg.Store)
+	e.memory = !cfg.DurableReservations && (writers == holon.SoleWriter || writers == holon.SharedWriters)
+	e.recheck = writers == holon.SharedWriters
+	e.led = newLedger(e.recheck)
 	if e.now == nil {
 		e.now = time.Now
 	}

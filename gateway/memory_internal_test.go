@@ -27,7 +27,7 @@ func TestLedger_WrittenBeforeCommit(t *testing.T) {
 	if err := store.Update(context.Background(), func(tx holon.Tx) (err error) { id, err = tx.NewReceiptID(); return err }); err != nil {
 		t.Fatal(err)
 	}
-	l := newLedger()
+	l := newLedger(false)
 	r := &resv{receipt: id, payer: "alice", mandate: "alice/m", held: 7, reserved: 7, mem: true}
 	l.mu.Lock()
 	l.enterLocked(r)
