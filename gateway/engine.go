@@ -269,6 +269,9 @@ type WindowState struct {
 // reserved and remaining budget, counting the reservations of calls in
 // flight that the store does not show yet.
 func (e *Engine) Mandate(id string) (*MandateState, error) {
+	if e.recheck {
+		return e.sharedMandate(id)
+	}
 	var st *MandateState
 	// The ledger's lock before the read, as admissions take them.
 	e.led.mu.Lock()
@@ -289,19 +292,64 @@ func (e *Engine) Mandate(id string) (*MandateState, error) {
 		// counted twice while its commit landed), which admission never
 		// allowed.
 		u := e.led.unseenLocked(tx, id, bs.Window.Key, "", false)
-		bs.Reserved += u.reserved
-		bs.WindowReserved += u.windowReserved
-		st = &MandateState{Mandate: m, Spent: bs.Spent, Reserved: bs.Reserved, Remaining: bs.Left(m)}
-		if m.Windowed() {
-			st.Window = &WindowState{Window: bs.Window, Timezone: m.Location().String(), PerWindow: m.PerWindow(),
-				Spent: bs.WindowSpent, Reserved: bs.WindowReserved, Remaining: max(m.PerWindow()-bs.WindowSpent-bs.WindowReserved, 0)}
-		}
+		st = mandateState(m, bs, u)
 		return nil
 	})
 	if errors.Is(err, holon.ErrNotFound) {
 		return nil, holon.Errorf(holon.CodeNotFound, "no mandate %s", id)
 	}
 	return st, err
+}
+
+// sharedMandate is Mandate on a store several gateways share, whose reads
+// are round trips: the read does not hold the ledger's lock (admissions
+// would wait for it), and asks nothing of the receipts the ledger's
+// entries wrote (a round trip each): it counts the in-memory reservations
+// whose settlement its receipts counter does not reach (memory.go), so
+// that it never counts one twice; it may miss one whose settlement ran
+// again after a failed attempt.
+func (e *Engine) sharedMandate(id string) (*MandateState, error) {
+	start := e.led.mark()
+	var m *contract.Mandate
+	var bs contract.BudgetState
+	var n uint64
+	err := e.store.View(func(tx holon.Tx) error {
+		if ra, ok := tx.(holon.ReadsAhead); ok {
+			ra.CountersAhead("receipts")
+		}
+		var err error
+		if m, err = e.loadMandate(tx, id); err != nil {
+			return err
+		}
+		if bs, err = budgetState(tx, m, e.now()); err != nil {
+			return err
+		}
+		n = tx.Counter("receipts")
+		return nil
+	})
+	if errors.Is(err, holon.ErrNotFound) {
+		return nil, holon.Errorf(holon.CodeNotFound, "no mandate %s", id)
+	}
+	if err != nil {
+		return nil, err
+	}
+	e.led.mu.Lock()
+	u := e.led.unreadLocked(start, n, id, bs.Window.Key)
+	e.led.mu.Unlock()
+	return mandateState(m, bs, u), nil
+}
+
+// mandateState is a mandate's state from its budget read and what the
+// read does not show.
+func mandateState(m *contract.Mandate, bs contract.BudgetState, u unseen) *MandateState {
+	bs.Reserved += u.reserved
+	bs.WindowReserved += u.windowReserved
+	st := &MandateState{Mandate: m, Spent: bs.Spent, Reserved: bs.Reserved, Remaining: bs.Left(m)}
+	if m.Windowed() {
+		st.Window = &WindowState{Window: bs.Window, Timezone: m.Location().String(), PerWindow: m.PerWindow(),
+			Spent: bs.WindowSpent, Reserved: bs.WindowReserved, Remaining: max(m.PerWindow()-bs.WindowSpent-bs.WindowReserved, 0)}
+	}
+	return st
 }
 
 // Receipt reads one receipt.

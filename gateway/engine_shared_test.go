@@ -113,14 +113,26 @@ func (sg *sharedGateways) call(t *testing.T, g int, mandate, agent string) *gate
 }
 
 // watch samples the store until stop closes: no budget of limits spent
-// and reserved above its total, no available balance of payer below zero.
-// It returns how many samples it took.
+// and reserved above its total, no available balance of payer below zero;
+// with one gateway, the engine's view of each mandate too (Mandate, which
+// counts its reservations in memory). It returns how many samples it
+// took.
 func (sg *sharedGateways) watch(t *testing.T, limits map[string]journal.Amount, payer string, stop <-chan struct{}) <-chan int {
 	samples := make(chan int, 1)
 	go func() {
 		n := 0
 		defer func() { samples <- n }()
 		for {
+			if len(sg.engines) == 1 {
+				for m, total := range limits {
+					st, err := sg.engines[0].Mandate(m)
+					if err != nil {
+						t.Errorf("Mandate(%s): %v", m, err)
+					} else if st.Spent+st.Reserved > total {
+						t.Errorf("the engine shows %s spent %s + reserved %s, above the total %s", m, st.Spent, st.Reserved, total)
+					}
+				}
+			}
 			err := sg.stores[n%len(sg.stores)].View(func(tx holon.Tx) error {
 				for m, total := range limits {
 					b, err := tx.Budget(m)

@@ -366,6 +366,42 @@ func (l *ledger) unseenSinceLocked(start, n uint64, mandate, window, account str
 	return u, true
 }
 
+// unreadLocked is, for a mandate and its budget window, what a read of
+// the store that began at mark start, with receipts counter n, does not
+// show of the in-memory reservations, as a view shows it (sharedMandate):
+// those in the ledger and those that left it since start, less those
+// whose settlement's receipt n reaches. Never more than the read misses:
+// an entry's counter is the one of its last run, so of its commit once
+// it committed; it may count less, when a settlement failed after a run
+// whose counter a later commit passed. The caller holds l.mu.
+func (l *ledger) unreadLocked(start, n uint64, mandate, window string) unseen {
+	u := unseen{reserved: l.memReserved[mandate]}
+	if window != "" {
+		u.windowReserved = l.memReserved[windowName(mandate, window)]
+	}
+	l.wmu.Lock()
+	for r := range l.written {
+		if r.mem && r.mandate == mandate && r.seen <= n {
+			u.reserved -= r.reserved
+			if window != "" && r.window == window {
+				u.windowReserved -= r.reserved
+			}
+		}
+	}
+	l.wmu.Unlock()
+	if l.left != nil && l.leftN-start <= leftCap {
+		for i := start; i < l.leftN; i++ {
+			if e := &l.left[i%leftCap]; e.mem && e.mandate == mandate && e.seen > n {
+				u.reserved += e.reserved
+				if window != "" && e.window == window {
+					u.windowReserved += e.reserved
+				}
+			}
+		}
+	}
+	return u
+}
+
 // memHold is an in-memory reservation: the hold a durable one would store.
 type memHold struct {
 	hold    *holon.Hold
