@@ -3,9 +3,11 @@ package gateway_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -46,6 +48,20 @@ func (remoteRunner) Run(_ context.Context, _ *gateway.Invocation) gateway.RunRes
 // whose issuer gets credit once.
 func openShared(t *testing.T, n int, manifests, mandates []string, credit string, handler gateway.DevHandler) *sharedGateways {
 	t.Helper()
+	return openSharedWith(t, n, manifests, mandates, credit, handler, nil, nil)
+}
+
+// openSharedWith is openShared with each engine's store wrapped (nil: as
+// it is) and its store failures told to onFailure (nil: a test failure).
+func openSharedWith(t *testing.T, n int, manifests, mandates []string, credit string, handler gateway.DevHandler,
+	wrap func(holon.Store) holon.Store, onFailure func(error)) *sharedGateways {
+	t.Helper()
+	if wrap == nil {
+		wrap = func(s holon.Store) holon.Store { return s }
+	}
+	if onFailure == nil {
+		onFailure = func(err error) { t.Errorf("store failure: %v", err) }
+	}
 	url := pgtest.Start(t).CreateDB(t, "gateways")
 	sg := &sharedGateways{}
 	for range n {
@@ -73,7 +89,7 @@ func openShared(t *testing.T, n int, manifests, mandates []string, credit string
 			}
 			return handler(ctx, in, c)
 		})
-		eng := gateway.New(gateway.Config{Store: s, Registry: reg, SignupCredit: journal.MustParseAmount(credit),
+		eng := gateway.New(gateway.Config{Store: wrap(s), Registry: reg, SignupCredit: journal.MustParseAmount(credit), OnStoreFailure: onFailure,
 			Runners: map[string]gateway.Runner{contract.RuntimeDev: dev, contract.RuntimeWebhook: remoteRunner{}},
 			OnStep: func(step, _ string) {
 				if step == gateway.StepSettleDenied {
@@ -478,5 +494,83 @@ func TestEngine_SharedStore_ReceiptOrder(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// outageStore is a store several gateways share whose updates fail as
+// the PostgreSQL store's do while the database cannot be reached, while
+// down is set.
+type outageStore struct {
+	holon.Store
+	down *atomic.Bool
+}
+
+func (s outageStore) Writers() holon.WriterSet { return holon.WritersOf(s.Store) }
+
+func (s outageStore) unreachable() error {
+	return &holon.Error{Code: holon.CodeStoreUnavailable, Msg: "the database cannot be reached", Err: errors.New("connection refused")}
+}
+
+func (s outageStore) Update(ctx context.Context, fn func(holon.Tx) error) error {
+	if s.down.Load() {
+		return s.unreachable()
+	}
+	return s.Store.Update(ctx, fn)
+}
+
+func (s outageStore) Apply(ctx context.Context, fn func(holon.Tx) error) (holon.Commit, error) {
+	if s.down.Load() {
+		return nil, s.unreachable()
+	}
+	return s.Store.Apply(ctx, fn)
+}
+
+// Ensure that on a store several gateways share, an in-memory call whose
+// settlement meets the database unreachable is handled as any call's:
+// back within a few seconds, the call settles as it ran; away longer, its
+// caller is answered store_unavailable naming its receipt, which is
+// written failed and unbilled once the database is back. The gateway
+// does not stop.
+func TestEngine_SharedStore_SettlementOutage(t *testing.T) {
+	var down atomic.Bool
+	var outage atomic.Int64 // how long the next run's settlement finds the store away, in ms
+	sg := openSharedWith(t, 1, []string{sharedLocal}, []string{mandateWith("wide", `budget: {total: "10.00"}`)}, "1.00",
+		func(context.Context, json.RawMessage, *gateway.Ctx) (any, error) {
+			if d := time.Duration(outage.Swap(0)) * time.Millisecond; d > 0 {
+				down.Store(true)
+				time.AfterFunc(d, func() { down.Store(false) })
+			}
+			return map[string]any{}, nil
+		},
+		func(s holon.Store) holon.Store { return outageStore{s, &down} }, nil)
+
+	outage.Store(800)
+	res := sg.call(t, 0, "alice/wide", "acme/local")
+	if r := res.Receipt; r.Status != holon.StatusSucceeded || !r.Billed {
+		t.Errorf("settled after a short outage: %s billed %v, want succeeded and billed", r.Status, r.Billed)
+	}
+
+	outage.Store(6500)
+	res, err := sg.engines[0].Call(context.Background(), gateway.CallInput{Mandate: "alice/wide", Agent: "acme/local", Input: json.RawMessage(`{}`)})
+	if holon.ErrorCode(err) != holon.CodeStoreUnavailable {
+		t.Fatalf("after a long outage: %+v, %v; want %s", res, err, holon.CodeStoreUnavailable)
+	}
+	var closed *holon.Receipt
+	for end := time.Now().Add(10 * time.Second); closed == nil && time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		_ = sg.stores[0].View(func(tx holon.Tx) error {
+			all, err := storetest.AllReceipts(tx)
+			for _, r := range all {
+				if r.Status != holon.StatusSucceeded {
+					closed = r
+				}
+			}
+			return err
+		})
+	}
+	switch {
+	case closed == nil:
+		t.Fatal("the call cut by the outage has no receipt once the store is back")
+	case closed.Status != holon.StatusFailed || closed.Billed || !strings.Contains(err.Error(), closed.ID):
+		t.Errorf("closed %s: %s billed %v; want failed, unbilled, and named by the answer (%v)", closed.ID, closed.Status, closed.Billed, err)
 	}
 }

@@ -193,9 +193,10 @@ func (e *Engine) settle(ctx context.Context, st *runState, bill contract.Bill, d
 		e.fail(err)
 		return nil, err
 	}
-	if st.mem == nil {
+	if st.mem == nil || e.recheck {
 		// The store unreachable, or the call closed by another gateway
-		// (settle_outage.go).
+		// (settle_outage.go); on a store several gateways share, an
+		// in-memory call's settlement may meet the same outage.
 		r, err := e.settleFailed(ctx, st, bill, d, err)
 		if err == nil {
 			e.tell(st)
