@@ -498,16 +498,18 @@ func (sr *sharedRead) read(tx holon.Tx, m *contract.Mandate, bs contract.BudgetS
 }
 
 // receiptID hands out the next receipt id of the engine's block, taking a
-// new block from the store when it is used up (or, on a store several
-// gateways share, older than receiptIDMaxAge), and the time it handed it
-// out at.
+// new block from the store when it is used up. On a store several
+// gateways share, a block older than receiptIDMaxAge is dropped too, and
+// it returns the time it handed the id out at (zero on any other store).
 func (e *Engine) receiptID(ctx context.Context) (string, time.Time, error) {
 	l := e.led
 	l.idsMu.Lock()
 	defer l.idsMu.Unlock()
-	now := e.now()
-	if e.recheck && len(l.ids) > 0 && now.Sub(l.idsAt) > receiptIDMaxAge {
-		l.ids = nil // gaps in the numbers, as after a restart
+	var now time.Time
+	if e.recheck {
+		if now = e.now(); len(l.ids) > 0 && now.Sub(l.idsAt) > receiptIDMaxAge {
+			l.ids = nil // gaps in the numbers, as after a restart
+		}
 	}
 	if len(l.ids) == 0 {
 		// Its age counts from before its update: a block numbered after
@@ -529,7 +531,9 @@ func (e *Engine) receiptID(ctx context.Context) (string, time.Time, error) {
 			return "", time.Time{}, err
 		}
 		l.ids, l.idsAt = ids, at
-		now = e.now()
+		if e.recheck {
+			now = e.now()
+		}
 	}
 	id := l.ids[0]
 	l.ids = l.ids[1:]
