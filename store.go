@@ -33,13 +33,39 @@ type Store interface {
 	Close() error
 }
 
-// SoleWriter is implemented by a store that only this process writes
-// (package kv's). The engine may then keep the reservations of calls to
-// in-process agents in memory until they settle, visible to its own
-// admissions, since no other process could admit a call on the same
-// money. A store several gateways share must not report true.
-type SoleWriter interface {
-	SoleWriter() bool
+// Writers is implemented by a store that says which processes write it.
+// The engine keeps the reservations of calls to in-process agents in
+// memory until they settle (gateway/memory.go) only on a store that
+// implements it: how it may depends on the answer.
+type Writers interface {
+	Writers() WriterSet
+}
+
+// WriterSet is who writes a store.
+type WriterSet uint8
+
+const (
+	// SoleWriter: only this process writes the store (package kv's). A
+	// call's reservation may stay in memory, visible to this process's
+	// admissions, and the engine's ledger with the store is exact: no
+	// other process admits calls on the same money.
+	SoleWriter WriterSet = iota + 1
+	// SharedWriters: several gateways write the store, each update in a
+	// transaction serialized with every other gateway's (package pg's:
+	// the writers' lock). A call's reservation may stay in memory only
+	// because its settlement re-checks the call's admission in its own
+	// transaction, against what every gateway committed, and writes the
+	// denial instead when another gateway spent the money meanwhile.
+	SharedWriters
+)
+
+// WritersOf is what s says of its writers (0 when it says nothing: every
+// reservation is then written before its call runs).
+func WritersOf(s Store) WriterSet {
+	if w, ok := s.(Writers); ok {
+		return w.Writers()
+	}
+	return 0
 }
 
 // StoreOptions configure a store as the hosted product opens it.
@@ -268,6 +294,17 @@ type ReceiptChecker interface {
 // (package kv's) need not implement it.
 type RecordsAhead interface {
 	RecordsAhead(agents ...string)
+}
+
+// ReadsAhead is implemented, as RecordsAhead, by the transactions of a
+// store whose reads are round trips to a server: the accounts and
+// counters named are read with the transaction's next round trip, so
+// that Account and Counter then cost none. An in-memory admission on a
+// store several gateways share names the payer's account and the
+// receipts counter before resolve reads the mandate (gateway/memory.go).
+type ReadsAhead interface {
+	AccountsAhead(names ...string)
+	CountersAhead(names ...string)
 }
 
 // SharedTx is implemented by the transactions of a store several gateways

@@ -83,6 +83,15 @@ func (b *bench) cluster(ctx context.Context) ([]*Result, error) {
 		gws = append(gws, g)
 	}
 	var pgCPU time.Duration // PostgreSQL's server's CPU in the last measure (-1: not known)
+	// perCall is the last measure's store updates per call answered, over
+	// its gateways' writers (warm-up included).
+	var perCall float64
+	updates := func(gs []*benchGateway) (n uint64) {
+		for _, g := range gs {
+			n += g.app.Engine().Store().Stats().Updates
+		}
+		return n
+	}
 	measure := func(gs []*benchGateway) (loadResult, time.Duration, string, error) {
 		callers := make([]*devCaller, len(gs))
 		for i, g := range gs {
@@ -92,7 +101,7 @@ func (b *bench) cluster(ctx context.Context) ([]*Result, error) {
 		if err != nil {
 			return loadResult{}, 0, "", err
 		}
-		cpu0 := cpuTime()
+		cpu0, updates0 := cpuTime(), updates(gs)
 		pid, pidErr := srv.PID()
 		pg0, pgOK := treeCPU(pid)
 		lr, err := runLoad(ctx, o.Clients, warmUp(o), o.Duration, func(ctx context.Context, c int) error {
@@ -111,6 +120,7 @@ func (b *bench) cluster(ctx context.Context) ([]*Result, error) {
 		for _, dc := range callers {
 			answered += dc.answered()
 		}
+		perCall = float64(updates(gs)-updates0) / float64(max(answered, 1))
 		checked, err := gs[0].checkMoney(before, int(answered))
 		return lr, cpu, checked, err
 	}
@@ -134,8 +144,8 @@ func (b *bench) cluster(ctx context.Context) ([]*Result, error) {
 	if ps, ok := gws[0].app.Engine().Store().(*pg.Store); ok {
 		trips, stmts = ps.RoundTrips()
 	}
-	one.Notes = append(one.Notes, checked1, fmt.Sprintf("the store's writer: %.1f updates per commit, %s, %d groups ran again after a serialization conflict",
-		float64(st.Updates)/float64(max(st.Commits, 1)), tripsNote(trips, stmts, st.Updates), st.Replays),
+	one.Notes = append(one.Notes, checked1, fmt.Sprintf("the store's writer: %.2f updates per call answered, %.1f updates per commit, %s, %d groups ran again after a serialization conflict",
+		perCall, float64(st.Updates)/float64(max(st.Commits, 1)), tripsNote(trips, stmts, st.Updates), st.Replays),
 		cpuNote(cpu1, lr1.Elapsed+warmUp(o), int64(lr1.Calls)))
 	if pgCPU >= 0 {
 		wall := lr1.Elapsed + warmUp(o)
@@ -194,7 +204,7 @@ func (b *bench) cluster(ctx context.Context) ([]*Result, error) {
 	w1 := writers()
 	commits3 := w1.st.Commits - w0.st.Commits
 	three.Notes = append(three.Notes, checked3, fmt.Sprintf("%d groups ran again after a serialization conflict, over all three gateways and both loads", replays),
-		fmt.Sprintf("the three writers: %.1f updates per commit, %.0f groups a second in all; ", float64(w1.st.Updates-w0.st.Updates)/float64(max(commits3, 1)), float64(commits3)/(lr3.Elapsed+warmUp(o)).Seconds())+
+		fmt.Sprintf("the three writers: %.2f updates per call answered, %.1f updates per commit, %.0f groups a second in all; ", perCall, float64(w1.st.Updates-w0.st.Updates)/float64(max(commits3, 1)), float64(commits3)/(lr3.Elapsed+warmUp(o)).Seconds())+
 			timesNote(pg.WriterTimes{Groups: w1.times.Groups - w0.times.Groups, Begin: w1.times.Begin - w0.times.Begin, Trips: w1.times.Trips - w0.times.Trips, Commit: w1.times.Commit - w0.times.Commit}, commits3)+
 			fmt.Sprintf("; %.0f%% of groups begun in the COMMIT's round trip of the group before", 100*float64(w1.heads-w0.heads)/float64(max(commits3, 1))),
 		"three gateways share this machine's two cores with PostgreSQL and the clients: the row shows what contention costs, not the sum of three machines")

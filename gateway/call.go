@@ -135,7 +135,8 @@ func (e *Engine) call(ctx context.Context, sp callSpec) (res *CallResult, err er
 			}
 		}()
 	}
-	m, v, d, err := e.resolve(sp)
+	sr := e.newSharedRead(sp)
+	m, v, d, err := e.resolve(sp, sr)
 	var noMandate *mandateError
 	switch {
 	case errors.As(err, &noMandate) && errors.Is(noMandate.err, holon.ErrNotFound):
@@ -153,7 +154,7 @@ func (e *Engine) call(ctx context.Context, sp callSpec) (res *CallResult, err er
 			fmt.Sprintf("input does not match %s's interface.input: %v", v.Manifest.Ref(), err))
 	}
 	e.step(StepAdmitted, "")
-	rs, err := e.reserve(ctx, m, v, sp)
+	rs, err := e.reserve(ctx, m, v, sp, sr)
 	if err != nil {
 		return nil, err
 	}
@@ -183,8 +184,10 @@ func (e *mandateError) Error() string { return e.err.Error() }
 // returns the mandate (loaded, when sp names it by id, in the same read as
 // the budget and the records: a *mandateError when that fails) and the
 // admission preview for the chosen version; the decisive check runs again
-// when the budget is reserved.
-func (e *Engine) resolve(sp callSpec) (*contract.Mandate, *AgentVersion, contract.Decision, error) {
+// when the budget is reserved. With sr (an in-memory admission on a store
+// several gateways share), the same read finds what that admission needs
+// (sharedRead), in the same round trip.
+func (e *Engine) resolve(sp callSpec, sr *sharedRead) (*contract.Mandate, *AgentVersion, contract.Decision, error) {
 	// What the read below finds, in one variable its closure takes by
 	// reference (it takes nothing of sp, which would move all of it to the
 	// heap), with room for the one candidate of a named agent.
@@ -221,6 +224,7 @@ func (e *Engine) resolve(sp callSpec) (*contract.Mandate, *AgentVersion, contrac
 			}
 			ra.RecordsAhead(refs...)
 		}
+		sr.ahead(tx)
 		if got.m == nil {
 			if got.m, got.loadErr = e.loadMandate(tx, mandateID); got.loadErr != nil {
 				return nil
@@ -238,7 +242,7 @@ func (e *Engine) resolve(sp callSpec) (*contract.Mandate, *AgentVersion, contrac
 				return err
 			}
 		}
-		return nil
+		return sr.read(tx, got.m, got.budget)
 	})
 	m, loadErr := got.m, got.loadErr
 	switch {
@@ -257,6 +261,9 @@ func (e *Engine) resolve(sp callSpec) (*contract.Mandate, *AgentVersion, contrac
 	}
 	req := e.callRequest(m, sp)
 	if len(cands) == 1 { // nothing to rank
+		if sr != nil {
+			sr.rec = records[0]
+		}
 		return m, cands[0], e.preview(m, cands[0], records[0], got.budget, req, &sp), nil
 	}
 	type ranked struct {
@@ -273,6 +280,13 @@ func (e *Engine) resolve(sp callSpec) (*contract.Mandate, *AgentVersion, contrac
 		return rankKey{denied: r.d.Verdict == contract.VerdictDeny, cps: r.cps, id: r.v.Manifest.ID}
 	}
 	sort.SliceStable(rs, func(i, j int) bool { return compareRank(key(rs[i]), key(rs[j])) < 0 })
+	if sr != nil {
+		for i, v := range cands {
+			if v == rs[0].v {
+				sr.rec = records[i]
+			}
+		}
+	}
 	return m, rs[0].v, rs[0].d, nil
 }
 
@@ -412,12 +426,15 @@ type reservation struct {
 // transaction, writes the receipt and either a denial, a pending approval,
 // or the reservation and hold of a call about to run. It returns once that
 // is durable, except for a call about to run an in-process agent, which
-// may start as soon as its reservation is applied (durability.go).
-func (e *Engine) reserve(ctx context.Context, m *contract.Mandate, v *AgentVersion, sp callSpec) (*reservation, error) {
+// may start as soon as its reservation is applied (durability.go). sr is
+// resolve's read for an in-memory admission on a store several gateways
+// share (nil on any other).
+func (e *Engine) reserve(ctx context.Context, m *contract.Mandate, v *AgentVersion, sp callSpec, sr *sharedRead) (*reservation, error) {
 	a := v.Manifest
 	var preID string
-	if e.inMemory(v, sp) {
-		rs, err := e.reserveInMemory(ctx, m, v, sp)
+	var preCreated time.Time
+	if e.inMemory(v, sp) && (sr != nil) == e.recheck {
+		rs, err := e.reserveInMemory(ctx, m, v, sp, sr)
 		if err == nil {
 			e.step(StepReserveApplied, rs.receipt.ID)
 			return rs, nil
@@ -426,7 +443,7 @@ func (e *Engine) reserve(ctx context.Context, m *contract.Mandate, v *AgentVersi
 		if !errors.As(err, &nim) {
 			return nil, err
 		}
-		preID = nim.id
+		preID, preCreated = nim.id, nim.created
 	}
 	var rs *reservation
 	req := e.callRequest(m, sp)
@@ -440,6 +457,9 @@ func (e *Engine) reserve(ctx context.Context, m *contract.Mandate, v *AgentVersi
 			}
 		}
 		r := e.newReceipt(id, m, sp, v)
+		if !preCreated.IsZero() {
+			r.Created = preCreated
+		}
 		rs.receipt = r
 		if err := linkChild(tx, sp.parent, r.ID); err != nil {
 			return err
@@ -644,6 +664,11 @@ func (e *Engine) run(ctx context.Context, m *contract.Mandate, v *AgentVersion, 
 	st.mu.Lock()
 	out := &CallResult{Receipt: r, Message: res.Message, Alerts: append(st.childAlerts, st.alerts...)}
 	st.mu.Unlock()
+	if st.denied != "" {
+		// Denied at settlement (recheck): the answer admission would
+		// have given; the agent's output had no effect, and is dropped.
+		return &CallResult{Receipt: r, Message: st.denied}, nil
+	}
 	if r.Status == holon.StatusSucceeded {
 		out.Output = res.Output
 	} else if out.Message == "" && r.Error != nil {

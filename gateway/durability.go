@@ -34,6 +34,10 @@ const (
 	StepRunReturned = "run-returned"
 	// StepSettleApplied: the settlement is applied, not yet committed.
 	StepSettleApplied = "settle-applied"
+	// StepSettleDenied: just before StepSettleApplied, when the
+	// settlement of an in-memory call on a store several gateways share
+	// denied the call instead, its admission checked again (memory.go).
+	StepSettleDenied = "settle-denied"
 	// StepSettleDurable: the settlement is committed and fsynced; the
 	// caller may be answered.
 	StepSettleDurable = "settle-durable"

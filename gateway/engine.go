@@ -59,10 +59,9 @@ type Config struct {
 	// tests stop the process there. Nil in service.
 	OnStep func(step, receipt string)
 	// DurableReservations writes every call's reservation to the store
-	// before it runs, as on a store several gateways share. Otherwise, on
-	// a store only this process writes (holon.SoleWriter), a call to an
-	// in-process agent keeps its reservation in memory until it settles
-	// (memory.go).
+	// before it runs. Otherwise, on a store that allows it
+	// (holon.Writers), a call to an in-process agent keeps its
+	// reservation in memory until it settles (memory.go).
 	DurableReservations bool
 	// OnAlerts, when set, is told of the budget alerts a settlement
 	// recorded, once they are durable (the webhook's delivery worker
@@ -92,9 +91,12 @@ type Engine struct {
 
 	files FileStore
 
-	// led holds in-memory reservations (memory.go), used when memory is.
-	led    *ledger
-	memory bool
+	// led holds in-memory reservations (memory.go), used when memory is;
+	// recheck: the store is shared with other gateways
+	// (holon.SharedWriters), and each in-memory call's settlement checks
+	// its admission again.
+	led             *ledger
+	memory, recheck bool
 
 	// doubtful are the calls whose reservation's commit may have landed
 	// although the store did not answer it (settle_outage.go).
@@ -126,9 +128,11 @@ func New(cfg Config) *Engine {
 
 		publicURL: strings.TrimRight(cfg.PublicURL, "/"),
 		files:     cfg.Files,
-		led:       newLedger(),
-		memory:    !cfg.DurableReservations && soleWriter(cfg.Store),
 	}
+	writers := holon.WritersOf(cfg.Store)
+	e.memory = !cfg.DurableReservations && (writers == holon.SoleWriter || writers == holon.SharedWriters)
+	e.recheck = writers == holon.SharedWriters
+	e.led = newLedger(e.recheck)
 	if e.now == nil {
 		e.now = time.Now
 	}
@@ -265,6 +269,9 @@ type WindowState struct {
 // reserved and remaining budget, counting the reservations of calls in
 // flight that the store does not show yet.
 func (e *Engine) Mandate(id string) (*MandateState, error) {
+	if e.recheck {
+		return e.sharedMandate(id)
+	}
 	var st *MandateState
 	// The ledger's lock before the read, as admissions take them.
 	e.led.mu.Lock()
@@ -285,19 +292,64 @@ func (e *Engine) Mandate(id string) (*MandateState, error) {
 		// counted twice while its commit landed), which admission never
 		// allowed.
 		u := e.led.unseenLocked(tx, id, bs.Window.Key, "", false)
-		bs.Reserved += u.reserved
-		bs.WindowReserved += u.windowReserved
-		st = &MandateState{Mandate: m, Spent: bs.Spent, Reserved: bs.Reserved, Remaining: bs.Left(m)}
-		if m.Windowed() {
-			st.Window = &WindowState{Window: bs.Window, Timezone: m.Location().String(), PerWindow: m.PerWindow(),
-				Spent: bs.WindowSpent, Reserved: bs.WindowReserved, Remaining: max(m.PerWindow()-bs.WindowSpent-bs.WindowReserved, 0)}
-		}
+		st = mandateState(m, bs, u)
 		return nil
 	})
 	if errors.Is(err, holon.ErrNotFound) {
 		return nil, holon.Errorf(holon.CodeNotFound, "no mandate %s", id)
 	}
 	return st, err
+}
+
+// sharedMandate is Mandate on a store several gateways share, whose reads
+// are round trips: the read does not hold the ledger's lock (admissions
+// would wait for it), and asks nothing of the receipts the ledger's
+// entries wrote (a round trip each): it counts the in-memory reservations
+// whose settlement its receipts counter does not reach (memory.go), so
+// that it never counts one twice; it may miss one whose settlement ran
+// again after a failed attempt.
+func (e *Engine) sharedMandate(id string) (*MandateState, error) {
+	start := e.led.mark()
+	var m *contract.Mandate
+	var bs contract.BudgetState
+	var n uint64
+	err := e.store.View(func(tx holon.Tx) error {
+		if ra, ok := tx.(holon.ReadsAhead); ok {
+			ra.CountersAhead("receipts")
+		}
+		var err error
+		if m, err = e.loadMandate(tx, id); err != nil {
+			return err
+		}
+		if bs, err = budgetState(tx, m, e.now()); err != nil {
+			return err
+		}
+		n = tx.Counter("receipts")
+		return nil
+	})
+	if errors.Is(err, holon.ErrNotFound) {
+		return nil, holon.Errorf(holon.CodeNotFound, "no mandate %s", id)
+	}
+	if err != nil {
+		return nil, err
+	}
+	e.led.mu.Lock()
+	u := e.led.unreadLocked(start, n, id, bs.Window.Key)
+	e.led.mu.Unlock()
+	return mandateState(m, bs, u), nil
+}
+
+// mandateState is a mandate's state from its budget read and what the
+// read does not show.
+func mandateState(m *contract.Mandate, bs contract.BudgetState, u unseen) *MandateState {
+	bs.Reserved += u.reserved
+	bs.WindowReserved += u.windowReserved
+	st := &MandateState{Mandate: m, Spent: bs.Spent, Reserved: bs.Reserved, Remaining: bs.Left(m)}
+	if m.Windowed() {
+		st.Window = &WindowState{Window: bs.Window, Timezone: m.Location().String(), PerWindow: m.PerWindow(),
+			Spent: bs.WindowSpent, Reserved: bs.WindowReserved, Remaining: max(m.PerWindow()-bs.WindowSpent-bs.WindowReserved, 0)}
+	}
+	return st
 }
 
 // Receipt reads one receipt.

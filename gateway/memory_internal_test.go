@@ -3,10 +3,12 @@ package gateway
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"testing"
 
 	"holon.dev/holon"
+	"holon.dev/holon/journal"
 	"holon.dev/holon/kv"
 )
 
@@ -27,7 +29,7 @@ func TestLedger_WrittenBeforeCommit(t *testing.T) {
 	if err := store.Update(context.Background(), func(tx holon.Tx) (err error) { id, err = tx.NewReceiptID(); return err }); err != nil {
 		t.Fatal(err)
 	}
-	l := newLedger()
+	l := newLedger(false)
 	r := &resv{receipt: id, payer: "alice", mandate: "alice/m", held: 7, reserved: 7, mem: true}
 	l.mu.Lock()
 	l.enterLocked(r)
@@ -103,5 +105,58 @@ func TestLedger_WrittenBeforeCommit(t *testing.T) {
 	}
 	if u := unseenNow(); u.reserved != 5 || u.held != 5 {
 		t.Errorf("written, undone, the store moved on: unseen %+v, want 5 reserved and 5 held", u)
+	}
+}
+
+// Ensure that an admission deciding on a read made without the ledger's
+// lock (a store several gateways share) counts every reservation still in
+// the ledger, and every one that left it after the read began unless the
+// read's receipts counter shows its commit; one that left before the read
+// began, or left unwritten, it does not count; and that it cannot decide
+// once the ledger has forgotten some of what left since.
+func TestLedger_UnseenSince(t *testing.T) {
+	l := newLedger(true)
+	enter := func(id string, amount int64, window string) *resv {
+		r := &resv{receipt: id, payer: "alice", mandate: "alice/m", window: window,
+			held: journal.Amount(amount), reserved: journal.Amount(amount), mem: true}
+		l.mu.Lock()
+		l.enterLocked(r)
+		l.mu.Unlock()
+		return r
+	}
+	leave := func(r *resv, seen uint64) {
+		r.seen = seen
+		l.leave(r)
+	}
+	before := enter("r1", 1, "")
+	leave(before, 10) // committed before the read began: the read shows it
+	start := l.mark()
+	enter("r2", 2, "day:1")               // in the ledger: counted, shown or not
+	shown := enter("r3", 4, "")           // left since, its commit read: not counted
+	unshown := enter("r4", 8, "day:1")    // left since, its commit not read: counted
+	unwritten := enter("r5", 16, "day:1") // left since, never written: nothing
+	leave(shown, 11)
+	leave(unshown, 13)
+	leave(unwritten, 0)
+	l.mu.Lock()
+	u, ok := l.unseenSinceLocked(start, 12, "alice/m", "day:1", "alice", true)
+	l.mu.Unlock()
+	if want := (unseen{reserved: 10, windowReserved: 10, held: 10}); !ok || u != want {
+		t.Errorf("unseen %+v (%v), want %+v", u, ok, want)
+	}
+	l.mu.Lock()
+	u, _ = l.unseenSinceLocked(start, 12, "bob/m", "", "bob", true)
+	l.mu.Unlock()
+	if u != (unseen{}) {
+		t.Errorf("another mandate and payer: unseen %+v, want nothing", u)
+	}
+	for i := range leftCap {
+		leave(enter(fmt.Sprintf("r%d", 100+i), 1, ""), uint64(100+i))
+	}
+	l.mu.Lock()
+	_, ok = l.unseenSinceLocked(start, 12, "alice/m", "", "alice", true)
+	l.mu.Unlock()
+	if ok {
+		t.Error("the ledger forgot entries that left since the read began, and still decided")
 	}
 }

@@ -33,6 +33,9 @@ type runState struct {
 	// mem is the reservation when it is held in memory (memory.go): nil
 	// once it is written to the store, and for any other call.
 	mem *memHold
+	// denied is why the settlement denied the call instead, its admission
+	// checked again (recheck): "" when it did not.
+	denied string
 	// parent is the run that made this downstream call (nil at the root);
 	// alerts are the budget alerts its settlement recorded (alerts.go),
 	// and childAlerts those of its downstream calls' (under mu).
@@ -172,6 +175,9 @@ func (e *Engine) settle(ctx context.Context, st *runState, bill contract.Bill, d
 		return err
 	})
 	if err == nil {
+		if st.denied != "" {
+			e.step(StepSettleDenied, st.rid)
+		}
 		e.step(StepSettleApplied, st.rid)
 		if err := e.durable(c); err != nil {
 			return nil, err
@@ -187,9 +193,10 @@ func (e *Engine) settle(ctx context.Context, st *runState, bill contract.Bill, d
 		e.fail(err)
 		return nil, err
 	}
-	if st.mem == nil {
+	if st.mem == nil || e.recheck {
 		// The store unreachable, or the call closed by another gateway
-		// (settle_outage.go).
+		// (settle_outage.go); on a store several gateways share, an
+		// in-memory call's settlement may meet the same outage.
 		r, err := e.settleFailed(ctx, st, bill, d, err)
 		if err == nil {
 			e.tell(st)
@@ -230,6 +237,16 @@ func (e *Engine) settleTx(tx holon.Tx, st *runState, bill contract.Bill, d time.
 	h, r, err := st.holdAndReceipt(tx)
 	if err != nil {
 		return nil, err
+	}
+	st.denied = ""
+	if st.mem != nil && e.recheck {
+		den, err := e.recheckTx(tx, st)
+		if err != nil {
+			return nil, err
+		}
+		if den != nil {
+			return r, e.deniedTx(tx, st, r, den)
+		}
 	}
 	var charge journal.Amount
 	if bill.Billed {
@@ -296,6 +313,62 @@ func (e *Engine) settleTx(tx holon.Tx, st *runState, bill contract.Bill, d time.
 		return r, nil
 	}
 	return r, tx.DeleteHold(h.Receipt)
+}
+
+// denial is why admission, run again at settlement (recheck), denies a
+// call: the code and message the durable path's admission gives, and
+// whether the receipt keeps the worst case (as it does there).
+type denial struct {
+	code, msg string
+	worst     bool
+}
+
+// recheckTx runs an in-memory call's admission again in tx, on a store
+// several gateways share: on what it was admitted on (the mandate, the
+// agent's facts, the request and its time, so its budget window), against
+// the budgets and the payer's balance tx sees, the committed and this
+// group's state of every gateway. The call itself is not in them: its
+// reservation was never stored. Nil when the call still passes; on one
+// gateway alone on the store it always does (memory.go).
+func (e *Engine) recheckTx(tx holon.Tx, st *runState) (*denial, error) {
+	mh := st.mem
+	bs, err := budgetState(tx, st.mandate, mh.req.Now)
+	if err != nil {
+		return nil, err
+	}
+	d := contract.CheckCall(st.mandate, st.manifest, mh.facts, bs, mh.req)
+	if d.Verdict == contract.VerdictDeny {
+		return &denial{code: d.Reason, msg: d.Msg, worst: d.WorstCase > 0}, nil
+	}
+	acct, err := tx.Account(mh.hold.Payer)
+	if err != nil {
+		return nil, err
+	}
+	if avail, w := acct.Available(), mh.hold.Amount; avail < w {
+		return &denial{code: holon.CodeInsufficientFunds, worst: true,
+			msg: fmt.Sprintf("%s has %s available, the worst case is %s", mh.hold.Payer, avail, w)}, nil
+	}
+	return nil, nil
+}
+
+// deniedTx writes, instead of r's settlement, what the durable path
+// writes when admission denies the call: its receipt denied with the
+// denial's code, nothing billed, no event.
+func (e *Engine) deniedTx(tx holon.Tx, st *runState, r *holon.Receipt, den *denial) error {
+	code := den.code
+	r.Status, r.Error = holon.StatusDenied, &code
+	if !den.worst {
+		r.WorstCase = nil
+	}
+	if err := tx.PutReceipt(r); err != nil {
+		return err
+	}
+	e.led.wrote(tx, st.mem.entry)
+	if err := recordClaim(tx, st.claim, r); err != nil {
+		return err
+	}
+	st.denied, st.alerts = den.msg, nil
+	return nil
 }
 
 // holdAndReceipt reads a run's hold and receipt: from the store, or copies

@@ -49,7 +49,10 @@ func storeUnavailable(err error) bool {
 }
 
 // settleFailed finishes a call whose settlement (bill) failed with err:
-// see above. st's reservation is in the store (st.mem is nil).
+// see above. st's reservation is in the store, or, on a store several
+// gateways share, in memory (st.mem): nothing is then stored of the call
+// until a settlement commits, and the call closed later is its receipt
+// written failed and unbilled.
 func (e *Engine) settleFailed(ctx context.Context, st *runState, bill contract.Bill, d time.Duration, err error) (*holon.Receipt, error) {
 	ctx = context.WithoutCancel(ctx)
 	if storeUnavailable(err) {
@@ -89,7 +92,13 @@ func (e *Engine) settleOrRead(ctx context.Context, st *runState, bill contract.B
 	var r *holon.Receipt
 	err := e.store.Update(ctx, func(tx holon.Tx) error {
 		var err error
-		if _, err = tx.Hold(st.rid); errors.Is(err, holon.ErrNotFound) {
+		if st.mem != nil {
+			// No hold: its receipt is stored once a settlement of it
+			// committed (one whose answer was lost).
+			if r, err = tx.Receipt(st.rid); !errors.Is(err, holon.ErrNotFound) {
+				return err
+			}
+		} else if _, err = tx.Hold(st.rid); errors.Is(err, holon.ErrNotFound) {
 			r, err = tx.Receipt(st.rid)
 			if err == nil && !ended(r) {
 				err = fmt.Errorf("receipt %s is %s with no hold", st.rid, r.Status)

@@ -49,9 +49,9 @@ func (e engineStore) Stats() holon.StoreStats {
 
 func (e engineStore) Close() error { return e.s.Close() }
 
-// SoleWriter reports true: a bbolt file is written by the one process that
-// holds its lock.
-func (e engineStore) SoleWriter() bool { return true }
+// Writers is holon.SoleWriter: a bbolt file is written by the one process
+// that holds its lock.
+func (e engineStore) Writers() holon.WriterSet { return holon.SoleWriter }
 
 // Expect counts a caller in flight for the writer's pacing (Store.Expect).
 func (e engineStore) Expect() (done func()) { return e.s.Expect() }

@@ -12,7 +12,7 @@ import (
 )
 
 // This file keeps the log of finished keys. On a store only this process
-// writes (holon.SoleWriter), a call's finished key is appended, in its
+// writes (holon.WritersOf is holon.SoleWriter), a call's finished key is appended, in its
 // settlement's transaction, to a log ordered as it was written
 // ("log/<sequence in hex>" in holon.BucketIdempotency), rather than
 // written under key/: the key/ layout is ordered by scope and key, so
@@ -74,8 +74,7 @@ type folded struct {
 // on a store several gateways share it folds any log into key/. It runs at
 // start, before the first claim.
 func (d *Keys) Open(ctx context.Context) error {
-	sw, ok := d.store.(holon.SoleWriter)
-	if !ok || !sw.SoleWriter() {
+	if holon.WritersOf(d.store) != holon.SoleWriter {
 		for {
 			_, more, err := d.foldChunk(ctx, d.now())
 			if err != nil {

@@ -262,7 +262,7 @@ func TestLog_KeyInLogAndLayout(t *testing.T) {
 	}
 }
 
-// sharedStore hides the store's SoleWriter: a store several gateways
+// sharedStore hides the store's Writers (holon.SoleWriter): a store several gateways
 // share.
 type sharedStore struct{ holon.Store }
 

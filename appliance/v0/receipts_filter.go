@@ -18,8 +18,9 @@ const maxFilterScan = 5000
 
 // receiptFilter is the optional part of GET /v0/receipts: agent (an id, or
 // an exact ns/name@version), status, billed, and a time window. Receipts
-// are numbered in the order calls start, so the window is found by binary
-// search on the numbers and ends the scan early, never read through.
+// are numbered in the order calls start (to within the engine's
+// ReceiptOrderSkew), so the window is found by binary search on the
+// numbers and ends the scan early, never read through.
 type receiptFilter struct {
 	agent, status string
 	billed        *bool
@@ -78,7 +79,7 @@ func (f receiptFilter) keep(r *holon.Receipt) bool {
 			return false
 		}
 	}
-	return f.until.IsZero() || r.Created.Before(f.until)
+	return (f.until.IsZero() || r.Created.Before(f.until)) && (f.since.IsZero() || !r.Created.Before(f.since))
 }
 
 // filteredReceipts pages through fetch (newest first) keeping what the
@@ -87,8 +88,12 @@ func (f receiptFilter) keep(r *holon.Receipt) bool {
 func filteredReceipts(e *gateway.Engine, f receiptFilter, before string, limit int, fetch func(before string, limit int) (holon.ReceiptPage, error)) (wire.ReceiptPage, error) {
 	var out wire.ReceiptPage
 	out.Receipts = []*holon.Receipt{}
+	// A receipt numbered above another may have been created up to skew
+	// before it: the search looks past the window's end by that much,
+	// and the scan stops that far before its start.
+	skew := e.ReceiptOrderSkew()
 	if !f.until.IsZero() {
-		cursor, none := receiptsBefore(e, f.until)
+		cursor, none := receiptsBefore(e, f.until.Add(skew))
 		if none {
 			return out, nil // no receipt is that old
 		}
@@ -103,7 +108,7 @@ func filteredReceipts(e *gateway.Engine, f receiptFilter, before string, limit i
 		}
 		for _, r := range page.Receipts {
 			out.Scanned++
-			if !f.since.IsZero() && r.Created.Before(f.since) {
+			if !f.since.IsZero() && r.Created.Before(f.since.Add(-skew)) {
 				return out, nil // older than the window: done
 			}
 			if f.keep(r) {

@@ -130,7 +130,9 @@ func TestServe_PostgresDown_Answers503AndRecovers(t *testing.T) {
 		longDone := make(chan answer, 1)
 		go func() {
 			sent := time.Now()
-			code, out := postCallTo(t, api, "ops/test", "ops-test/slow", map[string]any{"ms": long.Milliseconds(), "word": "across"})
+			// Keyed: its reservation, so its receipt, is in the
+			// database while it runs (postKeyedCallTo).
+			code, out := postKeyedCallTo(t, api, "ops/test", "ops-test/slow", fmt.Sprintf("across-%d", down), map[string]any{"ms": long.Milliseconds(), "word": "across"})
 			t.Logf("the call across the outage: %d after %v", code, time.Since(sent).Round(time.Millisecond))
 			longDone <- answer{code: code, out: out}
 		}()
@@ -272,7 +274,7 @@ func TestServe_LapsedLease_CallClosedByAnotherIsAnsweredAsClosed(t *testing.T) {
 	}
 	done := make(chan answer, 1)
 	go func() {
-		code, out := postCallTo(t, paused.addrs["api"], "ops/test", "ops-test/slow", map[string]any{"ms": 2000, "word": "paused"})
+		code, out := postKeyedCallTo(t, paused.addrs["api"], "ops/test", "ops-test/slow", "paused", map[string]any{"ms": 2000, "word": "paused"})
 		done <- answer{code, out}
 	}()
 	s, err := pg.Open(context.Background(), url, holon.StoreOptions{})

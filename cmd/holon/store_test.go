@@ -20,8 +20,26 @@ import (
 // postCallTo sends a dev-mode call to a gateway at api.
 func postCallTo(t *testing.T, api, mandate, agent string, input any) (int, map[string]any) {
 	t.Helper()
+	return postKeyedCallTo(t, api, mandate, agent, "", input)
+}
+
+// postKeyedCallTo is postCallTo with an Idempotency-Key ("" for none). On
+// the PostgreSQL store a keyed call's reservation is written before its
+// agent runs, also for an in-process agent (which, without a key, keeps
+// it in the gateway's memory and leaves no hold in the database): the
+// tests of calls held in flight there send one.
+func postKeyedCallTo(t *testing.T, api, mandate, agent, key string, input any) (int, map[string]any) {
+	t.Helper()
 	b, _ := json.Marshal(map[string]any{"mandate": mandate, "agent": agent, "input": input})
-	resp, err := http.Post("http://"+api+"/v0/calls", "application/json", bytes.NewReader(b))
+	req, err := http.NewRequest(http.MethodPost, "http://"+api+"/v0/calls", bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if key != "" {
+		req.Header.Set("Idempotency-Key", key)
+	}
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,8 +200,16 @@ func TestServe_DeadGatewaysCallsClosedByTheOthers(t *testing.T) {
 	}
 	dying := startChild(t, []string{"HOLON_REGISTRY=" + registry}, args()...)
 	survivor := startServe(t, map[string]string{"HOLON_REGISTRY": registry}, args()...)
-	go http.Post("http://"+dying.addr+"/v0/calls", "application/json",
-		strings.NewReader(`{"mandate":"ops/test","agent":"ops-test/slow","input":{"ms":60000,"word":"cut"}}`))
+	// Keyed: its reservation is in the database (postKeyedCallTo).
+	go func() {
+		req, _ := http.NewRequest(http.MethodPost, "http://"+dying.addr+"/v0/calls",
+			strings.NewReader(`{"mandate":"ops/test","agent":"ops-test/slow","input":{"ms":60000,"word":"cut"}}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Idempotency-Key", "cut")
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	}()
 
 	s, err := pg.Open(context.Background(), url, holon.StoreOptions{})
 	if err != nil {

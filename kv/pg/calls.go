@@ -620,63 +620,137 @@ func (t *Tx) Events(before uint64, limit int) ([]*holon.Event, error) {
 
 // RecordsAhead makes a View read the records of agents with its next
 // round trip (the mandate's and its budget's, mandateAndBudget), or, if
-// a record is read first, with that one.
+// one of the rows asked for ahead is read first, with that one.
 func (t *Tx) RecordsAhead(agents ...string) {
+	t.ahead.records = t.wanted(t.ahead.records, kRecord, agents)
+}
+
+// AccountsAhead makes a View read accounts with its next round trip, as
+// RecordsAhead does records.
+func (t *Tx) AccountsAhead(names ...string) {
+	t.ahead.accounts = t.wanted(t.ahead.accounts, kAccount, names)
+}
+
+// CountersAhead makes a View read counters with its next round trip, as
+// RecordsAhead does records.
+func (t *Tx) CountersAhead(names ...string) {
+	t.ahead.counters = t.wanted(t.ahead.counters, kCounter, names)
+}
+
+// wanted adds to list the names whose rows a View has not read yet (none
+// in the writer, which reads through its cache).
+func (t *Tx) wanted(list []string, key func(string) string, names []string) []string {
 	if t.g != nil {
-		return // the writer reads through its cache
+		return list
 	}
-	for _, a := range agents {
-		if _, ok := t.cached(kRecord(a)); !ok {
-			t.ahead = append(t.ahead, a)
+	for _, n := range names {
+		if _, ok := t.cached(key(n)); !ok && !slices.Contains(list, n) {
+			list = append(list, n)
 		}
 	}
+	return list
 }
 
-// recordsSelect reads the records of the agents in $1.
-const recordsSelect = `SELECT agent, runs, succeeded, (billed * 1000000)::bigint, duration_ms FROM agent_records WHERE agent = ANY($1)`
+// The reads of the rows asked for ahead, by name.
+const (
+	recordsSelect  = `SELECT agent, runs, succeeded, (billed * 1000000)::bigint, duration_ms FROM agent_records WHERE agent = ANY($1)`
+	accountsSelect = `SELECT name, (balance * 1000000)::bigint, (held * 1000000)::bigint FROM accounts WHERE name = ANY($1)`
+	countersSelect = `SELECT name, value::text FROM counters WHERE name = ANY($1)`
+)
 
-// queueAhead queues the read of the records asked for ahead, if any, on
-// b: readAhead reads its answer.
-func (t *Tx) queueAhead(b *pgx.Batch) []string {
-	ahead := t.ahead
-	t.ahead = nil
-	if len(ahead) > 0 {
-		b.Queue(recordsSelect, ahead)
+// queueAhead queues the reads of the rows asked for ahead, if any, on b:
+// readAhead reads their answers.
+func (t *Tx) queueAhead(b *pgx.Batch) ahead {
+	a := t.ahead
+	t.ahead = ahead{}
+	if len(a.records) > 0 {
+		b.Queue(recordsSelect, a.records)
 	}
-	return ahead
+	if len(a.accounts) > 0 {
+		b.Queue(accountsSelect, a.accounts)
+	}
+	if len(a.counters) > 0 {
+		b.Queue(countersSelect, a.counters)
+	}
+	return a
 }
 
-// readAhead keeps the records read for ahead (queueAhead), those absent
-// as absent.
-func (t *Tx) readAhead(br pgx.BatchResults, ahead []string) error {
-	if len(ahead) == 0 {
+// readAhead keeps the rows read for ahead (queueAhead), those absent as
+// absent.
+func (t *Tx) readAhead(br pgx.BatchResults, a ahead) error {
+	read := func(names []string, key func(string) string, scan func(pgx.Rows) (string, any, error)) error {
+		if len(names) == 0 {
+			return nil
+		}
+		rows, err := br.Query()
+		if err != nil {
+			return t.note(err)
+		}
+		for rows.Next() {
+			name, v, err := scan(rows)
+			if err != nil {
+				rows.Close()
+				return err
+			}
+			t.read(key(name), v)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return t.note(err)
+		}
+		for _, n := range names {
+			if _, ok := t.cached(key(n)); !ok {
+				t.readAbsent(key(n))
+			}
+		}
 		return nil
 	}
-	rows, err := br.Query()
-	if err != nil {
-		return t.note(err)
-	}
-	for rows.Next() {
-		var a string
+	err := read(a.records, kRecord, func(rows pgx.Rows) (string, any, error) {
+		var name string
 		var r holon.Record
 		var billed int64
-		if err := rows.Scan(&a, &r.Runs, &r.Succeeded, &billed, &r.DurationMS); err != nil {
-			rows.Close()
-			return err
-		}
+		err := rows.Scan(&name, &r.Runs, &r.Succeeded, &billed, &r.DurationMS)
 		r.Billed = journal.Amount(billed)
-		t.read(kRecord(a), r)
+		return name, r, err
+	})
+	if err != nil {
+		return err
 	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return t.note(err)
+	err = read(a.accounts, kAccount, func(rows pgx.Rows) (string, any, error) {
+		var name string
+		var bal, held int64
+		err := rows.Scan(&name, &bal, &held)
+		return name, holon.Account{Balance: journal.Amount(bal), Held: journal.Amount(held)}, err
+	})
+	if err != nil {
+		return err
 	}
-	for _, a := range ahead {
-		if _, ok := t.cached(kRecord(a)); !ok {
-			t.readAbsent(kRecord(a))
+	return read(a.counters, kCounter, func(rows pgx.Rows) (string, any, error) {
+		var name, v string
+		err := rows.Scan(&name, &v)
+		if err != nil {
+			return name, nil, err
 		}
+		n, err := strconv.ParseUint(v, 10, 64)
+		return name, n, err
+	})
+}
+
+// sendAhead reads the rows asked for ahead, in a round trip of their
+// own: one of them is read before anything else was.
+func (t *Tx) sendAhead() error {
+	if err := t.err(); err != nil {
+		return err
 	}
-	return nil
+	b := &pgx.Batch{}
+	a := t.queueAhead(b)
+	t.trip(b.Len())
+	br := t.tx.SendBatch(t.ctx, b)
+	err := t.readAhead(br, a)
+	if cerr := br.Close(); err == nil {
+		err = t.note(cerr)
+	}
+	return err
 }
 
 // Record reads an agent version's record.
@@ -688,20 +762,9 @@ func (t *Tx) Record(agent string) (holon.Record, error) {
 		}
 		return holon.Record{}, nil
 	}
-	if slices.Contains(t.ahead, agent) {
-		// The records asked for ahead, in this round trip.
-		if err := t.err(); err != nil {
-			return holon.Record{}, err
-		}
-		b := &pgx.Batch{}
-		ahead := t.queueAhead(b)
-		t.trip(1)
-		br := t.tx.SendBatch(t.ctx, b)
-		err := t.readAhead(br, ahead)
-		if cerr := br.Close(); err == nil {
-			err = t.note(cerr)
-		}
-		if err != nil {
+	if slices.Contains(t.ahead.records, agent) {
+		// The rows asked for ahead, in this round trip.
+		if err := t.sendAhead(); err != nil {
 			return holon.Record{}, err
 		}
 		return t.Record(agent)

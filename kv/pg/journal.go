@@ -221,6 +221,13 @@ func (t *Tx) Account(name string) (holon.Account, error) {
 		}
 		return holon.Account{}, nil
 	}
+	if slices.Contains(t.ahead.accounts, name) {
+		// The rows asked for ahead, in this round trip.
+		if err := t.sendAhead(); err != nil {
+			return holon.Account{}, err
+		}
+		return t.Account(name)
+	}
 	var bal, held int64
 	err := t.one(`SELECT (balance * 1000000)::bigint, (held * 1000000)::bigint FROM accounts WHERE name = $1`, []any{name}, &bal, &held)
 	if err == holon.ErrNotFound {

@@ -74,8 +74,14 @@ type Store struct {
 var (
 	_ holon.Store       = (*Store)(nil)
 	_ holon.SharedStore = (*Store)(nil)
+	_ holon.Writers     = (*Store)(nil)
 	_ holon.SharedTx    = (*Tx)(nil)
 )
+
+// Writers is holon.SharedWriters: several gateways write the database,
+// their groups serialized by the writers' lock, so that a settlement's
+// transaction sees every group committed before it.
+func (s *Store) Writers() holon.WriterSet { return holon.SharedWriters }
 
 // update is one queued Update or Apply.
 type update struct {

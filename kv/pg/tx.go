@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"slices"
 	"strconv"
 	"time"
 	"unicode/utf8"
@@ -44,9 +45,15 @@ type Tx struct {
 	g   *group
 	idx int
 	l   layer
-	// ahead are the agent versions whose records a View reads with its
-	// next round trip (RecordsAhead).
-	ahead []string
+	// ahead are the rows a View reads with its next round trip
+	// (RecordsAhead, AccountsAhead, CountersAhead).
+	ahead ahead
+}
+
+// ahead are the rows a View reads with its next round trip: agent
+// versions' records, accounts and counters, by name.
+type ahead struct {
+	records, accounts, counters []string
 }
 
 // querier is a pgx.Tx (View) or the writer's connection.
@@ -80,6 +87,7 @@ type queued struct {
 var (
 	_ holon.Tx           = (*Tx)(nil)
 	_ holon.RecordsAhead = (*Tx)(nil)
+	_ holon.ReadsAhead   = (*Tx)(nil)
 )
 
 // errRestart is what an update's methods return once it must run again.
@@ -368,6 +376,12 @@ func (t *Tx) Counter(name string) uint64 {
 			return e.v.(uint64)
 		}
 		return 0
+	}
+	if slices.Contains(t.ahead.counters, name) {
+		if t.sendAhead() != nil {
+			return 0
+		}
+		return t.Counter(name)
 	}
 	v := "0"
 	err := t.one(`SELECT value::text FROM counters WHERE name = $1`, []any{name}, &v)

@@ -271,3 +271,60 @@ func TestView_RecordsAheadComeWithTheNextRead(t *testing.T) {
 	})
 	check("read first", func(holon.Tx) error { return nil })
 }
+
+// Ensure that a View reads the accounts and counters named ahead (an
+// in-memory admission's payer and the receipts counter) with its next
+// round trip, as it reads records: with the mandate and its budget, or,
+// when one of them is read first, all of them with that one; an account
+// or counter not there reads as zero.
+func TestView_AccountsAndCountersAheadComeWithTheNextRead(t *testing.T) {
+	stores, _ := openOn(t, "view_ahead", 1)
+	s := stores[0]
+	err := s.Update(context.Background(), func(tx holon.Tx) error {
+		if err := putM1(tx); err != nil {
+			return err
+		}
+		if _, err := tx.AppendEntry(journal.Entry{Key: "k1", Lines: []journal.Line{{Account: "ann", Amount: 9}, {Account: "bank", Amount: -9}}}); err != nil {
+			return err
+		}
+		_, err := tx.AddCounter("receipts", 4)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, first := range []string{"mandate", "account", "counter"} {
+		before := s.Reads()
+		var ann, nobody holon.Account
+		var n, none uint64
+		err := s.View(func(tx holon.Tx) error {
+			ra := tx.(holon.ReadsAhead)
+			ra.AccountsAhead("ann", "nobody")
+			ra.CountersAhead("receipts", "none")
+			if first == "mandate" && tx.MandateRevision("m1") == nil {
+				t.Error("no revision of mandate m1")
+			}
+			if first == "counter" {
+				n = tx.Counter("receipts")
+			}
+			var err error
+			if ann, err = tx.Account("ann"); err != nil {
+				return err
+			}
+			if nobody, err = tx.Account("nobody"); err != nil {
+				return err
+			}
+			n, none = tx.Counter("receipts"), tx.Counter("none")
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("%s first: %v", first, err)
+		}
+		if ann.Balance != 9 || nobody != (holon.Account{}) || n != 4 || none != 0 {
+			t.Errorf("%s first: ann %+v, nobody %+v, counters %d and %d; want 9, nothing, 4 and 0", first, ann, nobody, n, none)
+		}
+		if r := readsSince(s, before); r.Trips != 2 {
+			t.Errorf("%s first: %+v, want 2 round trips (one read, the ROLLBACK)", first, r)
+		}
+	}
+}
