@@ -46,6 +46,10 @@ func (b *bench) hosted(ctx context.Context) ([]*Result, error) {
 		return nil, err
 	}
 	st0 := g.Store().Stats()
+	stop, err := startProfile(o, "hosted.pprof")
+	if err != nil {
+		return nil, err
+	}
 	lr, err := runLoad(ctx, o.Clients, warmUp(o), o.Duration, func(ctx context.Context, c int) error {
 		counts[c]++
 		idem := "bench-" + strconv.Itoa(c) + "-" + strconv.FormatInt(counts[c], 10)
@@ -56,6 +60,7 @@ func (b *bench) hosted(ctx context.Context) ([]*Result, error) {
 		return nil
 	})
 	st1 := g.Store().Stats()
+	prof := stop()
 	if err != nil {
 		return nil, fmt.Errorf("hosted calls: %w", err)
 	}
@@ -70,6 +75,9 @@ func (b *bench) hosted(ctx context.Context) ([]*Result, error) {
 	w := writerShare(st0, st1)
 	res.Measured = fmt.Sprintf("%s calls/s, p50 %s, p99 %s", thousands(int64(lr.Rate())), ms(lr.Lat.P(0.5)), ms(lr.Lat.P(0.99)))
 	res.Notes = append(res.Notes, w.String(), checked)
+	if prof != "" {
+		res.Notes = append(res.Notes, prof)
+	}
 	if b.callsRate == 0 {
 		res.Verdict = "skipped: the ratio needs row 1 (--rows calls,hosted)"
 		return []*Result{res}, nil
