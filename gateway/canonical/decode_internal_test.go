@@ -103,3 +103,25 @@ func object(r *rand.Rand, depth int, value func(int) string) string {
 	}
 	return "{" + strings.Join(parts, ",") + "}"
 }
+
+// Ensure that a struct whose fields share a json name (a tagged field and
+// an untagged one of the same name, where encoding/json sets the tagged
+// one) is decoded as encoding/json decodes it, not by the tree.
+func TestDecode_SharedFieldNameLeftToEncodingJSON(t *testing.T) {
+	type shared struct {
+		Y string `json:"X"`
+		X string
+		C int `json:"c"`
+	}
+	b := []byte(`{"X":"v","c":2}`)
+	var got, want shared
+	if err := Decode(b, &got); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &want); err != nil {
+		t.Fatal(err)
+	}
+	if got != want {
+		t.Errorf("Decode = %+v, encoding/json = %+v", got, want)
+	}
+}

@@ -241,12 +241,24 @@ func (p *canonParser) decode(n *canonNode, v reflect.Value) bool {
 	return true
 }
 
+// plainName reports whether a json name is letters, digits, '_' and '-'
+// only (any such name is one encoding/json takes as it is written).
+func plainName(name string) bool {
+	for _, c := range name {
+		if !(c == '_' || c == '-' || '0' <= c && c <= '9' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z') {
+			return false
+		}
+	}
+	return name != ""
+}
+
 // plainOf caches plainFieldsOf.
 var plainOf sync.Map // reflect.Type -> map[string]int (nil: not plain)
 
 // plainFieldsOf maps the json names of a struct's fields to their index,
 // when every field is plain: exported or skipped, not embedded, with no
-// ",string" option (nil otherwise: decode leaves it to encoding/json).
+// ",string" option, its name plain and its own (nil otherwise: decode
+// leaves the struct to encoding/json).
 func plainFieldsOf(t reflect.Type) map[string]int {
 	if f, ok := plainOf.Load(t); ok {
 		return f.(map[string]int)
@@ -268,6 +280,11 @@ func plainFieldsOf(t reflect.Type) map[string]int {
 		}
 		if name == "" {
 			name = sf.Name
+		}
+		if _, twice := f[name]; twice || !plainName(name) {
+			// Names encoding/json resolves by rules of its own.
+			f = nil
+			break
 		}
 		f[name] = i
 	}
