@@ -254,11 +254,10 @@ type unseen struct {
 	reserved, windowReserved, held journal.Amount
 }
 
-// unseenLocked is what tx does not show of the ledger, for a mandate, its
-// budget window ("" for none) and an account: the in-memory reservations
-// (and, with pending, the pending durable ones), less those whose receipt
-// tx already sees, whose money it shows. The caller holds l.mu.
-func (l *ledger) unseenLocked(tx holon.Tx, mandate, window, account string, pending bool) unseen {
+// sumsLocked is what the ledger holds for a mandate, its budget window
+// ("" for none) and an account: the in-memory reservations and, with
+// pending, the pending durable ones. The caller holds l.mu.
+func (l *ledger) sumsLocked(mandate, window, account string, pending bool) unseen {
 	u := unseen{reserved: l.memReserved[mandate], held: l.memHeld[account]}
 	if window != "" {
 		u.windowReserved = l.memReserved[windowName(mandate, window)]
@@ -270,6 +269,15 @@ func (l *ledger) unseenLocked(tx holon.Tx, mandate, window, account string, pend
 			u.windowReserved += l.pendReserved[windowName(mandate, window)]
 		}
 	}
+	return u
+}
+
+// unseenLocked is what tx does not show of the ledger, for a mandate, its
+// budget window ("" for none) and an account: the in-memory reservations
+// (and, with pending, the pending durable ones), less those whose receipt
+// tx already sees, whose money it shows. The caller holds l.mu.
+func (l *ledger) unseenLocked(tx holon.Tx, mandate, window, account string, pending bool) unseen {
+	u := l.sumsLocked(mandate, window, account, pending)
 	type written struct {
 		r    *resv
 		seen uint64
@@ -337,17 +345,7 @@ func (l *ledger) unseenSinceLocked(start, n uint64, mandate, window, account str
 	if l.left == nil || l.leftN-start > leftCap {
 		return unseen{}, false
 	}
-	u := unseen{reserved: l.memReserved[mandate], held: l.memHeld[account]}
-	if window != "" {
-		u.windowReserved = l.memReserved[windowName(mandate, window)]
-	}
-	if pending {
-		u.reserved += l.pendReserved[mandate]
-		u.held += l.pendHeld[account]
-		if window != "" {
-			u.windowReserved += l.pendReserved[windowName(mandate, window)]
-		}
-	}
+	u := l.sumsLocked(mandate, window, account, pending)
 	for i := start; i < l.leftN; i++ {
 		e := &l.left[i%leftCap]
 		if e.seen <= n || (!e.mem && !pending) {
