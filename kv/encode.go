@@ -26,7 +26,7 @@ func encodeValue(dst []byte, v any) ([]byte, error) {
 		return v.AppendJSON(dst)
 	case *holon.JournalRow:
 		return v.AppendJSON(dst)
-	case talliesValue: // not JSON: a rollup row's own encoding
+	case rollupValue: // not JSON: a rollup row's own encoding
 		return appendRollupRow(dst, rollupRow(v)), nil
 	case rollupRowKey:
 		return append(dst, v...), nil

@@ -73,11 +73,11 @@ func appendTally(b []byte, c string, x holon.Tally) []byte {
 	return binary.AppendVarint(b, int64(x.Refunded))
 }
 
-// talliesValue is a row's value as the write transaction's encoder
-// (encodeValue) takes it: encoded by appendTallies into the transaction's
+// rollupValue is a row's value as the write transaction's encoder
+// (encodeValue) takes it: encoded by appendRollupRow into the transaction's
 // arena. rollupRowKey is a row's key for the same arena.
 type (
-	talliesValue rollupRow
+	rollupValue  rollupRow
 	rollupRowKey string
 )
 
@@ -239,7 +239,7 @@ func (tx *Tx) flushRollups(c *writeCache) error {
 			key, err := tx.encode(rollupRowKey(k))
 			if err == nil {
 				var v []byte
-				if v, err = tx.encode(talliesValue(e.v)); err == nil {
+				if v, err = tx.encode(rollupValue(e.v)); err == nil {
 					err = tx.putCached(bucketRollups, key, v)
 				}
 			}
