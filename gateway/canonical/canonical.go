@@ -111,11 +111,10 @@ func (p *canonParser) release() {
 	p.st = nil
 	keep := func(n int) bool { return n <= maxPooled }
 	if keep(cap(p.members)) && keep(cap(p.arenaM)) && keep(cap(p.elems)) && keep(cap(p.arenaE)) {
-		// Nothing of this parse stays reachable from the pool.
-		clear(p.members[:cap(p.members)])
-		clear(p.elems[:cap(p.elems)])
-		clear(p.arenaM[:cap(p.arenaM)])
-		clear(p.arenaE[:cap(p.arenaE)])
+		// Nothing of this parse stays reachable from the pool: the stacks
+		// were cleared as they were popped, the arenas only grew.
+		clear(p.arenaM)
+		clear(p.arenaE)
 		st.members, st.elems, st.arenaM, st.arenaE = p.members[:0], p.elems[:0], p.arenaM[:0], p.arenaE[:0]
 		stacks.Put(st)
 	}
@@ -257,7 +256,7 @@ func (p *canonParser) array(depth int) (canonNode, error) {
 		return n, nil
 	}
 	base := len(p.elems)
-	defer func() { p.elems = p.elems[:base] }()
+	defer func() { clear(p.elems[base:]); p.elems = p.elems[:base] }()
 	for {
 		p.skipSpace()
 		elem, err := p.value(depth)
@@ -296,7 +295,7 @@ func (p *canonParser) object(depth int) (canonNode, error) {
 		return n, nil
 	}
 	base := len(p.members)
-	defer func() { p.members = p.members[:base] }()
+	defer func() { clear(p.members[base:]); p.members = p.members[:base] }()
 	for {
 		p.skipSpace()
 		if p.pos >= len(p.in) || p.in[p.pos] != '"' {
