@@ -141,8 +141,13 @@ func BenchmarkStore_Settle(b *testing.B) {
 		if commits := after.Commits - before.Commits; commits > 0 {
 			b.ReportMetric(float64(after.Updates-before.Updates)/float64(commits), "updates/commit")
 			b.ReportMetric(float64(after.PageBytes-before.PageBytes)/1024/float64(commits), "page-KB/commit")
+			b.ReportMetric(float64((after.UpdateTime-before.UpdateTime).Microseconds())/float64(commits), "update-µs/commit")
+			b.ReportMetric(float64((after.CommitTime-before.CommitTime).Microseconds())/float64(commits), "commit-µs/commit")
 		}
 		b.ReportMetric(float64(after.PageBytes-before.PageBytes)/1024/float64(b.N), "page-KB/settlement")
+		if syncs := after.LogSyncs - before.LogSyncs; syncs > 0 {
+			b.ReportMetric(float64((after.LogSyncTime-before.LogSyncTime).Microseconds())/float64(syncs), "logsync-µs")
+		}
 		slices.Sort(lat)
 		b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
 		b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")

@@ -51,6 +51,7 @@
 package kv
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -641,7 +642,8 @@ func (s *Store) runTx(reqs []*writeReq) (kept []*writeReq, stop int, stopErr, er
 	ran := start
 	appended, size, logAt := 0, int64(0), time.Time{}
 	var wtx *Tx
-	err = s.db.Update(func(btx *bolt.Tx) error {
+	var btx *bolt.Tx
+	body := func() error {
 		// An empty cache with each transaction (the writer's one, reset):
 		// a rolled-back one's rows are dropped.
 		// While the store logs, its hot and derived rows may wait in the log and
@@ -726,14 +728,21 @@ func (s *Store) runTx(reqs []*writeReq) (kept []*writeReq, stop int, stopErr, er
 			return err
 		}
 		appended = len(tx.redo.b)
-		s.wal.startSync()
 		return nil
-	})
-	if appended > 0 {
-		if serr := s.wal.waitSync(); serr != nil && err == nil {
-			// bbolt committed what the log may not hold: no reader
-			// sees it (it is never published), and the store breaks.
-			err = serr
+	}
+	if btx, err = s.db.Begin(true); err == nil {
+		err = runBody(btx, body)
+		switch {
+		case err != nil:
+			_ = btx.Rollback()
+		case appended > 0:
+			serr, cerr := s.wal.commitWhileSyncing(btx)
+			// A failed sync wins: bbolt committed what the log may not
+			// hold, no reader sees it (it is never published), and the
+			// store breaks.
+			err = cmp.Or(serr, cerr)
+		default:
+			err = btx.Commit()
 		}
 	}
 	if err != nil && appended > 0 {
@@ -781,6 +790,20 @@ func (s *Store) runTx(reqs []*writeReq) (kept []*writeReq, stop int, stopErr, er
 		err = nil
 	}
 	return kept, -1, nil, err
+}
+
+// runBody runs body in btx, rolling btx back if body panics (the panic
+// goes on), as bbolt's own Update does.
+func runBody(btx *bolt.Tx, body func() error) (err error) {
+	done := false
+	defer func() {
+		if !done {
+			_ = btx.Rollback()
+		}
+	}()
+	err = body()
+	done = true
+	return err
 }
 
 // committed answers the updates of a transaction that committed (err nil)

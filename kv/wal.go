@@ -138,25 +138,22 @@ type wal struct {
 	spare    *os.File
 	spareSeg uint64
 
-	// bytes and syncTime count what the log wrote and its syncs' time
-	// (syncs and syncTime written by the syncer, read by the writer once
-	// waitSync returned).
+	// bytes and syncTime count what the log wrote and its syncs' time.
 	bytes    int64
 	syncs    int64
 	syncTime time.Duration
 
-	// syncReq hands the syncer the file to sync, syncDone its outcome;
-	// syncing is whether a sync was started and not yet waited for.
-	syncReq  chan *os.File
-	syncDone chan error
-	syncing  bool
-	// beforeSync, set by tests only, runs on the syncer before each
-	// fdatasync.
+	// commitReq hands the committer a transaction to commit, commitDone
+	// its outcome (commitWhileSyncing).
+	commitReq  chan *bolt.Tx
+	commitDone chan error
+	// beforeSync, set by tests only, runs on the writer before each
+	// fdatasync of the log.
 	beforeSync func()
 }
 
 // write appends a transaction's record to the log, not yet durable (see
-// startSync): r holds its operations after room for the header.
+// commitWhileSyncing): r holds its operations after room for the header.
 func (w *wal) write(txid uint64, r *redoBuf) error {
 	rec := r.b
 	binary.LittleEndian.PutUint32(rec[0:], uint32(len(rec)-recordHeader))
@@ -171,45 +168,46 @@ func (w *wal) write(txid uint64, r *redoBuf) error {
 	return nil
 }
 
-// startSync begins the fdatasync that makes what was written durable, on
-// the log's syncer goroutine, so that bbolt's commit runs meanwhile;
-// waitSync returns its outcome. Each startSync is followed by one
-// waitSync before the next write.
-func (w *wal) startSync() {
+// commitWhileSyncing commits btx, bbolt's transaction of the record just
+// written, on the log's committer goroutine while the writer fdatasyncs
+// the record itself, and returns when both are done: the sync's error
+// first, then the commit's. The writer syncs and the committer commits,
+// not the other way round: a parked goroutine takes tens of microseconds
+// to wake on a virtual machine, and the commit (CPU work, tens of
+// microseconds) can start that late and still end before the sync, while
+// a sync handed to a goroutine started that much later.
+func (w *wal) commitWhileSyncing(btx *bolt.Tx) (syncErr, commitErr error) {
 	if w.noSync {
-		return
+		return nil, btx.Commit()
 	}
-	if w.syncReq == nil {
-		w.syncReq, w.syncDone = make(chan *os.File), make(chan error)
-		go w.syncer(w.syncReq, w.syncDone)
+	if w.commitReq == nil {
+		w.commitReq, w.commitDone = make(chan *bolt.Tx), make(chan error)
+		go committer(w.commitReq, w.commitDone)
 	}
-	w.syncReq <- w.f
-	w.syncing = true
+	w.commitReq <- btx
+	syncErr = w.sync()
+	return syncErr, <-w.commitDone
 }
 
-func (w *wal) waitSync() error {
-	if !w.syncing {
-		return nil
+// sync fdatasyncs the segment being written.
+func (w *wal) sync() error {
+	if w.beforeSync != nil {
+		w.beforeSync()
 	}
-	w.syncing = false
-	return <-w.syncDone
+	start := time.Now()
+	if err := datasync(w.f); err != nil {
+		return fmt.Errorf("sync the store's log: %w", err)
+	}
+	w.syncTime += time.Since(start)
+	w.syncs++
+	return nil
 }
 
-// syncer runs the log's fdatasyncs (startSync) until the log closes.
-func (w *wal) syncer(req <-chan *os.File, done chan<- error) {
-	for f := range req {
-		if w.beforeSync != nil {
-			w.beforeSync()
-		}
-		start := time.Now()
-		err := datasync(f)
-		if err != nil {
-			err = fmt.Errorf("sync the store's log: %w", err)
-		} else {
-			w.syncTime += time.Since(start)
-			w.syncs++
-		}
-		done <- err
+// committer commits the transactions commitWhileSyncing hands it until
+// the log closes.
+func committer(req <-chan *bolt.Tx, done chan<- error) {
+	for btx := range req {
+		done <- btx.Commit()
 	}
 }
 
@@ -275,10 +273,9 @@ func (w *wal) rotate() error {
 }
 
 func (w *wal) close() {
-	if w.syncReq != nil {
-		w.waitSync()
-		close(w.syncReq)
-		w.syncReq = nil
+	if w.commitReq != nil {
+		close(w.commitReq)
+		w.commitReq = nil
 	}
 	if w.f != nil {
 		w.f.Close()
