@@ -287,6 +287,15 @@ func appendTime(b []byte, t time.Time) ([]byte, error) {
 	return append(b, '"'), nil
 }
 
+// AppendJSONString appends s as a JSON string, exactly as encoding/json
+// writes it: for records of other packages that encode themselves.
+func AppendJSONString(b []byte, s string) []byte { return appendJSONString(b, s) }
+
+// AppendJSONTime appends t as time.Time's MarshalJSON writes it, and
+// fails where it fails: for records of other packages that encode
+// themselves.
+func AppendJSONTime(b []byte, t time.Time) ([]byte, error) { return appendTime(b, t) }
+
 // appendString writes s as a JSON string exactly as encoding/json does
 // (HTML-escaping on): <, >, &, control characters, invalid UTF-8, U+2028
 // and U+2029 escaped.

@@ -10,6 +10,13 @@ import (
 // (their AppendJSON: the bytes json.Marshal writes), by encoding/json for
 // anything else (and a rollup row's key and value as they are stored,
 // rollups.go).
+// jsonAppender is a value of another package that encodes itself as
+// json.Marshal does (an idempotency key's log entry, written by every
+// settlement of a call that carried one).
+type jsonAppender interface {
+	AppendJSON(dst []byte) ([]byte, error)
+}
+
 func encodeValue(dst []byte, v any) ([]byte, error) {
 	switch v := v.(type) {
 	case *holon.Receipt:
@@ -30,6 +37,8 @@ func encodeValue(dst []byte, v any) ([]byte, error) {
 		return appendRollupRow(dst, rollupRow(v)), nil
 	case rollupRowKey:
 		return append(dst, v...), nil
+	case jsonAppender:
+		return v.AppendJSON(dst)
 	}
 	b, err := json.Marshal(v)
 	return append(dst, b...), err

@@ -41,6 +41,38 @@ type logEntry struct {
 	Record
 }
 
+// AppendJSON appends the entry's JSON encoding, the bytes json.Marshal
+// writes: the store encodes it so, in every settlement of a call with a
+// key, without reflection.
+func (e logEntry) AppendJSON(b []byte) ([]byte, error) {
+	var err error
+	b = append(b, `{"key":`...)
+	b = holon.AppendJSONString(b, e.Key)
+	b = append(b, `,"state":`...)
+	b = holon.AppendJSONString(b, e.State)
+	b = append(b, `,"request":`...)
+	b = holon.AppendJSONString(b, e.Request)
+	if e.Receipt != "" {
+		b = append(b, `,"receipt":`...)
+		b = holon.AppendJSONString(b, e.Receipt)
+	}
+	if e.Status != 0 {
+		b = append(b, `,"status":`...)
+		b = strconv.AppendInt(b, int64(e.Status), 10)
+	}
+	b = append(b, `,"started":`...)
+	if b, err = holon.AppendJSONTime(b, e.Started); err != nil {
+		return nil, err
+	}
+	if e.Finished != nil {
+		b = append(b, `,"finished":`...)
+		if b, err = holon.AppendJSONTime(b, *e.Finished); err != nil {
+			return nil, err
+		}
+	}
+	return append(b, '}'), nil
+}
+
 // foldGrace is how long a key folded out of the log stays in the index
 // (pointing at the entry the fold deleted, so that a read finds it under
 // key/ instead): a read transaction begun before the fold's commit, which

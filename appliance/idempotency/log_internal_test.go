@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math/rand/v2"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -345,5 +346,52 @@ func TestLog_FoldDuringRead(t *testing.T) {
 	var replay *ReplayError
 	if err := <-checked; !errors.As(err, &replay) || replay.Rec.Receipt != "r1" {
 		t.Errorf("k1 read from before the fold: %v, want the replay of r1", err)
+	}
+}
+
+// TestLogEntry_AppendJSONSameAsEncodingJSON holds the log entry's own
+// encoder to json.Marshal's bytes and errors, on random entries: strings
+// that need escaping, each optional field present and absent, times with
+// zones and nanoseconds, and times json.Marshal refuses.
+func TestLogEntry_AppendJSONSameAsEncodingJSON(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 11))
+	strs := []string{"", "k-1", "acct/x", `a"b\c`, "<tag>&amp;", "\x00\x1f\x7f", "\xff\xfe", "line\u2028sep\u2029", "é✓"}
+	str := func() string { return strs[rng.IntN(len(strs))] + strs[rng.IntN(len(strs))] }
+	zones := []*time.Location{time.UTC, time.FixedZone("", 5*3600+30*60), time.FixedZone("", -8*3600), time.FixedZone("", 25*3600)}
+	tm := func() time.Time {
+		year := 1970 + rng.IntN(80)
+		if rng.IntN(30) == 0 {
+			year = 10000 + rng.IntN(5)
+		}
+		return time.Date(year, time.Month(1+rng.IntN(12)), 1+rng.IntN(28), rng.IntN(24), rng.IntN(60), rng.IntN(60), rng.IntN(3)*rng.IntN(1e9), zones[rng.IntN(len(zones))])
+	}
+	failed := 0
+	for range 20000 {
+		e := logEntry{Key: str(), Record: Record{State: str(), Request: str(), Started: tm()}}
+		if rng.IntN(2) == 0 {
+			e.Receipt = str()
+		}
+		if rng.IntN(2) == 0 {
+			e.Status = []int{200, 402, 500, -1}[rng.IntN(4)]
+		}
+		if rng.IntN(2) == 0 {
+			f := tm()
+			e.Finished = &f
+		}
+		want, wantErr := json.Marshal(e)
+		got, gotErr := e.AppendJSON([]byte("prefix"))
+		if (wantErr == nil) != (gotErr == nil) {
+			t.Fatalf("%+v: error %v, json.Marshal's %v", e, gotErr, wantErr)
+		}
+		if wantErr != nil {
+			failed++
+			continue
+		}
+		if string(got) != "prefix"+string(want) {
+			t.Fatalf("%+v:\n got %s\nwant prefix%s", e, got, want)
+		}
+	}
+	if failed == 0 {
+		t.Fatal("no entry that json.Marshal refuses was tried")
 	}
 }
