@@ -68,6 +68,17 @@ func WritersOf(s Store) WriterSet {
 	return 0
 }
 
+// Changes is what a store whose every writer is this process may say of
+// its app buckets: BucketChanges is a number that grows whenever a commit
+// that wrote to bucket becomes visible to readers, before that commit's
+// callers hear it committed. A reader that reads the number, then reads
+// the bucket, and later reads the same number again knows that the
+// bucket has not changed since its read: what it decoded then still
+// holds (accounts' key check keeps what it read so).
+type Changes interface {
+	BucketChanges(bucket string) uint64
+}
+
 // StoreOptions configure a store as the hosted product opens it.
 type StoreOptions struct {
 	// NoSync skips making commits durable: for tests and benchmarks of the

@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"math/bits"
+	"slices"
 
 	"holon.dev/holon"
 )
@@ -22,9 +25,43 @@ var appBuckets = map[string]bool{
 // appendOnly buckets refuse overwrites and deletes.
 var appendOnly = map[string]bool{holon.BucketModLog: true, holon.BucketRefunds: true, holon.BucketAlerts: true}
 
+// appBit is each app bucket's bit in a transaction's wroteApp, and its
+// index in the store's changes.
+var appBit = map[string]uint32{}
+
 func init() {
 	for name := range appBuckets {
 		allBuckets = append(allBuckets, []byte(name))
+	}
+	names := slices.Sorted(maps.Keys(appBuckets))
+	if len(names) > 32 {
+		panic("kv: more app buckets than a transaction's wroteApp has bits")
+	}
+	for i, name := range names {
+		appBit[name] = 1 << i
+	}
+}
+
+// BucketChanges is the number of commits that wrote to an app bucket and
+// that readers see (holon.Changes): it grows after such a commit is
+// published, before its callers hear it committed. A reader that reads
+// it, then reads the bucket, and later reads the same number again knows
+// that nothing changed the bucket in between. Each process counts from 0
+// at Open.
+func (s *Store) BucketChanges(bucket string) uint64 {
+	bit := appBit[bucket]
+	if bit == 0 {
+		return 0
+	}
+	return s.changes[bits.TrailingZeros32(bit)].Load()
+}
+
+// published counts the commit of tx in the changes of every app bucket
+// it wrote (updates that failed and were undone included: a number that
+// grows without a change only costs a reader a read).
+func (s *Store) published(tx *Tx) {
+	for w := tx.wroteApp; w != 0; w &= w - 1 {
+		s.changes[bits.TrailingZeros32(w)].Add(1)
 	}
 }
 
@@ -44,6 +81,7 @@ func (tx *Tx) Put(bucket, key string, v any) error {
 	if appendOnly[bucket] && tx.bkt(b).Get([]byte(key)) != nil {
 		return fmt.Errorf("%s is append-only: %s exists", bucket, key)
 	}
+	tx.wroteApp |= appBit[bucket]
 	return tx.putJSON(b, []byte(key), v)
 }
 
@@ -86,6 +124,7 @@ func (tx *Tx) Delete(bucket, key string) error {
 	if appendOnly[bucket] {
 		return fmt.Errorf("%s is append-only", bucket)
 	}
+	tx.wroteApp |= appBit[bucket]
 	return tx.del(tx.bkt(b), []byte(key))
 }
 
@@ -133,5 +172,6 @@ func (tx *Tx) Append(bucket string, v any) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
+	tx.wroteApp |= appBit[bucket]
 	return seq, tx.putJSON(b, u64(seq), v)
 }

@@ -47,6 +47,8 @@ func (e engineStore) Stats() holon.StoreStats {
 	return holon.StoreStats{SizeBytes: e.s.Size(), Commits: st.Commits, Updates: st.Updates, MaxBatch: st.MaxBatch, Replays: st.Replays}
 }
 
+func (e engineStore) BucketChanges(bucket string) uint64 { return e.s.BucketChanges(bucket) }
+
 func (e engineStore) Close() error { return e.s.Close() }
 
 // Writers is holon.SoleWriter: a bbolt file is written by the one process

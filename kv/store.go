@@ -105,6 +105,9 @@ type Store struct {
 	onCommit func(batch int)
 
 	reqs chan *writeReq
+	// changes counts, by app bucket (appBit), the commits that wrote to it
+	// (BucketChanges).
+	changes [32]atomic.Uint64
 	// coming counts the callers in flight (Expect, until their done):
 	// those about to submit an update and those whose update is queued;
 	// pace bounds the writer's wait for them.
@@ -763,6 +766,10 @@ func (s *Store) runTx(reqs []*writeReq) (kept []*writeReq, stop int, stopErr, er
 		if err == nil && s.wal != nil {
 			// Durable: readers see it from now on.
 			err = s.publishLatest()
+		}
+		if err == nil {
+			// Readers see it: before its callers hear.
+			s.published(wtx)
 		}
 		if err == nil && s.wal != nil {
 			// The batch is durable whatever this says: a failed

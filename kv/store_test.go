@@ -469,3 +469,71 @@ func TestStore_Apply_FailedCommitBreaks(t *testing.T) {
 		}
 	}
 }
+
+// Ensure that an app bucket's change number grows with each commit that
+// wrote to it, before the update returns, and only with those: a reader
+// that sees the same number again may keep what it read (holon.Changes).
+func TestStore_BucketChanges(t *testing.T) {
+	s := mustOpen(t, kv.Options{})
+	ch, ok := s.Holon().(holon.Changes)
+	if !ok {
+		t.Fatal("the embedded store's holon.Store does not say its changes (holon.Changes)")
+	}
+	ctx := context.Background()
+	update := func(fn func(tx *kv.Tx) error) {
+		t.Helper()
+		if err := s.Update(ctx, fn); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := func(keys, users uint64) {
+		t.Helper()
+		if k, u := ch.BucketChanges(holon.BucketKeys), ch.BucketChanges(holon.BucketUsers); k != keys || u != users {
+			t.Fatalf("changes: keys %d, users %d; want %d, %d", k, u, keys, users)
+		}
+	}
+	want(0, 0)
+	update(func(tx *kv.Tx) error { return tx.Put(holon.BucketKeys, "hash/a", "a") })
+	want(1, 0)
+	update(func(tx *kv.Tx) error { return tx.Put(holon.BucketUsers, "bob", "b") })
+	want(1, 1)
+	update(func(tx *kv.Tx) error { return tx.Delete(holon.BucketKeys, "hash/a") })
+	want(2, 1)
+	// Another bucket, a read, an update that writes nothing: no change.
+	update(func(tx *kv.Tx) error { return tx.Put(holon.BucketSettings, "x", 1) })
+	update(func(tx *kv.Tx) error { _, err := tx.Append(holon.BucketModLog, "entry"); return err })
+	if err := s.View(func(tx *kv.Tx) error { var v string; return tx.Get(holon.BucketUsers, "bob", &v) }); err != nil {
+		t.Fatal(err)
+	}
+	update(func(tx *kv.Tx) error { return nil })
+	want(2, 1)
+	if n := ch.BucketChanges(holon.BucketModLog); n != 1 {
+		t.Fatalf("an append to the moderation log: %d changes, want 1", n)
+	}
+	if n := ch.BucketChanges("no such bucket"); n != 0 {
+		t.Fatalf("a bucket that is not an app bucket: %d changes", n)
+	}
+	// Updates grouped in one commit, each writing keys: the number grows
+	// by the time each returns, and a reader then sees the new record.
+	var wg sync.WaitGroup
+	for i := range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			before := ch.BucketChanges(holon.BucketKeys)
+			k := fmt.Sprintf("hash/%d", i)
+			if err := s.Update(ctx, func(tx *kv.Tx) error { return tx.Put(holon.BucketKeys, k, i) }); err != nil {
+				t.Error(err)
+				return
+			}
+			if after := ch.BucketChanges(holon.BucketKeys); after <= before {
+				t.Errorf("update %d returned with the keys' changes at %d, as before it", i, after)
+			}
+			var got int
+			if err := s.View(func(tx *kv.Tx) error { return tx.Get(holon.BucketKeys, k, &got) }); err != nil || got != i {
+				t.Errorf("read %s after its update: %d, %v", k, got, err)
+			}
+		}()
+	}
+	wg.Wait()
+}

@@ -135,6 +135,9 @@ type Tx struct {
 	// it commits).
 	deferring, materialized bool
 	deferred                [len(deferredBuckets)]map[string][]byte
+	// wroteApp has the bit (appBit) of every app bucket the transaction
+	// wrote to (Store.BucketChanges).
+	wroteApp uint32
 }
 
 // Now is the store's clock.

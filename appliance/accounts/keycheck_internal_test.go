@@ -14,17 +14,34 @@ import (
 	"holon.dev/holon/kv"
 )
 
-// Ensure that the key check, which keeps what it decoded of a key's and an
+// viewCounter is a store that counts its read transactions.
+type viewCounter struct {
+	holon.Store
+	views int
+}
+
+func (v *viewCounter) View(fn func(holon.Tx) error) error {
+	v.views++
+	return v.Store.View(fn)
+}
+
+func (v *viewCounter) BucketChanges(bucket string) uint64 {
+	return v.Store.(holon.Changes).BucketChanges(bucket)
+}
+
+// Ensure that the key check, which keeps what it read of a key's and an
 // account's records, sees every change to them at once: a key checked,
 // then revoked, is refused; an account checked, then disabled (its key
-// untouched), is refused; enabled again, it passes; and a key deleted is
-// unknown.
+// untouched), is refused; enabled again, it passes; a key deleted is
+// unknown; and a key kept expires on time. A check after the first, with
+// nothing changed, reads nothing.
 func TestKeyPrincipal_SeesChangesAtOnce(t *testing.T) {
-	s, err := kv.OpenStore(filepath.Join(t.TempDir(), "holon.db"), holon.StoreOptions{NoSync: true})
+	kvs, err := kv.OpenStore(filepath.Join(t.TempDir(), "holon.db"), holon.StoreOptions{NoSync: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
+	defer kvs.Close()
+	s := &viewCounter{Store: kvs}
 	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	r := New(Config{Store: s, Now: func() time.Time { return now }, Rand: rand.Reader})
 	update := func(fn func(tx holon.Tx) error) {
@@ -46,8 +63,12 @@ func TestKeyPrincipal_SeesChangesAtOnce(t *testing.T) {
 	})
 	check := func(when, want string) {
 		t.Helper()
-		for range 2 { // the second check finds the records kept
+		for i := range 2 { // the second check finds the records kept
+			views := s.views
 			_, ok, err := r.VerifyKey(nil, secret)
+			if i == 1 && want == "" && s.views != views {
+				t.Errorf("%s: a check of a key kept, nothing changed since, read the store", when)
+			}
 			switch {
 			case !ok:
 				t.Fatalf("%s: VerifyKey did not take an agent key", when)
@@ -71,6 +92,13 @@ func TestKeyPrincipal_SeesChangesAtOnce(t *testing.T) {
 	check("key revoked", "was revoked")
 	update(func(tx holon.Tx) error { return UpdateKey(tx, key) })
 	check("key restored", "")
+	expiring := *key
+	expires := now.Add(time.Minute)
+	expiring.Expires = &expires
+	update(func(tx holon.Tx) error { return UpdateKey(tx, &expiring) })
+	check("key expiring in a minute", "")
+	now = now.Add(2 * time.Minute)
+	check("key expired", "expired at")
 	update(func(tx holon.Tx) error { return tx.Delete(holon.BucketKeys, keyByHash(key.Hash)) })
 	check("key deleted", "never issued")
 	if _, err := r.KeyPrincipal(key.Hash, token.KindAgent, key.Prefix); !errors.As(err, new(*holon.Error)) {

@@ -165,16 +165,7 @@ func KeysFull(tx holon.Tx, handle string, now time.Time) (bool, error) {
 // (web.CodeInvalidKey otherwise, saying which). prefix names the key in
 // the message when it was never issued.
 func (r *Repo) KeyPrincipal(hash, kind, prefix string) (*auth.Principal, error) {
-	var rec *auth.Key
-	var disabled bool
-	err := r.store.View(func(tx holon.Tx) error {
-		var err error
-		if rec, err = r.keyByHash(tx, hash); err != nil {
-			return err
-		}
-		disabled, err = r.disabled(tx, rec.Account)
-		return err
-	})
+	rec, disabled, err := r.keyAndAccount(hash)
 	switch {
 	case errors.Is(err, holon.ErrNotFound):
 		return nil, holon.Errorf(web.CodeInvalidKey, "unknown key %s…: it was never issued here", prefix)

@@ -29,10 +29,12 @@ type Repo struct {
 	// namespaces of the shipped agents.
 	starterAllow []string
 	fx           map[string]journal.Rate
-	// keyRecs and acctRecs are what the key check decoded of key and
-	// account records, by their stored bytes (byraw.go).
-	keyRecs  byRaw[auth.Key]
-	acctRecs byRaw[bool]
+	// keys is what the key check read of keys and their accounts, by the
+	// stores' change numbers; keyRecs and acctRecs what it decoded of key
+	// and account records, by their stored bytes (keycheck.go).
+	keys     stamped[keyState]
+	keyRecs  stamped[auth.Key]
+	acctRecs stamped[bool]
 }
 
 // Config is what a Repo is made with.
