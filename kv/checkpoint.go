@@ -1,6 +1,7 @@
 package kv
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -24,11 +25,12 @@ type ckptJob struct {
 
 // startLog begins logging on a file that holds every commit so far (it
 // syncs it when dirty, something having been committed since it was
-// opened, to be synced): a checkpoint of the current transaction, in a
-// log of its own.
+// opened, to be synced, and when it writes the file's format and
+// syncOpen): a checkpoint of the current transaction, in a log of its
+// own.
 // It syncs the store's directory, which makes the file's name durable
 // too.
-func (s *Store) startLog(noSync, dirty bool) error {
+func (s *Store) startLog(noSync, dirty, syncOpen bool) error {
 	dir := walDir(s.path)
 	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
 		return err
@@ -48,6 +50,19 @@ func (s *Store) startLog(noSync, dirty bool) error {
 	seg := uint64(1)
 	if len(old) > 0 {
 		seg = old[len(old)-1] + 1
+	}
+	// The file says it is logging (FileFormatLogging) before the log
+	// holds anything, durably: a gateway that does not know the log
+	// refuses it from now on, until a clean close.
+	err = s.db.Update(func(btx *bolt.Tx) error {
+		if v := btx.Bucket(bucketMeta).Get([]byte("schema")); len(v) == 8 && binary.BigEndian.Uint64(v) == FileFormatLogging {
+			return nil
+		}
+		dirty = dirty || syncOpen
+		return setFormat(btx, FileFormatLogging)
+	})
+	if err != nil {
+		return err
 	}
 	if dirty {
 		if err := s.db.Sync(); err != nil {
@@ -237,10 +252,12 @@ func (s *Store) stopLog(clean bool) error {
 	defer s.ckptMu.Unlock()
 	var err error
 	if clean {
-		// An empty commit writes the free list (see Open), so that the
-		// next start reads it instead of walking the file.
+		// A commit writes the free list (see Open), so that the next
+		// start reads it instead of walking the file, and the format of
+		// a file that holds everything: any gateway of that format opens
+		// it.
 		s.db.NoFreelistSync = false
-		err = s.db.Update(func(*bolt.Tx) error { return nil })
+		err = s.db.Update(func(btx *bolt.Tx) error { return setFormat(btx, FileFormat) })
 		if err == nil && !s.wal.noSync {
 			err = s.db.Sync()
 		}

@@ -137,9 +137,10 @@ func exportDB(view func(func(*bolt.Tx, *pending) error) error, begin func(Snapsh
 		if v := btx.Bucket(bucketMeta).Get([]byte("schema")); len(v) == 8 {
 			snap.Schema = binary.BigEndian.Uint64(v)
 		}
-		if snap.Schema == FileFormat {
+		if snap.Schema == FileFormat || snap.Schema == FileFormatLogging {
 			// The rows are those of SchemaVersion: the file's format
-			// changed where the index keeps its keys, not the rows.
+			// changed where the index keeps its keys, and says whether
+			// a log is beside it, not the rows.
 			snap.Schema = SchemaVersion
 		}
 		err := btx.ForEach(func(name []byte, b *bolt.Bucket) error {
@@ -222,7 +223,7 @@ func OpenReadOnly(path string) (*Store, error) {
 			}
 		}
 		if v := btx.Bucket(bucketMeta).Get([]byte("schema")); !readableFormat(v) {
-			return fmt.Errorf("store schema version %x, this gateway reads %d and %d", v, SchemaVersion, FileFormat)
+			return fmt.Errorf("store schema version %x, this gateway reads %d, %d and %d", v, SchemaVersion, FileFormat, FileFormatLogging)
 		}
 		return nil
 	})

@@ -35,6 +35,16 @@ var bucketReceiptsLog = []byte("receipts_by_mandate_log")
 // before the log refuses a store of format 2, which it would misread.
 const FileFormat = 2
 
+// FileFormatLogging is what the file's meta/schema row says while the
+// store logs (wal.go): its write-ahead log beside it may hold commits the
+// file lacks, and only a gateway that replays the log may open it. A
+// gateway from before the log reads format 2 and would open the file
+// without them after a crash: it refuses format 3 instead. Open writes it
+// (synced) before the log's first record; a clean close, and the store's
+// return to bbolt's own syncs, write FileFormat back once the file holds
+// everything.
+const FileFormatLogging = 3
+
 // defaultFoldAt is how many keys the log holds before the writer folds
 // it: a read of a mandate's receipts reads the log's keys (a few hundred
 // microseconds for 4,096) on top of its page of the index.
@@ -59,7 +69,7 @@ func checkFormat(btx *bolt.Tx) error {
 			return fmt.Errorf("create bucket %s: %w", bucketReceiptsLog, err)
 		}
 		return meta.Put([]byte("schema"), u64(FileFormat))
-	case FileFormat:
+	case FileFormat, FileFormatLogging:
 		if btx.Bucket(bucketReceiptsLog) == nil {
 			return fmt.Errorf("database of format %d has no bucket %s", format, bucketReceiptsLog)
 		}
@@ -69,13 +79,19 @@ func checkFormat(btx *bolt.Tx) error {
 }
 
 // readableFormat reports whether a read-only open can read a file whose
-// meta/schema row is v: format 1 (its log is empty) or FileFormat.
+// meta/schema row is v: format 1 (its log is empty), FileFormat, or
+// FileFormatLogging (its write-ahead log, if any, replayed by then).
 func readableFormat(v []byte) bool {
 	if len(v) != 8 {
 		return false
 	}
 	f := binary.BigEndian.Uint64(v)
-	return f == SchemaVersion || f == FileFormat
+	return f == SchemaVersion || f == FileFormat || f == FileFormatLogging
+}
+
+// setFormat writes the file's format in its meta/schema row.
+func setFormat(btx *bolt.Tx, format uint64) error {
+	return btx.Bucket(bucketMeta).Put([]byte("schema"), u64(format))
 }
 
 // indexReceipt adds a new receipt to the index's log.

@@ -363,7 +363,7 @@ func Open(path string, opts Options) (*Store, error) {
 		// startLog syncs the directory (the file's name with the log's).
 		// What Open itself committed is synced even under the planted
 		// bug "nosync", which is about the writer's commits.
-		err = s.startLog(noSync, dirty && !opts.NoSync)
+		err = s.startLog(noSync, dirty && !opts.NoSync, !opts.NoSync)
 	} else {
 		// No room to map the file ahead, or little space left (wal.go):
 		// bbolt's own syncs.

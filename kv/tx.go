@@ -71,7 +71,11 @@ func setUp(btx *bolt.Tx) bool {
 		}
 	}
 	v := btx.Bucket(bucketMeta).Get([]byte("schema"))
-	return len(v) == 8 && binary.BigEndian.Uint64(v) == FileFormat &&
+	format := uint64(0)
+	if len(v) == 8 {
+		format = binary.BigEndian.Uint64(v)
+	}
+	return (format == FileFormat || format == FileFormatLogging) &&
 		btx.Bucket(bucketReceiptsLog) != nil && btx.Bucket(bucketRollups) != nil &&
 		btx.Bucket(bucketApprovalsByMand) != nil
 }

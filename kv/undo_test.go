@@ -26,7 +26,8 @@ var boltWrites = map[string]bool{
 // undoable are the functions allowed to write to bbolt directly: the undo
 // log's own (undo.go), which every write of the writer's transactions goes
 // through, and those that write outside the writer (bucket creation and
-// the file format's upgrade at Open, restore into a new file), or after
+// the file format's upgrade at Open, the format written when the log
+// starts and at a clean close, restore into a new file), or after
 // every update of the writer's transaction ran (the fold of the receipt
 // index's log, which no update's undo may take back), and the replay of the
 // write-ahead log at Open (before the writer starts), and the rows
@@ -35,7 +36,7 @@ var boltWrites = map[string]bool{
 var undoable = map[string]bool{
 	"undo.go:put": true, "undo.go:putOver": true, "undo.go:putNew": true, "undo.go:del": true, "undo.go:nextSeq": true, "undo.go:undoUpdate": true,
 	"tx.go:createBuckets": true, "export_restore.go:*": true, "approvals_index.go:buildApprovalIndex": true, "rollups.go:createRollups": true,
-	"receipts_index.go:checkFormat": true, "receipts_index.go:foldLog": true,
+	"receipts_index.go:checkFormat": true, "receipts_index.go:setFormat": true, "receipts_index.go:foldLog": true,
 	"redo.go:applyOps": true, "deferred.go:materialize": true,
 }
 

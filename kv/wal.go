@@ -44,6 +44,10 @@ import (
 // first that is torn or missing (the tail a cut left unsynced). A clean
 // Close syncs the file and removes the log: what it leaves is a plain
 // bbolt file, which any reader (and an older gateway) opens as before.
+// While the log may hold commits the file lacks, the file says so in its
+// format (FileFormatLogging, written and synced before the log's first
+// record): a gateway from before the log refuses it after a crash
+// instead of opening it without them.
 //
 // A read transaction holds bbolt's map of the file: bbolt cannot map a
 // larger file while one is open, so the store maps walMapBytes from the

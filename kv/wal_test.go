@@ -302,6 +302,61 @@ func TestWAL_LowSpaceCommitsWithoutLog(t *testing.T) {
 	}
 }
 
+// Ensure that a store file says it is logging (format 3) whenever a log
+// beside it may hold commits the file lacks, durably before the log's
+// first record, so that a gateway from before the log (which reads format
+// 2) refuses it after a crash rather than open it without them; and that
+// a clean close, and a store that does not log, leave format 2, which
+// such a gateway opens.
+func TestWAL_FileFormatSaysLogging(t *testing.T) {
+	f := lossyfstest.Mount(t)
+	path := filepath.Join(f.Dir(), "holon.db")
+	format := func(when string, want uint64) {
+		t.Helper()
+		if got := rawSchema(t, path); got != want {
+			t.Errorf("%s: the file says format %d, want %d", when, got, want)
+		}
+	}
+	s := mustOpenAt(t, path)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	format("a new store closed", kv.FileFormat)
+	// The power goes at once, before any checkpoint or record.
+	mustOpenAt(t, path).CrashForTest()
+	if err := f.Cut(nil); err != nil {
+		t.Fatal(err)
+	}
+	format("after a power cut right after Open", kv.FileFormatLogging)
+	s = mustOpenAt(t, path)
+	walLoad(t, s, 0, 50)
+	if s.Stats().LogSyncs == 0 {
+		t.Fatal("the store does not log: the test shows nothing")
+	}
+	s.CrashForTest()
+	if err := f.Cut(nil); err != nil {
+		t.Fatal(err)
+	}
+	format("after a power cut of a store that logs", kv.FileFormatLogging)
+	s = mustOpenAt(t, path)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	format("after a clean close", kv.FileFormat)
+	restore := kv.SetMinFreeForTest(1 << 62)
+	defer restore()
+	s = mustOpenAt(t, path)
+	credit(t, s, "unlogged", "1.00")
+	if s.Stats().LogSyncs != 0 {
+		t.Fatal("the store logs with no room to")
+	}
+	s.CrashForTest()
+	if err := f.Cut(nil); err != nil {
+		t.Fatal(err)
+	}
+	format("after a power cut of a store that does not log", kv.FileFormat)
+}
+
 // cutPower stops s as a killed process would, cuts the power of f (every
 // unsynced write lost), and opens the store at path again.
 func cutPower(t *testing.T, f *lossyfs.FS, s *kv.Store, path string) *kv.Store {
