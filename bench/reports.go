@@ -10,7 +10,6 @@ import (
 
 	"holon.dev/holon"
 	"holon.dev/holon/gateway"
-	"holon.dev/holon/journal"
 	"holon.dev/holon/kv"
 )
 
@@ -95,76 +94,21 @@ func (b *bench) reportsRow(ctx context.Context) ([]*Result, error) {
 }
 
 // buildReportStore writes n settled calls spread evenly over the
-// reportSpanDays days to end, in large transactions without fsync: each
-// call's receipt, its settle entry, its mandate's spent, and its rollups
-// through gateway.AddSettlementRollups, the settlement's own update.
+// reportSpanDays days to end, over reportPayers payers, reportMandates
+// mandates each, reportAgents agent versions and reportKeys keys
+// (buildSettled: each with its rollups, written through the
+// settlement's own update).
 func buildReportStore(ctx context.Context, path string, n int, end time.Time) (int64, error) {
-	s, err := openFunded(ctx, path)
-	if err != nil {
-		return 0, err
-	}
-	price := journal.MustParseAmount(callPrice)
-	shares, err := journal.Split(price, "bench", nil)
-	if err != nil {
-		s.Close()
-		return 0, err
-	}
-	levels, err := journal.SplitLevels(price, "bench", nil)
-	if err != nil {
-		s.Close()
-		return 0, err
-	}
 	start := end.Add(-reportSpanDays * 24 * time.Hour)
 	step := time.Duration(int64(reportSpanDays*24*time.Hour) / int64(max(n, 1)))
-	const perTx = 50_000
-	for first := 0; first < n; first += perTx {
-		err := s.Update(ctx, func(tx *kv.Tx) error {
-			for i := first; i < min(first+perTx, n); i++ {
-				id, err := tx.NewReceiptID()
-				if err != nil {
-					return err
-				}
-				p := i % reportPayers
-				payer := fmt.Sprintf("m%d", p)
-				mandate := fmt.Sprintf("%s/bench-%d", payer, (i/reportPayers)%reportMandates)
-				agent := fmt.Sprintf("bench/echo-%d@1.0.0", (i/7)%reportAgents)
-				r := &holon.Receipt{
-					ID: id, Mandate: mandate, Caller: payer + "/client", Agent: &agent,
-					Status: holon.StatusSucceeded, WorstCase: &price, Currency: "EUR", Payer: payer, Billed: true,
-					Cost: holon.Cost{Own: price, Total: price}, Splits: shares, Children: []string{}, DurationMS: 3,
-					Created: start.Add(time.Duration(i) * step),
-				}
-				if err := tx.PutReceipt(r); err != nil {
-					return err
-				}
-				e, err := journal.Settlement("settle:"+id, payer, shares)
-				if err != nil {
-					return err
-				}
-				if _, err := tx.AppendEntry(e); err != nil {
-					return err
-				}
-				if err := tx.AddBudget(mandate, price, 0); err != nil {
-					return err
-				}
-				key := fmt.Sprintf("hlk_a_%08d", (i/3)%reportKeys)
-				if err := gateway.AddSettlementRollups(tx, r, gateway.CallRollup{Root: mandate, Key: key},
-					[]gateway.VersionShare{{Ref: agent, Amount: levels[1].Amount, Own: true}}); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-		if err != nil {
-			s.Close()
-			return 0, err
+	return buildSettled(ctx, path, n, func(i int) settledCall {
+		payer := fmt.Sprintf("m%d", i%reportPayers)
+		return settledCall{
+			mandate: fmt.Sprintf("%s/bench-%d", payer, (i/reportPayers)%reportMandates),
+			payer:   payer,
+			agent:   fmt.Sprintf("bench/echo-%d@1.0.0", (i/7)%reportAgents),
+			created: start.Add(time.Duration(i) * step),
+			key:     fmt.Sprintf("hlk_a_%08d", (i/3)%reportKeys),
 		}
-	}
-	// Every settlement of the store counted: as a gateway marks it.
-	if err := s.Update(ctx, func(tx *kv.Tx) error { return tx.MarkRollupsKept() }); err != nil {
-		s.Close()
-		return 0, err
-	}
-	size := s.Size()
-	return size, s.Close()
+	})
 }

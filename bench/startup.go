@@ -174,13 +174,39 @@ func openFunded(ctx context.Context, path string) (*kv.Store, error) {
 	return s, nil
 }
 
-// buildReceipts writes n settled calls over 4 mandates, as a gateway
-// leaves them (so that holon verify passes on the store), in large
-// transactions without fsync, and returns the file's size: each receipt
-// with what its settlement writes beside it, its journal entry and
-// balances (the payers funded first), its mandate's spending and its call
-// event and agent record.
+// buildReceipts writes n settled calls over 4 mandates, one a
+// millisecond to now, each with its call event and agent record
+// (buildSettled).
 func buildReceipts(ctx context.Context, path string, n int) (int64, error) {
+	agent := agentEcho + "@1.0.0"
+	created := time.Now().UTC().Add(-time.Duration(n) * time.Millisecond)
+	return buildSettled(ctx, path, n, func(i int) settledCall {
+		m := i % 4
+		return settledCall{mandate: benchMandate(m), payer: fmt.Sprintf("m%d", m), agent: agent,
+			created: created.Add(time.Duration(i) * time.Millisecond), event: true}
+	})
+}
+
+// settledCall is one call of a store buildSettled writes.
+type settledCall struct {
+	mandate, payer, agent string
+	created               time.Time
+	// key is the agent key the call came with, as the rollups count it
+	// ("" for none).
+	key string
+	// event says its call event and agent record are written too.
+	event bool
+}
+
+// buildSettled writes n settled calls as a gateway leaves them (so that
+// holon verify passes on the store), in large transactions without fsync,
+// and returns the file's size. call(i) says the ith call's mandate, payer,
+// agent, time and key; each is written with what its settlement writes
+// beside it: its receipt, its journal entry and balances (the payers
+// funded first), its mandate's spending, its rollups (through
+// gateway.AddSettlementRollups, the settlement's own update) and, when
+// asked, its call event and agent record.
+func buildSettled(ctx context.Context, path string, n int, call func(i int) settledCall) (int64, error) {
 	s, err := openFunded(ctx, path)
 	if err != nil {
 		return 0, err
@@ -197,8 +223,6 @@ func buildReceipts(ctx context.Context, path string, n int) (int64, error) {
 		return 0, err
 	}
 	own := levels[1].Amount
-	agent := agentEcho + "@1.0.0"
-	created := time.Now().UTC().Add(-time.Duration(n) * time.Millisecond)
 	// 10,000 calls a transaction: bbolt keeps a transaction's nodes in
 	// memory until it commits, and inserting into large nodes moves their
 	// keys around (50,000 a transaction took 40 % more CPU for the same
@@ -211,30 +235,34 @@ func buildReceipts(ctx context.Context, path string, n int) (int64, error) {
 				if err != nil {
 					return err
 				}
-				m := i % 4
+				c := call(i)
 				r := &holon.Receipt{
-					ID: id, Mandate: benchMandate(m), Caller: fmt.Sprintf("m%d/client", m), Agent: &agent,
-					Status: "succeeded", WorstCase: &price, Currency: "EUR", Payer: fmt.Sprintf("m%d", m), Billed: true,
+					ID: id, Mandate: c.mandate, Caller: c.payer + "/client", Agent: &c.agent,
+					Status: holon.StatusSucceeded, WorstCase: &price, Currency: "EUR", Payer: c.payer, Billed: true,
 					Cost: holon.Cost{Own: price, Total: price}, Splits: shares, Children: []string{}, DurationMS: 3,
-					Created: created.Add(time.Duration(i) * time.Millisecond),
+					Created: c.created,
 				}
 				if err := tx.PutReceipt(r); err != nil {
 					return err
 				}
-				e, err := journal.Settlement("settle:"+id, r.Payer, shares)
+				e, err := journal.Settlement("settle:"+id, c.payer, shares)
 				if err != nil {
 					return err
 				}
 				if _, err := tx.AppendEntry(e); err != nil {
 					return err
 				}
-				if err := tx.AddBudget(r.Mandate, price, 0); err != nil {
+				if err := tx.AddBudget(c.mandate, price, 0); err != nil {
 					return err
 				}
-				if err := tx.AppendEvent(&holon.Event{Receipt: id, Agent: agent, Status: "succeeded", DurationMS: 3, Billed: price, Currency: "EUR", Time: r.Created}, true); err != nil {
-					return err
+				if c.event {
+					ev := &holon.Event{Receipt: id, Agent: c.agent, Status: holon.StatusSucceeded, DurationMS: 3, Billed: price, Currency: "EUR", Time: c.created}
+					if err := tx.AppendEvent(ev, true); err != nil {
+						return err
+					}
 				}
-				if err := gateway.AddSettlementRollups(tx, r, gateway.CallRollup{Root: r.Mandate}, []gateway.VersionShare{{Ref: agent, Amount: own, Own: true}}); err != nil {
+				if err := gateway.AddSettlementRollups(tx, r, gateway.CallRollup{Root: c.mandate, Key: c.key},
+					[]gateway.VersionShare{{Ref: c.agent, Amount: own, Own: true}}); err != nil {
 					return err
 				}
 			}
