@@ -154,9 +154,8 @@ func (b *bench) cluster(ctx context.Context) ([]*Result, error) {
 	}
 	if ps, ok := gws[0].app.Engine().Store().(*pg.Store); ok {
 		used, idle := ps.HeadStarts()
-		ran, lost := ps.Overlapped()
-		one.Notes = append(one.Notes, timesNote(ps.Times(), st.Commits)+fmt.Sprintf("; %.0f%% of groups begun in the COMMIT's round trip of the group before (%d more begun so and ended unused), %d run again safely; %.0f%% of updates ran while the COMMIT before their group was in flight (%d times such updates were thrown away to run again)",
-			100*float64(used)/float64(max(st.Commits, 1)), idle, ps.SafeRuns(), 100*float64(ran)/float64(max(st.Updates, 1)), lost), readsNote(reads0, ps.Reads(), lr1.Calls))
+		one.Notes = append(one.Notes, timesNote(ps.Times(), st.Commits)+fmt.Sprintf("; %.0f%% of groups begun in the COMMIT's round trip of the group before (%d more begun so and ended unused), %d run again safely",
+			100*float64(used)/float64(max(st.Commits, 1)), idle, ps.SafeRuns()), readsNote(reads0, ps.Reads(), lr1.Calls))
 	}
 	if ps, ok := gws[0].app.Engine().Store().(*pg.Store); ok {
 		p := ps.Pool()

@@ -742,9 +742,6 @@ func (t *Tx) sendAhead() error {
 	if err := t.err(); err != nil {
 		return err
 	}
-	if err := t.wire(); err != nil {
-		return err
-	}
 	b := &pgx.Batch{}
 	a := t.queueAhead(b)
 	t.trip(b.Len())

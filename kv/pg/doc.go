@@ -31,10 +31,7 @@
 // on the database: the COMMIT's round trip then begins the next group too
 // (unless another writer took the lock meanwhile: that begin does not
 // wait), which the writer gives back at once if no update waits once it is
-// answered (group.go). While such a COMMIT is in flight, the writer runs
-// the updates that queue meanwhile on its cache, sending nothing: they
-// stand when that COMMIT commits and begins their group, and run again
-// from their start otherwise (overlap.go). Hot rows (balances,
+// answered (group.go). Hot rows (balances,
 // budgets, counters, sequences, the journal's head, agents' records) are
 // written with their new value, once per round trip however many updates
 // moved them, a table's rows in one statement, and the rollups summed in

@@ -332,9 +332,6 @@ func (t *Tx) mandateAndBudget(k, id string) (holon.Doc, error) {
 	if err := t.err(); err != nil {
 		return holon.Doc{}, err
 	}
-	if err := t.wire(); err != nil {
-		return holon.Doc{}, err
-	}
 	b := &pgx.Batch{}
 	b.Queue(`SELECT id, doc::text, created, published, yanked, revoked FROM mandates WHERE id = $1`, id)
 	b.Queue(budgetSelect, id)

@@ -53,9 +53,6 @@ type group struct {
 	// COMMIT (commit), when it was.
 	alone bool
 	begun []logEntry
-	// spec: the group runs while the COMMIT of the group before it is
-	// in flight (overlap.go): its updates may read only the cache.
-	spec bool
 }
 
 // errSafeRun is a fast run's end: the group must run again safely.
@@ -143,19 +140,7 @@ func (s *Store) try(batch *[]*update, fill, safe bool) (errs []error, retry, aga
 	// the writers' log since this writer's last group.
 	var logged []logEntry
 	conn := s.next
-	from := 0 // the first update to run (those before ran already: overlap.go)
-	if sp := s.spec; sp != nil && conn != nil {
-		// The group ran its first updates while the COMMIT before it was
-		// in flight, on what the cache held; that COMMIT landed, and began
-		// this group with nothing written by another writer in between
-		// (land), so they stand.
-		s.spec = nil
-		g = sp.g
-		g.spec = false
-		from = sp.ran
-		logged, s.next, s.nextLog = s.nextLog, nil, nil
-		s.headStarts.Add(1)
-	} else if conn != nil {
+	if conn != nil {
 		// The last group's COMMIT began this one (commit).
 		logged, s.next, s.nextLog = s.nextLog, nil, nil
 		s.headStarts.Add(1)
@@ -173,12 +158,8 @@ func (s *Store) try(batch *[]*update, fill, safe bool) (errs []error, retry, aga
 	}
 	// alone: no other writer wrote since this one's last group.
 	g.alone = s.gen >= 0 && len(logged) == 0
-	ok, flying := false, false
+	ok := false
 	defer func() {
-		if flying {
-			// Its COMMIT is in flight: the connection is the flight's.
-			return
-		}
 		if !ok {
 			// The connection may be inside the transaction: closing it
 			// ends it.
@@ -212,8 +193,8 @@ func (s *Store) try(batch *[]*update, fill, safe bool) (errs []error, retry, aga
 		*batch = s.fill(*batch)
 	}
 	updates := *batch
-	g.errs = append(g.errs, make([]error, len(updates)-len(g.errs))...)
-	for i := from; ; {
+	g.errs = make([]error, len(updates))
+	for i := 0; ; {
 		for ; i < len(updates); i++ {
 			u := updates[i]
 			if err := u.ctx.Err(); err != nil {
@@ -301,9 +282,6 @@ func (s *Store) try(batch *[]*update, fill, safe bool) (errs []error, retry, aga
 		return fail(err)
 	}
 	ok = true
-	if s.flying != nil {
-		s.flying.conn, flying = conn, true
-	}
 	return g.errs, false, false, nil
 }
 
@@ -485,38 +463,42 @@ func (s *Store) commit(ctx context.Context, c *pgx.Conn, g *group) error {
 	if pipe {
 		queueBegin(b, gen, true)
 	}
-	start := time.Now()
+	defer func(start time.Time) { s.inCommit.Add(int64(time.Since(start))) }(time.Now())
 	br := c.SendBatch(ctx, b)
-	if pipe && !s.noOverlap {
-		// The writer runs the next group's updates while this COMMIT is
-		// in flight (overlap.go), on the cache as this group leaves it:
-		// its answers are read meanwhile, and the group's updates are
-		// answered once they are (land).
-		s.keep(g, gen)
-		f := &flight{done: make(chan struct{}), g: g, start: start}
-		go func() {
-			defer close(f.done)
-			f.begun, f.err = readCommit(ctx, c, br, commitAt, g.safe, true)
-		}()
-		s.flying = f
-		return nil
+	for i := range commitAt + 1 {
+		tag, err := br.Exec()
+		if err == nil && i == commitAt && tag.String() != "COMMIT" {
+			err = fmt.Errorf("PostgreSQL answered %q to COMMIT", tag.String())
+		}
+		if err != nil {
+			br.Close()
+			// A refusal of a fast run's statement, or of its COMMIT (a
+			// deferred check), is one update's: the group runs again
+			// safely, where each update's checks run at its end.
+			var pe *pgconn.PgError
+			if !g.safe && errors.As(err, &pe) && !conflict(err) && !serverGone(pe.Code) {
+				return &errSafeRun{err}
+			}
+			return err
+		}
 	}
-	begun, err := readCommit(ctx, c, br, commitAt, g.safe, pipe)
-	s.inCommit.Add(int64(time.Since(start)))
-	if err != nil {
+	if pipe {
+		// Committed: a failure from here on costs the next group its
+		// head start, not this group its commit.
+		if logged, err := readBegin(br); err == nil && br.Close() == nil {
+			g.begun = logged
+			if g.begun == nil {
+				g.begun = []logEntry{}
+			}
+		} else if br.Close(); rollback(ctx, c) != nil {
+			c.Close(ctx)
+		}
+	} else if err := br.Close(); err != nil {
 		return err
 	}
-	g.begun = begun
 	if s.loseAnswer.Load() && wroteHold(g.conf) && s.loseAnswer.CompareAndSwap(true, false) {
 		return &pgconn.PgError{Code: "57P01", Message: "the commit's answer was lost (LoseCommitAnswer)"}
 	}
-	s.keep(g, gen)
-	return nil
-}
-
-// keep makes a committed group's changes the cache's, as of writers' log
-// entry gen.
-func (s *Store) keep(g *group, gen int64) {
 	s.gen = gen
 	if len(s.base)+len(g.conf) > maxBase {
 		s.base = layer{}
@@ -529,47 +511,7 @@ func (s *Store) keep(g *group, gen int64) {
 			s.base[k] = e
 		}
 	}
-}
-
-// readCommit reads the answers to a group's COMMIT batch (commit): its
-// pending writes, its log entry, the COMMIT at commitAt and, when pipe,
-// the next group's begin, whose log it returns (nil: that begin failed and
-// was rolled back, or the connection closed). A refusal of a fast run's
-// statement or COMMIT is an *errSafeRun.
-func readCommit(ctx context.Context, c *pgx.Conn, br pgx.BatchResults, commitAt int, safe, pipe bool) ([]logEntry, error) {
-	for i := range commitAt + 1 {
-		tag, err := br.Exec()
-		if err == nil && i == commitAt && tag.String() != "COMMIT" {
-			err = fmt.Errorf("PostgreSQL answered %q to COMMIT", tag.String())
-		}
-		if err != nil {
-			br.Close()
-			// A refusal of a fast run's statement, or of its COMMIT (a
-			// deferred check), is one update's: the group runs again
-			// safely, where each update's checks run at its end.
-			var pe *pgconn.PgError
-			if !safe && errors.As(err, &pe) && !conflict(err) && !serverGone(pe.Code) {
-				return nil, &errSafeRun{err}
-			}
-			return nil, err
-		}
-	}
-	if !pipe {
-		return nil, br.Close()
-	}
-	// Committed: a failure from here on costs the next group its head
-	// start, not this group its commit.
-	logged, err := readBegin(br)
-	if err == nil && br.Close() == nil {
-		if logged == nil {
-			logged = []logEntry{}
-		}
-		return logged, nil
-	}
-	if br.Close(); rollback(ctx, c) != nil {
-		c.Close(ctx)
-	}
-	return nil, nil
+	return nil
 }
 
 // dropCache forgets everything the writer knew: after a group failed, what

@@ -19,10 +19,6 @@ type Options struct {
 	// Lease is how long the store's lease lasts unrenewed (DefaultLease
 	// when zero).
 	Lease time.Duration
-	// NoOverlap keeps the writer from running a group's updates while
-	// the COMMIT before it is in flight (overlap.go): for measuring what
-	// that overlap gives.
-	NoOverlap bool
 }
 
 // newID names a store handle: host, process and a random part.

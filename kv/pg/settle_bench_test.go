@@ -20,24 +20,10 @@ import (
 // receipt's final state and the hold's release), and reports beside the
 // time per call the CPU this process spent per call (the store's side:
 // building, sending and reading the statements), which the machine's
-// load moves less than the time. Its two sub-benchmarks run the writer
-// with and without the overlap of a group's updates with the COMMIT before
-// it (overlap.go), one after the other with -count: read them in pairs.
+// load moves less than the time.
 func BenchmarkStore_Settle(b *testing.B) {
-	srv := pgtest.Start(b)
-	for _, c := range []struct {
-		name string
-		o    pg.Options
-	}{{"overlap", pg.Options{}}, {"serial", pg.Options{NoOverlap: true}}} {
-		b.Run(c.name, func(b *testing.B) { benchSettle(b, srv, c.o) })
-	}
-}
-
-var settleDBs atomic.Int64
-
-func benchSettle(b *testing.B, srv *pgtest.Server, o pg.Options) {
-	url := srv.CreateDB(b, fmt.Sprintf("bench_settle_%d", settleDBs.Add(1)))
-	s, err := pg.OpenWith(context.Background(), url, holon.StoreOptions{NoSync: true}, o)
+	url := pgtest.Start(b).CreateDB(b, "bench_settle")
+	s, err := pg.Open(context.Background(), url, holon.StoreOptions{NoSync: true})
 	if err != nil {
 		b.Fatal(err)
 	}

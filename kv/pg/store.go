@@ -62,18 +62,6 @@ type Store struct {
 	// (group.go).
 	next    *pgxpool.Conn
 	nextLog []logEntry
-	// flying is the group whose COMMIT is in flight while the writer runs
-	// the next group's updates, spec (overlap.go); carry are updates to
-	// run before any queued, queueClosed says the queue was found closed
-	// meanwhile. noOverlap turns the overlap off (Options.NoOverlap).
-	flying      *flight
-	spec        *specGroup
-	carry       []*update
-	queueClosed bool
-	noOverlap   bool
-	// overlapped counts the updates run so, overlapsLost the groups of
-	// them thrown away.
-	overlapped, overlapsLost atomic.Uint64
 	// loseAnswer: see LoseCommitAnswer.
 	loseAnswer atomic.Bool
 
@@ -136,7 +124,7 @@ func OpenWith(ctx context.Context, url string, opts holon.StoreOptions, o Option
 		return nil, err
 	}
 	s := &Store{pool: pool, now: opts.Now, opts: opts, queue: make(chan *update, 4*MaxBatch), done: make(chan struct{}),
-		id: newID(), lease: o.Lease, base: layer{}, gen: -1, stopLease: make(chan struct{}), leaseDone: make(chan struct{}), noOverlap: o.NoOverlap}
+		id: newID(), lease: o.Lease, base: layer{}, gen: -1, stopLease: make(chan struct{}), leaseDone: make(chan struct{})}
 	if s.now == nil {
 		s.now = time.Now
 	}
@@ -273,20 +261,6 @@ func (s *Store) write() {
 	defer close(s.done)
 	defer s.giveBack()
 	for {
-		if sp := s.spec; sp != nil {
-			// The next group, begun while the last COMMIT was in flight.
-			s.run(sp.batch)
-			continue
-		}
-		if len(s.carry) > 0 {
-			batch := s.carry
-			s.carry = nil
-			s.run(batch)
-			continue
-		}
-		if s.queueClosed {
-			return
-		}
 		var u *update
 		var ok bool
 		select {
@@ -300,7 +274,7 @@ func (s *Store) write() {
 		if !ok {
 			return
 		}
-		s.run([]*update{u})
+		s.run(u)
 	}
 }
 
@@ -337,23 +311,18 @@ func (s *Store) fill(batch []*update) []*update {
 	return batch
 }
 
-// run commits one group, the updates of batch and those queued by the
-// time the writer has its turn, running it again after a serialization
+// run commits one group, the first update and those queued by the time
+// the writer has its turn, running it again after a serialization
 // conflict, and answers each update.
-func (s *Store) run(batch []*update) {
+func (s *Store) run(first *update) {
 	defer func(start time.Time) { s.inGroups.Add(int64(time.Since(start))) }(time.Now())
+	batch := []*update{first}
 	var errs []error
 	var err error
 	safe := false
 	for attempt := 1; ; attempt++ {
 		var retry, again bool
 		errs, retry, again, err = s.try(&batch, attempt == 1, safe)
-		if err == nil && !retry && !again && s.flying != nil {
-			// Its COMMIT is in flight: the next group's updates run
-			// meanwhile (overlap.go).
-			s.overlap()
-			retry, again, err = s.land()
-		}
 		if again {
 			safe = true
 			s.safeRuns.Add(1)

@@ -195,9 +195,6 @@ func (t *Tx) send(sql string, args []any) (pgx.BatchResults, error) {
 	if err := t.err(); err != nil {
 		return nil, err
 	}
-	if err := t.wire(); err != nil {
-		return nil, err
-	}
 	var pend []queued
 	if t.g != nil {
 		pend, t.g.pending = t.g.pending, nil
@@ -270,9 +267,6 @@ func (t *Tx) one(sql string, args []any, dst ...any) error {
 		if err = t.err(); err != nil {
 			return err
 		}
-		if err = t.wire(); err != nil {
-			return err
-		}
 		t.trip(1)
 		start := time.Now()
 		err = t.tx.QueryRow(t.ctx, sql, args...).Scan(dst...)
@@ -302,9 +296,6 @@ func (t *Tx) all(sql string, args []any, scan func(pgx.Rows) error) error {
 	var br pgx.BatchResults
 	if t.g == nil || len(t.g.pending) == 0 {
 		if err := t.err(); err != nil {
-			return err
-		}
-		if err := t.wire(); err != nil {
 			return err
 		}
 		var err error
