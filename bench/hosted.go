@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"path/filepath"
 	"strconv"
-	"time"
 
 	"holon.dev/holon/kv"
 )
@@ -76,11 +75,7 @@ func (b *bench) hosted(ctx context.Context) ([]*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	blocks := hostedBlocks
-	if o.Quick {
-		blocks = 1
-	}
-	blockDur, warm := o.Duration/time.Duration(blocks), warmUp(o)/time.Duration(2*blocks)
+	blocks, blockDur, warm := alternatingBlocks(o, hostedBlocks)
 	var (
 		hr, dr loadResult
 		spans  [][2]kv.Stats

@@ -30,6 +30,16 @@ func (r loadResult) add(o loadResult) loadResult {
 // Rate is calls per second over the window.
 func (r loadResult) Rate() float64 { return float64(r.Calls) / r.Elapsed.Seconds() }
 
+// alternatingBlocks splits a row's window and warm-up into n blocks a
+// side, for two loads run alternately (one block under --quick): the
+// blocks, each block's window and each block's warm-up.
+func alternatingBlocks(o Options, n int) (blocks int, window, warm time.Duration) {
+	if o.Quick {
+		n = 1
+	}
+	return n, o.Duration / time.Duration(n), warmUp(o) / time.Duration(2*n)
+}
+
 // runLoad runs do from clients goroutines: a warm-up, then the measured
 // window of length dur. do gets the client's number; an error stops the
 // load and is returned (the first one).

@@ -181,11 +181,7 @@ func (b *bench) mcp(ctx context.Context) ([]*Result, error) {
 		counts[c]++
 		return nil
 	}
-	blocks := mcpBlocks
-	if o.Quick {
-		blocks = 1
-	}
-	blockDur, warm := o.Duration/time.Duration(blocks), warmUp(o)/time.Duration(2*blocks)
+	blocks, blockDur, warm := alternatingBlocks(o, mcpBlocks)
 	var (
 		dr, gr                     loadResult
 		dcpu, dwall, gcpuT, gwallT time.Duration
