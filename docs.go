@@ -20,6 +20,13 @@ const (
 	BucketOAuth       = "oauth"       // OAuth clients, and sha256(code or token) → its grant
 )
 
+// IdempotencyLogPrefix starts the keys of BucketIdempotency that are a
+// log: each is written once, in order, and then only read or deleted (the
+// hosted product's log of finished keys). A store that logs its commits
+// may keep such rows in its log and in memory, and put them into its file
+// later, many at a time.
+const IdempotencyLogPrefix = "log/"
+
 // BucketSignIn holds GitHub sign-in state that must outlive a restart:
 // "state/<sha256>" (10 minutes), "code/<sha256>" (2 minutes) and
 // "github/<id>" → handle, the link of a GitHub account to its account.

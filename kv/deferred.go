@@ -2,10 +2,14 @@ package kv
 
 import (
 	"bytes"
+	"maps"
 	"slices"
+	"strings"
 	"sync"
 
 	bolt "go.etcd.io/bbolt"
+
+	"holon.dev/holon"
 )
 
 // The write cache's buckets (cache.go) but the journal's head: the
@@ -28,8 +32,25 @@ import (
 // commit, and the writer's transactions that of the last commit. A write
 // to one of those buckets that does not go through the write cache puts
 // the pending rows into bbolt first (beforeWrite).
+//
+// The last one, the idempotency keys' bucket, is not the write cache's:
+// only its log of finished keys (holon.IdempotencyLogPrefix, a row
+// appended by each settlement of a call with an Idempotency-Key, never
+// rewritten) is deferred, put by the update that appends it (putDeferred)
+// and taken back if that update fails. Its other rows go into bbolt as any
+// app bucket's, and a write to one of its pending rows (the log's fold
+// deletes them) puts the pending rows into bbolt first. A commit of row 1b
+// of the bench put 32 KB more pages than row 1's for the log's appends,
+// each rewriting the last page of a tree and its path.
 var deferredBuckets = [...][]byte{bucketAccounts, bucketBudgets, bucketBudgetWindows, bucketCounters,
-	bucketRecords, bucketLatency, bucketEarnings, bucketRollups}
+	bucketRecords, bucketLatency, bucketEarnings, bucketRollups, bucketIdempotency}
+
+// bucketIdempotency is the app bucket of idempotency keys, whose log is
+// deferred.
+var bucketIdempotency = []byte(holon.BucketIdempotency)
+
+// idemDeferred is bucketIdempotency's index in deferredBuckets.
+const idemDeferred = len(deferredBuckets) - 1
 
 // maxPending is the number of pending rows past which the next commit puts
 // them all into bbolt, so that the set (and a fold of its layers) stays
@@ -55,6 +76,8 @@ func deferredIndex(name []byte) int {
 		return 6
 	case "rollups":
 		return 7
+	case holon.BucketIdempotency:
+		return idemDeferred
 	}
 	return -1
 }
@@ -166,8 +189,14 @@ func (p *pending) with(add *[len(deferredBuckets)]map[string][]byte) *pending {
 // value first, then bbolt's (nil when neither has it, or there is no such
 // bucket: a later one, in a store opened read-only).
 func (tx *Tx) get(name, key []byte) []byte {
-	if tx.pend != nil {
-		if v, ok := tx.pend.get(deferredIndex(name), key); ok {
+	if tx.pend != nil || tx.deferring {
+		i := deferredIndex(name)
+		if i >= 0 && tx.deferred[i] != nil {
+			if v, ok := tx.deferred[i][string(key)]; ok {
+				return v
+			}
+		}
+		if v, ok := tx.pend.get(i, key); ok {
 			return v
 		}
 	}
@@ -198,8 +227,17 @@ func (tx *Tx) cursor(name []byte) *dcursor {
 	if b := tx.bkt(name); b != nil {
 		d.c = b.Cursor()
 	}
+	i := deferredIndex(name)
 	if tx.pend != nil {
-		d.keys, d.vals = tx.pend.sorted(deferredIndex(name))
+		d.keys, d.vals = tx.pend.sorted(i)
+	}
+	if i >= 0 && len(tx.deferred[i]) > 0 {
+		// Rows this transaction deferred (the idempotency log's, put by
+		// its updates): merged over the pending ones.
+		vals := make(map[string][]byte, len(d.vals)+len(tx.deferred[i]))
+		maps.Copy(vals, d.vals)
+		maps.Copy(vals, tx.deferred[i])
+		d.keys, d.vals = slices.Sorted(maps.Keys(vals)), vals
 	}
 	return d
 }
@@ -279,6 +317,35 @@ func (tx *Tx) putCached(bucket, key, v []byte) error {
 	return nil
 }
 
+// putDeferred puts a row of the idempotency keys' log (key under
+// holon.IdempotencyLogPrefix, v encoded) in an update: into the log's
+// record and the transaction's deferred rows when it defers them, else
+// into bbolt. An update that fails takes it back (undo.go).
+func (tx *Tx) putDeferred(key, v []byte) error {
+	b := tx.bucket(bucketIdempotency)
+	if !tx.deferring {
+		return tx.put(b, key, v)
+	}
+	if err := tx.redoPut(b, key, v); err != nil {
+		return err
+	}
+	if tx.deferred[idemDeferred] == nil {
+		tx.deferred[idemDeferred] = make(map[string][]byte, 32)
+	}
+	k := string(key)
+	tx.deferred[idemDeferred][k] = bytes.Clone(v)
+	if tx.logging {
+		tx.undo = append(tx.undo, undoStep{b: b, key: []byte(k), deferred: true})
+	}
+	return nil
+}
+
+// deferredKey says whether an app bucket's key is one whose writes may be
+// deferred.
+func deferredKey(bucket, key string) bool {
+	return bucket == holon.BucketIdempotency && strings.HasPrefix(key, holon.IdempotencyLogPrefix)
+}
+
 // materialize puts into bbolt the rows pending before the
 // transaction and those it deferred, so that bbolt holds every one: the
 // transaction then reads and walks bbolt alone, and nothing is pending
@@ -346,10 +413,24 @@ func (tx *Tx) rows(name []byte, b *bolt.Bucket) int64 {
 
 // beforeWrite puts the pending rows into bbolt before a write to one of
 // their buckets that does not go through the write cache, which would
-// otherwise sit under a pending value of the same key.
-func (tx *Tx) beforeWrite(b *bolt.Bucket) error {
-	if tx.redo == nil || deferredIndex(tx.redo.names[b]) < 0 {
+// otherwise sit under a pending value of the same key. In the idempotency
+// keys' bucket, whose pending rows are not the cache's, only a write to a
+// pending row's key does.
+func (tx *Tx) beforeWrite(b *bolt.Bucket, key []byte) error {
+	if tx.redo == nil {
 		return nil
+	}
+	i := deferredIndex(tx.redo.names[b])
+	if i < 0 {
+		return nil
+	}
+	if i == idemDeferred {
+		if _, ok := tx.deferred[i][string(key)]; !ok {
+			if _, ok := tx.pend.get(i, key); !ok {
+				return nil
+			}
+		}
+		return tx.materialize()
 	}
 	if tx.cache != nil && !tx.cache.writingBack {
 		// Its rows in the writer's hot cache may no longer be the

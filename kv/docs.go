@@ -3,6 +3,7 @@ package kv
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"math/bits"
@@ -82,6 +83,16 @@ func (tx *Tx) Put(bucket, key string, v any) error {
 		return fmt.Errorf("%s is append-only: %s exists", bucket, key)
 	}
 	tx.wroteApp |= appBit[bucket]
+	if deferredKey(bucket, key) {
+		if !tx.writable {
+			return errors.New("write in a read-only transaction")
+		}
+		raw, err := tx.encode(v)
+		if err != nil {
+			return fmt.Errorf("encode %s/%s: %w", bucket, key, err)
+		}
+		return tx.putDeferred([]byte(key), raw)
+	}
 	return tx.putJSON(b, []byte(key), v)
 }
 
@@ -104,11 +115,7 @@ func (tx *Tx) GetRaw(bucket, key string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	bk := tx.bkt(b)
-	if bk == nil {
-		return nil, holon.ErrNotFound // a later bucket, in a store opened read-only
-	}
-	v := bk.Get([]byte(key))
+	v := tx.get(b, []byte(key)) // nil for a later bucket, in a store opened read-only
 	if v == nil {
 		return nil, holon.ErrNotFound
 	}
@@ -142,11 +149,7 @@ func (tx *Tx) ForEachAfter(bucket, prefix, after string, fn func(key string, raw
 	if err != nil {
 		return err
 	}
-	bk := tx.bkt(b)
-	if bk == nil {
-		return nil // a later bucket, in a store opened read-only
-	}
-	c := bk.Cursor()
+	c := tx.cursor(b) // empty for a later bucket, in a store opened read-only
 	p := []byte(prefix)
 	start := p
 	if after > prefix {

@@ -28,6 +28,8 @@ type undoStep struct {
 	// dirty, when set, marks again a cache entry a flush wrote as changed.
 	cache interface{ undo() }
 	dirty *bool
+	// deferred says key is a row the update deferred (putDeferred).
+	deferred bool
 }
 
 // logValue logs how to restore key in b as it is now.
@@ -54,7 +56,7 @@ func (tx *Tx) logValue(b *bolt.Bucket, key []byte) {
 
 // put writes v under key in b, logged.
 func (tx *Tx) put(b *bolt.Bucket, key, v []byte) error {
-	if err := tx.beforeWrite(b); err != nil {
+	if err := tx.beforeWrite(b, key); err != nil {
 		return err
 	}
 	tx.logValue(b, key)
@@ -68,7 +70,7 @@ func (tx *Tx) put(b *bolt.Bucket, key, v []byte) error {
 // nil when there was none, in a bucket that holds no empty values): it
 // logs that value instead of looking it up again.
 func (tx *Tx) putOver(b *bolt.Bucket, key, old, v []byte) error {
-	if err := tx.beforeWrite(b); err != nil {
+	if err := tx.beforeWrite(b, key); err != nil {
 		return err
 	}
 	if tx.logging {
@@ -84,7 +86,7 @@ func (tx *Tx) putOver(b *bolt.Bucket, key, old, v []byte) error {
 // nil, and the bucket holds no empty values): it saves put's lookup of the
 // old value, which the journal's appends would pay on every settlement.
 func (tx *Tx) putNew(b *bolt.Bucket, key, v []byte) error {
-	if err := tx.beforeWrite(b); err != nil {
+	if err := tx.beforeWrite(b, key); err != nil {
 		return err
 	}
 	if tx.logging {
@@ -98,7 +100,7 @@ func (tx *Tx) putNew(b *bolt.Bucket, key, v []byte) error {
 
 // del deletes key from b, logged.
 func (tx *Tx) del(b *bolt.Bucket, key []byte) error {
-	if err := tx.beforeWrite(b); err != nil {
+	if err := tx.beforeWrite(b, key); err != nil {
 		return err
 	}
 	tx.logValue(b, key)
@@ -168,6 +170,15 @@ func (tx *Tx) undoUpdate() error {
 			*u.dirty = true
 		case u.isSeq:
 			err = u.b.SetSequence(u.seq)
+		case u.deferred:
+			// A row the update deferred (putDeferred), its key new: out of
+			// the deferred rows, or out of bbolt when a later write of
+			// the transaction materialized it there.
+			if _, ok := tx.deferred[idemDeferred][string(u.key)]; ok {
+				delete(tx.deferred[idemDeferred], string(u.key))
+			} else {
+				err = u.b.Delete(u.key)
+			}
 		case u.existed:
 			err = u.b.Put(u.key, u.old)
 		default:

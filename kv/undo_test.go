@@ -141,6 +141,9 @@ func TestStore_Update_UndoEveryWrite(t *testing.T) {
 		return func(tx *kv.Tx) error { _, err := tx.AppendEntry(e); return err }
 	}
 	doc := func(v string) holon.Doc { return holon.Doc{Doc: json.RawMessage(`{"v":"` + v + `"}`), Created: at} }
+	idemLog := func(n int) func(*kv.Tx) error {
+		return func(tx *kv.Tx) error { return tx.Put(holon.BucketIdempotency, idemLogKey(n), doc(fmt.Sprint(n))) }
+	}
 	receipt := func(id, status string) func(*kv.Tx) error {
 		return func(tx *kv.Tx) error {
 			return tx.PutReceipt(&holon.Receipt{ID: id, Mandate: "ann/m", Caller: "ann", Agent: &agent, Status: status, Created: at})
@@ -187,6 +190,7 @@ func TestStore_Update_UndoEveryWrite(t *testing.T) {
 		func(tx *kv.Tx) error { return tx.AddLatency(agent, 100) },
 		approval,
 		func(tx *kv.Tx) error { _, err := tx.Append(holon.BucketModLog, doc("first")); return err },
+		idemLog(1),
 	)
 	good1 := steps(
 		entry("admin-credit:g1", "external:demo-credit", "ann", "1"),
@@ -196,8 +200,15 @@ func TestStore_Update_UndoEveryWrite(t *testing.T) {
 		// the failing update changes them again.
 		func(tx *kv.Tx) error { return tx.AddEarnings(agent, "EUR", 1, amt("0.25"), 0) },
 		func(tx *kv.Tx) error { return tx.AddLatency(agent, 3) },
+		idemLog(2),
 	)
+	// The idempotency keys' log: a row deferred and taken back from the
+	// rows deferred; then one deferred, put into bbolt with the pending
+	// rows by the deletion of one (a fold), and taken back from bbolt.
+	badLog := steps(idemLog(6), func(*kv.Tx) error { return errRefused })
 	bad := steps(
+		idemLog(3),
+		func(tx *kv.Tx) error { return tx.Delete(holon.BucketIdempotency, idemLogKey(1)) },
 		newReceipt,
 		receipt("r1", "succeeded"),
 		func(tx *kv.Tx) error { return tx.DeleteHold("r1") },
@@ -224,6 +235,7 @@ func TestStore_Update_UndoEveryWrite(t *testing.T) {
 		func(tx *kv.Tx) error { return tx.ForEachLatency(func(string, holon.Latency) error { return nil }) },
 		func(tx *kv.Tx) error { return tx.AddLatency(agent, 3) },
 		approval, approvalOf("bob/m"),
+		idemLog(4),
 		func(*kv.Tx) error { return errRefused },
 	)
 	good2 := steps(
@@ -238,14 +250,24 @@ func TestStore_Update_UndoEveryWrite(t *testing.T) {
 		func(tx *kv.Tx) error { return tx.AddEarnings(agent, "EUR", 1, amt("0.25"), 0) },
 		func(tx *kv.Tx) error { return tx.AddLatency(agent, 3) },
 		func(tx *kv.Tx) error { _, err := tx.Append(holon.BucketModLog, doc("good")); return err },
+		func(tx *kv.Tx) error {
+			for _, n := range []int{3, 4, 6} {
+				if _, err := tx.GetRaw(holon.BucketIdempotency, idemLogKey(n)); !errors.Is(err, holon.ErrNotFound) {
+					return fmt.Errorf("the undone update's log row %d: %v", n, err)
+				}
+			}
+			var d holon.Doc
+			return tx.Get(holon.BucketIdempotency, idemLogKey(1), &d) // deleted by the undone update
+		},
+		idemLog(5),
 	)
 
 	with, without := mustOpen(t, opts), mustOpen(t, opts)
 	for _, s := range []*kv.Store{with, without} {
 		mustUpdate(t, s, seed)
 	}
-	errs := batchInOrder(t, with, []func(*kv.Tx) error{good1, bad, good2})
-	if errs[0] != nil || !errors.Is(errs[1], errRefused) || errs[2] != nil {
+	errs := batchInOrder(t, with, []func(*kv.Tx) error{good1, badLog, bad, good2})
+	if errs[0] != nil || !errors.Is(errs[1], errRefused) || !errors.Is(errs[2], errRefused) || errs[3] != nil {
 		t.Fatalf("batch: %v", errs)
 	}
 	for i, err := range batchInOrder(t, without, []func(*kv.Tx) error{good1, good2}) {
@@ -282,3 +304,6 @@ func TestStore_Update_UndoEveryWrite(t *testing.T) {
 		t.Errorf("approvals index: %s, want %s", g, w)
 	}
 }
+
+// idemLogKey is the key of the idempotency keys' log entry n.
+func idemLogKey(n int) string { return fmt.Sprintf("%s%016x", holon.IdempotencyLogPrefix, n) }

@@ -25,8 +25,10 @@ import (
 // folds there whatever log a sole writer left (a store moved over by a
 // backup), and finished keys go to key/.
 
-// logPrefix starts the keys of the log's entries.
-const logPrefix = "log/"
+// logPrefix starts the keys of the log's entries: each is put once (a
+// store may hold them back from its file for a while, and read them from
+// memory meanwhile).
+const logPrefix = holon.IdempotencyLogPrefix
 
 // logKey is the key of the log's entry seq: fixed-width hex, so that key
 // order is append order.
