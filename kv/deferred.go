@@ -49,6 +49,9 @@ var deferredBuckets = [...][]byte{bucketAccounts, bucketBudgets, bucketBudgetWin
 // deferred.
 var bucketIdempotency = []byte(holon.BucketIdempotency)
 
+// idemLogPrefix starts the keys of its deferred rows.
+var idemLogPrefix = []byte(holon.IdempotencyLogPrefix)
+
 // idemDeferred is bucketIdempotency's index in deferredBuckets.
 const idemDeferred = len(deferredBuckets) - 1
 
@@ -190,14 +193,15 @@ func (p *pending) with(add *[len(deferredBuckets)]map[string][]byte) *pending {
 // bucket: a later one, in a store opened read-only).
 func (tx *Tx) get(name, key []byte) []byte {
 	if tx.pend != nil || tx.deferring {
-		i := deferredIndex(name)
-		if i >= 0 && tx.deferred[i] != nil {
+		// (Of the idempotency keys' bucket, only the log's rows are ever
+		// pending.)
+		if i := deferredIndex(name); i >= 0 && (i != idemDeferred || bytes.HasPrefix(key, idemLogPrefix)) {
 			if v, ok := tx.deferred[i][string(key)]; ok {
 				return v
 			}
-		}
-		if v, ok := tx.pend.get(i, key); ok {
-			return v
+			if v, ok := tx.pend.get(i, key); ok {
+				return v
+			}
 		}
 	}
 	b := tx.bkt(name)

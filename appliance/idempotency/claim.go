@@ -134,15 +134,75 @@ func validKey(k string) bool {
 	return true
 }
 
+// CallRequest is a POST /v0/calls request as its Idempotency-Key binds
+// it: the body's members, with the mandate the call runs under and
+// max_cost as its decimal string ("" when the body has none).
+type CallRequest struct {
+	Mandate, Agent, Capability, Approval string
+	Input                                json.RawMessage
+	MaxCost                              string
+}
+
+// AppendCanonical appends the request in canonical JSON (RFC 8785): the
+// bytes canonical.JSON gives for json.Marshal's encoding of the call's
+// body (v0's callBody, whose omitempty members are left out when empty),
+// written without either. Members go in the scheme's order of their names.
+func (r CallRequest) AppendCanonical(dst []byte) ([]byte, error) {
+	dst = append(dst, '{')
+	member := func(name string) {
+		if len(dst) > 1 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, '"')
+		dst = append(dst, name...)
+		dst = append(dst, '"', ':')
+	}
+	if r.Agent != "" {
+		member("agent")
+		dst = canonical.AppendString(dst, r.Agent)
+	}
+	if r.Approval != "" {
+		member("approval")
+		dst = canonical.AppendString(dst, r.Approval)
+	}
+	if r.Capability != "" {
+		member("capability")
+		dst = canonical.AppendString(dst, r.Capability)
+	}
+	member("input")
+	if r.Input == nil {
+		dst = append(dst, "null"...)
+	} else {
+		var err error
+		if dst, err = canonical.AppendJSON(dst, r.Input); err != nil {
+			return nil, err
+		}
+	}
+	member("mandate")
+	dst = canonical.AppendString(dst, r.Mandate)
+	if r.MaxCost != "" {
+		member("max_cost")
+		dst = canonical.AppendString(dst, r.MaxCost)
+	}
+	return append(dst, '}'), nil
+}
+
 // requestHash is the SHA-256 of a call request in canonical JSON (RFC
 // 8785): the same call sent with other white space or key order is the
 // same request.
 func requestHash(body any) (string, error) {
-	b, err := json.Marshal(body)
-	if err != nil {
-		return "", err
+	var c []byte
+	var err error
+	if r, ok := body.(CallRequest); ok {
+		var buf [512]byte
+		c, err = r.AppendCanonical(buf[:0])
+	} else {
+		var b []byte
+		if b, err = json.Marshal(body); err != nil {
+			return "", err
+		}
+		c, err = canonical.JSON(b)
 	}
-	c, err := canonical.JSON(b)
 	if err != nil {
 		return "", holon.Errorf(holon.CodeInvalidRequest, "body: %v", err)
 	}

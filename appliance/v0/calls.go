@@ -28,6 +28,15 @@ type callBody struct {
 	Approval   string          `json:"approval,omitempty"`
 }
 
+// request is the body as its Idempotency-Key binds it.
+func (b *callBody) request() idempotency.CallRequest {
+	r := idempotency.CallRequest{Mandate: b.Mandate, Agent: b.Agent, Capability: b.Capability, Input: b.Input, Approval: b.Approval}
+	if b.MaxCost != nil {
+		r.MaxCost = b.MaxCost.String()
+	}
+	return r
+}
+
 // answerBufs recycles callJSON's buffers (the ResponseWriter copies what
 // it is given).
 var answerBufs = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
@@ -136,7 +145,7 @@ func (a *API) postCall(w http.ResponseWriter, r *http.Request, _ httprouter.Para
 		callJSON(w, status, ans)
 		return
 	}
-	claim, err := a.cfg.Idem.Claim(p.Scope(), idemKey, body)
+	claim, err := a.cfg.Idem.Claim(p.Scope(), idemKey, body.request())
 	if err != nil {
 		a.fail(w, r, err)
 		return

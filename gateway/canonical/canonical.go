@@ -35,6 +35,40 @@ func JSON(b []byte) ([]byte, error) {
 	return p.write(make([]byte, 0, len(b)), &root), nil
 }
 
+// AppendJSON appends the canonical form of b (one JSON value, as JSON
+// requires) to dst: a writer of a larger canonical document puts a value
+// it holds as JSON in its place, without parsing the document around it.
+func AppendJSON(dst, b []byte) ([]byte, error) {
+	p := canonParser{in: b}
+	defer p.release()
+	root, err := p.parse()
+	if err != nil {
+		return dst, err
+	}
+	return p.write(dst, &root), nil
+}
+
+// AppendString appends s as RFC 8785 writes a string. Invalid UTF-8 is
+// first coerced as encoding/json coerces it, each invalid byte becoming
+// U+FFFD, so that a Go value's canonical form written by hand is the one
+// json.Marshal and JSON would give.
+func AppendString(dst []byte, s string) []byte {
+	if !utf8.ValidString(s) {
+		var b []byte
+		for i := 0; i < len(s); {
+			r, n := utf8.DecodeRuneInString(s[i:])
+			if r == utf8.RuneError && n == 1 {
+				b = utf8.AppendRune(b, utf8.RuneError)
+			} else {
+				b = append(b, s[i:i+n]...)
+			}
+			i += n
+		}
+		s = string(b)
+	}
+	return appendCanonicalString(dst, s)
+}
+
 // stacks recycles the parsers' member and element stacks and arenas.
 var stacks = sync.Pool{New: func() any { return new(parseStacks) }}
 
