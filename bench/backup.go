@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"holon.dev/holon/appliance"
 	"holon.dev/holon/backup"
 	"holon.dev/holon/kv"
 )
@@ -132,11 +133,15 @@ func (b *bench) restoreRow(dump, path string, backupTook time.Duration) (*Result
 		return nil, err
 	}
 	defer f.Close()
+	// holon restore runs with the collector's defaults (holon serve alone
+	// tunes it): so does its row.
+	b.untune()
 	stop := peakHeap()
 	t := time.Now()
 	sum, err := backup.Restore(f, path, nil)
 	took := time.Since(t)
 	peak := stop()
+	b.untune = appliance.TuneCollector(os.Getenv)
 	if err != nil {
 		return nil, fmt.Errorf("restore: %w", err)
 	}

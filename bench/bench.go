@@ -35,6 +35,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"holon.dev/holon/appliance"
 )
 
 // Rows are the rows a bench can run, in the order it runs them.
@@ -155,7 +157,10 @@ func Run(ctx context.Context, o Options) error {
 	}
 	fmt.Fprintf(o.Out, "holon bench, %s: %s %s/%s, %d CPUs, GOMAXPROCS %d, work dir %s%s\n\n",
 		mode, runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.GOMAXPROCS(0), o.Dir, loadAverage())
-	b := &bench{o: o}
+	// The gateways of the rows run in this process: with the collector's
+	// settings of holon serve.
+	b := &bench{o: o, untune: appliance.TuneCollector(os.Getenv)}
+	defer func() { b.untune() }()
 	var results []*Result
 	var failed []string
 	// The floor first: every durable row is read against it.
@@ -208,6 +213,9 @@ type bench struct {
 	callsCPU, pgCPU cpuShare
 	// floor is the run's fdatasync latency (floor.go).
 	floor floor
+	// untune puts back the collector's settings as they were before Run
+	// set those of holon serve (appliance.TuneCollector).
+	untune func()
 }
 
 func (b *bench) run(ctx context.Context, row string) ([]*Result, error) {

@@ -103,7 +103,7 @@ func referenceTable(t *testing.T) (flags, env map[string]bool) {
 
 var (
 	codeSpan = regexp.MustCompile("`([^`]+)`")
-	envName  = regexp.MustCompile(`^[A-Z][A-Z0-9_]*_[A-Z0-9_]+$`)
+	envName  = regexp.MustCompile(`^[A-Z][A-Z0-9]*(_[A-Z0-9]+)*$`) // HOLON_ENV, GOGC
 )
 
 // tableSettings reads the first cell of every table row of a markdown

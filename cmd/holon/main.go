@@ -12,6 +12,8 @@ import (
 	"os/signal"
 	"syscall"
 	_ "time/tzdata" // budget windows name IANA time zones: the same on every host, with or without tzdata
+
+	"holon.dev/holon/appliance"
 )
 
 // Version is the gateway's version, set at build time with
@@ -21,6 +23,9 @@ var Version = "0.1.0-dev"
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if len(os.Args) > 1 && os.Args[1] == "serve" {
+		appliance.TuneCollector(os.Getenv) // holon bench tunes its own process the same way
+	}
 	m := &Main{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv}
 	os.Exit(m.Run(ctx, os.Args[1:]))
 }
