@@ -127,6 +127,17 @@ func (d *devCaller) call(ctx context.Context, c int) error {
 	return nil
 }
 
+// block runs a block of row 1's load beside another row's (alternate),
+// adding what it measured to into.
+func (d *devCaller) block(ctx context.Context, clients int, warm, dur time.Duration, into *loadResult, beside string) error {
+	r, err := runLoad(ctx, clients, warm, dur, d.call)
+	if err != nil {
+		return fmt.Errorf("dev calls beside %s: %w", beside, err)
+	}
+	*into = into.add(r)
+	return nil
+}
+
 // answered is how many calls answered 200, billed (once the load is over).
 func (d *devCaller) answered() int64 {
 	var n int64

@@ -102,26 +102,9 @@ func (b *bench) hosted(ctx context.Context) ([]*Result, error) {
 		hr = hr.add(r)
 		return nil
 	}
-	runDev := func() error {
-		r, err := runLoad(ctx, o.Clients, warm, blockDur, dc.call)
-		if err != nil {
-			return fmt.Errorf("dev calls beside the hosted ones: %w", err)
-		}
-		dr = dr.add(r)
-		return nil
-	}
-	for i := range blocks {
-		// Each side goes first in every other block.
-		first, second := runDev, func() error { return runHosted(i) }
-		if i%2 == 1 {
-			first, second = second, first
-		}
-		if err := first(); err != nil {
-			return nil, err
-		}
-		if err := second(); err != nil {
-			return nil, err
-		}
+	runDev := func(int) error { return dc.block(ctx, o.Clients, warm, blockDur, &dr, "the hosted ones") }
+	if err := alternate(blocks, runDev, runHosted); err != nil {
+		return nil, err
 	}
 	var answered int64
 	for _, n := range counts {

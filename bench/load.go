@@ -40,6 +40,25 @@ func alternatingBlocks(o Options, n int) (blocks int, window, warm time.Duration
 	return n, o.Duration / time.Duration(n), warmUp(o) / time.Duration(2*n)
 }
 
+// alternate runs blocks rounds of two loads, a and b (each given the
+// round's number), each side first in every other round, so that the
+// machine's drift falls on both alike.
+func alternate(blocks int, a, b func(round int) error) error {
+	for i := range blocks {
+		first, second := a, b
+		if i%2 == 1 {
+			first, second = second, first
+		}
+		if err := first(i); err != nil {
+			return err
+		}
+		if err := second(i); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // runLoad runs do from clients goroutines: a warm-up, then the measured
 // window of length dur. do gets the client's number; an error stops the
 // load and is returned (the first one).
