@@ -167,6 +167,13 @@ type resv struct {
 	// the entry's receipt (0: none did): a transaction whose counter is
 	// lower cannot see that receipt.
 	seen uint64
+	// gone: the entry left the ledger (under wmu). A transaction that
+	// writes its receipt afterwards (a call answered 503 while the store
+	// was down, closed once it is back) does not register it again: the
+	// ledger's sums no longer hold it, and a written entry that stayed
+	// would be subtracted from them by every later read that shows its
+	// receipt.
+	gone bool
 }
 
 // add moves an amount in a per-name sum, forgetting names back at zero.
@@ -219,6 +226,7 @@ func (l *ledger) leaveLocked(r *resv) {
 	}
 	l.wmu.Lock()
 	delete(l.written, r)
+	r.gone = true
 	seen := r.seen
 	l.wmu.Unlock()
 	if l.left != nil && r.receipt != "" {
@@ -242,8 +250,10 @@ func (l *ledger) leave(r *resv) {
 func (l *ledger) wrote(tx holon.Tx, r *resv) {
 	seen := tx.Counter("receipts")
 	l.wmu.Lock()
-	r.seen = seen
-	l.written[r] = struct{}{}
+	if !r.gone {
+		r.seen = seen
+		l.written[r] = struct{}{}
+	}
 	l.wmu.Unlock()
 }
 

@@ -19,21 +19,9 @@ import (
 // was written and then undone, though later commits moved the store past
 // it.
 func TestLedger_WrittenBeforeCommit(t *testing.T) {
-	s, err := kv.Open(filepath.Join(t.TempDir(), "holon.db"), kv.Options{NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	store := s.Holon()
-	var id string
-	if err := store.Update(context.Background(), func(tx holon.Tx) (err error) { id, err = tx.NewReceiptID(); return err }); err != nil {
-		t.Fatal(err)
-	}
-	l := newLedger(false)
-	r := &resv{receipt: id, payer: "alice", mandate: "alice/m", held: 7, reserved: 7, mem: true}
-	l.mu.Lock()
-	l.enterLocked(r)
-	l.mu.Unlock()
+	store, l, r := ledgerWithEntry(t, false)
+	id := r.receipt
+	var err error
 	unseenNow := func() unseen {
 		t.Helper()
 		var u unseen
@@ -108,6 +96,39 @@ func TestLedger_WrittenBeforeCommit(t *testing.T) {
 	}
 }
 
+// Ensure that a reservation whose receipt a transaction writes after it
+// left the ledger (a call answered 503 while the store was down, closed
+// once it is back) is not counted out of the ledger's sums by the reads
+// that show that receipt: the sums no longer hold it. Before, each such
+// call made every later durable admission see its amount as free, and a
+// gateway on PostgreSQL overspent a balance by the calls in flight at an
+// outage.
+func TestLedger_WrittenAfterLeaving(t *testing.T) {
+	store, l, r := ledgerWithEntry(t, true)
+	id := r.receipt
+	l.leave(r)
+	err := store.Update(context.Background(), func(tx holon.Tx) error {
+		if err := tx.PutReceipt(&holon.Receipt{ID: id, Mandate: "alice/m", Payer: "alice", Status: holon.StatusFailed}); err != nil {
+			return err
+		}
+		l.wrote(tx, r)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var u unseen
+	l.mu.Lock()
+	err = store.View(func(tx holon.Tx) error { u = l.unseenLocked(tx, "alice/m", "", "alice", false); return nil })
+	l.mu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u.reserved != 0 || u.held != 0 {
+		t.Errorf("a reservation written after it left the ledger: unseen %+v, want nothing", u)
+	}
+}
+
 // Ensure that an admission deciding on a read made without the ledger's
 // lock (a store several gateways share) counts every reservation still in
 // the ledger, and every one that left it after the read began unless the
@@ -159,4 +180,26 @@ func TestLedger_UnseenSince(t *testing.T) {
 	if ok {
 		t.Error("the ledger forgot entries that left since the read began, and still decided")
 	}
+}
+
+// ledgerWithEntry opens a store of the test's own and a ledger holding one
+// in-memory reservation of 7 under a receipt id the store handed out.
+func ledgerWithEntry(t *testing.T, recheck bool) (holon.Store, *ledger, *resv) {
+	t.Helper()
+	s, err := kv.Open(filepath.Join(t.TempDir(), "holon.db"), kv.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	store := s.Holon()
+	var id string
+	if err := store.Update(context.Background(), func(tx holon.Tx) (err error) { id, err = tx.NewReceiptID(); return err }); err != nil {
+		t.Fatal(err)
+	}
+	l := newLedger(recheck)
+	r := &resv{receipt: id, payer: "alice", mandate: "alice/m", held: 7, reserved: 7, mem: true}
+	l.mu.Lock()
+	l.enterLocked(r)
+	l.mu.Unlock()
+	return store, l, r
 }

@@ -14,6 +14,7 @@ import (
 	"holon.dev/holon"
 	"holon.dev/holon/backup/pgtest"
 	"holon.dev/holon/gateway/storetest"
+	"holon.dev/holon/journal"
 	"holon.dev/holon/kv/pg"
 )
 
@@ -28,7 +29,11 @@ type outageLoad struct {
 	mu      sync.Mutex
 	ok      map[string]bool // receipts answered 200
 	n503    atomic.Int64
-	bad     []string // answers neither 200 nor 503 store_unavailable
+	// n403 counts the calls refused insufficient_funds: the load spends
+	// the payer's credit, and once it is spent that is the right answer
+	// (the test then checks the balance really is spent, never below zero).
+	n403 atomic.Int64
+	bad  []string // answers neither 200, 503 store_unavailable nor 403 insufficient_funds
 }
 
 func (l *outageLoad) run(t *testing.T, ctx context.Context, workers int) *sync.WaitGroup {
@@ -67,6 +72,8 @@ func (l *outageLoad) took(code int, out map[string]any) int {
 		l.ok[out["receipt"].(map[string]any)["id"].(string)] = true
 	case code == http.StatusServiceUnavailable && errCode == holon.CodeStoreUnavailable:
 		l.n503.Add(1)
+	case code == http.StatusForbidden && errCode == holon.CodeInsufficientFunds:
+		l.n403.Add(1)
 	default:
 		if len(l.bad) < 5 {
 			l.bad = append(l.bad, fmt.Sprintf("%d %v", code, out))
@@ -210,9 +217,9 @@ func TestServe_PostgresDown_Answers503AndRecovers(t *testing.T) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if len(l.bad) > 0 {
-		t.Errorf("answers neither 200 nor 503 store_unavailable: %v", l.bad)
+		t.Errorf("answers neither 200, 503 store_unavailable nor 403 insufficient_funds: %v", l.bad)
 	}
-	t.Logf("%d calls answered 200, %d answered 503 store_unavailable", len(l.ok), l.n503.Load())
+	t.Logf("%d calls answered 200, %d answered 503 store_unavailable, %d 403 insufficient_funds", len(l.ok), l.n503.Load(), l.n403.Load())
 	if len(l.ok) < 50 {
 		t.Errorf("only %d calls answered 200: too little load to mean anything", len(l.ok))
 	}
@@ -234,6 +241,14 @@ func TestServe_PostgresDown_Answers503AndRecovers(t *testing.T) {
 			}
 			if r.Status != holon.StatusFailed || r.Billed || tx.HasEntry("settle:"+cut) {
 				t.Errorf("the call answered 503 (%s) is %s billed=%v", cut, r.Status, r.Billed)
+			}
+		}
+		if l.n403.Load() > 0 {
+			// Refused for want of money: the payer's credit is spent
+			// (less than a call's price is left), and not overspent
+			// (storetest.CheckMoney below).
+			if a, err := tx.Account("ops"); err != nil || a.Available() >= journal.MustParseAmount("0.01") {
+				t.Errorf("%d calls refused insufficient_funds while ops has %s available (%v)", l.n403.Load(), a.Available(), err)
 			}
 		}
 		hs, err := tx.Holds()
