@@ -27,21 +27,20 @@ const gcPercent = 400
 // runtime then applies as usual. It returns the function that puts the
 // settings back as they were.
 func TuneCollector(getenv func(string) string) (undo func()) {
-	percent, limit := -2, int64(-1)
+	var undos []func()
 	if getenv("GOGC") == "" {
-		percent = debug.SetGCPercent(gcPercent)
+		old := debug.SetGCPercent(gcPercent)
+		undos = append(undos, func() { debug.SetGCPercent(old) })
 	}
 	if getenv("GOMEMLIMIT") == "" {
 		if l := memoryLimit(); l > 0 {
-			limit = debug.SetMemoryLimit(l)
+			old := debug.SetMemoryLimit(l)
+			undos = append(undos, func() { debug.SetMemoryLimit(old) })
 		}
 	}
 	return func() {
-		if percent != -2 {
-			debug.SetGCPercent(percent)
-		}
-		if limit >= 0 {
-			debug.SetMemoryLimit(limit)
+		for _, u := range undos {
+			u()
 		}
 	}
 }

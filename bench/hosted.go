@@ -40,12 +40,11 @@ func (b *bench) hosted(ctx context.Context) ([]*Result, error) {
 	// hosted one's, so that the machine's noise (the disk other work
 	// shares, the other processes) falls on both sides alike: the ratio
 	// is read against it, and against row 1's own run beside it.
-	dev, err := openGateway(ctx, gatewayConfig{dir: filepath.Join(o.Dir, "hosted-dev")})
+	dev, dc, devBefore, err := openDevBeside(ctx, o, "hosted-dev")
 	if err != nil {
 		return nil, err
 	}
 	defer dev.Close()
-	dc := newDevCaller(dev.url, o.Clients)
 	client := httpClient(o.Clients)
 	keys := make([]string, benchPayers)
 	for i := range keys {
@@ -68,10 +67,6 @@ func (b *bench) hosted(ctx context.Context) ([]*Result, error) {
 		return nil
 	}
 	before, err := g.money()
-	if err != nil {
-		return nil, err
-	}
-	devBefore, err := dev.money()
 	if err != nil {
 		return nil, err
 	}

@@ -5,7 +5,6 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -129,16 +128,11 @@ func (b *bench) postgres(ctx context.Context) ([]*Result, error) {
 	// speeds that differ by two in runs minutes apart) falls on both
 	// sides alike: the ratio is read against those blocks, and against
 	// row 1's own run.
-	dev, err := openGateway(ctx, gatewayConfig{dir: filepath.Join(o.Dir, "postgres-dev")})
+	dev, dc, devBefore, err := openDevBeside(ctx, o, "postgres-dev")
 	if err != nil {
 		return nil, err
 	}
 	defer dev.Close()
-	dc := newDevCaller(dev.url, o.Clients)
-	devBefore, err := dev.money()
-	if err != nil {
-		return nil, err
-	}
 	blocks, blockDur, warm := alternatingBlocks(o, hostedBlocks)
 	var (
 		lr, dr     loadResult

@@ -3,7 +3,6 @@ package kv
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"maps"
 	"math/bits"
@@ -84,12 +83,9 @@ func (tx *Tx) Put(bucket, key string, v any) error {
 	}
 	tx.wroteApp |= appBit[bucket]
 	if deferredKey(bucket, key) {
-		if !tx.writable {
-			return errors.New("write in a read-only transaction")
-		}
-		raw, err := tx.encode(v)
+		raw, err := tx.encodeFor(b, []byte(key), v)
 		if err != nil {
-			return fmt.Errorf("encode %s/%s: %w", bucket, key, err)
+			return err
 		}
 		return tx.putDeferred([]byte(key), raw)
 	}

@@ -165,14 +165,24 @@ func (tx *Tx) getJSON(bucket, key []byte, v any) error {
 }
 
 func (tx *Tx) putJSON(bucket, key []byte, v any) error {
+	b, err := tx.encodeFor(bucket, key, v)
+	if err != nil {
+		return err
+	}
+	return tx.put(tx.bucket(bucket), key, b)
+}
+
+// encodeFor encodes v to be written under key in bucket, in a write
+// transaction.
+func (tx *Tx) encodeFor(bucket, key []byte, v any) ([]byte, error) {
 	if !tx.writable {
-		return errors.New("write in a read-only transaction")
+		return nil, errors.New("write in a read-only transaction")
 	}
 	b, err := tx.encode(v)
 	if err != nil {
-		return fmt.Errorf("encode %s/%s: %w", bucket, key, err)
+		return nil, fmt.Errorf("encode %s/%s: %w", bucket, key, err)
 	}
-	return tx.put(tx.bucket(bucket), key, b)
+	return b, nil
 }
 
 // bucket returns a bucket of a write transaction. The buckets written in
