@@ -144,38 +144,65 @@ func TestLoadPostgres(t *testing.T) {
 				t.Errorf("%s: error %v, want %q", tt.sql, err, tt.msg)
 			}
 		}
-		// Entries are checked at commit: each statement passes, the commit does not.
+		// Lines inserted for an entry that exists are checked when their
+		// statement ends; an entry inserted, at commit (its lines may come
+		// before it). Either way the transaction is refused and writes nothing.
 		for _, tt := range []struct {
 			name  string
 			stmts []string
+			at    int // the statement refused; len(stmts) means the commit
 			msg   string
 		}{
 			{"unbalanced", []string{
 				`INSERT INTO journal_entries VALUES (101, 'test:unbalanced', now(), '', 'h101')`,
 				`INSERT INTO journal_lines VALUES (101, 1, 'alice', -1.00), (101, 2, 'bob', 0.50)`,
-			}, "journal entry 101 does not sum to zero (its lines sum to -0.500000)"},
+			}, 1, "journal entry 101 does not sum to zero (its lines sum to -0.500000)"},
+			{"unbalanced, its lines before it", []string{
+				`INSERT INTO journal_lines VALUES (105, 1, 'alice', -1.00), (105, 2, 'bob', 0.50)`,
+				`INSERT INTO journal_entries VALUES (105, 'test:unbalanced-first', now(), '', 'h105')`,
+			}, 2, "journal entry 105 does not sum to zero (its lines sum to -0.500000)"},
+			{"lines split over two statements after their entry", []string{
+				`INSERT INTO journal_entries VALUES (106, 'test:split', now(), '', 'h106')`,
+				`INSERT INTO journal_lines VALUES (106, 1, 'alice', -1.00)`,
+				`INSERT INTO journal_lines VALUES (106, 2, 'bob', 1.00)`,
+			}, 1, "journal entry 106 has 1 line(s)"},
 			{"one line", []string{
 				`INSERT INTO journal_entries VALUES (102, 'test:one-line', now(), '', 'h102')`,
 				`INSERT INTO journal_lines VALUES (102, 1, 'alice', 0.00)`,
-			}, "journal entry 102 has 1 line(s)"},
+			}, 1, "journal entry 102 has 1 line(s)"},
+			{"one line, before its entry", []string{
+				`INSERT INTO journal_lines VALUES (107, 1, 'alice', 0.00)`,
+				`INSERT INTO journal_entries VALUES (107, 'test:one-line-first', now(), '', 'h107')`,
+			}, 2, "journal entry 107 has 1 line(s)"},
 			{"no line", []string{
 				`INSERT INTO journal_entries VALUES (103, 'test:no-line', now(), '', 'h103')`,
-			}, "journal entry 103 has 0 line(s)"},
+			}, 1, "journal entry 103 has 0 line(s)"},
 			{"a line added to an old entry", []string{
 				`INSERT INTO journal_lines VALUES (1, 3, 'holon', 0.01)`,
-			}, "journal entry 1 does not sum to zero"},
+			}, 0, "journal entry 1 does not sum to zero"},
+			{"a line added to an old entry, among balanced ones", []string{
+				`INSERT INTO journal_entries VALUES (108, 'test:among', now(), '', 'h108')`,
+				`INSERT INTO journal_lines VALUES (108, 1, 'alice', -1.00), (108, 2, 'bob', 1.00), (2, 9, 'holon', 0.01)`,
+			}, 1, "journal entry 2 does not sum to zero"},
 		} {
 			tx, err := conn.Begin(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, sql := range tt.stmts {
-				if _, err := tx.Exec(ctx, sql); err != nil {
-					t.Fatalf("%s: %s: %v (refused before commit)", tt.name, sql, err)
+			refused := len(tt.stmts)
+			for i, sql := range tt.stmts {
+				if _, err = tx.Exec(ctx, sql); err != nil {
+					refused = i
+					break
 				}
 			}
-			if err := tx.Commit(ctx); err == nil || !strings.Contains(err.Error(), tt.msg) {
-				t.Errorf("%s: commit error %v, want %q", tt.name, err, tt.msg)
+			if refused == len(tt.stmts) {
+				err = tx.Commit(ctx)
+			} else {
+				tx.Rollback(ctx)
+			}
+			if refused != tt.at || err == nil || !strings.Contains(err.Error(), tt.msg) {
+				t.Errorf("%s: refused at step %d of %d (the last is the commit) with %v, want step %d with %q", tt.name, refused, len(tt.stmts), err, tt.at, tt.msg)
 			}
 		}
 		var after int64
