@@ -218,3 +218,70 @@ func must[T any](v T, err error) T {
 	}
 	return v
 }
+
+// Ensure that a version's latency and earnings, which the writer keeps
+// decoded between calls (memo.go), count what every handle added: A and B
+// add in turns, A after B must start from B's document, not from the one
+// A wrote last; and a value read and changed by an update that then fails
+// changes nothing kept.
+func TestStore_HotDocumentsFollowOtherWriters(t *testing.T) {
+	stores, _ := openOn(t, "hotdocs", 2)
+	a, b := stores[0], stores[1]
+	bg := context.Background()
+	add := func(s *pg.Store, ms int64) error {
+		return s.Update(bg, func(tx holon.Tx) error {
+			if err := tx.AddLatency("acme/echo@1.0.0", ms); err != nil {
+				return err
+			}
+			return tx.AddEarnings("acme/echo@1.0.0", "EUR", 1, 10, 0)
+		})
+	}
+	for i, s := range []*pg.Store{a, a, b, a, b, b, a} {
+		if err := add(s, int64(i)); err != nil {
+			t.Fatalf("add %d: %v", i, err)
+		}
+	}
+	spoil := errors.New("spoiled")
+	if err := a.Update(bg, func(tx holon.Tx) error {
+		l, err := tx.Latency("acme/echo@1.0.0")
+		if err != nil {
+			return err
+		}
+		l.Counts[0] += 1000
+		e, err := tx.Earnings("acme/echo@1.0.0")
+		if err != nil {
+			return err
+		}
+		e["EUR"] = holon.Earned{PaidCalls: 1000}
+		e["USD"] = holon.Earned{PaidCalls: 1}
+		return spoil
+	}); !errors.Is(err, spoil) {
+		t.Fatalf("the spoiling update: %v", err)
+	}
+	if err := add(a, 1); err != nil {
+		t.Fatal(err)
+	}
+	for name, s := range map[string]*pg.Store{"a": a, "b": b} {
+		err := s.View(func(tx holon.Tx) error {
+			l, err := tx.Latency("acme/echo@1.0.0")
+			if err != nil {
+				return err
+			}
+			var calls int64
+			for _, n := range l.Counts {
+				calls += n
+			}
+			e, err := tx.Earnings("acme/echo@1.0.0")
+			if err != nil {
+				return err
+			}
+			if calls != 8 || len(e) != 1 || e["EUR"].PaidCalls != 8 || e["EUR"].Own != 80 {
+				return fmt.Errorf("latency %v (%d calls), earnings %+v; want 8 calls, 8 paid, 80 own, EUR only", l.Counts, calls, e)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Errorf("read through %s: %v", name, err)
+		}
+	}
+}

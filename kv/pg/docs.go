@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 
 	"github.com/jackc/pgx/v5"
@@ -476,6 +478,7 @@ func (t *Tx) AddEarnings(ref, currency string, paidCalls int64, own, royalties j
 	if err != nil {
 		return err
 	}
+	t.s.memo.put(kDoc("earnings", []byte(ref)), b, e) // e is not used after this
 	return t.putRaw("earnings", []byte(ref), b)
 }
 
@@ -489,7 +492,15 @@ func (t *Tx) Earnings(ref string) (holon.Earnings, error) {
 	if err != nil {
 		return nil, err
 	}
-	return e, json.Unmarshal(b, &e)
+	k := kDoc("earnings", []byte(ref))
+	if v, ok := t.s.memo.get(k, b); ok {
+		return maps.Clone(v.(holon.Earnings)), nil
+	}
+	if err := json.Unmarshal(b, &e); err != nil {
+		return nil, err
+	}
+	t.s.memo.put(k, b, maps.Clone(e))
+	return e, nil
 }
 
 // ForEachEarnings walks the versions whose ref starts with prefix.
@@ -524,6 +535,7 @@ func (t *Tx) AddLatency(ref string, ms int64) error {
 	if err != nil {
 		return err
 	}
+	t.s.memo.put(kDoc("latency", []byte(ref)), b, l) // l is not used after this
 	return t.putRaw("latency", []byte(ref), b)
 }
 
@@ -535,8 +547,14 @@ func (t *Tx) Latency(ref string) (holon.Latency, error) {
 		return l, err
 	}
 	if err == nil {
-		if err := json.Unmarshal(b, &l); err != nil {
-			return l, err
+		k := kDoc("latency", []byte(ref))
+		if v, ok := t.s.memo.get(k, b); ok {
+			l.Counts = slices.Clone(v.(holon.Latency).Counts)
+		} else {
+			if err := json.Unmarshal(b, &l); err != nil {
+				return l, err
+			}
+			t.s.memo.put(k, b, holon.Latency{Counts: slices.Clone(l.Counts)})
 		}
 	}
 	if len(l.Counts) != len(holon.LatencyBoundsMS)+1 {

@@ -64,6 +64,8 @@ type Store struct {
 	nextLog []logEntry
 	// loseAnswer: see LoseCommitAnswer.
 	loseAnswer atomic.Bool
+	// memo keeps hot documents decoded (memo.go).
+	memo docMemo
 
 	// The gateway's lease (lease.go).
 	id                   string
