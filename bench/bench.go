@@ -207,6 +207,8 @@ type bench struct {
 	callsRate float64
 	// pgRate is row [2]'s settled calls/s (PostgreSQL built by its experts).
 	pgRate float64
+	// pgConns is the pool size row [2]'s probe chose (0: not probed).
+	pgConns int
 	// callsUpdates is row 1's store updates per call.
 	callsUpdates float64
 	// callsCPU and pgCPU are the CPU rows 1 and 2 got for their calls.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -32,7 +33,7 @@ func (b *bench) cluster(ctx context.Context) ([]*Result, error) {
 	o := b.o
 	one := &Result{
 		Name:   fmt.Sprintf("[10] one gateway on the PostgreSQL store: POST /v0/calls, in-process dev agent, %d clients, fsync on", o.Clients),
-		Target: fmt.Sprintf("≥ %.1f× row [2] (PostgreSQL built by its experts, the same database)", targetOneOnPG),
+		Target: fmt.Sprintf("≥ %.1f× row [2]'s design (PostgreSQL built by its experts) on the same server, in alternating blocks", targetOneOnPG),
 	}
 	three := &Result{
 		Name:   fmt.Sprintf("[11] three gateways on one PostgreSQL store, the same %d clients spread over them", o.Clients),
@@ -92,37 +93,79 @@ func (b *bench) cluster(ctx context.Context) ([]*Result, error) {
 		}
 		return n
 	}
-	measure := func(gs []*benchGateway) (loadResult, time.Duration, string, error) {
+	pid, pidErr := srv.PID()
+	// measure runs the gateways' load: in one window, or (other not nil)
+	// in blocks alternating with other's. It returns what the gateways'
+	// blocks measured, the CPU this process used in them and their time.
+	measure := func(gs []*benchGateway, other func(int) error) (lr loadResult, cpu, wall time.Duration, checked string, err error) {
 		callers := make([]*devCaller, len(gs))
 		for i, g := range gs {
 			callers[i] = newDevCaller(g.url, o.Clients)
 		}
 		before, err := gs[0].money()
 		if err != nil {
-			return loadResult{}, 0, "", err
+			return lr, 0, 0, "", err
 		}
-		cpu0, updates0 := cpuTime(), updates(gs)
-		pid, pidErr := srv.PID()
-		pg0, pgOK := treeCPU(pid)
-		lr, err := runLoad(ctx, o.Clients, warmUp(o), o.Duration, func(ctx context.Context, c int) error {
-			return callers[c%len(gs)].call(ctx, c)
-		})
-		cpu := cpuTime() - cpu0
-		if pg1, ok := treeCPU(pid); ok && pgOK && pidErr == nil {
-			pgCPU = pg1 - pg0
+		updates0 := updates(gs)
+		pgCPU = 0
+		pgOK := pidErr == nil
+		run := func(warm, dur time.Duration) error {
+			c0, t0 := cpuTime(), time.Now()
+			p0, ok0 := treeCPU(pid)
+			r, err := runLoad(ctx, o.Clients, warm, dur, func(ctx context.Context, c int) error {
+				return callers[c%len(gs)].call(ctx, c)
+			})
+			p1, ok1 := treeCPU(pid)
+			cpu, wall, pgCPU = cpu+cpuTime()-c0, wall+time.Since(t0), pgCPU+p1-p0
+			pgOK = pgOK && ok0 && ok1
+			lr = lr.add(r)
+			return err
+		}
+		if other == nil {
+			err = run(warmUp(o), o.Duration)
 		} else {
+			blocks, blockDur, warm := alternatingBlocks(o, hostedBlocks)
+			err = alternate(blocks, func(int) error { return run(warm, blockDur) }, other)
+		}
+		if !pgOK {
 			pgCPU = -1
 		}
 		if err != nil {
-			return lr, 0, "", err
+			return lr, cpu, wall, "", err
 		}
 		var answered int64
 		for _, dc := range callers {
 			answered += dc.answered()
 		}
 		perCall = float64(updates(gs)-updates0) / float64(max(answered, 1))
-		checked, err := gs[0].checkMoney(before, int(answered))
-		return lr, cpu, checked, err
+		checked, err = gs[0].checkMoney(before, int(answered))
+		return lr, cpu, wall, checked, err
+	}
+	// [10]'s window alternates with row [2]'s design on a database of its
+	// own on the same server, block by block, as row [2] alternates with
+	// row 1: this VM's disk answers PostgreSQL's flushes at speeds that
+	// differ by two in runs minutes apart, and both sides wait for them.
+	exURL, err := createDB("experts")
+	if err != nil {
+		return nil, err
+	}
+	ex, err := openExperts(ctx, exURL, o)
+	if err != nil {
+		return nil, err
+	}
+	defer ex.Close()
+	exConns, exProbes := b.pgConns, []string(nil)
+	if exConns == 0 {
+		if exConns, exProbes, err = ex.probe(ctx); err != nil {
+			return nil, err
+		}
+	}
+	var exLoad loadResult
+	exBlock := func(int) error {
+		_, blockDur, warm := alternatingBlocks(o, hostedBlocks)
+		r, err := ex.load(ctx, exConns, warm, blockDur)
+		exLoad = exLoad.add(r)
+		return err
 	}
 	stop, err := startProfile(o, "cluster.pprof")
 	if err != nil {
@@ -132,10 +175,14 @@ func (b *bench) cluster(ctx context.Context) ([]*Result, error) {
 	if ps, ok := gws[0].app.Engine().Store().(*pg.Store); ok {
 		reads0 = ps.Reads()
 	}
-	lr1, cpu1, checked1, err := measure(gws[:1])
+	lr1, cpu1, wall1, checked1, err := measure(gws[:1], exBlock)
 	prof := stop()
 	if err != nil {
 		return nil, fmt.Errorf("one gateway on PostgreSQL: %w", err)
+	}
+	exChecked, err := ex.check(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("row [2]'s design beside one gateway: %w", err)
 	}
 	rate1 := lr1.Rate()
 	one.Measured = fmt.Sprintf("%s calls/s, p50 %s, p99 %s", thousands(int64(rate1)), ms(lr1.Lat.P(0.5)), ms(lr1.Lat.P(0.99)))
@@ -146,9 +193,9 @@ func (b *bench) cluster(ctx context.Context) ([]*Result, error) {
 	}
 	one.Notes = append(one.Notes, checked1, fmt.Sprintf("the store's writer: %.2f updates per call answered, %.1f updates per commit, %s, %d groups ran again after a serialization conflict",
 		perCall, float64(st.Updates)/float64(max(st.Commits, 1)), tripsNote(trips, stmts, st.Updates), st.Replays),
-		cpuNote(cpu1, lr1.Elapsed+warmUp(o), int64(lr1.Calls)))
+		cpuNote(cpu1, wall1, int64(lr1.Calls)))
 	if pgCPU >= 0 {
-		wall := lr1.Elapsed + warmUp(o)
+		wall := wall1
 		one.Notes = append(one.Notes, fmt.Sprintf("PostgreSQL's server: %.0f%% of %d cores, %.0f µs per call (row [2]'s note gives its calls per CPU-second)",
 			100*pgCPU.Seconds()/wall.Seconds()/float64(runtime.NumCPU()), runtime.NumCPU(), float64(pgCPU.Microseconds())/float64(max(lr1.Calls, 1))))
 	}
@@ -165,13 +212,21 @@ func (b *bench) cluster(ctx context.Context) ([]*Result, error) {
 	if prof != "" {
 		one.Notes = append(one.Notes, prof)
 	}
-	if b.pgRate == 0 {
-		one.Verdict = "skipped: the ratio needs row [2] (--rows postgres,cluster)"
-	} else {
-		ratio := rate1 / b.pgRate
-		one.Measured += fmt.Sprintf("; row [2] %s calls/s: %.2f×", thousands(int64(b.pgRate)), ratio)
-		one.judge(ratio >= targetOneOnPG, "one writer at a time (the journal's one chain): a group's statements (per update above) run one after the other on one PostgreSQL connection, one server process that a loaded machine gives a small share of its cores (a group's time above); row [2] sends one prepared function per call on 64 connections at once, and keeps no chain, holds, counters or event log")
+	ratio := rate1 / exLoad.Rate()
+	one.Measured += fmt.Sprintf("; row [2]'s design on the same server in the blocks between, %s calls/s (a pool of %d): %.2f×", thousands(int64(exLoad.Rate())), exConns, ratio)
+	if b.pgRate > 0 {
+		one.Measured += fmt.Sprintf("; row [2]'s own run, %s calls/s: %.2f×", thousands(int64(b.pgRate)), rate1/b.pgRate)
 	}
+	blocks, blockDur, _ := alternatingBlocks(o, hostedBlocks)
+	one.Notes = append(one.Notes, fmt.Sprintf("%d blocks of %s on each side, this gateway's load and row [2]'s design (a database of its own on this row's server) alternately, each side first in every other block; %s",
+		blocks, blockDur, exChecked))
+	if len(exProbes) > 0 {
+		one.Notes = append(one.Notes, "row [2]'s pool, the best of a short probe (connections: calls/s): "+strings.Join(exProbes, ", "))
+	}
+	if prof != "" {
+		one.Notes = append(one.Notes, "the profile covers row [2]'s design's blocks too: its clients' work is under bench.(*experts).load")
+	}
+	one.judge(ratio >= targetOneOnPG, "one writer at a time (the journal's one chain): a group's statements (per update above) run one after the other on one PostgreSQL connection, one server process that a loaded machine gives a small share of its cores (a group's time above); row [2] sends one prepared function per call on 64 connections at once, and keeps no chain, holds, counters or event log")
 	type writerAt struct {
 		st    holon.StoreStats
 		times pg.WriterTimes
@@ -191,7 +246,7 @@ func (b *bench) cluster(ctx context.Context) ([]*Result, error) {
 		return w
 	}
 	w0 := writers()
-	lr3, _, checked3, err := measure(gws)
+	lr3, _, _, checked3, err := measure(gws, nil)
 	if err != nil {
 		return nil, fmt.Errorf("three gateways on PostgreSQL: %w", err)
 	}
@@ -219,7 +274,7 @@ func (b *bench) cluster(ctx context.Context) ([]*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("the store's ceiling: %w", err)
 	}
-	perCore := rate1 / max(cpu1.Seconds()/(lr1.Elapsed+warmUp(o)).Seconds(), 0.01)
+	perCore := rate1 / max(cpu1.Seconds()/wall1.Seconds(), 0.01)
 	ceiling.Measured = fmt.Sprintf("%s settlements/s", thousands(int64(rate)))
 	ceiling.Notes = append(ceiling.Notes, note, fmt.Sprintf("capacity model: N gateways give min(N × %s calls/s per core of a gateway (row [10]: calls/s over the cores its process used) × its cores, %s/s); on this 2-core machine, with PostgreSQL beside them, N gateways cannot show their sum",
 		thousands(int64(perCore)), thousands(int64(rate))))

@@ -41,13 +41,6 @@ var pgSchema string
 // disk that can beat a pool sized to the cores.
 func (b *bench) postgres(ctx context.Context) ([]*Result, error) {
 	o := b.o
-	// The pool's size: the best of a short probe from one connection per
-	// core up to one per client, as its experts would size it on this
-	// machine.
-	sizes := []int{min(runtime.NumCPU(), o.Clients)}
-	for n := 2 * sizes[0]; n <= o.Clients; n *= 2 {
-		sizes = append(sizes, n)
-	}
 	res := &Result{
 		Name:   fmt.Sprintf("[2] a settled call in PostgreSQL built by its experts: one transaction through a prepared function, %d clients on a pool of connections, fsync on", o.Clients),
 		Target: fmt.Sprintf("Holon (row 1) ≥ %.1f× its throughput", targetPGRatio),
@@ -61,66 +54,17 @@ func (b *bench) postgres(ctx context.Context) ([]*Result, error) {
 		return nil, err
 	}
 	defer pg.Stop()
-	url := pg.URL("postgres")
-	most := slices.Max(sizes)
-	if err := seedPG(ctx, url, most); err != nil {
-		return nil, err
-	}
-	all := make([]pgConn, most)
-	for slot := range all {
-		c, err := pgx.Connect(ctx, url)
-		if err != nil {
-			return nil, err
-		}
-		defer c.Close(context.Background())
-		all[slot] = pgConn{c, slot}
-	}
-	price := journal.MustParseAmount(callPrice)
-	shares, err := journal.Split(price, "bench", nil)
+	ex, err := openExperts(ctx, pg.URL("postgres"), o)
 	if err != nil {
 		return nil, err
 	}
-	credTo, credAmt := make([]string, len(shares)), make([]int64, len(shares))
-	for i, s := range shares {
-		credTo[i], credAmt[i] = s.To, int64(s.Amount)
+	defer ex.Close()
+	conns, probes, err := ex.probe(ctx)
+	if err != nil {
+		return nil, err
 	}
-	settled := make([]int64, o.Clients)
-	load := func(conns int, warm, dur time.Duration) (loadResult, error) {
-		pool := make(chan pgConn, conns)
-		for _, c := range all[:conns] {
-			pool <- c
-		}
-		return runLoad(ctx, o.Clients, warm, dur, func(ctx context.Context, c int) error {
-			pc := <-pool
-			defer func() { pool <- pc }()
-			var receipt int64
-			err := pc.QueryRow(ctx, `SELECT settle_call($1, $2, $3, $4, $5, $6, $7)`,
-				mandateID(c), fmt.Sprintf("p%02d", c%benchPayers), pc.slot, agentEcho+"@1.0.0", int64(price), credTo, credAmt).Scan(&receipt)
-			if err != nil {
-				return fmt.Errorf("settle_call: %w", err)
-			}
-			settled[c]++
-			return nil
-		})
-	}
-	conns, best := 0, 0.0
-	var probes []string
-	for _, n := range sizes {
-		lr, err := load(n, warmUp(o)/4, max(o.Duration/5, 200*time.Millisecond))
-		if err != nil {
-			return nil, fmt.Errorf("postgres settlements, %d connections: %w", n, err)
-		}
-		probes = append(probes, fmt.Sprintf("%d: %s/s", n, thousands(int64(lr.Rate()))))
-		if lr.Rate() > best {
-			conns, best = n, lr.Rate()
-		}
-	}
-	sum := func() (n int64) {
-		for _, s := range settled {
-			n += s
-		}
-		return n
-	}
+	b.pgConns = conns
+	sum, load := ex.sum, ex.load
 	pid, pidErr := pg.PID()
 	// The measured window alternates with row 1's load on a dev gateway,
 	// block by block, each side first in every other block, so that the
@@ -144,7 +88,7 @@ func (b *bench) postgres(ctx context.Context) ([]*Result, error) {
 	runPG := func(int) error {
 		p0, ok0 := treeCPU(pid)
 		c0, t0, s0 := cpuTime(), time.Now(), sum()
-		r, err := load(conns, warm, blockDur)
+		r, err := load(ctx, conns, warm, blockDur)
 		if err != nil {
 			return fmt.Errorf("postgres settlements: %w", err)
 		}
@@ -161,15 +105,14 @@ func (b *bench) postgres(ctx context.Context) ([]*Result, error) {
 	if err := alternate(blocks, runDev, runPG); err != nil {
 		return nil, err
 	}
-	pc := all[0]
-	checked, err := checkPG(ctx, pc.Conn, sum(), int64(price))
+	checked, err := ex.check(ctx)
 	if err != nil {
 		return nil, err
 	}
 	if _, err := dev.checkMoney(devBefore, int(dc.answered())); err != nil {
 		return nil, fmt.Errorf("the dev gateway beside PostgreSQL: %w", err)
 	}
-	res.Measured = fmt.Sprintf("PostgreSQL %s, a pool of %d connections: %s settled calls/s (p50 %s, p99 %s)", pgVersion(ctx, pc.Conn), conns, thousands(int64(lr.Rate())), ms(lr.Lat.P(0.5)), ms(lr.Lat.P(0.99)))
+	res.Measured = fmt.Sprintf("PostgreSQL %s, a pool of %d connections: %s settled calls/s (p50 %s, p99 %s)", pgVersion(ctx, ex.all[0].Conn), conns, thousands(int64(lr.Rate())), ms(lr.Lat.P(0.5)), ms(lr.Lat.P(0.99)))
 	res.Notes = append(res.Notes, "the pool's size, the best of a short probe (connections: calls/s): "+strings.Join(probes, ", "), checked,
 		"PostgreSQL's figure is the call's transaction alone, from clients in this process; Holon's (row 1) is whole calls over HTTP: its JSON, admission, the in-process agent's run, the call event, the agent's record, latency, earnings and the journal's hash chain, which row [2] does not do")
 	if pgOK {
@@ -212,6 +155,111 @@ func (c cpuShare) share() float64 {
 
 // perSecond is the calls per CPU-second.
 func (c cpuShare) perSecond() float64 { return float64(c.calls) / c.cpu.Seconds() }
+
+// experts is PostgreSQL built by its experts (postgres.sql) on one
+// database: a connection per client at most, and the calls each client
+// settled.
+type experts struct {
+	o          Options
+	all        []pgConn
+	settled    []int64
+	price      journal.Amount
+	credTo     []string
+	credAmt    []int64
+	probeSizes []int
+}
+
+// openExperts creates the design in the database at url, funds the
+// bench's payers and opens its connections.
+func openExperts(ctx context.Context, url string, o Options) (*experts, error) {
+	// The pool's size is the best of a short probe from one connection per
+	// core up to one per client, as its experts would size it on this
+	// machine.
+	sizes := []int{min(runtime.NumCPU(), o.Clients)}
+	for n := 2 * sizes[0]; n <= o.Clients; n *= 2 {
+		sizes = append(sizes, n)
+	}
+	most := slices.Max(sizes)
+	if err := seedPG(ctx, url, most); err != nil {
+		return nil, err
+	}
+	e := &experts{o: o, settled: make([]int64, o.Clients), price: journal.MustParseAmount(callPrice), probeSizes: sizes}
+	for slot := range most {
+		c, err := pgx.Connect(ctx, url)
+		if err != nil {
+			e.Close()
+			return nil, err
+		}
+		e.all = append(e.all, pgConn{c, slot})
+	}
+	shares, err := journal.Split(e.price, "bench", nil)
+	if err != nil {
+		e.Close()
+		return nil, err
+	}
+	for _, s := range shares {
+		e.credTo, e.credAmt = append(e.credTo, s.To), append(e.credAmt, int64(s.Amount))
+	}
+	return e, nil
+}
+
+// Close closes the connections.
+func (e *experts) Close() {
+	for _, c := range e.all {
+		c.Close(context.Background())
+	}
+}
+
+// load settles calls from the bench's clients over conns connections: a
+// warm-up, then a window of dur.
+func (e *experts) load(ctx context.Context, conns int, warm, dur time.Duration) (loadResult, error) {
+	pool := make(chan pgConn, conns)
+	for _, c := range e.all[:conns] {
+		pool <- c
+	}
+	return runLoad(ctx, e.o.Clients, warm, dur, func(ctx context.Context, c int) error {
+		pc := <-pool
+		defer func() { pool <- pc }()
+		var receipt int64
+		err := pc.QueryRow(ctx, `SELECT settle_call($1, $2, $3, $4, $5, $6, $7)`,
+			mandateID(c), fmt.Sprintf("p%02d", c%benchPayers), pc.slot, agentEcho+"@1.0.0", int64(e.price), e.credTo, e.credAmt).Scan(&receipt)
+		if err != nil {
+			return fmt.Errorf("settle_call: %w", err)
+		}
+		e.settled[c]++
+		return nil
+	})
+}
+
+// probe picks the pool's size: the one of the probe's sizes that settled
+// the most calls in a short load. It returns each size's figure.
+func (e *experts) probe(ctx context.Context) (conns int, probes []string, err error) {
+	best := 0.0
+	for _, n := range e.probeSizes {
+		lr, err := e.load(ctx, n, warmUp(e.o)/4, max(e.o.Duration/5, 200*time.Millisecond))
+		if err != nil {
+			return 0, nil, fmt.Errorf("postgres settlements, %d connections: %w", n, err)
+		}
+		probes = append(probes, fmt.Sprintf("%d: %s/s", n, thousands(int64(lr.Rate()))))
+		if lr.Rate() > best {
+			conns, best = n, lr.Rate()
+		}
+	}
+	return conns, probes, nil
+}
+
+// sum is the calls settled so far.
+func (e *experts) sum() (n int64) {
+	for _, s := range e.settled {
+		n += s
+	}
+	return n
+}
+
+// check checks the money of every call settled.
+func (e *experts) check(ctx context.Context) (string, error) {
+	return checkPG(ctx, e.all[0].Conn, e.sum(), int64(e.price))
+}
 
 // pgConn is a pool connection and the balance and budget rows it owns.
 type pgConn struct {
