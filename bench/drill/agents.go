@@ -41,6 +41,8 @@ type agentInput struct {
 	MS int `json:"ms,omitempty"`
 	// File is the handle of the file the reader agent reads.
 	File string `json:"file,omitempty"`
+	// Name is what the local agent (a dev runtime) looks up.
+	Name string `json:"name,omitempty"`
 }
 
 func startAgents() (*agentServer, error) {

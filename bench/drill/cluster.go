@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -19,6 +20,25 @@ import (
 	"holon.dev/holon/journal"
 )
 
+// localAgent is the manifest of drill/lookup: the company register
+// shipped with the gateway, run in its process, 0.01 a call.
+const localAgent = `id: drill/lookup
+version: 1.0.0
+summary: Looks a company up in the register shipped with the gateway, in its process.
+license: proprietary
+interface:
+  input: {type: object, required: [name], additionalProperties: false, properties: {name: {type: string, minLength: 1, maxLength: 200}}}
+  output: {type: object}
+  errors:
+    not_found: {billed: false}
+pricing: {model: per_run, amount: "0.01", currency: EUR}
+runtime: {kind: dev, tool: company-lookup}
+`
+
+// outageCredit tops the cluster drill's spender up just before each
+// PostgreSQL crash: a few calls' worth.
+const outageCredit = "0.30"
+
 // clusterLease is the gateways' lease in the cluster drill (--store-lease):
 // a killed gateway's calls are closed by the others within 1.5 of it.
 const clusterLease = 2 * time.Second
@@ -31,7 +51,8 @@ const clusterLease = 2 * time.Second
 // balance runs out under calls through every gateway. Meanwhile it
 // SIGKILLs gateways at random, restarting each on the same database, and
 // crashes PostgreSQL itself (pg_ctl stop -m immediate, then start), once
-// for less than a settlement waits and once for longer. A watcher on every
+// for less than a settlement waits and once for longer, each time just
+// after the spender's balance was topped up by a few calls' worth. A watcher on every
 // gateway samples budgets and balances throughout. At the end, with every
 // gateway stopped: holon verify passes on the database, the journal sums
 // to zero, every call answered 200 has its billed receipt and one settle:
@@ -69,6 +90,11 @@ func clusterDrill(ctx context.Context, d *drill) error {
 	}
 	defer agents.close()
 	if err := agents.writeRegistry(registry, agents.readerAgent()); err != nil {
+		return err
+	}
+	// drill/lookup runs inside each gateway (the company register shipped
+	// with it): its calls' reservations live in the gateway's memory.
+	if err := writeManifest(registry, "lookup", localAgent); err != nil {
 		return err
 	}
 	gs := make([]*gatewayProc, gateways)
@@ -129,6 +155,7 @@ func clusterDrill(ctx context.Context, d *drill) error {
 	}
 
 	l := newCrashLoad(d, apis, acc, agents)
+	l.local = "drill/lookup"
 	loadCtx, stopLoad := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	l.start(loadCtx, &wg, clients)
@@ -190,6 +217,18 @@ func clusterDrill(ctx context.Context, d *drill) error {
 				down = 6500 * time.Millisecond
 			}
 			crashes++
+			// The spender's balance is topped up just before the crash,
+			// so that calls on it are in flight when PostgreSQL goes down
+			// and what is left of it runs out right after it is back: a
+			// balance spent down across an outage (its watcher and the
+			// end's checks see it never below zero).
+			if _, err := apis[0].must(ctx, http.StatusOK, "POST", "/v0/admin/credit", gs[0].adminKey,
+				map[string]string{"account": spender.handle, "amount": outageCredit, "reason": "drill: spent down across an outage"}); err != nil {
+				stop()
+				return fmt.Errorf("top the spender up before a PostgreSQL crash: %w", err)
+			}
+			d.count("spender top-ups just before a PostgreSQL crash", 1)
+			time.Sleep(time.Duration(rng.IntN(20)) * time.Millisecond)
 			if err := d.crashPostgres(ctx, srv, down); err != nil {
 				stop()
 				return err
@@ -258,6 +297,8 @@ func clusterDrill(ctx context.Context, d *drill) error {
 	d.floor("idempotent calls re-sent to another gateway after their 200", 1)
 	d.floor("calls answered 503 store_unavailable (PostgreSQL down)", int64(pgCrashes))
 	d.floor("spender calls refused insufficient_funds", 1)
+	d.floor("spender top-ups just before a PostgreSQL crash", int64(pgCrashes))
+	d.floor("spender calls to an agent inside the gateway answered 200", 1)
 	d.floor("files read through another gateway than their upload's", 5)
 	d.note("%d gateways on one PostgreSQL (lease %v), %d kills, %d PostgreSQL crashes", gateways, clusterLease, kills, pgCrashes)
 	return nil
