@@ -160,10 +160,20 @@ func (b *bench) cluster(ctx context.Context) ([]*Result, error) {
 			return nil, err
 		}
 	}
-	var exLoad loadResult
+	var (
+		exLoad          loadResult
+		exCPU, exServer time.Duration // this process's (its clients') and the server's, in its blocks
+		exN             int64         // calls settled in its blocks, warm-ups included
+		exOK            = pidErr == nil
+	)
 	exBlock := func(int) error {
 		_, blockDur, warm := alternatingBlocks(o, hostedBlocks)
+		c0, n0 := cpuTime(), ex.sum()
+		p0, ok0 := treeCPU(pid)
 		r, err := ex.load(ctx, exConns, warm, blockDur)
+		p1, ok1 := treeCPU(pid)
+		exCPU, exServer, exN = exCPU+cpuTime()-c0, exServer+p1-p0, exN+ex.sum()-n0
+		exOK = exOK && ok0 && ok1
 		exLoad = exLoad.add(r)
 		return err
 	}
@@ -196,7 +206,7 @@ func (b *bench) cluster(ctx context.Context) ([]*Result, error) {
 		cpuNote(cpu1, wall1, int64(lr1.Calls)))
 	if pgCPU >= 0 {
 		wall := wall1
-		one.Notes = append(one.Notes, fmt.Sprintf("PostgreSQL's server: %.0f%% of %d cores, %.0f µs per call (row [2]'s note gives its calls per CPU-second)",
+		one.Notes = append(one.Notes, fmt.Sprintf("PostgreSQL's server: %.0f%% of %d cores, %.0f µs per call (row [2]'s design's below)",
 			100*pgCPU.Seconds()/wall.Seconds()/float64(runtime.NumCPU()), runtime.NumCPU(), float64(pgCPU.Microseconds())/float64(max(lr1.Calls, 1))))
 	}
 	if ps, ok := gws[0].app.Engine().Store().(*pg.Store); ok {
@@ -220,6 +230,10 @@ func (b *bench) cluster(ctx context.Context) ([]*Result, error) {
 	blocks, blockDur, _ := alternatingBlocks(o, hostedBlocks)
 	one.Notes = append(one.Notes, fmt.Sprintf("%d blocks of %s on each side, this gateway's load and row [2]'s design (a database of its own on this row's server) alternately, each side first in every other block; %s",
 		blocks, blockDur, exChecked))
+	if exOK && exN > 0 {
+		one.Notes = append(one.Notes, fmt.Sprintf("CPU per call of row [2]'s design in its blocks: its server %.0f µs, its clients in this process %.0f µs",
+			float64(exServer.Microseconds())/float64(exN), float64(exCPU.Microseconds())/float64(exN)))
+	}
 	if len(exProbes) > 0 {
 		one.Notes = append(one.Notes, "row [2]'s pool, the best of a short probe (connections: calls/s): "+strings.Join(exProbes, ", "))
 	}
