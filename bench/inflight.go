@@ -221,8 +221,10 @@ func (b *bench) inflight(ctx context.Context) ([]*Result, error) {
 	second := (m[2].goMem() - m[1].goMem()) / float64(n-half)
 	rssPer := float64(m[2].RSS-m[0].RSS) / float64(n)
 	back := m[3].goMem() - m[0].goMem()
-	res.Measured = fmt.Sprintf("%.1f KB of live Go heap and stacks per call in flight (%.1f KB for the first %d, %.1f KB for the next %d), %.1f KB of RSS per call; %.1f goroutines per call; %s in flight in all",
-		perCall/1024, first/1024, half, second/1024, n-half, rssPer/1024, float64(m[2].Goroutines-m[0].Goroutines)/float64(n), mb(m[2].goMem()-m[0].goMem()))
+	heapPer := (float64(m[2].HeapAlloc) - float64(m[0].HeapAlloc)) / float64(n)
+	stackPer := (float64(m[2].StackInuse) - float64(m[0].StackInuse)) / float64(n)
+	res.Measured = fmt.Sprintf("%.1f KB of live Go heap and stacks per call in flight (heap %.1f KB, stacks %.1f KB; %.1f KB for the first %d, %.1f KB for the next %d), %.1f KB of RSS per call; %.1f goroutines per call; %s in flight in all",
+		perCall/1024, heapPer/1024, stackPer/1024, first/1024, half, second/1024, n-half, rssPer/1024, float64(m[2].Goroutines-m[0].Goroutines)/float64(n), mb(m[2].goMem()-m[0].goMem()))
 	res.Notes = append(res.Notes,
 		fmt.Sprintf("child gateway: heap+stacks %s before, %s at %d in flight, %s at %d, %s after all settled (goroutines %d, %d, %d, %d); RSS %s → %s",
 			mb(m[0].goMem()), mb(m[1].goMem()), half, mb(m[2].goMem()), n, mb(m[3].goMem()),
