@@ -64,7 +64,6 @@ func (b *bench) postgres(ctx context.Context) ([]*Result, error) {
 		return nil, err
 	}
 	b.pgConns = conns
-	sum, load := ex.sum, ex.load
 	pid, pidErr := pg.PID()
 	// The measured window alternates with row 1's load on a dev gateway,
 	// block by block, each side first in every other block, so that the
@@ -87,8 +86,8 @@ func (b *bench) postgres(ctx context.Context) ([]*Result, error) {
 	)
 	runPG := func(int) error {
 		p0, ok0 := treeCPU(pid)
-		c0, t0, s0 := cpuTime(), time.Now(), sum()
-		r, err := load(ctx, conns, warm, blockDur)
+		c0, t0, s0 := cpuTime(), time.Now(), ex.sum()
+		r, err := ex.load(ctx, conns, warm, blockDur)
 		if err != nil {
 			return fmt.Errorf("postgres settlements: %w", err)
 		}
@@ -96,7 +95,7 @@ func (b *bench) postgres(ctx context.Context) ([]*Result, error) {
 		pgCPU += p1 - p0
 		own += cpuTime() - c0
 		wall += time.Since(t0)
-		n0, n = n0+s0, n+sum()
+		n0, n = n0+s0, n+ex.sum()
 		pgOK = pgOK && ok0 && ok1
 		lr = lr.add(r)
 		return nil
