@@ -94,6 +94,8 @@ func (b *bench) cluster(ctx context.Context) ([]*Result, error) {
 		return n
 	}
 	pid, pidErr := srv.PID()
+	// The blocks [10]'s window and row [2]'s design's alternate in.
+	blocks, blockDur, blockWarm := alternatingBlocks(o, hostedBlocks)
 	// measure runs the gateways' load: in one window, or (other not nil)
 	// in blocks alternating with other's. It returns what the gateways'
 	// blocks measured, the CPU this process used in them and their time.
@@ -124,8 +126,7 @@ func (b *bench) cluster(ctx context.Context) ([]*Result, error) {
 		if other == nil {
 			err = run(warmUp(o), o.Duration)
 		} else {
-			blocks, blockDur, warm := alternatingBlocks(o, hostedBlocks)
-			err = alternate(blocks, func(int) error { return run(warm, blockDur) }, other)
+			err = alternate(blocks, func(int) error { return run(blockWarm, blockDur) }, other)
 		}
 		if !pgOK {
 			pgCPU = -1
@@ -167,10 +168,9 @@ func (b *bench) cluster(ctx context.Context) ([]*Result, error) {
 		exOK            = pidErr == nil
 	)
 	exBlock := func(int) error {
-		_, blockDur, warm := alternatingBlocks(o, hostedBlocks)
 		c0, n0 := cpuTime(), ex.sum()
 		p0, ok0 := treeCPU(pid)
-		r, err := ex.load(ctx, exConns, warm, blockDur)
+		r, err := ex.load(ctx, exConns, blockWarm, blockDur)
 		p1, ok1 := treeCPU(pid)
 		exCPU, exServer, exN = exCPU+cpuTime()-c0, exServer+p1-p0, exN+ex.sum()-n0
 		exOK = exOK && ok0 && ok1
@@ -227,7 +227,6 @@ func (b *bench) cluster(ctx context.Context) ([]*Result, error) {
 	if b.pgRate > 0 {
 		one.Measured += fmt.Sprintf("; row [2]'s own run, %s calls/s: %.2f×", thousands(int64(b.pgRate)), rate1/b.pgRate)
 	}
-	blocks, blockDur, _ := alternatingBlocks(o, hostedBlocks)
 	one.Notes = append(one.Notes, fmt.Sprintf("%d blocks of %s on each side, this gateway's load and row [2]'s design (a database of its own on this row's server) alternately, each side first in every other block; %s",
 		blocks, blockDur, exChecked))
 	if exOK && exN > 0 {
