@@ -307,6 +307,21 @@ type RecordsAhead interface {
 	RecordsAhead(agents ...string)
 }
 
+// RecentViews is implemented by a store several gateways share whose
+// process keeps in memory the rows its writer last saw committed (the
+// PostgreSQL store).
+type RecentViews interface {
+	// ViewRecent runs fn as View does, with no round trip, on one
+	// consistent state that was the committed one at most maxAge ago and
+	// that holds every update this store answered: only other gateways'
+	// commits since then may be missing. ok is false when it cannot (that
+	// state is older, or fn asked for a row it does not keep, and fn was
+	// stopped there): the caller must then undo what fn did and run View.
+	// An in-memory admission reads so (gateway/memory.go): its
+	// settlement checks it again against what every gateway committed.
+	ViewRecent(maxAge time.Duration, fn func(Tx) error) (ok bool, err error)
+}
+
 // ReadsAhead is implemented, as RecordsAhead, by the transactions of a
 // store whose reads are round trips to a server: the accounts and
 // counters named are read with the transaction's next round trip, so

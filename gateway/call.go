@@ -210,13 +210,16 @@ func (e *Engine) resolve(sp callSpec, sr *sharedRead) (*contract.Mandate, *Agent
 	} else if cands = e.registry.Implementers(sp.capability); len(cands) == 0 {
 		candErr = holon.Errorf(holon.CodeNotFound, "no listed agent implements %s", sp.capability)
 	}
-	got.m = sp.mandate
+	given := sp.mandate
 	mandateID := sp.mandateID
 	records := got.rec[:]
 	if len(cands) != 1 {
 		records = make([]holon.Record, len(cands))
 	}
-	err := e.store.View(func(tx holon.Tx) error {
+	read := func(tx holon.Tx) error {
+		// From the start each time: a recent view stopped part way runs
+		// again on the database.
+		got.m, got.loadErr, got.budget = given, nil, contract.BudgetState{}
 		if ra, ok := tx.(holon.RecordsAhead); ok && candErr == nil {
 			refs := make([]string, len(cands))
 			for i, v := range cands {
@@ -243,7 +246,17 @@ func (e *Engine) resolve(sp callSpec, sr *sharedRead) (*contract.Mandate, *Agent
 			}
 		}
 		return sr.read(tx, got.m, got.budget)
-	})
+	}
+	var err error
+	near := false
+	if sr != nil && e.recent != nil {
+		// An in-memory admission's read: its settlement checks it again
+		// (memory.go), so it may be a few milliseconds old.
+		near, err = e.recent.ViewRecent(recentMaxAge, read)
+	}
+	if !near {
+		err = e.store.View(read)
+	}
 	m, loadErr := got.m, got.loadErr
 	switch {
 	case loadErr != nil && err != nil:
@@ -449,6 +462,16 @@ func (e *Engine) reserve(ctx context.Context, m *contract.Mandate, v *AgentVersi
 	req := e.callRequest(m, sp)
 	dl := &durableLedger{l: e.led}
 	write := func(tx holon.Tx) error {
+		m := m
+		if e.recheck && sp.mandate == nil {
+			// The mandate as it is now: on a store several gateways
+			// share, resolve may have read it a moment ago (recentMaxAge).
+			fresh, err := e.loadMandate(tx, m.ID)
+			if err != nil {
+				return err
+			}
+			m = fresh
+		}
 		id := preID
 		if id == "" {
 			var err error

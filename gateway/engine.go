@@ -97,6 +97,9 @@ type Engine struct {
 	// its admission again.
 	led             *ledger
 	memory, recheck bool
+	// recent, on such a store, reads an in-memory admission's state
+	// without a round trip when it is recent enough (memory.go).
+	recent holon.RecentViews
 
 	// doubtful are the calls whose reservation's commit may have landed
 	// although the store did not answer it (settle_outage.go).
@@ -133,6 +136,9 @@ func New(cfg Config) *Engine {
 	e.memory = !cfg.DurableReservations && (writers == holon.SoleWriter || writers == holon.SharedWriters)
 	e.recheck = writers == holon.SharedWriters
 	e.led = newLedger(e.recheck)
+	if rv, ok := cfg.Store.(holon.RecentViews); ok && e.recheck && e.memory {
+		e.recent = rv
+	}
 	if e.now == nil {
 		e.now = time.Now
 	}

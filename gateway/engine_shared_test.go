@@ -384,6 +384,54 @@ func TestEngine_SharedStore_OneGatewayNeverDeniesAtSettlement(t *testing.T) {
 	t.Logf("%d succeeded, %d denied at admission; %d runs on reservations in memory", ok, no, sg.inMemory.Load())
 }
 
+// Ensure that a mandate revoked through one gateway is refused by the next
+// call on another, even when that gateway's admission read the committed
+// state its store keeps in memory (holon.RecentViews), which does not show
+// the revocation yet: the settlement reads the mandate again, denies the
+// call mandate_inactive and bills nothing. Each round warms gateway 1 with
+// a call under a new mandate, revokes it through gateway 0 and calls under
+// it on gateway 1 at once; at least one round must have been admitted from
+// memory, else the test would not test the settlement's check.
+func TestEngine_SharedStore_RevokedElsewhereRefusedAtOnce(t *testing.T) {
+	const rounds = 10
+	var docs []string
+	for i := range rounds {
+		docs = append(docs, mandateWith(fmt.Sprintf("r%d", i), `budget: {total: "0.50"}`))
+	}
+	sg := openShared(t, 2, []string{sharedLocal}, docs, "1.00", func(context.Context, json.RawMessage, *gateway.Ctx) (any, error) {
+		return map[string]any{}, nil
+	})
+	rv := sg.stores[1].(*pg.Store)
+	fromMemory := 0
+	for i, doc := range docs {
+		id := fmt.Sprintf("alice/r%d", i)
+		if r := sg.call(t, 1, id, "acme/local").Receipt; r.Status != holon.StatusSucceeded {
+			t.Fatalf("warming call under %s: %s", id, r.Status)
+		}
+		m, err := contract.ParseMandate([]byte(doc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.Revoked = true
+		if err := sg.engines[0].PutMandate(context.Background(), m); err != nil {
+			t.Fatal(err)
+		}
+		served, _, _ := rv.RecentStats()
+		res := sg.call(t, 1, id, "acme/local")
+		if after, _, _ := rv.RecentStats(); after > served {
+			fromMemory++
+		}
+		if r := res.Receipt; r.Status != holon.StatusDenied || r.Error == nil || *r.Error != holon.CodeMandateInactive || r.Billed || res.Output != nil {
+			t.Errorf("a call under %s on gateway 1 after gateway 0 revoked it: %s %v billed %v output %s; want denied mandate_inactive, nothing billed, no output",
+				id, r.Status, r.Error, r.Billed, res.Output)
+		}
+	}
+	if fromMemory == 0 {
+		t.Errorf("no call of %d rounds was admitted on the state kept in memory", rounds)
+	}
+	t.Logf("%d of %d calls admitted on the state kept in memory, denied at settlement: %d", fromMemory, rounds, sg.denied.Load())
+}
+
 // Ensure that on a store several gateways share, a call with an
 // Idempotency-Key keeps its durable reservation: a claim in memory would
 // let two gateways run the same key.

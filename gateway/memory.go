@@ -461,6 +461,16 @@ type sharedRead struct {
 	rec  holon.Record
 }
 
+// recentMaxAge is how old the committed state an in-memory admission
+// reads on a store several gateways share may be (holon.RecentViews):
+// the store's writer learns what the other gateways committed each time
+// it takes its turn, every group, so under load its state is a group's
+// time old. An older one is read from the database. What another gateway
+// committed meanwhile (money spent, a mandate replaced or revoked) is
+// never missed: the settlement checks the call again against it
+// (recheckTx) and denies what admission would have denied.
+const recentMaxAge = 50 * time.Millisecond
+
 // newSharedRead starts the read of an in-memory admission, on a store
 // several gateways share, for a call that may be reserved in memory (nil
 // otherwise).

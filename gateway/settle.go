@@ -332,11 +332,17 @@ type denial struct {
 // gateway alone on the store it always does (memory.go).
 func (e *Engine) recheckTx(tx holon.Tx, st *runState) (*denial, error) {
 	mh := st.mem
-	bs, err := budgetState(tx, st.mandate, mh.req.Now)
+	// The mandate as it is now: another gateway may have replaced or
+	// revoked it since admission read it.
+	m, err := e.loadMandate(tx, st.mandate.ID)
 	if err != nil {
 		return nil, err
 	}
-	d := contract.CheckCall(st.mandate, st.manifest, mh.facts, bs, mh.req)
+	bs, err := budgetState(tx, m, mh.req.Now)
+	if err != nil {
+		return nil, err
+	}
+	d := contract.CheckCall(m, st.manifest, mh.facts, bs, mh.req)
 	if d.Verdict == contract.VerdictDeny {
 		return &denial{code: d.Reason, msg: d.Msg, worst: d.WorstCase > 0}, nil
 	}

@@ -206,6 +206,9 @@ func fromLog(k string, v *string) (entry, bool) {
 func (t *Tx) cached(key string) (entry, bool) {
 	if t.g == nil { // a View: the rows it read already, from its one snapshot
 		e, ok := t.l[key]
+		if !ok && t.recent { // or what committed groups left (recent.go)
+			e, ok = t.s.base[key]
+		}
 		return e, ok && e.st != unknown
 	}
 	if e, ok := t.l[key]; ok {

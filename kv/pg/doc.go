@@ -39,7 +39,9 @@
 // primary key whatever the plan PostgreSQL cached (rows.go), and
 // receipts' pages keep room for a receipt's second write (migration 13).
 // Reads run in REPEATABLE READ READ ONLY transactions and never wait for
-// the writers.
+// the writers, except a recent view (holon.RecentViews, recent.go): an
+// in-process call's admission reads what the writer last saw committed,
+// in memory, when that is recent enough and holds every row it asks for.
 //
 // Imports: only holon and journal of the project (and pgx). Nothing in
 // gateway/, appliance/ or webui/ imports it: they see holon.Store.

@@ -53,6 +53,8 @@ type group struct {
 	// COMMIT (commit), when it was.
 	alone bool
 	begun []logEntry
+	// committedAt is when its COMMIT was sent.
+	committedAt time.Time
 }
 
 // errSafeRun is a fast run's end: the group must run again safely.
@@ -139,13 +141,15 @@ func (s *Store) try(batch *[]*update, fill, safe bool) (errs []error, retry, aga
 	// conflict would run a whole group again). The same round trip reads
 	// the writers' log since this writer's last group.
 	var logged []logEntry
+	var begunAt time.Time
 	conn := s.next
 	if conn != nil {
 		// The last group's COMMIT began this one (commit).
-		logged, s.next, s.nextLog = s.nextLog, nil, nil
+		logged, begunAt, s.next, s.nextLog = s.nextLog, s.nextAt, nil, nil
 		s.headStarts.Add(1)
 	} else {
 		start := time.Now()
+		begunAt = start
 		conn, err = s.acquire(ctx, func(c *pgxpool.Conn) (err error) {
 			logged, err = begin(ctx, c.Conn(), s.gen)
 			return err
@@ -167,7 +171,7 @@ func (s *Store) try(batch *[]*update, fill, safe bool) (errs []error, retry, aga
 			s.dropCache()
 		}
 		if ok && g.begun != nil {
-			s.next, s.nextLog = conn, g.begun
+			s.next, s.nextLog, s.nextAt = conn, g.begun, g.committedAt
 			return
 		}
 		conn.Release()
@@ -187,7 +191,7 @@ func (s *Store) try(batch *[]*update, fill, safe bool) (errs []error, retry, aga
 		return nil, conflict(err), false, unavailable(err)
 	}
 	g.conn = conn.Conn()
-	g.gen = s.catchUp(logged)
+	g.gen = s.catchUp(logged, begunAt)
 	if fill {
 		// What queued while this writer waited for its turn joins the group.
 		*batch = s.fill(*batch)
@@ -371,8 +375,13 @@ func readBegin(br pgx.BatchResults) ([]logEntry, error) {
 }
 
 // catchUp forgets the rows the other writers changed since this writer's
-// last group and returns the newest log entry's number.
-func (s *Store) catchUp(logged []logEntry) int64 {
+// last group and returns the newest log entry's number. Its log was read
+// under the writers' lock, taken after at: base is then the committed
+// state as of at, or later (recent.go).
+func (s *Store) catchUp(logged []logEntry, at time.Time) int64 {
+	s.baseMu.Lock()
+	defer s.baseMu.Unlock()
+	s.baseAt = at
 	if s.gen < 0 {
 		s.base = layer{}
 		if len(logged) == 0 {
@@ -463,7 +472,8 @@ func (s *Store) commit(ctx context.Context, c *pgx.Conn, g *group) error {
 	if pipe {
 		queueBegin(b, gen, true)
 	}
-	defer func(start time.Time) { s.inCommit.Add(int64(time.Since(start))) }(time.Now())
+	g.committedAt = time.Now()
+	defer func(start time.Time) { s.inCommit.Add(int64(time.Since(start))) }(g.committedAt)
 	br := c.SendBatch(ctx, b)
 	for i := range commitAt + 1 {
 		tag, err := br.Exec()
@@ -500,6 +510,12 @@ func (s *Store) commit(ctx context.Context, c *pgx.Conn, g *group) error {
 		return &pgconn.PgError{Code: "57P01", Message: "the commit's answer was lost (LoseCommitAnswer)"}
 	}
 	s.gen = gen
+	// No other writer committed between this group's turn and its
+	// COMMIT: base and the group's changes are the committed state as of
+	// the COMMIT, which came after it was sent.
+	s.baseMu.Lock()
+	defer s.baseMu.Unlock()
+	s.baseAt = g.committedAt
 	if len(s.base)+len(g.conf) > maxBase {
 		s.base = layer{}
 	}
@@ -517,7 +533,10 @@ func (s *Store) commit(ctx context.Context, c *pgx.Conn, g *group) error {
 // dropCache forgets everything the writer knew: after a group failed, what
 // the database holds is not known.
 func (s *Store) dropCache() {
+	s.baseMu.Lock()
+	defer s.baseMu.Unlock()
 	s.base = layer{}
+	s.baseAt = time.Time{}
 	s.gen = -1
 }
 

@@ -57,11 +57,18 @@ type Store struct {
 	// goroutine touches them.
 	base layer
 	gen  int64
+	// baseMu guards base against recent views (recent.go): the writer
+	// takes it to change base, a recent view to read it. baseAt is when
+	// base last was the committed state of its rows (zero: not known).
+	baseMu                                  sync.RWMutex
+	baseAt                                  time.Time
+	recentServed, recentStale, recentMissed atomic.Uint64
 	// next is a connection whose transaction the last group's COMMIT
 	// began, holding the writers' lock, and nextLog the log it read
 	// (group.go).
 	next    *pgxpool.Conn
 	nextLog []logEntry
+	nextAt  time.Time
 	// loseAnswer: see LoseCommitAnswer.
 	loseAnswer atomic.Bool
 	// memo keeps hot documents decoded (memo.go).

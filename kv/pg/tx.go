@@ -48,6 +48,8 @@ type Tx struct {
 	// ahead are the rows a View reads with its next round trip
 	// (RecordsAhead, AccountsAhead, CountersAhead).
 	ahead ahead
+	// recent: a View served from the writer's cache (recent.go).
+	recent bool
 }
 
 // ahead are the rows a View reads with its next round trip: agent
