@@ -244,6 +244,7 @@ func (b *bench) cluster(ctx context.Context) ([]*Result, error) {
 		st    holon.StoreStats
 		times pg.WriterTimes
 		heads uint64
+		reads pg.Reads
 	}
 	writers := func() (w writerAt) {
 		for _, g := range gws {
@@ -254,6 +255,9 @@ func (b *bench) cluster(ctx context.Context) ([]*Result, error) {
 				w.times.Groups, w.times.Begin, w.times.Trips, w.times.Commit = w.times.Groups+t.Groups, w.times.Begin+t.Begin, w.times.Trips+t.Trips, w.times.Commit+t.Commit
 				used, _ := ps.HeadStarts()
 				w.heads += used
+				r := ps.Reads()
+				w.reads.Views, w.reads.Begun, w.reads.Trips = w.reads.Views+r.Views, w.reads.Begun+r.Begun, w.reads.Trips+r.Trips
+				w.reads.Recent, w.reads.Stale, w.reads.Missed = w.reads.Recent+r.Recent, w.reads.Stale+r.Stale, w.reads.Missed+r.Missed
 			}
 		}
 		return w
@@ -275,6 +279,7 @@ func (b *bench) cluster(ctx context.Context) ([]*Result, error) {
 		fmt.Sprintf("the three writers: %.2f updates per call answered, %.1f updates per commit, %.0f groups a second in all; ", perCall, float64(w1.st.Updates-w0.st.Updates)/float64(max(commits3, 1)), float64(commits3)/(lr3.Elapsed+warmUp(o)).Seconds())+
 			timesNote(pg.WriterTimes{Groups: w1.times.Groups - w0.times.Groups, Begin: w1.times.Begin - w0.times.Begin, Trips: w1.times.Trips - w0.times.Trips, Commit: w1.times.Commit - w0.times.Commit}, commits3)+
 			fmt.Sprintf("; %.0f%% of groups begun in the COMMIT's round trip of the group before", 100*float64(w1.heads-w0.heads)/float64(max(commits3, 1))),
+		readsNote(w0.reads, w1.reads, lr3.Calls),
 		"three gateways share this machine's two cores with PostgreSQL and the clients: the row shows what contention costs, not the sum of three machines")
 	three.judge(rate3 >= targetThreeOnOne*rate1, "the gateways' writers take turns under one lock (the journal's one chain): the cluster writes through one writer at a time, each gateway's group a third of one gateway's, with a hand-off of the lock between groups")
 
@@ -399,8 +404,9 @@ func tripsNote(trips, stmts, updates uint64) string {
 // counts, so per call is an upper bound).
 func readsNote(before, after pg.Reads, calls int) string {
 	v, trips := after.Views-before.Views, after.Trips-before.Trips
-	return fmt.Sprintf("the store's reads: %.1f round trips per View (its end included), %.0f%% of Views reached the database, %.1f read round trips per measured call",
-		float64(trips)/float64(max(v, 1)), 100*float64(after.Begun-before.Begun)/float64(max(v, 1)), float64(trips)/float64(max(calls, 1)))
+	return fmt.Sprintf("the store's reads: %.1f round trips per View (its end included), %.0f%% of Views reached the database, %.1f read round trips per measured call; admissions read from the writer's memory: %s (%s declined as too old, %s for a row it did not hold)",
+		float64(trips)/float64(max(v, 1)), 100*float64(after.Begun-before.Begun)/float64(max(v, 1)), float64(trips)/float64(max(calls, 1)),
+		thousands(int64(after.Recent-before.Recent)), thousands(int64(after.Stale-before.Stale)), thousands(int64(after.Missed-before.Missed)))
 }
 
 // timesNote says where the PostgreSQL store's writers spent a commit's

@@ -17,11 +17,16 @@ func (s *Store) RoundTrips() (trips, statements uint64) { return s.trips.Load(),
 // transaction's end (ROLLBACK) included.
 type Reads struct {
 	Views, Begun, Trips uint64
+	// Recent views (recent.go): served from memory, declined because
+	// the state was too old, declined for a row it did not hold.
+	Recent, Stale, Missed uint64
 }
 
 // Reads reports what the store's Views cost since it opened.
 func (s *Store) Reads() Reads {
-	return Reads{Views: s.views.Load(), Begun: s.viewsBegun.Load(), Trips: s.viewTrips.Load()}
+	r := Reads{Views: s.views.Load(), Begun: s.viewsBegun.Load(), Trips: s.viewTrips.Load()}
+	r.Recent, r.Stale, r.Missed = s.RecentStats()
+	return r
 }
 
 // WriterTimes is where the writer's time went since the store opened.
