@@ -239,7 +239,7 @@ func (b *bench) cluster(ctx context.Context) ([]*Result, error) {
 	if prof != "" {
 		one.Notes = append(one.Notes, "the profile covers row [2]'s design's blocks too: its clients' work is under bench.(*experts).load")
 	}
-	one.judge(ratio >= targetOneOnPG, "the gateway, its clients and PostgreSQL share this machine's cores: the gateway's HTTP, JSON, engine and driver (its CPU per call above) come on top of the database's work, where row [2]'s clients cost little (both designs' CPU per call above); and one writer at a time (the journal's one chain): a group's statements run one after the other on one server process (a group's time above), where row [2] sends one prepared function per call on many connections at once and keeps no chain, holds, counters or event log")
+	one.judge(ratio >= targetOneOnPG, "one writer at a time (the journal's one chain): a group's statements and its COMMIT's deferred checks run one after the other on one server process (a group's time above), where row [2] sends one prepared function per call on many connections at once and keeps no chain, holds, counters or event log; and the gateway, its clients and PostgreSQL share this machine's cores: the gateway's HTTP, JSON, engine and driver (its CPU per call above) come on top of the database's work, where row [2]'s clients cost little (both designs' CPU per call above)")
 	type writerAt struct {
 		st    holon.StoreStats
 		times pg.WriterTimes
