@@ -389,24 +389,31 @@ func TestEngine_SharedStore_OneGatewayNeverDeniesAtSettlement(t *testing.T) {
 // state its store keeps in memory (holon.RecentViews), which does not show
 // the revocation yet: the settlement reads the mandate again, denies the
 // call mandate_inactive and bills nothing. Each round warms gateway 1 with
-// a call under a new mandate, revokes it through gateway 0 and calls under
-// it on gateway 1 at once; at least one round must have been admitted from
-// memory, else the test would not test the settlement's check.
+// calls under a new mandate, first to a remote agent (its durable
+// reservation reads the mandate in the writer's transaction, so the
+// writer keeps it whatever the settlement reads), then to the in-process
+// one; it revokes the mandate through gateway 0 and calls under it on
+// gateway 1 at once, the in-process agent or the remote one (whose durable
+// reservation reads the mandate again and denies it). Some calls of each
+// kind must have been admitted from memory, else the test would not test
+// those checks.
 func TestEngine_SharedStore_RevokedElsewhereRefusedAtOnce(t *testing.T) {
-	const rounds = 10
+	const rounds = 20
 	var docs []string
 	for i := range rounds {
 		docs = append(docs, mandateWith(fmt.Sprintf("r%d", i), `budget: {total: "0.50"}`))
 	}
-	sg := openShared(t, 2, []string{sharedLocal}, docs, "1.00", func(context.Context, json.RawMessage, *gateway.Ctx) (any, error) {
+	sg := openShared(t, 2, []string{sharedLocal, sharedFar}, docs, "1.00", func(context.Context, json.RawMessage, *gateway.Ctx) (any, error) {
 		return map[string]any{}, nil
 	})
 	rv := sg.stores[1].(*pg.Store)
-	fromMemory := 0
+	var fromMemory [2]int
 	for i, doc := range docs {
 		id := fmt.Sprintf("alice/r%d", i)
-		if r := sg.call(t, 1, id, "acme/local").Receipt; r.Status != holon.StatusSucceeded {
-			t.Fatalf("warming call under %s: %s", id, r.Status)
+		for _, agent := range []string{"acme/far", "acme/local"} {
+			if r := sg.call(t, 1, id, agent).Receipt; r.Status != holon.StatusSucceeded {
+				t.Fatalf("warming call to %s under %s: %s", agent, id, r.Status)
+			}
 		}
 		m, err := contract.ParseMandate([]byte(doc))
 		if err != nil {
@@ -416,20 +423,24 @@ func TestEngine_SharedStore_RevokedElsewhereRefusedAtOnce(t *testing.T) {
 		if err := sg.engines[0].PutMandate(context.Background(), m); err != nil {
 			t.Fatal(err)
 		}
-		served, _, _ := rv.RecentStats()
-		res := sg.call(t, 1, id, "acme/local")
-		if after, _, _ := rv.RecentStats(); after > served {
-			fromMemory++
+		// Even rounds call the in-process agent (denied by the settlement's
+		// check), odd ones the remote agent (denied by its durable
+		// reservation, which reads the mandate again too).
+		agent := []string{"acme/local", "acme/far"}[i%2]
+		served := rv.Reads().Recent
+		res := sg.call(t, 1, id, agent)
+		if rv.Reads().Recent > served {
+			fromMemory[i%2]++
 		}
 		if r := res.Receipt; r.Status != holon.StatusDenied || r.Error == nil || *r.Error != holon.CodeMandateInactive || r.Billed || res.Output != nil {
-			t.Errorf("a call under %s on gateway 1 after gateway 0 revoked it: %s %v billed %v output %s; want denied mandate_inactive, nothing billed, no output",
-				id, r.Status, r.Error, r.Billed, res.Output)
+			t.Errorf("a call to %s under %s on gateway 1 after gateway 0 revoked it: %s %v billed %v output %s; want denied mandate_inactive, nothing billed, no output",
+				agent, id, r.Status, r.Error, r.Billed, res.Output)
 		}
 	}
-	if fromMemory == 0 {
-		t.Errorf("no call of %d rounds was admitted on the state kept in memory", rounds)
+	if fromMemory[0] == 0 || fromMemory[1] == 0 {
+		t.Errorf("calls admitted on the state kept in memory: %d of %d in-process, %d of %d remote; want some of each", fromMemory[0], rounds/2, fromMemory[1], rounds/2)
 	}
-	t.Logf("%d of %d calls admitted on the state kept in memory, denied at settlement: %d", fromMemory, rounds, sg.denied.Load())
+	t.Logf("admitted on the state kept in memory: %d of %d in-process calls, %d of %d remote; denied at settlement: %d", fromMemory[0], rounds/2, fromMemory[1], rounds/2, sg.denied.Load())
 }
 
 // Ensure that on a store several gateways share, a call with an

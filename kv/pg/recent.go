@@ -53,12 +53,6 @@ func (s *Store) ViewRecent(maxAge time.Duration, fn func(holon.Tx) error) (ok bo
 	return true, err
 }
 
-// RecentStats is how many recent views were served from memory, how
-// many found base too old, and how many asked for a row it did not hold.
-func (s *Store) RecentStats() (served, stale, missed uint64) {
-	return s.recentServed.Load(), s.recentStale.Load(), s.recentMissed.Load()
-}
-
 // farRead stops a recent view's fn at a read base cannot answer.
 type farRead struct{}
 

@@ -24,7 +24,7 @@ func move(s holon.Store, key, from, to string, amount journal.Amount) error {
 	})
 }
 
-// balances reads accounts x and y in a recent view.
+// recentBalances reads accounts x and y in a recent view.
 func recentBalances(t *testing.T, s *pg.Store, maxAge time.Duration) (x, y journal.Amount, ok bool) {
 	t.Helper()
 	ok, err := s.ViewRecent(maxAge, func(tx holon.Tx) error {
@@ -105,9 +105,8 @@ func TestStore_ViewRecent(t *testing.T) {
 	if x, y, ok := recentBalances(t, s, time.Minute); !ok || x != -12 || y != 12 {
 		t.Errorf("after its writer's turn: x %s y %s ok %v; want -0.000012, 0.000012, true", x, y, ok)
 	}
-	served, stale, missed := s.RecentStats()
-	if served != 3 || stale != 1 || missed != 2 {
-		t.Errorf("RecentStats: %d served, %d stale, %d missed; want 3, 1, 2", served, stale, missed)
+	if r := s.Reads(); r.Recent != 3 || r.Stale != 1 || r.Missed != 2 {
+		t.Errorf("Reads: %d recent views served, %d stale, %d missed; want 3, 1, 2", r.Recent, r.Stale, r.Missed)
 	}
 }
 

@@ -24,9 +24,8 @@ type Reads struct {
 
 // Reads reports what the store's Views cost since it opened.
 func (s *Store) Reads() Reads {
-	r := Reads{Views: s.views.Load(), Begun: s.viewsBegun.Load(), Trips: s.viewTrips.Load()}
-	r.Recent, r.Stale, r.Missed = s.RecentStats()
-	return r
+	return Reads{Views: s.views.Load(), Begun: s.viewsBegun.Load(), Trips: s.viewTrips.Load(),
+		Recent: s.recentServed.Load(), Stale: s.recentStale.Load(), Missed: s.recentMissed.Load()}
 }
 
 // WriterTimes is where the writer's time went since the store opened.
