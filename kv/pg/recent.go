@@ -47,7 +47,9 @@ func (s *Store) ViewRecent(maxAge time.Duration, fn func(holon.Tx) error) (ok bo
 			ok, err = false, nil
 		}
 	}()
-	tx := &Tx{s: s, ctx: context.Background(), tx: farQuerier{}, readOnly: true, idx: -2, l: layer{}, recent: true}
+	// No layer of its own: every row it reads is base's (a read of the
+	// database stops fn).
+	tx := &Tx{s: s, ctx: context.Background(), tx: farQuerier{}, readOnly: true, idx: -2, recent: true}
 	err = fn(tx)
 	s.recentServed.Add(1)
 	return true, err
