@@ -211,8 +211,9 @@ func (b *bench) cluster(ctx context.Context) ([]*Result, error) {
 	}
 	if ps, ok := gws[0].app.Engine().Store().(*pg.Store); ok {
 		used, idle := ps.HeadStarts()
-		one.Notes = append(one.Notes, timesNote(ps.Times(), st.Commits)+fmt.Sprintf("; %.0f%% of groups begun in the COMMIT's round trip of the group before (%d more begun so and ended unused), %d run again safely",
-			100*float64(used)/float64(max(st.Commits, 1)), idle, ps.SafeRuns()), readsNote(reads0, ps.Reads(), lr1.Calls))
+		sg, su, sd := ps.Speculated()
+		one.Notes = append(one.Notes, timesNote(ps.Times(), st.Commits)+fmt.Sprintf("; %.0f%% of groups begun in the COMMIT's round trip of the group before (%d more begun so and ended unused), %d run again safely; %d groups (%d updates) ran while the COMMIT before them was in flight, %d such runs dropped",
+			100*float64(used)/float64(max(st.Commits, 1)), idle, ps.SafeRuns(), sg, su, sd), readsNote(reads0, ps.Reads(), lr1.Calls))
 	}
 	if ps, ok := gws[0].app.Engine().Store().(*pg.Store); ok {
 		p := ps.Pool()

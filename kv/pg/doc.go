@@ -31,7 +31,13 @@
 // on the database: the COMMIT's round trip then begins the next group too
 // (unless another writer took the lock meanwhile: that begin does not
 // wait), which the writer gives back at once if no update waits once it is
-// answered (group.go). Hot rows (balances,
+// answered (group.go). While that COMMIT is in flight, the writer runs
+// the updates that come meanwhile, as the next group, on what the
+// committing group leaves; they stand if it commits and no other writer
+// took the lock in between, else they run again (speculate, group.go),
+// and the committed group's callers are answered once the next group's
+// COMMIT is sent, so that PostgreSQL does not wait for the writer
+// between two groups. Hot rows (balances,
 // budgets, counters, sequences, the journal's head, agents' records) are
 // written with their new value, once per round trip however many updates
 // moved them, a table's rows in one statement, and the rollups summed in

@@ -55,6 +55,12 @@ type group struct {
 	begun []logEntry
 	// committedAt is when its COMMIT was sent.
 	committedAt time.Time
+	// prior, in a group run while the COMMIT of the group before is in
+	// flight (speculate), is that group's changes; far reports that an
+	// update of such a group needed the database.
+	prior layer
+	far   bool
+	batch []*update
 }
 
 // errSafeRun is a fast run's end: the group must run again safely.
@@ -135,6 +141,14 @@ func (g *group) undo() error {
 func (s *Store) try(batch *[]*update, fill, safe bool) (errs []error, retry, again bool, err error) {
 	ctx := context.Background()
 	g := &group{s: s, ctx: ctx, conf: layer{}, rerun: -1, safe: safe}
+	// start: the updates run already, while the COMMIT before was in
+	// flight (speculate), when they stand.
+	start := 0
+	if sp := s.spec; sp != nil && fill {
+		s.spec = nil
+		g, start = sp, len(sp.errs)
+		g.prior = nil // committed: in base now
+	}
 	// The writers of every gateway take turns, a group at a time: the
 	// lock is taken before the transaction's snapshot, so it sees every
 	// group committed before it and no two groups ever conflict (a
@@ -148,13 +162,12 @@ func (s *Store) try(batch *[]*update, fill, safe bool) (errs []error, retry, aga
 		logged, begunAt, s.next, s.nextLog = s.nextLog, s.nextAt, nil, nil
 		s.headStarts.Add(1)
 	} else {
-		start := time.Now()
-		begunAt = start
+		begunAt = time.Now()
 		conn, err = s.acquire(ctx, func(c *pgxpool.Conn) (err error) {
 			logged, err = begin(ctx, c.Conn(), s.gen)
 			return err
 		})
-		s.inBegin.Add(int64(time.Since(start)))
+		s.inBegin.Add(int64(time.Since(begunAt)))
 		if err != nil {
 			s.dropCache()
 			return nil, false, false, unavailable(err)
@@ -192,33 +205,53 @@ func (s *Store) try(batch *[]*update, fill, safe bool) (errs []error, retry, aga
 	}
 	g.conn = conn.Conn()
 	g.gen = s.catchUp(logged, begunAt)
-	if fill {
-		// What queued while this writer waited for its turn joins the group.
+	if fill && start == 0 {
+		// What queued while this writer waited for its turn joins the
+		// group. (A group run while the COMMIT before it was in flight
+		// holds what came meanwhile, and goes at once: what comes now is
+		// run while its COMMIT is.)
 		*batch = s.fill(*batch)
 	}
 	updates := *batch
-	g.errs = make([]error, len(updates))
-	for i := 0; ; {
+	g.errs = append(g.errs, make([]error, len(updates)-len(g.errs))...)
+	if err := g.runUpdates(updates, start, conn.Conn()); err != nil {
+		return fail(err)
+	}
+	if err := s.commit(ctx, conn.Conn(), g); err != nil {
+		return fail(err)
+	}
+	ok = true
+	return g.errs, false, false, nil
+}
+
+// runUpdates runs updates[i:] in g, each in its own Tx on q, and
+// returns the error that ends the group's run (nil: it is ready to
+// commit).
+func (g *group) runUpdates(updates []*update, i int, q querier) error {
+	for {
 		for ; i < len(updates); i++ {
 			u := updates[i]
 			if err := u.ctx.Err(); err != nil {
 				g.errs[i] = err
 				continue
 			}
-			tx := &Tx{s: s, ctx: ctx, tx: conn.Conn(), g: g, idx: i, l: layer{}}
-			if safe {
+			tx := &Tx{s: g.s, ctx: g.ctx, tx: q, g: g, idx: i, l: layer{}}
+			if g.safe {
 				g.pending = append(g.pending, queued{sql: `SAVEPOINT u`, owner: i, free: true})
 			}
 			ferr := call(u.fn, tx)
 			if tx.fatal != nil {
-				return fail(tx.fatal)
+				return tx.fatal
 			}
 			if tx.restart {
 				i = g.rerun - 1
 				continue
 			}
+			if g.far {
+				return errFar
+			}
 			if ferr == nil && tx.failed == nil {
-				if safe {
+				if g.safe {
 					// Its deferred checks (a refund within its receipt,
 					// the journal's) run now, under its savepoint, not at
 					// the COMMIT, where a refusal fails the whole group.
@@ -233,10 +266,10 @@ func (s *Store) try(batch *[]*update, fill, safe bool) (errs []error, retry, aga
 				ferr = tx.failed // an error PostgreSQL returned, which fn went past
 			}
 			g.errs[i] = ferr
-			if !safe && tx.failed != nil {
+			if !g.safe && tx.failed != nil {
 				// PostgreSQL refused one of its reads: the transaction
 				// refuses everything after it, and has no savepoint.
-				return fail(&errSafeRun{tx.failed})
+				return &errSafeRun{tx.failed}
 			}
 			if !tx.sent {
 				// Nothing of it reached the database: its writes are the
@@ -249,16 +282,16 @@ func (s *Store) try(batch *[]*update, fill, safe bool) (errs []error, retry, aga
 				g.pending = g.pending[:n]
 				continue
 			}
-			if !safe {
+			if !g.safe {
 				// Some of it did, and there is no savepoint to undo it to.
-				return fail(&errSafeRun{ferr})
+				return &errSafeRun{ferr}
 			}
 			// Some of it did: undo it, at once if PostgreSQL refused it
 			// (the transaction refuses everything until then). Its
 			// statements not sent yet are the last pending ones.
 			if tx.failed != nil {
 				if err := g.undo(); err != nil {
-					return fail(err)
+					return err
 				}
 				continue
 			}
@@ -268,25 +301,20 @@ func (s *Store) try(batch *[]*update, fill, safe bool) (errs []error, retry, aga
 			}
 			g.pending = append(g.pending[:n], queued{sql: `ROLLBACK TO SAVEPOINT u`, owner: -1}, queued{sql: `RELEASE SAVEPOINT u`, owner: -1})
 		}
-		if !safe {
+		if !g.safe {
 			// The group's last writes go with its COMMIT.
-			break
+			return nil
 		}
 		// The group's end: what is still pending is sent.
-		end := &Tx{s: s, ctx: ctx, tx: conn.Conn(), g: g, idx: len(updates)}
+		end := &Tx{s: g.s, ctx: g.ctx, tx: q, g: g, idx: len(updates)}
 		if end.flush(); end.fatal != nil {
-			return fail(end.fatal)
+			return end.fatal
 		}
 		if !end.restart {
-			break
+			return nil
 		}
 		i = g.rerun
 	}
-	if err := s.commit(ctx, conn.Conn(), g); err != nil {
-		return fail(err)
-	}
-	ok = true
-	return g.errs, false, false, nil
 }
 
 // checkNow runs the deferred checks of the writes so far (the
@@ -428,7 +456,7 @@ const (
 // (letting go of the writers' lock), in one round trip, and keeps the
 // group's cache changes. A pending write refused fails a fast run: it
 // must run again safely.
-func (s *Store) commit(ctx context.Context, c *pgx.Conn, g *group) error {
+func (s *Store) commit(ctx context.Context, c *pgx.Conn, g *group) (err error) {
 	pend := render(g.pending, !g.safe)
 	g.pending = nil
 	for _, o := range g.open {
@@ -475,37 +503,39 @@ func (s *Store) commit(ctx context.Context, c *pgx.Conn, g *group) error {
 	g.committedAt = time.Now()
 	defer func(start time.Time) { s.inCommit.Add(int64(time.Since(start))) }(g.committedAt)
 	br := c.SendBatch(ctx, b)
-	for i := range commitAt + 1 {
-		tag, err := br.Exec()
-		if err == nil && i == commitAt && tag.String() != "COMMIT" {
-			err = fmt.Errorf("PostgreSQL answered %q to COMMIT", tag.String())
-		}
-		if err != nil {
-			br.Close()
-			// A refusal of a fast run's statement, or of its COMMIT (a
-			// deferred check), is one update's: the group runs again
-			// safely, where each update's checks run at its end.
-			var pe *pgconn.PgError
-			if !g.safe && errors.As(err, &pe) && !conflict(err) && !serverGone(pe.Code) {
-				return &errSafeRun{err}
-			}
-			return err
-		}
-	}
+	s.answerHeld()
+	var begun []logEntry
 	if pipe {
-		// Committed: a failure from here on costs the next group its
-		// head start, not this group its commit.
-		if logged, err := readBegin(br); err == nil && br.Close() == nil {
-			g.begun = logged
-			if g.begun == nil {
-				g.begun = []logEntry{}
+		// While PostgreSQL runs this group, the next one runs on what
+		// this one leaves (speculate); it stands if this one commits and
+		// no other writer wrote meanwhile.
+		answered := make(chan commitAnswer, 1)
+		go func() {
+			begun, err := readCommit(ctx, c, br, commitAt, pipe, g.safe)
+			answered <- commitAnswer{begun, err}
+		}()
+		sp, a := s.speculate(g, answered)
+		begun, err = a.begun, a.err
+		defer func() {
+			if sp == nil {
+				return
 			}
-		} else if br.Close(); rollback(ctx, c) != nil {
-			c.Close(ctx)
-		}
-	} else if err := br.Close(); err != nil {
+			if err == nil && !sp.far && g.begun != nil && len(g.begun) == 0 {
+				s.spec = sp
+				s.specGroups.Add(1)
+				s.specUpdates.Add(uint64(len(sp.batch)))
+				return
+			}
+			s.specDropped.Add(1)
+			s.held = append(sp.batch, s.held...)
+		}()
+	} else {
+		begun, err = readCommit(ctx, c, br, commitAt, pipe, g.safe)
+	}
+	if err != nil {
 		return err
 	}
+	g.begun = begun
 	if s.loseAnswer.Load() && wroteHold(g.conf) && s.loseAnswer.CompareAndSwap(true, false) {
 		return &pgconn.PgError{Code: "57P01", Message: "the commit's answer was lost (LoseCommitAnswer)"}
 	}
@@ -528,6 +558,143 @@ func (s *Store) commit(ctx context.Context, c *pgx.Conn, g *group) error {
 		}
 	}
 	return nil
+}
+
+// Speculation. A writer alone on the database begins its next group in
+// the round trip of its COMMIT (commit), and runs that group's updates
+// while the COMMIT is in flight, on the committing group's changes and
+// what committed before (g.prior, then base), instead of waiting for the
+// answer with nothing to do: the updates' own work (the engine's checks,
+// encoding, hashing) then overlaps PostgreSQL's work on the group before.
+// What such a run computes is what it would compute once the COMMIT is
+// answered, if the COMMIT succeeds and no other writer wrote in between
+// (the log the head start read is empty): the rows it read are the
+// database's then. Otherwise it is dropped, and its updates run again
+// as any others (Store.held). An update that needs the database (a row
+// the writer does not know) ends the run (specQuerier): it is dropped.
+// Nothing of such a run reaches the database before the COMMIT before it
+// is answered, and no caller is answered before its own group commits.
+// A group that stands goes as soon as the COMMIT before it is answered,
+// with the updates that came while it ran and nothing more, and the
+// callers of the group before are answered once its COMMIT is sent
+// (Store.run): PostgreSQL's one writing process then waits for neither
+// the updates' work nor the answers'.
+
+// errFar ends a speculative run at its first update that needs the
+// database.
+var errFar = errors.New("an update needs the database: the speculative run is dropped")
+
+// specQuerier is a speculative run's querier: any statement fails with
+// errFar, which ends its update's transaction (Tx.note) and so the run.
+type specQuerier struct{ g *group }
+
+func (q specQuerier) SendBatch(context.Context, *pgx.Batch) pgx.BatchResults {
+	q.g.far = true
+	return farBatch{}
+}
+
+func (q specQuerier) Query(context.Context, string, ...any) (pgx.Rows, error) {
+	q.g.far = true
+	return nil, errFar
+}
+
+func (q specQuerier) QueryRow(context.Context, string, ...any) pgx.Row {
+	q.g.far = true
+	return farBatch{}
+}
+
+// farBatch answers every statement with errFar.
+type farBatch struct{}
+
+func (farBatch) Exec() (pgconn.CommandTag, error) { return pgconn.CommandTag{}, errFar }
+func (farBatch) Query() (pgx.Rows, error)         { return nil, errFar }
+func (farBatch) QueryRow() pgx.Row                { return farBatch{} }
+func (farBatch) Close() error                     { return errFar }
+func (farBatch) Scan(...any) error                { return errFar }
+func (farBatch) Tx() pgx.Tx                       { return nil }
+
+// speculate runs, as the group after prior, whose COMMIT is in flight,
+// the updates held and those that come until answered is, up to
+// MaxBatch; it returns that group (nil when none came) and the answer.
+func (s *Store) speculate(prior *group, answered <-chan commitAnswer) (*group, commitAnswer) {
+	var g *group
+	add := func(u *update) {
+		if g == nil {
+			g = &group{s: s, ctx: prior.ctx, conf: layer{}, rerun: -1, prior: prior.conf}
+		}
+		g.batch, g.errs = append(g.batch, u), append(g.errs, nil)
+		if g.runUpdates(g.batch, len(g.batch)-1, specQuerier{g}) != nil {
+			g.far = true // dropped: take no more
+		}
+	}
+	for _, u := range s.fill(nil) {
+		if g == nil || !g.far {
+			add(u)
+		} else {
+			g.batch = append(g.batch, u)
+		}
+	}
+	for {
+		queue := s.queue
+		if g != nil && (g.far || len(g.batch) >= MaxBatch) {
+			queue = nil
+		}
+		select {
+		case a := <-answered:
+			return g, a
+		case u, ok := <-queue:
+			if !ok {
+				return g, <-answered
+			}
+			add(u)
+		}
+	}
+}
+
+// commitAnswer is what readCommit read.
+type commitAnswer struct {
+	begun []logEntry
+	err   error
+}
+
+// readCommit reads the answers to commit's round trip, the group's
+// COMMIT's at commitAt; with pipe, the log the next group's head start
+// read after it (nil when it did not begin: its transaction is then
+// ended).
+func readCommit(ctx context.Context, c *pgx.Conn, br pgx.BatchResults, commitAt int, pipe, safe bool) ([]logEntry, error) {
+	for i := range commitAt + 1 {
+		tag, err := br.Exec()
+		if err == nil && i == commitAt && tag.String() != "COMMIT" {
+			err = fmt.Errorf("PostgreSQL answered %q to COMMIT", tag.String())
+		}
+		if err != nil {
+			br.Close()
+			// A refusal of a fast run's statement, or of its COMMIT (a
+			// deferred check), is one update's: the group runs again
+			// safely, where each update's checks run at its end.
+			var pe *pgconn.PgError
+			if !safe && errors.As(err, &pe) && !conflict(err) && !serverGone(pe.Code) {
+				return nil, &errSafeRun{err}
+			}
+			return nil, err
+		}
+	}
+	if !pipe {
+		return nil, br.Close()
+	}
+	// Committed: a failure from here on costs the next group its head
+	// start, not this group its commit.
+	logged, err := readBegin(br)
+	if err == nil && br.Close() == nil {
+		if logged == nil {
+			logged = []logEntry{}
+		}
+		return logged, nil
+	}
+	if br.Close(); rollback(ctx, c) != nil {
+		c.Close(ctx)
+	}
+	return nil, nil
 }
 
 // dropCache forgets everything the writer knew: after a group failed, what

@@ -373,21 +373,7 @@ func TestStore_GroupKeepsARowsWritesInOrder(t *testing.T) {
 func TestStore_HeadStartWhenAlone(t *testing.T) {
 	stores, _ := openOn(t, "headstart", 2)
 	a, b := stores[0], stores[1]
-	burst := func(s *pg.Store, prefix string, n int) {
-		t.Helper()
-		var wg sync.WaitGroup
-		for i := range n {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				if err := s.Update(context.Background(), func(tx holon.Tx) error { return moveAnn(tx, fmt.Sprintf("%s%d", prefix, i)) }); err != nil {
-					t.Error(err)
-				}
-			}()
-		}
-		wg.Wait()
-	}
-	burst(a, "a", 300)
+	burst(t, a, 300, func(tx holon.Tx, i int) error { return moveAnn(tx, fmt.Sprintf("a%d", i)) })
 	if used, _ := a.HeadStarts(); used == 0 {
 		t.Errorf("a writer alone began no group with the COMMIT before it (%d commits)", a.Stats().Commits)
 	}

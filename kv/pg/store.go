@@ -69,6 +69,15 @@ type Store struct {
 	next    *pgxpool.Conn
 	nextLog []logEntry
 	nextAt  time.Time
+	// spec is the group run while the last COMMIT was in flight, which
+	// stands (group.go: speculate); held are the updates of one that was
+	// dropped, to run before any queued after them.
+	spec                                 *group
+	held                                 []*update
+	specGroups, specUpdates, specDropped atomic.Uint64
+	// unanswered answers the updates of a committed group once the next
+	// group's COMMIT is sent (run).
+	unanswered func()
 	// loseAnswer: see LoseCommitAnswer.
 	loseAnswer atomic.Bool
 	// memo keeps hot documents decoded (memo.go).
@@ -241,6 +250,13 @@ func (s *Store) SafeRuns() uint64 { return s.safeRuns.Load() }
 // those it ended unused, no update waiting once the COMMIT was answered.
 func (s *Store) HeadStarts() (used, idle uint64) { return s.headStarts.Load(), s.idleStarts.Load() }
 
+// Speculated is how many groups ran while the COMMIT before them was in
+// flight and stood, how many updates they held, and how many such runs
+// were dropped (group.go: speculate), since the store opened.
+func (s *Store) Speculated() (groups, updates, dropped uint64) {
+	return s.specGroups.Load(), s.specUpdates.Load(), s.specDropped.Load()
+}
+
 // Close waits for the updates submitted so far and closes the store.
 func (s *Store) Close() error {
 	s.mu.Lock()
@@ -269,7 +285,16 @@ func (s *Store) Close() error {
 func (s *Store) write() {
 	defer close(s.done)
 	defer s.giveBack()
+	defer s.answerHeld()
 	for {
+		if s.spec != nil {
+			s.run(s.spec.batch)
+			continue
+		}
+		if len(s.held) > 0 {
+			s.run(s.fill(nil))
+			continue
+		}
 		var u *update
 		var ok bool
 		select {
@@ -283,7 +308,7 @@ func (s *Store) write() {
 		if !ok {
 			return
 		}
-		s.run(u)
+		s.run([]*update{u})
 	}
 }
 
@@ -304,8 +329,11 @@ func (s *Store) giveBack() {
 	s.next, s.nextLog = nil, nil
 }
 
-// fill adds to batch the updates queued meanwhile, up to MaxBatch.
+// fill adds to batch the updates held and those queued meanwhile, up to
+// MaxBatch.
 func (s *Store) fill(batch []*update) []*update {
+	n := min(MaxBatch-len(batch), len(s.held))
+	batch, s.held = append(batch, s.held[:n]...), s.held[n:]
 	for len(batch) < MaxBatch {
 		select {
 		case u, ok := <-s.queue:
@@ -320,12 +348,11 @@ func (s *Store) fill(batch []*update) []*update {
 	return batch
 }
 
-// run commits one group, the first update and those queued by the time
-// the writer has its turn, running it again after a serialization
+// run commits one group, the updates in batch and those queued by the
+// time the writer has its turn, running it again after a serialization
 // conflict, and answers each update.
-func (s *Store) run(first *update) {
+func (s *Store) run(batch []*update) {
 	defer func(start time.Time) { s.inGroups.Add(int64(time.Since(start))) }(time.Now())
-	batch := []*update{first}
 	var errs []error
 	var err error
 	safe := false
@@ -357,12 +384,32 @@ func (s *Store) run(first *update) {
 			s.opts.OnCommit(len(batch))
 		}
 	}
-	for i, u := range batch {
-		if err != nil {
-			u.done <- err
-		} else {
-			u.done <- errs[i]
+	s.answerHeld() // if no COMMIT was sent since
+	answer := func() {
+		for i, u := range batch {
+			if err != nil {
+				u.done <- err
+			} else {
+				u.done <- errs[i]
+			}
 		}
+	}
+	if err == nil && s.spec != nil {
+		// The next group ran already (speculate): its COMMIT goes first,
+		// and this group's updates are answered once it is sent, so that
+		// PostgreSQL does not wait for the answers' work (commit).
+		s.unanswered = answer
+		return
+	}
+	answer()
+}
+
+// answerHeld answers the updates of the last group, committed, if they
+// wait for the next group's COMMIT to be sent.
+func (s *Store) answerHeld() {
+	if f := s.unanswered; f != nil {
+		s.unanswered = nil
+		f()
 	}
 }
 

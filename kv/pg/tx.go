@@ -242,6 +242,9 @@ func (t *Tx) send(sql string, args []any) (pgx.BatchResults, error) {
 // trip counts one round trip of this update, carrying n statements (a
 // View's, viewTx counts).
 func (t *Tx) trip(n int) {
+	if _, spec := t.tx.(specQuerier); spec {
+		return // not sent (group.go: speculate)
+	}
 	if !t.readOnly {
 		t.s.trips.Add(1)
 		t.s.stmts.Add(uint64(n))

@@ -1,0 +1,147 @@
+package pg_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"holon.dev/holon"
+	"holon.dev/holon/kv/pg"
+)
+
+// burst runs n updates of fn at once on s, fn told its update's number.
+func burst(t *testing.T, s *pg.Store, n int, fn func(tx holon.Tx, i int) error) {
+	t.Helper()
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := s.Update(context.Background(), func(tx holon.Tx) error { return fn(tx, i) }); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// Ensure that a writer alone on the database runs the updates that come
+// while a COMMIT is in flight, on what that group leaves, and that what
+// they computed is what commits: every move and every counter exact, the
+// journal's chain whole. An update that needs a row the writer does not
+// know drops such a run, whose updates then run as any others.
+func TestStore_SpeculatesWhileCommitting(t *testing.T) {
+	stores, _ := openOn(t, "speculates", 1)
+	s := stores[0]
+	burst(t, s, 400, func(tx holon.Tx, i int) error { return moveAnn(tx, fmt.Sprintf("a%d", i)) })
+	groups, updates, _ := s.Speculated()
+	if groups == 0 || updates == 0 {
+		t.Fatalf("400 updates at once: no group ran while a COMMIT was in flight (%d commits)", s.Stats().Commits)
+	}
+	wantMoves(t, s, 400)
+
+	// Each update reads a counter nobody read yet: from the database.
+	_, _, dropped := s.Speculated()
+	burst(t, s, 400, func(tx holon.Tx, i int) error {
+		if n := tx.Counter(fmt.Sprintf("fresh%d", i)); n != 0 {
+			return fmt.Errorf("counter fresh%d is %d before its first move", i, n)
+		}
+		if _, err := tx.AddCounter(fmt.Sprintf("fresh%d", i), 1); err != nil {
+			return err
+		}
+		return moveAnn(tx, fmt.Sprintf("b%d", i))
+	})
+	if _, _, d := s.Speculated(); d == dropped {
+		t.Errorf("updates that read rows the writer does not know: no run while a COMMIT was in flight was dropped")
+	}
+	wantMoves(t, s, 800)
+	err := s.View(func(tx holon.Tx) error {
+		for i := range 400 {
+			if n := tx.Counter(fmt.Sprintf("fresh%d", i)); n != 1 {
+				return fmt.Errorf("counter fresh%d is %d, want 1", i, n)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Error(err)
+	}
+}
+
+// Ensure that the run of an update queued while its writer's COMMIT is in
+// flight is dropped when another writer takes the writers' lock as that
+// COMMIT lets go of it: it ran on a state the other writer then changed,
+// and it runs again after it, on the other writer's values. Kept, it
+// would write ann's held amount and the counter as they were before the
+// other writer's update, which would be lost (no constraint of the
+// database would see it: neither row is journaled).
+func TestStore_SpeculationDroppedWhenAnotherWrites(t *testing.T) {
+	stores, _ := openOn(t, "speculationdropped", 2)
+	a, b := stores[0], stores[1]
+	bg := context.Background()
+	count := func(tx holon.Tx) error {
+		if err := tx.AddHeld("ann", 1); err != nil {
+			return err
+		}
+		_, err := tx.AddCounter("n", 1)
+		return err
+	}
+	// Both writers know both rows.
+	for _, s := range []*pg.Store{b, a} {
+		if err := s.Update(bg, func(tx holon.Tx) error { return moveAnn(tx, fmt.Sprintf("%p", s)) }); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Update(bg, count); err != nil {
+			t.Fatal(err)
+		}
+	}
+	held, release := make(chan struct{}), make(chan struct{})
+	doneA, doneB, doneC := make(chan error, 1), make(chan error, 1), make(chan error, 1)
+	go func() {
+		doneA <- a.Update(bg, func(tx holon.Tx) error {
+			if err := count(tx); err != nil {
+				return err
+			}
+			select {
+			case held <- struct{}{}:
+			default:
+			}
+			<-release
+			return nil
+		})
+	}()
+	<-held // a is alone and holds the writers' lock
+	go func() { doneC <- a.Update(bg, count) }()
+	for pg.Queued(a) < 1 {
+		time.Sleep(time.Millisecond)
+	}
+	go func() { doneB <- b.Update(bg, count) }()
+	waitForLockWaiters(t, a, 1)
+	// a commits: its next update runs while the COMMIT is in flight, and
+	// b, waiting, takes the lock as the COMMIT lets go of it.
+	close(release)
+	for _, done := range []chan error{doneA, doneB, doneC} {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	groups, _, dropped := a.Speculated()
+	if dropped != 1 || groups != 0 {
+		t.Errorf("runs while a COMMIT was in flight: %d stood, %d dropped; want the one dropped", groups, dropped)
+	}
+	err := a.View(func(tx holon.Tx) error {
+		ann, err := tx.Account("ann")
+		if err != nil {
+			return err
+		}
+		if n := tx.Counter("n"); n != 5 || ann.Held != 7 {
+			return fmt.Errorf("counter n is %d and ann holds %v; want 5 and 0.000007 (2 moves, 5 counts)", n, ann.Held)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Error(err)
+	}
+}
