@@ -2,6 +2,7 @@ package pg_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -144,4 +145,120 @@ func TestStore_SpeculationDroppedWhenAnotherWrites(t *testing.T) {
 	if err != nil {
 		t.Error(err)
 	}
+}
+
+// Ensure that a run while a COMMIT is in flight is dropped when that
+// COMMIT's answer is lost (it landed, the connection dropped before its
+// answer came), and that its updates then run again once, on what the
+// database holds: each update's move is journaled at most once, every
+// update answered without error is journaled, and the moves counter,
+// ann's balance and the holds agree with the journal.
+func TestStore_SpeculationDroppedWhenCommitAnswerLost(t *testing.T) {
+	stores, _ := openOn(t, "speculationlost", 1)
+	s := stores[0]
+	const n = 400
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if i == n/2 {
+				s.LoseCommitAnswer()
+			}
+			errs[i] = s.Update(context.Background(), func(tx holon.Tx) error {
+				if err := moveAnn(tx, fmt.Sprintf("a%d", i)); err != nil {
+					return err
+				}
+				return tx.PutHold(&holon.Hold{Receipt: fmt.Sprintf("r%d", i+1), Payer: "ann", Amount: 1, Mandate: "m", Reserved: 1, Started: tx.Now()})
+			})
+		}()
+	}
+	wg.Wait()
+	failed := 0
+	for _, err := range errs {
+		if err != nil {
+			failed++
+		}
+	}
+	if failed == 0 {
+		t.Fatal("no update saw the lost answer")
+	}
+	if _, _, dropped := s.Speculated(); dropped == 0 {
+		t.Errorf("no run while a COMMIT was in flight was dropped (%d updates answered with an error)", failed)
+	}
+	err := s.View(func(tx holon.Tx) error {
+		journaled := 0
+		for i := range n {
+			_, err := tx.Hold(fmt.Sprintf("r%d", i+1))
+			in := tx.HasEntry(fmt.Sprintf("a%d", i))
+			if in != (err == nil) {
+				return fmt.Errorf("update %d: journaled %v, its hold read %v", i, in, err)
+			}
+			if errs[i] == nil && !in {
+				return fmt.Errorf("update %d was answered without error and is not journaled", i)
+			}
+			if in {
+				journaled++
+			}
+		}
+		ann, err := tx.Account("ann")
+		if err != nil {
+			return err
+		}
+		if m := tx.Counter("moves"); m != uint64(journaled) || ann.Balance.Micros() != int64(10*journaled) {
+			return fmt.Errorf("%d moves counted, ann's balance %v, for %d journaled", m, ann.Balance, journaled)
+		}
+		t.Logf("%d updates answered with an error, %d journaled", failed, journaled)
+		return tx.(*pg.Tx).VerifyJournal()
+	})
+	if err != nil {
+		t.Error(err)
+	}
+}
+
+// Ensure that a run while a COMMIT is in flight is dropped when
+// PostgreSQL refuses that COMMIT's group (an entry under a key another
+// gateway journaled, which this writer learns only from the table's
+// unique key): it ran on that group's changes, which the group's safe
+// run does not make all of. Kept, it would count the refused update's
+// move.
+func TestStore_SpeculationDroppedWhenCommitRefused(t *testing.T) {
+	stores, open := openOn(t, "speculationrefused", 1)
+	b := stores[0]
+	bg := context.Background()
+	if err := b.Update(bg, func(tx holon.Tx) error { return moveAnn(tx, "dup") }); err != nil {
+		t.Fatal(err)
+	}
+	a := open() // it never learns that b journaled "dup"
+	if err := a.Update(bg, func(tx holon.Tx) error { return moveAnn(tx, "first") }); err != nil {
+		t.Fatal(err)
+	}
+	const n = 400
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			key := fmt.Sprintf("a%d", i)
+			if i == n/2 {
+				key = "dup"
+			}
+			errs[i] = a.Update(bg, func(tx holon.Tx) error { return moveAnn(tx, key) })
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if (i == n/2) != errors.Is(err, holon.ErrDuplicateKey) {
+			t.Errorf("update %d: %v", i, err)
+		}
+	}
+	if a.SafeRuns() == 0 {
+		t.Error("no group ran again safely")
+	}
+	if _, _, dropped := a.Speculated(); dropped == 0 {
+		t.Error("no run while a COMMIT was in flight was dropped")
+	}
+	wantMoves(t, a, n+1)
 }
