@@ -140,7 +140,7 @@ func (g *group) undo() error {
 // transaction itself (the database unreachable, the commit refused).
 func (s *Store) try(batch *[]*update, fill, safe bool) (errs []error, retry, again bool, err error) {
 	ctx := context.Background()
-	g := &group{s: s, ctx: ctx, conf: layer{}, rerun: -1, safe: safe}
+	g := &group{s: s, ctx: ctx, conf: layer{}, rerun: -1, safe: safe, pending: s.pendingBuf()}
 	// start: the updates run already, while the COMMIT before was in
 	// flight (speculate), when they stand.
 	start := 0
@@ -457,6 +457,7 @@ const (
 // group's cache changes. A pending write refused fails a fast run: it
 // must run again safely.
 func (s *Store) commit(ctx context.Context, c *pgx.Conn, g *group) (err error) {
+	s.pendingHint = max(len(g.pending), s.pendingHint*7/8)
 	pend := render(g.pending, !g.safe)
 	g.pending = nil
 	for _, o := range g.open {
@@ -620,7 +621,7 @@ func (s *Store) speculate(prior *group, answered <-chan commitAnswer) (*group, c
 	var g *group
 	add := func(u *update) {
 		if g == nil {
-			g = &group{s: s, ctx: prior.ctx, conf: layer{}, rerun: -1, prior: prior.conf}
+			g = &group{s: s, ctx: prior.ctx, conf: layer{}, rerun: -1, prior: prior.conf, pending: s.pendingBuf()}
 		}
 		g.batch, g.errs = append(g.batch, u), append(g.errs, nil)
 		if g.runUpdates(g.batch, len(g.batch)-1, specQuerier{g}) != nil {
@@ -650,6 +651,10 @@ func (s *Store) speculate(prior *group, answered <-chan commitAnswer) (*group, c
 		}
 	}
 }
+
+// pendingBuf is a new group's pending writes, with room for as many as
+// the groups before it sent (pendingHint): a group queues hundreds.
+func (s *Store) pendingBuf() []queued { return make([]queued, 0, s.pendingHint) }
 
 // commitAnswer is what readCommit read.
 type commitAnswer struct {

@@ -178,6 +178,15 @@ func render(pend []queued, merge bool) []queued {
 	}
 	out := make([]queued, 0, len(pend))
 	var rows [rowKinds][]queued
+	var per [rowKinds]int
+	for _, q := range pend {
+		if q.row != nil {
+			per[q.row.kind]++
+		}
+	}
+	for kind, n := range per {
+		rows[kind] = make([]queued, 0, n)
+	}
 	last := map[string]int{}         // a hot row's last write in rows
 	lastKind := map[string]rowKind{} // and its kind
 	var rolls []rollupRow
@@ -188,7 +197,7 @@ func render(pend []queued, merge bool) []queued {
 			if len(qs) == 0 {
 				continue
 			}
-			var kept [][]any
+			kept := make([][]any, 0, len(qs))
 			owner := -1
 			var wrap func(error) error
 			for i, q := range qs {

@@ -78,6 +78,8 @@ type Store struct {
 	// unanswered answers the updates of a committed group once the next
 	// group's COMMIT is sent (run).
 	unanswered func()
+	// pendingHint is about how many writes the last groups queued.
+	pendingHint int
 	// loseAnswer: see LoseCommitAnswer.
 	loseAnswer atomic.Bool
 	// memo keeps hot documents decoded (memo.go).
