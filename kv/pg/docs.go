@@ -95,8 +95,14 @@ func (t *Tx) getRaw(bucket string, key []byte) ([]byte, error) {
 
 // putRaw stores a value: a JSON document as json, anything else as bytes.
 func (t *Tx) putRaw(bucket string, key, value []byte) error {
+	return t.putValue(bucket, key, value, isDocument(value))
+}
+
+// putValue is putRaw of a value known to be a JSON document on one line,
+// or not.
+func (t *Tx) putValue(bucket string, key, value []byte, document bool) error {
 	var doc, raw any
-	if isDocument(value) {
+	if document {
 		doc = string(value)
 	} else {
 		raw = value
@@ -485,12 +491,75 @@ func (t *Tx) AddEarnings(ref, currency string, paidCalls int64, own, royalties j
 	if err := e.Add(currency, paidCalls, own, royalties); err != nil {
 		return fmt.Errorf("earnings of %s: %w", ref, err)
 	}
-	b, err := json.Marshal(e)
+	b, err := earningsJSON(e)
 	if err != nil {
 		return err
 	}
 	t.s.memo.put(kDoc("earnings", []byte(ref)), b, e) // e is not used after this
-	return t.putRaw("earnings", []byte(ref), b)
+	return t.putValue("earnings", []byte(ref), b, true)
+}
+
+// earningsJSON is json.Marshal(e), written by hand for the currencies
+// that need no escaping (every one a gateway takes): each settled call
+// rewrites its version's earnings (docs_internal_test.go checks that both
+// agree).
+func earningsJSON(e holon.Earnings) ([]byte, error) {
+	keys := make([]string, 0, len(e))
+	for k := range e {
+		if !plainKey(k) {
+			return json.Marshal(e)
+		}
+		keys = append(keys, k)
+	}
+	if e == nil {
+		return json.Marshal(e)
+	}
+	slices.Sort(keys)
+	b := make([]byte, 0, 64*len(keys)+2)
+	b = append(b, '{')
+	for i, k := range keys {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		x := e[k]
+		b = append(b, '"')
+		b = append(b, k...)
+		b = append(b, `":{"paid_calls":`...)
+		b = strconv.AppendInt(b, x.PaidCalls, 10)
+		b = append(b, `,"own":"`...)
+		b, _ = x.Own.AppendText(b)
+		b = append(b, `","royalties":"`...)
+		b, _ = x.Royalties.AppendText(b)
+		b = append(b, `"}`...)
+	}
+	return append(b, '}'), nil
+}
+
+// plainKey reports whether JSON writes k as it is, between quotes.
+func plainKey(k string) bool {
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-' || c == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+// latencyJSON is json.Marshal(l), written by hand (as earningsJSON).
+func latencyJSON(l holon.Latency) []byte {
+	if l.Counts == nil {
+		return []byte(`{"counts":null}`)
+	}
+	b := make([]byte, 0, 12+4*len(l.Counts))
+	b = append(b, `{"counts":[`...)
+	for i, c := range l.Counts {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendInt(b, c, 10)
+	}
+	return append(b, "]}"...)
 }
 
 // Earnings reads a version's earnings.
@@ -542,12 +611,9 @@ func (t *Tx) AddLatency(ref string, ms int64) error {
 		return err
 	}
 	l.Counts[holon.LatencyBucket(ms)]++
-	b, err := json.Marshal(l)
-	if err != nil {
-		return err
-	}
+	b := latencyJSON(l)
 	t.s.memo.put(kDoc("latency", []byte(ref)), b, l) // l is not used after this
-	return t.putRaw("latency", []byte(ref), b)
+	return t.putValue("latency", []byte(ref), b, true)
 }
 
 // Latency reads a version's histogram.
