@@ -262,3 +262,55 @@ func TestStore_SpeculationDroppedWhenCommitRefused(t *testing.T) {
 	}
 	wantMoves(t, a, n+1)
 }
+
+// Ensure that closing a store while its writer runs groups during their
+// COMMITs answers every update submitted before the close, and commits
+// each that was answered without error.
+func TestStore_CloseWhileSpeculating(t *testing.T) {
+	stores, open := openOn(t, "speculationclose", 1)
+	s := stores[0]
+	const n = 400
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = s.Update(context.Background(), func(tx holon.Tx) error { return moveAnn(tx, fmt.Sprintf("a%d", i)) })
+		}()
+	}
+	for s.Stats().Commits < 3 {
+		time.Sleep(time.Millisecond)
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- s.Close() }()
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("Close did not return within 60 s")
+	}
+	answered := make(chan struct{})
+	go func() { wg.Wait(); close(answered) }()
+	select {
+	case <-answered:
+	case <-time.After(60 * time.Second):
+		t.Fatal("updates submitted before Close were not answered within 60 s of it")
+	}
+	ok := 0
+	for _, err := range errs {
+		switch {
+		case err == nil:
+			ok++
+		case !errors.Is(err, holon.ErrClosed):
+			t.Errorf("an update: %v", err)
+		}
+	}
+	if groups, _, _ := s.Speculated(); groups == 0 {
+		t.Error("no group ran while a COMMIT was in flight")
+	}
+	// What was answered committed, and nothing else did.
+	wantMoves(t, open(), int64(ok))
+}
