@@ -156,9 +156,14 @@ func TestServe_PostgresDown_Answers503AndRecovers(t *testing.T) {
 		}
 		crashed := time.Now()
 		// A call sent while the database is down is answered 503 at once
-		// (its reservation cannot be stored). The load's own calls cannot
+		// (its admission cannot be read). The load's own calls cannot
 		// show it: at the crash, each worker's call may be running its
-		// agent, and then it waits for the settlement.
+		// agent, and then it waits for the settlement. Nor can a call sent
+		// in the first 50 ms: an in-process call's admission may still be
+		// read from the writer's memory then (the gateway's recentMaxAge,
+		// the committed state no older than that), and that call too runs
+		// and waits for its settlement (settleOutageWait) before its 503.
+		time.Sleep(100 * time.Millisecond)
 		code, out := postCallTo(t, api, "ops/test", "ops-test/slow", map[string]any{"ms": 0, "word": "down"})
 		e, _ := out["error"].(map[string]any)
 		if took := time.Since(crashed); l.took(code, out) != http.StatusServiceUnavailable || e == nil || e["code"] != holon.CodeStoreUnavailable {
