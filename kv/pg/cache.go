@@ -29,7 +29,7 @@ import (
 // group that ran but whose statements are not all answered yet (g.open),
 // the group's answered updates (g.conf), the changes of the group whose
 // COMMIT is in flight when this group runs while it is (g.prior,
-// speculate in group.go), then what committed groups left (Store.base). An update's layer joins the group's once its statements
+// spec.go), then what committed groups left (Store.base). An update's layer joins the group's once its statements
 // are answered without error, and the group's joins base once it
 // commits; a failed update's layer is dropped, and a group that fails
 // empties base (what the database holds is then not known).

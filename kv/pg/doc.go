@@ -34,7 +34,7 @@
 // answered (group.go). While that COMMIT is in flight, the writer runs
 // the updates that come meanwhile, as the next group, on what the
 // committing group leaves; they stand if it commits and no other writer
-// took the lock in between, else they run again (speculate, group.go),
+// took the lock in between, else they run again (spec.go),
 // and the committed group's callers are answered once the next group's
 // COMMIT is sent, so that PostgreSQL does not wait for the writer
 // between two groups. Hot rows (balances,

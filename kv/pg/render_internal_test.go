@@ -55,29 +55,3 @@ func BenchmarkGroupWrites(b *testing.B) {
 		}
 	}
 }
-
-// BenchmarkCountSettled adds a settled call to a version's latency
-// histogram and earnings, as each settlement does, from the writer's
-// cache: 29 calls, one group.
-func BenchmarkCountSettled(b *testing.B) {
-	s := &Store{base: layer{}}
-	ref := "bench/echo@1.0.0"
-	s.base[kMeta("earnings_from")] = entry{v: "1"}
-	s.base[kMeta("latency_from")] = entry{v: "1"}
-	s.base[kDoc("earnings", []byte(ref))] = entry{v: []byte(`{"EUR":{"paid_calls":12345,"own":"123.456789","royalties":"0.00"}}`)}
-	s.base[kDoc("latency", []byte(ref))] = entry{v: []byte(`{"counts":[5,10,200,3000,40,5,0,0,0,0,0,0,0,0,0,0,0,1]}`)}
-	b.ReportAllocs()
-	for b.Loop() {
-		g := &group{s: s, conf: layer{}, rerun: -1, pending: s.pendingBuf()}
-		for i := range 29 {
-			t := &Tx{s: s, g: g, idx: i, l: layer{}}
-			if err := t.AddLatency(ref, int64(i)); err != nil {
-				b.Fatal(err)
-			}
-			if err := t.AddEarnings(ref, "EUR", 1, journal.Amount(9000), 0); err != nil {
-				b.Fatal(err)
-			}
-			g.open = append(g.open, t)
-		}
-	}
-}

@@ -12,20 +12,32 @@ import (
 	"holon.dev/holon/kv/pg"
 )
 
-// burst runs n updates of fn at once on s, fn told its update's number.
-func burst(t *testing.T, s *pg.Store, n int, fn func(tx holon.Tx, i int) error) {
-	t.Helper()
+// submit submits n updates of fn at once to s, fn told its update's
+// number, and returns their errors, filled once wait returns.
+func submit(s *pg.Store, n int, fn func(tx holon.Tx, i int) error) (errs []error, wait func()) {
+	errs = make([]error, n)
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := s.Update(context.Background(), func(tx holon.Tx) error { return fn(tx, i) }); err != nil {
-				t.Error(err)
-			}
+			errs[i] = s.Update(context.Background(), func(tx holon.Tx) error { return fn(tx, i) })
 		}()
 	}
-	wg.Wait()
+	return errs, wg.Wait
+}
+
+// burst runs n updates of fn at once on s, fn told its update's number,
+// each expected to commit.
+func burst(t *testing.T, s *pg.Store, n int, fn func(tx holon.Tx, i int) error) {
+	t.Helper()
+	errs, wait := submit(s, n, fn)
+	wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
 }
 
 // heldUpdate submits fn to s as an update that, once fn has run without
@@ -174,24 +186,16 @@ func TestStore_SpeculationDroppedWhenCommitAnswerLost(t *testing.T) {
 	stores, _ := openOn(t, "speculationlost", 1)
 	s := stores[0]
 	const n = 400
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if i == n/2 {
-				s.LoseCommitAnswer()
-			}
-			errs[i] = s.Update(context.Background(), func(tx holon.Tx) error {
-				if err := moveAnn(tx, fmt.Sprintf("a%d", i)); err != nil {
-					return err
-				}
-				return tx.PutHold(&holon.Hold{Receipt: fmt.Sprintf("r%d", i+1), Payer: "ann", Amount: 1, Mandate: "m", Reserved: 1, Started: tx.Now()})
-			})
-		}()
-	}
-	wg.Wait()
+	errs, wait := submit(s, n, func(tx holon.Tx, i int) error {
+		if i == n/2 {
+			s.LoseCommitAnswer() // the COMMIT of this update's group
+		}
+		if err := moveAnn(tx, fmt.Sprintf("a%d", i)); err != nil {
+			return err
+		}
+		return tx.PutHold(&holon.Hold{Receipt: fmt.Sprintf("r%d", i+1), Payer: "ann", Amount: 1, Mandate: "m", Reserved: 1, Started: tx.Now()})
+	})
+	wait()
 	failed := 0
 	for _, err := range errs {
 		if err != nil {
@@ -310,15 +314,7 @@ func TestStore_CloseWhileSpeculating(t *testing.T) {
 	stores, open := openOn(t, "speculationclose", 1)
 	s := stores[0]
 	const n = 400
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = s.Update(context.Background(), func(tx holon.Tx) error { return moveAnn(tx, fmt.Sprintf("a%d", i)) })
-		}()
-	}
+	errs, wait := submit(s, n, func(tx holon.Tx, i int) error { return moveAnn(tx, fmt.Sprintf("a%d", i)) })
 	for s.Stats().Commits < 3 {
 		time.Sleep(time.Millisecond)
 	}
@@ -333,7 +329,7 @@ func TestStore_CloseWhileSpeculating(t *testing.T) {
 		t.Fatal("Close did not return within 60 s")
 	}
 	answered := make(chan struct{})
-	go func() { wg.Wait(); close(answered) }()
+	go func() { wait(); close(answered) }()
 	select {
 	case <-answered:
 	case <-time.After(60 * time.Second):

@@ -70,7 +70,7 @@ type Store struct {
 	nextLog []logEntry
 	nextAt  time.Time
 	// spec is the group run while the last COMMIT was in flight, which
-	// stands (group.go: speculate); held are the updates of one that was
+	// stands (spec.go); held are the updates of one that was
 	// dropped, to run before any queued after them.
 	spec                                 *group
 	held                                 []*update
@@ -254,7 +254,7 @@ func (s *Store) HeadStarts() (used, idle uint64) { return s.headStarts.Load(), s
 
 // Speculated is how many groups ran while the COMMIT before them was in
 // flight and stood, how many updates they held, and how many such runs
-// were dropped (group.go: speculate), since the store opened.
+// were dropped (spec.go), since the store opened.
 func (s *Store) Speculated() (groups, updates, dropped uint64) {
 	return s.specGroups.Load(), s.specUpdates.Load(), s.specDropped.Load()
 }

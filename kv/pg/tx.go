@@ -243,7 +243,7 @@ func (t *Tx) send(sql string, args []any) (pgx.BatchResults, error) {
 // View's, viewTx counts).
 func (t *Tx) trip(n int) {
 	if _, spec := t.tx.(specQuerier); spec {
-		return // not sent (group.go: speculate)
+		return // not sent (spec.go)
 	}
 	if !t.readOnly {
 		t.s.trips.Add(1)
