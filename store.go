@@ -145,6 +145,11 @@ type JournalTx interface {
 	// fails with ErrDuplicateKey, so an update must not go past that error
 	// expecting the rest of it to commit.
 	AppendEntry(e journal.Entry) (JournalRow, error)
+	// PostEntry journals an entry as AppendEntry does, without its row:
+	// an update that needs neither the entry's number nor its hash says
+	// so, and a store several gateways share may then number and chain
+	// it after the entries another gateway committed meanwhile.
+	PostEntry(e journal.Entry) error
 	// HasEntry reports whether an entry with this key is journaled.
 	HasEntry(key string) bool
 	// EntryByKey reads the row of the entry with this key (ErrNotFound).
@@ -214,6 +219,9 @@ type CallsTx interface {
 	// AppendEvent records a finished run (setting its Seq) and adds it to
 	// its agent's record.
 	AppendEvent(ev *Event, succeeded bool) error
+	// PostEvent records a finished run as AppendEvent does, without
+	// telling its Seq (as PostEntry).
+	PostEvent(ev Event, succeeded bool) error
 	// Events lists events before sequence number before (0: the newest),
 	// newest first, at most limit.
 	Events(before uint64, limit int) ([]*Event, error)
@@ -265,6 +273,14 @@ type CountersTx interface {
 	Counter(name string) uint64
 	// AddCounter adds delta and returns the new value.
 	AddCounter(name string, delta int64) (uint64, error)
+	// CounterAt tells f, before any reader can see the update's commit,
+	// a value the counter reaches with this point of the update and
+	// holds once the commit is seen: its value here, or the one the
+	// commit leaves (for a use that needs only that, such as "a reader
+	// whose counter reached it sees the commit"), so that an update on
+	// a store several gateways share need not run again for it. f is
+	// called even if the commit then fails.
+	CounterAt(name string, f func(uint64))
 }
 
 // DocsTx is the hosted product's documents (bucket names in docs.go):

@@ -72,9 +72,10 @@ type Options struct {
 	// Holon is the holon binary the startup and inflight rows execute.
 	Holon string
 	// CPUProfile, when set, is a directory for CPU profiles of the calls
-	// and hosted rows, of the load of one gateway on the PostgreSQL store
-	// (row [10]) and of the MCP row's load through the gateway (gateway,
-	// agent and clients: they share the process).
+	// and hosted rows, of the load of one and of three gateways on the
+	// PostgreSQL store (rows [10] and [11]) and of the MCP row's load
+	// through the gateway (gateway, agent and clients: they share the
+	// process).
 	CPUProfile string
 	// Out receives the report; Log the progress (io.Discard when nil).
 	Out, Log io.Writer

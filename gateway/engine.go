@@ -191,8 +191,7 @@ func (e *Engine) grantSignupCredit(tx holon.Tx, account string) error {
 	if err != nil {
 		return err
 	}
-	_, err = tx.AppendEntry(entry)
-	return err
+	return tx.PostEntry(entry)
 }
 
 // Credit journals demo credit to an account under an idempotency key.
@@ -201,10 +200,7 @@ func (e *Engine) Credit(ctx context.Context, key, account string, amount journal
 	if err != nil {
 		return holon.Errorf(holon.CodeInvalidRequest, "%v", err)
 	}
-	return e.store.Update(ctx, func(tx holon.Tx) error {
-		_, err := tx.AppendEntry(entry)
-		return err
-	})
+	return e.store.Update(ctx, func(tx holon.Tx) error { return tx.PostEntry(entry) })
 }
 
 // loadMandate reads a mandate in tx, parsing it once per stored version:

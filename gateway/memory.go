@@ -248,13 +248,15 @@ func (l *ledger) leave(r *resv) {
 // lock of the written receipts: the writer calls it in a settlement's
 // transaction, and must not wait for an admission holding the ledger.
 func (l *ledger) wrote(tx holon.Tx, r *resv) {
-	seen := tx.Counter("receipts")
-	l.wmu.Lock()
-	if !r.gone {
-		r.seen = seen
-		l.written[r] = struct{}{}
-	}
-	l.wmu.Unlock()
+	// A read whose receipts counter reaches seen shows the commit.
+	tx.CounterAt("receipts", func(seen uint64) {
+		l.wmu.Lock()
+		if !r.gone {
+			r.seen = seen
+			l.written[r] = struct{}{}
+		}
+		l.wmu.Unlock()
+	})
 }
 
 // unseen is what a transaction does not show of the ledger: what is

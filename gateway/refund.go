@@ -123,7 +123,7 @@ func (e *Engine) refundTx(tx holon.Tx, in RefundInput) (*holon.Refund, error) {
 			return nil, holon.Errorf(holon.CodeInsufficientFunds, "%s has %s %s available and would give back %s", l.Account, a.Available(), r.Currency, -l.Amount)
 		}
 	}
-	if _, err := tx.AppendEntry(entry); err != nil {
+	if err := tx.PostEntry(entry); err != nil {
 		return nil, err
 	}
 	if err := e.unspend(tx, r, amount); err != nil {

@@ -270,7 +270,7 @@ func (e *Engine) settleTx(tx holon.Tx, st *runState, bill contract.Bill, d time.
 		case err != nil:
 			return nil, err
 		default:
-			if _, err := tx.AppendEntry(entry); err != nil {
+			if err := tx.PostEntry(entry); err != nil {
 				return nil, err
 			}
 			journaled = true
@@ -402,12 +402,12 @@ func (s *runState) holdAndReceipt(tx holon.Tx) (*holon.Hold, *holon.Receipt, err
 // Idempotency-Key. A
 // write that must commit with the settlement, or not at all, joins here.
 func (e *Engine) settled(tx holon.Tx, st *runState, h *holon.Hold, r *holon.Receipt, charge journal.Amount, journaled bool) error {
-	ev := &holon.Event{Receipt: r.ID, Agent: st.manifest.Ref(), Status: r.Status, DurationMS: r.DurationMS,
+	ev := holon.Event{Receipt: r.ID, Agent: st.manifest.Ref(), Status: r.Status, DurationMS: r.DurationMS,
 		Billed: charge, Currency: r.Currency, Delegated: h.Parent != "", Time: e.now().UTC()}
 	if r.Error != nil {
 		ev.Error = *r.Error
 	}
-	if err := tx.AppendEvent(ev, r.Status == holon.StatusSucceeded); err != nil {
+	if err := tx.PostEvent(ev, r.Status == holon.StatusSucceeded); err != nil {
 		return err
 	}
 	if err := countSettled(tx, st.version, r, st.rollup, charge, journaled); err != nil {
@@ -529,7 +529,7 @@ func (e *Engine) closeHeld(tx holon.Tx, h *holon.Hold, code string) (*holon.Rece
 	if r.Agent != nil {
 		agent = *r.Agent
 	}
-	if err := tx.AppendEvent(&holon.Event{Receipt: r.ID, Agent: agent, Status: r.Status, Error: code,
+	if err := tx.PostEvent(holon.Event{Receipt: r.ID, Agent: agent, Status: r.Status, Error: code,
 		DurationMS: r.DurationMS, Currency: r.Currency, Delegated: h.Parent != "", Time: e.now().UTC()}, false); err != nil {
 		return nil, err
 	}

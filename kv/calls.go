@@ -95,6 +95,11 @@ func (tx *Tx) Holds() ([]*holon.Hold, error) {
 	return out, err
 }
 
+// PostEvent records a finished run as AppendEvent does, without its Seq.
+func (tx *Tx) PostEvent(ev holon.Event, succeeded bool) error {
+	return tx.AppendEvent(&ev, succeeded)
+}
+
 // AppendEvent records a finished run and updates the agent's record.
 func (tx *Tx) AppendEvent(ev *holon.Event, succeeded bool) error {
 	seq, err := tx.nextSeq(bucketEvents)

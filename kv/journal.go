@@ -11,6 +11,12 @@ import (
 
 var metaJournalHead = []byte("journal_head")
 
+// PostEntry journals an entry as AppendEntry does, without its row.
+func (tx *Tx) PostEntry(e journal.Entry) error {
+	_, err := tx.AppendEntry(e)
+	return err
+}
+
 // AppendEntry journals an entry: its lines must sum to zero and its key must
 // be new. Balances move in the same transaction. It returns the row.
 func (tx *Tx) AppendEntry(e journal.Entry) (holon.JournalRow, error) {

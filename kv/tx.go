@@ -242,6 +242,9 @@ func (tx *Tx) encode(v any) ([]byte, error) {
 	return b[start:len(b):len(b)], nil
 }
 
+// CounterAt tells f the counter's value now, at once.
+func (tx *Tx) CounterAt(name string, f func(uint64)) { f(tx.Counter(name)) }
+
 // Counter returns a named counter (0 when never incremented).
 func (tx *Tx) Counter(name string) uint64 {
 	if tx.cache != nil {

@@ -329,3 +329,72 @@ func testEntryByKey(t *testing.T, e *env) {
 		return nil
 	})
 }
+
+func init() {
+	add(behaviour{"Journal/PostEntryAsAppendEntry", testPostEntry},
+		behaviour{"Events/PostEventAsAppendEvent", testPostEvent},
+		behaviour{"Counters/CounterAtReachedByTheCommit", testCounterAt})
+}
+
+// Ensure that PostEntry journals as AppendEntry does: the row chained
+// after the one before, the balances moved, its key used once.
+func testPostEntry(t *testing.T, e *env) {
+	e.credit("signup:bob", "bob", "5.00")
+	e.update(func(tx holon.Tx) error { return tx.PostEntry(transfer(t, "settle:r1", "bob", "acme", "0.30")) })
+	err := e.s.Update(context.Background(), func(tx holon.Tx) error { return tx.PostEntry(transfer(t, "settle:r1", "bob", "acme", "0.30")) })
+	if !errors.Is(err, holon.ErrDuplicateKey) {
+		t.Errorf("a key posted twice: %v, want ErrDuplicateKey", err)
+	}
+	rows := e.rows()
+	if len(rows) != 2 || rows[1].Key != "settle:r1" || rows[1].Seq != rows[0].Seq+1 || rows[1].Prev != rows[0].Hash {
+		t.Fatalf("journal %+v, want the posted entry chained after the credit", rows)
+	}
+	if bob, acme := e.account("bob"), e.account("acme"); bob.Balance != amt("4.70") || acme.Balance != amt("0.30") {
+		t.Errorf("bob %v, acme %v; want 4.70 and 0.30", bob.Balance, acme.Balance)
+	}
+	e.view(verifyJournal)
+}
+
+// Ensure that PostEvent records as AppendEvent does: numbered after the
+// event before, added to its agent's record.
+func testPostEvent(t *testing.T, e *env) {
+	ev := &holon.Event{Receipt: "r1", Agent: "acme/a@1.0.0", Status: holon.StatusSucceeded, DurationMS: 7, Billed: amt("0.02"), Currency: "EUR"}
+	e.update(func(tx holon.Tx) error { return tx.AppendEvent(ev, true) })
+	e.update(func(tx holon.Tx) error {
+		return tx.PostEvent(holon.Event{Receipt: "r2", Agent: "acme/a@1.0.0", Status: holon.StatusFailed, Error: "agent_error", DurationMS: 3, Currency: "EUR"}, false)
+	})
+	var evs []*holon.Event
+	var rec holon.Record
+	e.view(func(tx holon.Tx) (err error) {
+		if evs, err = tx.Events(0, 10); err != nil {
+			return err
+		}
+		rec, err = tx.Record("acme/a@1.0.0")
+		return err
+	})
+	if len(evs) != 2 || evs[0].Receipt != "r2" || evs[0].Seq != ev.Seq+1 || evs[0].Error != "agent_error" {
+		t.Errorf("events %+v, want r2 numbered after r1 (%d)", evs, ev.Seq)
+	}
+	if rec.Runs != 2 || rec.Succeeded != 1 || rec.Billed != amt("0.02") || rec.DurationMS != 10 {
+		t.Errorf("record %+v, want 2 runs, 1 succeeded, 0.02 billed, 10 ms", rec)
+	}
+}
+
+// Ensure that CounterAt tells, by the time the update returns, a value
+// the counter reached at that point of the update and holds once the
+// update committed.
+func testCounterAt(t *testing.T, e *env) {
+	var told uint64
+	called := false
+	e.update(func(tx holon.Tx) error {
+		if _, err := tx.AddCounter("n", 2); err != nil {
+			return err
+		}
+		tx.CounterAt("n", func(v uint64) { told, called = v, true })
+		_, err := tx.AddCounter("n", 1)
+		return err
+	})
+	if n := e.counter("n"); !called || told < 2 || told > n {
+		t.Errorf("CounterAt told %d (called: %v), want from 2 to %d", told, called, n)
+	}
+}

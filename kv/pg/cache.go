@@ -212,6 +212,9 @@ func (t *Tx) cached(key string) (entry, bool) {
 		}
 		return e, ok && e.st != unknown
 	}
+	if t.g.touched != nil {
+		t.g.touch(key, t.idx, t.inner == 0)
+	}
 	if e, ok := t.l[key]; ok {
 		return e, e.st != unknown
 	}

@@ -53,6 +53,7 @@ func scanReceipt(rows pgx.Rows) (*holon.Receipt, error) {
 
 // PutReceipt writes a new receipt or the final state of one.
 func (t *Tx) PutReceipt(r *holon.Receipt) error {
+	defer t.inside()()
 	seq, ok := holon.ReceiptSeq(r.ID)
 	if !ok {
 		return fmt.Errorf("receipt id %q is not r<number>", r.ID)
@@ -253,6 +254,7 @@ func (t *Tx) budget(k, sql string, args ...any) (holon.Budget, error) {
 
 // AddBudget moves a mandate's spent and reserved amounts.
 func (t *Tx) AddBudget(mandate string, spent, reserved journal.Amount) error {
+	defer t.inside()()
 	b, err := t.Budget(mandate)
 	if err != nil {
 		return err
@@ -275,6 +277,7 @@ func (t *Tx) WindowBudget(mandate, window string) (holon.Budget, error) {
 
 // AddWindowBudget moves a mandate's spent and reserved in one budget window.
 func (t *Tx) AddWindowBudget(mandate, window string, spent, reserved journal.Amount) error {
+	defer t.inside()()
 	if window == "" {
 		return fmt.Errorf("budget window of %s: no window key", mandate)
 	}
@@ -561,7 +564,15 @@ func (t *Tx) approvalPage(mandates []string, before string, keep func(*holon.App
 }
 
 // AppendEvent records a finished run and adds it to its agent's record.
-func (t *Tx) AppendEvent(ev *holon.Event, succeeded bool) error {
+func (t *Tx) AppendEvent(ev *holon.Event, succeeded bool) error { return t.appendEvent(ev, succeeded) }
+
+// PostEvent is AppendEvent without the Seq, as PostEntry.
+func (t *Tx) PostEvent(ev holon.Event, succeeded bool) error {
+	defer t.inside()()
+	return t.appendEvent(&ev, succeeded)
+}
+
+func (t *Tx) appendEvent(ev *holon.Event, succeeded bool) error {
 	seq, err := t.nextSeq("call_events")
 	if err != nil {
 		return err

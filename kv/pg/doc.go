@@ -37,7 +37,14 @@
 // took the lock in between, else they run again (spec.go),
 // and the committed group's callers are answered once the next group's
 // COMMIT is sent, so that PostgreSQL does not wait for the writer
-// between two groups. Hot rows (balances,
+// between two groups. A writer that must wait for the lock (another
+// gateway's writer holds it) runs its group's updates meanwhile, on what
+// it knows; once it holds the lock they stand up to the first that saw a
+// row another writer changed meanwhile, and the rows they changed only by
+// deltas that the others changed too (balances, counters, the journal's
+// and the events' numbers and chain, agents' records, earnings and
+// latency: PostEntry, PostEvent, CounterAt and the Add methods) are
+// moved onto the others' values (spec.go, rebase). Hot rows (balances,
 // budgets, counters, sequences, the journal's head, agents' records) are
 // written with their new value, once per round trip however many updates
 // moved them, a table's rows in one statement, and the rollups summed in

@@ -134,6 +134,7 @@ func (t *Tx) putValue(bucket string, key, value []byte, document bool) error {
 // agent version).
 func (t *Tx) registryMoved(bucket string, key []byte) error {
 	if bucket == holon.BucketEvals || bucket == holon.BucketSettings && bytes.HasPrefix(key, []byte("yanked/")) {
+		defer t.inside()()
 		_, err := t.AddCounter(holon.RegistryRevision, 1)
 		return err
 	}
@@ -467,6 +468,8 @@ func (t *Tx) markFrom(key, bucket string) error {
 	if _, ok := t.meta(key); ok {
 		return nil
 	}
+	// The sequence's value is written elsewhere: a rebase cannot move it.
+	t.see(kSeq(bucket))
 	return t.putMeta(key, strconv.FormatUint(t.sequence(bucket), 10))
 }
 
@@ -481,6 +484,7 @@ func (t *Tx) countsFrom(key string) (uint64, bool) {
 
 // AddEarnings adds to a version's earnings in a currency.
 func (t *Tx) AddEarnings(ref, currency string, paidCalls int64, own, royalties journal.Amount) error {
+	defer t.inside()()
 	if err := t.markFrom("earnings_from", "journal"); err != nil {
 		return err
 	}
@@ -603,6 +607,7 @@ func (t *Tx) EarningsFrom() (uint64, bool) { return t.countsFrom("earnings_from"
 
 // AddLatency counts one settled run of a version.
 func (t *Tx) AddLatency(ref string, ms int64) error {
+	defer t.inside()()
 	if err := t.markFrom("latency_from", "call_events"); err != nil {
 		return err
 	}

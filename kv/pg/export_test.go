@@ -3,3 +3,8 @@ package pg
 // Queued is how many updates wait for the writer (for tests that build a
 // group of updates in a known order).
 func Queued(s *Store) int { return len(s.queue) }
+
+// NoWaitRuns turns off the runs while waiting for the writers' lock
+// (spec.go), for tests of what a writer does once it holds the lock: an
+// update that holds its writer then holds the lock too.
+func NoWaitRuns(s *Store) { s.noWaitRuns = true }

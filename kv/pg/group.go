@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -61,6 +62,14 @@ type group struct {
 	prior layer
 	far   bool
 	batch []*update
+	// touched, in a group run while its writer waits for the writers'
+	// lock (speculateWaiting), is how its updates used each row; stop
+	// is its first update that must run again once the lock is held
+	// (-1: none).
+	touched map[string]touch
+	stop    int
+	// atCommit are the CounterAt calls of the updates answered.
+	atCommit []counterAt
 }
 
 // errSafeRun is a fast run's end: the group must run again safely.
@@ -77,6 +86,7 @@ func (e *errSafeRun) Unwrap() error { return e.err }
 func (g *group) answered() {
 	for _, o := range g.open {
 		g.conf.merge(o.l)
+		g.atCommit = append(g.atCommit, o.atCommit...)
 	}
 	g.open = g.open[:0]
 }
@@ -100,6 +110,7 @@ func (g *group) refused(t *Tx, owner int, err error) error {
 	for _, o := range g.open {
 		if o.idx < owner {
 			g.conf.merge(o.l)
+			g.atCommit = append(g.atCommit, o.atCommit...)
 			n++
 		}
 	}
@@ -156,6 +167,7 @@ func (s *Store) try(batch *[]*update, fill, safe bool) (errs []error, retry, aga
 	// the writers' log since this writer's last group.
 	var logged []logEntry
 	var begunAt time.Time
+	var waited *group // run while the begin waited (speculateWaiting)
 	conn := s.next
 	if conn != nil {
 		// The last group's COMMIT began this one (commit).
@@ -163,10 +175,28 @@ func (s *Store) try(batch *[]*update, fill, safe bool) (errs []error, retry, aga
 		s.headStarts.Add(1)
 	} else {
 		begunAt = time.Now()
-		conn, err = s.acquire(ctx, func(c *pgxpool.Conn) (err error) {
-			logged, err = begin(ctx, c.Conn(), s.gen)
-			return err
-		})
+		gen := s.gen
+		if fill && start == 0 && !safe && gen >= 0 && !s.noWaitRuns {
+			// While the begin waits for the lock, the updates run.
+			answered := make(chan begunAnswer, 1)
+			go func() {
+				var a begunAnswer
+				a.conn, a.err = s.acquire(ctx, func(c *pgxpool.Conn) (err error) {
+					a.logged, err = begin(ctx, c.Conn(), gen)
+					return err
+				})
+				answered <- a
+			}()
+			var a begunAnswer
+			waited, a = s.speculateWaiting(ctx, *batch, answered)
+			*batch = waited.batch
+			conn, logged, err = a.conn, a.logged, a.err
+		} else {
+			conn, err = s.acquire(ctx, func(c *pgxpool.Conn) (err error) {
+				logged, err = begin(ctx, c.Conn(), gen)
+				return err
+			})
+		}
 		s.inBegin.Add(int64(time.Since(begunAt)))
 		if err != nil {
 			s.dropCache()
@@ -202,6 +232,22 @@ func (s *Store) try(batch *[]*update, fill, safe bool) (errs []error, retry, aga
 			err = sr.err
 		}
 		return nil, conflict(err), false, unavailable(err)
+	}
+	if waited != nil {
+		// What stands of the run made while waiting (spec.go); the rest
+		// runs now.
+		n := s.rebase(waited, logged)
+		s.waitGroups.Add(1)
+		ran := len(waited.batch)
+		if waited.stop >= 0 {
+			ran = waited.stop
+		}
+		s.waitUpdates.Add(uint64(ran))
+		s.waitKept.Add(uint64(n))
+		if n > 0 {
+			waited.alone = g.alone
+			g, start = waited, n
+		}
 	}
 	g.conn = conn.Conn()
 	g.gen = s.catchUp(logged, begunAt)
@@ -462,6 +508,7 @@ func (s *Store) commit(ctx context.Context, c *pgx.Conn, g *group) (err error) {
 	g.pending = nil
 	for _, o := range g.open {
 		g.conf.merge(o.l)
+		g.atCommit = append(g.atCommit, o.atCommit...)
 	}
 	g.open = nil
 	var keys []string
@@ -500,6 +547,19 @@ func (s *Store) commit(ctx context.Context, c *pgx.Conn, g *group) (err error) {
 	pipe := g.alone && !g.safe
 	if pipe {
 		queueBegin(b, gen, true)
+	}
+	// CounterAt: the counters as this COMMIT leaves them, told before
+	// any reader can see it (unknown: a value no reader reaches).
+	for _, at := range g.atCommit {
+		v := uint64(math.MaxUint64)
+		e, ok := g.conf[at.k]
+		if !ok {
+			e, ok = s.base[at.k]
+		}
+		if ok && e.st != unknown {
+			v = asUint(e)
+		}
+		at.f(v)
 	}
 	g.committedAt = time.Now()
 	defer func(start time.Time) { s.inCommit.Add(int64(time.Since(start))) }(g.committedAt)

@@ -46,7 +46,7 @@ func openOn(t *testing.T, name string, n int) ([]*pg.Store, func() *pg.Store) {
 func grouped(t *testing.T, s *pg.Store, fns ...func(holon.Tx) error) []error {
 	t.Helper()
 	bg := context.Background()
-	hold, held := make(chan struct{}), make(chan struct{})
+	hold, held := make(chan struct{}), make(chan struct{}, 1)
 	first := make(chan error, 1)
 	go func() {
 		first <- s.Update(bg, func(holon.Tx) error {
@@ -447,6 +447,9 @@ func TestStore_HeadStartGivenBackWhenIdle(t *testing.T) {
 func TestStore_HeadStartDoesNotHoldAnswers(t *testing.T) {
 	stores, _ := openOn(t, "headstartanswers", 2)
 	a, b := stores[0], stores[1]
+	// Their held updates must hold the writers' lock too (NoWaitRuns).
+	pg.NoWaitRuns(a)
+	pg.NoWaitRuns(b)
 	bg := context.Background()
 	if err := b.Update(bg, func(tx holon.Tx) error { return moveAnn(tx, "b0") }); err != nil {
 		t.Fatal(err)
@@ -457,7 +460,7 @@ func TestStore_HeadStartDoesNotHoldAnswers(t *testing.T) {
 	// hold returns an update that moves ann and then waits for release,
 	// holding its writer (and the writers' lock).
 	hold := func(key string) (func(holon.Tx) error, chan struct{}, chan struct{}) {
-		held, release := make(chan struct{}), make(chan struct{})
+		held, release := make(chan struct{}, 1), make(chan struct{})
 		return func(tx holon.Tx) error {
 			if err := moveAnn(tx, key); err != nil {
 				return err

@@ -17,7 +17,19 @@ import (
 // them anyway (deferred triggers, append-only triggers, a unique key).
 
 // AppendEntry journals an entry and moves its accounts' balances.
-func (t *Tx) AppendEntry(e journal.Entry) (holon.JournalRow, error) {
+func (t *Tx) AppendEntry(e journal.Entry) (holon.JournalRow, error) { return t.appendEntry(e) }
+
+// PostEntry is AppendEntry without the row: what it reads, the update
+// does not see, so that a group run while its writer waits for the
+// writers' lock can number and chain its entries again after another
+// gateway's (spec.go).
+func (t *Tx) PostEntry(e journal.Entry) error {
+	defer t.inside()()
+	_, err := t.appendEntry(e)
+	return err
+}
+
+func (t *Tx) appendEntry(e journal.Entry) (holon.JournalRow, error) {
 	if err := t.writable(); err != nil {
 		return holon.JournalRow{}, err
 	}
@@ -276,6 +288,7 @@ func (t *Tx) ForEachAccount(fn func(name string, a holon.Account) error) error {
 
 // AddHeld moves what is held on an account; it never goes below zero.
 func (t *Tx) AddHeld(account string, delta journal.Amount) error {
+	defer t.inside()()
 	a, err := t.Account(account)
 	if err != nil {
 		return err

@@ -55,7 +55,8 @@ func (s *Store) ViewRecent(maxAge time.Duration, fn func(holon.Tx) error) (ok bo
 	return true, err
 }
 
-// farRead stops a recent view's fn at a read base cannot answer.
+// farRead stops a recent view's fn, or a speculative run's update
+// (spec.go), at a read the writer's memory cannot answer.
 type farRead struct{}
 
 // farQuerier is a recent view's querier: any statement is a read base

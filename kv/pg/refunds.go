@@ -9,6 +9,7 @@ import (
 // RefundRecord takes a refund off an agent version's record: its billed
 // goes down by amount, never below zero; its runs stay counted.
 func (t *Tx) RefundRecord(agent string, amount journal.Amount) error {
+	defer t.inside()()
 	if amount < 0 {
 		return fmt.Errorf("refund of %s off the record of %s: want 0 or more", amount, agent)
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"holon.dev/holon"
+	"holon.dev/holon/journal"
 	"holon.dev/holon/kv/pg"
 )
 
@@ -45,7 +46,7 @@ func burst(t *testing.T, s *pg.Store, n int, fn func(tx holon.Tx, i int) error) 
 // called. It returns once the writer holds, with the update's outcome to
 // come on done.
 func heldUpdate(s *pg.Store, fn func(holon.Tx) error) (release func(), done <-chan error) {
-	held, rel, out := make(chan struct{}), make(chan struct{}), make(chan error, 1)
+	held, rel, out := make(chan struct{}, 1), make(chan struct{}), make(chan error, 1)
 	go func() {
 		out <- s.Update(context.Background(), func(tx holon.Tx) error {
 			if err := fn(tx); err != nil {
@@ -127,6 +128,8 @@ func TestStore_SpeculatesWhileCommitting(t *testing.T) {
 func TestStore_SpeculationDroppedWhenAnotherWrites(t *testing.T) {
 	stores, _ := openOn(t, "speculationdropped", 2)
 	a, b := stores[0], stores[1]
+	// Its held updates must hold the writers' lock too (NoWaitRuns).
+	pg.NoWaitRuns(a)
 	bg := context.Background()
 	count := func(tx holon.Tx) error {
 		if err := tx.AddHeld("ann", 1); err != nil {
@@ -242,6 +245,8 @@ func TestStore_SpeculationDroppedWhenCommitAnswerLost(t *testing.T) {
 func TestStore_SpeculationDroppedWhenCommitAnswerLostAlone(t *testing.T) {
 	stores, _ := openOn(t, "speculationlostalone", 1)
 	s := stores[0]
+	// Its held updates must hold the writers' lock too (NoWaitRuns).
+	pg.NoWaitRuns(s)
 	bg := context.Background()
 	move := func(i int) func(holon.Tx) error {
 		return func(tx holon.Tx) error {
@@ -284,6 +289,8 @@ func TestStore_SpeculationDroppedWhenCommitRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := open() // it never learns that b journaled "dup"
+	// Its held updates must hold the writers' lock too (NoWaitRuns).
+	pg.NoWaitRuns(a)
 	if err := a.Update(bg, func(tx holon.Tx) error { return moveAnn(tx, "first") }); err != nil {
 		t.Fatal(err)
 	}
@@ -349,4 +356,185 @@ func TestStore_CloseWhileSpeculating(t *testing.T) {
 	}
 	// What was answered committed, and nothing else did.
 	wantMoves(t, open(), int64(ok))
+}
+
+// settleAt is a settled call's update as the engine makes it (receipt,
+// journal entry, event, earnings and latency, the receipts counter told
+// at commit), under receipt id, paid by payer: 3 micro-units, 1 to the
+// platform and 2 to the author. told receives what CounterAt told.
+func settleAt(id, payer string, told *uint64) func(holon.Tx) error {
+	return func(tx holon.Tx) error {
+		if err := tx.PutReceipt(&holon.Receipt{ID: id, Mandate: "m-" + payer, Caller: payer, Status: holon.StatusSucceeded, Payer: payer, Currency: "EUR", Created: tx.Now()}); err != nil {
+			return err
+		}
+		lines := []journal.Line{{Account: payer, Amount: -3}, {Account: "platform", Amount: 1}, {Account: "author", Amount: 2}}
+		if err := tx.PostEntry(journal.Entry{Key: "settle:" + id, Lines: lines}); err != nil {
+			return err
+		}
+		if err := tx.PostEvent(holon.Event{Receipt: id, Agent: "acme/a@1.0.0", Status: holon.StatusSucceeded, DurationMS: 5, Billed: 3, Currency: "EUR", Time: tx.Now()}, true); err != nil {
+			return err
+		}
+		if err := tx.AddEarnings("acme/a@1.0.0", "EUR", 1, 2, 0); err != nil {
+			return err
+		}
+		tx.CounterAt("receipts", func(n uint64) { *told = n })
+		return tx.AddLatency("acme/a@1.0.0", 5)
+	}
+}
+
+// receiptIDs hands out n receipt ids on s, as the engine takes a block.
+func receiptIDs(t *testing.T, s *pg.Store, n int) []string {
+	t.Helper()
+	var ids []string
+	err := s.Update(context.Background(), func(tx holon.Tx) error {
+		ids = ids[:0]
+		for range n {
+			id, err := tx.NewReceiptID()
+			if err != nil {
+				return err
+			}
+			ids = append(ids, id)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ids
+}
+
+// Ensure that a writer waiting for the writers' lock runs its updates
+// meanwhile, and that those that only moved what the other writer moved
+// too (the platform's and the author's balances, the journal's numbers
+// and chain, the events' numbers, the agent's record, earnings and
+// latency, the counters) stand once it holds the lock, moved onto the
+// other writer's values: every sum exact, the chain whole, each event
+// numbered once, and each CounterAt told a value a reader that shows the
+// commit reaches.
+func TestStore_RunsWhileWaitingStandMoved(t *testing.T) {
+	stores, _ := openOn(t, "waitruns", 2)
+	a, b := stores[0], stores[1]
+	pg.NoWaitRuns(a) // its held update holds the lock
+	bg := context.Background()
+	var told uint64
+	aIDs, bIDs := receiptIDs(t, a, 3), receiptIDs(t, b, 21)
+	for i, s := range []*pg.Store{a, b} {
+		id := []string{aIDs[0], bIDs[0]}[i]
+		if err := s.Update(bg, settleAt(id, fmt.Sprintf("payer%d", i), &told)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := a.Update(bg, settleAt(aIDs[1], "payer0", &told)); err != nil {
+		t.Fatal(err)
+	}
+	release, doneA := heldUpdate(a, settleAt(aIDs[2], "payer0", &told))
+	const n = 20
+	tolds := make([]uint64, n)
+	errs, wait := submit(b, n, func(tx holon.Tx, i int) error { return settleAt(bIDs[1+i], "payer1", &tolds[i])(tx) })
+	waitForLockWaiters(t, a, 1)
+	for pg.Queued(b) > 0 {
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(50 * time.Millisecond) // the last taken runs
+	release()
+	if err := <-doneA; err != nil {
+		t.Fatal(err)
+	}
+	wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	groups, ran, kept, moved := b.WaitRuns()
+	if kept < n || moved == 0 {
+		t.Errorf("runs while waiting: %d groups ran %d updates, %d stood, %d rows moved; want the %d settlements standing, moved", groups, ran, kept, moved, n)
+	}
+	const total = n + 4
+	err := a.View(func(tx holon.Tx) error {
+		for name, want := range map[string]journal.Amount{"platform": total, "author": 2 * total, "payer0": -9, "payer1": -3 * (n + 1)} {
+			if acct, err := tx.Account(name); err != nil || acct.Balance != want {
+				return fmt.Errorf("%s: %+v, %v; want balance %d", name, acct, err, want)
+			}
+		}
+		if r, err := tx.Record("acme/a@1.0.0"); err != nil || r.Runs != total || r.Billed != 3*total || r.DurationMS != 5*total {
+			return fmt.Errorf("record %+v, %v; want %d runs", r, err, total)
+		}
+		if e, err := tx.Earnings("acme/a@1.0.0"); err != nil || e["EUR"].PaidCalls != total || e["EUR"].Own != 2*total {
+			return fmt.Errorf("earnings %+v, %v; want %d paid calls", e, err, total)
+		}
+		if l, err := tx.Latency("acme/a@1.0.0"); err != nil || l.Runs() != total {
+			return fmt.Errorf("latency %+v, %v; want %d runs", l, err, total)
+		}
+		evs, err := tx.Events(0, 1000)
+		if err != nil || len(evs) != total || evs[0].Seq != total || evs[total-1].Seq != 1 {
+			return fmt.Errorf("%d events (%v), want %d numbered 1 to %d", len(evs), err, total, total)
+		}
+		if c, r := tx.Counter("journal_entries"), tx.Counter("receipts"); c != total || r != total {
+			return fmt.Errorf("counters: %d entries, %d receipts; want %d", c, r, total)
+		}
+		for i, v := range tolds {
+			if v == 0 || v > total {
+				return fmt.Errorf("settlement %d told receipts %d, want one of 1 to %d", i, v, total)
+			}
+		}
+		return tx.(*pg.Tx).VerifyJournal()
+	})
+	if err != nil {
+		t.Error(err)
+	}
+}
+
+// Ensure that a run while waiting for the lock does not stand for an
+// update that saw a row the other writer changed meanwhile: it runs
+// again once the lock is held, on the other writer's value.
+func TestStore_RunsWhileWaitingRunAgainWhenSeen(t *testing.T) {
+	stores, _ := openOn(t, "waitrunseen", 2)
+	a, b := stores[0], stores[1]
+	pg.NoWaitRuns(a)
+	bg := context.Background()
+	var told uint64
+	aIDs, bIDs := receiptIDs(t, a, 2), receiptIDs(t, b, 1)
+	for i, s := range []*pg.Store{a, b} {
+		id := []string{aIDs[0], bIDs[0]}[i]
+		if err := s.Update(bg, settleAt(id, fmt.Sprintf("payer%d", i), &told)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	release, doneA := heldUpdate(a, settleAt(aIDs[1], "payer0", &told))
+	// b records the platform's balance as it sees it.
+	doneB := make(chan error, 1)
+	go func() {
+		doneB <- b.Update(bg, func(tx holon.Tx) error {
+			p, err := tx.Account("platform")
+			if err != nil {
+				return err
+			}
+			return tx.Put(holon.BucketSettings, "platform_seen", p.Balance.Micros())
+		})
+	}()
+	waitForLockWaiters(t, a, 1)
+	time.Sleep(50 * time.Millisecond)
+	release()
+	for _, done := range []<-chan error{doneA, doneB} {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, ran, kept, _ := b.WaitRuns(); ran == 0 || kept != 0 {
+		t.Errorf("runs while waiting: %d updates ran, %d stood; want the one run again", ran, kept)
+	}
+	err := b.View(func(tx holon.Tx) error {
+		var seen int64
+		if err := tx.Get(holon.BucketSettings, "platform_seen", &seen); err != nil {
+			return err
+		}
+		if seen != 3 {
+			return fmt.Errorf("b saw the platform at %d, want 3 (after a's three settlements)", seen)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Error(err)
+	}
 }

@@ -75,6 +75,11 @@ type Store struct {
 	spec                                 *group
 	held                                 []*update
 	specGroups, specUpdates, specDropped atomic.Uint64
+	// The runs while waiting for the writers' lock (spec.go): groups,
+	// updates run, updates that stood, rows moved; noWaitRuns turns
+	// them off (tests).
+	waitGroups, waitUpdates, waitKept, waitMoved atomic.Uint64
+	noWaitRuns                                   bool
 	// unanswered answers the updates of a committed group once the next
 	// group's COMMIT is sent (run).
 	unanswered func()
@@ -257,6 +262,15 @@ func (s *Store) HeadStarts() (used, idle uint64) { return s.headStarts.Load(), s
 // were dropped (spec.go), since the store opened.
 func (s *Store) Speculated() (groups, updates, dropped uint64) {
 	return s.specGroups.Load(), s.specUpdates.Load(), s.specDropped.Load()
+}
+
+// WaitRuns is how many groups ran their updates while their begin waited
+// for the writers' lock, how many updates ran so, how many of those stood
+// once the lock was held, and how many rows the other writers had
+// changed meanwhile were moved onto their values (spec.go), since the
+// store opened.
+func (s *Store) WaitRuns() (groups, updates, kept, moved uint64) {
+	return s.waitGroups.Load(), s.waitUpdates.Load(), s.waitKept.Load(), s.waitMoved.Load()
 }
 
 // Close waits for the updates submitted so far and closes the store.
@@ -445,6 +459,10 @@ func (s *Store) acquire(ctx context.Context, first func(*pgxpool.Conn) error) (*
 func call(fn func(holon.Tx) error, tx holon.Tx) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
+			if _, far := r.(farRead); far {
+				err = errFar // a speculative run's update needed the database (spec.go)
+				return
+			}
 			err = fmt.Errorf("update panicked: %v", r)
 		}
 	}()

@@ -50,6 +50,26 @@ type Tx struct {
 	ahead ahead
 	// recent: a View served from the writer's cache (recent.go).
 	recent bool
+	// inner counts the methods running that change rows by deltas a
+	// rebase can move (spec.go): the rows they read are theirs, not
+	// what the update sees.
+	inner int
+	// atCommit are the CounterAt calls of this update.
+	atCommit []counterAt
+}
+
+// counterAt is a CounterAt call: f is told the counter under key k once
+// the group commits.
+type counterAt struct {
+	k string
+	f func(uint64)
+}
+
+// inside marks the rows read until the function it returns runs as read
+// by a change that a rebase can move (spec.go), not seen by the update.
+func (t *Tx) inside() func() {
+	t.inner++
+	return func() { t.inner-- }
 }
 
 // ahead are the rows a View reads with its next round trip: agent
@@ -196,6 +216,9 @@ func (t *Tx) err() error {
 func (t *Tx) send(sql string, args []any) (pgx.BatchResults, error) {
 	if err := t.err(); err != nil {
 		return nil, err
+	}
+	if q, ok := t.tx.(specQuerier); ok {
+		q.far() // before the pending writes are taken: they stay the run's
 	}
 	var pend []queued
 	if t.g != nil {
@@ -396,6 +419,14 @@ func (t *Tx) Counter(name string) uint64 {
 	n, _ := strconv.ParseUint(v, 10, 64)
 	t.read(k, n)
 	return n
+}
+
+// CounterAt tells f the counter's value as the group's COMMIT leaves it,
+// before the COMMIT is sent: the update does not see it, so that a
+// group run while its writer waited for the writers' lock (spec.go)
+// stands when another gateway moved the counter meanwhile.
+func (t *Tx) CounterAt(name string, f func(uint64)) {
+	t.atCommit = append(t.atCommit, counterAt{kCounter(name), f})
 }
 
 // AddCounter adds delta and returns the new value.
