@@ -232,14 +232,14 @@ func (s *Store) rebase(g *group, logged []logEntry) int {
 		}
 	}
 	for {
-		moved, bad := s.moves(g, n, theirs)
+		moved, ours, bad := s.moves(g, n, theirs)
 		if bad < 0 {
-			g.keep(n)
+			g.keep(n, ours)
 			for k, e := range moved {
 				g.conf[k] = e
 			}
 			if err := g.writeMoved(n, moved, theirs); err != nil {
-				g.keep(0)
+				g.keep(0, nil)
 				return 0
 			}
 			s.waitMoved.Add(uint64(len(moved)))
@@ -250,8 +250,9 @@ func (s *Store) rebase(g *group, logged []logEntry) int {
 }
 
 // keep drops the run's updates from n on: their writes and cache
-// changes; the others' changes become the group's.
-func (g *group) keep(n int) {
+// changes; the others' changes become the group's (ours, when moves
+// merged them already).
+func (g *group) keep(n int, ours layer) {
 	p := 0
 	for _, q := range g.pending {
 		if q.owner < n {
@@ -263,9 +264,15 @@ func (g *group) keep(n int) {
 	if n == 0 {
 		g.conf, g.atCommit = layer{}, nil
 	}
+	merged := ours != nil && len(g.conf) == 0
+	if merged {
+		g.conf = ours
+	}
 	for _, o := range g.open {
 		if o.idx < n {
-			g.conf.merge(o.l)
+			if !merged {
+				g.conf.merge(o.l)
+			}
 			g.atCommit = append(g.atCommit, o.atCommit...)
 		}
 	}
@@ -295,11 +302,11 @@ func movable(k string) bool {
 // moves computes the new values of the rows the first n updates of g
 // changed and the other writers changed too: theirs plus the run's
 // change. bad is the first update whose change cannot move (-1: none).
-func (s *Store) moves(g *group, n int, theirs map[string]*string) (moved layer, bad int) {
+func (s *Store) moves(g *group, n int, theirs map[string]*string) (moved, ours layer, bad int) {
 	if n == 0 {
-		return nil, -1
+		return nil, nil, -1
 	}
-	ours := layer{}
+	ours = layer{}
 	for _, o := range g.open {
 		if o.idx < n {
 			ours.merge(o.l)
@@ -317,7 +324,7 @@ func (s *Store) moves(g *group, n int, theirs map[string]*string) (moved layer, 
 			// it stands if the row did not go down.
 			th, ok1 := fromLog(k, v)
 			if was, ok2 := s.base[k]; k[0] == 'c' && (!ok1 || !ok2 || th.st != present && was.st == present || asUint(th) < asUint(was)) {
-				return nil, t.first
+				return nil, nil, t.first
 			}
 			continue
 		}
@@ -328,7 +335,7 @@ func (s *Store) moves(g *group, n int, theirs map[string]*string) (moved layer, 
 		was, ok2 := s.base[k]
 		nv, ok3 := move(k, was, o, th)
 		if !ok1 || !ok2 || was.st == unknown || o.st != present || was.st == present && th.st != present || !ok3 {
-			return nil, t.first
+			return nil, nil, t.first
 		}
 		moved[k] = nv
 	}
@@ -337,14 +344,14 @@ func (s *Store) moves(g *group, n int, theirs map[string]*string) (moved layer, 
 	_, headChanged := theirs[kMeta("journal_head")]
 	headOurs := ours[kMeta("journal_head")].dirty
 	if seqMoved != (headChanged && headOurs) {
-		return nil, min(g.touched[kSeq("journal")].first, g.touched[kMeta("journal_head")].first)
+		return nil, nil, min(g.touched[kSeq("journal")].first, g.touched[kMeta("journal_head")].first)
 	}
 	if seqMoved {
 		if _, ok := fromLog(kMeta("journal_head"), theirs[kMeta("journal_head")]); !ok {
-			return nil, g.touched[kSeq("journal")].first
+			return nil, nil, g.touched[kSeq("journal")].first
 		}
 	}
-	return moved, -1
+	return moved, ours, -1
 }
 
 // move is a row's new value: ours, which the run made from was, moved
