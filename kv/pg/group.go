@@ -176,27 +176,24 @@ func (s *Store) try(batch *[]*update, fill, safe bool) (errs []error, retry, aga
 	} else {
 		begunAt = time.Now()
 		gen := s.gen
+		begun := func() (a begunAnswer) {
+			a.conn, a.err = s.acquire(ctx, func(c *pgxpool.Conn) (err error) {
+				a.logged, err = begin(ctx, c.Conn(), gen)
+				return err
+			})
+			return a
+		}
+		var a begunAnswer
 		if fill && start == 0 && !safe && gen >= 0 && !s.noWaitRuns {
 			// While the begin waits for the lock, the updates run.
 			answered := make(chan begunAnswer, 1)
-			go func() {
-				var a begunAnswer
-				a.conn, a.err = s.acquire(ctx, func(c *pgxpool.Conn) (err error) {
-					a.logged, err = begin(ctx, c.Conn(), gen)
-					return err
-				})
-				answered <- a
-			}()
-			var a begunAnswer
+			go func() { answered <- begun() }()
 			waited, a = s.speculateWaiting(ctx, *batch, answered)
 			*batch = waited.batch
-			conn, logged, err = a.conn, a.logged, a.err
 		} else {
-			conn, err = s.acquire(ctx, func(c *pgxpool.Conn) (err error) {
-				logged, err = begin(ctx, c.Conn(), gen)
-				return err
-			})
+			a = begun()
 		}
+		conn, logged, err = a.conn, a.logged, a.err
 		s.inBegin.Add(int64(time.Since(begunAt)))
 		if err != nil {
 			s.dropCache()

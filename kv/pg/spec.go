@@ -320,12 +320,8 @@ func (s *Store) moves(g *group, n int, theirs map[string]*string) (moved, ours l
 		}
 		o, ok := ours[k]
 		if !ok || !o.dirty {
-			// Read by a delta that did not write it (a counter's floor):
-			// it stands if the row did not go down.
-			th, ok1 := fromLog(k, v)
-			if was, ok2 := s.base[k]; k[0] == 'c' && (!ok1 || !ok2 || th.st != present && was.st == present || asUint(th) < asUint(was)) {
-				return nil, nil, t.first
-			}
+			// Read by a delta that then wrote nothing (an update that
+			// failed stopped the run): what it read went nowhere.
 			continue
 		}
 		if k == kMeta("journal_head") {
