@@ -98,15 +98,16 @@ func (b *bench) cluster(ctx context.Context) ([]*Result, error) {
 	blocks, blockDur, blockWarm := alternatingBlocks(o, hostedBlocks)
 	// measure runs the gateways' load: in one window, or (other not nil)
 	// in blocks alternating with other's. It returns what the gateways'
-	// blocks measured, the CPU this process used in them and their time.
-	measure := func(gs []*benchGateway, other func(int) error) (lr loadResult, cpu, wall time.Duration, checked string, err error) {
+	// blocks measured, the CPU this process used in them, their time and
+	// the calls answered in them (warm-ups included, as in the CPU).
+	measure := func(gs []*benchGateway, other func(int) error) (lr loadResult, cpu, wall time.Duration, answered int64, checked string, err error) {
 		callers := make([]*devCaller, len(gs))
 		for i, g := range gs {
 			callers[i] = newDevCaller(g.url, o.Clients)
 		}
 		before, err := gs[0].money()
 		if err != nil {
-			return lr, 0, 0, "", err
+			return lr, 0, 0, 0, "", err
 		}
 		updates0 := updates(gs)
 		pgCPU = 0
@@ -132,15 +133,14 @@ func (b *bench) cluster(ctx context.Context) ([]*Result, error) {
 			pgCPU = -1
 		}
 		if err != nil {
-			return lr, cpu, wall, "", err
+			return lr, cpu, wall, 0, "", err
 		}
-		var answered int64
 		for _, dc := range callers {
 			answered += dc.answered()
 		}
 		perCall = float64(updates(gs)-updates0) / float64(max(answered, 1))
 		checked, err = gs[0].checkMoney(before, int(answered))
-		return lr, cpu, wall, checked, err
+		return lr, cpu, wall, answered, checked, err
 	}
 	// [10]'s window alternates with row [2]'s design on a database of its
 	// own on the same server, block by block, as row [2] alternates with
@@ -185,7 +185,7 @@ func (b *bench) cluster(ctx context.Context) ([]*Result, error) {
 	if ps, ok := gws[0].app.Engine().Store().(*pg.Store); ok {
 		reads0 = ps.Reads()
 	}
-	lr1, cpu1, wall1, checked1, err := measure(gws[:1], exBlock)
+	lr1, cpu1, wall1, all1, checked1, err := measure(gws[:1], exBlock)
 	prof := stop()
 	if err != nil {
 		return nil, fmt.Errorf("one gateway on PostgreSQL: %w", err)
@@ -203,11 +203,11 @@ func (b *bench) cluster(ctx context.Context) ([]*Result, error) {
 	}
 	one.Notes = append(one.Notes, checked1, fmt.Sprintf("the store's writer: %.2f updates per call answered, %.1f updates per commit, %s, %d groups ran again after a serialization conflict",
 		perCall, float64(st.Updates)/float64(max(st.Commits, 1)), tripsNote(trips, stmts, st.Updates), st.Replays),
-		cpuNote(cpu1, wall1, int64(lr1.Calls)))
+		cpuNote(cpu1, wall1, all1))
 	if pgCPU >= 0 {
 		wall := wall1
 		one.Notes = append(one.Notes, fmt.Sprintf("PostgreSQL's server: %.0f%% of %d cores, %.0f µs per call (row [2]'s design's below)",
-			100*pgCPU.Seconds()/wall.Seconds()/float64(runtime.NumCPU()), runtime.NumCPU(), float64(pgCPU.Microseconds())/float64(max(lr1.Calls, 1))))
+			100*pgCPU.Seconds()/wall.Seconds()/float64(runtime.NumCPU()), runtime.NumCPU(), float64(pgCPU.Microseconds())/float64(max(all1, 1))))
 	}
 	if ps, ok := gws[0].app.Engine().Store().(*pg.Store); ok {
 		used, idle := ps.HeadStarts()
@@ -272,7 +272,7 @@ func (b *bench) cluster(ctx context.Context) ([]*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	lr3, _, _, checked3, err := measure(gws, nil)
+	lr3, cpu3, wall3, all3, checked3, err := measure(gws, nil)
 	prof3 := stop3()
 	if err != nil {
 		return nil, fmt.Errorf("three gateways on PostgreSQL: %w", err)
@@ -292,7 +292,13 @@ func (b *bench) cluster(ctx context.Context) ([]*Result, error) {
 			fmt.Sprintf("; %d groups ran %d updates while their writer waited for the lock, %d of which stood once it held it (%d rows moved onto the other writers' values)",
 				w1.waits[0]-w0.waits[0], w1.waits[1]-w0.waits[1], w1.waits[2]-w0.waits[2], w1.waits[3]-w0.waits[3]),
 		readsNote(w0.reads, w1.reads, lr3.Calls),
-		"three gateways share this machine's two cores with PostgreSQL and the clients: the row shows what contention costs, not the sum of three machines")
+		fmt.Sprintf("CPU: %.0f%% of %d cores busy, %.0f µs per call answered, warm-up included (the three gateways and their clients: one process)",
+			100*cpu3.Seconds()/wall3.Seconds()/float64(runtime.NumCPU()), runtime.NumCPU(), float64(cpu3.Microseconds())/float64(max(all3, 1))))
+	if pgCPU >= 0 {
+		three.Notes = append(three.Notes, fmt.Sprintf("PostgreSQL's server: %.0f%% of %d cores, %.0f µs per call answered (one gateway's above)",
+			100*pgCPU.Seconds()/wall3.Seconds()/float64(runtime.NumCPU()), runtime.NumCPU(), float64(pgCPU.Microseconds())/float64(max(all3, 1))))
+	}
+	three.Notes = append(three.Notes, "three gateways share this machine's two cores with PostgreSQL and the clients: the row shows what contention costs, not the sum of three machines")
 	if prof3 != "" {
 		three.Notes = append(three.Notes, prof3)
 	}
