@@ -84,6 +84,9 @@ func (b *bench) cluster(ctx context.Context) ([]*Result, error) {
 		gws = append(gws, g)
 	}
 	var pgCPU time.Duration // PostgreSQL's server's CPU in the last measure (-1: not known)
+	// The machine's CPU in the last measure, every process: busy and in
+	// all (both 0: not known).
+	var mBusy, mAll time.Duration
 	// perCall is the last measure's store updates per call answered, over
 	// its gateways' writers (warm-up included).
 	var perCall float64
@@ -110,17 +113,20 @@ func (b *bench) cluster(ctx context.Context) ([]*Result, error) {
 			return lr, 0, 0, 0, "", err
 		}
 		updates0 := updates(gs)
-		pgCPU = 0
-		pgOK := pidErr == nil
+		pgCPU, mBusy, mAll = 0, 0, 0
+		pgOK, mOK := pidErr == nil, true
 		run := func(warm, dur time.Duration) error {
 			c0, t0 := cpuTime(), time.Now()
 			p0, ok0 := treeCPU(pid)
+			b0, a0, okm0 := machineCPU()
 			r, err := runLoad(ctx, o.Clients, warm, dur, func(ctx context.Context, c int) error {
 				return callers[c%len(gs)].call(ctx, c)
 			})
 			p1, ok1 := treeCPU(pid)
+			b1, a1, okm1 := machineCPU()
 			cpu, wall, pgCPU = cpu+cpuTime()-c0, wall+time.Since(t0), pgCPU+p1-p0
-			pgOK = pgOK && ok0 && ok1
+			mBusy, mAll = mBusy+b1-b0, mAll+a1-a0
+			pgOK, mOK = pgOK && ok0 && ok1, mOK && okm0 && okm1
 			lr = lr.add(r)
 			return err
 		}
@@ -131,6 +137,9 @@ func (b *bench) cluster(ctx context.Context) ([]*Result, error) {
 		}
 		if !pgOK {
 			pgCPU = -1
+		}
+		if !mOK {
+			mBusy, mAll = 0, 0
 		}
 		if err != nil {
 			return lr, cpu, wall, 0, "", err
@@ -208,6 +217,10 @@ func (b *bench) cluster(ctx context.Context) ([]*Result, error) {
 		wall := wall1
 		one.Notes = append(one.Notes, fmt.Sprintf("PostgreSQL's server: %.0f%% of %d cores, %.0f µs per call (row [2]'s design's below)",
 			100*pgCPU.Seconds()/wall.Seconds()/float64(runtime.NumCPU()), runtime.NumCPU(), float64(pgCPU.Microseconds())/float64(max(all1, 1))))
+	}
+	pgCPU1, cpuPer1 := pgCPU, float64(cpu1.Microseconds())/float64(max(all1, 1))
+	if mAll > 0 {
+		one.Notes = append(one.Notes, machineNote(mBusy, mAll))
 	}
 	if ps, ok := gws[0].app.Engine().Store().(*pg.Store); ok {
 		used, idle := ps.HeadStarts()
@@ -298,11 +311,23 @@ func (b *bench) cluster(ctx context.Context) ([]*Result, error) {
 		three.Notes = append(three.Notes, fmt.Sprintf("PostgreSQL's server: %.0f%% of %d cores, %.0f µs per call answered (one gateway's above)",
 			100*pgCPU.Seconds()/wall3.Seconds()/float64(runtime.NumCPU()), runtime.NumCPU(), float64(pgCPU.Microseconds())/float64(max(all3, 1))))
 	}
+	if mAll > 0 {
+		three.Notes = append(three.Notes, machineNote(mBusy, mAll))
+	}
+	// What a call cost the machine's cores, the gateways' process and
+	// PostgreSQL's server, in [11] and in [10].
+	perCall3 := float64(cpu3.Microseconds()) / float64(max(all3, 1))
+	costs := ""
+	if pgCPU >= 0 && pgCPU1 >= 0 {
+		perCall3 += float64(pgCPU.Microseconds()) / float64(max(all3, 1))
+		per1 := cpuPer1 + float64(pgCPU1.Microseconds())/float64(max(all1, 1))
+		costs = fmt.Sprintf(": a call cost %.0f µs of CPU here (the gateways' process and PostgreSQL's server), %.0f µs with one gateway (%+.0f%%)", perCall3, per1, 100*(perCall3/per1-1))
+	}
 	three.Notes = append(three.Notes, "three gateways share this machine's two cores with PostgreSQL and the clients: the row shows what contention costs, not the sum of three machines")
 	if prof3 != "" {
 		three.Notes = append(three.Notes, prof3)
 	}
-	three.judge(rate3 >= targetThreeOnOne*rate1, "the gateways' writers take turns under one lock (the journal's one chain): the cluster writes through one writer at a time, each gateway's group a third of one gateway's, with a hand-off of the lock between groups; a writer that takes turns runs its group's updates while it waits for the lock and moves them onto the others' changes once it holds it (the runs above), but renders and sends its writes under the lock, where one gateway alone does that while the COMMIT before is in flight (row [10])")
+	three.judge(rate3 >= targetThreeOnOne*rate1, "the gateways' writers take turns under one lock (the journal's one chain), a group at a time, each begun in a round trip of its own; three writers commit smaller groups than one (updates per commit above), each reading the others' log and moving its run onto their changes"+costs)
 
 	// [12]: the store alone, three writers.
 	url, err = createDB("ceiling")
@@ -415,6 +440,12 @@ func storeCeiling(ctx context.Context, url string, o Options) (float64, string, 
 	return lr.Rate(), fmt.Sprintf("%s calls settled in two updates each from %d clients over 3 handles (%d cores): %.1f updates per commit, %s; %d groups ran again after a serialization conflict; journal verified, no hold left; %s; %d groups ran %d updates while their writer waited for the lock, %d of which stood once it held it (%d rows moved: a reservation takes a receipt id, which it sees, so it stands only where no other writer wrote in between)",
 		thousands(settled.Load()), o.Clients, runtime.NumCPU(), float64(updates)/float64(max(commits, 1)), tripsNote(trips, stmts, updates), replays, timesNote(times, commits),
 		waits[0], waits[1], waits[2], waits[3]), nil
+}
+
+// machineNote says how busy the machine's cores were in a row's windows,
+// every process's work counted (the load's, the database's, the kernel's).
+func machineNote(busy, all time.Duration) string {
+	return fmt.Sprintf("the machine's %d cores, every process: %.0f%% busy in the row's windows", runtime.NumCPU(), 100*busy.Seconds()/all.Seconds())
 }
 
 // tripsNote says how many round trips and statements an update of the

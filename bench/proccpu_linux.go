@@ -54,3 +54,31 @@ func treeCPU(pid int) (time.Duration, bool) {
 	}
 	return time.Duration(ticks) * time.Second / clockTicks, found
 }
+
+// machineCPU is the machine's CPU time so far, every CPU and process:
+// busy (user, system, interrupts, steal) and in all (idle and waiting for
+// the disk too), from /proc/stat. ok is false where it does not say.
+func machineCPU() (busy, all time.Duration, ok bool) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, 0, false
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 9 || f[0] != "cpu" {
+		return 0, 0, false
+	}
+	var total, idle int64
+	for i, v := range f[1:9] { // user nice system idle iowait irq softirq steal
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return 0, 0, false
+		}
+		total += n
+		if i == 3 || i == 4 {
+			idle += n
+		}
+	}
+	tick := time.Second / clockTicks
+	return time.Duration(total-idle) * tick, time.Duration(total) * tick, true
+}
