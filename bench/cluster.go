@@ -65,7 +65,7 @@ func (b *bench) cluster(ctx context.Context) ([]*Result, error) {
 		return srv.URL(name), err
 	}
 
-	// [10] and [11]: the same database, one gateway then three.
+	// [10] and [11]: the same database, one gateway and three.
 	url, err := createDB("gateways")
 	if err != nil {
 		return nil, err
@@ -83,78 +83,17 @@ func (b *bench) cluster(ctx context.Context) ([]*Result, error) {
 		}
 		gws = append(gws, g)
 	}
-	var pgCPU time.Duration // PostgreSQL's server's CPU in the last measure (-1: not known)
-	// The machine's CPU in the last measure, every process: busy and in
-	// all (both 0: not known).
-	var mBusy, mAll time.Duration
-	// perCall is the last measure's store updates per call answered, over
-	// its gateways' writers (warm-up included).
-	var perCall float64
-	updates := func(gs []*benchGateway) (n uint64) {
-		for _, g := range gs {
-			n += g.app.Engine().Store().Stats().Updates
-		}
-		return n
-	}
 	pid, pidErr := srv.PID()
-	// The blocks [10]'s window and row [2]'s design's alternate in.
-	blocks, blockDur, blockWarm := alternatingBlocks(o, hostedBlocks)
-	// measure runs the gateways' load: in one window, or (other not nil)
-	// in blocks alternating with other's. It returns what the gateways'
-	// blocks measured, the CPU this process used in them, their time and
-	// the calls answered in them (warm-ups included, as in the CPU).
-	measure := func(gs []*benchGateway, other func(int) error) (lr loadResult, cpu, wall time.Duration, answered int64, checked string, err error) {
-		callers := make([]*devCaller, len(gs))
-		for i, g := range gs {
-			callers[i] = newDevCaller(g.url, o.Clients)
-		}
-		before, err := gs[0].money()
-		if err != nil {
-			return lr, 0, 0, 0, "", err
-		}
-		updates0 := updates(gs)
-		pgCPU, mBusy, mAll = 0, 0, 0
-		pgOK, mOK := pidErr == nil, true
-		run := func(warm, dur time.Duration) error {
-			c0, t0 := cpuTime(), time.Now()
-			p0, ok0 := treeCPU(pid)
-			b0, a0, okm0 := machineCPU()
-			r, err := runLoad(ctx, o.Clients, warm, dur, func(ctx context.Context, c int) error {
-				return callers[c%len(gs)].call(ctx, c)
-			})
-			p1, ok1 := treeCPU(pid)
-			b1, a1, okm1 := machineCPU()
-			cpu, wall, pgCPU = cpu+cpuTime()-c0, wall+time.Since(t0), pgCPU+p1-p0
-			mBusy, mAll = mBusy+b1-b0, mAll+a1-a0
-			pgOK, mOK = pgOK && ok0 && ok1, mOK && okm0 && okm1
-			lr = lr.add(r)
-			return err
-		}
-		if other == nil {
-			err = run(warmUp(o), o.Duration)
-		} else {
-			err = alternate(blocks, func(int) error { return run(blockWarm, blockDur) }, other)
-		}
-		if !pgOK {
-			pgCPU = -1
-		}
-		if !mOK {
-			mBusy, mAll = 0, 0
-		}
-		if err != nil {
-			return lr, cpu, wall, 0, "", err
-		}
-		for _, dc := range callers {
-			answered += dc.answered()
-		}
-		perCall = float64(updates(gs)-updates0) / float64(max(answered, 1))
-		checked, err = gs[0].checkMoney(before, int(answered))
-		return lr, cpu, wall, answered, checked, err
+	if pidErr != nil {
+		pid = -1 // no process is: its CPU is not known
 	}
-	// [10]'s window alternates with row [2]'s design on a database of its
-	// own on the same server, block by block, as row [2] alternates with
-	// row 1: this VM's disk answers PostgreSQL's flushes at speeds that
-	// differ by two in runs minutes apart, and both sides wait for them.
+	// [10], row [2]'s design (a database of its own on this row's server)
+	// and [11] run in blocks, in turns, a different one first in each
+	// round: this VM's disk answers PostgreSQL's flushes at speeds that
+	// differ by two in runs minutes apart, and every load waits for them,
+	// so each ratio compares loads run side by side.
+	blocks, blockDur, blockWarm := alternatingBlocks(o, hostedBlocks)
+	one1, three3 := newSide(gws[:1], o.Clients), newSide(gws, o.Clients)
 	exURL, err := createDB("experts")
 	if err != nil {
 		return nil, err
@@ -186,63 +125,62 @@ func (b *bench) cluster(ctx context.Context) ([]*Result, error) {
 		exLoad = exLoad.add(r)
 		return err
 	}
+	before, err := gws[0].money()
+	if err != nil {
+		return nil, err
+	}
 	stop, err := startProfile(o, "cluster.pprof")
 	if err != nil {
 		return nil, err
 	}
-	var reads0 pg.Reads
-	if ps, ok := gws[0].app.Engine().Store().(*pg.Store); ok {
-		reads0 = ps.Reads()
-	}
-	lr1, cpu1, wall1, all1, checked1, err := measure(gws[:1], exBlock)
+	err = rotate(blocks,
+		func(int) error { return one1.block(ctx, o.Clients, pid, gws, blockWarm, blockDur) },
+		exBlock,
+		func(int) error { return three3.block(ctx, o.Clients, pid, gws, blockWarm, blockDur) })
 	prof := stop()
 	if err != nil {
-		return nil, fmt.Errorf("one gateway on PostgreSQL: %w", err)
+		return nil, fmt.Errorf("gateways on PostgreSQL: %w", err)
 	}
+	checked, err := gws[0].checkMoney(before, int(one1.answered()+three3.answered()))
+	if err != nil {
+		return nil, fmt.Errorf("gateways on PostgreSQL: %w", err)
+	}
+	checked += " (both rows' calls)"
 	exChecked, err := ex.check(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("row [2]'s design beside one gateway: %w", err)
+		return nil, fmt.Errorf("row [2]'s design beside the gateways: %w", err)
 	}
-	rate1 := lr1.Rate()
-	one.Measured = fmt.Sprintf("%s calls/s, p50 %s, p99 %s", thousands(int64(rate1)), ms(lr1.Lat.P(0.5)), ms(lr1.Lat.P(0.99)))
-	st := gws[0].app.Engine().Store().Stats()
-	var trips, stmts uint64
-	if ps, ok := gws[0].app.Engine().Store().(*pg.Store); ok {
-		trips, stmts = ps.RoundTrips()
-	}
-	one.Notes = append(one.Notes, checked1, fmt.Sprintf("the store's writer: %.2f updates per call answered, %.1f updates per commit, %s, %d groups ran again after a serialization conflict",
-		perCall, float64(st.Updates)/float64(max(st.Commits, 1)), tripsNote(trips, stmts, st.Updates), st.Replays),
-		cpuNote(cpu1, wall1, all1))
-	if pgCPU >= 0 {
-		wall := wall1
+	rate1, rate3 := one1.lr.Rate(), three3.lr.Rate()
+	blocksNote := fmt.Sprintf("%d rounds of blocks of %s (after %s of warm-up), one gateway's load, row [2]'s design's (a database of its own on this row's server) and three gateways', in turns, a different one first in each round",
+		blocks, blockDur, blockWarm)
+
+	// [10]
+	w := one1.w
+	one.Measured = fmt.Sprintf("%s calls/s, p50 %s, p99 %s", thousands(int64(rate1)), ms(one1.lr.Lat.P(0.5)), ms(one1.lr.Lat.P(0.99)))
+	one.Notes = append(one.Notes, checked, fmt.Sprintf("the store's writer: %.2f updates per call answered, %.1f updates per commit, %s, %d groups ran again after a serialization conflict",
+		float64(w.updates)/float64(max(one1.answered(), 1)), float64(w.updates)/float64(max(w.commits, 1)), tripsNote(uint64(w.trips), uint64(w.stmts), uint64(w.updates)), w.replays),
+		cpuNote(one1.cpu, one1.wall, one1.answered()))
+	if one1.pg >= 0 {
 		one.Notes = append(one.Notes, fmt.Sprintf("PostgreSQL's server: %.0f%% of %d cores, %.0f µs per call (row [2]'s design's below)",
-			100*pgCPU.Seconds()/wall.Seconds()/float64(runtime.NumCPU()), runtime.NumCPU(), float64(pgCPU.Microseconds())/float64(max(all1, 1))))
+			100*one1.pg.Seconds()/one1.wall.Seconds()/float64(runtime.NumCPU()), runtime.NumCPU(), one1.perCall(one1.pg)))
 	}
-	pgCPU1, cpuPer1 := pgCPU, float64(cpu1.Microseconds())/float64(max(all1, 1))
-	if mAll > 0 {
-		one.Notes = append(one.Notes, machineNote(mBusy, mAll))
+	if one1.mAll > 0 {
+		one.Notes = append(one.Notes, machineNote(one1.mBusy, one1.mAll))
 	}
-	if ps, ok := gws[0].app.Engine().Store().(*pg.Store); ok {
-		used, idle := ps.HeadStarts()
-		sg, su, sd := ps.Speculated()
-		one.Notes = append(one.Notes, timesNote(ps.Times(), st.Commits)+fmt.Sprintf("; %.0f%% of groups begun in the COMMIT's round trip of the group before (%d more begun so and ended unused), %d run again safely; %d groups (%d updates) ran while the COMMIT before them was in flight, %d such runs dropped",
-			100*float64(used)/float64(max(st.Commits, 1)), idle, ps.SafeRuns(), sg, su, sd), readsNote(reads0, ps.Reads(), lr1.Calls))
-	}
-	if ps, ok := gws[0].app.Engine().Store().(*pg.Store); ok {
-		p := ps.Pool()
-		one.Notes = append(one.Notes, fmt.Sprintf("the store's connections: %d at most; %d taken since it opened, %.0f%% of them waited for one, %.0f µs on average",
-			p.Max, p.Acquires, 100*float64(p.Waited)/float64(max(p.Acquires, 1)), float64(p.Waiting.Microseconds())/float64(max(p.Acquires, 1))))
-	}
+	one.Notes = append(one.Notes, timesNote(w.times(), uint64(w.commits))+fmt.Sprintf("; %.0f%% of groups begun in the COMMIT's round trip of the group before (%d more begun so and ended unused), %d run again safely; %d groups (%d updates) ran while the COMMIT before them was in flight, %d such runs dropped",
+		100*float64(w.heads)/float64(max(w.commits, 1)), w.idleHeads, w.safe, w.specGroups, w.specUpdates, w.specD),
+		readsNote(pg.Reads{}, w.reads(), one1.lr.Calls),
+		fmt.Sprintf("the store's connections: %d at most; %d taken in the row's blocks, %.0f%% of them waited for one, %.0f µs on average",
+			w.maxConns, w.acquires, 100*float64(w.waited)/float64(max(w.acquires, 1)), float64(time.Duration(w.waiting).Microseconds())/float64(max(w.acquires, 1))))
 	if prof != "" {
-		one.Notes = append(one.Notes, prof)
+		one.Notes = append(one.Notes, prof, "the profile covers the blocks of row [2]'s design (its clients' work is under bench.(*experts).load) and of [11] too")
 	}
 	ratio := rate1 / exLoad.Rate()
 	one.Measured += fmt.Sprintf("; row [2]'s design on the same server in the blocks between, %s calls/s (a pool of %d): %.2f×", thousands(int64(exLoad.Rate())), exConns, ratio)
 	if b.pgRate > 0 {
 		one.Measured += fmt.Sprintf("; row [2]'s own run, %s calls/s: %.2f×", thousands(int64(b.pgRate)), rate1/b.pgRate)
 	}
-	one.Notes = append(one.Notes, fmt.Sprintf("%d blocks of %s on each side, this gateway's load and row [2]'s design (a database of its own on this row's server) alternately, each side first in every other block; %s",
-		blocks, blockDur, exChecked))
+	one.Notes = append(one.Notes, blocksNote+"; "+exChecked)
 	if exOK && exN > 0 {
 		one.Notes = append(one.Notes, fmt.Sprintf("CPU per call of row [2]'s design in its blocks: its server %.0f µs, its clients in this process %.0f µs",
 			float64(exServer.Microseconds())/float64(exN), float64(exCPU.Microseconds())/float64(exN)))
@@ -250,83 +188,36 @@ func (b *bench) cluster(ctx context.Context) ([]*Result, error) {
 	if len(exProbes) > 0 {
 		one.Notes = append(one.Notes, "row [2]'s pool, the best of a short probe (connections: calls/s): "+strings.Join(exProbes, ", "))
 	}
-	if prof != "" {
-		one.Notes = append(one.Notes, "the profile covers row [2]'s design's blocks too: its clients' work is under bench.(*experts).load")
-	}
 	one.judge(ratio >= targetOneOnPG, "one writer at a time (the journal's one chain): a group's statements and its COMMIT's deferred checks run one after the other on one server process (a group's time above), where row [2] sends one prepared function per call on many connections at once and keeps no chain, holds, counters or event log; and the gateway, its clients and PostgreSQL share this machine's cores: the gateway's HTTP, JSON, engine and driver (its CPU per call above) come on top of the database's work, where row [2]'s clients cost little (both designs' CPU per call above)")
-	type writerAt struct {
-		st    holon.StoreStats
-		times pg.WriterTimes
-		heads uint64
-		// runs while waiting for the lock: groups, updates run, kept, rows moved
-		waits [4]uint64
-		reads pg.Reads
-	}
-	writers := func() (w writerAt) {
-		for _, g := range gws {
-			st := g.app.Engine().Store().Stats()
-			w.st.Commits, w.st.Updates = w.st.Commits+st.Commits, w.st.Updates+st.Updates
-			if ps, ok := g.app.Engine().Store().(*pg.Store); ok {
-				t := ps.Times()
-				w.times.Groups, w.times.Begin, w.times.Trips, w.times.Commit = w.times.Groups+t.Groups, w.times.Begin+t.Begin, w.times.Trips+t.Trips, w.times.Commit+t.Commit
-				used, _ := ps.HeadStarts()
-				w.heads += used
-				wg, wu, wk, wm := ps.WaitRuns()
-				w.waits = [4]uint64{w.waits[0] + wg, w.waits[1] + wu, w.waits[2] + wk, w.waits[3] + wm}
-				r := ps.Reads()
-				w.reads.Views, w.reads.Begun, w.reads.Trips = w.reads.Views+r.Views, w.reads.Begun+r.Begun, w.reads.Trips+r.Trips
-				w.reads.Recent, w.reads.Stale, w.reads.Missed = w.reads.Recent+r.Recent, w.reads.Stale+r.Stale, w.reads.Missed+r.Missed
-			}
-		}
-		return w
-	}
-	w0 := writers()
-	stop3, err := startProfile(o, "cluster3.pprof")
-	if err != nil {
-		return nil, err
-	}
-	lr3, cpu3, wall3, all3, checked3, err := measure(gws, nil)
-	prof3 := stop3()
-	if err != nil {
-		return nil, fmt.Errorf("three gateways on PostgreSQL: %w", err)
-	}
-	rate3 := lr3.Rate()
-	var replays uint64
-	for _, g := range gws {
-		replays += g.app.Engine().Store().Stats().Replays
-	}
-	three.Measured = fmt.Sprintf("%s calls/s, p50 %s, p99 %s: %.2f× one gateway", thousands(int64(rate3)), ms(lr3.Lat.P(0.5)), ms(lr3.Lat.P(0.99)), rate3/rate1)
-	w1 := writers()
-	commits3 := w1.st.Commits - w0.st.Commits
-	three.Notes = append(three.Notes, checked3, fmt.Sprintf("%d groups ran again after a serialization conflict, over all three gateways and both loads", replays),
-		fmt.Sprintf("the three writers: %.2f updates per call answered, %.1f updates per commit, %.0f groups a second in all; ", perCall, float64(w1.st.Updates-w0.st.Updates)/float64(max(commits3, 1)), float64(commits3)/(lr3.Elapsed+warmUp(o)).Seconds())+
-			timesNote(pg.WriterTimes{Groups: w1.times.Groups - w0.times.Groups, Begin: w1.times.Begin - w0.times.Begin, Trips: w1.times.Trips - w0.times.Trips, Commit: w1.times.Commit - w0.times.Commit}, commits3)+
-			fmt.Sprintf("; %.0f%% of groups begun in the COMMIT's round trip of the group before", 100*float64(w1.heads-w0.heads)/float64(max(commits3, 1)))+
+
+	// [11]
+	w = three3.w
+	three.Measured = fmt.Sprintf("%s calls/s, p50 %s, p99 %s: %.2f× one gateway in the blocks between", thousands(int64(rate3)), ms(three3.lr.Lat.P(0.5)), ms(three3.lr.Lat.P(0.99)), rate3/rate1)
+	three.Notes = append(three.Notes, checked, fmt.Sprintf("%d groups ran again after a serialization conflict, over all three gateways", w.replays),
+		fmt.Sprintf("the three writers: %.2f updates per call answered, %.1f updates per commit, %.0f groups a second in all; ", float64(w.updates)/float64(max(three3.answered(), 1)), float64(w.updates)/float64(max(w.commits, 1)), float64(w.commits)/three3.wall.Seconds())+
+			timesNote(w.times(), uint64(w.commits))+
+			fmt.Sprintf("; %.0f%% of groups begun in the COMMIT's round trip of the group before", 100*float64(w.heads)/float64(max(w.commits, 1)))+
 			fmt.Sprintf("; %d groups ran %d updates while their writer waited for the lock, %d of which stood once it held it (%d rows moved onto the other writers' values)",
-				w1.waits[0]-w0.waits[0], w1.waits[1]-w0.waits[1], w1.waits[2]-w0.waits[2], w1.waits[3]-w0.waits[3]),
-		readsNote(w0.reads, w1.reads, lr3.Calls),
-		fmt.Sprintf("CPU: %.0f%% of %d cores busy, %.0f µs per call answered, warm-up included (the three gateways and their clients: one process)",
-			100*cpu3.Seconds()/wall3.Seconds()/float64(runtime.NumCPU()), runtime.NumCPU(), float64(cpu3.Microseconds())/float64(max(all3, 1))))
-	if pgCPU >= 0 {
-		three.Notes = append(three.Notes, fmt.Sprintf("PostgreSQL's server: %.0f%% of %d cores, %.0f µs per call answered (one gateway's above)",
-			100*pgCPU.Seconds()/wall3.Seconds()/float64(runtime.NumCPU()), runtime.NumCPU(), float64(pgCPU.Microseconds())/float64(max(all3, 1))))
-	}
-	if mAll > 0 {
-		three.Notes = append(three.Notes, machineNote(mBusy, mAll))
-	}
-	// What a call cost the machine's cores, the gateways' process and
-	// PostgreSQL's server, in [11] and in [10].
-	perCall3 := float64(cpu3.Microseconds()) / float64(max(all3, 1))
+				w.waitG, w.waitU, w.waitK, w.waitM),
+		readsNote(pg.Reads{}, w.reads(), three3.lr.Calls),
+		fmt.Sprintf("CPU: %.0f%% of %d cores busy, %.0f µs per call (the three gateways and their clients: one process)",
+			100*three3.cpu.Seconds()/three3.wall.Seconds()/float64(runtime.NumCPU()), runtime.NumCPU(), three3.perCall(three3.cpu)))
 	costs := ""
-	if pgCPU >= 0 && pgCPU1 >= 0 {
-		perCall3 += float64(pgCPU.Microseconds()) / float64(max(all3, 1))
-		per1 := cpuPer1 + float64(pgCPU1.Microseconds())/float64(max(all1, 1))
-		costs = fmt.Sprintf(": a call cost %.0f µs of CPU here (the gateways' process and PostgreSQL's server), %.0f µs with one gateway (%+.0f%%)", perCall3, per1, 100*(perCall3/per1-1))
+	if three3.pg >= 0 {
+		three.Notes = append(three.Notes, fmt.Sprintf("PostgreSQL's server: %.0f%% of %d cores, %.0f µs per call (one gateway's above)",
+			100*three3.pg.Seconds()/three3.wall.Seconds()/float64(runtime.NumCPU()), runtime.NumCPU(), three3.perCall(three3.pg)))
+		if one1.pg >= 0 {
+			// What a call cost the machine's cores, the gateways' process
+			// and PostgreSQL's server, here and with one gateway.
+			per3, per1 := three3.perCall(three3.cpu+three3.pg), one1.perCall(one1.cpu+one1.pg)
+			costs = fmt.Sprintf(": a call cost %.0f µs of CPU here (the gateways' process and PostgreSQL's server), %.0f µs with one gateway (%+.0f%%)", per3, per1, 100*(per3/per1-1))
+		}
 	}
-	three.Notes = append(three.Notes, "three gateways share this machine's two cores with PostgreSQL and the clients: the row shows what contention costs, not the sum of three machines")
-	if prof3 != "" {
-		three.Notes = append(three.Notes, prof3)
+	if three3.mAll > 0 {
+		three.Notes = append(three.Notes, machineNote(three3.mBusy, three3.mAll))
 	}
+	three.Notes = append(three.Notes, blocksNote,
+		"three gateways share this machine's two cores with PostgreSQL and the clients: the row shows what contention costs, not the sum of three machines")
 	three.judge(rate3 >= targetThreeOnOne*rate1, "the gateways' writers take turns under one lock (the journal's one chain), a group at a time, each begun in a round trip of its own; three writers commit smaller groups than one (updates per commit above), each reading the others' log and moving its run onto their changes"+costs)
 
 	// [12]: the store alone, three writers.
@@ -338,7 +229,7 @@ func (b *bench) cluster(ctx context.Context) ([]*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("the store's ceiling: %w", err)
 	}
-	perCore := rate1 / max(cpu1.Seconds()/wall1.Seconds(), 0.01)
+	perCore := rate1 / max(one1.cpu.Seconds()/one1.wall.Seconds(), 0.01)
 	ceiling.Measured = fmt.Sprintf("%s settlements/s", thousands(int64(rate)))
 	ceiling.Notes = append(ceiling.Notes, note, fmt.Sprintf("capacity model: N gateways give min(N × %s calls/s per core of a gateway (row [10]: calls/s over the cores its process used) × its cores, %s/s); on this 2-core machine, with PostgreSQL beside them, N gateways cannot show their sum",
 		thousands(int64(perCore)), thousands(int64(rate))))

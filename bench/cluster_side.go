@@ -1,0 +1,161 @@
+package bench
+
+import (
+	"context"
+	"time"
+
+	"holon.dev/holon/kv/pg"
+)
+
+// side is one load of the cluster rows, on a set of gateways, measured in
+// blocks taken in turns with the others (rotate): what its blocks
+// measured and cost, and what the writers of every gateway did in them.
+type side struct {
+	gs      []*benchGateway
+	callers []*devCaller
+	lr      loadResult
+	// cpu is this process's CPU in the side's blocks, wall their time;
+	// pg PostgreSQL's server's (-1: not known); mBusy and mAll the
+	// machine's, every process (mAll -1: not known).
+	cpu, wall, pg, mBusy, mAll time.Duration
+	w                          writerAt
+}
+
+func newSide(gs []*benchGateway, clients int) *side {
+	sd := &side{gs: gs}
+	for _, g := range gs {
+		sd.callers = append(sd.callers, newDevCaller(g.url, clients))
+	}
+	return sd
+}
+
+// block runs the side's load for a warm-up and a window, client c on
+// gateway c mod n, adding what it measured and cost; all are the cluster's
+// gateways, whose writers it counts.
+func (sd *side) block(ctx context.Context, clients, pid int, all []*benchGateway, warm, dur time.Duration) error {
+	w0 := writersOf(all)
+	c0, t0 := cpuTime(), time.Now()
+	p0, ok0 := treeCPU(pid)
+	b0, a0, okm0 := machineCPU()
+	r, err := runLoad(ctx, clients, warm, dur, func(ctx context.Context, c int) error {
+		return sd.callers[c%len(sd.gs)].call(ctx, c)
+	})
+	p1, ok1 := treeCPU(pid)
+	b1, a1, okm1 := machineCPU()
+	sd.cpu, sd.wall = sd.cpu+cpuTime()-c0, sd.wall+time.Since(t0)
+	if sd.pg >= 0 {
+		sd.pg += p1 - p0
+		if !ok0 || !ok1 {
+			sd.pg = -1
+		}
+	}
+	if sd.mAll >= 0 {
+		sd.mBusy, sd.mAll = sd.mBusy+b1-b0, sd.mAll+a1-a0
+		if !okm0 || !okm1 {
+			sd.mAll = -1
+		}
+	}
+	sd.lr = sd.lr.add(r)
+	sd.w = sd.w.plus(writersOf(all).minus(w0))
+	return err
+}
+
+// answered is how many calls the side's clients had answered 200,
+// warm-ups included.
+func (sd *side) answered() (n int64) {
+	for _, dc := range sd.callers {
+		n += dc.answered()
+	}
+	return n
+}
+
+// perCall is what a call answered cost, d over the side's calls.
+func (sd *side) perCall(d time.Duration) float64 {
+	return float64(d.Microseconds()) / float64(max(sd.answered(), 1))
+}
+
+// writerAt is what the PostgreSQL stores of gateways did, summed: their
+// counters at a moment, or what they did between two moments (minus).
+type writerAt struct {
+	commits, updates, replays, safe int64
+	trips, stmts                    int64
+	groups, begin, tripsT, commit   int64 // pg.WriterTimes, ns
+	heads, idleHeads                int64
+	specGroups, specUpdates, specD  int64
+	// runs while waiting for the lock: groups, updates run, kept, rows moved
+	waitG, waitU, waitK, waitM int64
+	views, begun, viewTrips    int64
+	recent, stale, missed      int64
+	acquires, waited, waiting  int64
+	maxConns                   int32
+}
+
+func (w *writerAt) fields() []*int64 {
+	return []*int64{&w.commits, &w.updates, &w.replays, &w.safe, &w.trips, &w.stmts, &w.groups, &w.begin, &w.tripsT, &w.commit,
+		&w.heads, &w.idleHeads, &w.specGroups, &w.specUpdates, &w.specD, &w.waitG, &w.waitU, &w.waitK, &w.waitM,
+		&w.views, &w.begun, &w.viewTrips, &w.recent, &w.stale, &w.missed, &w.acquires, &w.waited, &w.waiting}
+}
+
+func (w writerAt) combine(o writerAt, sign int64) writerAt {
+	out := w
+	of := o.fields()
+	for i, f := range out.fields() {
+		*f += sign * *of[i]
+	}
+	out.maxConns = max(w.maxConns, o.maxConns)
+	return out
+}
+
+func (w writerAt) plus(o writerAt) writerAt  { return w.combine(o, 1) }
+func (w writerAt) minus(o writerAt) writerAt { return w.combine(o, -1) }
+
+func (w writerAt) times() pg.WriterTimes {
+	return pg.WriterTimes{Groups: time.Duration(w.groups), Begin: time.Duration(w.begin), Trips: time.Duration(w.tripsT), Commit: time.Duration(w.commit)}
+}
+
+func (w writerAt) reads() pg.Reads {
+	return pg.Reads{Views: uint64(w.views), Begun: uint64(w.begun), Trips: uint64(w.viewTrips), Recent: uint64(w.recent), Stale: uint64(w.stale), Missed: uint64(w.missed)}
+}
+
+// writersOf sums the counters of the gateways' stores now.
+func writersOf(gs []*benchGateway) (w writerAt) {
+	for _, g := range gs {
+		st := g.app.Engine().Store().Stats()
+		w.commits, w.updates, w.replays = w.commits+int64(st.Commits), w.updates+int64(st.Updates), w.replays+int64(st.Replays)
+		ps, ok := g.app.Engine().Store().(*pg.Store)
+		if !ok {
+			continue
+		}
+		w.safe += int64(ps.SafeRuns())
+		t, n := ps.RoundTrips()
+		w.trips, w.stmts = w.trips+int64(t), w.stmts+int64(n)
+		tm := ps.Times()
+		w.groups, w.begin, w.tripsT, w.commit = w.groups+int64(tm.Groups), w.begin+int64(tm.Begin), w.tripsT+int64(tm.Trips), w.commit+int64(tm.Commit)
+		used, idle := ps.HeadStarts()
+		w.heads, w.idleHeads = w.heads+int64(used), w.idleHeads+int64(idle)
+		sg, su, sdr := ps.Speculated()
+		w.specGroups, w.specUpdates, w.specD = w.specGroups+int64(sg), w.specUpdates+int64(su), w.specD+int64(sdr)
+		wg, wu, wk, wm := ps.WaitRuns()
+		w.waitG, w.waitU, w.waitK, w.waitM = w.waitG+int64(wg), w.waitU+int64(wu), w.waitK+int64(wk), w.waitM+int64(wm)
+		r := ps.Reads()
+		w.views, w.begun, w.viewTrips = w.views+int64(r.Views), w.begun+int64(r.Begun), w.viewTrips+int64(r.Trips)
+		w.recent, w.stale, w.missed = w.recent+int64(r.Recent), w.stale+int64(r.Stale), w.missed+int64(r.Missed)
+		p := ps.Pool()
+		w.acquires, w.waited, w.waiting = w.acquires+p.Acquires, w.waited+p.Waited, w.waiting+int64(p.Waiting)
+		w.maxConns = max(w.maxConns, p.Max)
+	}
+	return w
+}
+
+// rotate runs blocks rounds of the loads, in turns, a different one first
+// in each round, so that the machine's drift falls on all alike.
+func rotate(blocks int, loads ...func(round int) error) error {
+	for i := range blocks {
+		for j := range loads {
+			if err := loads[(i+j)%len(loads)](i); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
