@@ -169,9 +169,7 @@ func (b *bench) cluster(ctx context.Context) ([]*Result, error) {
 	}
 	one.Notes = append(one.Notes, timesNote(w.times(), uint64(w.commits))+fmt.Sprintf("; %.0f%% of groups begun in the COMMIT's round trip of the group before (%d more begun so and ended unused), %d run again safely; %d groups (%d updates) ran while the COMMIT before them was in flight, %d such runs dropped",
 		100*float64(w.heads)/float64(max(w.commits, 1)), w.idleHeads, w.safe, w.specGroups, w.specUpdates, w.specD),
-		readsNote(pg.Reads{}, w.reads(), one1.lr.Calls),
-		fmt.Sprintf("the store's connections: %d at most; %d taken in the row's blocks, %.0f%% of them waited for one, %.0f µs on average",
-			w.maxConns, w.acquires, 100*float64(w.waited)/float64(max(w.acquires, 1)), float64(time.Duration(w.waiting).Microseconds())/float64(max(w.acquires, 1))))
+		readsNote(pg.Reads{}, w.reads(), one1.lr.Calls), w.poolNote())
 	if prof != "" {
 		one.Notes = append(one.Notes, prof, "the profile covers the blocks of row [2]'s design (its clients' work is under bench.(*experts).load) and of [11] too")
 	}
@@ -199,7 +197,7 @@ func (b *bench) cluster(ctx context.Context) ([]*Result, error) {
 			fmt.Sprintf("; %.0f%% of groups begun in the COMMIT's round trip of the group before", 100*float64(w.heads)/float64(max(w.commits, 1)))+
 			fmt.Sprintf("; %d groups ran %d updates while their writer waited for the lock, %d of which stood once it held it (%d rows moved onto the other writers' values)",
 				w.waitG, w.waitU, w.waitK, w.waitM),
-		readsNote(pg.Reads{}, w.reads(), three3.lr.Calls),
+		readsNote(pg.Reads{}, w.reads(), three3.lr.Calls), w.poolNote(),
 		fmt.Sprintf("CPU: %.0f%% of %d cores busy, %.0f µs per call (the three gateways and their clients: one process)",
 			100*three3.cpu.Seconds()/three3.wall.Seconds()/float64(runtime.NumCPU()), runtime.NumCPU(), three3.perCall(three3.cpu)))
 	costs := ""

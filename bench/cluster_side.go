@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"holon.dev/holon/kv/pg"
@@ -115,6 +116,12 @@ func (w writerAt) times() pg.WriterTimes {
 
 func (w writerAt) reads() pg.Reads {
 	return pg.Reads{Views: uint64(w.views), Begun: uint64(w.begun), Trips: uint64(w.viewTrips), Recent: uint64(w.recent), Stale: uint64(w.stale), Missed: uint64(w.missed)}
+}
+
+// poolNote says how the gateways' stores waited for their connections.
+func (w writerAt) poolNote() string {
+	return fmt.Sprintf("the stores' connections: %d at most each; %d taken in the row's blocks (every gateway's), %.0f%% of them waited for one, %.0f µs on average",
+		w.maxConns, w.acquires, 100*float64(w.waited)/float64(max(w.acquires, 1)), float64(time.Duration(w.waiting).Microseconds())/float64(max(w.acquires, 1)))
 }
 
 // writersOf sums the counters of the gateways' stores now.
