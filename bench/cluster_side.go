@@ -84,17 +84,17 @@ type writerAt struct {
 	heads, idleHeads                int64
 	specGroups, specUpdates, specD  int64
 	// runs while waiting for the lock: groups, updates run, kept, rows moved
-	waitG, waitU, waitK, waitM int64
-	views, begun, viewTrips    int64
-	recent, stale, missed      int64
-	acquires, waited, waiting  int64
-	maxConns                   int32
+	waitG, waitU, waitK, waitM        int64
+	views, begun, viewTrips           int64
+	recent, stale, missed             int64
+	acquires, waited, waiting, opened int64
+	maxConns                          int32
 }
 
 func (w *writerAt) fields() []*int64 {
 	return []*int64{&w.commits, &w.updates, &w.replays, &w.safe, &w.trips, &w.stmts, &w.groups, &w.begin, &w.tripsT, &w.commit,
 		&w.heads, &w.idleHeads, &w.specGroups, &w.specUpdates, &w.specD, &w.waitG, &w.waitU, &w.waitK, &w.waitM,
-		&w.views, &w.begun, &w.viewTrips, &w.recent, &w.stale, &w.missed, &w.acquires, &w.waited, &w.waiting}
+		&w.views, &w.begun, &w.viewTrips, &w.recent, &w.stale, &w.missed, &w.acquires, &w.waited, &w.waiting, &w.opened}
 }
 
 func (w writerAt) combine(o writerAt, sign int64) writerAt {
@@ -120,8 +120,8 @@ func (w writerAt) reads() pg.Reads {
 
 // poolNote says how the gateways' stores waited for their connections.
 func (w writerAt) poolNote() string {
-	return fmt.Sprintf("the stores' connections: %d at most each; %d taken in the row's blocks (every gateway's), %.0f%% of them waited for one, %.0f µs on average",
-		w.maxConns, w.acquires, 100*float64(w.waited)/float64(max(w.acquires, 1)), float64(time.Duration(w.waiting).Microseconds())/float64(max(w.acquires, 1)))
+	return fmt.Sprintf("the stores' connections: %d at most each; %d taken in the row's blocks (every gateway's), %.0f%% of them waited for one, %.0f µs on average; %d opened",
+		w.maxConns, w.acquires, 100*float64(w.waited)/float64(max(w.acquires, 1)), float64(time.Duration(w.waiting).Microseconds())/float64(max(w.acquires, 1)), w.opened)
 }
 
 // writersOf sums the counters of the gateways' stores now.
@@ -148,7 +148,7 @@ func writersOf(gs []*benchGateway) (w writerAt) {
 		w.views, w.begun, w.viewTrips = w.views+int64(r.Views), w.begun+int64(r.Begun), w.viewTrips+int64(r.Trips)
 		w.recent, w.stale, w.missed = w.recent+int64(r.Recent), w.stale+int64(r.Stale), w.missed+int64(r.Missed)
 		p := ps.Pool()
-		w.acquires, w.waited, w.waiting = w.acquires+p.Acquires, w.waited+p.Waited, w.waiting+int64(p.Waiting)
+		w.acquires, w.waited, w.waiting, w.opened = w.acquires+p.Acquires, w.waited+p.Waited, w.waiting+int64(p.Waiting), w.opened+p.Opened
 		w.maxConns = max(w.maxConns, p.Max)
 	}
 	return w

@@ -52,10 +52,13 @@ type Pool struct {
 	Max              int32
 	Acquires, Waited int64
 	Waiting          time.Duration
+	// Opened is how many connections it opened (closed ones are opened
+	// again).
+	Opened int64
 }
 
 // Pool reports how the store's connections were waited for.
 func (s *Store) Pool() Pool {
 	st := s.pool.Stat()
-	return Pool{Max: st.MaxConns(), Acquires: st.AcquireCount(), Waited: st.EmptyAcquireCount(), Waiting: st.AcquireDuration()}
+	return Pool{Max: st.MaxConns(), Acquires: st.AcquireCount(), Waited: st.EmptyAcquireCount(), Waiting: st.AcquireDuration(), Opened: st.NewConnsCount()}
 }
