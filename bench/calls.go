@@ -128,7 +128,7 @@ func (d *devCaller) call(ctx context.Context, c int) error {
 }
 
 // openDevBeside opens a dev gateway for row 1's load beside another
-// row's (alternate), in o.Dir/dir, with its caller and its money before.
+// row's (rotate), in o.Dir/dir, with its caller and its money before.
 func openDevBeside(ctx context.Context, o Options, dir string) (*benchGateway, *devCaller, moneyState, error) {
 	dev, err := openGateway(ctx, gatewayConfig{dir: filepath.Join(o.Dir, dir)})
 	if err != nil {
@@ -142,7 +142,7 @@ func openDevBeside(ctx context.Context, o Options, dir string) (*benchGateway, *
 	return dev, newDevCaller(dev.url, o.Clients), before, nil
 }
 
-// block runs a block of row 1's load beside another row's (alternate),
+// block runs a block of row 1's load beside another row's (rotate),
 // adding what it measured to into.
 func (d *devCaller) block(ctx context.Context, clients int, warm, dur time.Duration, into *loadResult, beside string) error {
 	r, err := runLoad(ctx, clients, warm, dur, d.call)

@@ -153,16 +153,3 @@ func writersOf(gs []*benchGateway) (w writerAt) {
 	}
 	return w
 }
-
-// rotate runs blocks rounds of the loads, in turns, a different one first
-// in each round, so that the machine's drift falls on all alike.
-func rotate(blocks int, loads ...func(round int) error) error {
-	for i := range blocks {
-		for j := range loads {
-			if err := loads[(i+j)%len(loads)](i); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}

@@ -98,7 +98,7 @@ func (b *bench) hosted(ctx context.Context) ([]*Result, error) {
 		return nil
 	}
 	runDev := func(int) error { return dc.block(ctx, o.Clients, warm, blockDur, &dr, "the hosted ones") }
-	if err := alternate(blocks, runDev, runHosted); err != nil {
+	if err := rotate(blocks, runDev, runHosted); err != nil {
 		return nil, err
 	}
 	var answered int64

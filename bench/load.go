@@ -40,20 +40,16 @@ func alternatingBlocks(o Options, n int) (blocks int, window, warm time.Duration
 	return n, o.Duration / time.Duration(n), warmUp(o) / time.Duration(2*n)
 }
 
-// alternate runs blocks rounds of two loads, a and b (each given the
-// round's number), each side first in every other round, so that the
-// machine's drift falls on both alike.
-func alternate(blocks int, a, b func(round int) error) error {
+// rotate runs blocks rounds of the loads (each given the round's
+// number), in turns, a different one first in each round (two loads:
+// each first in every other round), so that the machine's drift falls on
+// all alike.
+func rotate(blocks int, loads ...func(round int) error) error {
 	for i := range blocks {
-		first, second := a, b
-		if i%2 == 1 {
-			first, second = second, first
-		}
-		if err := first(i); err != nil {
-			return err
-		}
-		if err := second(i); err != nil {
-			return err
+		for j := range loads {
+			if err := loads[(i+j)%len(loads)](i); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

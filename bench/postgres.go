@@ -101,7 +101,7 @@ func (b *bench) postgres(ctx context.Context) ([]*Result, error) {
 		return nil
 	}
 	runDev := func(int) error { return dc.block(ctx, o.Clients, warm, blockDur, &dr, "PostgreSQL's") }
-	if err := alternate(blocks, runDev, runPG); err != nil {
+	if err := rotate(blocks, runDev, runPG); err != nil {
 		return nil, err
 	}
 	checked, err := ex.check(ctx)
