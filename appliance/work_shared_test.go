@@ -48,7 +48,9 @@ func TestWork_RunsOnceAcrossGateways(t *testing.T) {
 		}
 		return m
 	}
-	jobs := []string{"expire", "evaluations", "files-sweep", "idempotency-sweep", "rate-buckets", "alert-webhooks"}
+	// The appliance's jobs, and the store's own: folding the rollups'
+	// additions (kv/pg).
+	jobs := []string{"expire", "evaluations", "files-sweep", "idempotency-sweep", "rate-buckets", "alert-webhooks", "rollups_fold"}
 	deadline := time.Now().Add(5 * time.Second)
 	for len(leaders()) < len(jobs) && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)

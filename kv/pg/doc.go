@@ -48,7 +48,9 @@
 // budgets, counters, sequences, the journal's head, agents' records) are
 // written with their new value, once per round trip however many updates
 // moved them, a table's rows in one statement, and the rollups summed in
-// one statement (rows.go); the holds released are deleted through their
+// one row of arrays, folded into the rollups by the leader of the job
+// rollups_fold outside the writers' lock (rows.go, rollups.go, migration
+// 15); the holds released are deleted through their
 // primary key whatever the plan PostgreSQL cached (rows.go), and
 // receipts' pages keep room for a receipt's second write (migration 13).
 // Reads run in REPEATABLE READ READ ONLY transactions and never wait for

@@ -1,5 +1,7 @@
 package pg
 
+import "context"
+
 // Queued is how many updates wait for the writer (for tests that build a
 // group of updates in a known order).
 func Queued(s *Store) int { return len(s.queue) }
@@ -8,3 +10,7 @@ func Queued(s *Store) int { return len(s.queue) }
 // (spec.go), for tests of what a writer does once it holds the lock: an
 // update that holds its writer then holds the lock too.
 func NoWaitRuns(s *Store) { s.noWaitRuns = true }
+
+// Fold folds the rollups' additions into their rows, once, as the leader
+// of the job rollups_fold does.
+func Fold(s *Store) error { return s.fold(context.Background()) }

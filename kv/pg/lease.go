@@ -19,6 +19,10 @@ type Options struct {
 	// Lease is how long the store's lease lasts unrenewed (DefaultLease
 	// when zero).
 	Lease time.Duration
+	// FoldEvery is how often the leader of the job rollups_fold folds the
+	// rollups' additions into their rows (250 ms when zero; never when
+	// below zero, for tests).
+	FoldEvery time.Duration
 }
 
 // newID names a store handle: host, process and a random part.

@@ -1,7 +1,9 @@
 package pg
 
 import (
+	"context"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"holon.dev/holon"
@@ -31,8 +33,17 @@ func (t *Tx) ForEachRollup(kind byte, owner string, dim byte, from, to holon.Day
 		x   holon.Tally
 	}
 	var rows []row
-	err := t.all(`SELECT day, value, currency, calls, (amount * 1000000)::bigint, (refunded * 1000000)::bigint FROM rollups
-		WHERE kind = $1 AND owner = $2 AND dim = $3 AND day BETWEEN $4 AND $5 ORDER BY day, value, currency`,
+	// A row's value is its rollups row plus its additions not folded yet
+	// (migrations/0015_rollup_deltas.sql), read in one snapshot.
+	err := t.all(`SELECT day, value, currency, sum(calls)::bigint, sum(amount)::bigint, sum(refunded)::bigint FROM (
+			SELECT day, value, currency, calls, (amount * 1000000)::bigint AS amount, (refunded * 1000000)::bigint AS refunded FROM rollups
+			WHERE kind = $1 AND owner = $2 AND dim = $3 AND day BETWEEN $4 AND $5
+			UNION ALL
+			SELECT u.y, u.v, u.c, u.n, u.a, u.f
+			FROM rollup_deltas d, unnest(d.kinds, d.owners, d.dims, d.days, d.vals, d.currencies, d.calls, d.amounts, d.refunded)
+				AS u (k, o, dm, y, v, c, n, a, f)
+			WHERE u.k = $1 AND u.o = $2 AND u.dm = $3 AND u.y BETWEEN $4 AND $5
+		) r GROUP BY day, value, currency ORDER BY day, value, currency`,
 		[]any{string(kind), owner, string(dim), int32(from), int32(to)}, func(r pgx.Rows) error {
 			x := row{k: holon.RollupKey{Kind: kind, Owner: owner, Dim: dim}}
 			var day int32
@@ -73,9 +84,58 @@ func (t *Tx) ClearRollups() error {
 	if err := t.exec(`DELETE FROM rollups`); err != nil {
 		return err
 	}
+	if err := t.exec(`DELETE FROM rollup_deltas`); err != nil {
+		return err
+	}
 	if err := t.exec(`DELETE FROM meta WHERE key = $1`, metaRollupsKept); err != nil {
 		return err
 	}
 	t.wroteAbsent(kMeta(metaRollupsKept))
 	return nil
 }
+
+// rollupsFold is the job that folds the rollups' additions into their
+// rows (migrations/0015_rollup_deltas.sql), and foldEvery how often its
+// leader does.
+const (
+	rollupsFold = "rollups_fold"
+	foldEvery   = 250 * time.Millisecond
+)
+
+// foldRollups leads the job rollupsFold until stop is closed, folding
+// every foldEvery while it leads.
+func (s *Store) foldRollups(stop <-chan struct{}, done chan<- struct{}) {
+	defer close(done)
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		<-stop
+		cancel()
+	}()
+	s.Lead(ctx, rollupsFold, func(ctx context.Context) {
+		t := time.NewTicker(s.foldEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			// A fold that fails (the database away, another fold's rows
+			// refused by a serialization conflict) leaves its rows to
+			// the next.
+			s.fold(ctx)
+		}
+	})
+}
+
+// fold folds the rollups' additions into their rows, once.
+func (s *Store) fold(ctx context.Context) error {
+	_, err := s.pool.Exec(ctx, foldSQL)
+	if err == nil {
+		s.folds.Add(1)
+	}
+	return err
+}
+
+// Folds is how many folds of the rollups' additions this handle ran.
+func (s *Store) Folds() uint64 { return s.folds.Load() }

@@ -146,12 +146,30 @@ type rollupAdd struct {
 	d        holon.Tally
 }
 
-const rollupSQL = `INSERT INTO rollups AS r (kind, owner, dim, day, value, currency, calls, amount, refunded)
-		SELECT k, o, d, y, v, c, n, a / 1000000.0, f / 1000000.0
-		FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::text[], $6::text[], $7::bigint[], $8::bigint[], $9::bigint[])
-			AS x (k, o, d, y, v, c, n, a, f)
-		ON CONFLICT (kind, owner, dim, day, value, currency) DO UPDATE SET calls = r.calls + EXCLUDED.calls,
-			amount = r.amount + EXCLUDED.amount, refunded = r.refunded + EXCLUDED.refunded`
+// rollupDeltaSQL adds a group's rollup additions, none below zero, as
+// one row of arrays, which the leader of rollupsFold folds into rollups
+// (migrations/0015_rollup_deltas.sql).
+const rollupDeltaSQL = `INSERT INTO rollup_deltas (kinds, owners, dims, days, vals, currencies, calls, amounts, refunded)
+		VALUES ($1::text[], $2::text[], $3::text[], $4::int[], $5::text[], $6::text[], $7::bigint[], $8::bigint[], $9::bigint[])`
+
+// foldSQL folds every addition in rollup_deltas into rollups.
+const foldSQL = `SELECT holon_fold_rollups()`
+
+// rollupSumSQL adds to rollups rows, once rollup_deltas is folded, so
+// that their CHECKs judge the sums: rows that exist are updated (an
+// INSERT … ON CONFLICT would check the row it proposes, the addition
+// alone), the others inserted.
+const rollupSumSQL = `WITH x AS (
+			SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::text[], $6::text[], $7::bigint[], $8::bigint[], $9::bigint[])
+				AS x (k, o, d, y, v, c, n, a, f)
+		), u AS (
+			UPDATE rollups r SET calls = r.calls + x.n, amount = r.amount + x.a / 1000000.0, refunded = r.refunded + x.f / 1000000.0
+			FROM x WHERE (r.kind, r.owner, r.dim, r.day, r.value, r.currency) = (x.k, x.o, x.d, x.y, x.v, x.c)
+			RETURNING r.kind, r.owner, r.dim, r.day, r.value, r.currency
+		)
+		INSERT INTO rollups (kind, owner, dim, day, value, currency, calls, amount, refunded)
+		SELECT k, o, d, y, v, c, n, a / 1000000.0, f / 1000000.0 FROM x
+		WHERE NOT EXISTS (SELECT FROM u WHERE (u.kind, u.owner, u.dim, u.day, u.value, u.currency) = (x.k, x.o, x.d, x.y, x.v, x.c))`
 
 type rollupRow struct {
 	k        holon.RollupKey
@@ -218,7 +236,13 @@ func render(pend []queued, merge bool) []queued {
 		clear(last)
 		clear(lastKind)
 		if len(rolls) > 0 {
-			out = append(out, queued{sql: rollupSQL, args: rollupColumns(rolls, sums), owner: rollOwner, free: true})
+			if below := belowZero(rolls, sums); below {
+				// rollups' CHECKs judge it on the sums, folded first.
+				out = append(out, queued{sql: foldSQL, owner: rollOwner, free: true},
+					queued{sql: rollupSumSQL, args: rollupColumns(rolls, sums), owner: rollOwner, free: true})
+			} else {
+				out = append(out, queued{sql: rollupDeltaSQL, args: rollupColumns(rolls, sums), owner: rollOwner, free: true})
+			}
 			rolls = rolls[:0]
 			clear(sums)
 		}
@@ -307,6 +331,16 @@ func column[T any](rows [][]any, c int) []T {
 		col[i] = r[c].(T)
 	}
 	return col
+}
+
+// belowZero reports whether an addition in sums is below zero.
+func belowZero(rolls []rollupRow, sums map[rollupRow]holon.Tally) bool {
+	for _, r := range rolls {
+		if s := sums[r]; s.Calls < 0 || s.Amount < 0 || s.Refunded < 0 {
+			return true
+		}
+	}
+	return false
 }
 
 func rollupColumns(rolls []rollupRow, sums map[rollupRow]holon.Tally) []any {

@@ -94,6 +94,11 @@ type Store struct {
 	id                   string
 	lease                time.Duration
 	stopLease, leaseDone chan struct{}
+
+	// The rollups' fold (rollups.go): how often, how many folds ran.
+	foldEvery          time.Duration
+	folds              atomic.Uint64
+	stopFold, foldDone chan struct{}
 }
 
 var (
@@ -162,6 +167,13 @@ func OpenWith(ctx context.Context, url string, opts holon.StoreOptions, o Option
 	}
 	go s.keepLease()
 	go s.write()
+	if s.foldEvery = o.FoldEvery; s.foldEvery == 0 {
+		s.foldEvery = foldEvery
+	}
+	if s.foldEvery > 0 {
+		s.stopFold, s.foldDone = make(chan struct{}), make(chan struct{})
+		go s.foldRollups(s.stopFold, s.foldDone)
+	}
 	if err := s.Update(ctx, initMeta); err != nil {
 		s.Close()
 		return nil, err
@@ -284,6 +296,10 @@ func (s *Store) Close() error {
 	close(s.queue)
 	s.mu.Unlock()
 	<-s.done
+	if s.stopFold != nil {
+		close(s.stopFold)
+		<-s.foldDone
+	}
 	close(s.stopLease)
 	<-s.leaseDone
 	// Give the lease back: the calls this handle held are closed (the
