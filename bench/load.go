@@ -144,14 +144,16 @@ func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d.Micros
 
 // thousands writes n with thousands separators.
 func thousands(n int64) string {
-	s := fmt.Sprint(n)
+	s, sign := fmt.Sprint(n), ""
 	if n < 0 {
-		return "-" + thousands(-n)
+		// On the digits: -n overflows for the smallest int64, which a
+		// rate of no calls converted to int64 gives.
+		s, sign = s[1:], "-"
 	}
 	for i := len(s) - 3; i > 0; i -= 3 {
 		s = s[:i] + "," + s[i:]
 	}
-	return s
+	return sign + s
 }
 
 func mb(b float64) string { return fmt.Sprintf("%.1f MB", b/(1<<20)) }
