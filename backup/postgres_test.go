@@ -144,9 +144,9 @@ func TestLoadPostgres(t *testing.T) {
 				t.Errorf("%s: error %v, want %q", tt.sql, err, tt.msg)
 			}
 		}
-		// Lines inserted for an entry that exists are checked when their
-		// statement ends; an entry inserted, at commit (its lines may come
-		// before it). Either way the transaction is refused and writes nothing.
+		// Lines are checked when their statement ends (their entry must
+		// exist by then); an entry inserted, at commit (it needs lines).
+		// Either way the transaction is refused and writes nothing.
 		for _, tt := range []struct {
 			name  string
 			stmts []string
@@ -157,10 +157,18 @@ func TestLoadPostgres(t *testing.T) {
 				`INSERT INTO journal_entries VALUES (101, 'test:unbalanced', now(), '', 'h101')`,
 				`INSERT INTO journal_lines VALUES (101, 1, 'alice', -1.00), (101, 2, 'bob', 0.50)`,
 			}, 1, "journal entry 101 does not sum to zero (its lines sum to -0.500000)"},
-			{"unbalanced, its lines before it", []string{
-				`INSERT INTO journal_lines VALUES (105, 1, 'alice', -1.00), (105, 2, 'bob', 0.50)`,
-				`INSERT INTO journal_entries VALUES (105, 'test:unbalanced-first', now(), '', 'h105')`,
-			}, 2, "journal entry 105 does not sum to zero (its lines sum to -0.500000)"},
+			{"balanced lines before their entry", []string{
+				`INSERT INTO journal_lines VALUES (105, 1, 'alice', -1.00), (105, 2, 'bob', 1.00)`,
+				`INSERT INTO journal_entries VALUES (105, 'test:lines-first', now(), '', 'h105')`,
+			}, 0, "journal line for entry 105, which does not exist: an entry is written before its lines"},
+			{"lines of an entry among which one is missing", []string{
+				`INSERT INTO journal_entries VALUES (109, 'test:missing-among', now(), '', 'h109')`,
+				`INSERT INTO journal_lines VALUES (109, 1, 'alice', -1.00), (109, 2, 'bob', 1.00), (110, 1, 'alice', -1.00), (110, 2, 'bob', 1.00)`,
+			}, 1, "journal line for entry 110, which does not exist"},
+			{"a line whose account does not exist", []string{
+				`INSERT INTO journal_entries VALUES (111, 'test:no-account', now(), '', 'h111')`,
+				`INSERT INTO journal_lines VALUES (111, 1, 'alice', -1.00), (111, 2, 'nobody', 1.00)`,
+			}, 2, "journal_lines_account_fkey"},
 			{"lines split over two statements after their entry", []string{
 				`INSERT INTO journal_entries VALUES (106, 'test:split', now(), '', 'h106')`,
 				`INSERT INTO journal_lines VALUES (106, 1, 'alice', -1.00)`,
@@ -170,10 +178,6 @@ func TestLoadPostgres(t *testing.T) {
 				`INSERT INTO journal_entries VALUES (102, 'test:one-line', now(), '', 'h102')`,
 				`INSERT INTO journal_lines VALUES (102, 1, 'alice', 0.00)`,
 			}, 1, "journal entry 102 has 1 line(s)"},
-			{"one line, before its entry", []string{
-				`INSERT INTO journal_lines VALUES (107, 1, 'alice', 0.00)`,
-				`INSERT INTO journal_entries VALUES (107, 'test:one-line-first', now(), '', 'h107')`,
-			}, 2, "journal entry 107 has 1 line(s)"},
 			{"no line", []string{
 				`INSERT INTO journal_entries VALUES (103, 'test:no-line', now(), '', 'h103')`,
 			}, 1, "journal entry 103 has 0 line(s)"},
