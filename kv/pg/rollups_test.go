@@ -201,7 +201,38 @@ func TestStore_RollupsFold(t *testing.T) {
 		t.Errorf("after the refused additions and three more calls: %s, want %s", got, want)
 	}
 
+	// A backlog (the job's leader away a while) folds in bounded
+	// transactions, every row of it.
+	c, err := pgx.Connect(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	if _, err := c.Exec(context.Background(), `INSERT INTO rollup_deltas (kinds, owners, dims, days, vals, currencies, calls, amounts, refunded)
+		SELECT '{s}', '{cy}', ARRAY[$1], '{7}', '{""}', '{USD}', '{1}', '{10000}', '{0}' FROM generate_series(1, 2500)`, byDay); err != nil {
+		t.Fatal(err)
+	}
+	before := s.Folds()
+	if err := pg.Fold(s); err != nil {
+		t.Fatal(err)
+	}
+	if n := countRows(t, url, "rollup_deltas"); n != 0 {
+		t.Errorf("%d rows of additions left after folding a backlog of 2,500", n)
+	}
+	if got := s.Folds() - before; got != 3 {
+		t.Errorf("a backlog of 2,500 rows folded in %d transactions, want 3", got)
+	}
+	if got, want := rollupsOf(t, s, "cy"), byDay+" 7  USD 2500/25.00/0.00"; got != want {
+		t.Errorf("the backlog folded: %s, want %s", got, want)
+	}
+
 	// The job: a handle that leads it folds what is there.
+	if err := add(holon.Tally{Calls: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if countRows(t, url, "rollup_deltas") == 0 {
+		t.Fatal("an addition was folded with no fold running")
+	}
 	leader := open(5 * time.Millisecond)
 	deadline := time.Now().Add(10 * time.Second)
 	for countRows(t, url, "rollup_deltas") > 0 {
@@ -213,7 +244,7 @@ func TestStore_RollupsFold(t *testing.T) {
 	if leader.Folds() == 0 {
 		t.Error("the leading handle folded nothing")
 	}
-	if got, want := rollupsOf(t, leader, "bo"), byDay+" 7  USD 4/0.01/0.00"; got != want {
+	if got, want := rollupsOf(t, leader, "bo"), byDay+" 7  USD 5/0.01/0.00"; got != want {
 		t.Errorf("folded by the job: %s, want %s", got, want)
 	}
 }
