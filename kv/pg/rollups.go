@@ -41,10 +41,9 @@ func (t *Tx) ForEachRollup(kind byte, owner string, dim byte, from, to holon.Day
 			SELECT day, value, currency, calls, (amount * 1000000)::bigint AS amount, (refunded * 1000000)::bigint AS refunded FROM rollups
 			WHERE kind = $1 AND owner = $2 AND dim = $3 AND day BETWEEN $4 AND $5
 			UNION ALL
-			SELECT u.y, u.v, u.c, u.n, u.a, u.f
-			FROM rollup_deltas d, unnest(d.kinds, d.owners, d.dims, d.days, d.vals, d.currencies, d.calls, d.amounts, d.refunded)
-				AS u (k, o, dm, y, v, c, n, a, f)
-			WHERE u.k = $1 AND u.o = $2 AND u.dm = $3 AND u.y BETWEEN $4 AND $5
+			SELECT d.days[i], d.vals[i], d.currencies[i], d.calls[i], d.amounts[i], d.refunded[i]
+			FROM rollup_deltas d, unnest(array_positions(d.owners, $2)) AS i
+			WHERE d.kinds[i] = $1 AND d.dims[i] = $3 AND d.days[i] BETWEEN $4 AND $5
 		) r GROUP BY day, value, currency ORDER BY day, value, currency`,
 		[]any{string(kind), owner, string(dim), int32(from), int32(to)}, func(r pgx.Rows) error {
 			x := row{k: holon.RollupKey{Kind: kind, Owner: owner, Dim: dim}}

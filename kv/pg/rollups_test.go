@@ -248,3 +248,53 @@ func TestStore_RollupsFold(t *testing.T) {
 		t.Errorf("folded by the job: %s, want %s", got, want)
 	}
 }
+
+// BenchmarkStore_RollupRead reads one owner's rollups by day over 90 days
+// (a spend report's query) with the additions of a busy gateway pending:
+// none (folded), a quarter of a second's (the fold's period), a second's
+// and fifteen seconds' (a lease's worth: the job's leader died). Each
+// pending row is a group of 31 settlements, four additions each, of 64
+// payers, as in `holon bench` row [10].
+func BenchmarkStore_RollupRead(b *testing.B) {
+	url := pgtest.Start(b).CreateDB(b, "rollupread")
+	s, err := pg.OpenWith(context.Background(), url, holon.StoreOptions{NoSync: true}, pg.Options{FoldEvery: -1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	c, err := pgx.Connect(context.Background(), url)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	// A group's additions: 31 calls of payers p0..p63, four dimensions.
+	add := func(rows int) {
+		_, err := c.Exec(context.Background(), `INSERT INTO rollup_deltas (kinds, owners, dims, days, vals, currencies, calls, amounts, refunded)
+			SELECT array_agg('s'::text), array_agg('p' || ((g * 31 + i) % 64)), array_agg(d), array_agg(20000), array_agg(CASE d WHEN 'd' THEN '' ELSE 'v' || i END),
+				array_agg('USD'::text), array_agg(1::bigint), array_agg(10000::bigint), array_agg(0::bigint)
+			FROM generate_series(1, $1) g, generate_series(1, 31) i, unnest('{d,m,a,k}'::text[]) d GROUP BY g`, rows)
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	add(2000)
+	if err := pg.Fold(s); err != nil {
+		b.Fatal(err)
+	}
+	for _, pending := range []int{0, 28, 113, 1700} {
+		b.Run(fmt.Sprintf("pending=%d", pending), func(b *testing.B) {
+			if _, err := c.Exec(context.Background(), `DELETE FROM rollup_deltas`); err != nil {
+				b.Fatal(err)
+			}
+			add(pending)
+			for b.Loop() {
+				err := s.View(func(tx holon.Tx) error {
+					return tx.ForEachRollup(holon.RollupSpend, "p7", holon.ByDay, 20000-89, 20000, func(holon.RollupKey, holon.Tallies) error { return nil })
+				})
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
