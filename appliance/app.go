@@ -85,6 +85,9 @@ type App struct {
 	workers *workers
 	// alerts keeps the webhooks and delivers the budget alerts.
 	alerts *alerts.Service
+	// mcpStateKey seals the MCP request states (wire.go,
+	// openMCPStateKey): the same on every gateway of the store.
+	mcpStateKey []byte
 }
 
 // Open checks the configuration, opens the store, loads the agents and

@@ -90,7 +90,9 @@ type Config struct {
 	Exclude []string
 	// SiteURL is the public https site (HOLON_SITE_URL).
 	SiteURL string
-	// FileSecret signs file links (HOLON_FILE_SECRET).
+	// FileSecret signs file links and seals MCP request states
+	// (HOLON_FILE_SECRET), each with a key of its own derived from it
+	// (deriveKey).
 	FileSecret string
 	// TrustProxy says the gateway runs behind a proxy that appends the
 	// client's address to X-Forwarded-For (HOLON_TRUST_PROXY=1); nil when

@@ -48,7 +48,7 @@ func (a *App) mount() {
 	}
 	a.door = front.New(door)
 	calls.Mount(m)
-	mcpserver.New(a.engine, a.log, a.keyLive).Mount(m)
+	mcpserver.New(a.engine, a.log, a.keyLive, a.mcpStateKey).Mount(m)
 	if hosted {
 		a.accounts.Mount(m, accounts.Routes{Log: a.log, Signups: a.limits.signup, TrustProxy: a.limits.trustProxy})
 		a.signin.Mount(m)

@@ -25,12 +25,12 @@ import (
 )
 
 // init wires the rooms, in the order each needs the others: the
-// registry, the files and the endpoint credentials the engine runs with,
-// the engine (closing what the last run left in flight), the mandates,
-// the catalogue, the hosted half (accounts, rate limits, GitHub,
-// sign-in), publishing, the Idempotency-Keys, the routes of every room
-// behind the front door (routes.go), and the background workers
-// (workers.go).
+// registry, the files, the key of the MCP request states and the
+// endpoint credentials the engine runs with, the engine (closing what
+// the last run left in flight), the mandates, the catalogue, the hosted
+// half (accounts, rate limits, GitHub, sign-in), publishing, the
+// Idempotency-Keys, the routes of every room behind the front door
+// (routes.go), and the background workers (workers.go).
 func (a *App) init(ctx context.Context) error {
 	a.origin = origin.New(a.cfg.PublicURL, a.cfg.trustsProxy())
 	reg, dev, authors, shipped, err := a.loadRegistry()
@@ -38,6 +38,9 @@ func (a *App) init(ctx context.Context) error {
 		return err
 	}
 	if err := a.openFiles(); err != nil {
+		return err
+	}
+	if err := a.openMCPStateKey(ctx); err != nil {
 		return err
 	}
 	if a.vault, err = publishing.NewVault([]byte(a.cfg.FileSecret), a.store, a.cfg.Rand, a.log); err != nil {
@@ -241,6 +244,30 @@ func (a *App) openFiles() error {
 		return err
 	}
 	a.files = fs
+	return nil
+}
+
+// mcpStateKeyName holds, in the settings bucket, the key that seals the
+// MCP request states of a store whose gateways were given no
+// HOLON_FILE_SECRET (named as the file links' key is, files.SharedLinkKey).
+const mcpStateKeyName = "k/mcp-states"
+
+// openMCPStateKey gives the MCP server the key that seals the request
+// states of 2026-07-28's approvals (mcpserver, mcp_revisions.go): one
+// every gateway of the store holds, so that a state sealed by one opens
+// on any other and after a restart. It is derived from HOLON_FILE_SECRET,
+// else made by the first gateway and kept in the store, on every store
+// (the embedded one too: a restart must not refuse the states a client
+// holds). A gateway that cannot read or keep it does not start.
+func (a *App) openMCPStateKey(ctx context.Context) error {
+	key := a.cfg.deriveKey("mcp request states")
+	if key == nil {
+		var err error
+		if key, err = holon.StoredKey(ctx, a.store, holon.BucketSettings, mcpStateKeyName, a.cfg.Rand); err != nil {
+			return fmt.Errorf("mcp request state key: %w", err)
+		}
+	}
+	a.mcpStateKey = key
 	return nil
 }
 

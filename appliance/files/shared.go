@@ -128,27 +128,8 @@ const linkKeyKey = "k/links"
 
 // SharedLinkKey returns the key the gateways of a shared store sign links
 // with when none was configured: made by the first of them and kept in
-// the store, so that a link one gateway signed opens on every other.
+// the store (holon.StoredKey), so that a link one gateway signed opens on
+// every other.
 func SharedLinkKey(ctx context.Context, store holon.Store, rand io.Reader) ([]byte, error) {
-	var key []byte
-	err := store.Update(ctx, func(tx holon.Tx) error {
-		var k struct {
-			Key []byte `json:"key"`
-		}
-		err := tx.Get(holon.BucketFiles, linkKeyKey, &k)
-		if err == nil && len(k.Key) == 32 {
-			key = k.Key
-			return nil
-		}
-		if err != nil && !errors.Is(err, holon.ErrNotFound) {
-			return err
-		}
-		k.Key = make([]byte, 32)
-		if _, err := io.ReadFull(rand, k.Key); err != nil {
-			return err
-		}
-		key = k.Key
-		return tx.Put(holon.BucketFiles, linkKeyKey, k)
-	})
-	return key, err
+	return holon.StoredKey(ctx, store, holon.BucketFiles, linkKeyKey, rand)
 }

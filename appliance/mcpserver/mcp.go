@@ -9,7 +9,6 @@ package mcpserver
 
 import (
 	"context"
-	"crypto/rand"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -72,7 +71,8 @@ type Server struct {
 	tools   sync.Once
 	handler http.Handler
 	// stateless serves the revisions without sessions (2026-07-28,
-	// mcp_revisions.go); stateKey seals their approvals' request states.
+	// mcp_revisions.go); stateKey seals their approvals' request states
+	// (the same key on every gateway of the store, and across restarts).
 	stateless http.Handler
 	stateKey  []byte
 	log       *slog.Logger
@@ -134,12 +134,19 @@ func (m *Server) serverFor(*http.Request) *mcp.Server {
 }
 
 // New returns the MCP server of engine; keyLive tells whether a key, by
-// its hash, still authenticates (its sessions end when it does not). Its
-// tools are added at its first request.
-func New(engine *gateway.Engine, log *slog.Logger, keyLive func(hash string) (bool, error)) *Server {
+// its hash, still authenticates (its sessions end when it does not).
+// stateKey (32 bytes or more) seals the request states of 2026-07-28's
+// approvals: the composition root gives every gateway of a store the same
+// one, kept across restarts (mcp_revisions.go). Its tools are added at
+// its first request.
+func New(engine *gateway.Engine, log *slog.Logger, keyLive func(hash string) (bool, error), stateKey []byte) *Server {
+	if len(stateKey) < 32 {
+		panic("mcpserver: the request states' key is missing or shorter than 32 bytes")
+	}
 	m := &Server{
 		engine:   engine,
 		keyLive:  keyLive,
+		stateKey: stateKey,
 		log:      log,
 		sessions: map[string]*mcpSession{},
 		byOwner:  map[string][]string{},
@@ -182,8 +189,6 @@ func New(engine *gateway.Engine, log *slog.Logger, keyLive func(hash string) (bo
 		DisableLocalhostProtection:   true,
 		MaxRequestBodyBytes:          web.MaxBody,
 	}))
-	m.stateKey = make([]byte, 32)
-	rand.Read(m.stateKey) // never fails (it crashes the program instead)
 	return m
 }
 

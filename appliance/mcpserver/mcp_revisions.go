@@ -28,9 +28,14 @@ import (
 // request state naming the approval; the client shows the form and sends
 // call_agent again with the answer and the state, and that answer decides
 // the approval exactly as the form's answer does in 2025-11-25. The state
-// is sealed with a key of this process for the key (or dev mandate) that
-// made the call, so a client cannot point it at another approval; after
-// a restart an old state is refused and the approval stays pending.
+// is sealed for the key (or dev mandate) that made the call, so a client
+// cannot point it at another approval, with a key every gateway of the
+// store shares (New's stateKey: derived from HOLON_FILE_SECRET, else made
+// once and kept in the store), so that the answer may reach any gateway
+// behind the same name, and a restart between the two round trips
+// changes nothing. Setting or changing HOLON_FILE_SECRET refuses the
+// states sealed before; their approvals stay pending, decided as any
+// other.
 
 // mcpStatelessRevision is the first revision /mcp serves statelessly.
 const mcpStatelessRevision = "2026-07-28"
@@ -73,7 +78,7 @@ func (m *Server) approvalInput(held *gateway.CallResult, c *mcpCaller) *mcp.Call
 func (m *Server) approvalAnswered(ctx context.Context, req *mcp.CallToolRequest, c *mcpCaller) *mcp.CallToolResult {
 	id, ok := m.openState(req.Params.RequestState, c.owner)
 	if !ok {
-		return toolError(holon.Errorf(holon.CodeInvalidRequest, "requestState is not one this gateway gave this key (or the gateway restarted since): send call_agent again without it"), nil)
+		return toolError(holon.Errorf(holon.CodeInvalidRequest, "requestState is not one this gateway gave this key: send call_agent again without it"), nil)
 	}
 	ans, ok := req.Params.InputResponses[approvalInputID].(*mcp.ElicitResult)
 	if !ok {
@@ -95,7 +100,8 @@ func (m *Server) sealState(id, owner string) string {
 	return id + "." + m.seal(id, owner)
 }
 
-// openState is the approval id of a state this process sealed for owner.
+// openState is the approval id of a state sealed for owner (by this
+// gateway or another of the store).
 func (m *Server) openState(state, owner string) (string, bool) {
 	i := strings.LastIndexByte(state, '.')
 	if i <= 0 {
