@@ -129,10 +129,12 @@ func (s *Store) foldRollups(stop <-chan struct{}, done chan<- struct{}) {
 	})
 }
 
-// fold folds the rollups' additions into their rows, once: in one
-// transaction it deletes every row of additions, sums them here by rollup
-// row and adds the sums to rollups, in key order (so that two folds at
-// once wait for each other rather than deadlock). A row another fold
+// fold folds the rollups' additions into their rows, once: in
+// transactions of up to foldBatch rows each, it deletes rows of
+// additions, sums them here by rollup row and adds the sums to rollups
+// in key order, bytewise (so that two folds at once, and the SQL fold of
+// a writer's addition below zero, which orders by the "C" collation, wait
+// for each other rather than deadlock). A row another fold
 // deleted first is left to it: the DELETE skips it once that fold
 // commits. Summing here rather than in SQL (holon_fold_rollups, which a
 // writer's addition below zero runs) costs the server a fifth: PostgreSQL

@@ -38,8 +38,9 @@ CREATE TABLE rollup_deltas (
 -- holon_fold_rollups moves every addition in rollup_deltas into rollups,
 -- summed by row, and returns how many rollups rows it changed. Rows that
 -- another fold deletes first are left to it (a DELETE skips them once that
--- fold commits), and rollups rows are changed in key order, so two folds
--- at once wait for each other and never deadlock.
+-- fold commits), and rollups rows are changed in key order (bytewise, as
+-- the store's own fold orders them), so two folds at once wait for each
+-- other and never deadlock.
 CREATE FUNCTION holon_fold_rollups() RETURNS bigint
 LANGUAGE sql AS $$
     WITH d AS (
@@ -53,7 +54,7 @@ LANGUAGE sql AS $$
     ), i AS (
         INSERT INTO rollups AS r (kind, owner, dim, day, value, currency, calls, amount, refunded)
         SELECT k, o, dm, y, v, c, n, a / 1000000.0, f / 1000000.0 FROM x
-        ORDER BY k, o, dm, y, v, c
+        ORDER BY k COLLATE "C", o COLLATE "C", dm COLLATE "C", y, v COLLATE "C", c COLLATE "C"
         ON CONFLICT (kind, owner, dim, day, value, currency) DO UPDATE SET calls = r.calls + EXCLUDED.calls,
             amount = r.amount + EXCLUDED.amount, refunded = r.refunded + EXCLUDED.refunded
         RETURNING 1
