@@ -77,6 +77,10 @@ type Options struct {
 	// through the gateway (gateway, agent and clients: they share the
 	// process).
 	CPUProfile string
+	// PGStatements loads pg_stat_statements into the cluster rows'
+	// server and prints, for rows [10] and [11], what their statements
+	// cost the server per call, the largest first.
+	PGStatements bool
 	// Out receives the report; Log the progress (io.Discard when nil).
 	Out, Log io.Writer
 }

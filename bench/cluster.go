@@ -44,7 +44,11 @@ func (b *bench) cluster(ctx context.Context) ([]*Result, error) {
 		Target: "printed, with the capacity model it gives",
 	}
 	rows := []*Result{one, three, ceiling}
-	srv, err := pgserver.Start(ctx, pgserver.Options{Durable: true})
+	srvOpts := pgserver.Options{Durable: true}
+	if o.PGStatements {
+		srvOpts.Settings = pgStatementsSettings
+	}
+	srv, err := pgserver.Start(ctx, srvOpts)
 	if errors.Is(err, pgserver.ErrNotInstalled) {
 		for _, r := range rows {
 			r.Verdict = "skipped: install postgresql (" + pgserver.Install + ")"
@@ -69,6 +73,15 @@ func (b *bench) cluster(ctx context.Context) ([]*Result, error) {
 	url, err := createDB("gateways")
 	if err != nil {
 		return nil, err
+	}
+	// Each load's statements, counted in its own blocks.
+	var stmts *pgStatements
+	stmts1, stmts3 := stmtStats{}, stmtStats{}
+	if o.PGStatements {
+		if stmts, err = openPGStatements(ctx, srv.URL("postgres"), "gateways"); err != nil {
+			return nil, err
+		}
+		defer stmts.Close()
 	}
 	var gws []*benchGateway
 	defer func() {
@@ -134,9 +147,13 @@ func (b *bench) cluster(ctx context.Context) ([]*Result, error) {
 		return nil, err
 	}
 	err = rotate(blocks,
-		func(int) error { return one1.block(ctx, o.Clients, pid, gws, blockWarm, blockDur) },
+		func(int) error {
+			return stmts.around(ctx, stmts1, func() error { return one1.block(ctx, o.Clients, pid, gws, blockWarm, blockDur) })
+		},
 		exBlock,
-		func(int) error { return three3.block(ctx, o.Clients, pid, gws, blockWarm, blockDur) })
+		func(int) error {
+			return stmts.around(ctx, stmts3, func() error { return three3.block(ctx, o.Clients, pid, gws, blockWarm, blockDur) })
+		})
 	prof := stop()
 	if err != nil {
 		return nil, fmt.Errorf("gateways on PostgreSQL: %w", err)
@@ -178,6 +195,9 @@ func (b *bench) cluster(ctx context.Context) ([]*Result, error) {
 	if b.pgRate > 0 {
 		one.Measured += fmt.Sprintf("; row [2]'s own run, %s calls/s: %.2f×", thousands(int64(b.pgRate)), rate1/b.pgRate)
 	}
+	if stmts != nil {
+		one.Notes = append(one.Notes, stmts1.note(one1.answered(), 8))
+	}
 	one.Notes = append(one.Notes, blocksNote+"; "+exChecked)
 	if exOK && exN > 0 {
 		one.Notes = append(one.Notes, fmt.Sprintf("CPU per call of row [2]'s design in its blocks: its server %.0f µs, its clients in this process %.0f µs",
@@ -213,6 +233,9 @@ func (b *bench) cluster(ctx context.Context) ([]*Result, error) {
 	}
 	if three3.mAll > 0 {
 		three.Notes = append(three.Notes, machineNote(three3.mBusy, three3.mAll))
+	}
+	if stmts != nil {
+		three.Notes = append(three.Notes, stmts3.note(three3.answered(), 8))
 	}
 	three.Notes = append(three.Notes, blocksNote,
 		"three gateways share this machine's two cores with PostgreSQL and the clients: the row shows what contention costs, not the sum of three machines")

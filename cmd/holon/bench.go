@@ -40,6 +40,7 @@ func (c *benchCommand) Run(ctx context.Context, args []string) error {
 	fs.IntVar(&o.InFlight, "inflight", 0, "calls held in flight by the memory row (default 2000, 200 with --quick)")
 	rows := fs.String("rows", strings.Join(bench.Rows, ","), "the rows to run")
 	fs.StringVar(&o.Dir, "dir", "", "work directory (default: a temporary one, removed after)")
+	fs.BoolVar(&o.PGStatements, "pg-statements", false, "load pg_stat_statements into the cluster rows' PostgreSQL and print what rows [10] and [11]'s statements cost its server per call")
 	fs.StringVar(&o.CPUProfile, "cpuprofile", "", "write CPU profiles (and allocations) of the calls and hosted rows, of rows [10] and [11]'s gateways on PostgreSQL and of the MCP row's gateway load into this directory")
 	fs.Usage = func() {
 		fmt.Fprintln(c.stderr, `Usage: holon bench [--quick] [--rows calls,limit,hosted,postgres,cluster,mcp,startup,startup10m,inflight,catalog,backup] [flags]
