@@ -11,29 +11,46 @@ import (
 // gateway to ask makes it from rand and stores it, and every later asker
 // reads it (another gateway on a shared store, the same gateway after a
 // restart), so that what one of them signed or sealed with it opens on
-// every other. Reading and making are one update: two gateways starting
-// at once on one store agree on one key. The document is {"key": <its
-// bytes>}; one that holds no 32-byte key is replaced.
+// every other. A key already there is read without a write; making one is
+// one update that reads again first, so two gateways starting at once on
+// one store agree on one key. The document is {"key": <its bytes>}; one
+// that holds no 32-byte key is replaced.
 func StoredKey(ctx context.Context, s Store, bucket, name string, rand io.Reader) ([]byte, error) {
 	var key []byte
-	err := s.Update(ctx, func(tx Tx) error {
-		var k struct {
-			Key []byte `json:"key"`
-		}
-		err := tx.Get(bucket, name, &k)
-		if err == nil && len(k.Key) == 32 {
-			key = k.Key
-			return nil
-		}
-		if err != nil && !errors.Is(err, ErrNotFound) {
+	err := s.View(func(tx Tx) error {
+		var err error
+		key, err = storedKey(tx, bucket, name)
+		return err
+	})
+	if err != nil || key != nil {
+		return key, err
+	}
+	err = s.Update(ctx, func(tx Tx) error {
+		var err error
+		if key, err = storedKey(tx, bucket, name); err != nil || key != nil {
 			return err
 		}
-		k.Key = make([]byte, 32)
-		if _, err := io.ReadFull(rand, k.Key); err != nil {
+		key = make([]byte, 32)
+		if _, err := io.ReadFull(rand, key); err != nil {
 			return err
 		}
-		key = k.Key
-		return tx.Put(bucket, name, k)
+		return tx.Put(bucket, name, storedKeyDoc{Key: key})
 	})
 	return key, err
+}
+
+// storedKeyDoc is the document that holds a stored key.
+type storedKeyDoc struct {
+	Key []byte `json:"key"`
+}
+
+// storedKey reads the key under name: nil when there is none (or none of
+// 32 bytes).
+func storedKey(tx Tx, bucket, name string) ([]byte, error) {
+	var k storedKeyDoc
+	err := tx.Get(bucket, name, &k)
+	if errors.Is(err, ErrNotFound) || err == nil && len(k.Key) != 32 {
+		return nil, nil
+	}
+	return k.Key, err
 }

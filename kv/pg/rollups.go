@@ -103,15 +103,10 @@ const (
 	foldEvery   = 250 * time.Millisecond
 )
 
-// foldRollups leads the job rollupsFold until stop is closed, folding
-// every foldEvery while it leads.
-func (s *Store) foldRollups(stop <-chan struct{}, done chan<- struct{}) {
+// foldRollups leads the job rollupsFold until ctx ends, folding every
+// foldEvery while it leads.
+func (s *Store) foldRollups(ctx context.Context, done chan<- struct{}) {
 	defer close(done)
-	ctx, cancel := context.WithCancel(context.Background())
-	go func() {
-		<-stop
-		cancel()
-	}()
 	s.Lead(ctx, rollupsFold, func(ctx context.Context) {
 		t := time.NewTicker(s.foldEvery)
 		defer t.Stop()

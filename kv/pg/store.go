@@ -96,9 +96,10 @@ type Store struct {
 	stopLease, leaseDone chan struct{}
 
 	// The rollups' fold (rollups.go): how often, how many folds ran.
-	foldEvery          time.Duration
-	folds              atomic.Uint64
-	stopFold, foldDone chan struct{}
+	foldEvery time.Duration
+	folds     atomic.Uint64
+	stopFold  context.CancelFunc
+	foldDone  chan struct{}
 }
 
 var (
@@ -171,8 +172,10 @@ func OpenWith(ctx context.Context, url string, opts holon.StoreOptions, o Option
 		s.foldEvery = foldEvery
 	}
 	if s.foldEvery > 0 {
-		s.stopFold, s.foldDone = make(chan struct{}), make(chan struct{})
-		go s.foldRollups(s.stopFold, s.foldDone)
+		var fctx context.Context
+		fctx, s.stopFold = context.WithCancel(context.Background())
+		s.foldDone = make(chan struct{})
+		go s.foldRollups(fctx, s.foldDone)
 	}
 	if err := s.Update(ctx, initMeta); err != nil {
 		s.Close()
@@ -297,7 +300,7 @@ func (s *Store) Close() error {
 	s.mu.Unlock()
 	<-s.done
 	if s.stopFold != nil {
-		close(s.stopFold)
+		s.stopFold()
 		<-s.foldDone
 	}
 	close(s.stopLease)
