@@ -81,6 +81,9 @@ type Options struct {
 	// server and prints, for rows [10] and [11], what their statements
 	// cost the server per call, the largest first.
 	PGStatements bool
+	// PGLockHolder samples what the server process holding the writers'
+	// lock does, in rows [10] and [11]'s blocks, and prints it.
+	PGLockHolder bool
 	// Out receives the report; Log the progress (io.Discard when nil).
 	Out, Log io.Writer
 }

@@ -41,6 +41,7 @@ func (c *benchCommand) Run(ctx context.Context, args []string) error {
 	rows := fs.String("rows", strings.Join(bench.Rows, ","), "the rows to run")
 	fs.StringVar(&o.Dir, "dir", "", "work directory (default: a temporary one, removed after)")
 	fs.BoolVar(&o.PGStatements, "pg-statements", false, "load pg_stat_statements into the cluster rows' PostgreSQL and print what rows [10] and [11]'s statements cost its server per call")
+	fs.BoolVar(&o.PGLockHolder, "pg-lock-holder", false, "sample every millisecond what the cluster rows' PostgreSQL process holding the writers' lock does, and print it for rows [10] and [11]")
 	fs.StringVar(&o.CPUProfile, "cpuprofile", "", "write CPU profiles (and allocations) of the calls and hosted rows, of rows [10] and [11]'s gateways on PostgreSQL and of the MCP row's gateway load into this directory")
 	fs.Usage = func() {
 		fmt.Fprintln(c.stderr, `Usage: holon bench [--quick] [--rows calls,limit,hosted,postgres,cluster,mcp,startup,startup10m,inflight,catalog,backup] [flags]
