@@ -228,9 +228,7 @@ func (b *bench) cluster(ctx context.Context) ([]*Result, error) {
 			timesNote(w.times(), uint64(w.commits))+
 			fmt.Sprintf("; %.0f%% of groups begun in the COMMIT's round trip of the group before", 100*float64(w.heads)/float64(max(w.commits, 1)))+
 			fmt.Sprintf("; %d groups ran %d updates while their writer waited for the lock, %d of which stood once it held it (%d rows moved onto the other writers' values)",
-				w.waitG, w.waitU, w.waitK, w.waitM)+
-			fmt.Sprintf("; %d groups sent %d new receipts ahead of the lock (%d groups' refused, %d receipts deleted as their update ran again)",
-				w.aheadG, w.aheadR, w.aheadF, w.aheadU),
+				w.waitG, w.waitU, w.waitK, w.waitM),
 		readsNote(pg.Reads{}, w.reads(), three3.lr.Calls), w.poolNote(),
 		fmt.Sprintf("CPU: %.0f%% of %d cores busy, %.0f µs per call (the three gateways and their clients: one process)",
 			100*three3.cpu.Seconds()/three3.wall.Seconds()/float64(runtime.NumCPU()), runtime.NumCPU(), three3.perCall(three3.cpu)))

@@ -84,9 +84,7 @@ type writerAt struct {
 	heads, idleHeads                int64
 	specGroups, specUpdates, specD  int64
 	// runs while waiting for the lock: groups, updates run, kept, rows moved
-	waitG, waitU, waitK, waitM int64
-	// receipts sent ahead of the lock: groups, receipts, refused, deleted
-	aheadG, aheadR, aheadF, aheadU    int64
+	waitG, waitU, waitK, waitM        int64
 	views, begun, viewTrips           int64
 	recent, stale, missed             int64
 	acquires, waited, waiting, opened int64
@@ -96,7 +94,7 @@ type writerAt struct {
 func (w *writerAt) fields() []*int64 {
 	return []*int64{&w.commits, &w.updates, &w.replays, &w.safe, &w.trips, &w.stmts, &w.groups, &w.begin, &w.tripsT, &w.commit,
 		&w.heads, &w.idleHeads, &w.specGroups, &w.specUpdates, &w.specD, &w.waitG, &w.waitU, &w.waitK, &w.waitM,
-		&w.aheadG, &w.aheadR, &w.aheadF, &w.aheadU, &w.views, &w.begun, &w.viewTrips, &w.recent, &w.stale, &w.missed, &w.acquires, &w.waited, &w.waiting, &w.opened}
+		&w.views, &w.begun, &w.viewTrips, &w.recent, &w.stale, &w.missed, &w.acquires, &w.waited, &w.waiting, &w.opened}
 }
 
 func (w writerAt) combine(o writerAt, sign int64) writerAt {
@@ -146,8 +144,6 @@ func writersOf(gs []*benchGateway) (w writerAt) {
 		w.specGroups, w.specUpdates, w.specD = w.specGroups+int64(sg), w.specUpdates+int64(su), w.specD+int64(sdr)
 		wg, wu, wk, wm := ps.WaitRuns()
 		w.waitG, w.waitU, w.waitK, w.waitM = w.waitG+int64(wg), w.waitU+int64(wu), w.waitK+int64(wk), w.waitM+int64(wm)
-		ag, ar, af, au := ps.Ahead()
-		w.aheadG, w.aheadR, w.aheadF, w.aheadU = w.aheadG+int64(ag), w.aheadR+int64(ar), w.aheadF+int64(af), w.aheadU+int64(au)
 		r := ps.Reads()
 		w.views, w.begun, w.viewTrips = w.views+int64(r.Views), w.begun+int64(r.Begun), w.viewTrips+int64(r.Trips)
 		w.recent, w.stale, w.missed = w.recent+int64(r.Recent), w.stale+int64(r.Stale), w.missed+int64(r.Missed)

@@ -44,12 +44,7 @@
 // deltas that the others changed too (balances, counters, the journal's
 // and the events' numbers and chain, agents' records, earnings and
 // latency: PostEntry, PostEvent, CounterAt and the Add methods) are
-// moved onto the others' values (spec.go, rebase). A writer that takes
-// turns with others asks for the lock once its group's first updates ran
-// (its turn comes after the others' all the same), and sends their new
-// receipts with its begin, before the LOCK, in a READ COMMITTED
-// transaction: they are inserted during the others' turns, not its own
-// (ahead.go). Hot rows (balances,
+// moved onto the others' values (spec.go, rebase). Hot rows (balances,
 // budgets, counters, sequences, the journal's head, agents' records) are
 // written with their new value, once per round trip however many updates
 // moved them, a table's rows in one statement, and the rollups summed in

@@ -167,9 +167,7 @@ func (s *Store) try(batch *[]*update, fill, safe bool) (errs []error, retry, aga
 	// the writers' log since this writer's last group.
 	var logged []logEntry
 	var begunAt time.Time
-	var waited *group  // run while the begin waited (speculateWaiting)
-	var ahead []queued // its new receipts, sent with the begin or not (ahead.go)
-	var sent bool
+	var waited *group // run while the begin waited (speculateWaiting)
 	conn := s.next
 	if conn != nil {
 		// The last group's COMMIT began this one (commit).
@@ -178,42 +176,25 @@ func (s *Store) try(batch *[]*update, fill, safe bool) (errs []error, retry, aga
 	} else {
 		begunAt = time.Now()
 		gen := s.gen
-		begun := func(ahead []queued) (a begunAnswer) {
+		begun := func() (a begunAnswer) {
 			a.conn, a.err = s.acquire(ctx, func(c *pgxpool.Conn) (err error) {
-				a.logged, a.sent, err = beginAhead(ctx, c.Conn(), gen, ahead)
+				a.logged, err = begin(ctx, c.Conn(), gen)
 				return err
 			})
-			a.ahead = ahead
 			return a
 		}
 		var a begunAnswer
 		if fill && start == 0 && !safe && gen >= 0 && !s.noWaitRuns {
-			// While the begin waits for the lock, the updates run; a
-			// writer that takes turns with others runs its group's first
-			// updates before it sends the begin, their new receipts with
-			// it (ahead.go).
-			gather := s.contended
-			waited, a = s.speculateWaiting(ctx, *batch, gather, func(rows []queued) <-chan begunAnswer {
-				answered := make(chan begunAnswer, 1)
-				go func() { answered <- begun(rows) }()
-				return answered
-			})
+			// While the begin waits for the lock, the updates run.
+			answered := make(chan begunAnswer, 1)
+			go func() { answered <- begun() }()
+			waited, a = s.speculateWaiting(ctx, *batch, answered)
 			*batch = waited.batch
 		} else {
-			a = begun(nil)
+			a = begun()
 		}
 		conn, logged, err = a.conn, a.logged, a.err
-		s.lastWait = time.Since(begunAt)
-		s.inBegin.Add(int64(s.lastWait))
-		if err == nil && len(a.ahead) > 0 {
-			s.aheadGroups.Add(1)
-			if a.sent {
-				s.aheadRows.Add(uint64(len(a.ahead)))
-			} else {
-				s.aheadRefused.Add(1)
-			}
-		}
-		ahead, sent = a.ahead, a.sent
+		s.inBegin.Add(int64(time.Since(begunAt)))
 		if err != nil {
 			s.dropCache()
 			return nil, false, false, unavailable(err)
@@ -221,7 +202,6 @@ func (s *Store) try(batch *[]*update, fill, safe bool) (errs []error, retry, aga
 	}
 	// alone: no other writer wrote since this one's last group.
 	g.alone = s.gen >= 0 && len(logged) == 0
-	s.contended = len(logged) > 0
 	ok := false
 	defer func() {
 		if !ok {
@@ -265,7 +245,6 @@ func (s *Store) try(batch *[]*update, fill, safe bool) (errs []error, retry, aga
 			waited.alone = g.alone
 			g, start = waited, n
 		}
-		g.undoAhead(ahead, sent, n)
 	}
 	g.conn = conn.Conn()
 	g.gen = s.catchUp(logged, begunAt)
@@ -284,7 +263,6 @@ func (s *Store) try(batch *[]*update, fill, safe bool) (errs []error, retry, aga
 	if err := s.commit(ctx, conn.Conn(), g); err != nil {
 		return fail(err)
 	}
-	s.lastSize = len(updates)
 	ok = true
 	return g.errs, false, false, nil
 }
@@ -431,11 +409,6 @@ func begin(ctx context.Context, c *pgx.Conn, gen int64) ([]logEntry, error) {
 // only if no other writer holds it, else the transaction fails at once.
 func queueBegin(b *pgx.Batch, gen int64, nowait bool) {
 	b.Queue(`BEGIN ISOLATION LEVEL REPEATABLE READ`)
-	queueLog(b, gen, nowait)
-}
-
-// queueLog queues the writers' lock and the read of their log.
-func queueLog(b *pgx.Batch, gen int64, nowait bool) {
 	if nowait {
 		b.Queue(`LOCK TABLE writer_log IN EXCLUSIVE MODE NOWAIT`)
 	} else {
@@ -450,16 +423,10 @@ func queueLog(b *pgx.Batch, gen int64, nowait bool) {
 
 // readBegin reads the answers to queueBegin's statements: the log.
 func readBegin(br pgx.BatchResults) ([]logEntry, error) {
-	if _, err := br.Exec(); err != nil {
-		return nil, err
-	}
-	return readLog(br)
-}
-
-// readLog reads the answers to queueLog's statements: the log.
-func readLog(br pgx.BatchResults) ([]logEntry, error) {
-	if _, err := br.Exec(); err != nil {
-		return nil, err
+	for range 2 {
+		if _, err := br.Exec(); err != nil {
+			return nil, err
+		}
 	}
 	rows, err := br.Query()
 	if err != nil {

@@ -152,20 +152,13 @@ type begunAnswer struct {
 	conn   *pgxpool.Conn
 	logged []logEntry
 	err    error
-	// ahead are the new receipts sent with the begin, sent whether they
-	// stand (ahead.go).
-	ahead []queued
-	sent  bool
 }
 
 // speculateWaiting runs batch, what is held and the updates that come
-// until the begin it sends is answered (up to MaxBatch), as one group on
-// what the writer knows. An update that needs the database or fails
-// stops the run: it and those after it (taken all the same) run once the
-// lock is held. The begin is sent first; with gather, once as many
-// updates as the writer's last group held came and ran (or gatherFor
-// passed), with their new receipts (ahead.go).
-func (s *Store) speculateWaiting(ctx context.Context, batch []*update, gather bool, begin func([]queued) <-chan begunAnswer) (*group, begunAnswer) {
+// until answered is (up to MaxBatch), as one group on what the writer
+// knows. An update that needs the database or fails stops the run: it
+// and those after it (taken all the same) run once the lock is held.
+func (s *Store) speculateWaiting(ctx context.Context, batch []*update, answered <-chan begunAnswer) (*group, begunAnswer) {
 	g := &group{s: s, ctx: ctx, conf: layer{}, rerun: -1, pending: s.pendingBuf(), touched: map[string]touch{}, stop: -1}
 	add := func(u *update) {
 		g.batch, g.errs = append(g.batch, u), append(g.errs, nil)
@@ -177,16 +170,8 @@ func (s *Store) speculateWaiting(ctx context.Context, batch []*update, gather bo
 			g.stop = i
 		}
 	}
-	var answered <-chan begunAnswer
-	if !gather {
-		answered = begin(nil)
-	}
 	for _, u := range s.fill(batch) {
 		add(u)
-	}
-	if gather {
-		s.gather(g, add)
-		answered = begin(g.takeAhead())
 	}
 	for {
 		queue := s.queue

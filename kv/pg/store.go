@@ -80,16 +80,6 @@ type Store struct {
 	// them off (tests).
 	waitGroups, waitUpdates, waitKept, waitMoved atomic.Uint64
 	noWaitRuns                                   bool
-	// The receipts sent ahead of the writers' lock (ahead.go): groups
-	// that sent some, receipts that stood, groups whose were refused,
-	// receipts deleted (their updates did not stand). contended: the
-	// last group begun found other writers' groups in the log; lastWait
-	// is how long its begin took, lastSize how many updates the last
-	// group committed held.
-	aheadGroups, aheadRows, aheadRefused, aheadUndone atomic.Uint64
-	contended                                         bool
-	lastWait                                          time.Duration
-	lastSize                                          int
 	// unanswered answers the updates of a committed group once the next
 	// group's COMMIT is sent (run).
 	unanswered func()
@@ -296,14 +286,6 @@ func (s *Store) Speculated() (groups, updates, dropped uint64) {
 // store opened.
 func (s *Store) WaitRuns() (groups, updates, kept, moved uint64) {
 	return s.waitGroups.Load(), s.waitUpdates.Load(), s.waitKept.Load(), s.waitMoved.Load()
-}
-
-// Ahead is how many groups sent new receipts ahead of the writers' lock
-// (ahead.go), how many receipts stood so, how many groups' were refused
-// (and sent with the group's other writes instead), and how many were
-// deleted because their update ran again, since the store opened.
-func (s *Store) Ahead() (groups, rows, refused, undone uint64) {
-	return s.aheadGroups.Load(), s.aheadRows.Load(), s.aheadRefused.Load(), s.aheadUndone.Load()
 }
 
 // Close waits for the updates submitted so far and closes the store.
