@@ -131,6 +131,7 @@ func (b *bench) cluster(ctx context.Context) ([]*Result, error) {
 		exLoad          loadResult
 		exCPU, exServer time.Duration // this process's (its clients') and the server's, in its blocks
 		exN             int64         // calls settled in its blocks, warm-ups included
+		exRates         []float64     // each block's calls/s
 		exOK            = pidErr == nil
 	)
 	exBlock := func(int) error {
@@ -141,6 +142,7 @@ func (b *bench) cluster(ctx context.Context) ([]*Result, error) {
 		exCPU, exServer, exN = exCPU+cpuTime()-c0, exServer+p1-p0, exN+ex.sum()-n0
 		exOK = exOK && ok0 && ok1
 		exLoad = exLoad.add(r)
+		exRates = append(exRates, r.Rate())
 		return err
 	}
 	before, err := gws[0].money()
@@ -200,7 +202,8 @@ func (b *bench) cluster(ctx context.Context) ([]*Result, error) {
 		one.Notes = append(one.Notes, prof, "the profile covers the blocks of row [2]'s design (its clients' work is under bench.(*experts).load) and of [11] too")
 	}
 	ratio := rate1 / exLoad.Rate()
-	one.Measured += fmt.Sprintf("; row [2]'s design on the same server in the blocks between, %s calls/s (a pool of %d): %.2f×", thousands(int64(exLoad.Rate())), exConns, ratio)
+	one.Measured += fmt.Sprintf("; row [2]'s design on the same server in the blocks between, %s calls/s (a pool of %d): %.2f× (round by round: %s)", thousands(int64(exLoad.Rate())), exConns, ratio,
+		roundRatios(one1.rates, exRates))
 	if b.pgRate > 0 {
 		one.Measured += fmt.Sprintf("; row [2]'s own run, %s calls/s: %.2f×", thousands(int64(b.pgRate)), rate1/b.pgRate)
 	}
@@ -222,7 +225,8 @@ func (b *bench) cluster(ctx context.Context) ([]*Result, error) {
 
 	// [11]
 	w = three3.w
-	three.Measured = fmt.Sprintf("%s calls/s, p50 %s, p99 %s: %.2f× one gateway in the blocks between", thousands(int64(rate3)), ms(three3.lr.Lat.P(0.5)), ms(three3.lr.Lat.P(0.99)), rate3/rate1)
+	three.Measured = fmt.Sprintf("%s calls/s, p50 %s, p99 %s: %.2f× one gateway in the blocks between (round by round: %s)", thousands(int64(rate3)), ms(three3.lr.Lat.P(0.5)), ms(three3.lr.Lat.P(0.99)), rate3/rate1,
+		roundRatios(three3.rates, one1.rates))
 	three.Notes = append(three.Notes, checked, fmt.Sprintf("%d groups ran again after a serialization conflict, over all three gateways", w.replays),
 		fmt.Sprintf("the three writers: %.2f updates per call answered, %.1f updates per commit, %.0f groups a second in all; ", float64(w.updates)/float64(max(three3.answered(), 1)), float64(w.updates)/float64(max(w.commits, 1)), float64(w.commits)/three3.wall.Seconds())+
 			timesNote(w.times(), uint64(w.commits))+

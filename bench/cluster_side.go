@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"holon.dev/holon/kv/pg"
@@ -20,6 +21,8 @@ type side struct {
 	// machine's, every process (mAll -1: not known).
 	cpu, wall, pg, mBusy, mAll time.Duration
 	w                          writerAt
+	// rates are each block's settled calls/s, in the order they ran.
+	rates []float64
 }
 
 func newSide(gs []*benchGateway, clients int) *side {
@@ -57,6 +60,7 @@ func (sd *side) block(ctx context.Context, clients, pid int, all []*benchGateway
 		}
 	}
 	sd.lr = sd.lr.add(r)
+	sd.rates = append(sd.rates, r.Rate())
 	sd.w = sd.w.plus(writersOf(all).minus(w0))
 	return err
 }
@@ -152,4 +156,16 @@ func writersOf(gs []*benchGateway) (w writerAt) {
 		w.maxConns = max(w.maxConns, p.Max)
 	}
 	return w
+}
+
+// roundRatios says a's rate over b's in each round of blocks: how far the
+// machine moved the ratio from round to round.
+func roundRatios(a, b []float64) string {
+	parts := make([]string, 0, len(a))
+	for i := range min(len(a), len(b)) {
+		if b[i] > 0 {
+			parts = append(parts, fmt.Sprintf("%.2f×", a[i]/b[i]))
+		}
+	}
+	return strings.Join(parts, ", ")
 }
