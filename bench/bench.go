@@ -10,7 +10,7 @@
 //	limit     the same load on the smallest durable server doing the same durable work (kv/limit): row 1 as a share of it
 //	hosted    the same load on a hosted gateway, agent keys and an Idempotency-Key on every call: a share of row 1
 //	postgres  a settled call in PostgreSQL built by its experts (postgres.sql: one transaction through a prepared function, a pool of one connection per core)
-//	cluster   gateways on the PostgreSQL store: one against row [2], three against one, and the store's ceiling from three writers (cluster.go)
+//	cluster   gateways on the PostgreSQL store: one against row [2], three against one, three on databases of their own (the bound for turns that overlap), and the store's ceiling from three writers (cluster.go)
 //	mcp       a real MCP agent on loopback, through the gateway against directly: latency at 1 client, throughput at 32
 //	startup   start-up of the real binary on a store of 1,000,000 receipts, its RSS, and the newest 50 receipts of a mandate
 //	startup10m  start-up of the real binary on a store of 10,000,000 settled calls, and its RSS

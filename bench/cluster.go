@@ -26,8 +26,10 @@ const (
 // cluster measures gateways on the PostgreSQL store (one database, fsync
 // on): one gateway at Clients clients, as a share of PostgreSQL built by
 // its experts (row [2], the same database doing the same work); three
-// gateways with the same load spread over them, as a share of one; and the
-// store's own ceiling, settlements through holon.Store from three writers
+// gateways with the same load spread over them, as a share of one; three
+// gateways each on a database of its own on the same server, the bound
+// for writers whose turns overlap on this machine; and the store's own
+// ceiling, settlements through holon.Store from three writers
 // with no HTTP, with the capacity model it gives.
 func (b *bench) cluster(ctx context.Context) ([]*Result, error) {
 	o := b.o
@@ -39,11 +41,15 @@ func (b *bench) cluster(ctx context.Context) ([]*Result, error) {
 		Name:   fmt.Sprintf("[11] three gateways on one PostgreSQL store, the same %d clients spread over them", o.Clients),
 		Target: fmt.Sprintf("≥ %.1f× row [10]", targetThreeOnOne),
 	}
+	apart := &Result{
+		Name:   fmt.Sprintf("[11b] three gateways, each on a database of its own on [11]'s server, the same %d clients spread over them: no row and no lock shared", o.Clients),
+		Target: "printed: the bound for writers whose turns overlap on this machine (its cores, its disk's flushes and one server's WAL shared as in [11])",
+	}
 	ceiling := &Result{
 		Name:   "[12] the PostgreSQL store's ceiling: a call's updates through holon.Store from three writers at once, no HTTP",
 		Target: "printed, with the capacity model it gives",
 	}
-	rows := []*Result{one, three, ceiling}
+	rows := []*Result{one, three, apart, ceiling}
 	srvOpts := pgserver.Options{Durable: true}
 	if o.PGStatements {
 		srvOpts.Settings = pgStatementsSettings
@@ -101,6 +107,26 @@ func (b *bench) cluster(ctx context.Context) ([]*Result, error) {
 		}
 		gws = append(gws, g)
 	}
+	// [11b]: three more gateways, each on a database of its own, so that
+	// no row, no lock and no writers' log is shared; what they still
+	// share with [11] is the machine: its cores, the server and its WAL.
+	var apartGws []*benchGateway
+	defer func() {
+		for _, g := range apartGws {
+			g.Close()
+		}
+	}()
+	for i := range 3 {
+		u, err := createDB(fmt.Sprintf("apart%d", i))
+		if err != nil {
+			return nil, err
+		}
+		g, err := openGateway(ctx, gatewayConfig{dir: fmt.Sprintf("%s/cluster/apart%d", o.Dir, i), store: u})
+		if err != nil {
+			return nil, err
+		}
+		apartGws = append(apartGws, g)
+	}
 	pid, pidErr := srv.PID()
 	if pidErr != nil {
 		pid = -1 // no process is: its CPU is not known
@@ -111,7 +137,7 @@ func (b *bench) cluster(ctx context.Context) ([]*Result, error) {
 	// differ by two in runs minutes apart, and every load waits for them,
 	// so each ratio compares loads run side by side.
 	blocks, blockDur, blockWarm := alternatingBlocks(o, hostedBlocks)
-	one1, three3 := newSide(gws[:1], o.Clients), newSide(gws, o.Clients)
+	one1, three3, apart3 := newSide(gws[:1], o.Clients), newSide(gws, o.Clients), newSide(apartGws, o.Clients)
 	exURL, err := createDB("experts")
 	if err != nil {
 		return nil, err
@@ -149,6 +175,12 @@ func (b *bench) cluster(ctx context.Context) ([]*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	apartBefore := make([]moneyState, len(apartGws))
+	for i, g := range apartGws {
+		if apartBefore[i], err = g.money(); err != nil {
+			return nil, err
+		}
+	}
 	stop, err := startProfile(o, "cluster.pprof")
 	if err != nil {
 		return nil, err
@@ -164,7 +196,8 @@ func (b *bench) cluster(ctx context.Context) ([]*Result, error) {
 			return holder.around(ctx, holder3, func() error {
 				return stmts.around(ctx, stmts3, func() error { return three3.block(ctx, o.Clients, pid, gws, blockWarm, blockDur) })
 			})
-		})
+		},
+		func(int) error { return apart3.block(ctx, o.Clients, pid, apartGws, blockWarm, blockDur) })
 	prof := stop()
 	if err != nil {
 		return nil, fmt.Errorf("gateways on PostgreSQL: %w", err)
@@ -174,12 +207,20 @@ func (b *bench) cluster(ctx context.Context) ([]*Result, error) {
 		return nil, fmt.Errorf("gateways on PostgreSQL: %w", err)
 	}
 	checked += " (both rows' calls)"
+	var apartChecked []string
+	for i, g := range apartGws {
+		c, err := g.checkMoney(apartBefore[i], int(apart3.callers[i].answered()))
+		if err != nil {
+			return nil, fmt.Errorf("gateway %d of [11b]: %w", i, err)
+		}
+		apartChecked = append(apartChecked, c)
+	}
 	exChecked, err := ex.check(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("row [2]'s design beside the gateways: %w", err)
 	}
 	rate1, rate3 := one1.lr.Rate(), three3.lr.Rate()
-	blocksNote := fmt.Sprintf("%d rounds of blocks of %s (after %s of warm-up), one gateway's load, row [2]'s design's (a database of its own on this row's server) and three gateways', in turns, a different one first in each round",
+	blocksNote := fmt.Sprintf("%d rounds of blocks of %s (after %s of warm-up), one gateway's load, row [2]'s design's (a database of its own on this row's server), three gateways' and [11b]'s three on databases of their own, in turns, a different one first in each round",
 		blocks, blockDur, blockWarm)
 
 	// [10]
@@ -259,6 +300,28 @@ func (b *bench) cluster(ctx context.Context) ([]*Result, error) {
 	three.Notes = append(three.Notes, blocksNote,
 		"three gateways share this machine's two cores with PostgreSQL and the clients: the row shows what contention costs, not the sum of three machines")
 	three.judge(rate3 >= targetThreeOnOne*rate1, "the gateways' writers take turns under one lock (the journal's one chain), a group at a time: each turn holds the lock for a round trip to its gateway (the others' log read, its run moved onto their changes, its writes rendered and sent) and for its COMMIT, whatever the group's size; each gateway has a third of the clients, so its groups are smaller than one gateway's (updates per commit above) and a call waits for the turns of all three, where one gateway's waits for two of its own groups"+costs)
+
+	// [11b]
+	rateApart := apart3.lr.Rate()
+	apart.Measured = fmt.Sprintf("%s calls/s, p50 %s, p99 %s: %.2f× one gateway in the blocks between (round by round: %s); [11] is %.2f× this",
+		thousands(int64(rateApart)), ms(apart3.lr.Lat.P(0.5)), ms(apart3.lr.Lat.P(0.99)), rateApart/rate1, roundRatios(apart3.rates, one1.rates), rate3/rateApart)
+	w = apart3.w
+	apart.Notes = append(apart.Notes, strings.Join(apartChecked, "; "),
+		fmt.Sprintf("the three writers: %.2f updates per call answered, %.1f updates per commit, %.0f groups a second in all; ", float64(w.updates)/float64(max(apart3.answered(), 1)), float64(w.updates)/float64(max(w.commits, 1)), float64(w.commits)/apart3.wall.Seconds())+
+			timesNote(w.times(), uint64(w.commits))+
+			fmt.Sprintf("; %.0f%% of groups begun in the COMMIT's round trip of the group before", 100*float64(w.heads)/float64(max(w.commits, 1))),
+		fmt.Sprintf("CPU: %.0f%% of %d cores busy, %.0f µs per call (the three gateways and their clients: one process)",
+			100*apart3.cpu.Seconds()/apart3.wall.Seconds()/float64(runtime.NumCPU()), runtime.NumCPU(), apart3.perCall(apart3.cpu)))
+	if apart3.pg >= 0 {
+		apart.Notes = append(apart.Notes, fmt.Sprintf("PostgreSQL's server: %.0f%% of %d cores, %.0f µs per call",
+			100*apart3.pg.Seconds()/apart3.wall.Seconds()/float64(runtime.NumCPU()), runtime.NumCPU(), apart3.perCall(apart3.pg)))
+	}
+	if apart3.mAll > 0 {
+		apart.Notes = append(apart.Notes, machineNote(apart3.mBusy, apart3.mAll))
+	}
+	apart.Notes = append(apart.Notes, blocksNote,
+		"each gateway is alone on its database, so each writer pipelines its groups as [10]'s does (its next group begun in its COMMIT's round trip) and none waits for another's turn: what [11] would be if its writers' turns overlapped whole, with no row, lock or chain between them; the machine they share is what is left")
+	apart.Verdict = "ok"
 
 	// [12]: the store alone, three writers.
 	url, err = createDB("ceiling")
