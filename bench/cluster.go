@@ -236,6 +236,7 @@ func (b *bench) cluster(ctx context.Context) ([]*Result, error) {
 	if one1.mAll > 0 {
 		one.Notes = append(one.Notes, machineNote(one1.mBusy, one1.mAll))
 	}
+	one.Notes = append(one.Notes, one1.sched.note())
 	one.Notes = append(one.Notes, timesNote(w.times(), uint64(w.commits))+fmt.Sprintf("; %.0f%% of groups begun in the COMMIT's round trip of the group before (%d more begun so and ended unused), %d run again safely; %d groups (%d updates) ran while the COMMIT before them was in flight, %d such runs dropped",
 		100*float64(w.heads)/float64(max(w.commits, 1)), w.idleHeads, w.safe, w.specGroups, w.specUpdates, w.specD),
 		readsNote(pg.Reads{}, w.reads(), one1.lr.Calls), w.poolNote())
@@ -291,6 +292,7 @@ func (b *bench) cluster(ctx context.Context) ([]*Result, error) {
 	if three3.mAll > 0 {
 		three.Notes = append(three.Notes, machineNote(three3.mBusy, three3.mAll))
 	}
+	three.Notes = append(three.Notes, three3.sched.note())
 	if stmts != nil {
 		three.Notes = append(three.Notes, stmts3.note(three3.answered(), 8))
 	}
@@ -319,6 +321,7 @@ func (b *bench) cluster(ctx context.Context) ([]*Result, error) {
 	if apart3.mAll > 0 {
 		apart.Notes = append(apart.Notes, machineNote(apart3.mBusy, apart3.mAll))
 	}
+	apart.Notes = append(apart.Notes, apart3.sched.note())
 	apart.Notes = append(apart.Notes, blocksNote,
 		"each gateway is alone on its database, so each writer pipelines its groups as [10]'s does (its next group begun in its COMMIT's round trip) and none waits for another's turn: what [11] would be if its writers' turns overlapped whole, with no row, lock or chain between them; the machine they share is what is left")
 	apart.Verdict = "ok"

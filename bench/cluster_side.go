@@ -23,6 +23,9 @@ type side struct {
 	w                          writerAt
 	// rates are each block's settled calls/s, in the order they ran.
 	rates []float64
+	// sched is how long this process's goroutines waited to run in the
+	// side's blocks.
+	sched schedLatency
 }
 
 func newSide(gs []*benchGateway, clients int) *side {
@@ -41,11 +44,13 @@ func (sd *side) block(ctx context.Context, clients, pid int, all []*benchGateway
 	c0, t0 := cpuTime(), time.Now()
 	p0, ok0 := treeCPU(pid)
 	b0, a0, okm0 := machineCPU()
+	s0 := schedNow()
 	r, err := runLoad(ctx, clients, warm, dur, func(ctx context.Context, c int) error {
 		return sd.callers[c%len(sd.gs)].call(ctx, c)
 	})
 	p1, ok1 := treeCPU(pid)
 	b1, a1, okm1 := machineCPU()
+	sd.sched = sd.sched.plus(schedNow().minus(s0))
 	sd.cpu, sd.wall = sd.cpu+cpuTime()-c0, sd.wall+time.Since(t0)
 	if sd.pg >= 0 {
 		sd.pg += p1 - p0
