@@ -270,18 +270,13 @@ func (b *bench) cluster(ctx context.Context) ([]*Result, error) {
 	three.Measured = fmt.Sprintf("%s calls/s, p50 %s, p99 %s: %.2f× one gateway in the blocks between (round by round: %s)", thousands(int64(rate3)), ms(three3.lr.Lat.P(0.5)), ms(three3.lr.Lat.P(0.99)), rate3/rate1,
 		roundRatios(three3.rates, one1.rates))
 	three.Notes = append(three.Notes, checked, fmt.Sprintf("%d groups ran again after a serialization conflict, over all three gateways", w.replays),
-		fmt.Sprintf("the three writers: %.2f updates per call answered, %.1f updates per commit, %.0f groups a second in all; ", float64(w.updates)/float64(max(three3.answered(), 1)), float64(w.updates)/float64(max(w.commits, 1)), float64(w.commits)/three3.wall.Seconds())+
-			timesNote(w.times(), uint64(w.commits))+
-			fmt.Sprintf("; %.0f%% of groups begun in the COMMIT's round trip of the group before", 100*float64(w.heads)/float64(max(w.commits, 1)))+
+		three3.writersNote()+
 			fmt.Sprintf("; %d groups ran %d updates while their writer waited for the lock, %d of which stood once it held it (%d rows moved onto the other writers' values)",
 				w.waitG, w.waitU, w.waitK, w.waitM),
-		readsNote(pg.Reads{}, w.reads(), three3.lr.Calls), w.poolNote(),
-		fmt.Sprintf("CPU: %.0f%% of %d cores busy, %.0f µs per call (the three gateways and their clients: one process)",
-			100*three3.cpu.Seconds()/three3.wall.Seconds()/float64(runtime.NumCPU()), runtime.NumCPU(), three3.perCall(three3.cpu)))
+		readsNote(pg.Reads{}, w.reads(), three3.lr.Calls), w.poolNote())
+	three.Notes = append(three.Notes, three3.machineNotes(" (one gateway's above)")...)
 	costs := ""
 	if three3.pg >= 0 {
-		three.Notes = append(three.Notes, fmt.Sprintf("PostgreSQL's server: %.0f%% of %d cores, %.0f µs per call (one gateway's above)",
-			100*three3.pg.Seconds()/three3.wall.Seconds()/float64(runtime.NumCPU()), runtime.NumCPU(), three3.perCall(three3.pg)))
 		if one1.pg >= 0 {
 			// What a call cost the machine's cores, the gateways' process
 			// and PostgreSQL's server, here and with one gateway.
@@ -289,10 +284,6 @@ func (b *bench) cluster(ctx context.Context) ([]*Result, error) {
 			costs = fmt.Sprintf(": a call cost %.0f µs of CPU here (the gateways' process and PostgreSQL's server), %.0f µs with one gateway (%+.0f%%)", per3, per1, 100*(per3/per1-1))
 		}
 	}
-	if three3.mAll > 0 {
-		three.Notes = append(three.Notes, machineNote(three3.mBusy, three3.mAll))
-	}
-	three.Notes = append(three.Notes, three3.sched.note())
 	if stmts != nil {
 		three.Notes = append(three.Notes, stmts3.note(three3.answered(), 8))
 	}
@@ -307,21 +298,8 @@ func (b *bench) cluster(ctx context.Context) ([]*Result, error) {
 	rateApart := apart3.lr.Rate()
 	apart.Measured = fmt.Sprintf("%s calls/s, p50 %s, p99 %s: %.2f× one gateway in the blocks between (round by round: %s); [11] is %.2f× this",
 		thousands(int64(rateApart)), ms(apart3.lr.Lat.P(0.5)), ms(apart3.lr.Lat.P(0.99)), rateApart/rate1, roundRatios(apart3.rates, one1.rates), rate3/rateApart)
-	w = apart3.w
-	apart.Notes = append(apart.Notes, strings.Join(apartChecked, "; "),
-		fmt.Sprintf("the three writers: %.2f updates per call answered, %.1f updates per commit, %.0f groups a second in all; ", float64(w.updates)/float64(max(apart3.answered(), 1)), float64(w.updates)/float64(max(w.commits, 1)), float64(w.commits)/apart3.wall.Seconds())+
-			timesNote(w.times(), uint64(w.commits))+
-			fmt.Sprintf("; %.0f%% of groups begun in the COMMIT's round trip of the group before", 100*float64(w.heads)/float64(max(w.commits, 1))),
-		fmt.Sprintf("CPU: %.0f%% of %d cores busy, %.0f µs per call (the three gateways and their clients: one process)",
-			100*apart3.cpu.Seconds()/apart3.wall.Seconds()/float64(runtime.NumCPU()), runtime.NumCPU(), apart3.perCall(apart3.cpu)))
-	if apart3.pg >= 0 {
-		apart.Notes = append(apart.Notes, fmt.Sprintf("PostgreSQL's server: %.0f%% of %d cores, %.0f µs per call",
-			100*apart3.pg.Seconds()/apart3.wall.Seconds()/float64(runtime.NumCPU()), runtime.NumCPU(), apart3.perCall(apart3.pg)))
-	}
-	if apart3.mAll > 0 {
-		apart.Notes = append(apart.Notes, machineNote(apart3.mBusy, apart3.mAll))
-	}
-	apart.Notes = append(apart.Notes, apart3.sched.note())
+	apart.Notes = append(apart.Notes, strings.Join(apartChecked, "; "), apart3.writersNote())
+	apart.Notes = append(apart.Notes, apart3.machineNotes("")...)
 	apart.Notes = append(apart.Notes, blocksNote,
 		"each gateway is alone on its database, so each writer pipelines its groups as [10]'s does (its next group begun in its COMMIT's round trip) and none waits for another's turn: what [11] would be if its writers' turns overlapped whole, with no row, lock or chain between them; the machine they share is what is left")
 	apart.Verdict = "ok"

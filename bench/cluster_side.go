@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"strings"
 	"time"
 
@@ -68,6 +69,33 @@ func (sd *side) block(ctx context.Context, clients, pid int, all []*benchGateway
 	sd.rates = append(sd.rates, r.Rate())
 	sd.w = sd.w.plus(writersOf(all).minus(w0))
 	return err
+}
+
+// writersNote says what the writers of a side of three gateways did in
+// its blocks.
+func (sd *side) writersNote() string {
+	w := sd.w
+	return fmt.Sprintf("the three writers: %.2f updates per call answered, %.1f updates per commit, %.0f groups a second in all; ",
+		float64(w.updates)/float64(max(sd.answered(), 1)), float64(w.updates)/float64(max(w.commits, 1)), float64(w.commits)/sd.wall.Seconds()) +
+		timesNote(w.times(), uint64(w.commits)) +
+		fmt.Sprintf("; %.0f%% of groups begun in the COMMIT's round trip of the group before", 100*float64(w.heads)/float64(max(w.commits, 1)))
+}
+
+// machineNotes say what a side of three gateways cost the machine in its
+// blocks: this process's CPU, PostgreSQL's server's (than: what to
+// compare it with), how busy the cores were and how long goroutines
+// waited to run.
+func (sd *side) machineNotes(than string) []string {
+	notes := []string{fmt.Sprintf("CPU: %.0f%% of %d cores busy, %.0f µs per call (the three gateways and their clients: one process)",
+		100*sd.cpu.Seconds()/sd.wall.Seconds()/float64(runtime.NumCPU()), runtime.NumCPU(), sd.perCall(sd.cpu))}
+	if sd.pg >= 0 {
+		notes = append(notes, fmt.Sprintf("PostgreSQL's server: %.0f%% of %d cores, %.0f µs per call%s",
+			100*sd.pg.Seconds()/sd.wall.Seconds()/float64(runtime.NumCPU()), runtime.NumCPU(), sd.perCall(sd.pg), than))
+	}
+	if sd.mAll > 0 {
+		notes = append(notes, machineNote(sd.mBusy, sd.mAll))
+	}
+	return append(notes, sd.sched.note())
 }
 
 // answered is how many calls the side's clients had answered 200,
