@@ -71,19 +71,16 @@ func (h schedLatency) quantile(q float64) time.Duration {
 	if n == 0 {
 		return -1
 	}
-	rank := uint64(math.Ceil(q * float64(n)))
-	var seen uint64
-	for i, c := range h.counts {
-		seen += c
-		if seen >= max(rank, 1) {
-			hi := h.buckets[i+1]
-			if math.IsInf(hi, 1) {
-				hi = h.buckets[i]
-			}
-			return time.Duration(hi * float64(time.Second))
-		}
+	rank := max(uint64(math.Ceil(q*float64(n))), 1)
+	i := 0
+	for seen := h.counts[0]; seen < rank && i+1 < len(h.counts); seen += h.counts[i] {
+		i++
 	}
-	return time.Duration(h.buckets[len(h.buckets)-1] * float64(time.Second))
+	hi := h.buckets[i+1]
+	if math.IsInf(hi, 1) {
+		hi = h.buckets[i]
+	}
+	return time.Duration(hi * float64(time.Second))
 }
 
 // note says how long goroutines waited to run.
