@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -19,8 +20,9 @@ var (
 )
 
 // JournalRow is one committed journal entry. Rows are hash-chained: Hash
-// covers the entry and the hash of the row before, so a row altered or
-// removed after the fact is detected by a verifier.
+// covers the entry and Prev, the hash of the row before it on its writer's
+// chain ("" for a chain's first row), so a row altered or removed after
+// the fact is detected by a verifier (Chains).
 type JournalRow struct {
 	Seq   uint64         `json:"seq"`
 	Key   string         `json:"key"`
@@ -62,3 +64,30 @@ func (a *Account) UnmarshalJSON(b []byte) error {
 
 // Available is the balance less what is held.
 func (a Account) Available() journal.Amount { return a.Balance - a.Held }
+
+// JournalHeadKey names where a store records the head of its journal's
+// chain n: "journal_head" for chain 0 (the embedded store's, and the first
+// gateway's on a shared database), JournalHeadsFrom+"n" for the others.
+func JournalHeadKey(n int) string {
+	if n == 0 {
+		return "journal_head"
+	}
+	return JournalHeadsFrom + strconv.Itoa(n)
+}
+
+// JournalHeadsFrom begins the keys of the chains after the first.
+const JournalHeadsFrom = "journal_head:"
+
+// IsJournalHeadKey reports whether a store's meta key records a chain's
+// head (JournalHeadKey).
+func IsJournalHeadKey(k string) bool {
+	if k == "journal_head" {
+		return true
+	}
+	n, ok := strings.CutPrefix(k, JournalHeadsFrom)
+	if !ok {
+		return false
+	}
+	i, err := strconv.Atoi(n)
+	return err == nil && i > 0 && strconv.Itoa(i) == n
+}

@@ -140,7 +140,8 @@ type Tx interface {
 type JournalTx interface {
 	// AppendEntry journals an entry (its lines sum to zero, its key is new:
 	// ErrDuplicateKey otherwise) and moves the accounts' balances; it
-	// returns the row, hash-chained to the one before. A store may find
+	// returns the row, hash-chained to the one before it on the store
+	// writer's chain (Chains). A store may find
 	// the key used only once the update's writes reach it: the update then
 	// fails with ErrDuplicateKey, so an update must not go past that error
 	// expecting the rest of it to commit.

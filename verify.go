@@ -2,18 +2,109 @@ package holon
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 
 	"holon.dev/holon/journal"
 )
 
+// A journal is a forest of hash chains: each writer (the embedded store's
+// one, or each gateway's on a shared database) extends a chain of its own,
+// whose first row has no prev and each later row the hash of the chain's
+// row before. Rows are numbered in one sequence across the chains. A
+// store records each chain's last hash, its head; the heads together
+// cover every row, since a row removed or altered breaks the link to the
+// row after it or, at a chain's end, no longer matches its head.
+
+// Chains follows a journal's chains, its rows given in seq order: each
+// row must start a chain or extend one, and no row may be extended twice.
+type Chains struct {
+	heads map[string]bool // hashes no row extends yet
+	n     int
+}
+
+// Add checks row's place in the chains: its hash is its content's, and
+// its prev is "" (a new chain) or the hash of a row before it that no
+// other row extends.
+func (c *Chains) Add(row JournalRow) error {
+	if c.heads == nil {
+		c.heads = map[string]bool{}
+	}
+	if journal.RowHash(row.Prev, row.Seq, row.Key, row.Time, row.Lines) != row.Hash {
+		return fmt.Errorf("journal row %d: hash chain broken: its content does not match its hash: the row was altered (key %s)", row.Seq, row.Key)
+	}
+	if row.Prev != "" {
+		if !c.heads[row.Prev] {
+			return fmt.Errorf("journal row %d: hash chain broken: its prev hash %.16s… is not the hash of a row before it that no other row follows: a row before it was altered or removed, or two rows follow one", row.Seq, row.Prev)
+		}
+		delete(c.heads, row.Prev)
+	}
+	if c.heads[row.Hash] {
+		return fmt.Errorf("journal row %d: hash chain broken: its hash is another row's", row.Seq)
+	}
+	c.heads[row.Hash] = true
+	c.n++
+	return nil
+}
+
+// Heads are the chains' last hashes, sorted.
+func (c *Chains) Heads() []string {
+	out := make([]string, 0, len(c.heads))
+	for h := range c.heads {
+		out = append(out, h)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// MatchHeads compares the heads a store recorded with those its rows end
+// in (both sorted, "" left out).
+func MatchHeads(recorded, found []string) error {
+	if slices.Equal(recorded, found) {
+		return nil
+	}
+	missing, extra := diff(recorded, found), diff(found, recorded)
+	var why []string
+	if len(missing) > 0 {
+		why = append(why, fmt.Sprintf("recorded heads %s end no chain of rows: rows at a chain's end were removed or altered", short(missing)))
+	}
+	if len(extra) > 0 {
+		why = append(why, fmt.Sprintf("rows %s end chains no recorded head names: rows were added, or a chain's head was removed", short(extra)))
+	}
+	return fmt.Errorf("journal heads: %s", strings.Join(why, "; "))
+}
+
+// diff is what a holds that b does not (both sorted).
+func diff(a, b []string) []string {
+	var out []string
+	for _, x := range a {
+		if _, ok := slices.BinarySearch(b, x); !ok {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+func short(hs []string) string {
+	s := make([]string, len(hs))
+	for i, h := range hs {
+		if len(h) > 16 {
+			h = h[:16] + "…"
+		}
+		s[i] = h
+	}
+	return strings.Join(s, ", ")
+}
+
 // VerifyJournal checks the journal's rules on everything a store holds:
 // rows numbered 1, 2, … without a gap, each entry summing to zero with a
-// key used once, the hash chain unbroken, every account's balance the sum
-// of its lines, and all balances summing to zero. A store that keeps the
-// chain's head apart passes checkHead, called with the last row's hash
-// once the rows are read (nil otherwise).
-func VerifyJournal(tx JournalTx, checkHead func(last string) error) error {
-	var head string
+// key used once, each row starting a hash chain or extending one (never
+// one extended twice), every account's balance the sum of its lines, and
+// all balances summing to zero. A store that records its chains' heads
+// passes checkHeads, called with the heads the rows end in, sorted, once
+// the rows are read (nil otherwise); MatchHeads compares them.
+func VerifyJournal(tx JournalTx, checkHeads func(heads []string) error) error {
+	var chains Chains
 	sums := map[string]journal.Amount{}
 	keys := map[string]bool{}
 	var n uint64
@@ -29,10 +120,9 @@ func VerifyJournal(tx JournalTx, checkHead func(last string) error) error {
 			return false, fmt.Errorf("journal row %d: %w", row.Seq, ErrDuplicateKey)
 		}
 		keys[row.Key] = true
-		if row.Prev != head || journal.RowHash(head, row.Seq, row.Key, row.Time, row.Lines) != row.Hash {
-			return false, fmt.Errorf("journal row %d: hash chain broken", row.Seq)
+		if err := chains.Add(row); err != nil {
+			return false, err
 		}
-		head = row.Hash
 		for _, l := range row.Lines {
 			sums[l.Account] += l.Amount
 		}
@@ -41,8 +131,8 @@ func VerifyJournal(tx JournalTx, checkHead func(last string) error) error {
 	if err != nil {
 		return err
 	}
-	if checkHead != nil {
-		if err := checkHead(head); err != nil {
+	if checkHeads != nil {
+		if err := checkHeads(chains.Heads()); err != nil {
 			return err
 		}
 	}

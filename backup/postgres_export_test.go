@@ -12,6 +12,7 @@ import (
 	"holon.dev/holon/backup"
 	"holon.dev/holon/backup/pgtest"
 	"holon.dev/holon/journal"
+	"holon.dev/holon/kv"
 	"holon.dev/holon/kv/pg"
 )
 
@@ -81,14 +82,31 @@ func TestPostgres_BackupBothWays(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = s.Update(ctx, func(tx holon.Tx) error {
-		e, _ := journal.Transfer("admin-credit:on-postgres", "external:demo-credit", "alice", amt("1.00"))
-		_, err := tx.AppendEntry(e)
-		return err
-	})
-	s.Close()
+	// A second gateway on the same database, open at once: its writer
+	// extends a chain of its own.
+	s2, err := pg.Open(ctx, url, holon.StoreOptions{Now: func() time.Time { return t0 }})
 	if err != nil {
 		t.Fatal(err)
+	}
+	var first, second holon.JournalRow
+	for _, x := range []struct {
+		s   *pg.Store
+		key string
+		row *holon.JournalRow
+	}{{s, "admin-credit:on-postgres", &first}, {s2, "admin-credit:second-gateway", &second}} {
+		err = x.s.Update(ctx, func(tx holon.Tx) (err error) {
+			e, _ := journal.Transfer(x.key, "external:demo-credit", "alice", amt("1.00"))
+			*x.row, err = tx.AppendEntry(e)
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Close()
+	s2.Close()
+	if first.Prev == "" || second.Prev != "" {
+		t.Errorf("the first gateway's entry follows %q, the second's %q: want the loaded chain's head, then a chain of its own", first.Prev, second.Prev)
 	}
 	fromPG := pgBackup(t, url)
 	rep, _, err := backup.VerifyFile(bytes.NewReader(fromPG), t.TempDir())
@@ -112,7 +130,24 @@ func TestPostgres_BackupBothWays(t *testing.T) {
 	if again := writeBackup(t, restored); !bytes.Equal(again, fromPG) {
 		diffLines(t, again, fromPG)
 	}
-	if len(lines(fromPG)) != len(lines(fromBolt))+2 { // the entry and its key
+	if len(lines(fromPG)) != len(lines(fromBolt))+5 { // two entries, their keys, the second chain's head
 		t.Errorf("%d lines from PostgreSQL, %d from bbolt", len(lines(fromPG)), len(lines(fromBolt)))
+	}
+	// The bbolt store goes on with chain 0, the first gateway's, and
+	// keeps the second's head: both verify.
+	var row holon.JournalRow
+	err = restored.Update(ctx, func(tx *kv.Tx) (err error) {
+		e, _ := journal.Transfer("admin-credit:on-bbolt", "external:demo-credit", "alice", amt("1.00"))
+		row, err = tx.AppendEntry(e)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if row.Prev != first.Hash {
+		t.Errorf("the bbolt store's entry follows %q, want chain 0's head %q", row.Prev, first.Hash)
+	}
+	if rep, err := backup.Verify(restored); err != nil || !rep.OK() {
+		t.Fatalf("the bbolt store restored from PostgreSQL, after an entry: %v %v", rep, err)
 	}
 }

@@ -338,10 +338,24 @@ func (tx *Tx) ForEachCounter(fn func(name string, n uint64) error) error {
 	})
 }
 
-// JournalHead is the hash of the last journal row ("" for an empty journal).
-func (tx *Tx) JournalHead() string {
-	head, _ := tx.journalHead()
-	return head
+// JournalHeads are the heads of the journal's chains, sorted: this
+// store's own (chain 0, "journal_head") and those recorded by other
+// writers, kept when a backup of a shared database was restored here
+// (holon.JournalHeadKey). An empty journal has none.
+func (tx *Tx) JournalHeads() []string {
+	var heads []string
+	if own, _ := tx.journalHead(); own != "" {
+		heads = append(heads, own)
+	}
+	c := tx.btx.Bucket(bucketMeta).Cursor()
+	prefix := []byte(holon.JournalHeadsFrom)
+	for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+		if holon.IsJournalHeadKey(string(k)) && len(v) > 0 {
+			heads = append(heads, string(v))
+		}
+	}
+	slices.Sort(heads)
+	return heads
 }
 
 // JournalKeys is the number of idempotency keys recorded.

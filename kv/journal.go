@@ -9,7 +9,9 @@ import (
 	"holon.dev/holon/journal"
 )
 
-var metaJournalHead = []byte("journal_head")
+// metaJournalHead records the head of the embedded store's chain, the
+// journal's chain 0 (holon.JournalHeadKey).
+var metaJournalHead = []byte(holon.JournalHeadKey(0))
 
 // PostEntry journals an entry as AppendEntry does, without its row.
 func (tx *Tx) PostEntry(e journal.Entry) error {
@@ -188,14 +190,12 @@ func (tx *Tx) ForEachEntry(after uint64, fn func(holon.JournalRow) (bool, error)
 	return nil
 }
 
-// VerifyJournal checks the whole journal: every row sums to zero and is
-// chained to the one before, keys are unique, and every balance is the sum
-// of its lines. It reads every row: an offline check, never done at start-up.
+// VerifyJournal checks the whole journal: every row sums to zero and
+// starts or extends a chain, keys are unique, the recorded heads are the
+// chains' last rows, and every balance is the sum of its lines. It reads
+// every row: an offline check, never done at start-up.
 func (tx *Tx) VerifyJournal() error {
-	return holon.VerifyJournal(tx, func(last string) error {
-		if head := tx.JournalHead(); head != last {
-			return fmt.Errorf("journal head %q does not match the last row %q", head, last)
-		}
-		return nil
+	return holon.VerifyJournal(tx, func(heads []string) error {
+		return holon.MatchHeads(tx.JournalHeads(), heads)
 	})
 }

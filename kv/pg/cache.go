@@ -22,7 +22,7 @@ import (
 // the log since its last group, in the same round trip as the lock, takes
 // those values and forgets the other rows. A writer alone on a
 // database (one gateway) therefore reads its hot rows (balances, budgets,
-// sequences, counters, the journal's head, the holds and receipts of its
+// sequences, counters, a chain's head, the holds and receipts of its
 // own calls) from the database once, not once per update.
 //
 // Layers, newest first: the running update's (t.l), the updates of this

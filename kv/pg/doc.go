@@ -21,7 +21,7 @@
 // and wrote in a cache that outlives its groups, and each group logs the
 // keys of the rows it changed (writer_log), with the new values of the
 // small ones (writer_log.vals, migration 12: balances, budgets, counters,
-// sequences, the journal's head, agents' records, and documents of up to
+// sequences, a chain's head, agents' records, and documents of up to
 // 512 bytes of text), read by the next writer to take the lock, which
 // takes those values and forgets the other rows (cache.go). An update's
 // writes are not sent when it ends: they go with the next statement that must be
@@ -42,10 +42,11 @@
 // it knows; once it holds the lock they stand up to the first that saw a
 // row another writer changed meanwhile, and the rows they changed only by
 // deltas that the others changed too (balances, counters, the journal's
-// and the events' numbers and chain, agents' records, earnings and
+// and the events' numbers (its entries then chained again on its own
+// chain), agents' records, earnings and
 // latency: PostEntry, PostEvent, CounterAt and the Add methods) are
 // moved onto the others' values (spec.go, rebase). Hot rows (balances,
-// budgets, counters, sequences, the journal's head, agents' records) are
+// budgets, counters, sequences, a chain's head, agents' records) are
 // written with their new value, once per round trip however many updates
 // moved them, a table's rows in one statement, and the rollups summed in
 // one row of arrays, folded into the rollups by the leader of the job
@@ -57,6 +58,13 @@
 // the writers, except a recent view (holon.RecentViews, recent.go): an
 // in-process call's admission reads what the writer last saw committed,
 // in memory, when that is recent enough and holds every row it asks for.
+//
+// The journal is a forest of hash chains (holon.Chains): each store
+// handle's writer extends a chain of its own, claimed when it opens
+// (lease.go, journal_chains, migration 17), so that a chain's head is
+// never another gateway's to move, and its entries, numbered in the one
+// sequence, are chained again only on its own head when another gateway
+// numbered entries before them.
 //
 // Imports: only holon and journal of the project (and pgx). Nothing in
 // gateway/, appliance/ or webui/ imports it: they see holon.Store.

@@ -46,7 +46,7 @@ func (t *Tx) appendEntry(e journal.Entry) (holon.JournalRow, error) {
 	if err != nil {
 		return holon.JournalRow{}, err
 	}
-	prev, _ := t.meta("journal_head")
+	prev, _ := t.meta(t.s.headKey)
 	row := holon.JournalRow{Seq: seq, Key: e.Key, Time: t.Now().UTC(), Lines: e.Lines, Prev: prev}
 	row.Hash = journal.RowHash(prev, seq, row.Key, row.Time, row.Lines)
 	if err := t.appendRows("", rowEntry, func(err error) error {
@@ -96,7 +96,7 @@ func (t *Tx) appendEntry(e journal.Entry) (holon.JournalRow, error) {
 		return holon.JournalRow{}, err
 	}
 	t.wrote(kEntry(e.Key), true)
-	if err := t.putMeta("journal_head", row.Hash); err != nil {
+	if err := t.putMeta(t.s.headKey, row.Hash); err != nil {
 		return holon.JournalRow{}, err
 	}
 	_, err = t.AddCounter("journal_entries", 1)
@@ -308,13 +308,32 @@ func (t *Tx) AddHeld(account string, delta journal.Amount) error {
 	return nil
 }
 
-// VerifyJournal checks the journal's rules and that the stored head is
-// the last row's hash.
+// VerifyJournal checks the journal's rules and that the recorded heads
+// are the last rows of the journal's chains, one a gateway.
 func (t *Tx) VerifyJournal() error {
-	return holon.VerifyJournal(t, func(last string) error {
-		if head, _ := t.meta("journal_head"); head != last {
-			return fmt.Errorf("journal head %q does not match the last row %q", head, last)
+	return holon.VerifyJournal(t, func(found []string) error {
+		heads, err := t.JournalHeads()
+		if err != nil {
+			return err
+		}
+		return holon.MatchHeads(heads, found)
+	})
+}
+
+// JournalHeads are the heads the journal's chains recorded (meta rows
+// under holon.JournalHeadKey), sorted.
+func (t *Tx) JournalHeads() ([]string, error) {
+	var heads []string
+	err := t.all(`SELECT key, value FROM meta WHERE key = $1 OR key LIKE $2 ORDER BY value`, []any{holon.JournalHeadKey(0), holon.JournalHeadsFrom + "%"}, func(rows pgx.Rows) error {
+		var k, v string
+		if err := rows.Scan(&k, &v); err != nil {
+			return err
+		}
+		if holon.IsJournalHeadKey(k) && v != "" {
+			heads = append(heads, v)
 		}
 		return nil
 	})
+	slices.Sort(heads)
+	return heads, err
 }

@@ -4,9 +4,14 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"holon.dev/holon"
 )
 
 // DefaultLease is how long a gateway's lease lasts without being renewed:
@@ -39,6 +44,47 @@ func (s *Store) renew(ctx context.Context) error {
 		ON CONFLICT (id) DO UPDATE SET expires = EXCLUDED.expires`, s.id, s.lease.Milliseconds())
 	return err
 }
+
+// claimChain takes the journal's chain the writer extends: the lowest
+// whose gateway holds no live lease (it closed, or died and its lease ran
+// out), or a new one. Each gateway's writer thus chains its entries
+// without waiting for another's head, and a cluster holds about as many
+// chains as it ever ran gateways at once. A gateway whose lease ran out
+// while it still ran may find its chain claimed by another: both then
+// extend it under the writers' lock, each moving its entries onto the
+// other's head (spec.go), so that it stays one chain.
+func (s *Store) claimChain(ctx context.Context) error {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, `LOCK TABLE journal_chains IN EXCLUSIVE MODE`); err != nil {
+		return err
+	}
+	var n int
+	err = tx.QueryRow(ctx, `SELECT c.n FROM journal_chains c
+		WHERE NOT EXISTS (SELECT 1 FROM gateways g WHERE g.id = c.gateway AND g.expires > now())
+		ORDER BY c.n LIMIT 1`).Scan(&n)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		err = tx.QueryRow(ctx, `INSERT INTO journal_chains (n, gateway) SELECT COALESCE(max(n) + 1, 0), $1 FROM journal_chains RETURNING n`, s.id).Scan(&n)
+	case err == nil:
+		_, err = tx.Exec(ctx, `UPDATE journal_chains SET gateway = $1 WHERE n = $2`, s.id, n)
+	}
+	if err != nil {
+		return err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return err
+	}
+	s.chain, s.headKey = n, holon.JournalHeadKey(n)
+	return nil
+}
+
+// Chain is the journal's chain this store handle's writer extends
+// (holon.JournalHeadKey).
+func (s *Store) Chain() int { return s.chain }
 
 // keepLease renews the lease until the store closes or is killed.
 func (s *Store) keepLease() {

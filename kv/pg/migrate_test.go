@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"strconv"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -73,8 +74,8 @@ func TestMigrate(t *testing.T) {
 	})
 
 	for from := 1; from < newest; from++ {
-		t.Run("from version "+string(rune('0'+from)), func(t *testing.T) {
-			url := dbs.url(t, "from"+string(rune('0'+from)))
+		t.Run("from version "+strconv.Itoa(from), func(t *testing.T) {
+			url := dbs.url(t, "from"+strconv.Itoa(from))
 			conn := dbs.srv.Connect(t, url)
 			err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 				if err := pg.ApplyTo(ctx, tx, 0, from); err != nil {
@@ -177,6 +178,11 @@ func TestStore_ServesALoadedBackup(t *testing.T) {
 	}
 	if row.Seq != 8 {
 		t.Errorf("the first entry after the load is row %d, want 8", row.Seq)
+	}
+	var loaded holon.JournalRow
+	s.View(func(tx holon.Tx) (err error) { loaded, err = tx.EntryByKey("settle:r9"); return err })
+	if loaded.Seq != 7 || row.Prev != loaded.Hash {
+		t.Errorf("the first entry after the load follows %.16s, want the loaded chain's last row (%d, %.16s)", row.Prev, loaded.Seq, loaded.Hash)
 	}
 	check()
 }

@@ -7,7 +7,7 @@ import (
 )
 
 // Writes of hot rows. A small row the writer knows whole (a balance, a
-// budget, a counter, a sequence, the journal's head, an agent's record) is
+// budget, a counter, a sequence, a chain's head, an agent's record) is
 // written with its new value, not with a change: within a round trip only
 // its last value needs to reach the database, and the rows of one table go
 // in one multi-row statement. A group that runs without savepoints (the

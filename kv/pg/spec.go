@@ -111,7 +111,7 @@ func (s *Store) speculate(prior *group, answered <-chan commitAnswer) (*group, c
 // which rows the other writers changed since; the run stands for its
 // updates before the first one that saw such a row (read its value,
 // which decided what it did), and those rows it changed only by a delta
-// (a balance, a counter, a sequence, the journal's head, an agent's
+// (a balance, a counter, a sequence, a chain's head, an agent's
 // record, a version's earnings and latency: methods that say so with
 // Tx.inside) are moved onto the other writers' values (rebase): their
 // new value is the other writers' plus this group's change, the group's
@@ -227,7 +227,7 @@ func (s *Store) rebase(g *group, logged []logEntry) int {
 		case !ok || t.first >= n:
 		case t.seen >= 0:
 			n = min(n, t.seen)
-		case !movable(k):
+		case !s.movable(k):
 			n = min(n, t.first)
 		}
 	}
@@ -284,15 +284,17 @@ func (g *group) keep(n int, ours layer) {
 }
 
 // movable reports whether a row a run changed only by deltas can be
-// moved onto another writer's value (rebase).
-func movable(k string) bool {
+// moved onto another writer's value (rebase). The head of the writer's
+// own chain moves only when another writer extended that chain too (one
+// whose lease ran out while it still ran, its chain claimed by s).
+func (s *Store) movable(k string) bool {
 	switch k[0] {
 	case 'a', 'c', 'v':
 		return true
 	case 's':
 		return k == kSeq("journal") || k == kSeq("call_events")
 	case 'm':
-		return k == kMeta("journal_head")
+		return k == kMeta(s.headKey)
 	case 'd':
 		return strings.HasPrefix(k, "d"+sep+"earnings"+sep) || strings.HasPrefix(k, "d"+sep+"latency"+sep)
 	}
@@ -324,7 +326,7 @@ func (s *Store) moves(g *group, n int, theirs map[string]*string) (moved, ours l
 			// failed stopped the run): what it read went nowhere.
 			continue
 		}
-		if k == kMeta("journal_head") {
+		if k == kMeta(s.headKey) {
 			continue // chained again with the entries (writeMoved)
 		}
 		th, ok1 := fromLog(k, v)
@@ -335,15 +337,18 @@ func (s *Store) moves(g *group, n int, theirs map[string]*string) (moved, ours l
 		}
 		moved[k] = nv
 	}
-	// The journal's head moves with its sequence, or not at all.
+	// The writer's chain is extended by others only when they also
+	// numbered entries: its head moves with the journal's sequence.
+	// When the sequence moved (others appended, to their chains), the
+	// run's entries are numbered and chained again (writeMoved).
+	head := kMeta(s.headKey)
 	_, seqMoved := moved[kSeq("journal")]
-	_, headChanged := theirs[kMeta("journal_head")]
-	headOurs := ours[kMeta("journal_head")].dirty
-	if seqMoved != (headChanged && headOurs) {
-		return nil, nil, min(g.touched[kSeq("journal")].first, g.touched[kMeta("journal_head")].first)
-	}
-	if seqMoved {
-		if _, ok := fromLog(kMeta("journal_head"), theirs[kMeta("journal_head")]); !ok {
+	_, headChanged := theirs[head]
+	if headChanged && ours[head].dirty {
+		if !seqMoved {
+			return nil, nil, min(g.touched[kSeq("journal")].first, g.touched[head].first)
+		}
+		if _, ok := fromLog(head, theirs[head]); !ok {
 			return nil, nil, g.touched[kSeq("journal")].first
 		}
 	}
@@ -487,17 +492,26 @@ func moveLatency(was, ours, theirs []byte) ([]byte, bool) {
 // after the other writers', and chains its entries from their head.
 func (g *group) writeMoved(n int, moved layer, theirs map[string]*string) error {
 	if e, ok := moved[kSeq("journal")]; ok {
-		head, _ := fromLog(kMeta("journal_head"), theirs[kMeta("journal_head")])
-		prev, _ := head.v.(string)
-		if head.st == absent {
-			prev = ""
+		// The entries are chained again from the chain's head: theirs
+		// when another writer extended this writer's chain, else the
+		// one the run began from.
+		head := kMeta(g.s.headKey)
+		prev, ok := g.firstPrev()
+		if v, theirs := theirs[head]; theirs {
+			h, _ := fromLog(head, v)
+			prev, ok = "", true
+			if h.st == present {
+				prev, _ = h.v.(string)
+			}
 		}
-		last, err := g.rechain(prev, e.v.(uint64))
-		if err != nil {
-			return err
+		if ok {
+			last, err := g.rechain(prev, e.v.(uint64))
+			if err != nil {
+				return err
+			}
+			g.conf[head] = entry{v: last, dirty: true}
+			g.pending = append(g.pending, queued{key: head, row: &rowWrite{kind: rowMeta, rows: [][]any{{g.s.headKey, last}}}, owner: n - 1, free: true})
 		}
-		g.conf[kMeta("journal_head")] = entry{v: last, dirty: true}
-		g.pending = append(g.pending, queued{key: kMeta("journal_head"), row: &rowWrite{kind: rowMeta, rows: [][]any{{"journal_head", last}}}, owner: n - 1, free: true})
 	}
 	if e, ok := moved[kSeq("call_events")]; ok {
 		g.renumber(rowEvent, e.v.(uint64))
@@ -528,6 +542,17 @@ func (g *group) writeMoved(n int, moved layer, theirs map[string]*string) error 
 		g.pending = append(g.pending, queued{key: k, row: &rowWrite{kind: kind, rows: [][]any{row}}, owner: n - 1, free: true})
 	}
 	return nil
+}
+
+// firstPrev is the prev of the group's first journal entry (false: it
+// has none).
+func (g *group) firstPrev() (string, bool) {
+	for _, q := range g.pending {
+		if q.row != nil && q.row.kind == rowEntry && len(q.row.rows) > 0 {
+			return q.row.rows[0][3].(string), true
+		}
+	}
+	return "", false
 }
 
 // rechain numbers the group's journal entries (those of the updates

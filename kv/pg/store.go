@@ -91,7 +91,11 @@ type Store struct {
 	memo docMemo
 
 	// The gateway's lease (lease.go).
-	id                   string
+	id string
+	// chain is the journal's chain the writer extends, claimed at start
+	// (lease.go); headKey records its head (holon.JournalHeadKey).
+	chain                int
+	headKey              string
 	lease                time.Duration
 	stopLease, leaseDone chan struct{}
 
@@ -165,6 +169,10 @@ func OpenWith(ctx context.Context, url string, opts holon.StoreOptions, o Option
 	if err := s.renew(ctx); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("take the gateway's lease: %w", err)
+	}
+	if err := s.claimChain(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("claim a chain of the journal: %w", err)
 	}
 	go s.keepLease()
 	go s.write()
