@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -17,6 +18,9 @@ var (
 	ErrDuplicateKey = errors.New("journal: idempotency key already used")
 	// ErrJournalRowExists: a journal row would be overwritten.
 	ErrJournalRowExists = errors.New("journal: rows are never overwritten")
+	// ErrOverdrawn: an update would leave an account's available balance
+	// below zero (Overdrafts).
+	ErrOverdrawn = errors.New("journal: an account would be overdrawn")
 )
 
 // JournalRow is one committed journal entry. Rows are hash-chained: Hash
@@ -64,6 +68,55 @@ func (a *Account) UnmarshalJSON(b []byte) error {
 
 // Available is the balance less what is held.
 func (a Account) Available() journal.Amount { return a.Balance - a.Held }
+
+// IsExternal reports whether an account is outside the platform
+// (external:…): money enters from it, and its balance is below zero by
+// design.
+func IsExternal(account string) bool { return strings.HasPrefix(account, "external:") }
+
+// Overdrafts is the stores' rule that no update overdraws an account: an
+// update that leaves an account other than an external one with less
+// available than zero, and less than it had before the update, fails
+// with ErrOverdrawn. Within the update an account may pass through such a
+// state (a settlement debits the payer before it releases the hold that
+// covered the debit): the rule judges where the update ends. The gateway
+// never asks for an overdraft (it checks what is available first); the
+// stores refuse one all the same, so that a check made on a stale read
+// (another gateway moved the account meanwhile) cannot overdraw it.
+//
+// A store calls Before with an account's standing before each change it
+// makes to it, and Check once the update ran.
+type Overdrafts map[string]journal.Amount
+
+// Before records what account had available before the update changed it
+// (its first change only).
+func (o Overdrafts) Before(name string, a Account) {
+	if _, ok := o[name]; !ok && !IsExternal(name) {
+		o[name] = a.Available()
+	}
+}
+
+// Check reads the accounts the update changed (read) and refuses the
+// update when one of them is overdrawn by it; it then forgets them.
+func (o Overdrafts) Check(read func(name string) (Account, error)) error {
+	defer clear(o)
+	names := make([]string, 0, len(o))
+	for name := range o {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		before := o[name]
+		a, err := read(name)
+		if err != nil {
+			return err
+		}
+		if now := a.Available(); now < 0 && now < before {
+			return fmt.Errorf("account %s: %w: %s available after this update (balance %s, held %s), %s before", name, ErrOverdrawn, now, a.Balance, a.Held, before)
+		}
+	}
+	return nil
+}
 
 // JournalHeadKey names where a store records the head of its journal's
 // chain n: "journal_head" for chain 0 (the embedded store's, and the first

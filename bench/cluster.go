@@ -340,6 +340,23 @@ func storeCeiling(ctx context.Context, url string, o Options) (float64, string, 
 	if err != nil {
 		return 0, "", err
 	}
+	// The payers are funded first, as a gateway's are: a store refuses
+	// a reservation beyond what is available (holon.Overdrafts).
+	err = stores[0].Update(ctx, func(tx holon.Tx) error {
+		for i := range benchPayers {
+			e, err := journal.Transfer(fmt.Sprintf("signup:p%02d", i), "external:demo-credit", fmt.Sprintf("p%02d", i), journal.MustParseAmount("1000000"))
+			if err != nil {
+				return err
+			}
+			if err := tx.PostEntry(e); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, "", err
+	}
 	var settled atomic.Int64
 	lr, err := runLoad(ctx, o.Clients, warmUp(o), o.Duration, func(ctx context.Context, c int) error {
 		s := stores[c%len(stores)]

@@ -97,10 +97,11 @@ func (tx *Tx) addBalance(account string, delta journal.Amount) error {
 	if err != nil {
 		return err
 	}
+	before := a
 	if a.Balance, err = a.Balance.Add(delta); err != nil {
 		return fmt.Errorf("balance of %s: %w", account, err)
 	}
-	return tx.putAccount(account, a)
+	return tx.putAccount(account, before, a)
 }
 
 // Account returns an account's standing (zero for an account never seen).
@@ -119,7 +120,12 @@ func (tx *Tx) readAccount(name string) (holon.Account, error) {
 	return a, nil
 }
 
-func (tx *Tx) putAccount(name string, a holon.Account) error {
+// putAccount writes an account's new standing; before is what it was.
+func (tx *Tx) putAccount(name string, before, a holon.Account) error {
+	if tx.overdrafts == nil {
+		tx.overdrafts = holon.Overdrafts{}
+	}
+	tx.overdrafts.Before(name, before)
 	if tx.cache != nil {
 		cachedPut(tx, &tx.cache.accounts, name, a)
 		return nil
@@ -134,13 +140,14 @@ func (tx *Tx) AddHeld(account string, delta journal.Amount) error {
 	if err != nil {
 		return err
 	}
+	before := a
 	if a.Held, err = a.Held.Add(delta); err != nil {
 		return err
 	}
 	if a.Held < 0 {
 		return fmt.Errorf("release %s on %s: only %s is held", -delta, account, a.Held-delta)
 	}
-	return tx.putAccount(account, a)
+	return tx.putAccount(account, before, a)
 }
 
 // HasEntry reports whether an entry with this idempotency key is journaled.

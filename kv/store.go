@@ -667,6 +667,10 @@ func (s *Store) runTx(reqs []*writeReq) (kept []*writeReq, stop int, stopErr, er
 		for i, r := range reqs {
 			tx.beginUpdate()
 			err := runUpdate(r.fn, tx)
+			if err == nil && len(tx.overdrafts) > 0 {
+				err = tx.overdrafts.Check(tx.Account)
+			}
+			clear(tx.overdrafts)
 			if err == nil {
 				kept = append(kept, r)
 				continue

@@ -120,6 +120,9 @@ type Tx struct {
 	// update numbers the updates of the transaction (from 1), for the
 	// write cache's undo.
 	update uint64
+	// overdrafts are the accounts the current update moved, with what
+	// they had available before it (holon.Overdrafts).
+	overdrafts holon.Overdrafts
 	// logged counts the keys this transaction added to the receipt index's
 	// log (updates undone included: it only tells the writer when to fold).
 	logged int

@@ -2,9 +2,11 @@ package storetest
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 
@@ -19,6 +21,7 @@ func init() {
 		behaviour{"Budgets/Windows", testBudgetWindows},
 		behaviour{"Holds/PutReadDeleteList", testHolds},
 		behaviour{"Held/NeverBelowZero", testHeldNeverBelowZero},
+		behaviour{"Held/NoOverdraft", testNoOverdraft},
 		behaviour{"Idempotency/EntryAndDocumentOnce", testIdempotencyOnce},
 		behaviour{"Idempotency/FailedUpdateLeavesNeither", testIdempotencyFailed},
 		behaviour{"Mandates/RevisionChangesWithTheMandate", testMandateRevision},
@@ -541,4 +544,64 @@ func testBudgetWindows(t *testing.T, e *env) {
 		return nil
 	})
 	e.update(func(tx holon.Tx) error { return tx.DeleteHold("r9") })
+}
+
+// Ensure that no update overdraws an account other than an external one
+// (holon.Overdrafts): an entry or a hold that leaves less than zero
+// available, and less than before, fails the update with ErrOverdrawn
+// and nothing of the update is kept; an update that passes through such
+// a state and ends out of it (a settlement: the debit, then the release
+// of the hold that covered it) stands; an external account goes below
+// zero by design.
+func testNoOverdraft(t *testing.T, e *env) {
+	e.credit("signup:bob", "bob", "1.00")
+	e.update(func(tx holon.Tx) error { return tx.AddHeld("bob", amt("0.80")) })
+	refused := func(what string, fn func(tx holon.Tx) error) {
+		t.Helper()
+		err := e.s.Update(context.Background(), fn)
+		if !errors.Is(err, holon.ErrOverdrawn) || !strings.Contains(err.Error(), "account bob") {
+			t.Errorf("%s: %v, want ErrOverdrawn naming bob", what, err)
+		}
+		if a := e.account("bob"); a != (holon.Account{Balance: amt("1.00"), Held: amt("0.80")}) {
+			t.Errorf("after %s, bob = %+v, want balance 1.00, held 0.80 (nothing kept)", what, a)
+		}
+		if a := e.account("acme"); a.Balance != 0 {
+			t.Errorf("after %s, acme = %+v, want nothing (nothing kept)", what, a)
+		}
+	}
+	refused("a debit beyond what is available", func(tx holon.Tx) error {
+		return tx.PostEntry(transfer(t, "settle:r1", "bob", "acme", "0.30"))
+	})
+	refused("a hold beyond what is available", func(tx holon.Tx) error {
+		if err := tx.AddHeld("bob", amt("0.10")); err != nil {
+			return err
+		}
+		return tx.AddHeld("bob", amt("0.11"))
+	})
+	refused("a debit whose release does not cover it", func(tx holon.Tx) error {
+		if err := tx.PostEntry(transfer(t, "settle:r1", "bob", "acme", "0.30")); err != nil {
+			return err
+		}
+		return tx.AddHeld("bob", -amt("0.05"))
+	})
+	// The settlement's shape: debited beyond what is available, then the
+	// hold released, in one update.
+	e.update(func(tx holon.Tx) error {
+		if err := tx.PostEntry(transfer(t, "settle:r1", "bob", "acme", "0.30")); err != nil {
+			return err
+		}
+		return tx.AddHeld("bob", -amt("0.80"))
+	})
+	if a := e.account("bob"); a != (holon.Account{Balance: amt("0.70")}) {
+		t.Errorf("after the settlement, bob = %+v, want balance 0.70, nothing held", a)
+	}
+	// All that is available may be spent; the external account that paid
+	// bob's credit is below zero.
+	e.update(func(tx holon.Tx) error { return tx.PostEntry(transfer(t, "settle:r2", "bob", "acme", "0.70")) })
+	if a := e.account("bob"); a.Balance != 0 {
+		t.Errorf("bob = %+v after spending all, want 0", a)
+	}
+	if a := e.account("external:demo-credit"); a.Balance != -amt("1.00") {
+		t.Errorf("external:demo-credit = %s, want -1.00", a.Balance)
+	}
 }

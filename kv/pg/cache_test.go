@@ -40,7 +40,7 @@ func TestStore_GroupCacheForgetsFailedUpdates(t *testing.T) {
 					return err
 				}
 				e := journal.Entry{Key: fmt.Sprintf("k%d", i), Lines: []journal.Line{
-					{Account: "a", Amount: -journal.Amount(i + 1)}, {Account: "b", Amount: journal.Amount(i + 1)}}}
+					{Account: "external:a", Amount: -journal.Amount(i + 1)}, {Account: "b", Amount: journal.Amount(i + 1)}}}
 				if _, err := tx.AppendEntry(e); err != nil {
 					return err
 				}
@@ -114,7 +114,7 @@ func TestStore_CacheFollowsOtherWriters(t *testing.T) {
 			if err := tx.AddBudget("m", 2, 3); err != nil {
 				return err
 			}
-			_, err := tx.AppendEntry(journal.Entry{Key: key, Lines: []journal.Line{{Account: "ext", Amount: -5}, {Account: "bob", Amount: 5}}})
+			_, err := tx.AppendEntry(journal.Entry{Key: key, Lines: []journal.Line{{Account: "external:ext", Amount: -5}, {Account: "bob", Amount: 5}}})
 			return err
 		})
 	}
@@ -157,7 +157,7 @@ func TestStore_RefusedWriteFailsItsUpdateAlone(t *testing.T) {
 	b := stores[0]
 	bg := context.Background()
 	entry := func(key string) journal.Entry {
-		return journal.Entry{Key: key, Lines: []journal.Line{{Account: "ext", Amount: -1}, {Account: "ann", Amount: 1}}}
+		return journal.Entry{Key: key, Lines: []journal.Line{{Account: "external:ext", Amount: -1}, {Account: "ann", Amount: 1}}}
 	}
 	const n = 60
 	for i := 0; i < n; i += 3 {

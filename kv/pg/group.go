@@ -94,6 +94,7 @@ func (g *group) answered() {
 // refused handles a pending statement of update owner that PostgreSQL
 // refused with err, in a round trip update t made, and returns t's error.
 func (g *group) refused(t *Tx, owner int, err error) error {
+	err = refusal(err)
 	if t.note(err); t.fatal == nil && !g.safe {
 		// A fast run has no savepoint to go back to.
 		t.fatal = &errSafeRun{err}
@@ -283,6 +284,9 @@ func (g *group) runUpdates(updates []*update, i int, q querier) error {
 				g.pending = append(g.pending, queued{sql: `SAVEPOINT u`, owner: i, free: true})
 			}
 			ferr := call(u.fn, tx)
+			if ferr == nil && tx.fatal == nil && tx.failed == nil {
+				ferr = tx.checkOverdrafts()
+			}
 			if tx.fatal != nil {
 				return tx.fatal
 			}

@@ -86,7 +86,7 @@ func grouped(t *testing.T, s *pg.Store, fns ...func(holon.Tx) error) []error {
 
 // entry is a transfer of micros from ext to account, under key.
 func entry(key, account string, micros int64) journal.Entry {
-	return journal.Entry{Key: key, Lines: []journal.Line{{Account: "ext", Amount: -journal.Amount(micros)}, {Account: account, Amount: journal.Amount(micros)}}}
+	return journal.Entry{Key: key, Lines: []journal.Line{{Account: "external:ext", Amount: -journal.Amount(micros)}, {Account: account, Amount: journal.Amount(micros)}}}
 }
 
 // moveAnn journals 10 micro-units to ann under key, holds 1 more on ann,

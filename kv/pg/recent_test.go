@@ -24,15 +24,16 @@ func move(s holon.Store, key, from, to string, amount journal.Amount) error {
 	})
 }
 
-// recentBalances reads accounts x and y in a recent view.
+// recentBalances reads accounts external:x and external:y (which may go
+// below zero) in a recent view.
 func recentBalances(t *testing.T, s *pg.Store, maxAge time.Duration) (x, y journal.Amount, ok bool) {
 	t.Helper()
 	ok, err := s.ViewRecent(maxAge, func(tx holon.Tx) error {
-		a, err := tx.Account("x")
+		a, err := tx.Account("external:x")
 		if err != nil {
 			return err
 		}
-		b, err := tx.Account("y")
+		b, err := tx.Account("external:y")
 		x, y = a.Balance, b.Balance
 		return err
 	})
@@ -60,7 +61,7 @@ func TestStore_ViewRecent(t *testing.T) {
 	}
 	defer other.Close()
 
-	if err := move(s, "e1", "x", "y", 5); err != nil {
+	if err := move(s, "e1", "external:x", "external:y", 5); err != nil {
 		t.Fatal(err)
 	}
 	if x, y, ok := recentBalances(t, s, time.Minute); !ok || x != -5 || y != 5 {
@@ -69,7 +70,7 @@ func TestStore_ViewRecent(t *testing.T) {
 
 	// A row the writer never read or wrote, and a scan: fn is stopped there.
 	for name, read := range map[string]func(holon.Tx) error{
-		"an account never read": func(tx holon.Tx) error { _, err := tx.Account("z"); return err },
+		"an account never read": func(tx holon.Tx) error { _, err := tx.Account("external:z"); return err },
 		"a page of receipts":    func(tx holon.Tx) error { _, err := tx.Receipts("", "", 10); return err },
 	} {
 		after := false
@@ -93,7 +94,7 @@ func TestStore_ViewRecent(t *testing.T) {
 
 	// Another gateway's commit: seen once this store's writer has had a
 	// turn since, and never half.
-	if err := move(other, "e2", "x", "y", 7); err != nil {
+	if err := move(other, "e2", "external:x", "external:y", 7); err != nil {
 		t.Fatal(err)
 	}
 	if x, y, ok := recentBalances(t, s, time.Minute); !ok || x+y != 0 || (x != -5 && x != -12) {
@@ -125,7 +126,7 @@ func TestStore_ViewRecent_OneState(t *testing.T) {
 		defer s.Close()
 		stores = append(stores, s)
 	}
-	accounts := []string{"x", "y", "z"}
+	accounts := []string{"external:x", "external:y", "external:z"}
 	for _, a := range accounts {
 		if err := move(stores[0], "seed"+a, a, "w", 1); err != nil {
 			t.Fatal(err)

@@ -36,7 +36,7 @@ func BenchmarkGroupWrites(b *testing.B) {
 			must(t.appendRows("", rowEntry, nil, []any{int64(i), "settle:" + rid, "t", "prev", "hash"}))
 			must(t.appendRows("", rowLine, nil, []any{int64(i), int64(1), payer, int64(-10)}, []any{int64(i), int64(2), "holon", int64(1)}, []any{int64(i), int64(3), "bench", int64(9)}))
 			for _, a := range []string{payer, "holon", "bench"} {
-				must(t.writeRow(kAccount(a), rowAccount, a, int64(i), int64(0)))
+				must(t.writeRow(kAccount(a), rowAccountMove, a, int64(i), int64(0)))
 			}
 			must(t.writeRow(kMeta("journal_head"), rowMeta, "journal_head", "hash"))
 			must(t.writeRow(kCounter("journal_entries"), rowCounter, "journal_entries", int64(i)))

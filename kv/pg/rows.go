@@ -2,35 +2,39 @@ package pg
 
 import (
 	"fmt"
+	"slices"
 
 	"holon.dev/holon"
 )
 
-// Writes of hot rows. A small row the writer knows whole (a balance, a
-// budget, a counter, a sequence, a chain's head, an agent's record) is
-// written with its new value, not with a change: within a round trip only
-// its last value needs to reach the database, and the rows of one table go
-// in one multi-row statement. A group that runs without savepoints (the
-// first run of every group, see group.go) sends each hot row once per
-// round trip, however many of its updates moved it, and its rollups
-// summed in one statement. Rows appended (journal entries and lines,
-// call events, documents) or deleted (holds) by many updates go the same
-// way, one statement per table; a write of one of those rows that does not
-// go this way (a hold put, a document deleted) sends the rows waiting
-// before it. A group that runs safely, each update under its own
-// savepoint, sends every write where its update made it.
+// Writes of hot rows. A small row the writer knows whole (a budget, a
+// counter, a sequence, a chain's head, an agent's record) is written with
+// its new value, not with a change: within a round trip only its last
+// value needs to reach the database, and the rows of one table go in one
+// multi-row statement. Accounts are the exception: they are moved by what
+// the updates changed (summed within a round trip, one row an account), so
+// that a move reaches the account whatever another gateway moved it by,
+// and the database judges the sum (migration 18: no overdraft). A group
+// that runs without savepoints (the first run of every group, see
+// group.go) sends each hot row once per round trip, however many of its
+// updates moved it, and its rollups summed in one statement. Rows appended
+// (journal entries and lines, call events, documents) or deleted (holds)
+// by many updates go the same way, one statement per table; a write of one
+// of those rows that does not go this way (a hold put, a document deleted)
+// sends the rows waiting before it. A group that runs safely, each update
+// under its own savepoint, sends every write where its update made it.
 
 // rowKind is the table a row write goes to.
 type rowKind uint8
 
 const (
-	rowAccount rowKind = iota // name, balance µ, held µ
-	rowBudget                 // mandate, spent µ, reserved µ
-	rowWindow                 // mandate, win, spent µ, reserved µ
-	rowCounter                // name, value
-	rowSeq                    // bucket, value
-	rowMeta                   // key, value
-	rowRecord                 // agent, runs, succeeded, billed µ, duration_ms
+	rowAccountMove rowKind = iota // name, balance moved by µ, held moved by µ
+	rowBudget                     // mandate, spent µ, reserved µ
+	rowWindow                     // mandate, win, spent µ, reserved µ
+	rowCounter                    // name, value
+	rowSeq                        // bucket, value
+	rowMeta                       // key, value
+	rowRecord                     // agent, runs, succeeded, billed µ, duration_ms
 	// Rows appended (or deleted) rather than rewritten: not hot, but the
 	// rows of many updates go in one statement all the same.
 	rowEntry    // seq, key, time, prev, hash
@@ -50,9 +54,13 @@ const (
 // rowSQL are the statements of each kind: one row per element of their
 // arrays (amounts in micro-units, as bigint), each row's whole new value.
 var rowSQL = [rowKinds]string{
-	rowAccount: `INSERT INTO accounts AS a (name, balance, held)
-		SELECT n, b / 1000000.0, h / 1000000.0 FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS x (n, b, h)
-		ON CONFLICT (name) DO UPDATE SET balance = EXCLUDED.balance, held = EXCLUDED.held`,
+	// Accounts are moved, not written: what a group changed in an
+	// account reaches it whatever another gateway changed since the
+	// writer read it, and the database's check (migration 18) judges the
+	// sum. Accounts not there yet are inserted.
+	rowAccountMove: `WITH x AS (SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS x (n, b, h)),
+		u AS (UPDATE accounts a SET balance = a.balance + x.b / 1000000.0, held = a.held + x.h / 1000000.0 FROM x WHERE a.name = x.n RETURNING a.name)
+		INSERT INTO accounts (name, balance, held) SELECT n, b / 1000000.0, h / 1000000.0 FROM x WHERE NOT EXISTS (SELECT FROM u WHERE u.name = x.n)`,
 	rowBudget: `INSERT INTO budgets (mandate, spent, reserved)
 		SELECT m, s / 1000000.0, r / 1000000.0 FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS x (m, s, r)
 		ON CONFLICT (mandate) DO UPDATE SET spent = EXCLUDED.spent, reserved = EXCLUDED.reserved`,
@@ -127,7 +135,8 @@ type rowWrite struct {
 	rows [][]any
 }
 
-// writeRow queues a hot row's new value under its cache key k.
+// writeRow queues a hot row's new value (an account's move) under its
+// cache key k.
 func (t *Tx) writeRow(k string, kind rowKind, vals ...any) error {
 	return t.queue(queued{key: k, row: &rowWrite{kind: kind, rows: [][]any{vals}}})
 }
@@ -218,8 +227,13 @@ func render(pend []queued, merge bool) []queued {
 			kept := make([][]any, 0, len(qs))
 			owner := -1
 			var wrap func(error) error
+			if rowKind(kind) == rowAccountMove {
+				// Moves add up: one row an account, their sum.
+				kept = sumMoves(qs)
+				owner, wrap = qs[len(qs)-1].owner, qs[len(qs)-1].wrap
+			}
 			for i, q := range qs {
-				if q.key == "" || last[q.key] == i {
+				if rowKind(kind) != rowAccountMove && (q.key == "" || last[q.key] == i) {
 					kept = append(kept, q.row.rows...)
 					owner, wrap = q.owner, q.wrap
 				}
@@ -287,6 +301,28 @@ func render(pend []queued, merge bool) []queued {
 		}
 	}
 	flush()
+	return out
+}
+
+// sumMoves sums moves of accounts (name, then amounts moved), one row an
+// account in the order of their first moves.
+func sumMoves(qs []queued) [][]any {
+	out := make([][]any, 0, len(qs))
+	at := map[string]int{}
+	for _, q := range qs {
+		for _, r := range q.row.rows {
+			name := r[0].(string)
+			i, ok := at[name]
+			if !ok {
+				at[name] = len(out)
+				out = append(out, slices.Clone(r))
+				continue
+			}
+			for c := 1; c < len(r); c++ {
+				out[i][c] = out[i][c].(int64) + r[c].(int64)
+			}
+		}
+	}
 	return out
 }
 

@@ -373,6 +373,11 @@ func move(k string, was, ours, theirs entry) (entry, bool) {
 		if err1 != nil || err2 != nil {
 			return out, false
 		}
+		if o.Available() < w.Available() && b-h < 0 && !holon.IsExternal(k[2:]) {
+			// The run's check that it overdrew nothing saw more than
+			// the others left (holon.Overdrafts).
+			return out, false
+		}
 		out.v = holon.Account{Balance: b, Held: h}
 	case 'c', 's':
 		w, o, t := asUint(was), asUint(ours), asUint(theirs)
@@ -521,8 +526,7 @@ func (g *group) writeMoved(n int, moved layer, theirs map[string]*string) error 
 		var row []any
 		switch k[0] {
 		case 'a':
-			a := e.v.(holon.Account)
-			kind, row = rowAccount, []any{k[2:], a.Balance.Micros(), a.Held.Micros()}
+			continue // moved by the run's writes themselves (rowAccountMove)
 		case 'c':
 			kind, row = rowCounter, []any{k[2:], int64(e.v.(uint64))}
 		case 's':

@@ -360,14 +360,16 @@ func TestStore_CloseWhileSpeculating(t *testing.T) {
 
 // settleAt is a settled call's update as the engine makes it (receipt,
 // journal entry, event, earnings and latency, the receipts counter told
-// at commit), under receipt id, paid by payer: 3 micro-units, 1 to the
-// platform and 2 to the author. told receives what CounterAt told.
+// at commit), under receipt id, for payer: 3 micro-units from the
+// account external:<payer> (the fixtures fund no payer, and only an
+// external account may go below zero), 1 to the platform and 2 to the
+// author. told receives what CounterAt told.
 func settleAt(id, payer string, told *uint64) func(holon.Tx) error {
 	return func(tx holon.Tx) error {
 		if err := tx.PutReceipt(&holon.Receipt{ID: id, Mandate: "m-" + payer, Caller: payer, Status: holon.StatusSucceeded, Payer: payer, Currency: "EUR", Created: tx.Now()}); err != nil {
 			return err
 		}
-		lines := []journal.Line{{Account: payer, Amount: -3}, {Account: "platform", Amount: 1}, {Account: "author", Amount: 2}}
+		lines := []journal.Line{{Account: "external:" + payer, Amount: -3}, {Account: "platform", Amount: 1}, {Account: "author", Amount: 2}}
 		if err := tx.PostEntry(journal.Entry{Key: "settle:" + id, Lines: lines}); err != nil {
 			return err
 		}
@@ -403,6 +405,22 @@ func receiptIDs(t *testing.T, s *pg.Store, n int) []string {
 	return ids
 }
 
+// releaseOnceTaken waits until b's writer waits for the writers' lock,
+// which a's held update holds, and has taken every update queued (and run
+// the last), then releases a's update, which must commit.
+func releaseOnceTaken(t *testing.T, a, b *pg.Store, release func(), doneA <-chan error) {
+	t.Helper()
+	waitForLockWaiters(t, a, 1)
+	for pg.Queued(b) > 0 {
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(50 * time.Millisecond) // the last taken runs
+	release()
+	if err := <-doneA; err != nil {
+		t.Fatal(err)
+	}
+}
+
 // Ensure that a writer waiting for the writers' lock runs its updates
 // meanwhile, and that those that only moved what the other writer moved
 // too (the platform's and the author's balances, the journal's numbers
@@ -431,15 +449,7 @@ func TestStore_RunsWhileWaitingStandMoved(t *testing.T) {
 	const n = 20
 	tolds := make([]uint64, n)
 	errs, wait := submit(b, n, func(tx holon.Tx, i int) error { return settleAt(bIDs[1+i], "payer1", &tolds[i])(tx) })
-	waitForLockWaiters(t, a, 1)
-	for pg.Queued(b) > 0 {
-		time.Sleep(time.Millisecond)
-	}
-	time.Sleep(50 * time.Millisecond) // the last taken runs
-	release()
-	if err := <-doneA; err != nil {
-		t.Fatal(err)
-	}
+	releaseOnceTaken(t, a, b, release, doneA)
 	wait()
 	for _, err := range errs {
 		if err != nil {
@@ -452,7 +462,7 @@ func TestStore_RunsWhileWaitingStandMoved(t *testing.T) {
 	}
 	const total = n + 4
 	err := a.View(func(tx holon.Tx) error {
-		for name, want := range map[string]journal.Amount{"platform": total, "author": 2 * total, "payer0": -9, "payer1": -3 * (n + 1)} {
+		for name, want := range map[string]journal.Amount{"platform": total, "author": 2 * total, "external:payer0": -9, "external:payer1": -3 * (n + 1)} {
 			if acct, err := tx.Account(name); err != nil || acct.Balance != want {
 				return fmt.Errorf("%s: %+v, %v; want balance %d", name, acct, err, want)
 			}

@@ -56,6 +56,9 @@ type Tx struct {
 	inner int
 	// atCommit are the CounterAt calls of this update.
 	atCommit []counterAt
+	// overdrafts are the accounts the update moved, with what they had
+	// available before it (holon.Overdrafts).
+	overdrafts holon.Overdrafts
 }
 
 // counterAt is a CounterAt call: f is told the counter under key k once
@@ -134,6 +137,7 @@ func (t *Tx) note(err error) error {
 	if err == nil || errors.Is(err, pgx.ErrNoRows) {
 		return err
 	}
+	err = refusal(err)
 	var pe *pgconn.PgError
 	if !errors.As(err, &pe) || conflict(err) || serverGone(pe.Code) {
 		if t.fatal == nil {
@@ -143,6 +147,16 @@ func (t *Tx) note(err error) error {
 	}
 	if t.failed == nil {
 		t.failed = err
+	}
+	return err
+}
+
+// refusal names what a check of the database refused, when a holon
+// error says it (the PostgreSQL error stays wrapped).
+func refusal(err error) error {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == "23514" && pe.ConstraintName == "accounts_available" {
+		return fmt.Errorf("%w: %w", holon.ErrOverdrawn, err)
 	}
 	return err
 }

@@ -284,7 +284,7 @@ func TestView_AccountsAndCountersAheadComeWithTheNextRead(t *testing.T) {
 		if err := putM1(tx); err != nil {
 			return err
 		}
-		if _, err := tx.AppendEntry(journal.Entry{Key: "k1", Lines: []journal.Line{{Account: "ann", Amount: 9}, {Account: "bank", Amount: -9}}}); err != nil {
+		if _, err := tx.AppendEntry(journal.Entry{Key: "k1", Lines: []journal.Line{{Account: "ann", Amount: 9}, {Account: "external:bank", Amount: -9}}}); err != nil {
 			return err
 		}
 		_, err := tx.AddCounter("receipts", 4)

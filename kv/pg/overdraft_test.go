@@ -1,0 +1,138 @@
+package pg_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"holon.dev/holon"
+	"holon.dev/holon/journal"
+	"holon.dev/holon/kv/pg"
+)
+
+// Ensure that accounts are moved, not overwritten, and that the database
+// refuses an overdraft the writer could not see: a balance moved behind
+// the writer's back (as a gateway whose writer took no turn would move
+// it) keeps that move when the writer moves the account too, and a debit
+// the writer judged from what it knew, which the account no longer has,
+// fails ErrOverdrawn with nothing of its update written.
+func TestOverdraft_RefusedByTheDatabase(t *testing.T) {
+	dbs := newDatabases(t)
+	url := dbs.url(t, "overdraft")
+	ctx := context.Background()
+	s, err := pg.Open(ctx, url, holon.StoreOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	post := func(key, from, to, amount string) error {
+		return s.Update(ctx, func(tx holon.Tx) error {
+			e, _ := journal.Transfer(key, from, to, journal.MustParseAmount(amount))
+			return tx.PostEntry(e)
+		})
+	}
+	behind := func(sql string) {
+		t.Helper()
+		if _, err := conn.Exec(ctx, sql); err != nil {
+			t.Fatal(err)
+		}
+	}
+	balance := func(name string) string {
+		t.Helper()
+		var b string
+		if err := conn.QueryRow(ctx, `SELECT balance::text FROM accounts WHERE name = $1`, name).Scan(&b); err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	if err := post("signup:bob", "external:demo-credit", "bob", "1.00"); err != nil {
+		t.Fatal(err)
+	}
+	// The writer knows bob at 1.00; bob gets 2.00 more behind its back.
+	behind(`UPDATE accounts SET balance = balance + 2 WHERE name = 'bob'`)
+	if err := post("settle:r1", "bob", "acme", "0.30"); err != nil {
+		t.Fatal(err)
+	}
+	if got := balance("bob"); got != "2.700000" {
+		t.Errorf("bob = %s, want 2.70: the move kept what was moved behind the writer", got)
+	}
+	// bob loses 2.60 behind the writer's back, which knows 0.70: a debit
+	// of 0.50 would leave -0.40.
+	behind(`UPDATE accounts SET balance = balance - 2.6 WHERE name = 'bob'`)
+	err = post("settle:r2", "bob", "acme", "0.50")
+	if !errors.Is(err, holon.ErrOverdrawn) {
+		t.Fatalf("a debit beyond what bob has: %v, want ErrOverdrawn", err)
+	}
+	if got, acme := balance("bob"), balance("acme"); got != "0.100000" || acme != "0.300000" {
+		t.Errorf("bob = %s, acme = %s after the refused debit, want 0.10 and 0.30 (nothing written)", got, acme)
+	}
+	var n int
+	conn.QueryRow(ctx, `SELECT count(*) FROM journal_entries WHERE key = 'settle:r2'`).Scan(&n)
+	if n != 0 {
+		t.Errorf("the refused debit's entry was written")
+	}
+	// A debit and the release of the hold that covered it, in one
+	// transaction, passes through an overdraft and ends out of it.
+	behind(`UPDATE accounts SET held = held + 0.10 WHERE name = 'bob'`)
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx.Exec(ctx, `UPDATE accounts SET balance = balance - 0.05 WHERE name = 'bob'`)
+	tx.Exec(ctx, `UPDATE accounts SET held = held - 0.10 WHERE name = 'bob'`)
+	if err := tx.Commit(ctx); err != nil {
+		t.Errorf("a debit covered by the hold released with it: %v", err)
+	}
+}
+
+// Ensure that an update a writer ran while it waited for the writers'
+// lock, from a balance another gateway lowered meanwhile, cannot
+// overdraw it once it holds the lock: it fails ErrOverdrawn, nothing of
+// it written, and the other gateway's debit stands.
+func TestOverdraft_RunWhileWaitingOnALoweredBalance(t *testing.T) {
+	stores, _ := openOn(t, "overdraftwait", 2)
+	a, b := stores[0], stores[1]
+	pg.NoWaitRuns(a) // its held update holds the lock
+	ctx := context.Background()
+	post := func(key, from, to, amount string) func(holon.Tx) error {
+		return func(tx holon.Tx) error {
+			e, _ := journal.Transfer(key, from, to, journal.MustParseAmount(amount))
+			return tx.PostEntry(e)
+		}
+	}
+	if err := a.Update(ctx, post("signup:bob", "external:demo-credit", "bob", "1.00")); err != nil {
+		t.Fatal(err)
+	}
+	// b knows bob at 0.90.
+	if err := b.Update(ctx, post("settle:b1", "bob", "acme", "0.10")); err != nil {
+		t.Fatal(err)
+	}
+	release, doneA := heldUpdate(a, post("settle:a1", "bob", "acme", "0.80"))
+	errs, wait := submit(b, 1, func(tx holon.Tx, _ int) error { return post("settle:b2", "bob", "acme", "0.50")(tx) })
+	releaseOnceTaken(t, a, b, release, doneA)
+	wait()
+	if !errors.Is(errs[0], holon.ErrOverdrawn) {
+		t.Errorf("a debit of 0.50 from the 0.10 left: %v, want ErrOverdrawn", errs[0])
+	}
+	if groups, _, _, _ := b.WaitRuns(); groups == 0 {
+		t.Error("the debit did not run while its writer waited: the test shows nothing")
+	}
+	err := b.View(func(tx holon.Tx) error {
+		bob, _ := tx.Account("bob")
+		acme, _ := tx.Account("acme")
+		if bob.Balance != journal.MustParseAmount("0.10") || acme.Balance != journal.MustParseAmount("0.90") || tx.HasEntry("settle:b2") {
+			t.Errorf("bob %s, acme %s, settle:b2 journaled %v; want 0.10, 0.90, no", bob.Balance, acme.Balance, tx.HasEntry("settle:b2"))
+		}
+		return tx.(*pg.Tx).VerifyJournal()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
