@@ -262,7 +262,7 @@ func (t *Tx) AddBudget(mandate string, spent, reserved journal.Amount) error {
 	if err := b.Add(spent, reserved); err != nil {
 		return fmt.Errorf("budget of %s %w", mandate, err)
 	}
-	if err := t.writeRow(kBudget(mandate), rowBudget, mandate, b.Spent.Micros(), b.Reserved.Micros()); err != nil {
+	if err := t.writeRow(kBudget(mandate), rowBudgetMove, mandate, spent.Micros(), reserved.Micros()); err != nil {
 		return err
 	}
 	t.wrote(kBudget(mandate), b)
@@ -288,7 +288,7 @@ func (t *Tx) AddWindowBudget(mandate, window string, spent, reserved journal.Amo
 	if err := b.Add(spent, reserved); err != nil {
 		return fmt.Errorf("budget of %s in %s %w", mandate, window, err)
 	}
-	if err := t.writeRow(kWindow(mandate, window), rowWindow, mandate, window, b.Spent.Micros(), b.Reserved.Micros()); err != nil {
+	if err := t.writeRow(kWindow(mandate, window), rowWindowMove, mandate, window, spent.Micros(), reserved.Micros()); err != nil {
 		return err
 	}
 	t.wrote(kWindow(mandate, window), b)
@@ -586,8 +586,8 @@ func (t *Tx) appendEvent(ev *holon.Event, succeeded bool) error {
 	if succeeded {
 		ok = 1
 	}
-	// The record gets its new value, a hot row (rows.go): read first
-	// when the writer does not know it.
+	// The record is moved, a hot row (rows.go); the writer reads it first
+	// when it does not know it, to know its new value.
 	r, err := t.Record(ev.Agent)
 	if err != nil {
 		return err
@@ -596,7 +596,7 @@ func (t *Tx) appendEvent(ev *holon.Event, succeeded bool) error {
 	r.Succeeded += ok
 	r.Billed += ev.Billed
 	r.DurationMS += ev.DurationMS
-	if err := t.writeRow(kRecord(ev.Agent), rowRecord, ev.Agent, r.Runs, r.Succeeded, r.Billed.Micros(), r.DurationMS); err != nil {
+	if err := t.writeRow(kRecord(ev.Agent), rowRecordMove, ev.Agent, int64(1), ok, ev.Billed.Micros(), ev.DurationMS); err != nil {
 		return err
 	}
 	t.wrote(kRecord(ev.Agent), r)

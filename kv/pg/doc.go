@@ -45,10 +45,12 @@
 // and the events' numbers (its entries then chained again on its own
 // chain), agents' records, earnings and
 // latency: PostEntry, PostEvent, CounterAt and the Add methods) are
-// moved onto the others' values (spec.go, rebase). Hot rows (balances,
-// budgets, counters, sequences, a chain's head, agents' records) are
-// written with their new value, once per round trip however many updates
-// moved them, a table's rows in one statement, and the rollups summed in
+// moved onto the others' values (spec.go, rebase). Hot rows go once
+// per round trip however many updates changed them, a table's rows in one
+// statement: balances, budgets, counters and agents' records moved by
+// what the updates changed (so that a move keeps what another gateway
+// moved; an overdraft is refused by a check at the commit, migration 18),
+// sequences and a chain's head with their new value; the rollups summed in
 // one row of arrays, folded into the rollups by the leader of the job
 // rollups_fold outside the writers' lock (rows.go, rollups.go, migration
 // 15); the holds released are deleted through their

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/jackc/pgx/v5"
-
 	"holon.dev/holon"
 	"holon.dev/holon/journal"
 	"holon.dev/holon/kv/pg"
@@ -19,19 +17,8 @@ import (
 // the writer judged from what it knew, which the account no longer has,
 // fails ErrOverdrawn with nothing of its update written.
 func TestOverdraft_RefusedByTheDatabase(t *testing.T) {
-	dbs := newDatabases(t)
-	url := dbs.url(t, "overdraft")
+	s, conn := openWatched(t, "overdraft")
 	ctx := context.Background()
-	s, err := pg.Open(ctx, url, holon.StoreOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
 	post := func(key, from, to, amount string) error {
 		return s.Update(ctx, func(tx holon.Tx) error {
 			e, _ := journal.Transfer(key, from, to, journal.MustParseAmount(amount))
@@ -66,7 +53,7 @@ func TestOverdraft_RefusedByTheDatabase(t *testing.T) {
 	// bob loses 2.60 behind the writer's back, which knows 0.70: a debit
 	// of 0.50 would leave -0.40.
 	behind(`UPDATE accounts SET balance = balance - 2.6 WHERE name = 'bob'`)
-	err = post("settle:r2", "bob", "acme", "0.50")
+	err := post("settle:r2", "bob", "acme", "0.50")
 	if !errors.Is(err, holon.ErrOverdrawn) {
 		t.Fatalf("a debit beyond what bob has: %v, want ErrOverdrawn", err)
 	}
@@ -134,5 +121,61 @@ func TestOverdraft_RunWhileWaitingOnALoweredBalance(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Ensure that the hot rows a writer moves (budgets, budget windows,
+// counters, agents' records) keep what was moved behind its back, as a
+// gateway whose writer took no turn would move them: each gets the
+// writer's move added, not the writer's idea of its value written.
+func TestMoves_KeepWhatOthersMoved(t *testing.T) {
+	s, conn := openWatched(t, "moves")
+	ctx := context.Background()
+	move := func() {
+		t.Helper()
+		err := s.Update(ctx, func(tx holon.Tx) error {
+			if err := tx.PutMandate("m", holon.Doc{Doc: []byte(`{}`), Created: tx.Now()}); err != nil {
+				return err
+			}
+			if err := tx.AddBudget("m", 3, 5); err != nil {
+				return err
+			}
+			if err := tx.AddWindowBudget("m", "day:2026-12-07", 3, 5); err != nil {
+				return err
+			}
+			if _, err := tx.AddCounter("c", 2); err != nil {
+				return err
+			}
+			return tx.PostEvent(holon.Event{Receipt: "r1", Agent: "acme/a@1.0.0", Status: holon.StatusSucceeded, DurationMS: 7, Billed: 11, Currency: "EUR", Time: tx.Now()}, true)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	move()
+	for _, sql := range []string{
+		`UPDATE budgets SET spent = spent + 1, reserved = reserved + 1 WHERE mandate = 'm'`,
+		`UPDATE budget_windows SET spent = spent + 1, reserved = reserved + 1 WHERE mandate = 'm'`,
+		`UPDATE counters SET value = value + 100 WHERE name = 'c'`,
+		`UPDATE agent_records SET runs = runs + 100, succeeded = succeeded + 100, billed = billed + 1, duration_ms = duration_ms + 100 WHERE agent = 'acme/a@1.0.0'`,
+	} {
+		if _, err := conn.Exec(ctx, sql); err != nil {
+			t.Fatal(err)
+		}
+	}
+	move()
+	var got [4]string
+	err := conn.QueryRow(ctx, `SELECT
+		(SELECT spent::text || '/' || reserved::text FROM budgets WHERE mandate = 'm'),
+		(SELECT spent::text || '/' || reserved::text FROM budget_windows WHERE mandate = 'm'),
+		(SELECT value::text FROM counters WHERE name = 'c'),
+		(SELECT runs || '/' || succeeded || '/' || billed::text || '/' || duration_ms FROM agent_records WHERE agent = 'acme/a@1.0.0')`).
+		Scan(&got[0], &got[1], &got[2], &got[3])
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := [4]string{"1.000006/1.000010", "1.000006/1.000010", "104", "102/102/1.000022/114"}
+	if got != want {
+		t.Errorf("budget, window, counter, record = %v, want %v: the writer's moves added to what was moved behind it", got, want)
 	}
 }

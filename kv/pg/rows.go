@@ -28,13 +28,16 @@ import (
 type rowKind uint8
 
 const (
-	rowAccountMove rowKind = iota // name, balance moved by µ, held moved by µ
-	rowBudget                     // mandate, spent µ, reserved µ
-	rowWindow                     // mandate, win, spent µ, reserved µ
-	rowCounter                    // name, value
-	rowSeq                        // bucket, value
-	rowMeta                       // key, value
-	rowRecord                     // agent, runs, succeeded, billed µ, duration_ms
+	// Rows moved by what the updates changed (moves): their key
+	// columns, then amounts added.
+	rowAccountMove rowKind = iota // name, balance µ, held µ
+	rowBudgetMove                 // mandate, spent µ, reserved µ
+	rowWindowMove                 // mandate, win, spent µ, reserved µ
+	rowCounterMove                // name, value
+	rowRecordMove                 // agent, runs, succeeded, billed µ, duration_ms
+	// Rows written with their new value.
+	rowSeq  // bucket, value
+	rowMeta // key, value
 	// Rows appended (or deleted) rather than rewritten: not hot, but the
 	// rows of many updates go in one statement all the same.
 	rowEntry    // seq, key, time, prev, hash
@@ -61,22 +64,27 @@ var rowSQL = [rowKinds]string{
 	rowAccountMove: `WITH x AS (SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS x (n, b, h)),
 		u AS (UPDATE accounts a SET balance = a.balance + x.b / 1000000.0, held = a.held + x.h / 1000000.0 FROM x WHERE a.name = x.n RETURNING a.name)
 		INSERT INTO accounts (name, balance, held) SELECT n, b / 1000000.0, h / 1000000.0 FROM x WHERE NOT EXISTS (SELECT FROM u WHERE u.name = x.n)`,
-	rowBudget: `INSERT INTO budgets (mandate, spent, reserved)
-		SELECT m, s / 1000000.0, r / 1000000.0 FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS x (m, s, r)
-		ON CONFLICT (mandate) DO UPDATE SET spent = EXCLUDED.spent, reserved = EXCLUDED.reserved`,
-	rowWindow: `INSERT INTO budget_windows (mandate, win, spent, reserved)
-		SELECT m, w, s / 1000000.0, r / 1000000.0 FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[]) AS x (m, w, s, r)
-		ON CONFLICT (mandate, win) DO UPDATE SET spent = EXCLUDED.spent, reserved = EXCLUDED.reserved`,
-	rowCounter: `INSERT INTO counters (name, value) SELECT * FROM unnest($1::text[], $2::bigint[])
-		ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value`,
+	rowBudgetMove: `WITH x AS (SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS x (m, s, r)),
+		u AS (UPDATE budgets b SET spent = b.spent + x.s / 1000000.0, reserved = b.reserved + x.r / 1000000.0 FROM x WHERE b.mandate = x.m
+			RETURNING b.mandate)
+		INSERT INTO budgets (mandate, spent, reserved) SELECT m, s / 1000000.0, r / 1000000.0 FROM x WHERE NOT EXISTS (SELECT FROM u WHERE u.mandate = x.m)`,
+	rowWindowMove: `WITH x AS (SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[]) AS x (m, w, s, r)),
+		u AS (UPDATE budget_windows b SET spent = b.spent + x.s / 1000000.0, reserved = b.reserved + x.r / 1000000.0 FROM x
+			WHERE (b.mandate, b.win) = (x.m, x.w) RETURNING b.mandate, b.win)
+		INSERT INTO budget_windows (mandate, win, spent, reserved) SELECT m, w, s / 1000000.0, r / 1000000.0 FROM x
+		WHERE NOT EXISTS (SELECT FROM u WHERE (u.mandate, u.win) = (x.m, x.w))`,
+	rowCounterMove: `WITH x AS (SELECT * FROM unnest($1::text[], $2::bigint[]) AS x (n, v)),
+		u AS (UPDATE counters c SET value = c.value + x.v FROM x WHERE c.name = x.n RETURNING c.name)
+		INSERT INTO counters (name, value) SELECT n, v FROM x WHERE NOT EXISTS (SELECT FROM u WHERE u.name = x.n)`,
+	rowRecordMove: `WITH x AS (SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[]) AS x (a, r, s, b, d)),
+		u AS (UPDATE agent_records g SET runs = g.runs + x.r, succeeded = g.succeeded + x.s, billed = g.billed + x.b / 1000000.0,
+			duration_ms = g.duration_ms + x.d FROM x WHERE g.agent = x.a RETURNING g.agent)
+		INSERT INTO agent_records (agent, runs, succeeded, billed, duration_ms) SELECT a, r, s, b / 1000000.0, d FROM x
+		WHERE NOT EXISTS (SELECT FROM u WHERE u.agent = x.a)`,
 	rowSeq: `INSERT INTO sequences (bucket, value) SELECT * FROM unnest($1::text[], $2::bigint[])
 		ON CONFLICT (bucket) DO UPDATE SET value = EXCLUDED.value`,
 	rowMeta: `INSERT INTO meta (key, value) SELECT * FROM unnest($1::text[], $2::text[])
 		ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value`,
-	rowRecord: `INSERT INTO agent_records (agent, runs, succeeded, billed, duration_ms)
-		SELECT a, r, s, b / 1000000.0, d FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[]) AS x (a, r, s, b, d)
-		ON CONFLICT (agent) DO UPDATE SET runs = EXCLUDED.runs, succeeded = EXCLUDED.succeeded, billed = EXCLUDED.billed,
-			duration_ms = EXCLUDED.duration_ms`,
 	rowEntry: `INSERT INTO journal_entries (seq, key, time, prev, hash)
 		SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[])`,
 	rowLine: `INSERT INTO journal_lines (entry, position, account, amount)
@@ -227,13 +235,14 @@ func render(pend []queued, merge bool) []queued {
 			kept := make([][]any, 0, len(qs))
 			owner := -1
 			var wrap func(error) error
-			if rowKind(kind) == rowAccountMove {
-				// Moves add up: one row an account, their sum.
-				kept = sumMoves(qs)
+			keys := moveKeys[kind]
+			if keys > 0 {
+				// Moves add up: one row a key, their sum.
+				kept = sumMoves(qs, keys)
 				owner, wrap = qs[len(qs)-1].owner, qs[len(qs)-1].wrap
 			}
 			for i, q := range qs {
-				if rowKind(kind) != rowAccountMove && (q.key == "" || last[q.key] == i) {
+				if keys == 0 && (q.key == "" || last[q.key] == i) {
 					kept = append(kept, q.row.rows...)
 					owner, wrap = q.owner, q.wrap
 				}
@@ -304,21 +313,28 @@ func render(pend []queued, merge bool) []queued {
 	return out
 }
 
-// sumMoves sums moves of accounts (name, then amounts moved), one row an
-// account in the order of their first moves.
-func sumMoves(qs []queued) [][]any {
+// moveKeys is, for each kind of rows moved, how many of its columns are
+// its key (0: a kind written with new values, or appended).
+var moveKeys = [rowKinds]int{rowAccountMove: 1, rowBudgetMove: 1, rowWindowMove: 2, rowCounterMove: 1, rowRecordMove: 1}
+
+// sumMoves sums moves of rows (their keys columns, then amounts moved),
+// one row a key in the order of their first moves.
+func sumMoves(qs []queued, keys int) [][]any {
 	out := make([][]any, 0, len(qs))
 	at := map[string]int{}
 	for _, q := range qs {
 		for _, r := range q.row.rows {
-			name := r[0].(string)
-			i, ok := at[name]
+			k := r[0].(string)
+			if keys == 2 {
+				k += "\x00" + r[1].(string)
+			}
+			i, ok := at[k]
 			if !ok {
-				at[name] = len(out)
+				at[k] = len(out)
 				out = append(out, slices.Clone(r))
 				continue
 			}
-			for c := 1; c < len(r); c++ {
+			for c := keys; c < len(r); c++ {
 				out[i][c] = out[i][c].(int64) + r[c].(int64)
 			}
 		}

@@ -525,15 +525,10 @@ func (g *group) writeMoved(n int, moved layer, theirs map[string]*string) error 
 		var kind rowKind
 		var row []any
 		switch k[0] {
-		case 'a':
-			continue // moved by the run's writes themselves (rowAccountMove)
-		case 'c':
-			kind, row = rowCounter, []any{k[2:], int64(e.v.(uint64))}
+		case 'a', 'c', 'v':
+			continue // moved by the run's writes themselves (rows.go: moves)
 		case 's':
 			kind, row = rowSeq, []any{k[2:], int64(e.v.(uint64))}
-		case 'v':
-			r := e.v.(holon.Record)
-			kind, row = rowRecord, []any{k[2:], r.Runs, r.Succeeded, r.Billed.Micros(), r.DurationMS}
 		case 'd':
 			bucket, hexKey, _ := strings.Cut(k[2:], sep)
 			key, err := hex.DecodeString(hexKey)

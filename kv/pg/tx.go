@@ -452,7 +452,7 @@ func (t *Tx) AddCounter(name string, delta int64) (uint64, error) {
 	if n < 0 {
 		return 0, fmt.Errorf("counter %s would go below zero", name)
 	}
-	err := t.writeRow(kCounter(name), rowCounter, name, n)
+	err := t.writeRow(kCounter(name), rowCounterMove, name, delta)
 	if err == nil {
 		t.wrote(kCounter(name), uint64(n))
 	}
