@@ -21,6 +21,9 @@ var (
 	// ErrOverdrawn: an update would leave an account's available balance
 	// below zero (Overdrafts).
 	ErrOverdrawn = errors.New("journal: an account would be overdrawn")
+	// ErrOverBudget: an update would raise a mandate's budget above the
+	// limit declared for it (BudgetLimits).
+	ErrOverBudget = errors.New("a budget would go over its limit")
 )
 
 // JournalRow is one committed journal entry. Rows are hash-chained: Hash
@@ -143,4 +146,101 @@ func IsJournalHeadKey(k string) bool {
 	}
 	i, err := strconv.Atoi(n)
 	return err == nil && i > 0 && strconv.Itoa(i) == n
+}
+
+// BudgetLimits is the stores' rule that no update raises a budget above
+// the limit the gateway judged it against: an update that declares a
+// limit for a mandate's budget (the lifetime's, window "", or one
+// window's: LimitBudget) and leaves its spent plus reserved above it, and
+// above what it was before the update, fails with ErrOverBudget. The
+// gateway declares the limit where it reads the budget to decide a call
+// (the mandate's total, its window's), and reserves only within it, so
+// none of its calls is refused; the store refuses one all the same, so
+// that a decision made on a stale read (another gateway reserved
+// meanwhile) cannot overspend the budget. Moves the update makes without
+// a declared limit are not judged.
+type BudgetLimits struct {
+	limits map[BudgetKey]journal.Amount
+	before map[BudgetKey]journal.Amount
+}
+
+// BudgetKey names a budget: a mandate's lifetime one (Window "") or one
+// of its windows.
+type BudgetKey struct{ Mandate, Window string }
+
+// Limit declares the limit of a budget for the rest of the update (the
+// lowest, when declared twice).
+func (b *BudgetLimits) Limit(k BudgetKey, limit journal.Amount) {
+	if b.limits == nil {
+		b.limits = map[BudgetKey]journal.Amount{}
+	}
+	if l, ok := b.limits[k]; !ok || limit < l {
+		b.limits[k] = limit
+	}
+}
+
+// Declared is the limit declared for a budget, if any.
+func (b *BudgetLimits) Declared(k BudgetKey) (journal.Amount, bool) {
+	l, ok := b.limits[k]
+	return l, ok
+}
+
+// Before records what a budget used (spent plus reserved) before the
+// update's first move of it.
+func (b *BudgetLimits) Before(k BudgetKey, bud Budget) {
+	if b.before == nil {
+		b.before = map[BudgetKey]journal.Amount{}
+	}
+	if _, ok := b.before[k]; !ok {
+		b.before[k] = used(bud)
+	}
+}
+
+// Moved reports whether the update moved a budget.
+func (b *BudgetLimits) Moved() bool { return len(b.before) > 0 }
+
+// Check reads the budgets the update moved under a declared limit (read)
+// and refuses the update when one of them is over it by the update; it
+// then forgets the update's limits and moves.
+func (b *BudgetLimits) Check(read func(BudgetKey) (Budget, error)) error {
+	defer b.Reset()
+	keys := make([]BudgetKey, 0, len(b.before))
+	for k := range b.before {
+		if _, ok := b.limits[k]; ok {
+			keys = append(keys, k)
+		}
+	}
+	slices.SortFunc(keys, func(x, y BudgetKey) int {
+		return strings.Compare(x.Mandate+"\x00"+x.Window, y.Mandate+"\x00"+y.Window)
+	})
+	for _, k := range keys {
+		bud, err := read(k)
+		if err != nil {
+			return err
+		}
+		if now, limit := used(bud), b.limits[k]; now > limit && now > b.before[k] {
+			in := ""
+			if k.Window != "" {
+				in = " in " + k.Window
+			}
+			return fmt.Errorf("budget of %s%s: %w: %s spent and reserved after this update, its limit %s", k.Mandate, in, ErrOverBudget, now, limit)
+		}
+	}
+	return nil
+}
+
+// Reset forgets the update's limits and moves.
+func (b *BudgetLimits) Reset() {
+	clear(b.limits)
+	clear(b.before)
+}
+
+// used is a budget's spent plus reserved (the largest amount when the
+// sum would overflow).
+func used(b Budget) journal.Amount {
+	u, err := journal.Sum(b.Spent, b.Reserved)
+	if err != nil {
+		return journal.MaxAmount
+	}
+	return u
 }

@@ -192,6 +192,11 @@ type CallsTx interface {
 	// it); AddWindowBudget moves it as AddBudget moves the lifetime's.
 	WindowBudget(mandate, window string) (Budget, error)
 	AddWindowBudget(mandate, window string, spent, reserved journal.Amount) error
+	// LimitBudget declares, for the rest of the update, the limit of a
+	// mandate's budget (window "": the lifetime's) that its moves may not
+	// raise it above (BudgetLimits: ErrOverBudget when the update ends);
+	// nothing in a read-only transaction.
+	LimitBudget(mandate, window string, limit journal.Amount)
 
 	// PutHold records a call in flight; Hold reads it (ErrNotFound);
 	// DeleteHold forgets it once the call settled; Holds lists them all.

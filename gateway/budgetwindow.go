@@ -16,12 +16,18 @@ func budgetState(tx holon.Tx, m *contract.Mandate, now time.Time) (contract.Budg
 	if err != nil {
 		return contract.BudgetState{}, err
 	}
+	// The limits the call is judged against, declared to the store, which
+	// refuses an update that would raise the budget above them (the
+	// decision made here may rest on a read another gateway has made
+	// stale: holon.BudgetLimits).
+	tx.LimitBudget(m.ID, "", m.Total())
 	bs := contract.BudgetState{Spent: b.Spent, Reserved: b.Reserved}
 	if w, ok := m.WindowAt(now); ok {
 		wb, err := tx.WindowBudget(m.ID, w.Key)
 		if err != nil {
 			return contract.BudgetState{}, err
 		}
+		tx.LimitBudget(m.ID, w.Key, m.PerWindow())
 		bs.Window, bs.WindowSpent, bs.WindowReserved = w, wb.Spent, wb.Reserved
 	}
 	return bs, nil

@@ -147,6 +147,7 @@ func (tx *Tx) AddBudget(mandate string, spent, reserved journal.Amount) error {
 	if err != nil {
 		return err
 	}
+	tx.limits.Before(holon.BudgetKey{Mandate: mandate}, b)
 	if err := b.Add(spent, reserved); err != nil {
 		return fmt.Errorf("budget of %s %w", mandate, err)
 	}
@@ -188,6 +189,7 @@ func (tx *Tx) AddWindowBudget(mandate, window string, spent, reserved journal.Am
 	if err != nil {
 		return err
 	}
+	tx.limits.Before(holon.BudgetKey{Mandate: mandate, Window: window}, b)
 	if err := b.Add(spent, reserved); err != nil {
 		return fmt.Errorf("budget of %s in %s %w", mandate, window, err)
 	}
@@ -197,6 +199,22 @@ func (tx *Tx) AddWindowBudget(mandate, window string, spent, reserved journal.Am
 		return nil
 	}
 	return tx.putJSON(bucketBudgetWindows, []byte(k), b)
+}
+
+// LimitBudget declares a budget's limit for the rest of the update
+// (holon.BudgetLimits).
+func (tx *Tx) LimitBudget(mandate, window string, limit journal.Amount) {
+	if tx.writable {
+		tx.limits.Limit(holon.BudgetKey{Mandate: mandate, Window: window}, limit)
+	}
+}
+
+// budgetOf reads a budget by its key.
+func (tx *Tx) budgetOf(k holon.BudgetKey) (holon.Budget, error) {
+	if k.Window == "" {
+		return tx.Budget(k.Mandate)
+	}
+	return tx.WindowBudget(k.Mandate, k.Window)
 }
 
 // PutMandate stores a mandate document under its id.

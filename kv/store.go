@@ -670,7 +670,11 @@ func (s *Store) runTx(reqs []*writeReq) (kept []*writeReq, stop int, stopErr, er
 			if err == nil && len(tx.overdrafts) > 0 {
 				err = tx.overdrafts.Check(tx.Account)
 			}
+			if err == nil && tx.limits.Moved() {
+				err = tx.limits.Check(tx.budgetOf)
+			}
 			clear(tx.overdrafts)
+			tx.limits.Reset()
 			if err == nil {
 				kept = append(kept, r)
 				continue

@@ -123,6 +123,9 @@ type Tx struct {
 	// overdrafts are the accounts the current update moved, with what
 	// they had available before it (holon.Overdrafts).
 	overdrafts holon.Overdrafts
+	// limits are the budgets' limits the current update declared, and the
+	// budgets it moved (holon.BudgetLimits).
+	limits holon.BudgetLimits
 	// logged counts the keys this transaction added to the receipt index's
 	// log (updates undone included: it only tells the writer when to fold).
 	logged int

@@ -19,6 +19,7 @@ func init() {
 		behaviour{"Counters/NeverBelowZero", testCountersNeverBelowZero},
 		behaviour{"Budgets/NeverBelowZero", testBudgetsNeverBelowZero},
 		behaviour{"Budgets/Windows", testBudgetWindows},
+		behaviour{"Budgets/WithinTheirLimit", testBudgetWithinLimit},
 		behaviour{"Holds/PutReadDeleteList", testHolds},
 		behaviour{"Held/NeverBelowZero", testHeldNeverBelowZero},
 		behaviour{"Held/NoOverdraft", testNoOverdraft},
@@ -603,5 +604,65 @@ func testNoOverdraft(t *testing.T, e *env) {
 	}
 	if a := e.account("external:demo-credit"); a.Balance != -amt("1.00") {
 		t.Errorf("external:demo-credit = %s, want -1.00", a.Balance)
+	}
+}
+
+// Ensure that no update raises a budget above the limit it declared for
+// it (holon.BudgetLimits), the lifetime's or a window's: such an update
+// fails with ErrOverBudget and nothing of it is kept; moves within the
+// limit, moves that do not raise the budget (a settlement: spent up by
+// less than the reservation released), and moves without a declared
+// limit stand; a limit declared in one update does not bind the next.
+func testBudgetWithinLimit(t *testing.T, e *env) {
+	const win = "day:2026-12-07"
+	e.update(func(tx holon.Tx) error {
+		return tx.PutMandate("m", holon.Doc{Doc: []byte(`{"id":"m"}`), Created: tx.Now()})
+	})
+	reserve := func(window string, limit, amount string) error {
+		return e.s.Update(context.Background(), func(tx holon.Tx) error {
+			tx.LimitBudget("m", window, amt(limit))
+			if window == "" {
+				return tx.AddBudget("m", 0, amt(amount))
+			}
+			return tx.AddWindowBudget("m", window, 0, amt(amount))
+		})
+	}
+	budgets := func() (holon.Budget, holon.Budget) {
+		var b, w holon.Budget
+		e.view(func(tx holon.Tx) (err error) {
+			if b, err = tx.Budget("m"); err != nil {
+				return err
+			}
+			w, err = tx.WindowBudget("m", win)
+			return err
+		})
+		return b, w
+	}
+	for _, window := range []string{"", win} {
+		if err := reserve(window, "1.00", "0.80"); err != nil {
+			t.Fatalf("window %q: a reservation within the limit: %v", window, err)
+		}
+		err := reserve(window, "1.00", "0.21")
+		if !errors.Is(err, holon.ErrOverBudget) || !strings.Contains(err.Error(), "budget of m") {
+			t.Errorf("window %q: a reservation over the limit: %v, want ErrOverBudget naming m", window, err)
+		}
+	}
+	if b, w := budgets(); b.Reserved != amt("0.80") || w.Reserved != amt("0.80") {
+		t.Errorf("after the refused reservations, reserved %s and %s in the window, want 0.80 each (nothing kept)", b.Reserved, w.Reserved)
+	}
+	e.update(func(tx holon.Tx) error {
+		// A settlement over a lowered limit: spent up by 0.50, the
+		// reservation of 0.80 released: the budget is not raised.
+		tx.LimitBudget("m", "", amt("0.10"))
+		tx.LimitBudget("m", win, amt("0.10"))
+		if err := tx.AddBudget("m", amt("0.50"), -amt("0.80")); err != nil {
+			return err
+		}
+		return tx.AddWindowBudget("m", win, amt("0.50"), -amt("0.80"))
+	})
+	// No limit declared: the store does not judge the move.
+	e.update(func(tx holon.Tx) error { return tx.AddBudget("m", amt("5.00"), 0) })
+	if b, w := budgets(); b != (holon.Budget{Spent: amt("5.50")}) || w != (holon.Budget{Spent: amt("0.50")}) {
+		t.Errorf("budgets %+v and %+v in the window, want 5.50 and 0.50 spent, nothing reserved", b, w)
 	}
 }

@@ -259,14 +259,52 @@ func (t *Tx) AddBudget(mandate string, spent, reserved journal.Amount) error {
 	if err != nil {
 		return err
 	}
+	k := holon.BudgetKey{Mandate: mandate}
+	t.limits.Before(k, b)
 	if err := b.Add(spent, reserved); err != nil {
 		return fmt.Errorf("budget of %s %w", mandate, err)
 	}
-	if err := t.writeRow(kBudget(mandate), rowBudgetMove, mandate, spent.Micros(), reserved.Micros()); err != nil {
+	if err := t.writeRow(kBudget(mandate), rowBudgetMove, mandate, spent.Micros(), reserved.Micros(), t.budgetCap(k)); err != nil {
 		return err
 	}
 	t.wrote(kBudget(mandate), b)
 	return nil
+}
+
+// LimitBudget declares a budget's limit for the rest of the update
+// (holon.BudgetLimits).
+func (t *Tx) LimitBudget(mandate, window string, limit journal.Amount) {
+	if !t.readOnly {
+		t.limits.Limit(holon.BudgetKey{Mandate: mandate, Window: window}, limit)
+	}
+}
+
+// budgetCap is the limit a budget's move carries to the database, which
+// judges the budget against it at the commit (migration 19): the limit
+// the update declared, nil for none.
+func (t *Tx) budgetCap(k holon.BudgetKey) *int64 {
+	if l, ok := t.limits.Declared(k); ok && l < journal.MaxAmount {
+		c := l.Micros()
+		return &c
+	}
+	return nil
+}
+
+// checkLimits refuses the update when it raised a budget above the limit
+// it declared for it, from what the writer knows (the budgets it moved
+// are known: no round trip), without the update seeing them (spec.go);
+// the database checks the same from its rows (migration 19).
+func (t *Tx) checkLimits() error {
+	if !t.limits.Moved() {
+		return nil
+	}
+	defer t.inside()()
+	return t.limits.Check(func(k holon.BudgetKey) (holon.Budget, error) {
+		if k.Window == "" {
+			return t.Budget(k.Mandate)
+		}
+		return t.WindowBudget(k.Mandate, k.Window)
+	})
 }
 
 // WindowBudget reads a mandate's spending in one budget window.
@@ -285,10 +323,12 @@ func (t *Tx) AddWindowBudget(mandate, window string, spent, reserved journal.Amo
 	if err != nil {
 		return err
 	}
+	k := holon.BudgetKey{Mandate: mandate, Window: window}
+	t.limits.Before(k, b)
 	if err := b.Add(spent, reserved); err != nil {
 		return fmt.Errorf("budget of %s in %s %w", mandate, window, err)
 	}
-	if err := t.writeRow(kWindow(mandate, window), rowWindowMove, mandate, window, spent.Micros(), reserved.Micros()); err != nil {
+	if err := t.writeRow(kWindow(mandate, window), rowWindowMove, mandate, window, spent.Micros(), reserved.Micros(), t.budgetCap(k)); err != nil {
 		return err
 	}
 	t.wrote(kWindow(mandate, window), b)

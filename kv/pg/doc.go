@@ -49,7 +49,8 @@
 // per round trip however many updates changed them, a table's rows in one
 // statement: balances, budgets, counters and agents' records moved by
 // what the updates changed (so that a move keeps what another gateway
-// moved; an overdraft is refused by a check at the commit, migration 18),
+// moved; an overdraft, and a budget raised over the limit its update
+// declared, are refused by checks at the commit, migrations 18 and 19),
 // sequences and a chain's head with their new value; the rollups summed in
 // one row of arrays, folded into the rollups by the leader of the job
 // rollups_fold outside the writers' lock (rows.go, rollups.go, migration

@@ -285,7 +285,9 @@ func (g *group) runUpdates(updates []*update, i int, q querier) error {
 			}
 			ferr := call(u.fn, tx)
 			if ferr == nil && tx.fatal == nil && tx.failed == nil {
-				ferr = tx.checkOverdrafts()
+				if ferr = tx.checkOverdrafts(); ferr == nil {
+					ferr = tx.checkLimits()
+				}
 			}
 			if tx.fatal != nil {
 				return tx.fatal

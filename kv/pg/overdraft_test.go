@@ -179,3 +179,49 @@ func TestMoves_KeepWhatOthersMoved(t *testing.T) {
 		t.Errorf("budget, window, counter, record = %v, want %v: the writer's moves added to what was moved behind it", got, want)
 	}
 }
+
+// Ensure that the database refuses a budget raised above the limit its
+// update declared, judged on the row: a reservation the writer judged
+// within the mandate's total, from a budget another gateway has raised
+// behind its back, fails ErrOverBudget with nothing written; the same
+// for a window's budget.
+func TestOverBudget_RefusedByTheDatabase(t *testing.T) {
+	s, conn := openWatched(t, "overbudget")
+	ctx := context.Background()
+	const win = "day:2026-12-07"
+	reserve := func(amount journal.Amount) error {
+		return s.Update(ctx, func(tx holon.Tx) error {
+			if err := tx.PutMandate("m", holon.Doc{Doc: []byte(`{}`), Created: tx.Now()}); err != nil {
+				return err
+			}
+			tx.LimitBudget("m", "", journal.MustParseAmount("1.00"))
+			tx.LimitBudget("m", win, journal.MustParseAmount("1.00"))
+			if err := tx.AddBudget("m", 0, amount); err != nil {
+				return err
+			}
+			return tx.AddWindowBudget("m", win, 0, amount)
+		})
+	}
+	if err := reserve(journal.MustParseAmount("0.40")); err != nil {
+		t.Fatal(err)
+	}
+	for _, table := range []string{"budgets", "budget_windows"} {
+		if _, err := conn.Exec(ctx, `UPDATE `+table+` SET reserved = reserved + 0.50 WHERE mandate = 'm'`); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := reserve(journal.MustParseAmount("0.40")); !errors.Is(err, holon.ErrOverBudget) {
+		t.Fatalf("a reservation to 1.30 of 1.00: %v, want ErrOverBudget", err)
+	}
+	var b, w string
+	if err := conn.QueryRow(ctx, `SELECT (SELECT reserved::text FROM budgets WHERE mandate = 'm'), (SELECT reserved::text FROM budget_windows WHERE mandate = 'm')`).Scan(&b, &w); err != nil {
+		t.Fatal(err)
+	}
+	if b != "0.900000" || w != "0.900000" {
+		t.Errorf("reserved %s and %s in the window after the refusal, want 0.90 each (nothing written)", b, w)
+	}
+	// Within the limit on the row, it stands.
+	if err := reserve(journal.MustParseAmount("0.10")); err != nil {
+		t.Errorf("a reservation to 1.00 of 1.00: %v", err)
+	}
+}

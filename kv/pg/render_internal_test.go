@@ -40,7 +40,7 @@ func BenchmarkGroupWrites(b *testing.B) {
 			}
 			must(t.writeRow(kMeta("journal_head"), rowMeta, "journal_head", "hash"))
 			must(t.writeRow(kCounter("journal_entries"), rowCounterMove, "journal_entries", int64(i)))
-			must(t.writeRow(kBudget(payer+"/bench"), rowBudgetMove, payer+"/bench", int64(10), int64(0)))
+			must(t.writeRow(kBudget(payer+"/bench"), rowBudgetMove, payer+"/bench", int64(10), int64(0), (*int64)(nil)))
 			must(t.writeRow(kSeq("call_events"), rowSeq, "call_events", int64(i)))
 			must(t.appendRows("", rowEvent, nil, []any{int64(i), rid, "bench/echo@1.0.0", "succeeded", (*string)(nil), int64(1), int64(10), "EUR", false, "t"}))
 			must(t.writeRow(kRecord("bench/echo@1.0.0"), rowRecordMove, "bench/echo@1.0.0", int64(i), int64(i), int64(i), int64(i)))

@@ -31,8 +31,8 @@ const (
 	// Rows moved by what the updates changed (moves): their key
 	// columns, then amounts added.
 	rowAccountMove rowKind = iota // name, balance µ, held µ
-	rowBudgetMove                 // mandate, spent µ, reserved µ
-	rowWindowMove                 // mandate, win, spent µ, reserved µ
+	rowBudgetMove                 // mandate, spent µ, reserved µ, its limit µ (*int64)
+	rowWindowMove                 // mandate, win, spent µ, reserved µ, its limit µ (*int64)
 	rowCounterMove                // name, value
 	rowRecordMove                 // agent, runs, succeeded, billed µ, duration_ms
 	// Rows written with their new value.
@@ -64,14 +64,17 @@ var rowSQL = [rowKinds]string{
 	rowAccountMove: `WITH x AS (SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS x (n, b, h)),
 		u AS (UPDATE accounts a SET balance = a.balance + x.b / 1000000.0, held = a.held + x.h / 1000000.0 FROM x WHERE a.name = x.n RETURNING a.name)
 		INSERT INTO accounts (name, balance, held) SELECT n, b / 1000000.0, h / 1000000.0 FROM x WHERE NOT EXISTS (SELECT FROM u WHERE u.name = x.n)`,
-	rowBudgetMove: `WITH x AS (SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS x (m, s, r)),
-		u AS (UPDATE budgets b SET spent = b.spent + x.s / 1000000.0, reserved = b.reserved + x.r / 1000000.0 FROM x WHERE b.mandate = x.m
-			RETURNING b.mandate)
-		INSERT INTO budgets (mandate, spent, reserved) SELECT m, s / 1000000.0, r / 1000000.0 FROM x WHERE NOT EXISTS (SELECT FROM u WHERE u.mandate = x.m)`,
-	rowWindowMove: `WITH x AS (SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[]) AS x (m, w, s, r)),
-		u AS (UPDATE budget_windows b SET spent = b.spent + x.s / 1000000.0, reserved = b.reserved + x.r / 1000000.0 FROM x
-			WHERE (b.mandate, b.win) = (x.m, x.w) RETURNING b.mandate, b.win)
-		INSERT INTO budget_windows (mandate, win, spent, reserved) SELECT m, w, s / 1000000.0, r / 1000000.0 FROM x
+	// Budgets carry the limit their update declared (NULL: none), which a
+	// check at the commit judges a raised budget against (migration 19).
+	rowBudgetMove: `WITH x AS (SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[]) AS x (m, s, r, c)),
+		u AS (UPDATE budgets b SET spent = b.spent + x.s / 1000000.0, reserved = b.reserved + x.r / 1000000.0, cap = x.c / 1000000.0
+			FROM x WHERE b.mandate = x.m RETURNING b.mandate)
+		INSERT INTO budgets (mandate, spent, reserved, cap) SELECT m, s / 1000000.0, r / 1000000.0, c / 1000000.0 FROM x
+		WHERE NOT EXISTS (SELECT FROM u WHERE u.mandate = x.m)`,
+	rowWindowMove: `WITH x AS (SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::bigint[]) AS x (m, w, s, r, c)),
+		u AS (UPDATE budget_windows b SET spent = b.spent + x.s / 1000000.0, reserved = b.reserved + x.r / 1000000.0, cap = x.c / 1000000.0
+			FROM x WHERE (b.mandate, b.win) = (x.m, x.w) RETURNING b.mandate, b.win)
+		INSERT INTO budget_windows (mandate, win, spent, reserved, cap) SELECT m, w, s / 1000000.0, r / 1000000.0, c / 1000000.0 FROM x
 		WHERE NOT EXISTS (SELECT FROM u WHERE (u.mandate, u.win) = (x.m, x.w))`,
 	rowCounterMove: `WITH x AS (SELECT * FROM unnest($1::text[], $2::bigint[]) AS x (n, v)),
 		u AS (UPDATE counters c SET value = c.value + x.v FROM x WHERE c.name = x.n RETURNING c.name)
@@ -335,7 +338,15 @@ func sumMoves(qs []queued, keys int) [][]any {
 				continue
 			}
 			for c := keys; c < len(r); c++ {
-				out[i][c] = out[i][c].(int64) + r[c].(int64)
+				switch v := r[c].(type) {
+				case int64:
+					out[i][c] = out[i][c].(int64) + v
+				case *int64:
+					// A limit: the lowest declared.
+					if was := out[i][c].(*int64); v != nil && (was == nil || *v < *was) {
+						out[i][c] = v
+					}
+				}
 			}
 		}
 	}

@@ -59,6 +59,9 @@ type Tx struct {
 	// overdrafts are the accounts the update moved, with what they had
 	// available before it (holon.Overdrafts).
 	overdrafts holon.Overdrafts
+	// limits are the budgets' limits the update declared, and the budgets
+	// it moved (holon.BudgetLimits).
+	limits holon.BudgetLimits
 }
 
 // counterAt is a CounterAt call: f is told the counter under key k once
@@ -155,8 +158,13 @@ func (t *Tx) note(err error) error {
 // error says it (the PostgreSQL error stays wrapped).
 func refusal(err error) error {
 	var pe *pgconn.PgError
-	if errors.As(err, &pe) && pe.Code == "23514" && pe.ConstraintName == "accounts_available" {
-		return fmt.Errorf("%w: %w", holon.ErrOverdrawn, err)
+	if errors.As(err, &pe) && pe.Code == "23514" {
+		switch pe.ConstraintName {
+		case "accounts_available":
+			return fmt.Errorf("%w: %w", holon.ErrOverdrawn, err)
+		case "budgets_within":
+			return fmt.Errorf("%w: %w", holon.ErrOverBudget, err)
+		}
 	}
 	return err
 }
