@@ -50,7 +50,8 @@
 // statement: balances, budgets, counters and agents' records moved by
 // what the updates changed (so that a move keeps what another gateway
 // moved; an overdraft, and a budget raised over the limit its update
-// declared, are refused by checks at the commit, migrations 18 and 19),
+// declared, are refused by checks at the commit, migrations 18 and 19,
+// which name the row, for the writer to forget what it knew of it),
 // sequences and a chain's head with their new value; the rollups summed in
 // one row of arrays, folded into the rollups by the leader of the job
 // rollups_fold outside the writers' lock (rows.go, rollups.go, migration

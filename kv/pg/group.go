@@ -70,6 +70,9 @@ type group struct {
 	stop    int
 	// atCommit are the CounterAt calls of the updates answered.
 	atCommit []counterAt
+	// stale are the rows a check of the database showed this writer
+	// knew wrong (staleRow): the group commits forgetting them.
+	stale []string
 }
 
 // errSafeRun is a fast run's end: the group must run again safely.
@@ -94,6 +97,12 @@ func (g *group) answered() {
 // refused handles a pending statement of update owner that PostgreSQL
 // refused with err, in a round trip update t made, and returns t's error.
 func (g *group) refused(t *Tx, owner int, err error) error {
+	if k := staleRow(err); k != "" {
+		g.stale = append(g.stale, k)
+		g.s.baseMu.Lock()
+		delete(g.s.base, k)
+		g.s.baseMu.Unlock()
+	}
 	err = refusal(err)
 	if t.note(err); t.fatal == nil && !g.safe {
 		// A fast run has no savepoint to go back to.
@@ -514,6 +523,10 @@ func (s *Store) commit(ctx context.Context, c *pgx.Conn, g *group) (err error) {
 		g.atCommit = append(g.atCommit, o.atCommit...)
 	}
 	g.open = nil
+	for _, k := range g.stale {
+		// Forgotten, here and in the other writers' caches.
+		g.conf[k] = entry{st: unknown, dirty: true}
+	}
 	var keys []string
 	var vals []*string
 	for k, e := range g.conf {

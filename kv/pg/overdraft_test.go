@@ -3,6 +3,7 @@ package pg_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	"holon.dev/holon"
@@ -65,9 +66,19 @@ func TestOverdraft_RefusedByTheDatabase(t *testing.T) {
 	if n != 0 {
 		t.Errorf("the refused debit's entry was written")
 	}
+	// The writer forgot what it knew of bob, which the refusal showed
+	// stale: it reads bob again, and its own check refuses the next
+	// debit beyond the 0.10 left, then takes one of all of it.
+	err = post("settle:r3", "bob", "acme", "0.20")
+	if !errors.Is(err, holon.ErrOverdrawn) || !strings.Contains(err.Error(), "available after this update") {
+		t.Errorf("a debit beyond the 0.10 left, after the refusal: %v; want the writer's own ErrOverdrawn", err)
+	}
+	if err := post("settle:r4", "bob", "acme", "0.10"); err != nil {
+		t.Errorf("a debit of all that is left: %v", err)
+	}
 	// A debit and the release of the hold that covered it, in one
 	// transaction, passes through an overdraft and ends out of it.
-	behind(`UPDATE accounts SET held = held + 0.10 WHERE name = 'bob'`)
+	behind(`UPDATE accounts SET balance = balance + 0.10, held = held + 0.10 WHERE name = 'bob'`)
 	tx, err := conn.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -219,6 +230,12 @@ func TestOverBudget_RefusedByTheDatabase(t *testing.T) {
 	}
 	if b != "0.900000" || w != "0.900000" {
 		t.Errorf("reserved %s and %s in the window after the refusal, want 0.90 each (nothing written)", b, w)
+	}
+	// The writer forgot the budget the refusal showed stale: its own
+	// check refuses the next reservation over the limit.
+	err := reserve(journal.MustParseAmount("0.20"))
+	if !errors.Is(err, holon.ErrOverBudget) || !strings.Contains(err.Error(), "after this update") {
+		t.Errorf("a reservation to 1.10 of 1.00, after the refusal: %v; want the writer's own ErrOverBudget", err)
 	}
 	// Within the limit on the row, it stands.
 	if err := reserve(journal.MustParseAmount("0.10")); err != nil {

@@ -10,6 +10,7 @@ import (
 	"math/big"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -167,6 +168,28 @@ func refusal(err error) error {
 		}
 	}
 	return err
+}
+
+// staleRow is the cache key of the row a check of the database refused
+// from its own values (migrations 18 to 20: the error's detail names it),
+// "" for any other error: the writer's idea of that row was stale, since
+// it judged the update allowed.
+func staleRow(err error) string {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || pe.Code != "23514" || pe.Detail == "" {
+		return ""
+	}
+	switch pe.ConstraintName {
+	case "accounts_available":
+		return kAccount(pe.Detail)
+	case "budgets_within":
+		mandate, win, _ := strings.Cut(pe.Detail, "\n")
+		if win == "" {
+			return kBudget(mandate)
+		}
+		return kWindow(mandate, win)
+	}
+	return ""
 }
 
 func (t *Tx) writable() error {
