@@ -3,6 +3,7 @@ package holon
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"holon.dev/holon/journal"
@@ -157,4 +158,31 @@ func VerifyJournal(tx JournalTx, checkHeads func(heads []string) error) error {
 		return fmt.Errorf("balances sum to %s, want 0", total)
 	}
 	return nil
+}
+
+// JournalHeadKey names where a store records the head of its journal's
+// chain n: "journal_head" for chain 0 (the embedded store's, and the first
+// gateway's on a shared database), JournalHeadsFrom+"n" for the others.
+func JournalHeadKey(n int) string {
+	if n == 0 {
+		return "journal_head"
+	}
+	return JournalHeadsFrom + strconv.Itoa(n)
+}
+
+// JournalHeadsFrom begins the keys of the chains after the first.
+const JournalHeadsFrom = "journal_head:"
+
+// IsJournalHeadKey reports whether a store's meta key records a chain's
+// head (JournalHeadKey).
+func IsJournalHeadKey(k string) bool {
+	if k == "journal_head" {
+		return true
+	}
+	n, ok := strings.CutPrefix(k, JournalHeadsFrom)
+	if !ok {
+		return false
+	}
+	i, err := strconv.Atoi(n)
+	return err == nil && i > 0 && strconv.Itoa(i) == n
 }

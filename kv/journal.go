@@ -122,9 +122,6 @@ func (tx *Tx) readAccount(name string) (holon.Account, error) {
 
 // putAccount writes an account's new standing; before is what it was.
 func (tx *Tx) putAccount(name string, before, a holon.Account) error {
-	if tx.overdrafts == nil {
-		tx.overdrafts = holon.Overdrafts{}
-	}
 	tx.overdrafts.Before(name, before)
 	if tx.cache != nil {
 		cachedPut(tx, &tx.cache.accounts, name, a)

@@ -667,13 +667,13 @@ func (s *Store) runTx(reqs []*writeReq) (kept []*writeReq, stop int, stopErr, er
 		for i, r := range reqs {
 			tx.beginUpdate()
 			err := runUpdate(r.fn, tx)
-			if err == nil && len(tx.overdrafts) > 0 {
+			if err == nil {
 				err = tx.overdrafts.Check(tx.Account)
 			}
-			if err == nil && tx.limits.Moved() {
+			if err == nil {
 				err = tx.limits.Check(tx.budgetOf)
 			}
-			clear(tx.overdrafts)
+			tx.overdrafts.Reset()
 			tx.limits.Reset()
 			if err == nil {
 				kept = append(kept, r)

@@ -295,9 +295,6 @@ func (t *Tx) budgetCap(k holon.BudgetKey) *int64 {
 // are known: no round trip), without the update seeing them (spec.go);
 // the database checks the same from its rows (migration 19).
 func (t *Tx) checkLimits() error {
-	if !t.limits.Moved() {
-		return nil
-	}
 	defer t.inside()()
 	return t.limits.Check(func(k holon.BudgetKey) (holon.Budget, error) {
 		if k.Window == "" {

@@ -82,7 +82,7 @@ func (t *Tx) appendEntry(e journal.Entry) (holon.JournalRow, error) {
 		if err != nil {
 			return holon.JournalRow{}, err
 		}
-		t.overdraft(name, a)
+		t.overdrafts.Before(name, a)
 		a.Balance += d
 		if err := t.writeRow(kAccount(name), rowAccountMove, name, d.Micros(), int64(0)); err != nil {
 			return holon.JournalRow{}, err
@@ -104,23 +104,11 @@ func (t *Tx) appendEntry(e journal.Entry) (holon.JournalRow, error) {
 	return row, err
 }
 
-// overdraft records an account's standing before the update's first
-// change to it (holon.Overdrafts).
-func (t *Tx) overdraft(name string, before holon.Account) {
-	if t.overdrafts == nil {
-		t.overdrafts = holon.Overdrafts{}
-	}
-	t.overdrafts.Before(name, before)
-}
-
 // checkOverdrafts refuses the update when it leaves an account
 // overdrawn, from what the writer knows (the accounts it changed are
 // known: no round trip), without the update seeing them (spec.go); the
 // database checks the same from its rows (migration 18).
 func (t *Tx) checkOverdrafts() error {
-	if len(t.overdrafts) == 0 {
-		return nil
-	}
 	defer t.inside()()
 	return t.overdrafts.Check(t.Account)
 }
@@ -322,7 +310,7 @@ func (t *Tx) AddHeld(account string, delta journal.Amount) error {
 	if held < 0 {
 		return fmt.Errorf("release %s on %s: only %s is held", -delta, account, a.Held)
 	}
-	t.overdraft(account, a)
+	t.overdrafts.Before(account, a)
 	a.Held = held
 	if err := t.writeRow(kAccount(account), rowAccountMove, account, int64(0), delta.Micros()); err != nil {
 		return err

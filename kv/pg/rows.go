@@ -7,22 +7,22 @@ import (
 	"holon.dev/holon"
 )
 
-// Writes of hot rows. A small row the writer knows whole (a budget, a
-// counter, a sequence, a chain's head, an agent's record) is written with
-// its new value, not with a change: within a round trip only its last
-// value needs to reach the database, and the rows of one table go in one
-// multi-row statement. Accounts are the exception: they are moved by what
-// the updates changed (summed within a round trip, one row an account), so
-// that a move reaches the account whatever another gateway moved it by,
-// and the database judges the sum (migration 18: no overdraft). A group
-// that runs without savepoints (the first run of every group, see
-// group.go) sends each hot row once per round trip, however many of its
-// updates moved it, and its rollups summed in one statement. Rows appended
-// (journal entries and lines, call events, documents) or deleted (holds)
-// by many updates go the same way, one statement per table; a write of one
-// of those rows that does not go this way (a hold put, a document deleted)
-// sends the rows waiting before it. A group that runs safely, each update
-// under its own savepoint, sends every write where its update made it.
+// Writes of hot rows. Accounts, budgets, budget windows, counters and
+// agents' records are moved by what the updates changed, not written with
+// the writer's idea of their new value: within a round trip the moves of a
+// row are summed into one, and the rows of one table go in one multi-row
+// statement, so that a move keeps whatever another gateway moved the row
+// by, and the database judges the sum (migrations 18 and 19: no overdraft,
+// no budget over its declared limit). Sequences and the chains' heads are
+// written with their last value. A group that runs without savepoints (the
+// first run of every group, see group.go) sends each hot row once per
+// round trip, however many of its updates moved it, and its rollups summed
+// in one statement. Rows appended (journal entries and lines, call events,
+// documents) or deleted (holds) by many updates go the same way, one
+// statement per table; a write of one of those rows that does not go this
+// way (a hold put, a document deleted) sends the rows waiting before it. A
+// group that runs safely, each update under its own savepoint, sends every
+// write where its update made it.
 
 // rowKind is the table a row write goes to.
 type rowKind uint8

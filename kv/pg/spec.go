@@ -113,8 +113,9 @@ func (s *Store) speculate(prior *group, answered <-chan commitAnswer) (*group, c
 // which decided what it did), and those rows it changed only by a delta
 // (a balance, a counter, a sequence, a chain's head, an agent's
 // record, a version's earnings and latency: methods that say so with
-// Tx.inside) are moved onto the other writers' values (rebase): their
-// new value is the other writers' plus this group's change, the group's
+// Tx.inside) are moved onto the other writers' values (rebase): the
+// writer's cache takes the other writers' value plus this group's change
+// (the rows sent as moves need no rewrite, rows.go), the group's
 // journal entries and call events numbered after the others', and its
 // entries chained again from the others' head. The updates after it run
 // again under the lock, as any group's. Nothing of the run reaches the
@@ -492,9 +493,10 @@ func moveLatency(was, ours, theirs []byte) ([]byte, bool) {
 	return latencyJSON(out), true
 }
 
-// writeMoved queues the moved rows' new values after the first n
-// updates' writes, numbers the group's journal entries and call events
-// after the other writers', and chains its entries from their head.
+// writeMoved queues the new values of the moved rows written whole
+// (sequences, documents) after the first n updates' writes, numbers the
+// group's journal entries and call events after the other writers', and
+// chains its entries again from its chain's head.
 func (g *group) writeMoved(n int, moved layer, theirs map[string]*string) error {
 	if e, ok := moved[kSeq("journal")]; ok {
 		// The entries are chained again from the chain's head: theirs
