@@ -39,6 +39,21 @@ func (s *Store) claim(ctx context.Context, job string) (bool, error) {
 	return ok, err
 }
 
+// renewLead extends this handle's term of job: false when it holds no
+// term any more (it ran out and another gateway took the job, or it was
+// given up). It never takes the job afresh, so a renewal that reaches the
+// database after resign (its context cancelled while the statement was
+// on its way) cannot take back a job already given up.
+func (s *Store) renewLead(ctx context.Context, job string) (bool, error) {
+	var ok bool
+	err := s.pool.QueryRow(ctx, `UPDATE job_leaders SET expires = now() + $3 * interval '1 millisecond'
+		WHERE job = $1 AND gateway = $2 RETURNING true`, job, s.id, s.lease.Milliseconds()).Scan(&ok)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	return ok, err
+}
+
 // resign gives job up, so that another gateway takes it at once.
 func (s *Store) resign(job string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -102,13 +117,15 @@ func (s *Store) leadOnce(ctx context.Context, job string, fn func(ctx context.Co
 		case <-t.C:
 		}
 		at := time.Now()
-		ok, err := s.claimFor(ctx, job, max(time.Millisecond, stopBy.Sub(at)))
+		rctx, rcancel := context.WithTimeout(ctx, max(time.Millisecond, stopBy.Sub(at)))
+		ok, err := s.renewLead(rctx, job)
+		rcancel()
 		switch {
 		case ok:
 			stopBy = at.Add(s.lease * 4 / 5)
 			stop.Reset(time.Until(stopBy))
 		case err == nil && ctx.Err() == nil:
-			// Another gateway holds the job: its term began after ours
+			// Our term is gone: another gateway took the job once it
 			// ran out.
 			cancel()
 			<-done
