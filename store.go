@@ -19,7 +19,9 @@ type Store interface {
 	// Update runs fn in a write transaction and returns once it is
 	// committed and durable, or fn's error with nothing of it written. An
 	// error from fn (or its panic) is its own: the other updates grouped
-	// into the same commit are not affected.
+	// into the same commit are not affected. A store may run fn more than
+	// once (a run it drops is undone whole): what fn gathers outside the
+	// transaction is the last run's, to read once Update returns.
 	Update(ctx context.Context, fn func(Tx) error) error
 	// Apply runs fn as Update does, but returns as soon as fn's writes are
 	// part of a commit that nothing can undo short of the commit failing;
@@ -64,6 +66,21 @@ const (
 func WritersOf(s Store) WriterSet {
 	if w, ok := s.(Writers); ok {
 		return w.Writers()
+	}
+	return 0
+}
+
+// NumberSkew is implemented by a store whose writers hand out the numbers
+// of receipts, approvals, journal rows and call events from blocks they
+// take ahead (several gateways on one database): NumberSkew is how much
+// later than a number above it a number may be handed out. Numbers are
+// otherwise handed out in the order of the commits that take them.
+type NumberSkew interface{ NumberSkew() time.Duration }
+
+// NumberSkewOf is s's NumberSkew, or zero.
+func NumberSkewOf(s Store) time.Duration {
+	if n, ok := s.(NumberSkew); ok {
+		return n.NumberSkew()
 	}
 	return 0
 }

@@ -98,22 +98,25 @@ func short(hs []string) string {
 }
 
 // VerifyJournal checks the journal's rules on everything a store holds:
-// rows numbered 1, 2, … without a gap, each entry summing to zero with a
+// rows in the order of their numbers, each entry summing to zero with a
 // key used once, each row starting a hash chain or extending one (never
 // one extended twice), every account's balance the sum of its lines, and
-// all balances summing to zero. A store that records its chains' heads
+// all balances summing to zero. Numbers may skip (a store on PostgreSQL
+// hands them out from blocks, and skips what it took but did not use):
+// a row removed breaks the link of the row after it in its chain, or,
+// at a chain's end, no longer matches the chain's recorded head. A store that records its chains' heads
 // passes checkHeads, called with the heads the rows end in, sorted, once
 // the rows are read (nil otherwise); MatchHeads compares them.
 func VerifyJournal(tx JournalTx, checkHeads func(heads []string) error) error {
 	var chains Chains
 	sums := map[string]journal.Amount{}
 	keys := map[string]bool{}
-	var n uint64
+	var last uint64
 	err := tx.ForEachEntry(0, func(row JournalRow) (bool, error) {
-		n++
-		if row.Seq != n {
-			return false, fmt.Errorf("journal row %d missing (found %d)", n, row.Seq)
+		if row.Seq <= last {
+			return false, fmt.Errorf("journal row %d comes after row %d: rows are not in the order of their numbers", row.Seq, last)
 		}
+		last = row.Seq
 		if err := (journal.Entry{Key: row.Key, Lines: row.Lines}).Validate(); err != nil {
 			return false, fmt.Errorf("journal row %d: %w", row.Seq, err)
 		}

@@ -81,3 +81,75 @@ func TestChains(t *testing.T) {
 		})
 	}
 }
+
+// rowsTx is a JournalTx of given rows and the balances they leave.
+type rowsTx struct {
+	holon.JournalTx
+	rows []holon.JournalRow
+}
+
+func (r rowsTx) ForEachEntry(after uint64, fn func(holon.JournalRow) (bool, error)) error {
+	for _, row := range r.rows {
+		if row.Seq <= after {
+			continue
+		}
+		if more, err := fn(row); err != nil || !more {
+			return err
+		}
+	}
+	return nil
+}
+
+func (r rowsTx) ForEachAccount(fn func(string, holon.Account) error) error {
+	sums := map[string]journal.Amount{}
+	for _, row := range r.rows {
+		for _, l := range row.Lines {
+			sums[l.Account] += l.Amount
+		}
+	}
+	for _, name := range []string{"a", "b"} {
+		if err := fn(name, holon.Account{Balance: sums[name]}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Ensure that VerifyJournal takes numbers that skip (a store on
+// PostgreSQL hands them out from blocks, and skips what it did not use),
+// while a row removed still shows in its chain or at its head, and rows
+// out of the order of their numbers are refused.
+func TestVerifyJournal_NumbersSkip(t *testing.T) {
+	r3 := chainRow(3, "k3", "")
+	r9 := chainRow(9, "k9", "")
+	r10 := chainRow(10, "k10", r3.Hash)
+	r40 := chainRow(40, "k40", r10.Hash)
+	rows := []holon.JournalRow{r3, r9, r10, r40}
+	heads := func(recorded ...string) func([]string) error {
+		if recorded[0] > recorded[1] {
+			recorded[0], recorded[1] = recorded[1], recorded[0]
+		}
+		return func(found []string) error { return holon.MatchHeads(recorded, found) }
+	}
+	if err := holon.VerifyJournal(rowsTx{rows: rows}, heads(r9.Hash, r40.Hash)); err != nil {
+		t.Fatalf("numbers 3, 9, 10, 40 in two whole chains: %v", err)
+	}
+	for _, tt := range []struct {
+		name string
+		rows []holon.JournalRow
+		want string
+	}{
+		{"a chain's middle row removed", []holon.JournalRow{r3, r9, r40}, "journal row 40: hash chain broken"},
+		{"a chain's last row removed", []holon.JournalRow{r3, r9, r10}, "end no chain of rows"},
+		{"a chain of one row removed", []holon.JournalRow{r3, r10, r40}, "end no chain of rows"},
+		{"rows out of the order of their numbers", []holon.JournalRow{r3, r10, r9, r40}, "journal row 9 comes after row 10"},
+		{"a number used twice", []holon.JournalRow{r3, r9, chainRow(9, "k9b", r3.Hash), r40}, "journal row 9 comes after row 9"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			err := holon.VerifyJournal(rowsTx{rows: tt.rows}, heads(r9.Hash, r40.Hash))
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("got %v, want an error mentioning %q", err, tt.want)
+			}
+		})
+	}
+}

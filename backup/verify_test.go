@@ -78,7 +78,7 @@ func TestVerify_CatchesEdits(t *testing.T) {
 			}
 			t.Fatal("no journal row 3")
 			return nil
-		}, backup.CheckJournal, "row 3 is missing"},
+		}, backup.CheckJournal, "journal row 4: hash chain broken"},
 		{"a receipt's cost edited", func(ls []string) []string {
 			return editRow(t, ls, "receipts", `"id":"r1"`, func(v map[string]any) {
 				v["cost"] = map[string]any{"own": "0.05", "downstream": "0.00", "total": "0.05"}

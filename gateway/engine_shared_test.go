@@ -566,6 +566,8 @@ type outageStore struct {
 
 func (s outageStore) Writers() holon.WriterSet { return holon.WritersOf(s.Store) }
 
+func (s outageStore) NumberSkew() time.Duration { return holon.NumberSkewOf(s.Store) }
+
 func (s outageStore) unreachable() error {
 	return &holon.Error{Code: holon.CodeStoreUnavailable, Msg: "the database cannot be reached", Err: errors.New("connection refused")}
 }

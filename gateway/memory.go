@@ -563,13 +563,15 @@ func (e *Engine) receiptID(ctx context.Context) (string, time.Time, error) {
 // ReceiptOrderSkew is how much earlier than a receipt numbered below it a
 // receipt may have been created: receipts are numbered in the order their
 // calls start, but for in-memory calls on a store several gateways share,
-// whose ids come in blocks (receiptIDMaxAge). Zero on any other store
-// (beyond the clock's reads in one process).
+// whose ids come in blocks (receiptIDMaxAge), and on a store whose
+// writers take their numbers in blocks (holon.NumberSkew). Zero on any
+// other store (beyond the clock's reads in one process).
 func (e *Engine) ReceiptOrderSkew() time.Duration {
+	skew := holon.NumberSkewOf(e.store)
 	if e.recheck && e.memory {
-		return receiptIDMaxAge
+		skew += receiptIDMaxAge
 	}
-	return 0
+	return skew
 }
 
 // notInMemory sends a call to the durable reservation: its admission did

@@ -346,7 +346,7 @@ func TestTx_VerifyJournal_Tamper(t *testing.T) {
 			r.Hash = journal.RowHash(r.Prev, r.Seq, r.Key, r.Time, r.Lines)
 		}), row3, "journal row 4: hash chain broken"},
 		{"last row removed", "journal", seqKey(5), nil, row5, "journal head"},
-		{"middle row removed", "journal", seqKey(3), nil, row3, "journal row 3 missing"},
+		{"middle row removed", "journal", seqKey(3), nil, row3, "journal row 4: hash chain broken"},
 		{"balance changed", "accounts", []byte("lena"), []byte(`{"balance":"6.00","held":"0.00"}`), raw("accounts", []byte("lena")), "account lena"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

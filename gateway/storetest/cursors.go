@@ -219,16 +219,19 @@ func newIDs(t *testing.T, e *env, n int, next func(holon.Tx) (string, error), se
 		if i == n/2 {
 			e.reopen()
 		}
+		var got []string
 		e.update(func(tx holon.Tx) error {
+			got = got[:0] // a store may run fn again
 			for range 3 {
 				id, err := next(tx)
 				if err != nil {
 					return err
 				}
-				ids = append(ids, id)
+				got = append(got, id)
 			}
 			return nil
 		})
+		ids = append(ids, got...)
 	}
 	var prev uint64
 	for _, id := range ids {

@@ -22,7 +22,7 @@ import (
 // the log since its last group, in the same round trip as the lock, takes
 // those values and forgets the other rows. A writer alone on a
 // database (one gateway) therefore reads its hot rows (balances, budgets,
-// sequences, counters, a chain's head, the holds and receipts of its
+// counters, a chain's head, the holds and receipts of its
 // own calls) from the database once, not once per update.
 //
 // Layers, newest first: the running update's (t.l), the updates of this
@@ -60,7 +60,6 @@ const maxBase = 100_000
 // writer_log as text, so a binary key is hex.
 const sep = "\x1f"
 
-func kSeq(bucket string) string         { return "s" + sep + bucket }
 func kCounter(name string) string       { return "c" + sep + name }
 func kMeta(key string) string           { return "m" + sep + key }
 func kAccount(name string) string       { return "a" + sep + name }
@@ -130,7 +129,7 @@ const maxLoggedDoc = 512
 // (documents only when short text, see logValue).
 func logged(kind byte) bool {
 	switch kind {
-	case 's', 'c', 'm', 'a', 'b', 'w', 'v', 'e', 'd':
+	case 'c', 'm', 'a', 'b', 'w', 'v', 'e', 'd':
 		return true
 	}
 	return false
@@ -165,7 +164,7 @@ func fromLog(k string, v *string) (entry, bool) {
 	}
 	var val any
 	switch k[0] {
-	case 's', 'c':
+	case 'c':
 		n, err := strconv.ParseUint(s, 10, 64)
 		if err != nil {
 			return entry{}, false

@@ -41,18 +41,19 @@
 // gateway's writer holds it) runs its group's updates meanwhile, on what
 // it knows; once it holds the lock they stand up to the first that saw a
 // row another writer changed meanwhile, and the rows they changed only by
-// deltas that the others changed too (balances, counters, the journal's
-// and the events' numbers (its entries then chained again on its own
-// chain), agents' records, earnings and
-// latency: PostEntry, PostEvent, CounterAt and the Add methods) are
-// moved onto the others' values (spec.go, rebase). Hot rows go once
+// deltas that the others changed too (balances, counters, agents'
+// records, earnings and latency: PostEntry, PostEvent, CounterAt and the
+// Add methods) are moved onto the others' values (spec.go, rebase).
+// Receipts, approvals, journal entries and call events are numbered from
+// blocks each writer takes from the sequences ahead, in transactions of
+// their own (numbers.go): no group writes a sequence. Hot rows go once
 // per round trip however many updates changed them, a table's rows in one
 // statement: balances, budgets, counters and agents' records moved by
 // what the updates changed (so that a move keeps what another gateway
 // moved; an overdraft, and a budget raised over the limit its update
 // declared, are refused by checks at the commit, migrations 18 and 19,
 // which name the row, for the writer to forget what it knew of it),
-// sequences and a chain's head with their new value; the rollups summed in
+// a chain's head with its new value; the rollups summed in
 // one row of arrays, folded into the rollups by the leader of the job
 // rollups_fold outside the writers' lock (rows.go, rollups.go, migration
 // 15); the holds released are deleted through their
@@ -66,9 +67,9 @@
 // The journal is a forest of hash chains (holon.Chains): each store
 // handle's writer extends a chain of its own, claimed when it opens
 // (lease.go, journal_chains, migration 17), so that a chain's head is
-// never another gateway's to move, and its entries, numbered in the one
-// sequence, are chained again only on its own head when another gateway
-// numbered entries before them.
+// never another gateway's to move. Its entries take increasing numbers
+// from its blocks, so each chain's rows are in the order of their
+// numbers; the numbers skip (holon.VerifyJournal).
 //
 // Imports: only holon and journal of the project (and pgx). Nothing in
 // gateway/, appliance/ or webui/ imports it: they see holon.Store.

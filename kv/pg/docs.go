@@ -463,14 +463,30 @@ func (t *Tx) ForEachAgent(fn func(ref string, d holon.Doc) error) error {
 // Earnings and latency are documents in app_docs (buckets earnings and
 // latency), as in the embedded store.
 
-// markFrom records, once, the sequence a count starts from.
+// markFrom records the number a count counts from: the lowest a row it
+// counted may have (a journal entry, a call event). That is the number
+// the update last handed out in bucket, the row it counts (else one it
+// hands out now, skipped: no row this writer numbers later is below it).
+// Writers hand out numbers from blocks (numbers.go), so a row numbered
+// below the mark may be counted after it was set: the mark only goes
+// down, and rows below it were never counted (those of a backup written
+// before the counters existed).
 func (t *Tx) markFrom(key, bucket string) error {
-	if _, ok := t.meta(key); ok {
-		return nil
+	n, ok := t.numbered[bucket]
+	if !ok {
+		var err error
+		if n, err = t.nextSeq(bucket); err != nil {
+			return err
+		}
 	}
-	// The sequence's value is written elsewhere: a rebase cannot move it.
-	t.see(kSeq(bucket))
-	return t.putMeta(key, strconv.FormatUint(t.sequence(bucket), 10))
+	// The mark is written whole: what the update saw decides it.
+	t.see(kMeta(key))
+	if v, ok := t.meta(key); ok {
+		if m, err := strconv.ParseUint(v, 10, 64); err == nil && m <= n {
+			return nil
+		}
+	}
+	return t.putMeta(key, strconv.FormatUint(n, 10))
 }
 
 func (t *Tx) countsFrom(key string) (uint64, bool) {

@@ -14,3 +14,10 @@ func NoWaitRuns(s *Store) { s.noWaitRuns = true }
 // Fold folds the rollups' additions into their rows, once, as the leader
 // of the job rollups_fold does.
 func Fold(s *Store) error { return s.fold(context.Background()) }
+
+// BlocksTaken is how many blocks of numbers s took (numbers.go).
+func BlocksTaken(s *Store) uint64 {
+	s.nums.mu.Lock()
+	defer s.nums.mu.Unlock()
+	return s.nums.taken
+}

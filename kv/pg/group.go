@@ -73,6 +73,26 @@ type group struct {
 	// stale are the rows a check of the database showed this writer
 	// knew wrong (staleRow): the group commits forgetting them.
 	stale []string
+	// marks are where each update that ran began handing out numbers
+	// (numbers.go: mark).
+	marks []uint64
+}
+
+// mark records where update i begins handing out numbers.
+func (g *group) mark(i int) {
+	if len(g.marks) <= i {
+		g.marks = append(g.marks, make([]uint64, i+1-len(g.marks))...)
+	}
+	g.marks[i] = g.s.nums.mark()
+	g.marks = g.marks[:i+1]
+}
+
+// rewind gives back the numbers handed out since update i began: it
+// and the updates after it do not stand.
+func (g *group) rewind(i int) {
+	if i >= 0 && i < len(g.marks) {
+		g.s.nums.rewind(g.marks[i])
+	}
 }
 
 // errSafeRun is a fast run's end: the group must run again safely.
@@ -244,6 +264,7 @@ func (s *Store) try(batch *[]*update, fill, safe bool) (errs []error, retry, aga
 		// What stands of the run made while waiting (spec.go); the rest
 		// runs now.
 		n := s.rebase(waited, logged)
+		waited.rewind(n) // the updates from n on run again
 		s.waitGroups.Add(1)
 		ran := len(waited.batch)
 		if waited.stop >= 0 {
@@ -268,9 +289,17 @@ func (s *Store) try(batch *[]*update, fill, safe bool) (errs []error, retry, aga
 	updates := *batch
 	g.errs = append(g.errs, make([]error, len(updates)-len(g.errs))...)
 	if err := g.runUpdates(updates, start, conn.Conn()); err != nil {
+		// Nothing of the group stands: it fails, or runs again.
+		g.rewind(0)
 		return fail(err)
 	}
 	if err := s.commit(ctx, conn.Conn(), g); err != nil {
+		if errors.As(err, new(*errSafeRun)) {
+			// PostgreSQL refused the group: it runs again. (Another
+			// error may have come after the COMMIT took effect: its
+			// numbers are then not given back.)
+			g.rewind(0)
+		}
 		return fail(err)
 	}
 	ok = true
@@ -288,6 +317,7 @@ func (g *group) runUpdates(updates []*update, i int, q querier) error {
 				g.errs[i] = err
 				continue
 			}
+			g.mark(i)
 			tx := &Tx{s: g.s, ctx: g.ctx, tx: q, g: g, idx: i, l: layer{}}
 			if g.safe {
 				g.pending = append(g.pending, queued{sql: `SAVEPOINT u`, owner: i, free: true})
@@ -302,6 +332,9 @@ func (g *group) runUpdates(updates []*update, i int, q querier) error {
 				return tx.fatal
 			}
 			if tx.restart {
+				// The update before g.rerun failed; it and those after
+				// it wrote nothing that stands.
+				g.rewind(g.rerun - 1)
 				i = g.rerun - 1
 				continue
 			}
@@ -324,6 +357,7 @@ func (g *group) runUpdates(updates []*update, i int, q querier) error {
 				ferr = tx.failed // an error PostgreSQL returned, which fn went past
 			}
 			g.errs[i] = ferr
+			g.rewind(i) // it fails: nothing of it stands, and none ran after it
 			if !g.safe && tx.failed != nil {
 				// PostgreSQL refused one of its reads: the transaction
 				// refuses everything after it, and has no savepoint.
@@ -371,6 +405,7 @@ func (g *group) runUpdates(updates []*update, i int, q querier) error {
 		if !end.restart {
 			return nil
 		}
+		g.rewind(g.rerun - 1)
 		i = g.rerun
 	}
 }
@@ -468,7 +503,12 @@ func (s *Store) catchUp(logged []logEntry, at time.Time) int64 {
 	s.baseMu.Lock()
 	defer s.baseMu.Unlock()
 	s.baseAt = at
+	// Another writer that extended this writer's chain numbered its
+	// entries after what this writer knew: the entries this writer
+	// numbers next take a block taken after those (numbers.go).
+	head := kMeta(s.headKey)
 	if s.gen < 0 {
+		s.nums.drop("journal")
 		s.base = layer{}
 		if len(logged) == 0 {
 			return 0
@@ -480,10 +520,14 @@ func (s *Store) catchUp(logged []logEntry, at time.Time) int64 {
 	}
 	if logged[0].gen != s.gen+1 {
 		// The entries in between were pruned: forget everything.
+		s.nums.drop("journal")
 		s.base = layer{}
 	} else {
 		for _, e := range logged {
 			for i, k := range e.keys {
+				if k == head {
+					s.nums.drop("journal")
+				}
 				// The row's new value, when the log carries it; else the
 				// row is read again when needed.
 				var v *string
@@ -604,6 +648,7 @@ func (s *Store) commit(ctx context.Context, c *pgx.Conn, g *group) (err error) {
 				return
 			}
 			s.specDropped.Add(1)
+			sp.rewind(0)
 			s.held = append(sp.batch, s.held...)
 		}()
 	} else {

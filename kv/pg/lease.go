@@ -28,6 +28,11 @@ type Options struct {
 	// rollups' additions into their rows (250 ms when zero; never when
 	// below zero, for tests).
 	FoldEvery time.Duration
+	// NumberBlock is the largest block of a sequence's numbers the writer
+	// takes at once, NumberAge how long it hands out numbers from one
+	// (numbers.go; DefaultNumberBlock and DefaultNumberAge when zero).
+	NumberBlock int
+	NumberAge   time.Duration
 }
 
 // newID names a store handle: host, process and a random part.
@@ -51,8 +56,10 @@ func (s *Store) renew(ctx context.Context) error {
 // without waiting for another's head, and a cluster holds about as many
 // chains as it ever ran gateways at once. A gateway whose lease ran out
 // while it still ran may find its chain claimed by another: both then
-// extend it under the writers' lock, each moving its entries onto the
-// other's head (spec.go), so that it stays one chain.
+// extend it under the writers' lock, each chaining on the other's head
+// once the log shows it moved, its entries numbered from a block taken
+// after (numbers.go), so that it stays one chain in the order of its
+// numbers.
 func (s *Store) claimChain(ctx context.Context) error {
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {

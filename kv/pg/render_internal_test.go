@@ -32,7 +32,6 @@ func BenchmarkGroupWrites(b *testing.B) {
 			must(t.appendRows(kReceipt(rid), rowReceiptNew, nil, row))
 			must(t.writeRow(kCounter("receipts"), rowCounterMove, "receipts", int64(i)))
 			must(t.writeRow(kCounter("receipts:"+payer), rowCounterMove, "receipts:"+payer, int64(i)))
-			must(t.writeRow(kSeq("journal"), rowSeq, "journal", int64(i)))
 			must(t.appendRows("", rowEntry, nil, []any{int64(i), "settle:" + rid, "t", "prev", "hash"}))
 			must(t.appendRows("", rowLine, nil, []any{int64(i), int64(1), payer, int64(-10)}, []any{int64(i), int64(2), "holon", int64(1)}, []any{int64(i), int64(3), "bench", int64(9)}))
 			for _, a := range []string{payer, "holon", "bench"} {
@@ -41,7 +40,6 @@ func BenchmarkGroupWrites(b *testing.B) {
 			must(t.writeRow(kMeta("journal_head"), rowMeta, "journal_head", "hash"))
 			must(t.writeRow(kCounter("journal_entries"), rowCounterMove, "journal_entries", int64(i)))
 			must(t.writeRow(kBudget(payer+"/bench"), rowBudgetMove, payer+"/bench", int64(10), int64(0), (*int64)(nil)))
-			must(t.writeRow(kSeq("call_events"), rowSeq, "call_events", int64(i)))
 			must(t.appendRows("", rowEvent, nil, []any{int64(i), rid, "bench/echo@1.0.0", "succeeded", (*string)(nil), int64(1), int64(10), "EUR", false, "t"}))
 			must(t.writeRow(kRecord("bench/echo@1.0.0"), rowRecordMove, "bench/echo@1.0.0", int64(i), int64(i), int64(i), int64(i)))
 			for _, d := range []byte{holon.ByDay, holon.ByMandate, holon.ByAgent, holon.ByKey} {

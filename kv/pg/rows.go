@@ -36,7 +36,6 @@ const (
 	rowCounterMove                // name, value
 	rowRecordMove                 // agent, runs, succeeded, billed µ, duration_ms
 	// Rows written with their new value.
-	rowSeq  // bucket, value
 	rowMeta // key, value
 	// Rows appended (or deleted) rather than rewritten: not hot, but the
 	// rows of many updates go in one statement all the same.
@@ -84,8 +83,6 @@ var rowSQL = [rowKinds]string{
 			duration_ms = g.duration_ms + x.d FROM x WHERE g.agent = x.a RETURNING g.agent)
 		INSERT INTO agent_records (agent, runs, succeeded, billed, duration_ms) SELECT a, r, s, b / 1000000.0, d FROM x
 		WHERE NOT EXISTS (SELECT FROM u WHERE u.agent = x.a)`,
-	rowSeq: `INSERT INTO sequences (bucket, value) SELECT * FROM unnest($1::text[], $2::bigint[])
-		ON CONFLICT (bucket) DO UPDATE SET value = EXCLUDED.value`,
 	rowMeta: `INSERT INTO meta (key, value) SELECT * FROM unnest($1::text[], $2::text[])
 		ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value`,
 	rowEntry: `INSERT INTO journal_entries (seq, key, time, prev, hash)

@@ -13,7 +13,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"holon.dev/holon"
-	"holon.dev/holon/journal"
 )
 
 // Speculation. A writer alone on the database begins its next group in
@@ -111,15 +110,15 @@ func (s *Store) speculate(prior *group, answered <-chan commitAnswer) (*group, c
 // which rows the other writers changed since; the run stands for its
 // updates before the first one that saw such a row (read its value,
 // which decided what it did), and those rows it changed only by a delta
-// (a balance, a counter, a sequence, a chain's head, an agent's
-// record, a version's earnings and latency: methods that say so with
-// Tx.inside) are moved onto the other writers' values (rebase): the
-// writer's cache takes the other writers' value plus this group's change
-// (the rows sent as moves need no rewrite, rows.go), the group's
-// journal entries and call events numbered after the others', and its
-// entries chained again from the others' head. The updates after it run
-// again under the lock, as any group's. Nothing of the run reaches the
-// database before the lock is held.
+// (a balance, a counter, an agent's record, a version's earnings and
+// latency: methods that say so with Tx.inside) are moved onto the other
+// writers' values (rebase): the writer's cache takes the other writers'
+// value plus this group's change (the rows sent as moves need no
+// rewrite, rows.go). Its journal entries and call events keep their
+// numbers, from the writer's own blocks (numbers.go), and its entries
+// their place on the writer's own chain. The updates after it run again
+// under the lock, as any group's, with the numbers they took given back.
+// Nothing of the run reaches the database before the lock is held.
 
 // touch is how the updates of a run while waiting for the lock used a
 // row: the first that read or wrote it, and the first that saw its value
@@ -239,7 +238,7 @@ func (s *Store) rebase(g *group, logged []logEntry) int {
 			for k, e := range moved {
 				g.conf[k] = e
 			}
-			if err := g.writeMoved(n, moved, theirs); err != nil {
+			if err := g.writeMoved(n, moved); err != nil {
 				g.keep(0, nil)
 				return 0
 			}
@@ -285,17 +284,14 @@ func (g *group) keep(n int, ours layer) {
 }
 
 // movable reports whether a row a run changed only by deltas can be
-// moved onto another writer's value (rebase). The head of the writer's
-// own chain moves only when another writer extended that chain too (one
-// whose lease ran out while it still ran, its chain claimed by s).
+// moved onto another writer's value (rebase). A chain's head is not: the
+// writer's own chain is extended by another only when that writer's
+// lease ran out while it still ran (lease.go), and the run's entries
+// then run again, numbered from a block taken after (catchUp).
 func (s *Store) movable(k string) bool {
 	switch k[0] {
 	case 'a', 'c', 'v':
 		return true
-	case 's':
-		return k == kSeq("journal") || k == kSeq("call_events")
-	case 'm':
-		return k == kMeta(s.headKey)
 	case 'd':
 		return strings.HasPrefix(k, "d"+sep+"earnings"+sep) || strings.HasPrefix(k, "d"+sep+"latency"+sep)
 	}
@@ -327,9 +323,6 @@ func (s *Store) moves(g *group, n int, theirs map[string]*string) (moved, ours l
 			// failed stopped the run): what it read went nowhere.
 			continue
 		}
-		if k == kMeta(s.headKey) {
-			continue // chained again with the entries (writeMoved)
-		}
 		th, ok1 := fromLog(k, v)
 		was, ok2 := s.base[k]
 		nv, ok3 := move(k, was, o, th)
@@ -337,21 +330,6 @@ func (s *Store) moves(g *group, n int, theirs map[string]*string) (moved, ours l
 			return nil, nil, t.first
 		}
 		moved[k] = nv
-	}
-	// The writer's chain is extended by others only when they also
-	// numbered entries: its head moves with the journal's sequence.
-	// When the sequence moved (others appended, to their chains), the
-	// run's entries are numbered and chained again (writeMoved).
-	head := kMeta(s.headKey)
-	_, seqMoved := moved[kSeq("journal")]
-	_, headChanged := theirs[head]
-	if headChanged && ours[head].dirty {
-		if !seqMoved {
-			return nil, nil, min(g.touched[kSeq("journal")].first, g.touched[head].first)
-		}
-		if _, ok := fromLog(head, theirs[head]); !ok {
-			return nil, nil, g.touched[kSeq("journal")].first
-		}
 	}
 	return moved, ours, -1
 }
@@ -380,7 +358,7 @@ func move(k string, was, ours, theirs entry) (entry, bool) {
 			return out, false
 		}
 		out.v = holon.Account{Balance: b, Held: h}
-	case 'c', 's':
+	case 'c':
 		w, o, t := asUint(was), asUint(ours), asUint(theirs)
 		if t < w || o > math.MaxUint64-(t-w) {
 			return out, false
@@ -494,120 +472,20 @@ func moveLatency(was, ours, theirs []byte) ([]byte, bool) {
 }
 
 // writeMoved queues the new values of the moved rows written whole
-// (sequences, documents) after the first n updates' writes, numbers the
-// group's journal entries and call events after the other writers', and
-// chains its entries again from its chain's head.
-func (g *group) writeMoved(n int, moved layer, theirs map[string]*string) error {
-	if e, ok := moved[kSeq("journal")]; ok {
-		// The entries are chained again from the chain's head: theirs
-		// when another writer extended this writer's chain, else the
-		// one the run began from.
-		head := kMeta(g.s.headKey)
-		prev, ok := g.firstPrev()
-		if v, theirs := theirs[head]; theirs {
-			h, _ := fromLog(head, v)
-			prev, ok = "", true
-			if h.st == present {
-				prev, _ = h.v.(string)
-			}
-		}
-		if ok {
-			last, err := g.rechain(prev, e.v.(uint64))
-			if err != nil {
-				return err
-			}
-			g.conf[head] = entry{v: last, dirty: true}
-			g.pending = append(g.pending, queued{key: head, row: &rowWrite{kind: rowMeta, rows: [][]any{{g.s.headKey, last}}}, owner: n - 1, free: true})
-		}
-	}
-	if e, ok := moved[kSeq("call_events")]; ok {
-		g.renumber(rowEvent, e.v.(uint64))
-	}
+// (documents) after the first n updates' writes.
+func (g *group) writeMoved(n int, moved layer) error {
 	for k, e := range moved {
-		var kind rowKind
-		var row []any
-		switch k[0] {
-		case 'a', 'c', 'v':
+		if k[0] != 'd' {
 			continue // moved by the run's writes themselves (rows.go: moves)
-		case 's':
-			kind, row = rowSeq, []any{k[2:], int64(e.v.(uint64))}
-		case 'd':
-			bucket, hexKey, _ := strings.Cut(k[2:], sep)
-			key, err := hex.DecodeString(hexKey)
-			if err != nil {
-				return err
-			}
-			doc := string(e.v.([]byte))
-			kind, row = rowAppDoc, []any{bucket, keyText(key), key, &doc, []byte(nil)}
 		}
-		g.pending = append(g.pending, queued{key: k, row: &rowWrite{kind: kind, rows: [][]any{row}}, owner: n - 1, free: true})
+		bucket, hexKey, _ := strings.Cut(k[2:], sep)
+		key, err := hex.DecodeString(hexKey)
+		if err != nil {
+			return err
+		}
+		doc := string(e.v.([]byte))
+		row := []any{bucket, keyText(key), key, &doc, []byte(nil)}
+		g.pending = append(g.pending, queued{key: k, row: &rowWrite{kind: rowAppDoc, rows: [][]any{row}}, owner: n - 1, free: true})
 	}
 	return nil
-}
-
-// firstPrev is the prev of the group's first journal entry (false: it
-// has none).
-func (g *group) firstPrev() (string, bool) {
-	for _, q := range g.pending {
-		if q.row != nil && q.row.kind == rowEntry && len(q.row.rows) > 0 {
-			return q.row.rows[0][3].(string), true
-		}
-	}
-	return "", false
-}
-
-// rechain numbers the group's journal entries (those of the updates
-// kept) so that the last is last, chains them from prev and returns the
-// last hash.
-func (g *group) rechain(prev string, last uint64) (string, error) {
-	var entries [][]any
-	lines := map[int64][][]any{}
-	for _, q := range g.pending {
-		if q.row == nil {
-			continue
-		}
-		switch q.row.kind {
-		case rowEntry:
-			entries = append(entries, q.row.rows...)
-		case rowLine:
-			for _, l := range q.row.rows {
-				lines[l[0].(int64)] = append(lines[l[0].(int64)], l)
-			}
-		}
-	}
-	seq := last - uint64(len(entries))
-	for _, e := range entries {
-		seq++
-		at, err := parseTime(e[2].(string))
-		if err != nil {
-			return "", err
-		}
-		old := e[0].(int64)
-		ls := lines[old]
-		jl := make([]journal.Line, len(ls))
-		for i, l := range ls {
-			jl[i] = journal.Line{Account: l[2].(string), Amount: journal.Amount(l[3].(int64))}
-			l[0] = int64(seq)
-		}
-		hash := journal.RowHash(prev, seq, e[1].(string), at, jl)
-		e[0], e[3], e[4] = int64(seq), prev, hash
-		prev = hash
-	}
-	return prev, nil
-}
-
-// renumber numbers the rows of kind (their first column) so that the
-// last is last.
-func (g *group) renumber(kind rowKind, last uint64) {
-	var rows [][]any
-	for _, q := range g.pending {
-		if q.row != nil && q.row.kind == kind {
-			rows = append(rows, q.row.rows...)
-		}
-	}
-	seq := last - uint64(len(rows))
-	for _, r := range rows {
-		seq++
-		r[0] = int64(seq)
-	}
 }

@@ -89,6 +89,8 @@ type Store struct {
 	loseAnswer atomic.Bool
 	// memo keeps hot documents decoded (memo.go).
 	memo docMemo
+	// nums hands out the sequences' numbers (numbers.go).
+	nums *numbers
 
 	// The gateway's lease (lease.go).
 	id string
@@ -160,6 +162,7 @@ func OpenWith(ctx context.Context, url string, opts holon.StoreOptions, o Option
 	}
 	s := &Store{pool: pool, now: opts.Now, opts: opts, queue: make(chan *update, 4*MaxBatch), done: make(chan struct{}),
 		id: newID(), lease: o.Lease, base: layer{}, gen: -1, stopLease: make(chan struct{}), leaseDone: make(chan struct{})}
+	s.nums = newNumbers(s, o)
 	if s.now == nil {
 		s.now = time.Now
 	}
@@ -316,6 +319,7 @@ func (s *Store) Close() error {
 	// Give the lease back: the calls this handle held are closed (the
 	// gateway drained them before closing its store).
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	s.nums.close(ctx)
 	s.pool.Exec(ctx, `DELETE FROM gateways WHERE id = $1`, s.id)
 	s.pool.Exec(ctx, `DELETE FROM job_leaders WHERE gateway = $1`, s.id)
 	cancel()

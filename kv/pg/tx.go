@@ -63,6 +63,8 @@ type Tx struct {
 	// limits are the budgets' limits the update declared, and the budgets
 	// it moved (holon.BudgetLimits).
 	limits holon.BudgetLimits
+	// numbered is the last number the update handed out, by bucket.
+	numbered map[string]uint64
 }
 
 // counterAt is a CounterAt call: f is told the counter under key k once
@@ -400,45 +402,30 @@ func (t *Tx) all(sql string, args []any, scan func(pgx.Rows) error) error {
 // pageSize is how many rows a walk reads at a time.
 const pageSize = 256
 
-// nextSeq hands out the next id of a bucket's sequence.
+// nextSeq hands out the next number of a bucket's sequence, from the
+// writer's blocks (numbers.go), taking one if it must (in a transaction
+// of its own, so even in a speculative run: that run does not read the
+// database); a speculative run that cannot take one ends (it needs the
+// database).
 func (t *Tx) nextSeq(bucket string) (uint64, error) {
 	if err := t.writable(); err != nil {
 		return 0, err
 	}
-	k := kSeq(bucket)
-	if e, ok := t.cached(k); ok {
-		v := uint64(0)
-		if e.st == present {
-			v = e.v.(uint64)
+	v, ok := t.s.nums.next(bucket)
+	if !ok {
+		var err error
+		if v, err = t.s.nums.take(t.ctx, bucket); err != nil {
+			if q, spec := t.tx.(specQuerier); spec {
+				q.far()
+			}
+			return 0, t.note(err)
 		}
-		t.wrote(k, v+1)
-		return v + 1, t.writeRow(k, rowSeq, bucket, int64(v+1))
 	}
-	var n int64
-	err := t.one(`INSERT INTO sequences AS s (bucket, value) VALUES ($1, 1)
-		ON CONFLICT (bucket) DO UPDATE SET value = s.value + 1 RETURNING value::bigint`, []any{bucket}, &n)
-	if err == nil {
-		t.wrote(k, uint64(n))
+	if t.numbered == nil {
+		t.numbered = map[string]uint64{}
 	}
-	return uint64(n), err
-}
-
-// sequence reads a bucket's sequence: the last id handed out.
-func (t *Tx) sequence(bucket string) uint64 {
-	k := kSeq(bucket)
-	if e, ok := t.cached(k); ok {
-		if e.st == present {
-			return e.v.(uint64)
-		}
-		return 0
-	}
-	var n int64
-	err := t.one(`SELECT value::bigint FROM sequences WHERE bucket = $1`, []any{bucket}, &n)
-	if err != nil && !errors.Is(err, holon.ErrNotFound) {
-		return 0
-	}
-	t.read(k, uint64(n))
-	return uint64(n)
+	t.numbered[bucket] = v
+	return v, nil
 }
 
 // Counter reads a counter (0 when never moved).
