@@ -165,7 +165,6 @@ func (n *numbers) next(bucket string) (uint64, bool) {
 			// The block in use stays, for rewind and install.
 			return 0, false
 		}
-		n.resize(b, b.cur, now)
 		b.cur, b.ahead = b.ahead, span{}
 	}
 	v := n.hand(bucket, b)
@@ -177,17 +176,16 @@ func (n *numbers) next(bucket string) (uint64, bool) {
 	return v, true
 }
 
-// resize sets the size of b's next block from how p, a block left, was
-// used: doubled when it was used up in less than half its age, halved
-// when it aged with more than half its numbers unused.
-func (n *numbers) resize(b *bucketNumbers, p span, now time.Time) {
-	if p.size == 0 {
-		return
-	}
-	switch {
-	case p.left() == 0 && now.Sub(p.at) < n.age/2:
+// resize sets the size of b's next block when a caller must wait for
+// one (take), from why b.cur, the block in use, has no number for it:
+// doubled when it was used up (the writer numbers faster than its blocks
+// come), halved when it aged with more than half a block unused (slower
+// than they age).
+func (n *numbers) resize(b *bucketNumbers) {
+	switch left := b.cur.left(); {
+	case left == 0:
 		b.size = min(2*b.size, n.max)
-	case 2*p.left() > p.size:
+	case 2*left > b.size:
 		b.size = max(b.size/2, numbersMin)
 	}
 }
@@ -196,6 +194,9 @@ func (n *numbers) resize(b *bucketNumbers, p span, now time.Time) {
 // block a take ahead in flight brings, once it comes, else from a block
 // taken now.
 func (n *numbers) take(ctx context.Context, bucket string) (uint64, error) {
+	n.mu.Lock()
+	n.resize(n.get(bucket))
+	n.mu.Unlock()
 	for {
 		n.mu.Lock()
 		b := n.get(bucket)
@@ -211,7 +212,6 @@ func (n *numbers) take(ctx context.Context, bucket string) (uint64, error) {
 			}
 			continue
 		}
-		n.resize(b, b.cur, time.Now())
 		size, epoch := b.size, b.epoch
 		n.mu.Unlock()
 		p, err := n.s.takeBlock(ctx, bucket, size)
