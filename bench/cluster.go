@@ -429,7 +429,7 @@ func storeCeiling(ctx context.Context, url string, o Options) (float64, string, 
 	if err != nil {
 		return 0, "", err
 	}
-	return lr.Rate(), fmt.Sprintf("%s calls settled in two updates each from %d clients over 3 handles (%d cores): %.1f updates per commit, %s; %d groups ran again after a serialization conflict; journal verified, no hold left; %s; %d groups ran %d updates while their writer waited for the lock, %d of which stood once it held it (%d rows moved: a reservation takes a receipt id, which it sees, so it stands only where no other writer wrote in between)",
+	return lr.Rate(), fmt.Sprintf("%s calls settled in two updates each from %d clients over 3 handles (%d cores): %.1f updates per commit, %s; %d groups ran again after a serialization conflict; journal verified, no hold left; %s; %d groups ran %d updates while their writer waited for the lock, %d of which stood once it held it (%d rows moved onto the other writers' values)",
 		thousands(settled.Load()), o.Clients, runtime.NumCPU(), float64(updates)/float64(max(commits, 1)), tripsNote(trips, stmts, updates), replays, timesNote(times, commits),
 		waits[0], waits[1], waits[2], waits[3]), nil
 }
