@@ -22,6 +22,11 @@ var (
 	// ErrOverBudget: an update would raise a mandate's budget above the
 	// limit declared for it (BudgetLimits).
 	ErrOverBudget = errors.New("a budget would go over its limit")
+	// ErrChangedMeanwhile: a row an update changes as it read it (a call
+	// in flight it releases) was changed by another writer since (another
+	// gateway closed the call): the update is undone whole, and the store
+	// reads the row again next time.
+	ErrChangedMeanwhile = errors.New("a row the update changes was changed by another writer since it read it")
 )
 
 // JournalRow is one committed journal entry. Rows are hash-chained: Hash

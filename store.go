@@ -217,6 +217,9 @@ type CallsTx interface {
 
 	// PutHold records a call in flight; Hold reads it (ErrNotFound);
 	// DeleteHold forgets it once the call settled; Holds lists them all.
+	// A store several gateways share refuses to delete a hold that is no
+	// longer there (ErrChangedMeanwhile: another gateway closed the call
+	// since the update read it), so that its amount is released once.
 	PutHold(h *Hold) error
 	Hold(receipt string) (*Hold, error)
 	DeleteHold(receipt string) error

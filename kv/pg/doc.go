@@ -57,7 +57,9 @@
 // one row of arrays, folded into the rollups by the leader of the job
 // rollups_fold outside the writers' lock (rows.go, rollups.go, migration
 // 15); the holds released are deleted through their
-// primary key whatever the plan PostgreSQL cached (rows.go), and
+// primary key whatever the plan PostgreSQL cached (rows.go), each once: a
+// hold another gateway deleted since the writer read it refuses the
+// update (ErrChangedMeanwhile, migration 22), and
 // receipts' pages keep room for a receipt's second write (migration 13).
 // Reads run in REPEATABLE READ READ ONLY transactions and never wait for
 // the writers, except a recent view (holon.RecentViews, recent.go): an

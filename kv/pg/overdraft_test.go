@@ -242,3 +242,79 @@ func TestOverBudget_RefusedByTheDatabase(t *testing.T) {
 		t.Errorf("a reservation to 1.00 of 1.00: %v", err)
 	}
 }
+
+// Ensure that a hold is released once: a hold deleted behind the
+// writer's back (as another gateway closes a call whose gateway's lease
+// ran out) refuses the update that releases it as the writer read it,
+// with ErrChangedMeanwhile and nothing written (the amount it held is
+// not released a second time, which would leave bob holding less than
+// his one call still in flight), and that the writer then reads the hold
+// again: gone. Another update of the same group is not refused.
+func TestHold_DeletedOnce(t *testing.T) {
+	s, conn := openWatched(t, "holdonce")
+	ctx := context.Background()
+	held := func() string {
+		t.Helper()
+		var h string
+		if err := conn.QueryRow(ctx, `SELECT held::text FROM accounts WHERE name = 'bob'`).Scan(&h); err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	err := s.Update(ctx, func(tx holon.Tx) error {
+		e, _ := journal.Transfer("signup:bob", "external:demo-credit", "bob", journal.MustParseAmount("5.00"))
+		if err := tx.PostEntry(e); err != nil {
+			return err
+		}
+		for _, r := range []string{"r1", "r2", "r3"} {
+			if err := tx.PutHold(&holon.Hold{Receipt: r, Payer: "bob", Amount: journal.MustParseAmount("1.00"), Mandate: "m", Started: tx.Now()}); err != nil {
+				return err
+			}
+			if err := tx.AddHeld("bob", journal.MustParseAmount("1.00")); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Another gateway closes r1: its hold deleted, its amount released.
+	if _, err := conn.Exec(ctx, `DELETE FROM holds WHERE receipt = 'r1'; UPDATE accounts SET held = held - 1 WHERE name = 'bob'`); err != nil {
+		t.Fatal(err)
+	}
+	release := func(r string) func(holon.Tx) error {
+		return func(tx holon.Tx) error {
+			h, err := tx.Hold(r)
+			if err != nil {
+				return err
+			}
+			if err := tx.DeleteHold(r); err != nil {
+				return err
+			}
+			return tx.AddHeld("bob", -h.Amount)
+		}
+	}
+	errs := make(chan error, 2)
+	for _, r := range []string{"r1", "r2"} {
+		go func() { errs <- s.Update(ctx, release(r)) }()
+	}
+	var refused int
+	for range 2 {
+		switch err := <-errs; {
+		case errors.Is(err, holon.ErrChangedMeanwhile):
+			refused++
+		case err != nil:
+			t.Errorf("releasing a hold: %v", err)
+		}
+	}
+	if refused != 1 {
+		t.Errorf("%d releases refused ErrChangedMeanwhile, want r1's", refused)
+	}
+	if got := held(); got != "1.000000" {
+		t.Errorf("bob holds %s, want 1.00 (r3's): each hold released once", got)
+	}
+	if err := s.Update(ctx, release("r1")); !errors.Is(err, holon.ErrNotFound) {
+		t.Errorf("releasing r1 again: %v, want ErrNotFound (the writer read the hold again)", err)
+	}
+}

@@ -93,7 +93,11 @@ var rowSQL = [rowKinds]string{
 		SELECT s, r, a, st, e, d, b / 1000000.0, c, dl, t
 		FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::bigint[], $8::text[], $9::bool[], $10::text[])
 			AS x (s, r, a, st, e, d, b, c, dl, t)`,
-	rowHoldGone: `DELETE FROM holds WHERE receipt = ANY($1::text[])`,
+	// A hold is deleted once: a hold another gateway deleted since the
+	// writer read it (a call it closed) refuses the group (migration 22),
+	// which its release of the hold's amount would otherwise count twice.
+	rowHoldGone: `WITH d AS (DELETE FROM holds WHERE receipt = ANY($1::text[]) RETURNING receipt)
+		SELECT holon_all_gone('holds', $1::text[], array_agg(receipt)) FROM d`,
 	rowAppDoc: `INSERT INTO app_docs (bucket, key, key_bytes, doc, raw)
 		SELECT b, k, kb, d::json, r FROM unnest($1::text[], $2::text[], $3::bytea[], $4::text[], $5::bytea[]) AS x (b, k, kb, d, r)
 		ON CONFLICT (bucket, key_bytes) DO UPDATE SET doc = EXCLUDED.doc, raw = EXCLUDED.raw`,

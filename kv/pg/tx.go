@@ -167,6 +167,8 @@ func refusal(err error) error {
 			return fmt.Errorf("%w: %w", holon.ErrOverdrawn, err)
 		case "budgets_within":
 			return fmt.Errorf("%w: %w", holon.ErrOverBudget, err)
+		case "rows_gone_once":
+			return fmt.Errorf("%w: %w", holon.ErrChangedMeanwhile, err)
 		}
 	}
 	return err
@@ -190,6 +192,10 @@ func staleRow(err error) string {
 			return kBudget(mandate)
 		}
 		return kWindow(mandate, win)
+	case "rows_gone_once":
+		if table, key, _ := strings.Cut(pe.Detail, "\n"); table == "holds" {
+			return kHold(key)
+		}
 	}
 	return ""
 }
