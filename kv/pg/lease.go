@@ -133,6 +133,7 @@ func (s *Store) Kill() {
 	close(s.stopLease)
 	<-s.leaseDone
 	<-s.done
+	s.nums.stopTakes()
 	s.pool.Close()
 }
 

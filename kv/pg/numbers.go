@@ -324,8 +324,7 @@ func (n *numbers) drop(bucket string) {
 // numbers after them: the sequence goes back to the last number handed
 // out, and the next writer to number goes on from there.
 func (n *numbers) close(ctx context.Context) {
-	close(n.stop)
-	n.inFlight.Wait()
+	n.stopTakes()
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	for bucket, b := range n.b {
@@ -340,6 +339,13 @@ func (n *numbers) close(ctx context.Context) {
 		}
 		n.s.returnNumbers(ctx, bucket, from, end)
 	}
+}
+
+// stopTakes stops the takes ahead in flight and waits for them (a store
+// killed gives nothing back: its blocks are gaps, as a dead gateway's).
+func (n *numbers) stopTakes() {
+	close(n.stop)
+	n.inFlight.Wait()
 }
 
 // takeBlock takes size numbers of bucket's sequence, in a transaction of
