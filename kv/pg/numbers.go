@@ -28,7 +28,7 @@ import (
 // The numbers of updates that do not stand (an update that failed, a run
 // dropped or run again) are given back (rewind), and a store that closes
 // gives back the rest of its blocks when no other writer took numbers
-// after them (returnNumbers), so a gateway alone on its database numbers
+// after them (giveBack), so a gateway alone on its database numbers
 // without a gap, except where it died or its database failed. Several
 // gateways leave gaps: a bucket's
 // numbers increase, and its rows are in the order their numbers were
@@ -212,19 +212,18 @@ func (n *numbers) take(ctx context.Context, bucket string) (uint64, error) {
 			}
 			continue
 		}
-		size, epoch := b.size, b.epoch
+		size := b.size
 		n.mu.Unlock()
-		p, err := n.s.takeBlock(ctx, bucket, size)
+		p, err := n.takeBlock(ctx, bucket, size)
 		if err != nil {
 			return 0, err
 		}
 		n.mu.Lock()
-		if b.epoch == epoch {
-			// An aged block taken ahead, untouched, goes on in p when
-			// p follows it.
-			if b.ahead.left() > 0 && b.ahead.end+1 == p.first() {
-				p.next, p.size = b.ahead.next, p.size+b.ahead.size
-			}
+		// An aged block taken ahead, untouched, goes on in p when p
+		// follows it. (Only the writer takes and drops: no drop came
+		// in between.)
+		if b.ahead.left() > 0 && b.ahead.end+1 == p.first() {
+			p.next, p.size = b.ahead.next, p.size+b.ahead.size
 		}
 		b.ahead = span{}
 		n.install(b, p, true)
@@ -266,7 +265,7 @@ func (n *numbers) takeAhead(bucket string, b *bucketNumbers, size uint64, epoch 
 		case <-ctx.Done():
 		}
 	}()
-	p, err := n.s.takeBlock(ctx, bucket, size)
+	p, err := n.takeBlock(ctx, bucket, size)
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	close(b.taking)
@@ -337,7 +336,7 @@ func (n *numbers) close(ctx context.Context) {
 		} else if b.cur.left() == 0 {
 			continue
 		}
-		n.s.returnNumbers(ctx, bucket, from, end)
+		n.giveBack(ctx, bucket, from, end)
 	}
 }
 
@@ -350,29 +349,29 @@ func (n *numbers) stopTakes() {
 
 // takeBlock takes size numbers of bucket's sequence, in a transaction of
 // its own: the last size numbers up to the value it leaves.
-func (s *Store) takeBlock(ctx context.Context, bucket string, size uint64) (span, error) {
+func (n *numbers) takeBlock(ctx context.Context, bucket string, size uint64) (span, error) {
 	var last int64
-	err := s.pool.QueryRow(ctx, `INSERT INTO sequences AS s (bucket, value) VALUES ($1, $2)
+	err := n.s.pool.QueryRow(ctx, `INSERT INTO sequences AS s (bucket, value) VALUES ($1, $2)
 		ON CONFLICT (bucket) DO UPDATE SET value = s.value + EXCLUDED.value RETURNING value::bigint`, bucket, int64(size)).Scan(&last)
 	if err != nil {
 		return span{}, err
 	}
-	s.nums.mu.Lock()
-	s.nums.taken++
-	s.nums.mu.Unlock()
+	n.mu.Lock()
+	n.taken++
+	n.mu.Unlock()
 	return span{next: uint64(last) - size + 1, end: uint64(last), size: size, at: time.Now()}, nil
 }
 
-// returnNumbers moves bucket's sequence back to from-1 if it still ends at
+// giveBack moves bucket's sequence back to from-1 if it still ends at
 // end (the end of this writer's last block): migration 21 lets a
 // transaction that says so (holon.give_back) move it back.
-func (s *Store) returnNumbers(ctx context.Context, bucket string, from, end uint64) {
+func (n *numbers) giveBack(ctx context.Context, bucket string, from, end uint64) {
 	b := &pgx.Batch{}
 	b.Queue(`BEGIN`)
 	b.Queue(`SET LOCAL holon.give_back = 'on'`)
 	b.Queue(`UPDATE sequences SET value = $2 WHERE bucket = $1 AND value = $3`, bucket, int64(from-1), int64(end))
 	b.Queue(`COMMIT`)
-	s.pool.SendBatch(ctx, b).Close()
+	n.s.pool.SendBatch(ctx, b).Close()
 }
 
 // NumberSkew is how much later than a number above it a receipt's,

@@ -174,10 +174,10 @@ func TestNumbers_SharedBlocks(t *testing.T) {
 	verifyJournal(t, hs[0])
 }
 
-// Ensure that while other gateways hand out numbers too, a number handed
+// Ensure that, with two gateways handing out numbers, a number handed
 // out after a pause longer than NumberAge is above every number handed
-// out before it by any gateway: pages listed newest first keep the order
-// calls came in.
+// out before it by either: pages listed newest first keep the order calls
+// came in.
 func TestNumbers_AgeWhileOthersWrite(t *testing.T) {
 	url := newDatabases(t).url(t, "age")
 	var hs []*pg.Store
@@ -197,8 +197,7 @@ func TestNumbers_AgeWhileOthersWrite(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			// The first rounds teach each gateway that the other writes.
-			if round >= 2 && nums[0] <= before {
+			if round > 0 && nums[0] <= before {
 				t.Errorf("round %d, gateway %d: receipt r%d, not above r%d handed out before the pause", round, h, nums[0], before)
 			}
 			high = max(high, nums[0])
