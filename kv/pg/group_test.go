@@ -783,16 +783,45 @@ func TestStore_ReceiptsSettleOnTheirPage(t *testing.T) {
 
 // openWatched opens a store on a new database, with a connection to that
 // database beside it to read PostgreSQL's statistics of its tables.
+//
+// The database's tables are made first, by a store opened and closed
+// before it: building a table's primary key counts as a sequential scan
+// of the table, and a backend reports its counts to the statistics only
+// from time to time (at the end of a transaction at most once a second,
+// else within ten seconds once idle), so the migration's scans could
+// show up in the middle of a test's count. A backend that exits reports
+// its counts before it leaves pg_stat_activity.
 func openWatched(t *testing.T, name string) (*pg.Store, *pgx.Conn) {
 	t.Helper()
+	bg := context.Background()
 	srv := pgtest.Start(t)
 	url := srv.CreateDB(t, name)
-	s, err := pg.Open(context.Background(), url, holon.StoreOptions{NoSync: true})
+	made, err := pg.Open(bg, url, holon.StoreOptions{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	made.Close()
+	conn := srv.Connect(t, url)
+	for n := 0; ; n++ {
+		var others int
+		err := conn.QueryRow(bg, `SELECT count(*) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()`, name).Scan(&others)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if others == 0 {
+			break
+		}
+		if n == 300 {
+			t.Fatalf("%d connections of a closed store still open after 30 s", others)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	s, err := pg.Open(bg, url, holon.StoreOptions{NoSync: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	return s, srv.Connect(t, url)
+	return s, conn
 }
 
 // tableStats waits until PostgreSQL's statistics of table count at least
