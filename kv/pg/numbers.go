@@ -318,11 +318,23 @@ func (n *numbers) drop(bucket string) {
 	}
 }
 
-// close stops the takes ahead in flight and waits for them, then gives
-// back what is left of each bucket's blocks where no other writer took
-// numbers after them: the sequence goes back to the last number handed
-// out, and the next writer to number goes on from there.
+// close waits for the takes ahead in flight (stopping them after
+// closeWait), then gives back what is left of each bucket's blocks where
+// no other writer took numbers after them: the sequence goes back to the
+// last number handed out, and the next writer to number goes on from
+// there. A take stopped may have taken its block all the same (the
+// database committed it before the stop reached it): then the sequence
+// no longer ends at this writer's blocks, and nothing is given back.
 func (n *numbers) close(ctx context.Context) {
+	done := make(chan struct{})
+	go func() {
+		n.inFlight.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(closeWait):
+	}
 	n.stopTakes()
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -339,6 +351,10 @@ func (n *numbers) close(ctx context.Context) {
 		n.giveBack(ctx, bucket, from, end)
 	}
 }
+
+// closeWait is how long a closing store waits for its takes ahead in
+// flight before it stops them.
+const closeWait = 2 * time.Second
 
 // stopTakes stops the takes ahead in flight and waits for them (a store
 // killed gives nothing back: its blocks are gaps, as a dead gateway's).
