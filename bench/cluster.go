@@ -263,7 +263,7 @@ func (b *bench) cluster(ctx context.Context) ([]*Result, error) {
 	if len(exProbes) > 0 {
 		one.Notes = append(one.Notes, "row [2]'s pool, the best of a short probe (connections: calls/s): "+strings.Join(exProbes, ", "))
 	}
-	one.judge(ratio >= targetOneOnPG, "one writer at a time (the journal's one chain): a group's statements and its COMMIT's deferred checks run one after the other on one server process (a group's time above), where row [2] sends one prepared function per call on many connections at once and keeps no chain, holds, counters or event log; and the gateway, its clients and PostgreSQL share this machine's cores: the gateway's HTTP, JSON, engine and driver (its CPU per call above) come on top of the database's work, where row [2]'s clients cost little (both designs' CPU per call above)")
+	one.judge(ratio >= targetOneOnPG, "one writer, a group at a time: a group's statements and its COMMIT's deferred checks run one after the other on one server process (a group's time above), where row [2] sends one prepared function per call on many connections at once and keeps no chain, holds, counters or event log; and the gateway, its clients and PostgreSQL share this machine's cores: the gateway's HTTP, JSON, engine and driver (its CPU per call above) come on top of the database's work, where row [2]'s clients cost little (both designs' CPU per call above)")
 
 	// [11]
 	w = three3.w
@@ -292,7 +292,7 @@ func (b *bench) cluster(ctx context.Context) ([]*Result, error) {
 	}
 	three.Notes = append(three.Notes, blocksNote,
 		"three gateways share this machine's two cores with PostgreSQL and the clients: the row shows what contention costs, not the sum of three machines")
-	three.judge(rate3 >= targetThreeOnOne*rate1, "the gateways' writers take turns under one lock (the journal's one chain), a group at a time: each turn holds the lock for a round trip to its gateway (the others' log read, its run moved onto their changes, its writes rendered and sent) and for its COMMIT, whatever the group's size; each gateway has a third of the clients, so its groups are smaller than one gateway's (updates per commit above) and a call waits for the turns of all three, where one gateway's waits for two of its own groups"+costs)
+	three.judge(rate3 >= targetThreeOnOne*rate1, "the gateways' writers take turns under one lock (which keeps each writer's memory of the rows true; taken out, the hot rows every settlement moves are row locks held to each COMMIT, and three gateways measured no better: the manual's performance page), a group at a time: each turn holds the lock for a round trip to its gateway (the others' log read, its run moved onto their changes, its writes rendered and sent) and for its COMMIT, whatever the group's size; each gateway has a third of the clients, so its groups are smaller than one gateway's (updates per commit above) and a call waits for the turns of all three, where one gateway's waits for two of its own groups"+costs)
 
 	// [11b]
 	rateApart := apart3.lr.Rate()
