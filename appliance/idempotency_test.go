@@ -211,8 +211,13 @@ func (ta *hostedApp) conflicts(path string) int {
 func TestIdempotency_NoCommitOfItsOwn(t *testing.T) {
 	ta := newHostedApp(t)
 	ann := ta.signup("ann")
-	// The fewest of three calls: a commit of the gateway's own (the
-	// approvals' sweep at start-up) may land in one of them.
+	// The gateway's own commits at start-up: the evaluations of the
+	// registry's versions (several commits each, for a second or so under
+	// -race) are waited for, and the fewest of three calls is taken, as a
+	// commit of the approvals' sweep may land in one of them.
+	if err := ta.app.WaitEvaluations(t.Context()); err != nil {
+		t.Fatal(err)
+	}
 	commits := func(key string) uint64 {
 		least := uint64(1 << 62)
 		for i := range 3 {
