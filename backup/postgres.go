@@ -380,7 +380,7 @@ func (l *pgLoader) finish(hd Header, t Trailer) error {
 		return fmt.Errorf("PostgreSQL refused the backup: %w", err)
 	}
 	rows, err := tx.Query(ctx, `SELECT a.name, a.balance::text, coalesce(j.balance, 0)::text
-		FROM accounts a LEFT JOIN journal_balances j ON j.account = a.name
+		FROM (SELECT name, sum(balance) AS balance FROM accounts GROUP BY name) a LEFT JOIN journal_balances j ON j.account = a.name
 		WHERE a.balance <> coalesce(j.balance, 0) ORDER BY a.name LIMIT 5`)
 	if err != nil {
 		return err

@@ -105,6 +105,12 @@ func TestPostgres_BackupBothWays(t *testing.T) {
 	}
 	s.Close()
 	s2.Close()
+	// The second gateway's credit is alice's part 1 (the store's
+	// migration 24): the backup holds her account once, as the sum.
+	var parts int
+	if err := srv.Connect(t, url).QueryRow(ctx, `SELECT count(*) FROM accounts WHERE name = 'alice'`).Scan(&parts); err != nil || parts != 2 {
+		t.Errorf("alice's account in %d parts (%v), want 2: the test shows nothing of parts", parts, err)
+	}
 	if first.Prev == "" || second.Prev != "" {
 		t.Errorf("the first gateway's entry follows %q, the second's %q: want the loaded chain's head, then a chain of its own", first.Prev, second.Prev)
 	}

@@ -44,7 +44,9 @@ type readBack struct {
 // readBacks are the tables of pgTables, read back; app_docs is read by
 // bucket (readAppDocs).
 var readBacks = map[string]readBack{
-	"accounts": {`SELECT name, (balance * 1000000)::bigint, (held * 1000000)::bigint FROM accounts ORDER BY name COLLATE "C"`,
+	// Accounts and records are the sums of their parts (the store's
+	// migration 24).
+	"accounts": {`SELECT name, (sum(balance) * 1000000)::bigint, (sum(held) * 1000000)::bigint FROM accounts GROUP BY name ORDER BY name COLLATE "C"`,
 		func(rows pgx.Rows) ([]byte, []byte, error) {
 			var name string
 			var bal, held int64
@@ -221,7 +223,8 @@ var readBacks = map[string]readBack{
 			}
 			return encodeSeqRow(ev.Seq, &ev)
 		}},
-	"records": {`SELECT agent, runs, succeeded, (billed * 1000000)::bigint, duration_ms FROM agent_records ORDER BY agent COLLATE "C"`,
+	"records": {`SELECT agent, sum(runs)::bigint, sum(succeeded)::bigint, (sum(billed) * 1000000)::bigint, sum(duration_ms)::bigint
+		FROM agent_records GROUP BY agent ORDER BY agent COLLATE "C"`,
 		func(rows pgx.Rows) ([]byte, []byte, error) {
 			var agent string
 			var rec holon.Record

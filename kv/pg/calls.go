@@ -699,10 +699,12 @@ func (t *Tx) wanted(list []string, key func(string) string, names []string) []st
 	return list
 }
 
-// The reads of the rows asked for ahead, by name.
+// The reads of the rows asked for ahead, by name: accounts and records
+// are the sums of their parts (migration 24).
 const (
-	recordsSelect  = `SELECT agent, runs, succeeded, (billed * 1000000)::bigint, duration_ms FROM agent_records WHERE agent = ANY($1)`
-	accountsSelect = `SELECT name, (balance * 1000000)::bigint, (held * 1000000)::bigint FROM accounts WHERE name = ANY($1)`
+	recordsSelect = `SELECT agent, sum(runs)::bigint, sum(succeeded)::bigint, (sum(billed) * 1000000)::bigint, sum(duration_ms)::bigint
+		FROM agent_records WHERE agent = ANY($1) GROUP BY agent`
+	accountsSelect = `SELECT name, (sum(balance) * 1000000)::bigint, (sum(held) * 1000000)::bigint FROM accounts WHERE name = ANY($1) GROUP BY name`
 	countersSelect = `SELECT name, value::text FROM counters WHERE name = ANY($1)`
 )
 
@@ -819,7 +821,8 @@ func (t *Tx) Record(agent string) (holon.Record, error) {
 	}
 	var r holon.Record
 	var billed int64
-	err := t.one(`SELECT runs, succeeded, (billed * 1000000)::bigint, duration_ms FROM agent_records WHERE agent = $1`,
+	err := t.one(`SELECT sum(runs)::bigint, sum(succeeded)::bigint, (sum(billed) * 1000000)::bigint, sum(duration_ms)::bigint
+		FROM agent_records WHERE agent = $1 GROUP BY agent`,
 		[]any{agent}, &r.Runs, &r.Succeeded, &billed, &r.DurationMS)
 	if err == holon.ErrNotFound {
 		t.readAbsent(k)

@@ -560,7 +560,7 @@ const (
 // must run again safely.
 func (s *Store) commit(ctx context.Context, c *pgx.Conn, g *group) (err error) {
 	s.pendingHint = max(len(g.pending), s.pendingHint*7/8)
-	pend := render(g.pending, !g.safe)
+	pend := render(g.pending, !g.safe, int32(s.chain))
 	g.pending = nil
 	for _, o := range g.open {
 		g.conf.merge(o.l)

@@ -126,7 +126,7 @@ func (t *Tx) knowAccounts(names []string) error {
 		return nil
 	}
 	found := map[string]holon.Account{}
-	err := t.all(`SELECT name, (balance * 1000000)::bigint, (held * 1000000)::bigint FROM accounts WHERE name = ANY($1)`, []any{unknown}, func(rows pgx.Rows) error {
+	err := t.all(accountsSelect, []any{unknown}, func(rows pgx.Rows) error {
 		var name string
 		var bal, held int64
 		if err := rows.Scan(&name, &bal, &held); err != nil {
@@ -251,7 +251,8 @@ func (t *Tx) Account(name string) (holon.Account, error) {
 		return t.Account(name)
 	}
 	var bal, held int64
-	err := t.one(`SELECT (balance * 1000000)::bigint, (held * 1000000)::bigint FROM accounts WHERE name = $1`, []any{name}, &bal, &held)
+	err := t.one(`SELECT (sum(balance) * 1000000)::bigint, (sum(held) * 1000000)::bigint FROM accounts WHERE name = $1 GROUP BY name`,
+		[]any{name}, &bal, &held)
 	if err == holon.ErrNotFound {
 		t.readAbsent(k)
 		return holon.Account{}, nil
@@ -272,8 +273,8 @@ func (t *Tx) ForEachAccount(fn func(name string, a holon.Account) error) error {
 			a    holon.Account
 		}
 		var page []acct
-		err := t.all(`SELECT name, (balance * 1000000)::bigint, (held * 1000000)::bigint FROM accounts
-			WHERE $1 OR name > $2 COLLATE "C" ORDER BY name COLLATE "C" LIMIT $3`, []any{first, after, pageSize}, func(rows pgx.Rows) error {
+		err := t.all(`SELECT name, (sum(balance) * 1000000)::bigint, (sum(held) * 1000000)::bigint FROM accounts
+			WHERE $1 OR name > $2 COLLATE "C" GROUP BY name ORDER BY name COLLATE "C" LIMIT $3`, []any{first, after, pageSize}, func(rows pgx.Rows) error {
 			var x acct
 			var bal, held int64
 			err := rows.Scan(&x.name, &bal, &held)

@@ -48,7 +48,7 @@ func BenchmarkGroupWrites(b *testing.B) {
 			must(t.AddRollup(holon.RollupKey{Kind: holon.RollupEarnings, Owner: "bench", Dim: holon.ByVersion, Value: "bench/echo@1.0.0"}, "EUR", holon.Tally{Calls: 1, Amount: journal.Amount(9)}))
 		}
 		s.pendingHint = max(len(g.pending), s.pendingHint*7/8)
-		if out := render(g.pending, true); len(out) == 0 {
+		if out := render(g.pending, true, 0); len(out) == 0 {
 			b.Fatal("nothing rendered")
 		}
 	}

@@ -60,9 +60,14 @@ var rowSQL = [rowKinds]string{
 	// account reaches it whatever another gateway changed since the
 	// writer read it, and the database's check (migration 18) judges the
 	// sum. Accounts not there yet are inserted.
-	rowAccountMove: `WITH x AS (SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS x (n, b, h)),
-		u AS (UPDATE accounts a SET balance = a.balance + x.b / 1000000.0, held = a.held + x.h / 1000000.0 FROM x WHERE a.name = x.n RETURNING a.name)
-		INSERT INTO accounts (name, balance, held) SELECT n, b / 1000000.0, h / 1000000.0 FROM x WHERE NOT EXISTS (SELECT FROM u WHERE u.name = x.n)`,
+	// A move that only credits goes to the writer's part ($4), any other
+	// to part 0 (migration 24).
+	rowAccountMove: `WITH x AS (SELECT n, CASE WHEN b > 0 AND h = 0 THEN $4::int ELSE 0 END AS p, b, h
+			FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS x (n, b, h)),
+		u AS (UPDATE accounts a SET balance = a.balance + x.b / 1000000.0, held = a.held + x.h / 1000000.0
+			FROM x WHERE (a.name, a.part) = (x.n, x.p) RETURNING a.name, a.part)
+		INSERT INTO accounts (name, part, balance, held) SELECT n, p, b / 1000000.0, h / 1000000.0 FROM x
+		WHERE NOT EXISTS (SELECT FROM u WHERE (u.name, u.part) = (x.n, x.p))`,
 	// Budgets carry the limit their update declared (NULL: none), which a
 	// check at the commit judges a raised budget against (migration 19).
 	rowBudgetMove: `WITH x AS (SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[]) AS x (m, s, r, c)),
@@ -78,10 +83,11 @@ var rowSQL = [rowKinds]string{
 	rowCounterMove: `WITH x AS (SELECT * FROM unnest($1::text[], $2::bigint[]) AS x (n, v)),
 		u AS (UPDATE counters c SET value = c.value + x.v FROM x WHERE c.name = x.n RETURNING c.name)
 		INSERT INTO counters (name, value) SELECT n, v FROM x WHERE NOT EXISTS (SELECT FROM u WHERE u.name = x.n)`,
+	// A record's additions go to the writer's part ($6).
 	rowRecordMove: `WITH x AS (SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[]) AS x (a, r, s, b, d)),
 		u AS (UPDATE agent_records g SET runs = g.runs + x.r, succeeded = g.succeeded + x.s, billed = g.billed + x.b / 1000000.0,
-			duration_ms = g.duration_ms + x.d FROM x WHERE g.agent = x.a RETURNING g.agent)
-		INSERT INTO agent_records (agent, runs, succeeded, billed, duration_ms) SELECT a, r, s, b / 1000000.0, d FROM x
+			duration_ms = g.duration_ms + x.d FROM x WHERE (g.agent, g.part) = (x.a, $6::int) RETURNING g.agent)
+		INSERT INTO agent_records (agent, part, runs, succeeded, billed, duration_ms) SELECT a, $6::int, r, s, b / 1000000.0, d FROM x
 		WHERE NOT EXISTS (SELECT FROM u WHERE u.agent = x.a)`,
 	rowMeta: `INSERT INTO meta (key, value) SELECT * FROM unnest($1::text[], $2::text[])
 		ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value`,
@@ -203,8 +209,10 @@ type rollupRow struct {
 // summed in one statement; they are sent before the next statement that
 // is not known to leave them alone (a barrier: one that changes them by
 // what the database holds, deletes them, …), else at the end. In a safe
-// run every write is its own statement, in its place.
-func render(pend []queued, merge bool) []queued {
+// run every write is its own statement, in its place. part is the part
+// of the rows every settlement credits that the writer moves (migration
+// 24: its journal chain).
+func render(pend []queued, merge bool, part int32) []queued {
 	special := false
 	for _, q := range pend {
 		if q.row != nil || q.roll != nil {
@@ -251,7 +259,11 @@ func render(pend []queued, merge bool) []queued {
 					owner, wrap = q.owner, q.wrap
 				}
 			}
-			q := queued{sql: rowSQL[kind], args: columns(kept), owner: owner, free: true, wrap: wrap}
+			args := columns(kept)
+			if inParts[kind] {
+				args = append(args, part)
+			}
+			q := queued{sql: rowSQL[kind], args: args, owner: owner, free: true, wrap: wrap}
 			if rowKind(kind) == rowHoldGone {
 				// Planned without sequential scans (holdsPlanned).
 				out = append(out, queued{sql: seqScanOff, owner: owner, free: true}, q, queued{sql: seqScanOn, owner: owner, free: true})
@@ -316,6 +328,10 @@ func render(pend []queued, merge bool) []queued {
 	flush()
 	return out
 }
+
+// inParts are the kinds of rows kept in one part per gateway, whose
+// statement takes the writer's part after their columns.
+var inParts = [rowKinds]bool{rowAccountMove: true, rowRecordMove: true}
 
 // moveKeys is, for each kind of rows moved, how many of its columns are
 // its key (0: a kind written with new values, or appended).

@@ -282,7 +282,7 @@ func (t *Tx) send(sql string, args []any) (pgx.BatchResults, error) {
 				break
 			}
 		}
-		pend = render(pend, !t.g.safe)
+		pend = render(pend, !t.g.safe, int32(t.s.chain))
 	}
 	b := &pgx.Batch{}
 	for _, q := range pend {

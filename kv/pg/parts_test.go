@@ -1,0 +1,202 @@
+package pg_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"holon.dev/holon"
+	"holon.dev/holon/gateway/storetest"
+	"holon.dev/holon/journal"
+	"holon.dev/holon/kv/pg"
+)
+
+// Ensure that the rows every settlement credits are kept in one part per
+// gateway (migration 24): a gateway whose writer extends chain n > 0
+// writes its credits to an account's part n and its additions to a
+// record's, every other change to part 0, and every read is the sum; the
+// database judges an account's availability and a record's counts on the
+// sums, and refuses to lower a part.
+func TestParts_CreditsOnePartAGateway(t *testing.T) {
+	dbs := newDatabases(t)
+	url := dbs.url(t, "parts")
+	ctx := context.Background()
+	open := func() *pg.Store {
+		s, err := pg.Open(ctx, url, holon.StoreOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
+	a, b := open(), open()
+	if a.Chain() != 0 || b.Chain() != 1 {
+		t.Fatalf("chains %d and %d, want 0 and 1", a.Chain(), b.Chain())
+	}
+	conn := dbs.srv.Connect(t, url)
+	amt := journal.MustParseAmount
+	update := func(s *pg.Store, fn func(tx holon.Tx) error) error {
+		return s.Update(ctx, fn)
+	}
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	// bob is funded through a; each gateway settles a call of his: his
+	// debit, the platform's and the author's credits, the agent's record.
+	must(update(a, func(tx holon.Tx) error {
+		e, _ := journal.Transfer("signup:bob", "external:demo-credit", "bob", amt("5.00"))
+		return tx.PostEntry(e)
+	}))
+	settle := func(s *pg.Store, key string) {
+		t.Helper()
+		must(update(s, func(tx holon.Tx) error {
+			e := journal.Entry{Key: key, Lines: []journal.Line{
+				{Account: "bob", Amount: -amt("1.00")},
+				{Account: journal.PlatformAccount, Amount: amt("0.10")},
+				{Account: "acme", Amount: amt("0.90")},
+			}}
+			if err := tx.PostEntry(e); err != nil {
+				return err
+			}
+			return tx.PostEvent(holon.Event{Receipt: strings.TrimPrefix(key, "settle:"), Agent: "acme/a@1.0.0", Status: holon.StatusSucceeded,
+				DurationMS: 7, Billed: amt("1.00"), Currency: "EUR", Time: tx.Now()}, true)
+		}))
+	}
+	settle(b, "settle:r1")
+	settle(a, "settle:r2")
+	settle(b, "settle:r3")
+
+	parts := func(table, key, name string) map[int]string {
+		t.Helper()
+		col := "balance::text || '/' || held::text"
+		if table == "agent_records" {
+			col = "runs || '/' || succeeded || '/' || billed::text || '/' || duration_ms"
+		}
+		rows, err := conn.Query(ctx, `SELECT part, `+col+` FROM `+table+` WHERE `+key+` = $1`, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		out := map[int]string{}
+		for rows.Next() {
+			var p int
+			var v string
+			if err := rows.Scan(&p, &v); err != nil {
+				t.Fatal(err)
+			}
+			out[p] = v
+		}
+		return out
+	}
+	for _, tt := range []struct {
+		table, key, name string
+		want             map[int]string
+	}{
+		{"accounts", "name", "bob", map[int]string{0: "2.000000/0.000000"}},
+		{"accounts", "name", journal.PlatformAccount, map[int]string{0: "0.100000/0.000000", 1: "0.200000/0.000000"}},
+		{"accounts", "name", "acme", map[int]string{0: "0.900000/0.000000", 1: "1.800000/0.000000"}},
+		{"agent_records", "agent", "acme/a@1.0.0", map[int]string{0: "1/1/1.000000/7", 1: "2/2/2.000000/14"}},
+	} {
+		if got := parts(tt.table, tt.key, tt.name); !equalMaps(got, tt.want) {
+			t.Errorf("%s %s in parts %v, want %v", tt.table, tt.name, got, tt.want)
+		}
+	}
+
+	// Every read is the sum, whichever gateway reads.
+	for _, s := range []*pg.Store{a, b} {
+		err := s.View(func(tx holon.Tx) error {
+			acme, err := tx.Account("acme")
+			if err != nil {
+				return err
+			}
+			if acme.Balance != amt("2.70") {
+				t.Errorf("acme's balance %s, want 2.70", acme.Balance)
+			}
+			rec, err := tx.Record("acme/a@1.0.0")
+			if err != nil {
+				return err
+			}
+			if rec.Runs != 3 || rec.Succeeded != 3 || rec.Billed != amt("3.00") || rec.DurationMS != 21 {
+				t.Errorf("the record %+v, want 3 runs, 3 succeeded, 3.00 billed, 21 ms", rec)
+			}
+			var names []string
+			err = tx.ForEachAccount(func(name string, acct holon.Account) error {
+				names = append(names, name)
+				if name == journal.PlatformAccount && acct.Balance != amt("0.30") {
+					t.Errorf("the platform's balance listed %s, want 0.30", acct.Balance)
+				}
+				return nil
+			})
+			if len(names) != 4 {
+				t.Errorf("accounts listed %v, want each once", names)
+			}
+			return err
+		})
+		must(err)
+	}
+
+	// A debit goes to part 0 and is judged on the sum: acme pays out 2.00
+	// through b, more than its part 0 holds; 0.80 more is refused.
+	payout := func(s *pg.Store, key string, x journal.Amount) error {
+		return update(s, func(tx holon.Tx) error {
+			e, _ := journal.Transfer(key, "acme", "external:payout", x)
+			return tx.PostEntry(e)
+		})
+	}
+	must(payout(b, "payout:1", amt("2.00")))
+	if got := parts("accounts", "name", "acme"); got[0] != "-1.100000/0.000000" || got[1] != "1.800000/0.000000" {
+		t.Errorf("acme after its payout: %v, want part 0 at -1.10, part 1 untouched", got)
+	}
+	if err := payout(a, "payout:2", amt("0.80")); !errors.Is(err, holon.ErrOverdrawn) {
+		t.Errorf("paying out 0.80 of 0.70: %v, want ErrOverdrawn", err)
+	}
+	// The database judges the sum too, and keeps parts from going down.
+	for _, tt := range []struct{ sql, want string }{
+		{`UPDATE accounts SET balance = balance - 0.71 WHERE name = 'acme' AND part = 0`, "account acme is overdrawn"},
+		{`UPDATE accounts SET balance = balance - 0.01 WHERE name = 'acme' AND part = 1`, "accounts acme part 1 would go down"},
+		{`UPDATE agent_records SET billed = billed - 3.01 WHERE agent = 'acme/a@1.0.0' AND part = 0`, "the record of acme/a@1.0.0 would count 3 runs, 3 succeeded, -0.010000 billed"},
+		{`UPDATE agent_records SET runs = runs - 1, succeeded = succeeded - 1 WHERE agent = 'acme/a@1.0.0' AND part = 1`, "agent_records acme/a@1.0.0 part 1 would go down"},
+	} {
+		tx, err := conn.Begin(ctx)
+		must(err)
+		_, err = tx.Exec(ctx, tt.sql)
+		if err == nil {
+			err = tx.Commit(ctx)
+		} else {
+			tx.Rollback(ctx)
+		}
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: %v, want %q", tt.sql, err, tt.want)
+		}
+	}
+	// A refund takes billing off part 0 of the record, judged on the sum.
+	must(update(a, func(tx holon.Tx) error { return tx.RefundRecord("acme/a@1.0.0", amt("2.50")) }))
+	if got := parts("agent_records", "agent", "acme/a@1.0.0"); got[0] != "1/1/-1.500000/7" || got[1] != "2/2/2.000000/14" {
+		t.Errorf("the record after a refund: %v, want part 0 billed -1.50, part 1 untouched", got)
+	}
+	must(b.View(func(tx holon.Tx) error {
+		rec, err := tx.Record("acme/a@1.0.0")
+		if err == nil && rec.Billed != amt("0.50") {
+			t.Errorf("the record billed %s after the refund, want 0.50", rec.Billed)
+		}
+		return err
+	}))
+	storetest.CheckMoney(t, a, storetest.Foreign("settle:r1", "settle:r2", "settle:r3"))
+	verifyJournal(t, b)
+}
+
+func equalMaps(a, b map[int]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}
