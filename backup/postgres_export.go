@@ -3,6 +3,8 @@ package backup
 import (
 	"context"
 	"encoding/binary"
+	"encoding/json"
+	"fmt"
 	"slices"
 	"strconv"
 
@@ -57,6 +59,8 @@ var countQueries = map[string]string{
 	"call_events":    `call_events`, "counters": `counters`, "credentials": `credentials`, "holds": `holds`,
 	"journal": `journal_entries`, "journal_keys": `journal_entries`, "mandates": `mandates`, "meta": `meta`,
 	"receipts": `receipts`, "receipts_by_mandate": `receipts`, "records": `(SELECT DISTINCT agent FROM agent_records) r`, "signin": `signin`,
+	"earnings": `(SELECT DISTINCT split_part(key, ' ', 1) FROM app_docs WHERE bucket = 'earnings') e`,
+	"latency":  `(SELECT DISTINCT split_part(key, ' ', 1) FROM app_docs WHERE bucket = 'latency') l`,
 }
 
 func (p postgresSource) Export(begin func(kv.Snapshot) error, row func(bucket string, key, value []byte) error) error {
@@ -127,12 +131,80 @@ func (p postgresSource) Export(begin func(kv.Snapshot) error, row func(bucket st
 			if !ok {
 				rb, args = appDocsReadBack, []any{b.Name}
 			}
-			if err := streamRows(ctx, tx, rb, args, func(k, v []byte) error { return row(b.Name, k, v) }); err != nil {
+			emit := func(k, v []byte) error { return row(b.Name, k, v) }
+			var m *partMerger
+			if sum, inParts := partSums[b.Name]; inParts {
+				m = &partMerger{sum: sum, emit: emit}
+				emit = m.add
+			}
+			if err := streamRows(ctx, tx, rb, args, emit); err != nil {
 				return err
+			}
+			if m != nil {
+				if err := m.flush(); err != nil {
+					return err
+				}
 			}
 		}
 		return nil
 	})
+}
+
+// partSums add the parts of a version's earnings or latency (the store
+// keeps one part per gateway: pg.PartKey) into the document the embedded
+// store holds, json.Marshal's bytes.
+var partSums = map[string]func(parts [][]byte) ([]byte, error){
+	"earnings": func(parts [][]byte) ([]byte, error) {
+		e, err := pg.SumEarnings(parts)
+		if err != nil {
+			return nil, err
+		}
+		return json.Marshal(e)
+	},
+	"latency": func(parts [][]byte) ([]byte, error) {
+		l, err := pg.SumLatency(parts)
+		if err != nil {
+			return nil, err
+		}
+		return json.Marshal(l)
+	},
+}
+
+// partMerger hands over a version's parts, which come together in key
+// order, as one row: a version of one part, part 0, as it is stored.
+type partMerger struct {
+	sum   func(parts [][]byte) ([]byte, error)
+	emit  func(k, v []byte) error
+	ref   string
+	key   []byte
+	parts [][]byte
+}
+
+func (m *partMerger) add(k, v []byte) error {
+	if r := pg.PartRef(k); r != m.ref || m.parts == nil {
+		if err := m.flush(); err != nil {
+			return err
+		}
+		m.ref, m.key = r, k
+	}
+	m.parts = append(m.parts, v)
+	return nil
+}
+
+func (m *partMerger) flush() error {
+	if m.parts == nil {
+		return nil
+	}
+	parts, key := m.parts, m.key
+	m.parts = nil
+	if len(parts) == 1 && string(key) == m.ref {
+		return m.emit(key, parts[0])
+	}
+	v, err := m.sum(parts)
+	if err != nil {
+		return fmt.Errorf("%s: %w", m.ref, err)
+	}
+	return m.emit([]byte(m.ref), v)
 }
 
 // appDocsReadBack reads one bucket of app_docs.

@@ -3,8 +3,10 @@ package backup_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -155,5 +157,73 @@ func TestPostgres_BackupBothWays(t *testing.T) {
 	}
 	if rep, err := backup.Verify(restored); err != nil || !rep.OK() {
 		t.Fatalf("the bbolt store restored from PostgreSQL, after an entry: %v %v", rep, err)
+	}
+}
+
+// Ensure that a backup of the PostgreSQL store holds a version's earnings
+// and latency once, as the sum of the parts several gateways wrote (the
+// store's migration 24), in the embedded store's bytes, and that it
+// restores into bbolt with the same sums.
+func TestPostgres_BackupSumsParts(t *testing.T) {
+	srv := pgtest.Start(t)
+	ctx := context.Background()
+	url := srv.CreateDB(t, "parts")
+	var stores []*pg.Store
+	for range 2 {
+		s, err := pg.Open(ctx, url, holon.StoreOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		stores = append(stores, s)
+	}
+	const ref = "acme/a@1.0.0"
+	for i, s := range stores {
+		err := s.Update(ctx, func(tx holon.Tx) error {
+			if err := tx.AddEarnings(ref, "EUR", 1, amt("0.90"), 0); err != nil {
+				return err
+			}
+			return tx.AddLatency(ref, int64(3+100*i))
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	var parts int
+	if err := srv.Connect(t, url).QueryRow(ctx, `SELECT count(*) FROM app_docs WHERE bucket = 'earnings'`).Scan(&parts); err != nil || parts != 2 {
+		t.Fatalf("earnings in %d parts (%v), want 2: the test shows nothing of parts", parts, err)
+	}
+	var buf bytes.Buffer
+	if _, err := backup.Write(&buf, backup.PostgresSource(stores[0]), backup.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	wantEarnings, _ := json.Marshal(holon.Earnings{"EUR": {PaidCalls: 2, Own: amt("1.80")}})
+	lat := holon.Latency{Counts: make([]int64, len(holon.LatencyBoundsMS)+1)}
+	lat.Counts[holon.LatencyBucket(3)]++
+	lat.Counts[holon.LatencyBucket(103)]++
+	wantLatency, _ := json.Marshal(lat)
+	var got []string
+	for _, l := range lines(buf.Bytes()) {
+		if strings.HasPrefix(l, `{"t":"earnings"`) || strings.HasPrefix(l, `{"t":"latency"`) {
+			got = append(got, l)
+		}
+	}
+	want := []string{`{"t":"earnings","k":"` + ref + `","v":` + string(wantEarnings) + `}`, `{"t":"latency","k":"` + ref + `","v":` + string(wantLatency) + `}`}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("the backup's earnings and latency:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	path := filepath.Join(t.TempDir(), "r.db")
+	if _, err := backup.Restore(bytes.NewReader(buf.Bytes()), path, nil); err != nil {
+		t.Fatal(err)
+	}
+	err := openStore(t, path).View(func(tx *kv.Tx) error {
+		e, err := tx.Earnings(ref)
+		if err == nil && (e["EUR"].PaidCalls != 2 || e["EUR"].Own != amt("1.80")) {
+			t.Errorf("the restored earnings %+v, want the sum", e)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }

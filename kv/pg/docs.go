@@ -498,25 +498,164 @@ func (t *Tx) countsFrom(key string) (uint64, bool) {
 	return n, err == nil
 }
 
-// AddEarnings adds to a version's earnings in a currency.
+// Earnings and latency in parts. As accounts and records (migration
+// 24), a version's earnings and latency documents are kept in one part per
+// gateway: part 0 under the version's ref, the gateway extending chain N
+// > 0 under the ref, a space and N (PartKey), which sorts right after the
+// ref and before any other key it begins (a ref holds no space). A
+// gateway adds what only raises them to its own part; a refund, which
+// lowers earnings, goes to part 0, judged on the sum. What a version has
+// is the sum of its parts.
+
+// PartKey is the key of part n of a version's earnings or latency.
+func PartKey(ref string, n int) []byte {
+	if n == 0 {
+		return []byte(ref)
+	}
+	return strconv.AppendInt(append([]byte(ref), ' '), int64(n), 10)
+}
+
+// PartRef is the version a part's key belongs to.
+func PartRef(key []byte) string {
+	if i := bytes.IndexByte(key, ' '); i >= 0 {
+		return string(key[:i])
+	}
+	return string(key)
+}
+
+// partsOf reads every part of a version's document in bucket (the
+// writer's pending writes are sent before it reads), and the key of the
+// first.
+func (t *Tx) partsOf(bucket, ref string) (first []byte, parts [][]byte, err error) {
+	err = t.all(`SELECT key_bytes, coalesce(convert_to(doc::text, 'UTF8'), raw) FROM app_docs
+		WHERE bucket = $1 AND key_bytes >= $2 AND key_bytes < $3 ORDER BY key_bytes`,
+		[]any{bucket, []byte(ref), []byte(ref + "!")}, func(rows pgx.Rows) error {
+			var k, v []byte
+			err := rows.Scan(&k, &v)
+			if first == nil {
+				first = k
+			}
+			parts = append(parts, v)
+			return err
+		})
+	return first, parts, err
+}
+
+// signed is an amount of a part's document: part 0's may be below zero
+// (a refund taken off it, the sum staying at zero or more), which a
+// journal.Amount does not read.
+type signed journal.Amount
+
+func (a *signed) UnmarshalText(b []byte) error {
+	neg := len(b) > 0 && b[0] == '-'
+	if neg {
+		b = b[1:]
+	}
+	x, err := journal.ParseAmount(string(b))
+	if neg {
+		x = -x
+	}
+	*a = signed(x)
+	return err
+}
+
+// decodeEarningsPart decodes a part of a version's earnings.
+func decodeEarningsPart(b []byte) (holon.Earnings, error) {
+	var parts map[string]struct {
+		PaidCalls int64  `json:"paid_calls"`
+		Own       signed `json:"own"`
+		Royalties signed `json:"royalties"`
+	}
+	if err := json.Unmarshal(b, &parts); err != nil {
+		return nil, err
+	}
+	e := make(holon.Earnings, len(parts))
+	for cur, x := range parts {
+		e[cur] = holon.Earned{PaidCalls: x.PaidCalls, Own: journal.Amount(x.Own), Royalties: journal.Amount(x.Royalties)}
+	}
+	return e, nil
+}
+
+// SumEarnings adds the parts of a version's earnings.
+func SumEarnings(parts [][]byte) (holon.Earnings, error) {
+	sum := holon.Earnings{}
+	for _, b := range parts {
+		e, err := decodeEarningsPart(b)
+		if err != nil {
+			return nil, err
+		}
+		for cur, x := range e {
+			y := sum[cur]
+			y.PaidCalls += x.PaidCalls
+			y.Own += x.Own
+			y.Royalties += x.Royalties
+			sum[cur] = y
+		}
+	}
+	return sum, nil
+}
+
+// SumLatency adds the parts of a version's latency histogram.
+func SumLatency(parts [][]byte) (holon.Latency, error) {
+	var sum holon.Latency
+	for _, b := range parts {
+		var l holon.Latency
+		if err := json.Unmarshal(b, &l); err != nil {
+			return sum, err
+		}
+		if len(sum.Counts) < len(l.Counts) {
+			sum.Counts = append(sum.Counts, make([]int64, len(l.Counts)-len(sum.Counts))...)
+		}
+		for i, c := range l.Counts {
+			sum.Counts[i] += c
+		}
+	}
+	return sum, nil
+}
+
+// AddEarnings adds to a version's earnings in a currency: to the
+// writer's part when it only raises them, else to part 0, refused when
+// the sum would go below zero.
 func (t *Tx) AddEarnings(ref, currency string, paidCalls int64, own, royalties journal.Amount) error {
 	defer t.inside()()
 	if err := t.markFrom("earnings_from", "journal"); err != nil {
 		return err
 	}
-	e, err := t.Earnings(ref)
+	raises := paidCalls >= 0 && own >= 0 && royalties >= 0
+	part := 0
+	if raises {
+		part = t.s.chain
+	}
+	key := PartKey(ref, part)
+	e, err := t.earningsPart(key)
 	if err != nil {
 		return err
 	}
-	if err := e.Add(currency, paidCalls, own, royalties); err != nil {
-		return fmt.Errorf("earnings of %s: %w", ref, err)
+	if raises {
+		if err := e.Add(currency, paidCalls, own, royalties); err != nil {
+			return fmt.Errorf("earnings of %s: %w", ref, err)
+		}
+	} else {
+		// Judged on the sum; part 0 alone may go below zero.
+		sum, err := t.Earnings(ref)
+		if err != nil {
+			return err
+		}
+		if err := sum.Add(currency, paidCalls, own, royalties); err != nil {
+			return fmt.Errorf("earnings of %s: %w", ref, err)
+		}
+		x := e[currency]
+		x.PaidCalls += paidCalls
+		x.Own += own
+		x.Royalties += royalties
+		e[currency] = x
 	}
 	b, err := earningsJSON(e)
 	if err != nil {
 		return err
 	}
-	t.s.memo.put(kDoc("earnings", []byte(ref)), b, e) // e is not used after this
-	return t.putValue("earnings", []byte(ref), b, true)
+	t.s.memo.put(kDoc("earnings", key), b, e) // e is not used after this
+	return t.putValue("earnings", key, b, true)
 }
 
 // earningsJSON is json.Marshal(e), written by hand for the currencies
@@ -582,21 +721,39 @@ func latencyJSON(l holon.Latency) []byte {
 	return append(b, "]}"...)
 }
 
-// Earnings reads a version's earnings.
+// Earnings reads a version's earnings: the sum of its parts.
 func (t *Tx) Earnings(ref string) (holon.Earnings, error) {
-	e := holon.Earnings{}
-	b, err := t.getRaw("earnings", []byte(ref))
+	first, parts, err := t.partsOf("earnings", ref)
+	if err != nil {
+		return nil, err
+	}
+	if len(parts) == 1 {
+		return t.decodeEarnings(first, parts[0])
+	}
+	return SumEarnings(parts)
+}
+
+// earningsPart reads one part of a version's earnings.
+func (t *Tx) earningsPart(key []byte) (holon.Earnings, error) {
+	b, err := t.getRaw("earnings", key)
 	if err == holon.ErrNotFound {
-		return e, nil
+		return holon.Earnings{}, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	k := kDoc("earnings", []byte(ref))
+	return t.decodeEarnings(key, b)
+}
+
+// decodeEarnings decodes a part of a version's earnings, kept decoded
+// while its bytes stay the same.
+func (t *Tx) decodeEarnings(key, b []byte) (holon.Earnings, error) {
+	k := kDoc("earnings", key)
 	if v, ok := t.s.memo.get(k, b); ok {
 		return maps.Clone(v.(holon.Earnings)), nil
 	}
-	if err := json.Unmarshal(b, &e); err != nil {
+	e, err := decodeEarningsPart(b)
+	if err != nil {
 		return nil, err
 	}
 	t.s.memo.put(k, b, maps.Clone(e))
@@ -605,72 +762,126 @@ func (t *Tx) Earnings(ref string) (holon.Earnings, error) {
 
 // ForEachEarnings walks the versions whose ref starts with prefix.
 func (t *Tx) ForEachEarnings(prefix string, fn func(ref string, e holon.Earnings) error) error {
+	return t.walkParts("earnings", prefix, func(ref string, parts [][]byte) error {
+		e, err := SumEarnings(parts)
+		if err != nil {
+			return fmt.Errorf("decode earnings %s: %w", ref, err)
+		}
+		return fn(ref, e)
+	})
+}
+
+// walkParts calls fn with the parts of each version in bucket whose ref
+// starts with prefix, in order: a version's parts come together.
+func (t *Tx) walkParts(bucket, prefix string, fn func(ref string, parts [][]byte) error) error {
 	p := []byte(prefix)
-	return t.walk("earnings", p, func(k, v []byte) (bool, error) {
+	var ref string
+	var parts [][]byte
+	err := t.walk(bucket, p, func(k, v []byte) (bool, error) {
 		if !bytes.HasPrefix(k, p) {
 			return false, nil
 		}
-		e := holon.Earnings{}
-		if err := json.Unmarshal(v, &e); err != nil {
-			return false, fmt.Errorf("decode earnings %s: %w", k, err)
+		if r := PartRef(k); r != ref || parts == nil {
+			if parts != nil {
+				if err := fn(ref, parts); err != nil {
+					return false, err
+				}
+			}
+			ref, parts = r, nil
 		}
-		return true, fn(string(k), e)
+		parts = append(parts, bytes.Clone(v))
+		return true, nil
 	})
+	if err != nil || parts == nil {
+		return err
+	}
+	return fn(ref, parts)
 }
 
 // EarningsFrom is the first journal row counted.
 func (t *Tx) EarningsFrom() (uint64, bool) { return t.countsFrom("earnings_from") }
 
-// AddLatency counts one settled run of a version.
+// AddLatency counts one settled run of a version, in the writer's part.
 func (t *Tx) AddLatency(ref string, ms int64) error {
 	defer t.inside()()
 	if err := t.markFrom("latency_from", "call_events"); err != nil {
 		return err
 	}
-	l, err := t.Latency(ref)
+	key := PartKey(ref, t.s.chain)
+	l, err := t.latencyPart(key)
 	if err != nil {
 		return err
 	}
 	l.Counts[holon.LatencyBucket(ms)]++
 	b := latencyJSON(l)
-	t.s.memo.put(kDoc("latency", []byte(ref)), b, l) // l is not used after this
-	return t.putValue("latency", []byte(ref), b, true)
+	t.s.memo.put(kDoc("latency", key), b, l) // l is not used after this
+	return t.putValue("latency", key, b, true)
 }
 
-// Latency reads a version's histogram.
+// Latency reads a version's histogram: the sum of its parts.
 func (t *Tx) Latency(ref string) (holon.Latency, error) {
+	first, parts, err := t.partsOf("latency", ref)
+	if err != nil {
+		return holon.Latency{}, err
+	}
 	var l holon.Latency
-	b, err := t.getRaw("latency", []byte(ref))
+	if len(parts) == 1 {
+		l, err = t.decodeLatency(first, parts[0])
+	} else {
+		l, err = SumLatency(parts)
+	}
+	return grown(l), err
+}
+
+// latencyPart reads one part of a version's histogram.
+func (t *Tx) latencyPart(key []byte) (holon.Latency, error) {
+	var l holon.Latency
+	b, err := t.getRaw("latency", key)
 	if err != nil && err != holon.ErrNotFound {
 		return l, err
 	}
 	if err == nil {
-		k := kDoc("latency", []byte(ref))
-		if v, ok := t.s.memo.get(k, b); ok {
-			l.Counts = slices.Clone(v.(holon.Latency).Counts)
-		} else {
-			if err := json.Unmarshal(b, &l); err != nil {
-				return l, err
-			}
-			t.s.memo.put(k, b, holon.Latency{Counts: slices.Clone(l.Counts)})
+		if l, err = t.decodeLatency(key, b); err != nil {
+			return l, err
 		}
 	}
-	if len(l.Counts) != len(holon.LatencyBoundsMS)+1 {
-		grown := make([]int64, len(holon.LatencyBoundsMS)+1)
-		copy(grown, l.Counts)
-		l.Counts = grown
+	return grown(l), nil
+}
+
+// decodeLatency decodes a part of a version's histogram, kept decoded
+// while its bytes stay the same.
+func (t *Tx) decodeLatency(key, b []byte) (holon.Latency, error) {
+	var l holon.Latency
+	k := kDoc("latency", key)
+	if v, ok := t.s.memo.get(k, b); ok {
+		l.Counts = slices.Clone(v.(holon.Latency).Counts)
+		return l, nil
 	}
+	if err := json.Unmarshal(b, &l); err != nil {
+		return l, err
+	}
+	t.s.memo.put(k, b, holon.Latency{Counts: slices.Clone(l.Counts)})
 	return l, nil
+}
+
+// grown is l with a count for every bucket of holon.LatencyBoundsMS.
+func grown(l holon.Latency) holon.Latency {
+	if len(l.Counts) != len(holon.LatencyBoundsMS)+1 {
+		g := make([]int64, len(holon.LatencyBoundsMS)+1)
+		copy(g, l.Counts)
+		l.Counts = g
+	}
+	return l
 }
 
 // ForEachLatency walks the versions' histograms.
 func (t *Tx) ForEachLatency(fn func(ref string, l holon.Latency) error) error {
-	return t.walk("latency", nil, func(k, v []byte) (bool, error) {
-		var l holon.Latency
-		if err := json.Unmarshal(v, &l); err != nil {
-			return false, fmt.Errorf("decode latency %s: %w", k, err)
+	return t.walkParts("latency", "", func(ref string, parts [][]byte) error {
+		l, err := SumLatency(parts)
+		if err != nil {
+			return fmt.Errorf("decode latency %s: %w", ref, err)
 		}
-		return true, fn(string(k), l)
+		return fn(ref, l)
 	})
 }
 

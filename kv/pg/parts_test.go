@@ -19,21 +19,8 @@ import (
 // database judges an account's availability and a record's counts on the
 // sums, and refuses to lower a part.
 func TestParts_CreditsOnePartAGateway(t *testing.T) {
-	dbs := newDatabases(t)
-	url := dbs.url(t, "parts")
+	dbs, url, a, b := twoGateways(t, "parts")
 	ctx := context.Background()
-	open := func() *pg.Store {
-		s, err := pg.Open(ctx, url, holon.StoreOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-		return s
-	}
-	a, b := open(), open()
-	if a.Chain() != 0 || b.Chain() != 1 {
-		t.Fatalf("chains %d and %d, want 0 and 1", a.Chain(), b.Chain())
-	}
 	conn := dbs.srv.Connect(t, url)
 	amt := journal.MustParseAmount
 	update := func(s *pg.Store, fn func(tx holon.Tx) error) error {
@@ -189,6 +176,27 @@ func TestParts_CreditsOnePartAGateway(t *testing.T) {
 	verifyJournal(t, b)
 }
 
+// twoGateways opens two stores on a new database: a extends the journal's
+// chain 0, b chain 1.
+func twoGateways(t *testing.T, name string) (dbs *databases, url string, a, b *pg.Store) {
+	t.Helper()
+	dbs = newDatabases(t)
+	url = dbs.url(t, name)
+	open := func() *pg.Store {
+		s, err := pg.Open(context.Background(), url, holon.StoreOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
+	a, b = open(), open()
+	if a.Chain() != 0 || b.Chain() != 1 {
+		t.Fatalf("chains %d and %d, want 0 and 1", a.Chain(), b.Chain())
+	}
+	return dbs, url, a, b
+}
+
 func equalMaps(a, b map[int]string) bool {
 	if len(a) != len(b) {
 		return false
@@ -199,4 +207,122 @@ func equalMaps(a, b map[int]string) bool {
 		}
 	}
 	return true
+}
+
+// Ensure that a version's earnings and latency are kept in one part per
+// gateway too: each gateway adds to its own part (PartKey), every read is
+// the sum, and a refund goes to part 0, refused only when the sum would go
+// below zero.
+func TestParts_EarningsAndLatency(t *testing.T) {
+	dbs, url, a, b := twoGateways(t, "docparts")
+	ctx := context.Background()
+	amt := journal.MustParseAmount
+	const ref = "acme/a@1.0.0"
+	earn := func(s *pg.Store, calls int64, own journal.Amount, ms int64) error {
+		return s.Update(ctx, func(tx holon.Tx) error {
+			if err := tx.AddEarnings(ref, "EUR", calls, own, 0); err != nil {
+				return err
+			}
+			if ms < 0 {
+				return nil
+			}
+			return tx.AddLatency(ref, ms)
+		})
+	}
+	for _, x := range []struct {
+		s  *pg.Store
+		ms int64
+	}{{a, 3}, {b, 40}, {b, 40}, {a, 700}} {
+		if err := earn(x.s, 1, amt("0.90"), x.ms); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Another version whose ref the first begins: its rows sort after the
+	// first's parts and are not counted in them.
+	if err := a.Update(ctx, func(tx holon.Tx) error { return tx.AddEarnings(ref+"-beta", "EUR", 1, amt("5.00"), 0) }); err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	rows, err := dbs.srv.Connect(t, url).Query(ctx, `SELECT bucket || ':' || key FROM app_docs WHERE bucket IN ('earnings', 'latency') ORDER BY bucket, key_bytes`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var k string
+		rows.Scan(&k)
+		keys = append(keys, k)
+	}
+	rows.Close()
+	want := []string{"earnings:" + ref, "earnings:" + ref + " 1", "earnings:" + ref + "-beta", "latency:" + ref, "latency:" + ref + " 1"}
+	if strings.Join(keys, ",") != strings.Join(want, ",") {
+		t.Errorf("documents %v, want %v", keys, want)
+	}
+	check := func(s *pg.Store, calls int64, own string) {
+		t.Helper()
+		err := s.View(func(tx holon.Tx) error {
+			e, err := tx.Earnings(ref)
+			if err != nil {
+				return err
+			}
+			if x := e["EUR"]; x.PaidCalls != calls || x.Own != amt(own) {
+				t.Errorf("earnings %+v, want %d paid calls, %s own", x, calls, own)
+			}
+			var listed []string
+			err = tx.ForEachEarnings("acme/", func(r string, e holon.Earnings) error {
+				listed = append(listed, r)
+				if r == ref && (e["EUR"].PaidCalls != calls || e["EUR"].Own != amt(own)) {
+					t.Errorf("earnings listed %+v, want the sum", e["EUR"])
+				}
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			if strings.Join(listed, ",") != ref+","+ref+"-beta" {
+				t.Errorf("earnings listed for %v, want each version once", listed)
+			}
+			l, err := tx.Latency(ref)
+			if err != nil {
+				return err
+			}
+			runs := map[int]int64{holon.LatencyBucket(3): 1, holon.LatencyBucket(40): 2, holon.LatencyBucket(700): 1}
+			for i, c := range l.Counts {
+				if c != runs[i] {
+					t.Errorf("latency %v, want %v by bucket", l.Counts, runs)
+					break
+				}
+			}
+			n := 0
+			err = tx.ForEachLatency(func(r string, l holon.Latency) error {
+				n++
+				var sum int64
+				for _, c := range l.Counts {
+					sum += c
+				}
+				if r != ref || sum != 4 {
+					t.Errorf("latency listed %s with %d runs, want %s with 4", r, sum, ref)
+				}
+				return nil
+			})
+			if n != 1 {
+				t.Errorf("latency listed %d versions, want 1", n)
+			}
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	check(a, 4, "3.60")
+	check(b, 4, "3.60")
+	// A refund through b of more than part 0 holds (1.80) but not more than
+	// the sum; then one more than what is left.
+	if err := earn(b, -2, -amt("2.50"), -1); err != nil {
+		t.Fatalf("a refund within the sum: %v", err)
+	}
+	check(a, 2, "1.10")
+	if err := earn(a, -1, -amt("1.20"), -1); !errors.Is(err, holon.ErrEarningsBelowZero) {
+		t.Errorf("a refund of more than the sum: %v, want ErrEarningsBelowZero", err)
+	}
+	check(b, 2, "1.10")
 }
