@@ -56,7 +56,7 @@ var derivedReadBacks = map[string]readBack{
 var countQueries = map[string]string{
 	"accounts": `(SELECT DISTINCT name FROM accounts) a`, "agents": `agents`, "approvals": `approvals`, "budgets": `budgets`,
 	"budget_windows": `budget_windows`,
-	"call_events":    `call_events`, "counters": `counters`, "credentials": `credentials`, "holds": `holds`,
+	"call_events":    `call_events`, "counters": `(SELECT DISTINCT name FROM counters) c`, "credentials": `credentials`, "holds": `holds`,
 	"journal": `journal_entries`, "journal_keys": `journal_entries`, "mandates": `mandates`, "meta": `meta`,
 	"receipts": `receipts`, "receipts_by_mandate": `receipts`, "records": `(SELECT DISTINCT agent FROM agent_records) r`, "signin": `signin`,
 	"earnings": `(SELECT DISTINCT split_part(key, ' ', 1) FROM app_docs WHERE bucket = 'earnings') e`,

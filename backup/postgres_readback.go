@@ -76,7 +76,7 @@ var readBacks = map[string]readBack{
 			}
 			return encodeRow(m+"\x00"+w, holon.Budget{Spent: journal.Amount(spent), Reserved: journal.Amount(reserved)})
 		}},
-	"counters": {`SELECT name, value::text FROM counters ORDER BY name COLLATE "C"`,
+	"counters": {`SELECT name, sum(value)::text FROM counters GROUP BY name ORDER BY name COLLATE "C"`,
 		func(rows pgx.Rows) ([]byte, []byte, error) {
 			var name, v string
 			if err := rows.Scan(&name, &v); err != nil {

@@ -100,7 +100,7 @@ func (t *Tx) PutReceipt(r *holon.Receipt) error {
 		counters := []string{kCounter("receipts"), kCounter("receipts:" + r.Mandate)}
 		err := t.execTouching(append(counters, k), receiptCounted, r.ID, int64(seq), r.Parent, r.Mandate, r.Caller, r.Agent, r.Status, r.Error,
 			r.Approval, OptNumeric(r.WorstCase), r.Currency, r.Payer, r.SubMandate, r.Billed, Numeric(r.Cost.Own),
-			Numeric(r.Cost.Downstream), Numeric(r.Cost.Total), jsonArg(splits), r.Children, r.DurationMS, ts(r.Created))
+			Numeric(r.Cost.Downstream), Numeric(r.Cost.Total), jsonArg(splits), r.Children, r.DurationMS, ts(r.Created), int32(t.s.chain))
 		if err != nil {
 			return err
 		}
@@ -156,9 +156,9 @@ const (
 			duration_ms = EXCLUDED.duration_ms, created = EXCLUDED.created`
 	receiptCounted = `WITH r AS (` + receiptUpsert + `
 		RETURNING xmax = 0 AS inserted)
-		INSERT INTO counters AS c (name, value)
-			SELECT n, 1 FROM r, unnest(ARRAY['receipts', 'receipts:' || $4::text]) AS n WHERE r.inserted
-		ON CONFLICT (name) DO UPDATE SET value = c.value + 1`
+		INSERT INTO counters AS c (name, part, value)
+			SELECT n, $22::int, 1 FROM r, unnest(ARRAY['receipts', 'receipts:' || $4::text]) AS n WHERE r.inserted
+		ON CONFLICT (name, part) DO UPDATE SET value = c.value + 1`
 )
 
 // jsonArg is a JSON value for a json column, NULL when nil.
@@ -705,7 +705,7 @@ const (
 	recordsSelect = `SELECT agent, sum(runs)::bigint, sum(succeeded)::bigint, (sum(billed) * 1000000)::bigint, sum(duration_ms)::bigint
 		FROM agent_records WHERE agent = ANY($1) GROUP BY agent`
 	accountsSelect = `SELECT name, (sum(balance) * 1000000)::bigint, (sum(held) * 1000000)::bigint FROM accounts WHERE name = ANY($1) GROUP BY name`
-	countersSelect = `SELECT name, value::text FROM counters WHERE name = ANY($1)`
+	countersSelect = `SELECT name, sum(value)::text FROM counters WHERE name = ANY($1) GROUP BY name`
 )
 
 // queueAhead queues the reads of the rows asked for ahead, if any, on b:

@@ -326,3 +326,84 @@ func TestParts_EarningsAndLatency(t *testing.T) {
 	}
 	check(b, 2, "1.10")
 }
+
+// Ensure that counters are kept in one part per gateway (migration 25):
+// a rise goes to the writer's part, any other move to part 0, every read
+// is the sum, and the database judges the sum and keeps parts from going
+// down; a new receipt counted through the writer's part.
+func TestParts_Counters(t *testing.T) {
+	dbs, url, a, b := twoGateways(t, "counterparts")
+	ctx := context.Background()
+	conn := dbs.srv.Connect(t, url)
+	add := func(s *pg.Store, d int64) (n uint64, err error) {
+		err = s.Update(ctx, func(tx holon.Tx) (err error) {
+			n, err = tx.AddCounter("n", d)
+			return err
+		})
+		return n, err
+	}
+	for _, x := range []struct {
+		s    *pg.Store
+		d    int64
+		want uint64
+	}{{a, 2, 2}, {b, 3, 5}, {b, -4, 1}} {
+		if n, err := add(x.s, x.d); err != nil || n != x.want {
+			t.Fatalf("AddCounter(n, %d) = %d, %v; want %d", x.d, n, err, x.want)
+		}
+	}
+	if _, err := add(a, -2); err == nil {
+		t.Error("a counter of 1 taken 2 below zero")
+	}
+	var parts string
+	if err := conn.QueryRow(ctx, `SELECT string_agg(part || ':' || value, ',' ORDER BY part) FROM counters WHERE name = 'n'`).Scan(&parts); err != nil || parts != "0:-2,1:3" {
+		t.Errorf("the counter's parts %q (%v), want 0:-2,1:3", parts, err)
+	}
+	for _, s := range []*pg.Store{a, b} {
+		s.View(func(tx holon.Tx) error {
+			if n := tx.Counter("n"); n != 1 {
+				t.Errorf("Counter(n) = %d, want the sum, 1", n)
+			}
+			return nil
+		})
+	}
+	for _, tt := range []struct{ sql, want string }{
+		{`UPDATE counters SET value = value - 2 WHERE name = 'n' AND part = 0`, "counter n would go below zero (-1)"},
+		{`UPDATE counters SET value = value - 1 WHERE name = 'n' AND part = 1`, "counters n part 1 would go down"},
+	} {
+		tx, err := conn.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err = tx.Exec(ctx, tt.sql); err == nil {
+			err = tx.Commit(ctx)
+		} else {
+			tx.Rollback(ctx)
+		}
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: %v, want %q", tt.sql, err, tt.want)
+		}
+	}
+	// A new receipt, put through b, counts in b's part of the receipts'
+	// counters, whether b knew the receipt absent (its id just handed
+	// out) or not (counted by the database in the receipt's statement).
+	for i := range 2 {
+		err := b.Update(ctx, func(tx holon.Tx) error {
+			id := "r900001"
+			if i == 1 {
+				var err error
+				if id, err = tx.NewReceiptID(); err != nil {
+					return err
+				}
+			}
+			return tx.PutReceipt(&holon.Receipt{ID: id, Mandate: "m", Caller: "bob", Payer: "bob", Currency: "EUR",
+				Status: holon.StatusRunning, Created: tx.Now()})
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := conn.QueryRow(ctx, `SELECT string_agg(name || '@' || part || ':' || value, ',' ORDER BY name, part) FROM counters WHERE name LIKE 'receipts%'`).Scan(&parts); err != nil || parts != "receipts@1:2,receipts:m@1:2" {
+		t.Errorf("the receipts' counters %q (%v), want b's part of each at 2", parts, err)
+	}
+	storetest.CheckMoney(t, a, storetest.AllowHolds, storetest.SkipReceipts)
+}

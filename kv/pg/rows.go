@@ -80,9 +80,11 @@ var rowSQL = [rowKinds]string{
 			FROM x WHERE (b.mandate, b.win) = (x.m, x.w) RETURNING b.mandate, b.win)
 		INSERT INTO budget_windows (mandate, win, spent, reserved, cap) SELECT m, w, s / 1000000.0, r / 1000000.0, c / 1000000.0 FROM x
 		WHERE NOT EXISTS (SELECT FROM u WHERE (u.mandate, u.win) = (x.m, x.w))`,
-	rowCounterMove: `WITH x AS (SELECT * FROM unnest($1::text[], $2::bigint[]) AS x (n, v)),
-		u AS (UPDATE counters c SET value = c.value + x.v FROM x WHERE c.name = x.n RETURNING c.name)
-		INSERT INTO counters (name, value) SELECT n, v FROM x WHERE NOT EXISTS (SELECT FROM u WHERE u.name = x.n)`,
+	// A counter's rise goes to the writer's part ($3), any other move to
+	// part 0 (migration 25).
+	rowCounterMove: `WITH x AS (SELECT n, CASE WHEN v > 0 THEN $3::int ELSE 0 END AS p, v FROM unnest($1::text[], $2::bigint[]) AS x (n, v)),
+		u AS (UPDATE counters c SET value = c.value + x.v FROM x WHERE (c.name, c.part) = (x.n, x.p) RETURNING c.name, c.part)
+		INSERT INTO counters (name, part, value) SELECT n, p, v FROM x WHERE NOT EXISTS (SELECT FROM u WHERE (u.name, u.part) = (x.n, x.p))`,
 	// A record's additions go to the writer's part ($6).
 	rowRecordMove: `WITH x AS (SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[]) AS x (a, r, s, b, d)),
 		u AS (UPDATE agent_records g SET runs = g.runs + x.r, succeeded = g.succeeded + x.s, billed = g.billed + x.b / 1000000.0,
@@ -331,7 +333,7 @@ func render(pend []queued, merge bool, part int32) []queued {
 
 // inParts are the kinds of rows kept in one part per gateway, whose
 // statement takes the writer's part after their columns.
-var inParts = [rowKinds]bool{rowAccountMove: true, rowRecordMove: true}
+var inParts = [rowKinds]bool{rowAccountMove: true, rowRecordMove: true, rowCounterMove: true}
 
 // moveKeys is, for each kind of rows moved, how many of its columns are
 // its key (0: a kind written with new values, or appended).

@@ -450,7 +450,7 @@ func (t *Tx) Counter(name string) uint64 {
 		return t.Counter(name)
 	}
 	v := "0"
-	err := t.one(`SELECT value::text FROM counters WHERE name = $1`, []any{name}, &v)
+	err := t.one(`SELECT sum(value)::text FROM counters WHERE name = $1 GROUP BY name`, []any{name}, &v)
 	if err != nil && !errors.Is(err, holon.ErrNotFound) {
 		return 0
 	}
