@@ -15,19 +15,13 @@ import (
 )
 
 // credit appends n entries through s, keys prefix:0…, each crediting
-// acct from the demo credit, and returns the rows AppendEntry gave; or
-// posts them (PostEntry), so that a group run while its writer waits for
-// the lock can stand once another gateway's entries are numbered before
-// its own (spec.go), and returns nil.
-func credit(t *testing.T, s holon.Store, prefix, acct string, n int, post bool) []holon.JournalRow {
+// acct from the demo credit, and returns the rows AppendEntry gave.
+func credit(t *testing.T, s holon.Store, prefix, acct string, n int) []holon.JournalRow {
 	t.Helper()
 	rows := make([]holon.JournalRow, n)
 	for i := range n {
 		err := s.Update(context.Background(), func(tx holon.Tx) (err error) {
 			e, _ := journal.Transfer(fmt.Sprintf("%s:%d", prefix, i), "external:demo-credit", acct, journal.MustParseAmount("0.01"))
-			if post {
-				return tx.PostEntry(e)
-			}
 			rows[i], err = tx.AppendEntry(e)
 			return err
 		})
@@ -35,9 +29,6 @@ func credit(t *testing.T, s holon.Store, prefix, acct string, n int, post bool) 
 			t.Error(err)
 			return nil
 		}
-	}
-	if post {
-		return nil
 	}
 	return rows
 }
@@ -70,20 +61,36 @@ func chainOf(t *testing.T, s holon.Store, prefix, first string) []holon.JournalR
 }
 
 // postAtOnce posts 40 entries through a (keys a:0…) and 40 through b
-// (b:0…) at once; with stand, it checks that the run tested what it is
-// for: some of the updates each writer ran while it waited for the lock
-// stood, numbered from its own blocks while the other's entries were
-// numbered and committed meanwhile.
+// (b:0…) at once, four callers a gateway from one start, so that both
+// writers have updates queued the whole time (one caller each could
+// finish before the other began, on a loaded machine); with stand, it
+// checks that the run tested what it is for: some of the updates each
+// writer ran while it waited for the lock stood, numbered from its own
+// blocks while the other's entries were numbered and committed meanwhile.
 func postAtOnce(t *testing.T, a, b *pg.Store, stand bool) {
 	t.Helper()
 	var wg sync.WaitGroup
+	start := make(chan struct{})
 	for prefix, s := range map[string]*pg.Store{"a": a, "b": b} {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			credit(t, s, prefix, "acct-"+prefix, 40, true)
-		}()
+		for c := range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				for i := c; i < 40; i += 4 {
+					err := s.Update(context.Background(), func(tx holon.Tx) error {
+						e, _ := journal.Transfer(fmt.Sprintf("%s:%d", prefix, i), "external:demo-credit", "acct-"+prefix, journal.MustParseAmount("0.01"))
+						return tx.PostEntry(e)
+					})
+					if err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			}()
+		}
 	}
+	close(start)
 	wg.Wait()
 	for _, s := range []*pg.Store{a, b} {
 		if !stand {
@@ -147,7 +154,7 @@ func TestChains_OneAGateway(t *testing.T) {
 	if c.Chain() != 1 {
 		t.Fatalf("the gateway started after the second closed claims chain %d, want its chain 1", c.Chain())
 	}
-	credit(t, c, "c", "acct-c", 3, false)
+	credit(t, c, "c", "acct-c", 3)
 	if rc := chainOf(t, c, "c", rb[len(rb)-1].Hash); len(rc) != 3 {
 		t.Fatalf("%d rows of the third gateway", len(rc))
 	}
