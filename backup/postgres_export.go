@@ -52,7 +52,8 @@ var derivedReadBacks = map[string]readBack{
 }
 
 // countQueries count a bucket's rows; any other bucket is in app_docs.
-// An account or a record is one row however many parts it has.
+// An account, a record, a counter and a version's earnings or latency are
+// one row however many parts the store keeps them in.
 var countQueries = map[string]string{
 	"accounts": `(SELECT DISTINCT name FROM accounts) a`, "agents": `agents`, "approvals": `approvals`, "budgets": `budgets`,
 	"budget_windows": `budget_windows`,
@@ -131,17 +132,27 @@ func (p postgresSource) Export(begin func(kv.Snapshot) error, row func(bucket st
 			if !ok {
 				rb, args = appDocsReadBack, []any{b.Name}
 			}
-			emit := func(k, v []byte) error { return row(b.Name, k, v) }
-			var m *partMerger
+			out := func(k, v []byte) error { return row(b.Name, k, v) }
+			emit := out
+			var parts *pg.Parts
 			if sum, inParts := partSums[b.Name]; inParts {
-				m = &partMerger{sum: sum, emit: emit}
-				emit = m.add
+				parts = pg.NewParts(func(ref string, first []byte, docs [][]byte) error {
+					if len(docs) == 1 && string(first) == ref {
+						return out(first, docs[0]) // part 0 alone, as stored
+					}
+					v, err := sum(docs)
+					if err != nil {
+						return fmt.Errorf("%s %s: %w", b.Name, ref, err)
+					}
+					return out([]byte(ref), v)
+				})
+				emit = parts.Add
 			}
 			if err := streamRows(ctx, tx, rb, args, emit); err != nil {
 				return err
 			}
-			if m != nil {
-				if err := m.flush(); err != nil {
+			if parts != nil {
+				if err := parts.Flush(); err != nil {
 					return err
 				}
 			}
@@ -168,43 +179,6 @@ var partSums = map[string]func(parts [][]byte) ([]byte, error){
 		}
 		return json.Marshal(l)
 	},
-}
-
-// partMerger hands over a version's parts, which come together in key
-// order, as one row: a version of one part, part 0, as it is stored.
-type partMerger struct {
-	sum   func(parts [][]byte) ([]byte, error)
-	emit  func(k, v []byte) error
-	ref   string
-	key   []byte
-	parts [][]byte
-}
-
-func (m *partMerger) add(k, v []byte) error {
-	if r := pg.PartRef(k); r != m.ref || m.parts == nil {
-		if err := m.flush(); err != nil {
-			return err
-		}
-		m.ref, m.key = r, k
-	}
-	m.parts = append(m.parts, v)
-	return nil
-}
-
-func (m *partMerger) flush() error {
-	if m.parts == nil {
-		return nil
-	}
-	parts, key := m.parts, m.key
-	m.parts = nil
-	if len(parts) == 1 && string(key) == m.ref {
-		return m.emit(key, parts[0])
-	}
-	v, err := m.sum(parts)
-	if err != nil {
-		return fmt.Errorf("%s: %w", m.ref, err)
-	}
-	return m.emit([]byte(m.ref), v)
 }
 
 // appDocsReadBack reads one bucket of app_docs.

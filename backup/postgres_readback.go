@@ -44,8 +44,8 @@ type readBack struct {
 // readBacks are the tables of pgTables, read back; app_docs is read by
 // bucket (readAppDocs).
 var readBacks = map[string]readBack{
-	// Accounts and records are the sums of their parts (the store's
-	// migration 24).
+	// Accounts, records and counters are the sums of their parts (the
+	// store's migrations 24 and 25).
 	"accounts": {`SELECT name, (sum(balance) * 1000000)::bigint, (sum(held) * 1000000)::bigint FROM accounts GROUP BY name ORDER BY name COLLATE "C"`,
 		func(rows pgx.Rows) ([]byte, []byte, error) {
 			var name string

@@ -699,8 +699,8 @@ func (t *Tx) wanted(list []string, key func(string) string, names []string) []st
 	return list
 }
 
-// The reads of the rows asked for ahead, by name: accounts and records
-// are the sums of their parts (migration 24).
+// The reads of the rows asked for ahead, by name: accounts, records and
+// counters are the sums of their parts (migrations 24 and 25).
 const (
 	recordsSelect = `SELECT agent, sum(runs)::bigint, sum(succeeded)::bigint, (sum(billed) * 1000000)::bigint, sum(duration_ms)::bigint
 		FROM agent_records WHERE agent = ANY($1) GROUP BY agent`
