@@ -294,7 +294,10 @@ func TestServe_LapsedLease_CallClosedByAnotherIsAnsweredAsClosed(t *testing.T) {
 	}
 	done := make(chan answer, 1)
 	go func() {
-		code, out := postKeyedCallTo(t, paused.addrs["api"], "ops/test", "ops-test/slow", "paused", map[string]any{"ms": 2000, "word": "paused"})
+		// Long enough for the second gateway to start and close it first
+		// on a loaded machine (two seconds were not, once, with the other
+		// test packages running beside this one).
+		code, out := postKeyedCallTo(t, paused.addrs["api"], "ops/test", "ops-test/slow", "paused", map[string]any{"ms": 6000, "word": "paused"})
 		done <- answer{code, out}
 	}()
 	s, err := pg.Open(context.Background(), url, holon.StoreOptions{})

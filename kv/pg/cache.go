@@ -70,6 +70,10 @@ func kHold(receipt string) string       { return "h" + sep + receipt }
 func kReceipt(id string) string         { return "r" + sep + id }
 func kRecord(agent string) string       { return "v" + sep + agent }
 func kRegistry(table, id string) string { return "g" + sep + table + sep + id }
+
+// kApproval keys an approval an update read, for a write of it to be
+// checked (guards.go): approvals are not kept in the cache.
+func kApproval(id string) string { return "p" + sep + id }
 func kDoc(bucket string, key []byte) string {
 	return "d" + sep + bucket + sep + hex.EncodeToString(key)
 }

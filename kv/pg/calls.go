@@ -375,6 +375,9 @@ func (t *Tx) PutHold(h *holon.Hold) error {
 	if h.Window != "" {
 		window = &h.Window
 	}
+	if err := t.guard(kHold(h.Receipt), guardHold, []any{h.Receipt}, nil); err != nil {
+		return err
+	}
 	err = t.appendRows(kHold(h.Receipt), rowHold, nil, []any{h.Receipt, h.Payer, int64(h.Amount), h.Mandate, int64(h.Reserved),
 		optText(h.Funder), optText(h.Parent), string(kids), int64(h.Downstream), optText(h.SubMandate), ts(h.Started), t.s.id, window})
 	if err == nil {
@@ -392,6 +395,7 @@ func (t *Tx) PutHold(h *holon.Hold) error {
 func (t *Tx) Hold(receipt string) (*holon.Hold, error) {
 	k := kHold(receipt)
 	if c, ok := t.cached(k); ok {
+		t.saw(k, c)
 		if c.st == present {
 			return cloneHold(c.v.(*holon.Hold)), nil
 		}
@@ -405,9 +409,11 @@ func (t *Tx) Hold(receipt string) (*holon.Hold, error) {
 	switch {
 	case err == nil && out == nil:
 		t.readAbsent(k)
+		t.saw(k, entry{st: absent})
 		err = holon.ErrNotFound
 	case err == nil:
 		t.read(k, cloneHold(out))
+		t.saw(k, entry{})
 	}
 	return out, err
 }
@@ -482,6 +488,9 @@ func (t *Tx) PutApproval(a *holon.Approval) error {
 		}
 		input = string(b)
 	}
+	if err := t.guard(kApproval(a.ID), guardApprove, []any{a.ID}, func(e entry) []any { return []any{e.v} }); err != nil {
+		return err
+	}
 	return t.execFree(`INSERT INTO approvals (id, seq, mandate, caller, agent, capability, input_hash, max_cost, worst_case, currency,
 			receipt, status, created, expires, decided, run, input)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)
@@ -503,8 +512,12 @@ func (t *Tx) Approval(id string) (*holon.Approval, error) {
 		_, out, err = scanApproval(rows)
 		return err
 	})
-	if err == nil && out == nil {
+	switch {
+	case err == nil && out == nil:
+		t.saw(kApproval(id), entry{st: absent})
 		err = holon.ErrNotFound
+	case err == nil:
+		t.saw(kApproval(id), entry{v: out.Status})
 	}
 	return out, err
 }

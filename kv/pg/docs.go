@@ -77,6 +77,7 @@ func (t *Tx) appBucket(name string) error {
 func (t *Tx) getRaw(bucket string, key []byte) ([]byte, error) {
 	k := kDoc(bucket, key)
 	if c, ok := t.cached(k); ok {
+		t.saw(k, c)
 		if c.st == present {
 			return bytes.Clone(c.v.([]byte)), nil
 		}
@@ -87,8 +88,10 @@ func (t *Tx) getRaw(bucket string, key []byte) ([]byte, error) {
 	switch {
 	case err == holon.ErrNotFound:
 		t.readAbsent(k)
+		t.saw(k, entry{st: absent})
 	case err == nil:
 		t.read(k, bytes.Clone(v))
+		t.saw(k, entry{v: bytes.Clone(v)})
 	}
 	return v, err
 }
@@ -110,6 +113,9 @@ func (t *Tx) putValue(bucket string, key, value []byte, document bool) error {
 	tb := tableOf(bucket)
 	if tb != appDocTable {
 		doc = string(value)
+	}
+	if err := t.guard(kDoc(bucket, key), docGuard(bucket), []any{bucket, key}, sameBytes); err != nil {
+		return err
 	}
 	if tb == appDocTable {
 		// Sent with the other documents of its round trip (rows.go).
@@ -215,6 +221,9 @@ func (t *Tx) Delete(bucket, key string) error {
 	if appendOnly[bucket] {
 		return fmt.Errorf("%s is append-only", bucket)
 	}
+	if err := t.guard(kDoc(bucket, []byte(key)), docGuard(bucket), []any{bucket, []byte(key)}, sameBytes); err != nil {
+		return err
+	}
 	if err := t.execRow(kDoc(bucket, []byte(key)), tableOf(bucket).del, bucket, []byte(key)); err != nil {
 		return err
 	}
@@ -274,6 +283,13 @@ func (t *Tx) putDoc(table, key, id string, d holon.Doc) error {
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", table, id, err)
 	}
+	g := guardMandate
+	if table == "agents" {
+		g = guardAgent
+	}
+	if err := t.guard(kRegistry(table, id), g, []any{id}, sameRegistry); err != nil {
+		return err
+	}
 	if err := t.execFree(`INSERT INTO `+table+` (`+key+`, doc, created, published, yanked, revoked) VALUES ($1, $2, $3, $4, $5, $6)
 		ON CONFLICT (`+key+`) DO UPDATE SET doc = EXCLUDED.doc, created = EXCLUDED.created, published = EXCLUDED.published,
 			yanked = EXCLUDED.yanked, revoked = EXCLUDED.revoked`, id, string(compact), ts(d.Created), d.Published, optText(d.Yanked), d.Revoked); err != nil {
@@ -305,6 +321,7 @@ func scanDoc(rows pgx.Rows) (string, holon.Doc, error) {
 func (t *Tx) doc(table, key, id string) (holon.Doc, error) {
 	k := kRegistry(table, id)
 	if c, ok := t.cached(k); ok {
+		t.saw(k, c)
 		if c.st == present {
 			d := c.v.(holon.Doc)
 			d.Doc = bytes.Clone(d.Doc)
@@ -325,11 +342,13 @@ func (t *Tx) doc(table, key, id string) (holon.Doc, error) {
 	switch {
 	case err == nil && !found:
 		t.readAbsent(k)
+		t.saw(k, entry{st: absent})
 		err = holon.ErrNotFound
 	case err == nil:
 		c := d
 		c.Doc = bytes.Clone(d.Doc)
 		t.read(k, c)
+		t.saw(k, entry{v: c})
 	}
 	return d, err
 }

@@ -38,6 +38,9 @@ type Store struct {
 	// safeRuns counts the groups run again safely, headStarts those begun
 	// by the COMMIT of the group before (group.go).
 	safeRuns, headStarts atomic.Uint64
+	// asReadRuns counts the updates run again on their own because a
+	// row they read and wrote whole changed since (guards.go).
+	asReadRuns atomic.Uint64
 	// idleStarts counts the groups begun that way and ended unused: no
 	// update waited once the COMMIT was answered.
 	idleStarts atomic.Uint64
@@ -233,7 +236,19 @@ func (s *Store) View(fn func(holon.Tx) error) (err error) {
 }
 
 // Update runs fn in a write transaction and returns once it is committed.
+// An update refused because a row it read and wrote whole changed since
+// it read it (guards.go) runs again, on the row as it is now.
 func (s *Store) Update(ctx context.Context, fn func(holon.Tx) error) error {
+	for n := 1; ; n++ {
+		err := s.update(ctx, fn)
+		if n == maxAsRead || !asRead(err) {
+			return err
+		}
+		s.asReadRuns.Add(1)
+	}
+}
+
+func (s *Store) update(ctx context.Context, fn func(holon.Tx) error) error {
 	u := &update{ctx: ctx, fn: fn, done: make(chan error, 1)}
 	s.mu.RLock()
 	if s.closed {
@@ -276,6 +291,11 @@ func (s *Store) Stats() holon.StoreStats {
 // own savepoint, since the store opened: their fast run was refused
 // (group.go).
 func (s *Store) SafeRuns() uint64 { return s.safeRuns.Load() }
+
+// AsReadRuns is how many updates ran again on their own since the store
+// opened, a row they read and wrote whole having changed since they read
+// it, again after their group's safe run (guards.go).
+func (s *Store) AsReadRuns() uint64 { return s.asReadRuns.Load() }
 
 // HeadStarts is how many groups were begun (transaction, writers' lock,
 // log) in the round trip of the COMMIT before them, since the store

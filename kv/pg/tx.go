@@ -65,6 +65,9 @@ type Tx struct {
 	limits holon.BudgetLimits
 	// numbered is the last number the update handed out, by bucket.
 	numbered map[string]uint64
+	// seen are the rows written whole that the update read, as it first
+	// found them, for its writes of them to be checked (guards.go).
+	seen map[string]entry
 }
 
 // counterAt is a CounterAt call: f is told the counter under key k once
@@ -167,7 +170,7 @@ func refusal(err error) error {
 			return fmt.Errorf("%w: %w", holon.ErrOverdrawn, err)
 		case "budgets_within":
 			return fmt.Errorf("%w: %w", holon.ErrOverBudget, err)
-		case "rows_gone_once":
+		case "rows_gone_once", "rows_as_read":
 			return fmt.Errorf("%w: %w", holon.ErrChangedMeanwhile, err)
 		}
 	}
@@ -196,6 +199,8 @@ func staleRow(err error) string {
 		if table, key, _ := strings.Cut(pe.Detail, "\n"); table == "holds" {
 			return kHold(key)
 		}
+	case "rows_as_read":
+		return pe.Detail
 	}
 	return ""
 }

@@ -1,0 +1,141 @@
+package pg
+
+import (
+	"bytes"
+	"errors"
+	"strconv"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"holon.dev/holon"
+)
+
+// Rows written whole, written as read. Balances, budgets, counters and
+// records are moved (rows.go): a move keeps what another writer moved
+// meanwhile. A document, an agent version or mandate, an approval or a
+// hold is written whole, so a write of one that its update read first
+// (from the writer's memory or from the database) is sent after a check
+// that the row is still as the update read it: the check locks the row
+// (FOR UPDATE, so that nothing changes it before the COMMIT) and compares
+// it, or, for a row read as absent, takes a lock of its key first
+// (pg_advisory_xact_lock), which every such check of the same key takes,
+// so that two writers cannot both insert it (migration 26). A row that
+// differs refuses the transaction with rows_as_read, naming the row's
+// cache key: the writer forgets the row and the group runs again safely,
+// each update reading again what it needs, and an update refused again
+// (the row changed once more in between) runs again on its own
+// (Store.Update), up to maxAsRead times.
+//
+// A write of a row the update did not read (a new receipt's hold, a new
+// document under a fresh key) is sent as it is, and so is a write of a
+// row this update wrote before reading it: the value it read was its own.
+
+// maxAsRead is how many times an update refused by a row it read runs.
+const maxAsRead = 4
+
+// guardTable is how a check finds a row: its table and the condition on
+// its key, with the key's arguments $1 … $n.
+type guardTable struct {
+	table, key string
+	// same is the condition that the row holds the value read, with that
+	// value the argument after the key's ("" : being there is enough).
+	same string
+}
+
+var (
+	guardAppDoc = guardTable{"app_docs", "bucket = $1 AND key_bytes = $2",
+		"coalesce(convert_to(doc::text, 'UTF8'), raw) = $3"}
+	guardCredential = guardTable{"credentials", "$1 <> '' AND agent = convert_from($2, 'UTF8')",
+		"convert_to(doc::text, 'UTF8') = $3"}
+	guardSignIn = guardTable{"signin", "$1 <> '' AND key = convert_from($2, 'UTF8')",
+		"convert_to(doc::text, 'UTF8') = $3"}
+	// A registry document: its document and columns, as the writer reads
+	// them ($2 … $6).
+	guardMandate = guardTable{"mandates", "id = $1", registrySame}
+	guardAgent   = guardTable{"agents", "ref = $1", registrySame}
+	guardApprove = guardTable{"approvals", "id = $1", "status = $2"}
+	guardHold    = guardTable{"holds", "receipt = $1", ""}
+)
+
+const registrySame = `doc::text = $2 AND created::timestamptz = $3::timestamptz AND published = $4
+	AND yanked IS NOT DISTINCT FROM $5 AND revoked = $6`
+
+// docGuard is the check of a document of bucket.
+func docGuard(bucket string) guardTable {
+	switch bucket {
+	case holon.BucketCredentials:
+		return guardCredential
+	case holon.BucketSignIn:
+		return guardSignIn
+	}
+	return guardAppDoc
+}
+
+// saw records a row as this update first found it (before any write of
+// its own), for a write of it to be checked against.
+func (t *Tx) saw(k string, e entry) {
+	if t.g == nil {
+		return
+	}
+	if _, ok := t.seen[k]; ok {
+		return
+	}
+	if t.seen == nil {
+		t.seen = map[string]entry{}
+	}
+	if own, ok := t.l[k]; ok && own.dirty {
+		// What it reads is its own write: nothing to check.
+		e = entry{st: unknown}
+	}
+	t.seen[k] = e
+}
+
+// guard queues, before a write of the row under cache key k, the check
+// that the row is as this update read it (nothing when it did not read
+// it, or checked it already). keyArgs are the row's key as g.key takes
+// them; same the value read as g.same takes it, from the entry read.
+func (t *Tx) guard(k string, g guardTable, keyArgs []any, same func(entry) []any) error {
+	e, ok := t.seen[k]
+	if !ok || e.st == unknown {
+		return nil
+	}
+	t.seen[k] = entry{st: unknown} // checked once: the row is locked now
+	n := len(keyArgs)
+	key := placeholder(n + 1)
+	// Rows of k waiting to be written go first (touches): the check
+	// judges the row as the transaction holds it.
+	if e.st == absent {
+		if err := t.queue(queued{sql: `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, args: []any{k}, touches: []string{k}}); err != nil {
+			return err
+		}
+		return t.queue(queued{sql: `SELECT holon_as_read(` + key + `, NOT EXISTS (SELECT FROM ` + g.table + ` WHERE ` + g.key + `))`,
+			args: append(keyArgs, k), touches: []string{k}})
+	}
+	args := keyArgs
+	cond := g.key
+	if g.same != "" {
+		args = append(args, same(e)...)
+		cond += " AND " + g.same
+	}
+	return t.queue(queued{sql: `SELECT holon_as_read(` + placeholder(len(args)+1) + `, EXISTS (SELECT FROM ` + g.table + ` WHERE ` + cond + ` FOR UPDATE))`,
+		args: append(args, k), touches: []string{k}})
+}
+
+// placeholder is $n.
+func placeholder(n int) string { return "$" + strconv.Itoa(n) }
+
+// sameBytes is g.same's argument for a document read.
+func sameBytes(e entry) []any { return []any{bytes.Clone(e.v.([]byte))} }
+
+// sameRegistry is g.same's arguments for a registry document read.
+func sameRegistry(e entry) []any {
+	d := e.v.(holon.Doc)
+	return []any{string(d.Doc), ts(d.Created), d.Published, optText(d.Yanked), d.Revoked}
+}
+
+// asRead reports whether err is a check of rows_as_read refusing an
+// update: a row it read changed since.
+func asRead(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "23514" && pe.ConstraintName == "rows_as_read"
+}
