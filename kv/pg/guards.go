@@ -83,11 +83,28 @@ func (t *Tx) saw(k string, e entry) {
 	if t.seen == nil {
 		t.seen = map[string]entry{}
 	}
-	if own, ok := t.l[k]; ok && own.dirty {
-		// What it reads is its own write: nothing to check.
+	if t.groupWrote(k) {
+		// What it reads is its group's own write: that write was checked
+		// (and the row locked) when it was sent, or was written whatever
+		// the row held; this one builds on it.
 		e = entry{st: unknown}
 	}
 	t.seen[k] = e
+}
+
+// groupWrote reports whether this update or an earlier one of its group
+// wrote the row under k (not committed yet: this transaction's own).
+func (t *Tx) groupWrote(k string) bool {
+	if e, ok := t.l[k]; ok && e.dirty {
+		return true
+	}
+	for _, o := range t.g.open {
+		if e, ok := o.l[k]; ok && e.dirty {
+			return true
+		}
+	}
+	e, ok := t.g.conf[k]
+	return ok && e.dirty
 }
 
 // guard queues, before a write of the row under cache key k, the check
