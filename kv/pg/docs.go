@@ -33,16 +33,20 @@ var (
 // records in their own tables (documents kept as written, columns
 // generated from them), everything else in app_docs.
 type docTable struct {
-	get, put, del, walk string
+	get, del, walk string
+	// put writes a document of a table of its own, given its key and the
+	// document (app_docs' go as rows, rows.go).
+	put string
+	// guard checks a document written as read (guards.go).
+	guard guardTable
 }
 
 var (
 	appDocTable = docTable{
-		get: `SELECT coalesce(convert_to(doc::text, 'UTF8'), raw) FROM app_docs WHERE bucket = $1 AND key_bytes = $2`,
-		put: `INSERT INTO app_docs (bucket, key, key_bytes, doc, raw) VALUES ($1, $3, $2, $4, $5)
-			ON CONFLICT (bucket, key_bytes) DO UPDATE SET doc = EXCLUDED.doc, raw = EXCLUDED.raw`,
-		del:  `DELETE FROM app_docs WHERE bucket = $1 AND key_bytes = $2`,
-		walk: `SELECT key_bytes, coalesce(convert_to(doc::text, 'UTF8'), raw) FROM app_docs WHERE bucket = $1 AND key_bytes >= $2 ORDER BY key_bytes LIMIT $3`,
+		get:   `SELECT coalesce(convert_to(doc::text, 'UTF8'), raw) FROM app_docs WHERE bucket = $1 AND key_bytes = $2`,
+		del:   `DELETE FROM app_docs WHERE bucket = $1 AND key_bytes = $2`,
+		walk:  `SELECT key_bytes, coalesce(convert_to(doc::text, 'UTF8'), raw) FROM app_docs WHERE bucket = $1 AND key_bytes >= $2 ORDER BY key_bytes LIMIT $3`,
+		guard: guardTable{"app_docs", "bucket = $1 AND key_bytes = $2", "coalesce(convert_to(doc::text, 'UTF8'), raw) = $3"},
 	}
 	ownTables = map[string]docTable{
 		holon.BucketCredentials: keyDocTable("credentials", "agent"),
@@ -51,11 +55,13 @@ var (
 )
 
 func keyDocTable(table, key string) docTable {
+	row := `$1 <> '' AND ` + key + ` = convert_from($2, 'UTF8')`
 	return docTable{
-		get:  `SELECT convert_to(doc::text, 'UTF8') FROM ` + table + ` WHERE $1 <> '' AND ` + key + ` = convert_from($2, 'UTF8')`,
-		put:  `INSERT INTO ` + table + ` (` + key + `, doc) VALUES (convert_from($2, 'UTF8'), $4) ON CONFLICT (` + key + `) DO UPDATE SET doc = EXCLUDED.doc`,
-		del:  `DELETE FROM ` + table + ` WHERE $1 <> '' AND ` + key + ` = convert_from($2, 'UTF8')`,
-		walk: `SELECT convert_to(` + key + `, 'UTF8'), convert_to(doc::text, 'UTF8') FROM ` + table + ` WHERE $1 <> '' AND ` + key + ` >= convert_from($2, 'UTF8') COLLATE "C" ORDER BY ` + key + ` COLLATE "C" LIMIT $3`,
+		get:   `SELECT convert_to(doc::text, 'UTF8') FROM ` + table + ` WHERE ` + row,
+		put:   `INSERT INTO ` + table + ` (` + key + `, doc) VALUES (convert_from($1, 'UTF8'), $2) ON CONFLICT (` + key + `) DO UPDATE SET doc = EXCLUDED.doc`,
+		del:   `DELETE FROM ` + table + ` WHERE ` + row,
+		guard: guardTable{table, row, "convert_to(doc::text, 'UTF8') = $3"},
+		walk:  `SELECT convert_to(` + key + `, 'UTF8'), convert_to(doc::text, 'UTF8') FROM ` + table + ` WHERE $1 <> '' AND ` + key + ` >= convert_from($2, 'UTF8') COLLATE "C" ORDER BY ` + key + ` COLLATE "C" LIMIT $3`,
 	}
 }
 
@@ -114,7 +120,7 @@ func (t *Tx) putValue(bucket string, key, value []byte, document bool) error {
 	if tb != appDocTable {
 		doc = string(value)
 	}
-	if err := t.guard(kDoc(bucket, key), docGuard(bucket), []any{bucket, key}, sameBytes); err != nil {
+	if err := t.guard(kDoc(bucket, key), tb.guard, []any{bucket, key}, sameBytes); err != nil {
 		return err
 	}
 	if tb == appDocTable {
@@ -128,7 +134,7 @@ func (t *Tx) putValue(bucket string, key, value []byte, document bool) error {
 		if err := t.appendRows(kDoc(bucket, key), rowAppDoc, nil, []any{bucket, keyText(key), bytes.Clone(key), d, r}); err != nil {
 			return err
 		}
-	} else if err := t.execFree(tb.put, bucket, key, keyText(key), doc, raw); err != nil {
+	} else if err := t.execFree(tb.put, key, doc); err != nil {
 		return err
 	}
 	t.wrote(kDoc(bucket, key), bytes.Clone(value))
@@ -221,7 +227,7 @@ func (t *Tx) Delete(bucket, key string) error {
 	if appendOnly[bucket] {
 		return fmt.Errorf("%s is append-only", bucket)
 	}
-	if err := t.guard(kDoc(bucket, []byte(key)), docGuard(bucket), []any{bucket, []byte(key)}, sameBytes); err != nil {
+	if err := t.guard(kDoc(bucket, []byte(key)), tableOf(bucket).guard, []any{bucket, []byte(key)}, sameBytes); err != nil {
 		return err
 	}
 	if err := t.execRow(kDoc(bucket, []byte(key)), tableOf(bucket).del, bucket, []byte(key)); err != nil {

@@ -42,13 +42,9 @@ type guardTable struct {
 	same string
 }
 
+// The checks of rows other than documents (a bucket's documents: its
+// docTable's guard, docs.go).
 var (
-	guardAppDoc = guardTable{"app_docs", "bucket = $1 AND key_bytes = $2",
-		"coalesce(convert_to(doc::text, 'UTF8'), raw) = $3"}
-	guardCredential = guardTable{"credentials", "$1 <> '' AND agent = convert_from($2, 'UTF8')",
-		"convert_to(doc::text, 'UTF8') = $3"}
-	guardSignIn = guardTable{"signin", "$1 <> '' AND key = convert_from($2, 'UTF8')",
-		"convert_to(doc::text, 'UTF8') = $3"}
 	// A registry document: its document and columns, as the writer reads
 	// them ($2 … $6).
 	guardMandate = guardTable{"mandates", "id = $1", registrySame}
@@ -59,17 +55,6 @@ var (
 
 const registrySame = `doc::text = $2 AND created::timestamptz = $3::timestamptz AND published = $4
 	AND yanked IS NOT DISTINCT FROM $5 AND revoked = $6`
-
-// docGuard is the check of a document of bucket.
-func docGuard(bucket string) guardTable {
-	switch bucket {
-	case holon.BucketCredentials:
-		return guardCredential
-	case holon.BucketSignIn:
-		return guardSignIn
-	}
-	return guardAppDoc
-}
 
 // saw records a row as this update first found it (before any write of
 // its own), for a write of it to be checked against.
