@@ -349,6 +349,17 @@ type RecordsAhead interface {
 	RecordsAhead(agents ...string)
 }
 
+// ExactBudgets is implemented by the transactions of a store whose
+// writers' idea of a budget may lack other gateways' moves (the
+// PostgreSQL store): ExactBudget reads a mandate's budget, or its
+// spending in a window (window not ""), as the transaction's commit
+// leaves it, whatever other gateways do meanwhile. A budget alert's
+// threshold is judged so: a store without it reads Budget and
+// WindowBudget, which are exact there.
+type ExactBudgets interface {
+	ExactBudget(mandate, window string) (Budget, error)
+}
+
 // RecentViews is implemented by a store several gateways share whose
 // process keeps in memory the rows its writer last saw committed (the
 // PostgreSQL store).
@@ -359,8 +370,12 @@ type RecentViews interface {
 	// commits since then may be missing. ok is false when it cannot (that
 	// state is older, or fn asked for a row it does not keep, and fn was
 	// stopped there): the caller must then undo what fn did and run View.
+	// On a store whose gateways' writers overlap (the PostgreSQL store's
+	// option), the rows other gateways move (balances, budgets, counters,
+	// agents' records) may also lack their moves of the last second.
 	// An in-memory admission reads so (gateway/memory.go): its
-	// settlement checks it again against what every gateway committed.
+	// settlement checks it again, and the store's commit judges every
+	// balance and budget against what every gateway committed.
 	ViewRecent(maxAge time.Duration, fn func(Tx) error) (ok bool, err error)
 }
 

@@ -91,8 +91,18 @@ func (e *Engine) reach(tx holon.Tx, m *contract.Mandate, window string, charge j
 		}
 		return nil
 	}
+	exact, _ := tx.(holon.ExactBudgets)
+	budget := func(window string) (holon.Budget, error) {
+		switch {
+		case exact != nil:
+			return exact.ExactBudget(m.ID, window)
+		case window != "":
+			return tx.WindowBudget(m.ID, window)
+		}
+		return tx.Budget(m.ID)
+	}
 	if window != "" && m.Windowed() {
-		wb, err := tx.WindowBudget(m.ID, window)
+		wb, err := budget(window)
 		if err != nil {
 			return nil, err
 		}
@@ -101,7 +111,7 @@ func (e *Engine) reach(tx holon.Tx, m *contract.Mandate, window string, charge j
 		}
 	}
 	if m.Budget.Total != nil {
-		b, err := tx.Budget(m.ID)
+		b, err := budget("")
 		if err != nil {
 			return nil, err
 		}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"holon.dev/holon"
@@ -48,6 +49,10 @@ type entry struct {
 	st state
 	// dirty: the group changed the row (its key goes to writer_log).
 	dirty bool
+	// at, for a moved row of writers that overlap (overlap.go), is when
+	// the value it was computed from was read from the database (Unix
+	// nanoseconds): past MovedForget it is read again.
+	at int64
 }
 
 // layer maps cache keys to what is known of their rows.
@@ -212,28 +217,41 @@ func (t *Tx) cached(key string) (entry, bool) {
 		e, ok := t.l[key]
 		if !ok && t.recent { // or what committed groups left (recent.go)
 			e, ok = t.s.base[key]
+			ok = ok && t.s.fresh(key, e)
 		}
 		return e, ok && e.st != unknown
 	}
 	if t.g.touched != nil {
 		t.g.touch(key, t.idx, t.inner == 0)
 	}
+	e, ok, group := t.known(key)
+	ok = ok && e.st != unknown && (group || t.s.fresh(key, e))
+	if ok && t.s.overlap && e.at != 0 && e.at < t.began && moved(key) {
+		t.usedMoved = append(t.usedMoved, key) // judgedStale
+	}
+	return e, ok
+}
+
+// known is the newest layer's entry for key in the update's group, and
+// whether it is of the group's own layers (not the group before it, nor
+// base).
+func (t *Tx) known(key string) (e entry, ok, group bool) {
 	if e, ok := t.l[key]; ok {
-		return e, e.st != unknown
+		return e, true, true
 	}
 	for i := len(t.g.open) - 1; i >= 0; i-- {
 		if e, ok := t.g.open[i].l[key]; ok {
-			return e, e.st != unknown
+			return e, true, true
 		}
 	}
 	if e, ok := t.g.conf[key]; ok {
-		return e, e.st != unknown
+		return e, true, true
 	}
 	if e, ok := t.g.prior[key]; ok {
-		return e, e.st != unknown
+		return e, true, false
 	}
-	e, ok := t.s.base[key]
-	return e, ok && e.st != unknown
+	e, ok = t.s.base[key]
+	return e, ok, false
 }
 
 // read records a row's value as this update read it from the database.
@@ -258,6 +276,16 @@ func (t *Tx) set(key string, e entry) {
 			t.l[key] = e
 		}
 		return
+	}
+	if t.s.overlap && moved(key) {
+		// A value read is as fresh as now; one computed, as the value it
+		// was computed from.
+		e.at = time.Now().UnixNano()
+		if e.dirty {
+			if old, ok, _ := t.known(key); ok && old.st != unknown {
+				e.at = old.at
+			}
+		}
 	}
 	if old, ok := t.l[key]; ok && old.dirty {
 		e.dirty = true

@@ -306,8 +306,42 @@ func (t *Tx) checkLimits() error {
 
 // WindowBudget reads a mandate's spending in one budget window.
 func (t *Tx) WindowBudget(mandate, window string) (holon.Budget, error) {
-	return t.budget(kWindow(mandate, window), `SELECT (spent * 1000000)::bigint, (reserved * 1000000)::bigint FROM budget_windows WHERE mandate = $1 AND win = $2`,
-		mandate, window)
+	return t.budget(kWindow(mandate, window), windowSelect, mandate, window)
+}
+
+// windowSelect reads a mandate's budget in one window.
+const windowSelect = `SELECT (spent * 1000000)::bigint, (reserved * 1000000)::bigint FROM budget_windows WHERE mandate = $1 AND win = $2`
+
+// ExactBudget reads a mandate's budget, or its spending in a window
+// (window not ""), as this transaction's commit leaves it
+// (holon.ExactBudgets). Writers that take turns know it: the writer's
+// idea of it is the database's. A writer that overlaps reads it from the
+// database, the update's own moves sent first, and locks the row until
+// the commit, so that no other gateway moves it meanwhile (overlap.go:
+// its idea of a budget may lack the others' moves).
+func (t *Tx) ExactBudget(mandate, window string) (holon.Budget, error) {
+	if !t.s.overlap || t.g == nil {
+		if window == "" {
+			return t.Budget(mandate)
+		}
+		return t.WindowBudget(mandate, window)
+	}
+	k, sql, args := kBudget(mandate), budgetSelect, []any{mandate}
+	if window != "" {
+		k, sql, args = kWindow(mandate, window), windowSelect, []any{mandate, window}
+	}
+	var spent, reserved int64
+	err := t.one(sql+` FOR UPDATE`, args, &spent, &reserved)
+	if err == holon.ErrNotFound {
+		t.readAbsent(k)
+		return holon.Budget{}, nil
+	}
+	if err != nil {
+		return holon.Budget{}, err
+	}
+	b := holon.Budget{Spent: journal.Amount(spent), Reserved: journal.Amount(reserved)}
+	t.read(k, b)
+	return b, nil
 }
 
 // AddWindowBudget moves a mandate's spent and reserved in one budget window.

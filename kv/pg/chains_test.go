@@ -114,6 +114,7 @@ func verifyJournal(t *testing.T, s holon.Store) {
 // verifies with a head a chain; and that a chain given back (its gateway
 // closed) is claimed by the next gateway to start, which goes on with it.
 func TestChains_OneAGateway(t *testing.T) {
+	turns(t)
 	dbs := newDatabases(t)
 	url := dbs.url(t, "chains")
 	ctx := context.Background()

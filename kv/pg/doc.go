@@ -66,6 +66,15 @@
 // in-process call's admission reads what the writer last saw committed,
 // in memory, when that is recent enough and holds every row it asks for.
 //
+// That is the design with Options.Turns (HOLON_PG_TURNS=1). By default
+// the writers take no turns: each group is a READ COMMITTED transaction
+// of its own, the writers' log is read by transaction and names only the
+// rows written whole, and a writer's idea of a moved row (a balance,
+// budget, counter or record) lacks the other gateways' moves until it
+// reads the row again, a second later or when a refusal of its own was
+// judged on it (overlap.go); the database judges the sums at every
+// commit.
+//
 // The journal is a forest of hash chains (holon.Chains): each store
 // handle's writer extends a chain of its own, claimed when it opens
 // (lease.go, journal_chains, migration 17), so that a chain's head is

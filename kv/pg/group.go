@@ -76,6 +76,11 @@ type group struct {
 	// marks are where each update that ran began handing out numbers
 	// (numbers.go: mark).
 	marks []uint64
+	// recheck, in a group of writers that overlap run while the COMMIT
+	// before it was in flight, are the rows other writers changed
+	// meanwhile: forgotten once it commits, if it used them
+	// (overlap.go).
+	recheck []string
 }
 
 // mark records where update i begins handing out numbers.
@@ -122,6 +127,11 @@ func (g *group) refused(t *Tx, owner int, err error) error {
 		g.s.baseMu.Lock()
 		delete(g.s.base, k)
 		g.s.baseMu.Unlock()
+		if k == kMeta(g.s.headKey) {
+			// Another writer extended this writer's chain: its entries
+			// take numbers from a block taken after those (numbers.go).
+			g.s.nums.drop("journal")
+		}
 	}
 	err = refusal(err)
 	if t.note(err); t.fatal == nil && !g.safe {
@@ -205,16 +215,16 @@ func (s *Store) try(batch *[]*update, fill, safe bool) (errs []error, retry, aga
 		s.headStarts.Add(1)
 	} else {
 		begunAt = time.Now()
-		gen := s.gen
+		at := s.pos()
 		begun := func() (a begunAnswer) {
 			a.conn, a.err = s.acquire(ctx, func(c *pgxpool.Conn) (err error) {
-				a.logged, err = begin(ctx, c.Conn(), gen)
+				a.logged, err = s.begin(ctx, c.Conn(), at)
 				return err
 			})
 			return a
 		}
 		var a begunAnswer
-		if fill && start == 0 && !safe && gen >= 0 && !s.noWaitRuns {
+		if fill && start == 0 && !safe && at.gen >= 0 && !s.noWaitRuns && !s.overlap {
 			// While the begin waits for the lock, the updates run.
 			answered := make(chan begunAnswer, 1)
 			go func() { answered <- begun() }()
@@ -231,7 +241,14 @@ func (s *Store) try(batch *[]*update, fill, safe bool) (errs []error, retry, aga
 		}
 	}
 	// alone: no other writer wrote since this one's last group.
-	g.alone = s.gen >= 0 && len(logged) == 0
+	g.alone = s.gen >= 0 && !changed(logged)
+	if start > 0 && s.overlap {
+		// Run while the COMMIT before was in flight, on what this
+		// writer knew then (commit).
+		for _, e := range logged {
+			g.recheck = append(g.recheck, e.keys...)
+		}
+	}
 	ok := false
 	defer func() {
 		if !ok {
@@ -318,7 +335,7 @@ func (g *group) runUpdates(updates []*update, i int, q querier) error {
 				continue
 			}
 			g.mark(i)
-			tx := &Tx{s: g.s, ctx: g.ctx, tx: q, g: g, idx: i, l: layer{}}
+			tx := &Tx{s: g.s, ctx: g.ctx, tx: q, g: g, idx: i, l: layer{}, began: time.Now().UnixNano()}
 			if g.safe {
 				g.pending = append(g.pending, queued{sql: `SAVEPOINT u`, owner: i, free: true})
 			}
@@ -327,6 +344,9 @@ func (g *group) runUpdates(updates []*update, i int, q querier) error {
 				if ferr = tx.checkOverdrafts(); ferr == nil {
 					ferr = tx.checkLimits()
 				}
+			}
+			if tx.fatal == nil && tx.failed == nil && !g.far {
+				ferr = tx.judgedStale(ferr)
 			}
 			if tx.fatal != nil {
 				return tx.fatal
@@ -434,7 +454,32 @@ type logEntry struct {
 	keys []string
 	// vals are the keys' rows' new values, or nil (cache.go).
 	vals []*string
+	// snap, for writers that overlap (overlap.go), is the snapshot the
+	// log was read in: one entry holds every row the others changed
+	// since the last read, with their values then.
+	snap string
 }
+
+// changed reports whether other writers changed rows in the entries.
+func changed(logged []logEntry) bool {
+	for _, e := range logged {
+		if len(e.keys) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// logPos is where a writer's reading of the log stands: the last entry
+// it read under the writers' lock (-1: it knows nothing), or, for
+// writers that overlap, the snapshot it last read the log in.
+type logPos struct {
+	gen  int64
+	snap string
+}
+
+// pos is the writer's position in the log (the writer goroutine's).
+func (s *Store) pos() logPos { return logPos{s.gen, s.snap} }
 
 // begin begins the group's transaction, takes the writers' lock and reads
 // the writers' log after gen (the newest entry alone when gen < 0), in one
@@ -443,12 +488,12 @@ type logEntry struct {
 // LOCK TABLE takes no snapshot, so the transaction's snapshot is taken once
 // the lock is held, and sees every group committed before. It is let go
 // of at COMMIT or ROLLBACK, or when the connection dies.
-func begin(ctx context.Context, c *pgx.Conn, gen int64) ([]logEntry, error) {
+func (s *Store) begin(ctx context.Context, c *pgx.Conn, at logPos) ([]logEntry, error) {
 	b := &pgx.Batch{}
-	queueBegin(b, gen, false)
+	s.queueBegin(b, at, false)
 	br := c.SendBatch(ctx, b)
 	defer br.Close()
-	out, err := readBegin(br)
+	out, err := s.readBegin(br)
 	if err != nil {
 		return nil, err
 	}
@@ -457,7 +502,13 @@ func begin(ctx context.Context, c *pgx.Conn, gen int64) ([]logEntry, error) {
 
 // queueBegin queues begin's statements; with nowait, the lock is taken
 // only if no other writer holds it, else the transaction fails at once.
-func queueBegin(b *pgx.Batch, gen int64, nowait bool) {
+// Writers that overlap take no lock (overlap.go).
+func (s *Store) queueBegin(b *pgx.Batch, at logPos, nowait bool) {
+	if s.overlap {
+		queueOverlapBegin(b, at, s.chain)
+		return
+	}
+	gen := at.gen
 	b.Queue(`BEGIN ISOLATION LEVEL REPEATABLE READ`)
 	if nowait {
 		b.Queue(`LOCK TABLE writer_log IN EXCLUSIVE MODE NOWAIT`)
@@ -472,13 +523,11 @@ func queueBegin(b *pgx.Batch, gen int64, nowait bool) {
 }
 
 // readBegin reads the answers to queueBegin's statements: the log.
-func readBegin(br pgx.BatchResults) ([]logEntry, error) {
-	for range 2 {
-		if _, err := br.Exec(); err != nil {
-			return nil, err
-		}
+func (s *Store) readBegin(br pgx.BatchResults) ([]logEntry, error) {
+	if s.overlap {
+		return readOverlapBegin(br)
 	}
-	rows, err := br.Query()
+	rows, err := queryAfter(br, 2)
 	if err != nil {
 		return nil, err
 	}
@@ -495,6 +544,17 @@ func readBegin(br pgx.BatchResults) ([]logEntry, error) {
 	return out, rows.Err()
 }
 
+// queryAfter reads the answers of a batch's first n statements, and the
+// rows of the next one.
+func queryAfter(br pgx.BatchResults, n int) (pgx.Rows, error) {
+	for range n {
+		if _, err := br.Exec(); err != nil {
+			return nil, err
+		}
+	}
+	return br.Query()
+}
+
 // catchUp forgets the rows the other writers changed since this writer's
 // last group and returns the newest log entry's number. Its log was read
 // under the writers' lock, taken after at: base is then the committed
@@ -503,6 +563,9 @@ func (s *Store) catchUp(logged []logEntry, at time.Time) int64 {
 	s.baseMu.Lock()
 	defer s.baseMu.Unlock()
 	s.baseAt = at
+	if s.overlap {
+		return s.catchUpOverlap(logged, at)
+	}
 	// Another writer that extended this writer's chain numbered its
 	// entries after what this writer knew: the entries this writer
 	// numbers next take a block taken after those (numbers.go).
@@ -567,6 +630,14 @@ func (s *Store) commit(ctx context.Context, c *pgx.Conn, g *group) (err error) {
 		g.atCommit = append(g.atCommit, o.atCommit...)
 	}
 	g.open = nil
+	for _, k := range g.recheck {
+		if e, used := g.conf[k]; used {
+			// Computed from an older value than the other writer's: not
+			// known, here, in base once committed, and in the group run
+			// while this COMMIT is in flight (overlap.go).
+			g.conf[k] = entry{st: unknown, dirty: e.dirty}
+		}
+	}
 	for _, k := range g.stale {
 		// Forgotten, here and in the other writers' caches.
 		g.conf[k] = entry{st: unknown, dirty: true}
@@ -574,7 +645,7 @@ func (s *Store) commit(ctx context.Context, c *pgx.Conn, g *group) (err error) {
 	var keys []string
 	var vals []*string
 	for k, e := range g.conf {
-		if e.dirty {
+		if e.dirty && (!s.overlap || !moved(k)) {
 			keys, vals = append(keys, k), append(vals, logValue(k, e))
 		}
 	}
@@ -584,7 +655,11 @@ func (s *Store) commit(ctx context.Context, c *pgx.Conn, g *group) (err error) {
 		b.Queue(q.sql, q.args...)
 	}
 	s.stmts.Add(uint64(len(pend))) // in the COMMIT's round trip
-	if len(keys) > 0 {
+	switch {
+	case len(keys) == 0:
+	case s.overlap:
+		s.queueOverlapLog(b, keys)
+	default:
 		gen++
 		b.Queue(`INSERT INTO writer_log (gen, keys, vals) VALUES ($1, $2, $3)`, gen, keys, vals)
 		if gen%logPrune == 0 {
@@ -604,9 +679,9 @@ func (s *Store) commit(ctx context.Context, c *pgx.Conn, g *group) (err error) {
 	// next group begins as any other. (Waiting for it would hold this
 	// group's answers too: PostgreSQL sends a batch's answers when it
 	// ends.)
-	pipe := g.alone && !g.safe
+	pipe := (g.alone || s.overlap) && !g.safe
 	if pipe {
-		queueBegin(b, gen, true)
+		s.queueBegin(b, logPos{gen, s.snap}, true)
 	}
 	// CounterAt: the counters as this COMMIT leaves them, told before
 	// any reader can see it (unknown: a value no reader reaches).
@@ -632,7 +707,7 @@ func (s *Store) commit(ctx context.Context, c *pgx.Conn, g *group) (err error) {
 		// no other writer wrote meanwhile.
 		answered := make(chan commitAnswer, 1)
 		go func() {
-			begun, err := readCommit(ctx, c, br, commitAt, pipe, g.safe)
+			begun, err := s.readCommit(ctx, c, br, commitAt, pipe, g.safe)
 			answered <- commitAnswer{begun, err}
 		}()
 		sp, a := s.speculate(g, answered)
@@ -641,7 +716,12 @@ func (s *Store) commit(ctx context.Context, c *pgx.Conn, g *group) (err error) {
 			if sp == nil {
 				return
 			}
-			if err == nil && !sp.far && g.begun != nil && len(g.begun) == 0 {
+			if err == nil && !sp.far && g.begun != nil && (s.overlap || !changed(g.begun)) {
+				// Writers that overlap keep it whatever the others
+				// changed meanwhile: it ran on what this writer knew, as
+				// any of their groups does, and the rows the others
+				// changed that it used are forgotten once it commits
+				// (overlap.go).
 				s.spec = sp
 				s.specGroups.Add(1)
 				s.specUpdates.Add(uint64(len(sp.batch)))
@@ -652,7 +732,7 @@ func (s *Store) commit(ctx context.Context, c *pgx.Conn, g *group) (err error) {
 			s.held = append(sp.batch, s.held...)
 		}()
 	} else {
-		begun, err = readCommit(ctx, c, br, commitAt, pipe, g.safe)
+		begun, err = s.readCommit(ctx, c, br, commitAt, pipe, g.safe)
 	}
 	if err != nil {
 		return err
@@ -679,6 +759,21 @@ func (s *Store) commit(ctx context.Context, c *pgx.Conn, g *group) (err error) {
 			s.base[k] = e
 		}
 	}
+	if s.overlap {
+		// What this group computed of a row another writer moved
+		// meanwhile is not the committed state: the head start's log
+		// read, after this COMMIT, names those rows with their values
+		// then, and base is that state once they are taken. Without it,
+		// base is one state again at the next group's read, and no
+		// recent view reads it before (overlap.go).
+		if begun == nil {
+			s.baseAt = time.Time{}
+		}
+		for _, e := range begun {
+			s.takeLog(e)
+		}
+		s.forgetMoved()
+	}
 	return nil
 }
 
@@ -696,7 +791,7 @@ type commitAnswer struct {
 // COMMIT's at commitAt; with pipe, the log the next group's head start
 // read after it (nil when it did not begin: its transaction is then
 // ended).
-func readCommit(ctx context.Context, c *pgx.Conn, br pgx.BatchResults, commitAt int, pipe, safe bool) ([]logEntry, error) {
+func (s *Store) readCommit(ctx context.Context, c *pgx.Conn, br pgx.BatchResults, commitAt int, pipe, safe bool) ([]logEntry, error) {
 	for i := range commitAt + 1 {
 		tag, err := br.Exec()
 		if err == nil && i == commitAt && tag.String() != "COMMIT" {
@@ -719,7 +814,7 @@ func readCommit(ctx context.Context, c *pgx.Conn, br pgx.BatchResults, commitAt 
 	}
 	// Committed: a failure from here on costs the next group its head
 	// start, not this group its commit.
-	logged, err := readBegin(br)
+	logged, err := s.readBegin(br)
 	if err == nil && br.Close() == nil {
 		if logged == nil {
 			logged = []logEntry{}
@@ -739,7 +834,7 @@ func (s *Store) dropCache() {
 	defer s.baseMu.Unlock()
 	s.base = layer{}
 	s.baseAt = time.Time{}
-	s.gen = -1
+	s.gen, s.snap = -1, ""
 }
 
 // LoseCommitAnswer makes the next commit that writes a hold (a call's

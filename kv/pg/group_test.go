@@ -245,6 +245,7 @@ func TestStore_LaterFailedWriteKeepsEarlier(t *testing.T) {
 // them all), b moves each of them, and a moves each again in an update
 // that makes no round trip of its own; the database ends with every move.
 func TestStore_LogCarriesValues(t *testing.T) {
+	turns(t)
 	stores, _ := openOn(t, "logvalues", 2)
 	a, b := stores[0], stores[1]
 	bg := context.Background()
@@ -283,6 +284,7 @@ func TestStore_LogCarriesValues(t *testing.T) {
 // that settles a call), and reads a long one again: handle a reads and
 // writes two documents, b rewrites both, and a reads them back.
 func TestStore_LogCarriesShortDocuments(t *testing.T) {
+	turns(t)
 	stores, _ := openOn(t, "logdocs", 2)
 	a, b := stores[0], stores[1]
 	bg := context.Background()
@@ -371,6 +373,7 @@ func TestStore_GroupKeepsARowsWritesInOrder(t *testing.T) {
 // a writer that saw another's groups does not; the money adds up either
 // way.
 func TestStore_HeadStartWhenAlone(t *testing.T) {
+	turns(t)
 	stores, _ := openOn(t, "headstart", 2)
 	a, b := stores[0], stores[1]
 	burst(t, a, 300, func(tx holon.Tx, i int) error { return moveAnn(tx, fmt.Sprintf("a%d", i)) })
@@ -416,6 +419,7 @@ func TestStore_HeadStartWhenAlone(t *testing.T) {
 // waiting once answered, it gives that group back: the writers' lock is
 // not held by an idle writer, so another handle's update commits.
 func TestStore_HeadStartGivenBackWhenIdle(t *testing.T) {
+	turns(t)
 	stores, _ := openOn(t, "headstartidle", 2)
 	a, b := stores[0], stores[1]
 	// One update at a time: none waits as each commits.
@@ -445,6 +449,7 @@ func TestStore_HeadStartGivenBackWhenIdle(t *testing.T) {
 // not wait for the lock (PostgreSQL would send the COMMIT's answer only
 // with the whole batch's), and the next group begins as any other.
 func TestStore_HeadStartDoesNotHoldAnswers(t *testing.T) {
+	turns(t)
 	stores, _ := openOn(t, "headstartanswers", 2)
 	a, b := stores[0], stores[1]
 	// Their held updates must hold the writers' lock too (NoWaitRuns).

@@ -12,8 +12,8 @@ import (
 
 // Rows written whole, written as read. Balances, budgets, counters and
 // records are moved (rows.go): a move keeps what another writer moved
-// meanwhile. A document, an agent version or mandate, an approval or a
-// hold is written whole, so a write of one that its update read first
+// meanwhile. A document, an agent version or mandate, an approval, a hold
+// or a meta row (a chain's head) is written whole, so a write of one that its update read first
 // (from the writer's memory or from the database) is sent after a check
 // that the row is still as the update read it: the check locks the row
 // (FOR UPDATE, so that nothing changes it before the COMMIT) and compares
@@ -51,6 +51,7 @@ var (
 	guardAgent   = guardTable{"agents", "ref = $1", registrySame}
 	guardApprove = guardTable{"approvals", "id = $1", "status = $2"}
 	guardHold    = guardTable{"holds", "receipt = $1", ""}
+	guardMeta    = guardTable{"meta", "key = $1", "value = $2"}
 )
 
 const registrySame = `doc::text = $2 AND created::timestamptz = $3::timestamptz AND published = $4
@@ -135,9 +136,16 @@ func sameRegistry(e entry) []any {
 	return []any{string(d.Doc), ts(d.Created), d.Published, optText(d.Yanked), d.Revoked}
 }
 
-// asRead reports whether err is a check of rows_as_read refusing an
-// update: a row it read changed since.
-func asRead(err error) bool {
+// runAgain reports whether err is a check of the database refusing an
+// update for what its writer knew wrong: a row it read and wrote whole
+// changed since (rows_as_read), or a move judged from a balance or budget
+// the writer knew wrong (an overdraft or a budget over its limit that
+// names its row, staleRow). The row is forgotten by then; run again, the
+// update reads it afresh, and decides on what it holds.
+func runAgain(err error) bool {
 	var pe *pgconn.PgError
-	return errors.As(err, &pe) && pe.Code == "23514" && pe.ConstraintName == "rows_as_read"
+	if !errors.As(err, &pe) || pe.Code != "23514" {
+		return false
+	}
+	return pe.ConstraintName == "rows_as_read" || staleRow(err) != "" && pe.ConstraintName != "rows_gone_once"
 }

@@ -309,7 +309,7 @@ func (t *Tx) AddHeld(account string, delta journal.Amount) error {
 		return err
 	}
 	if held < 0 {
-		return fmt.Errorf("release %s on %s: only %s is held", -delta, account, a.Held)
+		return judged(fmt.Errorf("release %s on %s: only %s is held", -delta, account, a.Held))
 	}
 	t.overdrafts.Before(account, a)
 	a.Held = held

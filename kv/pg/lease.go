@@ -33,6 +33,11 @@ type Options struct {
 	// (numbers.go; DefaultNumberBlock and DefaultNumberAge when zero).
 	NumberBlock int
 	NumberAge   time.Duration
+	// Turns: the gateways' writers take turns under the writers' lock
+	// (doc.go), instead of running their groups at once (overlap.go).
+	// Every gateway on a database must agree. HOLON_PG_TURNS=1 sets it
+	// too.
+	Turns bool
 }
 
 // newID names a store handle: host, process and a random part.

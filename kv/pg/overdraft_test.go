@@ -95,6 +95,7 @@ func TestOverdraft_RefusedByTheDatabase(t *testing.T) {
 // overdraw it once it holds the lock: it fails ErrOverdrawn, nothing of
 // it written, and the other gateway's debit stands.
 func TestOverdraft_RunWhileWaitingOnALoweredBalance(t *testing.T) {
+	turns(t)
 	stores, _ := openOn(t, "overdraftwait", 2)
 	a, b := stores[0], stores[1]
 	pg.NoWaitRuns(a) // its held update holds the lock

@@ -49,6 +49,7 @@ func recentBalances(t *testing.T, s *pg.Store, maxAge time.Duration) (x, y journ
 // (ok false, fn stopped at the read) a row the writer does not keep, a
 // scan, and a state older than asked for.
 func TestStore_ViewRecent(t *testing.T) {
+	turns(t)
 	url := pgtest.Start(t).CreateDB(t, "recent")
 	s, err := pg.Open(context.Background(), url, holon.StoreOptions{NoSync: true})
 	if err != nil {
@@ -116,6 +117,7 @@ func TestStore_ViewRecent(t *testing.T) {
 // sum to what was moved out of them first (run with -race: the writer
 // changes what they read).
 func TestStore_ViewRecent_OneState(t *testing.T) {
+	turns(t)
 	url := pgtest.Start(t).CreateDB(t, "recentstate")
 	var stores []*pg.Store
 	for range 2 {

@@ -18,7 +18,7 @@ func (t *Tx) RefundRecord(agent string, amount journal.Amount) error {
 		return err
 	}
 	if rec.Billed < amount {
-		return fmt.Errorf("refund of %s off the record of %s, which billed %s", amount, agent, rec.Billed)
+		return judged(fmt.Errorf("refund of %s off the record of %s, which billed %s", amount, agent, rec.Billed))
 	}
 	// Part 0 takes it (migration 24): the database judges the sum.
 	if err := t.execTouching([]string{kRecord(agent)}, `INSERT INTO agent_records AS g (agent, part, runs, succeeded, billed, duration_ms)

@@ -3,6 +3,7 @@ package pg
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	"holon.dev/holon"
 )
@@ -340,8 +341,25 @@ var inParts = [rowKinds]bool{rowAccountMove: true, rowRecordMove: true, rowCount
 var moveKeys = [rowKinds]int{rowAccountMove: 1, rowBudgetMove: 1, rowWindowMove: 2, rowCounterMove: 1, rowRecordMove: 1}
 
 // sumMoves sums moves of rows (their keys columns, then amounts moved),
-// one row a key in the order of their first moves.
+// one row a key, in the order of their keys: every writer's statement
+// then locks a table's rows in one order, so that two groups moving the
+// same rows at once (writers that overlap, overlap.go) wait for each
+// other rather than deadlock.
 func sumMoves(qs []queued, keys int) [][]any {
+	out := sumMovesInOrder(qs, keys)
+	slices.SortFunc(out, func(a, b []any) int {
+		for c := range keys {
+			if d := strings.Compare(a[c].(string), b[c].(string)); d != 0 {
+				return d
+			}
+		}
+		return 0
+	})
+	return out
+}
+
+// sumMovesInOrder is sumMoves in the order of the rows' first moves.
+func sumMovesInOrder(qs []queued, keys int) [][]any {
 	out := make([][]any, 0, len(qs))
 	at := map[string]int{}
 	for _, q := range qs {

@@ -128,6 +128,7 @@ func TestStore_SpeculatesWhileCommitting(t *testing.T) {
 // other writer's update, which would be lost (no constraint of the
 // database would see it: neither row is journaled).
 func TestStore_SpeculationDroppedWhenAnotherWrites(t *testing.T) {
+	turns(t)
 	stores, _ := openOn(t, "speculationdropped", 2)
 	a, b := stores[0], stores[1]
 	// Its held updates must hold the writers' lock too (NoWaitRuns).
@@ -245,6 +246,7 @@ func TestStore_SpeculationDroppedWhenCommitAnswerLost(t *testing.T) {
 // update then runs again once: both it and the group before are
 // journaled once each.
 func TestStore_SpeculationDroppedWhenCommitAnswerLostAlone(t *testing.T) {
+	turns(t)
 	stores, _ := openOn(t, "speculationlostalone", 1)
 	s := stores[0]
 	// Its held updates must hold the writers' lock too (NoWaitRuns).
@@ -284,6 +286,7 @@ func TestStore_SpeculationDroppedWhenCommitAnswerLostAlone(t *testing.T) {
 // run does not make all of. Kept, it would count the refused update's
 // move (4 moves for 3).
 func TestStore_SpeculationDroppedWhenCommitRefused(t *testing.T) {
+	turns(t)
 	stores, open := openOn(t, "speculationrefused", 1)
 	b := stores[0]
 	bg := context.Background()
@@ -320,6 +323,7 @@ func TestStore_SpeculationDroppedWhenCommitRefused(t *testing.T) {
 // COMMITs answers every update submitted before the close, and commits
 // each that was answered without error.
 func TestStore_CloseWhileSpeculating(t *testing.T) {
+	turns(t)
 	stores, open := openOn(t, "speculationclose", 1)
 	s := stores[0]
 	const n = 400
@@ -433,6 +437,7 @@ func releaseOnceTaken(t *testing.T, a, b *pg.Store, release func(), doneA <-chan
 // value a reader that shows the
 // commit reaches.
 func TestStore_RunsWhileWaitingStandMoved(t *testing.T) {
+	turns(t)
 	stores, _ := openOn(t, "waitruns", 2)
 	a, b := stores[0], stores[1]
 	pg.NoWaitRuns(a) // its held update holds the lock
@@ -505,6 +510,7 @@ func TestStore_RunsWhileWaitingStandMoved(t *testing.T) {
 // update that saw a row the other writer changed meanwhile: it runs
 // again once the lock is held, on the other writer's value.
 func TestStore_RunsWhileWaitingRunAgainWhenSeen(t *testing.T) {
+	turns(t)
 	stores, _ := openOn(t, "waitrunseen", 2)
 	a, b := stores[0], stores[1]
 	pg.NoWaitRuns(a)

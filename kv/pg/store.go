@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -60,6 +61,17 @@ type Store struct {
 	// goroutine touches them.
 	base layer
 	gen  int64
+	// overlap: the writers of several gateways run their groups at once,
+	// without the writers' lock (overlap.go); snap is then the snapshot
+	// this writer last read the log in, at snapAt, and logged counts its
+	// log entries (for pruning).
+	overlap bool
+	snap    string
+	snapAt  time.Time
+	logged  uint64
+	// forget are rows a refusal was judged on that the writer did not
+	// read afresh, to forget once their group is done (overlap.go).
+	forget []string
 	// baseMu guards base against recent views (recent.go): the writer
 	// takes it to change base, a recent view to read it. baseAt is when
 	// base last was the committed state of its rows (zero: not known).
@@ -166,6 +178,9 @@ func OpenWith(ctx context.Context, url string, opts holon.StoreOptions, o Option
 	s := &Store{pool: pool, now: opts.Now, opts: opts, queue: make(chan *update, 4*MaxBatch), done: make(chan struct{}),
 		id: newID(), lease: o.Lease, base: layer{}, gen: -1, stopLease: make(chan struct{}), leaseDone: make(chan struct{})}
 	s.nums = newNumbers(s, o)
+	if s.overlap = !o.Turns && !TurnsFromEnv(); s.overlap {
+		s.noWaitRuns = true // there is no lock to wait for
+	}
 	if s.now == nil {
 		s.now = time.Now
 	}
@@ -241,7 +256,15 @@ func (s *Store) View(fn func(holon.Tx) error) (err error) {
 func (s *Store) Update(ctx context.Context, fn func(holon.Tx) error) error {
 	for n := 1; ; n++ {
 		err := s.update(ctx, fn)
-		if n == maxAsRead || !asRead(err) {
+		var stale *errJudgedStale
+		if errors.As(err, &stale) {
+			if n < maxAsRead {
+				s.asReadRuns.Add(1)
+				continue
+			}
+			return stale.err
+		}
+		if n == maxAsRead || !runAgain(err) {
 			return err
 		}
 		s.asReadRuns.Add(1)
@@ -520,12 +543,32 @@ func call(fn func(holon.Tx) error, tx holon.Tx) (err error) {
 	return fn(tx)
 }
 
-// conflict reports whether err is a serialization conflict or a deadlock:
-// the transaction may succeed if it runs again.
+// TurnsFromEnv reports whether HOLON_PG_TURNS=1 asks the writers to take
+// turns under the writers' lock (Options.Turns).
+func TurnsFromEnv() bool { return os.Getenv("HOLON_PG_TURNS") == "1" }
+
+// conflict reports whether err is a serialization conflict or a deadlock,
+// or the insert of a moved row (an account's part, a budget, a counter's
+// part, an agent's record's part) that another writer inserted since
+// this one found it absent: the transaction may succeed if it runs again.
 func conflict(err error) bool {
 	var pe *pgconn.PgError
-	return errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01")
+	if !errors.As(err, &pe) {
+		return false
+	}
+	switch pe.Code {
+	case "40001", "40P01":
+		return true
+	case "23505":
+		return movedKeys[pe.ConstraintName]
+	}
+	return false
 }
+
+// movedKeys are the primary keys of the tables whose rows are moved
+// (rows.go), inserted when a move finds no row.
+var movedKeys = map[string]bool{"accounts_pkey": true, "budgets_pkey": true, "budget_windows_pkey": true,
+	"counters_pkey": true, "agent_records_pkey": true}
 
 // ErrUnavailable wraps the errors of a database that cannot be reached:
 // the gateway answers 503 and tries again later.

@@ -46,6 +46,11 @@ type Tx struct {
 	g   *group
 	idx int
 	l   layer
+	// began is when the update began running (Unix nanoseconds), and
+	// usedMoved the moved rows it used from what the writer knew before
+	// (overlap.go: judgedStale).
+	began     int64
+	usedMoved []string
 	// ahead are the rows a View reads with its next round trip
 	// (RecordsAhead, AccountsAhead, CountersAhead).
 	ahead ahead
@@ -492,6 +497,7 @@ func (t *Tx) AddCounter(name string, delta int64) (uint64, error) {
 func (t *Tx) meta(key string) (string, bool) {
 	k := kMeta(key)
 	if e, ok := t.cached(k); ok {
+		t.saw(k, e)
 		if e.st == present {
 			return e.v.(string), true
 		}
@@ -502,15 +508,28 @@ func (t *Tx) meta(key string) (string, bool) {
 	switch {
 	case errors.Is(err, holon.ErrNotFound):
 		t.readAbsent(k)
+		t.saw(k, entry{st: absent})
 		return "", false
 	case err != nil:
 		return "", false
 	}
 	t.read(k, v)
+	t.saw(k, entry{v: v})
 	return v, true
 }
 
+// putMeta writes a meta row, as the update read it if it did (guards.go):
+// a chain's head moved by another writer (one that took over the chain
+// while this one's lease had run out) refuses the group, and the writer
+// chains on the new head.
 func (t *Tx) putMeta(key, value string) error {
+	if t.s.overlap {
+		// Under the writers' lock, the log tells a writer whose chain
+		// another extended before it writes.
+		if err := t.guard(kMeta(key), guardMeta, []any{key}, func(e entry) []any { return []any{e.v} }); err != nil {
+			return err
+		}
+	}
 	err := t.writeRow(kMeta(key), rowMeta, key, value)
 	if err == nil {
 		t.wrote(kMeta(key), value)

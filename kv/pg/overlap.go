@@ -1,0 +1,222 @@
+package pg
+
+import (
+	"errors"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"holon.dev/holon"
+)
+
+// Writers that overlap. Without the writers' lock, several gateways'
+// groups run at once, each in a READ COMMITTED transaction: what keeps
+// them right is no longer that they take turns but what each write says
+// of the row it changes. Balances, budgets, counters and agents' records
+// are moved (rows.go), each gateway's credits in a part of its own
+// (migrations 24 and 25), and the database judges the sums at the COMMIT
+// (migrations 18 and 19: no overdraft, no budget over its limit); a hold
+// is deleted once (migration 22); a row written whole is written as the
+// update read it (guards.go, migration 26); journal entries, receipts,
+// approvals and call events take numbers from each writer's own blocks
+// (numbers.go) and entries extend the writer's own chain (lease.go).
+// Two groups that lock rows in opposite orders deadlock, and PostgreSQL
+// refuses one, which runs again whole (Store.run), as does one that
+// inserts a row another inserted meanwhile (conflict).
+//
+// Each writer still keeps the rows it read and wrote in memory (cache.go),
+// and each group logs the keys of the rows it wrote whole (writer_log;
+// moved rows are not logged: see MovedForget below). A group begins by
+// reading, in one statement's snapshot, the keys the other writers logged
+// since its writer's last read (migration 27: by transaction, since
+// entries now commit in any order), and the writer forgets those rows.
+// What it knows of them is then the committed state as of that snapshot,
+// plus its own groups; another writer's group that commits after it is
+// learned at the next group's read, and meanwhile anything decided on it
+// is checked where it is written (a write whole checked against what was
+// read). A group run while the COMMIT before it was in flight (spec.go)
+// stands whatever the others committed meanwhile, and the rows they
+// changed that it used are forgotten once it commits, since what it left
+// of them was computed from older values.
+
+// logForget is how long a writer may go without reading the log and
+// still trust what it knows; logAge how long an entry is kept (well
+// beyond logForget, so that a writer that read within logForget finds
+// every entry since).
+const (
+	logForget = 5 * time.Second
+	logAge    = "15 seconds"
+)
+
+// queueOverlapBegin queues the begin of a group of writers that overlap:
+// a READ COMMITTED transaction, and the keys the other writers logged in
+// transactions committed since at's snapshot, with this statement's
+// snapshot, in one statement planned on the index of the entries'
+// transactions.
+func queueOverlapBegin(b *pgx.Batch, at logPos, chain int) {
+	b.Queue(`BEGIN ISOLATION LEVEL READ COMMITTED`)
+	var prev *string
+	if at.gen >= 0 && at.snap != "" {
+		prev = &at.snap
+	}
+	b.Queue(`SET LOCAL enable_seqscan = off`)
+	b.Queue(`SELECT NULL::text, pg_current_snapshot()::text UNION ALL
+		SELECT DISTINCT u.k, NULL FROM writer_log l, unnest(l.keys) AS u (k) WHERE $1::pg_snapshot IS NOT NULL
+			AND l.xid >= pg_snapshot_xmin($1::pg_snapshot) AND l.writer IS DISTINCT FROM $2 AND NOT pg_visible_in_snapshot(l.xid, $1::pg_snapshot)`,
+		prev, int32(chain))
+	b.Queue(`SET LOCAL enable_seqscan = on`)
+}
+
+// readOverlapBegin reads queueOverlapBegin's answers: one entry, the rows
+// the others wrote whole (no values: they are forgotten), and the
+// snapshot read in.
+func readOverlapBegin(br pgx.BatchResults) ([]logEntry, error) {
+	rows, err := queryAfter(br, 2)
+	if err != nil {
+		return nil, err
+	}
+	var e logEntry
+	for rows.Next() {
+		var k, v *string
+		if err := rows.Scan(&k, &v); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		if k == nil {
+			e.snap = *v
+			continue
+		}
+		e.keys, e.vals = append(e.keys, *k), append(e.vals, v)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	if _, err := br.Exec(); err != nil {
+		return nil, err
+	}
+	return []logEntry{e}, nil
+}
+
+// catchUpOverlap forgets the rows the log read names (under baseMu). A writer that knew nothing, or has
+// not read the log for longer than logForget, starts from nothing.
+func (s *Store) catchUpOverlap(logged []logEntry, at time.Time) int64 {
+	var e logEntry
+	if len(logged) > 0 {
+		e = logged[len(logged)-1]
+	}
+	if s.gen < 0 || s.snap == "" || at.Sub(s.snapAt) > logForget {
+		s.nums.drop("journal")
+		s.base = layer{}
+	} else {
+		s.takeLog(e)
+	}
+	s.snap, s.snapAt = e.snap, at
+	return 0
+}
+
+// takeLog takes into base (under baseMu) the values a log read carried,
+// and forgets the rows it names without one.
+func (s *Store) takeLog(e logEntry) {
+	head := kMeta(s.headKey)
+	for i, k := range e.keys {
+		if k == head {
+			// Another writer extended this writer's chain (its lease ran
+			// out meanwhile): numbers from a new block.
+			s.nums.drop("journal")
+		}
+		if c, ok := fromLog(k, e.vals[i]); ok {
+			s.base[k] = c
+		} else {
+			delete(s.base, k)
+		}
+	}
+}
+
+// overlapPrune is how often (in its log entries) a writer prunes the log.
+const overlapPrune = 256
+
+// queueOverlapLog queues a group's log entry, and now and then the
+// pruning of old entries.
+func (s *Store) queueOverlapLog(b *pgx.Batch, keys []string) {
+	b.Queue(`INSERT INTO writer_log (gen, keys, writer) VALUES (nextval('writer_log_gen'), $1, $2)`, keys, int32(s.chain))
+	if s.logged++; s.logged%overlapPrune == 0 {
+		b.Queue(`DELETE FROM writer_log WHERE at < now() - interval '` + logAge + `'`)
+	}
+}
+
+// Moved rows. Balances, budgets, budget windows, counters and agents'
+// records are moved (rows.go): a group sends what its updates changed
+// them by, and the database judges the sums at the COMMIT (an overdraft,
+// a budget over its limit), so a writer need not know what another
+// gateway moved them by to move them right, nor to be refused if it
+// allowed what the sums do not. Their changes are therefore not logged
+// (every settlement moves several of them, and the log would name them
+// all to every writer, each of which would read them again): a writer's
+// idea of such a row is what it last read plus what it moved since. It
+// errs toward allowing, for the others' debits, which the database then
+// refuses; toward refusing only for the others' credits (a top-up, a
+// refund, a budget's release on another gateway), which it learns by
+// reading the row again once its value is MovedForget old.
+const MovedForget = time.Second
+
+// moved reports whether k is the cache key of a moved row.
+func moved(k string) bool {
+	switch k[0] {
+	case 'a', 'b', 'w', 'c', 'v':
+		return true
+	}
+	return false
+}
+
+// fresh reports whether e, the writer's entry for k, may be used: any
+// row under the writers' lock, and a moved row of writers that overlap
+// read at most MovedForget ago.
+func (s *Store) fresh(k string, e entry) bool {
+	return !s.overlap || e.at == 0 || !moved(k) || time.Now().UnixNano()-e.at <= int64(MovedForget)
+}
+
+// judgedStale turns a refusal the writer judged on a moved row (an
+// overdraft, a budget over its limit, a refund off a record or a release
+// of more than is held) into errJudgedStale when the update used a moved
+// row it did not read itself, for writers that overlap: that row may lack
+// another gateway's credit, so the writer forgets it (once the group is
+// done: forgetMoved) and Store.Update runs the update again, which reads
+// it. Refused again on rows read afresh, it fails as it did.
+func (t *Tx) judgedStale(err error) error {
+	var j *judgedErr
+	if err == nil || !t.s.overlap || !(errors.Is(err, holon.ErrOverdrawn) || errors.Is(err, holon.ErrOverBudget) || errors.As(err, &j)) {
+		return err
+	}
+	if len(t.usedMoved) == 0 {
+		return err
+	}
+	t.s.forget = append(t.s.forget, t.usedMoved...)
+	return &errJudgedStale{err}
+}
+
+// judged marks a refusal the store judged on a moved row's value
+// (judgedStale).
+func judged(err error) error { return &judgedErr{err} }
+
+type judgedErr struct{ err error }
+
+func (e *judgedErr) Error() string { return e.err.Error() }
+func (e *judgedErr) Unwrap() error { return e.err }
+
+// errJudgedStale is a refusal judged on rows the writer has since
+// forgotten: the update runs again (Store.Update).
+type errJudgedStale struct{ err error }
+
+func (e *errJudgedStale) Error() string { return e.err.Error() }
+func (e *errJudgedStale) Unwrap() error { return e.err }
+
+// forgetMoved forgets, in base, the rows refusals were judged on
+// (judgedStale), once the group they were judged in has left what it
+// knew there (under baseMu; the writer's goroutine).
+func (s *Store) forgetMoved() {
+	for _, k := range s.forget {
+		delete(s.base, k)
+	}
+	s.forget = s.forget[:0]
+}

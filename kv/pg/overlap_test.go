@@ -1,0 +1,106 @@
+package pg_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"holon.dev/holon"
+	"holon.dev/holon/gateway/storetest"
+	"holon.dev/holon/journal"
+	"holon.dev/holon/kv/pg"
+)
+
+// turns makes the stores a test opens take turns under the writers' lock
+// (HOLON_PG_TURNS=1, pg.Options.Turns), instead of overlapping as they do
+// by default: the tests of the lock's own machinery, and the suites below,
+// which keep that mode tested.
+func turns(t *testing.T) {
+	t.Setenv("HOLON_PG_TURNS", "1")
+}
+
+// Ensure that writers that take turns pass the shared suite, and its
+// multi-writer extension: three handles writing at once, money never
+// overspent at any instant, keys claimed once.
+func TestTurns_Suite(t *testing.T) {
+	turns(t)
+	storetest.Run(t, newDatabases(t).open)
+}
+
+func TestTurns_Shared(t *testing.T) {
+	turns(t)
+	storetest.RunShared(t, newDatabases(t).open)
+}
+
+// Ensure that the rows several gateways move, and those written whole,
+// keep their rules when the writers take turns.
+func TestTurns_Rows(t *testing.T) {
+	for name, test := range map[string]func(*testing.T){
+		"parts":            TestParts_CreditsOnePartAGateway,
+		"earnings":         TestParts_EarningsAndLatency,
+		"counters":         TestParts_Counters,
+		"guards":           TestGuards_RowsWrittenAsRead,
+		"overdraft":        TestOverdraft_RefusedByTheDatabase,
+		"over budget":      TestOverBudget_RefusedByTheDatabase,
+		"moves":            TestMoves_KeepWhatOthersMoved,
+		"chain taken over": TestChains_ClaimedFromALiveGateway,
+	} {
+		t.Run(name, func(t *testing.T) {
+			turns(t)
+			test(t)
+		})
+	}
+}
+
+// Ensure that a writer that overlaps learns another gateway's move of a
+// balance within pg.MovedForget: its idea of the row lacks the other's
+// credit until it reads the row again, which it does once its value is
+// that old.
+func TestOverlapping_MovesLearnedWithinTheBound(t *testing.T) {
+	_, _, a, b := twoGateways(t, "learned")
+	ctx := context.Background()
+	amt := journal.MustParseAmount
+	credit := func(s *pg.Store, key, x string) {
+		t.Helper()
+		err := s.Update(ctx, func(tx holon.Tx) error {
+			e, _ := journal.Transfer(key, "external:demo-credit", "bob", amt(x))
+			return tx.PostEntry(e)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	balance := func(s *pg.Store) (bal journal.Amount) {
+		t.Helper()
+		err := s.Update(ctx, func(tx holon.Tx) error {
+			a, err := tx.Account("bob")
+			bal = a.Balance
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return bal
+	}
+	credit(a, "c:1", "1.00")
+	if got := balance(a); got != amt("1.00") {
+		t.Fatalf("bob through a: %s, want 1.00", got)
+	}
+	start := time.Now()
+	credit(b, "c:2", "2.00")
+	// Right away a may still know 1.00; within the bound it knows 3.00.
+	for {
+		got := balance(a)
+		if got == amt("3.00") {
+			break
+		}
+		if got != amt("1.00") {
+			t.Fatalf("bob through a: %s, want 1.00 or 3.00", got)
+		}
+		if time.Since(start) > pg.MovedForget+500*time.Millisecond {
+			t.Fatalf("bob through a still %s %s after b's credit, want 3.00 within %s", got, time.Since(start), pg.MovedForget)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	storetest.CheckMoney(t, a)
+}
