@@ -334,16 +334,30 @@ func createDB(ctx context.Context, srv *pgserver.Server, name string) (string, e
 }
 
 // heldBy lists the calls in flight (holds) of the gateway process pid:
-// the store names each handle host/pid/random. It reads them under the
-// gateways' writers' lock, once the killed gateway's last group has ended
-// in the database: a COMMIT it sent before the kill still lands (its
-// backend runs what it received), so its calls are read as they end.
+// the store names each handle host/pid/random. It reads them once the
+// killed gateway's server processes have ended (the store names them
+// "holon <handle>" in pg_stat_activity), and under the writers' lock: a
+// COMMIT it sent before the kill still lands (its backend runs what it
+// received), so its calls are read as they end.
 func heldBy(ctx context.Context, url string, pid int) ([]string, error) {
 	conn, err := pgx.Connect(ctx, url)
 	if err != nil {
 		return nil, err
 	}
 	defer conn.Close(ctx)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		var n int
+		if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE $1`,
+			"holon %/"+strconv.Itoa(pid)+"/%").Scan(&n); err != nil {
+			return nil, err
+		}
+		if n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("%d server processes of the killed gateway %d still run after 30s", n, pid)
+		}
+	}
 	var ids []string
 	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `LOCK TABLE writer_log IN EXCLUSIVE MODE`); err != nil {

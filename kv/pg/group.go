@@ -344,6 +344,9 @@ func (g *group) runUpdates(updates []*update, i int, q querier) error {
 				if ferr = tx.checkOverdrafts(); ferr == nil {
 					ferr = tx.checkLimits()
 				}
+				if ferr == nil && g.s.overlap {
+					ferr = tx.guardAbsent()
+				}
 			}
 			if tx.fatal == nil && tx.failed == nil && !g.far {
 				ferr = tx.judgedStale(ferr)

@@ -1,7 +1,12 @@
 package pg
 
 import (
+	"encoding/hex"
 	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -219,4 +224,47 @@ func (s *Store) forgetMoved() {
 		delete(s.base, k)
 	}
 	s.forget = s.forget[:0]
+}
+
+// guardAbsent checks, for an update of writers that overlap that wrote a
+// document, that every document it read as absent and did not write is
+// still absent at its commit (guards.go: the key locked, then NOT
+// EXISTS). Its statements do not share one snapshot, so without it an
+// update could decide on one row as it was before another gateway's
+// commit and on a second as it is after: an Idempotency-Key's claim reads
+// its finished record (absent: not finished yet) and its running one
+// (absent: the other gateway's settlement just finished it), and would
+// run the key again.
+func (t *Tx) guardAbsent() error {
+	wrote := false
+	for k, e := range t.l {
+		if e.dirty && k[0] == 'd' {
+			wrote = true
+			break
+		}
+	}
+	if !wrote {
+		return nil
+	}
+	// In the keys' order, as every writer takes their locks.
+	for _, k := range slices.Sorted(maps.Keys(t.seen)) {
+		if e := t.seen[k]; e.st != absent || k[0] != 'd' {
+			continue
+		}
+		if w, ok := t.l[k]; ok && w.dirty {
+			continue // written: checked where it was
+		}
+		bucket, hexKey, ok := strings.Cut(k[len("d"+sep):], sep)
+		if !ok {
+			continue
+		}
+		key, err := hex.DecodeString(hexKey)
+		if err != nil {
+			return fmt.Errorf("cache key %q: %w", k, err)
+		}
+		if err := t.guard(k, tableOf(bucket).guard, []any{bucket, key}, sameBytes); err != nil {
+			return err
+		}
+	}
+	return nil
 }

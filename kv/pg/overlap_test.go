@@ -2,6 +2,7 @@ package pg_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -103,4 +104,69 @@ func TestOverlapping_MovesLearnedWithinTheBound(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	storetest.CheckMoney(t, a)
+}
+
+// Ensure that an update of a writer that overlaps decides on documents it
+// read as absent as they are at its commit: an Idempotency-Key's claim
+// reads the key's finished record (absent: not finished yet), then,
+// after another gateway finished the key (its finished record written,
+// its running one deleted), its running record (absent now), and claims
+// the key. Without the check of rows read as absent (guardAbsent) the
+// key is claimed again and runs twice.
+func TestOverlapping_AbsentReadsChecked(t *testing.T) {
+	_, _, a, b := twoGateways(t, "absent")
+	ctx := context.Background()
+	bucket := holon.BucketIdempotency
+	if err := a.Update(ctx, func(tx holon.Tx) error { return tx.Put(bucket, "run/K", "a") }); err != nil {
+		t.Fatal(err)
+	}
+	finished := make(chan error, 1)
+	finish := func() {
+		finished <- a.Update(ctx, func(tx holon.Tx) error {
+			if err := tx.Put(bucket, "key/K", "done by a"); err != nil {
+				return err
+			}
+			return tx.Delete(bucket, "run/K")
+		})
+	}
+	runs, claimed := 0, false
+	err := b.Update(ctx, func(tx holon.Tx) error {
+		runs++
+		claimed = false
+		var rec string
+		if err := tx.Get(bucket, "key/K", &rec); err == nil {
+			return nil // finished: replayed
+		} else if !errors.Is(err, holon.ErrNotFound) {
+			return err
+		}
+		if runs == 1 {
+			finish()
+			if err := <-finished; err != nil {
+				return err
+			}
+		}
+		if err := tx.Get(bucket, "run/K", &rec); err == nil {
+			return nil // running elsewhere
+		} else if !errors.Is(err, holon.ErrNotFound) {
+			return err
+		}
+		claimed = true
+		return tx.Put(bucket, "run/K", "b")
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if claimed || runs < 2 {
+		t.Errorf("the key finished on a was claimed again on b (runs %d, claimed %v), want its claim refused and run again on what a left", runs, claimed)
+	}
+	err = b.View(func(tx holon.Tx) error {
+		var rec string
+		if err := tx.Get(bucket, "run/K", &rec); !errors.Is(err, holon.ErrNotFound) {
+			t.Errorf("run/K: %q %v, want none", rec, err)
+		}
+		return tx.Get(bucket, "key/K", &rec)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }

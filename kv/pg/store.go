@@ -160,6 +160,11 @@ func OpenWith(ctx context.Context, url string, opts holon.StoreOptions, o Option
 	if opts.NoSync {
 		cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "off"
 	}
+	id := newID()
+	if cfg.ConnConfig.RuntimeParams["application_name"] == "" {
+		// Which gateway a server process serves (pg_stat_activity).
+		cfg.ConnConfig.RuntimeParams["application_name"] = "holon " + id
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("connect to PostgreSQL: %w", err)
@@ -176,7 +181,7 @@ func OpenWith(ctx context.Context, url string, opts holon.StoreOptions, o Option
 		return nil, err
 	}
 	s := &Store{pool: pool, now: opts.Now, opts: opts, queue: make(chan *update, 4*MaxBatch), done: make(chan struct{}),
-		id: newID(), lease: o.Lease, base: layer{}, gen: -1, stopLease: make(chan struct{}), leaseDone: make(chan struct{})}
+		id: id, lease: o.Lease, base: layer{}, gen: -1, stopLease: make(chan struct{}), leaseDone: make(chan struct{})}
 	s.nums = newNumbers(s, o)
 	if s.overlap = !o.Turns && !TurnsFromEnv(); s.overlap {
 		s.noWaitRuns = true // there is no lock to wait for
