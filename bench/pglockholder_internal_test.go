@@ -45,7 +45,9 @@ func TestLockHolder_SamplesTheHolder(t *testing.T) {
 	s := lockSamples{}
 	h := &lockHolder{url: url}
 	err = h.around(ctx, s, func() error {
-		time.Sleep(50 * time.Millisecond) // no one holds it
+		// No one holds it (long enough for the sampler's first queries on a
+		// loaded machine: in one CI run it took none in 50 ms).
+		time.Sleep(300 * time.Millisecond)
 		if _, err := c.Exec(ctx, `BEGIN`); err != nil {
 			return err
 		}
