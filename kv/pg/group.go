@@ -647,8 +647,11 @@ func (s *Store) commit(ctx context.Context, c *pgx.Conn, g *group) (err error) {
 	}
 	var keys []string
 	var vals []*string
+	movedAny := false
 	for k, e := range g.conf {
-		if e.dirty && (!s.overlap || !moved(k)) {
+		if e.dirty && s.overlap && moved(k) {
+			movedAny = true
+		} else if e.dirty {
 			keys, vals = append(keys, k), append(vals, logValue(k, e))
 		}
 	}
@@ -659,9 +662,11 @@ func (s *Store) commit(ctx context.Context, c *pgx.Conn, g *group) (err error) {
 	}
 	s.stmts.Add(uint64(len(pend))) // in the COMMIT's round trip
 	switch {
-	case len(keys) == 0:
-	case s.overlap:
-		s.queueOverlapLog(b, keys)
+	case s.overlap && (len(keys) > 0 || movedAny):
+		// The marker tells the other writers that this one moved or
+		// wrote rows (overlap.go: fresh).
+		s.queueOverlapLog(b, append(keys, kOthers))
+	case len(keys) == 0 || s.overlap:
 	default:
 		gen++
 		b.Queue(`INSERT INTO writer_log (gen, keys, vals) VALUES ($1, $2, $3)`, gen, keys, vals)

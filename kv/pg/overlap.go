@@ -113,6 +113,9 @@ func (s *Store) catchUpOverlap(logged []logEntry, at time.Time) int64 {
 	if s.gen < 0 || s.snap == "" || at.Sub(s.snapAt) > logForget {
 		s.nums.drop("journal")
 		s.base = layer{}
+		if slices.Contains(e.keys, kOthers) {
+			s.othersAt.Store(time.Now().UnixNano())
+		}
 	} else {
 		s.takeLog(e)
 	}
@@ -125,6 +128,10 @@ func (s *Store) catchUpOverlap(logged []logEntry, at time.Time) int64 {
 func (s *Store) takeLog(e logEntry) {
 	head := kMeta(s.headKey)
 	for i, k := range e.keys {
+		if k == kOthers {
+			s.othersAt.Store(time.Now().UnixNano())
+			continue
+		}
 		if k == head {
 			// Another writer extended this writer's chain (its lease ran
 			// out meanwhile): numbers from a new block.
@@ -176,10 +183,17 @@ func moved(k string) bool {
 
 // fresh reports whether e, the writer's entry for k, may be used: any
 // row under the writers' lock, and a moved row of writers that overlap
-// read at most MovedForget ago.
+// read at most MovedForget ago, or read after the last group of another
+// writer this one learned of (every group of a writer that overlaps logs
+// kOthers, which the others' log reads find): a writer alone on its
+// database keeps what it knows.
 func (s *Store) fresh(k string, e entry) bool {
-	return !s.overlap || e.at == 0 || !moved(k) || time.Now().UnixNano()-e.at <= int64(MovedForget)
+	return !s.overlap || e.at == 0 || !moved(k) || e.at > s.othersAt.Load() || time.Now().UnixNano()-e.at <= int64(MovedForget)
 }
+
+// kOthers is the key every group of a writer that overlaps logs with the
+// rows it wrote: no row's, so no writer knows or forgets it.
+var kOthers = "o" + sep
 
 // judgedStale turns a refusal the writer judged on a moved row (an
 // overdraft, a budget over its limit, a refund off a record or a release

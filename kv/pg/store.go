@@ -69,6 +69,9 @@ type Store struct {
 	snap    string
 	snapAt  time.Time
 	logged  uint64
+	// othersAt is when the writer last learned of another writer's group
+	// (Unix nanoseconds; overlap.go: fresh).
+	othersAt atomic.Int64
 	// forget are rows a refusal was judged on that the writer did not
 	// read afresh, to forget once their group is done (overlap.go).
 	forget []string
