@@ -50,9 +50,33 @@ func newID() string {
 
 // renew takes or extends the lease, by the database's clock.
 func (s *Store) renew(ctx context.Context) error {
-	_, err := s.pool.Exec(ctx, `INSERT INTO gateways (id, started, expires) VALUES ($1, now(), now() + $2 * interval '1 millisecond')
-		ON CONFLICT (id) DO UPDATE SET expires = EXCLUDED.expires`, s.id, s.lease.Milliseconds())
+	_, err := s.pool.Exec(ctx, `INSERT INTO gateways (id, started, expires, turns) VALUES ($1, now(), now() + $2 * interval '1 millisecond', $3)
+		ON CONFLICT (id) DO UPDATE SET expires = EXCLUDED.expires`, s.id, s.lease.Milliseconds(), !s.overlap)
 	return err
+}
+
+// sameMode refuses a store whose writer would take turns while another
+// live gateway's overlaps, or the other way round (migration 28): both
+// must read the writers' log alike. Its lease, taken first, is given back.
+func (s *Store) sameMode(ctx context.Context) error {
+	var other string
+	err := s.pool.QueryRow(ctx, `SELECT id FROM gateways WHERE expires > now() AND id <> $1 AND turns <> $2 ORDER BY id LIMIT 1`,
+		s.id, !s.overlap).Scan(&other)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	s.pool.Exec(ctx, `DELETE FROM gateways WHERE id = $1`, s.id)
+	mode := func(turns bool) string {
+		if turns {
+			return "takes turns under the writers' lock (HOLON_PG_TURNS=1)"
+		}
+		return "overlaps with the others (HOLON_PG_TURNS unset)"
+	}
+	return fmt.Errorf("gateway %s on this database %s, and this one's writer %s: start every gateway on one database the same way (stop them all to change it; a stopped gateway's lease runs out in %s)",
+		other, mode(s.overlap), mode(!s.overlap), s.lease)
 }
 
 // claimChain takes the journal's chain the writer extends: the lowest

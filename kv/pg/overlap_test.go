@@ -3,6 +3,7 @@ package pg_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -168,5 +169,37 @@ func TestOverlapping_AbsentReadsChecked(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Ensure that a gateway whose writer would take turns is refused on a
+// database where another's overlaps, and the other way round (they read
+// the writers' log in different ways), and starts once the other stopped.
+func TestModes_MixedRefused(t *testing.T) {
+	url := newDatabases(t).url(t, "modes")
+	ctx := context.Background()
+	open := func(turns bool) (*pg.Store, error) {
+		return pg.OpenWith(ctx, url, holon.StoreOptions{NoSync: true}, pg.Options{Turns: turns})
+	}
+	a, err := open(false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := open(true); err == nil || !strings.Contains(err.Error(), "start every gateway on one database the same way") {
+		t.Errorf("a gateway taking turns beside one that overlaps: %v, want refused", err)
+	}
+	b, err := open(false)
+	if err != nil {
+		t.Fatalf("a second gateway that overlaps: %v", err)
+	}
+	b.Close()
+	a.Close()
+	c, err := open(true)
+	if err != nil {
+		t.Fatalf("a gateway taking turns once the others stopped: %v", err)
+	}
+	defer c.Close()
+	if _, err := open(false); err == nil || !strings.Contains(err.Error(), "takes turns under the writers' lock") {
+		t.Errorf("a gateway that overlaps beside one taking turns: %v, want refused naming its mode", err)
 	}
 }

@@ -199,6 +199,10 @@ func OpenWith(ctx context.Context, url string, opts holon.StoreOptions, o Option
 		pool.Close()
 		return nil, fmt.Errorf("take the gateway's lease: %w", err)
 	}
+	if err := s.sameMode(ctx); err != nil {
+		pool.Close()
+		return nil, err
+	}
 	if err := s.claimChain(ctx); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("claim a chain of the journal: %w", err)
