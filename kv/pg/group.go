@@ -458,8 +458,8 @@ type logEntry struct {
 	// vals are the keys' rows' new values, or nil (cache.go).
 	vals []*string
 	// snap, for writers that overlap (overlap.go), is the snapshot the
-	// log was read in: one entry holds every row the others changed
-	// since the last read, with their values then.
+	// log was read in: one entry names every row the others wrote whole
+	// since the last read (no values: they are forgotten).
 	snap string
 }
 
@@ -649,10 +649,14 @@ func (s *Store) commit(ctx context.Context, c *pgx.Conn, g *group) (err error) {
 	var vals []*string
 	movedAny := false
 	for k, e := range g.conf {
-		if e.dirty && s.overlap && moved(k) {
-			movedAny = true
-		} else if e.dirty {
+		switch {
+		case !e.dirty:
+		case !s.overlap:
 			keys, vals = append(keys, k), append(vals, logValue(k, e))
+		case moved(k):
+			movedAny = true
+		default:
+			keys = append(keys, k) // forgotten by the others: no value
 		}
 	}
 	gen := g.gen
@@ -662,12 +666,13 @@ func (s *Store) commit(ctx context.Context, c *pgx.Conn, g *group) (err error) {
 	}
 	s.stmts.Add(uint64(len(pend))) // in the COMMIT's round trip
 	switch {
-	case s.overlap && (len(keys) > 0 || movedAny):
-		// The marker tells the other writers that this one moved or
-		// wrote rows (overlap.go: fresh).
-		s.queueOverlapLog(b, append(keys, kOthers))
-	case len(keys) == 0 || s.overlap:
-	default:
+	case s.overlap:
+		if len(keys) > 0 || movedAny {
+			// The marker tells the other writers that this one moved or
+			// wrote rows (overlap.go: fresh).
+			s.queueOverlapLog(b, append(keys, kOthers))
+		}
+	case len(keys) > 0:
 		gen++
 		b.Queue(`INSERT INTO writer_log (gen, keys, vals) VALUES ($1, $2, $3)`, gen, keys, vals)
 		if gen%logPrune == 0 {
@@ -768,12 +773,12 @@ func (s *Store) commit(ctx context.Context, c *pgx.Conn, g *group) (err error) {
 		}
 	}
 	if s.overlap {
-		// What this group computed of a row another writer moved
+		// What this group computed of a row another writer wrote
 		// meanwhile is not the committed state: the head start's log
-		// read, after this COMMIT, names those rows with their values
-		// then, and base is that state once they are taken. Without it,
-		// base is one state again at the next group's read, and no
-		// recent view reads it before (overlap.go).
+		// read, after this COMMIT, names those rows, and base is that
+		// state once they are forgotten. Without it, base is one state
+		// again at the next group's read, and no recent view reads it
+		// before (overlap.go).
 		if begun == nil {
 			s.baseAt = time.Time{}
 		}

@@ -91,7 +91,7 @@ func readOverlapBegin(br pgx.BatchResults) ([]logEntry, error) {
 			e.snap = *v
 			continue
 		}
-		e.keys, e.vals = append(e.keys, *k), append(e.vals, v)
+		e.keys = append(e.keys, *k)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
@@ -103,8 +103,9 @@ func readOverlapBegin(br pgx.BatchResults) ([]logEntry, error) {
 	return []logEntry{e}, nil
 }
 
-// catchUpOverlap forgets the rows the log read names (under baseMu). A writer that knew nothing, or has
-// not read the log for longer than logForget, starts from nothing.
+// catchUpOverlap forgets the rows the log read names (under baseMu). A
+// writer that knew nothing, or has not read the log for longer than
+// logForget, starts from nothing.
 func (s *Store) catchUpOverlap(logged []logEntry, at time.Time) int64 {
 	var e logEntry
 	if len(logged) > 0 {
@@ -123,11 +124,11 @@ func (s *Store) catchUpOverlap(logged []logEntry, at time.Time) int64 {
 	return 0
 }
 
-// takeLog takes into base (under baseMu) the values a log read carried,
-// and forgets the rows it names without one.
+// takeLog forgets, in base (under baseMu), the rows a log read names,
+// and notes another writer's group (kOthers).
 func (s *Store) takeLog(e logEntry) {
 	head := kMeta(s.headKey)
-	for i, k := range e.keys {
+	for _, k := range e.keys {
 		if k == kOthers {
 			s.othersAt.Store(time.Now().UnixNano())
 			continue
@@ -137,11 +138,7 @@ func (s *Store) takeLog(e logEntry) {
 			// out meanwhile): numbers from a new block.
 			s.nums.drop("journal")
 		}
-		if c, ok := fromLog(k, e.vals[i]); ok {
-			s.base[k] = c
-		} else {
-			delete(s.base, k)
-		}
+		delete(s.base, k)
 	}
 }
 
