@@ -348,8 +348,8 @@ func (g *group) runUpdates(updates []*update, i int, q querier) error {
 					ferr = tx.guardAbsent()
 				}
 			}
-			if tx.fatal == nil && tx.failed == nil && !g.far {
-				ferr = tx.judgedStale(ferr)
+			if tx.fatal == nil && tx.failed == nil && !g.far && !tx.restart {
+				ferr = tx.refusedAsRead(tx.judgedStale(ferr))
 			}
 			if tx.fatal != nil {
 				return tx.fatal

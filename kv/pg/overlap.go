@@ -1,6 +1,7 @@
 package pg
 
 import (
+	"context"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -265,17 +266,118 @@ func (t *Tx) guardAbsent() error {
 		if w, ok := t.l[k]; ok && w.dirty {
 			continue // written: checked where it was
 		}
-		bucket, hexKey, ok := strings.Cut(k[len("d"+sep):], sep)
-		if !ok {
-			continue
-		}
-		key, err := hex.DecodeString(hexKey)
+		g, keyArgs, same, err := guardOf(k)
 		if err != nil {
-			return fmt.Errorf("cache key %q: %w", k, err)
+			return err
 		}
-		if err := t.guard(k, tableOf(bucket).guard, []any{bucket, key}, sameBytes); err != nil {
+		if err := t.guard(k, g, keyArgs, same); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// refusedAsRead lets a refusal of an update of writers that overlap (its
+// function's error, or a check of the store's) stand only if the rows it
+// read whole are still as it read them. Its statements do not share one
+// snapshot: a gateway closing a call left in flight reads the call's
+// hold, another gateway closes the same call and commits, and the first
+// then reads the mandate's budget with the reservation released, and
+// refuses to release it again. Refusals are few, so they are checked
+// here, in one round trip on a connection of the writer's pool (the
+// rows as committed), rather than at the group's COMMIT: if one changed,
+// the writer forgets it (once the group is done) and Store.Update runs
+// the update again, on the rows as they are. A refusal judged on rows
+// still as read stands, as does one the check could not make.
+func (t *Tx) refusedAsRead(err error) error {
+	if err == nil || !t.s.overlap || errors.As(err, new(*errJudgedStale)) {
+		return err
+	}
+	type check struct {
+		k     string
+		there bool // the row as read is there (else: absent)
+	}
+	var checks []check
+	b := &pgx.Batch{}
+	for _, k := range slices.Sorted(maps.Keys(t.seen)) {
+		e := t.seen[k]
+		if e.st == unknown {
+			continue // its group wrote it, or it was checked as it was written
+		}
+		g, args, same, gerr := guardOf(k)
+		if gerr != nil {
+			continue
+		}
+		cond := g.key
+		if e.st == present && g.same != "" {
+			args = append(args, same(e)...)
+			cond += " AND " + g.same
+		}
+		checks = append(checks, check{k, e.st == present})
+		b.Queue(`SELECT EXISTS (SELECT FROM `+g.table+` WHERE `+cond+`)`, args...)
+	}
+	if len(checks) == 0 {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(t.ctx, refusalCheckWait)
+	defer cancel()
+	conn, cerr := t.s.pool.Acquire(ctx)
+	if cerr != nil {
+		return err
+	}
+	defer conn.Release()
+	t.s.refusalChecks.Add(1)
+	br := conn.SendBatch(ctx, b)
+	defer br.Close()
+	var changed []string
+	for _, c := range checks {
+		var there bool
+		if cerr := br.QueryRow().Scan(&there); cerr != nil {
+			return err
+		}
+		if there != c.there {
+			changed = append(changed, c.k)
+		}
+	}
+	if len(changed) == 0 {
+		return err
+	}
+	t.s.forget = append(t.s.forget, changed...)
+	return &errJudgedStale{err}
+}
+
+// refusalCheckWait bounds refusedAsRead's round trip.
+const refusalCheckWait = 5 * time.Second
+
+// guardOf is how the guards find the row under cache key k, for rows
+// written whole (guards.go): its table, its key's arguments, and the
+// value read as the table's same condition takes it.
+func guardOf(k string) (g guardTable, keyArgs []any, same func(entry) []any, err error) {
+	kind, rest, _ := strings.Cut(k, sep)
+	sameValue := func(e entry) []any { return []any{e.v} }
+	switch kind {
+	case "h":
+		return guardHold, []any{rest}, nil, nil
+	case "p":
+		return guardApprove, []any{rest}, sameValue, nil
+	case "m":
+		return guardMeta, []any{rest}, sameValue, nil
+	case "g":
+		if table, id, ok := strings.Cut(rest, sep); ok {
+			g := guardMandate
+			if table == "agents" {
+				g = guardAgent
+			}
+			return g, []any{id}, sameRegistry, nil
+		}
+	case "d":
+		if bucket, hexKey, ok := strings.Cut(rest, sep); ok {
+			key, err := hex.DecodeString(hexKey)
+			if err != nil {
+				return g, nil, nil, fmt.Errorf("cache key %q: %w", k, err)
+			}
+			return tableOf(bucket).guard, []any{bucket, key}, sameBytes, nil
+		}
+	}
+	return g, nil, nil, fmt.Errorf("cache key %q: no row written whole", k)
 }

@@ -203,3 +203,149 @@ func TestModes_MixedRefused(t *testing.T) {
 		t.Errorf("a gateway that overlaps beside one taking turns: %v, want refused naming its mode", err)
 	}
 }
+
+// Ensure that a refusal of a writer that overlaps stands only if the
+// rows it read whole are still as it read them: a gateway closing a call
+// left in flight reads its hold, then, after another gateway closed the
+// same call (its hold deleted, its reservation released), the mandate's
+// budget, and finds it would release more than is reserved. Its
+// statements do not share one snapshot; the hold it read is gone, so the
+// update runs again, finds no hold, and closes nothing. Without the check
+// the gateway's start fails on that refusal (as the cluster drill found).
+func TestOverlapping_RefusalOnRowsAsRead(t *testing.T) {
+	_, _, a, b := twoGateways(t, "refusal")
+	ctx := context.Background()
+	amt := journal.MustParseAmount
+	h := &holon.Hold{Receipt: "r1", Payer: "bob", Mandate: "bob/main", Reserved: amt("0.01"), Started: time.Now().UTC()}
+	err := a.Update(ctx, func(tx holon.Tx) error {
+		if err := tx.AddBudget(h.Mandate, 0, h.Reserved); err != nil {
+			return err
+		}
+		return tx.PutHold(h)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeCall := func(tx holon.Tx) (bool, error) {
+		h, err := tx.Hold("r1")
+		if errors.Is(err, holon.ErrNotFound) {
+			return false, nil // closed meanwhile
+		}
+		if err != nil {
+			return false, err
+		}
+		if err := tx.AddBudget(h.Mandate, 0, -h.Reserved); err != nil {
+			return false, err
+		}
+		return true, tx.DeleteHold(h.Receipt)
+	}
+	runs, closed := 0, false
+	err = b.Update(ctx, func(tx holon.Tx) error {
+		runs++
+		if _, err := tx.Hold("r1"); err != nil || runs > 1 {
+			var err error
+			closed, err = closeCall(tx)
+			return err
+		}
+		// Between b's read of the hold and of the budget, a closes the call.
+		if err := a.Update(ctx, func(tx holon.Tx) error { _, err := closeCall(tx); return err }); err != nil {
+			return err
+		}
+		var err error
+		closed, err = closeCall(tx)
+		return err
+	})
+	if err != nil {
+		t.Fatalf("closing a call another gateway closed meanwhile: %v, want it run again and find the call closed", err)
+	}
+	if closed || runs < 2 {
+		t.Errorf("runs %d, closed %v: want the update run again, closing nothing", runs, closed)
+	}
+	err = b.View(func(tx holon.Tx) error {
+		bu, err := tx.Budget(h.Mandate)
+		if err == nil && bu.Reserved != 0 {
+			t.Errorf("bob/main reserves %s, want 0", bu.Reserved)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A refusal judged on rows still as read stands, checked once.
+	h.Receipt = "r2"
+	if err := a.Update(ctx, func(tx holon.Tx) error { return tx.PutHold(h) }); err != nil {
+		t.Fatal(err)
+	}
+	checks := b.RefusalChecks()
+	runs = 0
+	err = b.Update(ctx, func(tx holon.Tx) error {
+		runs++
+		h, err := tx.Hold("r2")
+		if err != nil {
+			return err
+		}
+		return tx.AddBudget(h.Mandate, 0, -h.Reserved)
+	})
+	if err == nil || !strings.Contains(err.Error(), "would go below zero") || runs != 1 {
+		t.Errorf("a release of more than is reserved, on rows as read: %v after %d runs, want refused once", err, runs)
+	}
+	if got := b.RefusalChecks() - checks; got != 1 {
+		t.Errorf("%d checks of the refusal, want 1", got)
+	}
+}
+
+// Ensure that a writer that overlaps, alone on its database, keeps the
+// moved rows it knows past pg.MovedForget (no other writer can have
+// moved them), and reads one again once older than that after another
+// writer's group committed.
+func TestOverlapping_AloneKeepsMovedRows(t *testing.T) {
+	dbs := newDatabases(t)
+	url := dbs.url(t, "alone")
+	ctx := context.Background()
+	open := func() *pg.Store {
+		s, err := pg.Open(ctx, url, holon.StoreOptions{NoSync: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
+	a := open()
+	credit := func(s *pg.Store, key string) {
+		t.Helper()
+		err := s.Update(ctx, func(tx holon.Tx) error {
+			e, _ := journal.Transfer(key, "external:demo-credit", "bob", journal.MustParseAmount("1.00"))
+			return tx.PostEntry(e)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	// readTrips is the round trips an update reading bob's balance took.
+	readTrips := func(s *pg.Store) uint64 {
+		t.Helper()
+		before, _ := s.RoundTrips()
+		err := s.Update(ctx, func(tx holon.Tx) error {
+			_, err := tx.Account("bob")
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		after, _ := s.RoundTrips()
+		return after - before
+	}
+	credit(a, "c:1")
+	readTrips(a) // known now, whether it was or not
+	time.Sleep(pg.MovedForget + 200*time.Millisecond)
+	if n := readTrips(a); n != 0 {
+		t.Errorf("alone, bob's balance %s old took %d round trips, want 0 (kept)", pg.MovedForget+200*time.Millisecond, n)
+	}
+	b := open()
+	credit(b, "c:2")
+	time.Sleep(pg.MovedForget + 200*time.Millisecond)
+	// The first group after b's learns of it: bob's balance is read again.
+	if n := readTrips(a); n == 0 {
+		t.Errorf("after another writer's group, bob's balance %s old took no round trip, want it read again", pg.MovedForget+200*time.Millisecond)
+	}
+}

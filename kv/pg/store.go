@@ -42,6 +42,9 @@ type Store struct {
 	// asReadRuns counts the updates run again on their own because a
 	// row they read and wrote whole changed since (guards.go).
 	asReadRuns atomic.Uint64
+	// refusalChecks counts the refusals of writers that overlap checked
+	// against the rows as read (overlap.go: refusedAsRead).
+	refusalChecks atomic.Uint64
 	// idleStarts counts the groups begun that way and ended unused: no
 	// update waited once the COMMIT was answered.
 	idleStarts atomic.Uint64
@@ -331,6 +334,11 @@ func (s *Store) SafeRuns() uint64 { return s.safeRuns.Load() }
 // opened, a row they read and wrote whole having changed since they read
 // it, again after their group's safe run (guards.go).
 func (s *Store) AsReadRuns() uint64 { return s.asReadRuns.Load() }
+
+// RefusalChecks is how many refusals of this writer's updates were
+// checked against the rows they read whole (writers that overlap) since
+// the store opened.
+func (s *Store) RefusalChecks() uint64 { return s.refusalChecks.Load() }
 
 // HeadStarts is how many groups were begun (transaction, writers' lock,
 // log) in the round trip of the COMMIT before them, since the store
