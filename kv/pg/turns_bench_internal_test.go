@@ -32,27 +32,8 @@ import (
 // changed with their guards in SQL (within the total, never below zero),
 // which the store's writer checks on the rows it knows.
 func BenchmarkWriterTurns(b *testing.B) {
-	url := pgtest.StartWith(b, pgserver.Options{Durable: true}).CreateDB(b, "bench_turns")
 	ctx := context.Background()
-	s, err := Open(ctx, url, holon.StoreOptions{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	s.Close()
-	c0, err := pgx.Connect(ctx, url)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer c0.Close(ctx)
-	for _, q := range []string{
-		`INSERT INTO accounts (name, balance, held) VALUES ('payer', 1000000, 0), ('platform', 0, 0), ('author', 0, 0)`,
-		`INSERT INTO budgets (mandate, spent, reserved) VALUES ('m', 0, 0)`,
-		`INSERT INTO counters (name, value) VALUES ('receipts', 0), ('journal_entries', 0)`,
-	} {
-		if _, err := c0.Exec(ctx, q); err != nil {
-			b.Fatal(err)
-		}
-	}
+	url, c0 := benchDB(b, "bench_turns")
 	var ws []*turnWriter
 	for i := range 3 {
 		c, err := pgx.Connect(ctx, url)
@@ -96,6 +77,36 @@ func BenchmarkWriterTurns(b *testing.B) {
 	}
 }
 
+// benchDB starts PostgreSQL with its durable defaults, creates database
+// name with the store's schema, and returns its URL and a connection to
+// it (closed when b ends), with the rows a settled call moves: the
+// payer's, the platform's and the author's accounts, the mandate's
+// budget, the counters.
+func benchDB(b *testing.B, name string) (string, *pgx.Conn) {
+	url := pgtest.StartWith(b, pgserver.Options{Durable: true}).CreateDB(b, name)
+	ctx := context.Background()
+	s, err := Open(ctx, url, holon.StoreOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	s.Close()
+	c, err := pgx.Connect(ctx, url)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { c.Close(context.Background()) })
+	for _, q := range []string{
+		`INSERT INTO accounts (name, balance, held) VALUES ('payer', 1000000, 0), ('platform', 0, 0), ('author', 0, 0)`,
+		`INSERT INTO budgets (mandate, spent, reserved) VALUES ('m', 0, 0)`,
+		`INSERT INTO counters (name, value) VALUES ('receipts', 0), ('journal_entries', 0)`,
+	} {
+		if _, err := c.Exec(ctx, q); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return url, c
+}
+
 // turnCalls is how many settled calls a group of BenchmarkWriterTurns
 // holds: a gateway's third of 64 clients.
 const turnCalls = 20
@@ -122,6 +133,29 @@ type turnWriter struct {
 	gen  int64
 }
 
+// settled is the rows of n settled calls: their receipts, journal
+// entries (extending the writer's chain), lines and call events, each
+// receipt 3.00 paid by payer under mandate m, split between the platform
+// and the author; and their receipts' ids.
+func (w *turnWriter) settled(n int) (rec, ent, line, ev [][]any, ids []string) {
+	now := time.Now().UTC().Format(time.RFC3339Nano)
+	for range n {
+		w.k++
+		num := w.id*1_000_000_000_000 + w.k
+		id := fmt.Sprintf("r%d", num)
+		splits := `[{"to": "platform", "amount": "0.000001"}, {"to": "author", "amount": "0.000002"}]`
+		rec = append(rec, []any{id, num, (*string)(nil), "m", "payer", "acme/a@1.0.0", "succeeded", (*string)(nil), (*string)(nil), (*int64)(nil),
+			"EUR", "payer", (*string)(nil), true, int64(3), int64(0), int64(3), &splits, (*string)(nil), int64(5), now})
+		hash := fmt.Sprintf("h%d", num)
+		ent = append(ent, []any{num, "settle:" + id, now, w.prev, hash})
+		w.prev = hash
+		line = append(line, []any{num, int64(1), "payer", int64(-3)}, []any{num, int64(2), "platform", int64(1)}, []any{num, int64(3), "author", int64(2)})
+		ev = append(ev, []any{num, id, "acme/a@1.0.0", "succeeded", (*string)(nil), int64(5), int64(3), "EUR", false, now})
+		ids = append(ids, id)
+	}
+	return rec, ent, line, ev, ids
+}
+
 // group commits one group of turnCalls settled calls in mode.
 func (w *turnWriter) group(ctx context.Context, mode turnMode, gen *atomic.Int64) error {
 	b := &pgx.Batch{}
@@ -138,22 +172,10 @@ func (w *turnWriter) group(ctx context.Context, mode turnMode, gen *atomic.Int64
 			b = &pgx.Batch{}
 		}
 	}
-	now := time.Now().UTC().Format(time.RFC3339Nano)
-	var rec, ent, line, ev [][]any
+	rec, ent, line, ev, ids := w.settled(turnCalls)
 	var keys []string
 	var vals []*string
-	for range turnCalls {
-		w.k++
-		num := w.id*1_000_000_000_000 + w.k
-		id := fmt.Sprintf("r%d", num)
-		splits := `[{"to": "platform", "amount": "0.000001"}, {"to": "author", "amount": "0.000002"}]`
-		rec = append(rec, []any{id, num, (*string)(nil), "m", "payer", "acme/a@1.0.0", "succeeded", (*string)(nil), (*string)(nil), (*int64)(nil),
-			"EUR", "payer", (*string)(nil), true, int64(3), int64(0), int64(3), &splits, (*string)(nil), int64(5), now})
-		hash := fmt.Sprintf("h%d", num)
-		ent = append(ent, []any{num, "settle:" + id, now, w.prev, hash})
-		w.prev = hash
-		line = append(line, []any{num, int64(1), "payer", int64(-3)}, []any{num, int64(2), "platform", int64(1)}, []any{num, int64(3), "author", int64(2)})
-		ev = append(ev, []any{num, id, "acme/a@1.0.0", "succeeded", (*string)(nil), int64(5), int64(3), "EUR", false, now})
+	for _, id := range ids {
 		for _, k := range []string{kReceipt(id), kEntry("settle:" + id)} {
 			v := `{}`
 			keys, vals = append(keys, k), append(vals, &v)
