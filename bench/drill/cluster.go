@@ -229,6 +229,7 @@ func clusterDrill(ctx context.Context, d *drill) error {
 			}
 			d.count("spender top-ups just before a PostgreSQL crash", 1)
 			time.Sleep(time.Duration(rng.IntN(20)) * time.Millisecond)
+			d.countDeadlocks(ctx, url) // the crash forgets them
 			if err := d.crashPostgres(ctx, srv, down); err != nil {
 				stop()
 				return err
@@ -260,6 +261,7 @@ func clusterDrill(ctx context.Context, d *drill) error {
 	// by the others (its lease runs out) and those cut by an outage are
 	// closed by their own gateway.
 	time.Sleep(clusterLease*2 + 500*time.Millisecond)
+	d.countDeadlocks(ctx, url)
 	stop()
 	for i, g := range gs {
 		if err := g.stop(); err != nil {
@@ -331,6 +333,26 @@ func createDB(ctx context.Context, srv *pgserver.Server, name string) (string, e
 		return "", err
 	}
 	return srv.URL(name), nil
+}
+
+// countDeadlocks counts the deadlocks PostgreSQL detected between the
+// gateways' transactions on url's database since the server started
+// (pg_stat_database, which a backend updates about once a second, so the
+// count is a floor; a crash forgets them, so it is read before each
+// one): each held its transactions for deadlock_timeout (a second by
+// default) before one of them was refused and its group ran again. A
+// figure, not a check: writers that overlap lock the rows they move in
+// the order their groups send them.
+func (d *drill) countDeadlocks(ctx context.Context, url string) {
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return
+	}
+	defer conn.Close(ctx)
+	var n int64
+	if conn.QueryRow(ctx, `SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()`).Scan(&n) == nil {
+		d.count("deadlocks PostgreSQL detected between gateways' transactions", n)
+	}
 }
 
 // heldBy lists the calls in flight (holds) of the gateway process pid:
