@@ -409,7 +409,7 @@ func (t *Tx) PutHold(h *holon.Hold) error {
 	if h.Window != "" {
 		window = &h.Window
 	}
-	if err := t.guard(kHold(h.Receipt), guardHold, []any{h.Receipt}, nil); err != nil {
+	if err := t.guard(kHold(h.Receipt)); err != nil {
 		return err
 	}
 	err = t.appendRows(kHold(h.Receipt), rowHold, nil, []any{h.Receipt, h.Payer, int64(h.Amount), h.Mandate, int64(h.Reserved),
@@ -522,7 +522,7 @@ func (t *Tx) PutApproval(a *holon.Approval) error {
 		}
 		input = string(b)
 	}
-	if err := t.guard(kApproval(a.ID), guardApprove, []any{a.ID}, func(e entry) []any { return []any{e.v} }); err != nil {
+	if err := t.guard(kApproval(a.ID)); err != nil {
 		return err
 	}
 	return t.execFree(`INSERT INTO approvals (id, seq, mandate, caller, agent, capability, input_hash, max_cost, worst_case, currency,

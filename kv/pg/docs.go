@@ -120,7 +120,7 @@ func (t *Tx) putValue(bucket string, key, value []byte, document bool) error {
 	if tb != appDocTable {
 		doc = string(value)
 	}
-	if err := t.guard(kDoc(bucket, key), tb.guard, []any{bucket, key}, sameBytes); err != nil {
+	if err := t.guard(kDoc(bucket, key)); err != nil {
 		return err
 	}
 	if tb == appDocTable {
@@ -227,7 +227,7 @@ func (t *Tx) Delete(bucket, key string) error {
 	if appendOnly[bucket] {
 		return fmt.Errorf("%s is append-only", bucket)
 	}
-	if err := t.guard(kDoc(bucket, []byte(key)), tableOf(bucket).guard, []any{bucket, []byte(key)}, sameBytes); err != nil {
+	if err := t.guard(kDoc(bucket, []byte(key))); err != nil {
 		return err
 	}
 	if err := t.execRow(kDoc(bucket, []byte(key)), tableOf(bucket).del, bucket, []byte(key)); err != nil {
@@ -289,11 +289,7 @@ func (t *Tx) putDoc(table, key, id string, d holon.Doc) error {
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", table, id, err)
 	}
-	g := guardMandate
-	if table == "agents" {
-		g = guardAgent
-	}
-	if err := t.guard(kRegistry(table, id), g, []any{id}, sameRegistry); err != nil {
+	if err := t.guard(kRegistry(table, id)); err != nil {
 		return err
 	}
 	if err := t.execFree(`INSERT INTO `+table+` (`+key+`, doc, created, published, yanked, revoked) VALUES ($1, $2, $3, $4, $5, $6)

@@ -2,8 +2,12 @@ package pg
 
 import (
 	"bytes"
+	"encoding/hex"
 	"errors"
+	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -95,33 +99,82 @@ func (t *Tx) groupWrote(k string) bool {
 
 // guard queues, before a write of the row under cache key k, the check
 // that the row is as this update read it (nothing when it did not read
-// it, or checked it already). keyArgs are the row's key as g.key takes
-// them; same the value read as g.same takes it, from the entry read.
-func (t *Tx) guard(k string, g guardTable, keyArgs []any, same func(entry) []any) error {
+// it, or checked it already).
+func (t *Tx) guard(k string) error {
 	e, ok := t.seen[k]
 	if !ok || e.st == unknown {
 		return nil
 	}
+	r, err := guardOf(k)
+	if err != nil {
+		return err
+	}
 	t.seen[k] = entry{st: unknown} // checked once: the row is locked now
-	n := len(keyArgs)
-	key := placeholder(n + 1)
+	cond, args := r.where(e)
+	key := placeholder(len(args) + 1)
 	// Rows of k waiting to be written go first (touches): the check
 	// judges the row as the transaction holds it.
 	if e.st == absent {
 		if err := t.queue(queued{sql: `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, args: []any{k}, touches: []string{k}}); err != nil {
 			return err
 		}
-		return t.queue(queued{sql: `SELECT holon_as_read(` + key + `, NOT EXISTS (SELECT FROM ` + g.table + ` WHERE ` + g.key + `))`,
-			args: append(keyArgs, k), touches: []string{k}})
+		return t.queue(queued{sql: `SELECT holon_as_read(` + key + `, NOT EXISTS (SELECT FROM ` + r.g.table + ` WHERE ` + cond + `))`,
+			args: append(args, k), touches: []string{k}})
 	}
-	args := keyArgs
-	cond := g.key
-	if g.same != "" {
-		args = append(args, same(e)...)
-		cond += " AND " + g.same
-	}
-	return t.queue(queued{sql: `SELECT holon_as_read(` + placeholder(len(args)+1) + `, EXISTS (SELECT FROM ` + g.table + ` WHERE ` + cond + ` FOR UPDATE))`,
+	return t.queue(queued{sql: `SELECT holon_as_read(` + key + `, EXISTS (SELECT FROM ` + r.g.table + ` WHERE ` + cond + ` FOR UPDATE))`,
 		args: append(args, k), touches: []string{k}})
+}
+
+// asRead is how a check finds the row under a cache key, and compares it
+// with the value read: its table's guard, its key's arguments as g.key
+// takes them, and the value read as g.same takes it.
+type asRead struct {
+	g       guardTable
+	keyArgs []any
+	same    func(entry) []any
+}
+
+// where is the condition that the row is there as e read it, and its
+// arguments: the key alone for a row read as absent (NOT EXISTS of it)
+// or a table whose rows are judged by being there.
+func (r asRead) where(e entry) (string, []any) {
+	args := slices.Clone(r.keyArgs)
+	if e.st == absent || r.g.same == "" {
+		return r.g.key, args
+	}
+	return r.g.key + " AND " + r.g.same, append(args, r.same(e)...)
+}
+
+// guardOf is how the checks find the row under cache key k, one of a
+// row written whole.
+func guardOf(k string) (asRead, error) {
+	kind, rest, _ := strings.Cut(k, sep)
+	sameValue := func(e entry) []any { return []any{e.v} }
+	switch kind {
+	case "h":
+		return asRead{guardHold, []any{rest}, nil}, nil
+	case "p":
+		return asRead{guardApprove, []any{rest}, sameValue}, nil
+	case "m":
+		return asRead{guardMeta, []any{rest}, sameValue}, nil
+	case "g":
+		if table, id, ok := strings.Cut(rest, sep); ok {
+			g := guardMandate
+			if table == "agents" {
+				g = guardAgent
+			}
+			return asRead{g, []any{id}, sameRegistry}, nil
+		}
+	case "d":
+		if bucket, hexKey, ok := strings.Cut(rest, sep); ok {
+			key, err := hex.DecodeString(hexKey)
+			if err != nil {
+				return asRead{}, fmt.Errorf("cache key %q: %w", k, err)
+			}
+			return asRead{tableOf(bucket).guard, []any{bucket, key}, sameBytes}, nil
+		}
+	}
+	return asRead{}, fmt.Errorf("cache key %q: no row written whole", k)
 }
 
 // placeholder is $n.

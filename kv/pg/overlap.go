@@ -2,12 +2,9 @@ package pg
 
 import (
 	"context"
-	"encoding/hex"
 	"errors"
-	"fmt"
 	"maps"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -266,11 +263,7 @@ func (t *Tx) guardAbsent() error {
 		if w, ok := t.l[k]; ok && w.dirty {
 			continue // written: checked where it was
 		}
-		g, keyArgs, same, err := guardOf(k)
-		if err != nil {
-			return err
-		}
-		if err := t.guard(k, g, keyArgs, same); err != nil {
+		if err := t.guard(k); err != nil {
 			return err
 		}
 	}
@@ -304,17 +297,13 @@ func (t *Tx) refusedAsRead(err error) error {
 		if e.st == unknown {
 			continue // its group wrote it, or it was checked as it was written
 		}
-		g, args, same, gerr := guardOf(k)
+		r, gerr := guardOf(k)
 		if gerr != nil {
 			continue
 		}
-		cond := g.key
-		if e.st == present && g.same != "" {
-			args = append(args, same(e)...)
-			cond += " AND " + g.same
-		}
+		cond, args := r.where(e)
 		checks = append(checks, check{k, e.st == present})
-		b.Queue(`SELECT EXISTS (SELECT FROM `+g.table+` WHERE `+cond+`)`, args...)
+		b.Queue(`SELECT EXISTS (SELECT FROM `+r.g.table+` WHERE `+cond+`)`, args...)
 	}
 	if len(checks) == 0 {
 		return err
@@ -348,36 +337,3 @@ func (t *Tx) refusedAsRead(err error) error {
 
 // refusalCheckWait bounds refusedAsRead's round trip.
 const refusalCheckWait = 5 * time.Second
-
-// guardOf is how the guards find the row under cache key k, for rows
-// written whole (guards.go): its table, its key's arguments, and the
-// value read as the table's same condition takes it.
-func guardOf(k string) (g guardTable, keyArgs []any, same func(entry) []any, err error) {
-	kind, rest, _ := strings.Cut(k, sep)
-	sameValue := func(e entry) []any { return []any{e.v} }
-	switch kind {
-	case "h":
-		return guardHold, []any{rest}, nil, nil
-	case "p":
-		return guardApprove, []any{rest}, sameValue, nil
-	case "m":
-		return guardMeta, []any{rest}, sameValue, nil
-	case "g":
-		if table, id, ok := strings.Cut(rest, sep); ok {
-			g := guardMandate
-			if table == "agents" {
-				g = guardAgent
-			}
-			return g, []any{id}, sameRegistry, nil
-		}
-	case "d":
-		if bucket, hexKey, ok := strings.Cut(rest, sep); ok {
-			key, err := hex.DecodeString(hexKey)
-			if err != nil {
-				return g, nil, nil, fmt.Errorf("cache key %q: %w", k, err)
-			}
-			return tableOf(bucket).guard, []any{bucket, key}, sameBytes, nil
-		}
-	}
-	return g, nil, nil, fmt.Errorf("cache key %q: no row written whole", k)
-}

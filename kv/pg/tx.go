@@ -526,7 +526,7 @@ func (t *Tx) putMeta(key, value string) error {
 	if t.s.overlap {
 		// Under the writers' lock, the log tells a writer whose chain
 		// another extended before it writes.
-		if err := t.guard(kMeta(key), guardMeta, []any{key}, func(e entry) []any { return []any{e.v} }); err != nil {
+		if err := t.guard(kMeta(key)); err != nil {
 			return err
 		}
 	}
