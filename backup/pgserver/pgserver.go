@@ -111,6 +111,10 @@ func (s *Server) PID() (int, error) {
 	return strconv.Atoi(strings.TrimSpace(line))
 }
 
+// Log is what the server wrote to its log since it first started, across
+// restarts.
+func (s *Server) Log() ([]byte, error) { return os.ReadFile(filepath.Join(s.dir, "log")) }
+
 // URL is the connection string of a database on the server.
 func (s *Server) URL(db string) string {
 	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/%s?sslmode=disable", s.port, db)

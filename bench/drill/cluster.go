@@ -1,6 +1,7 @@
 package drill
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -262,6 +263,7 @@ func clusterDrill(ctx context.Context, d *drill) error {
 	// closed by their own gateway.
 	time.Sleep(clusterLease*2 + 500*time.Millisecond)
 	d.countDeadlocks(ctx, url)
+	d.countLockWaits(srv)
 	stop()
 	for i, g := range gs {
 		if err := g.stop(); err != nil {
@@ -353,6 +355,18 @@ func (d *drill) countDeadlocks(ctx context.Context, url string) {
 	if conn.QueryRow(ctx, `SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()`).Scan(&n) == nil {
 		d.count("deadlocks PostgreSQL detected between gateways' transactions", n)
 	}
+}
+
+// countLockWaits counts the waits for a row's lock that the gateways'
+// groups gave up (the store's lock_timeout, which PostgreSQL logs as the
+// statement's error) and ran again: a deadlock between two groups ends
+// in one of these, well within deadlock_timeout. A figure, not a check.
+func (d *drill) countLockWaits(srv *pgserver.Server) {
+	log, err := srv.Log()
+	if err != nil {
+		return
+	}
+	d.count("waits for a row's lock the gateways' groups gave up and ran again", int64(bytes.Count(log, []byte("canceling statement due to lock timeout"))))
 }
 
 // heldBy lists the calls in flight (holds) of the gateway process pid:

@@ -23,9 +23,14 @@ import (
 // update read it (guards.go, migration 26); journal entries, receipts,
 // approvals and call events take numbers from each writer's own blocks
 // (numbers.go) and entries extend the writer's own chain (lease.go).
-// Two groups that lock rows in opposite orders deadlock, and PostgreSQL
-// refuses one, which runs again whole (Store.run), as does one that
-// inserts a row another inserted meanwhile (conflict).
+// Two groups that lock rows in opposite orders deadlock. PostgreSQL
+// would find the cycle only after its deadlock_timeout (a second by
+// default, and a setting only a superuser may change), holding both
+// groups, and every group waiting on a row either holds, for that long:
+// so a writer's group waits for a row's lock at most lockWait
+// (lock_timeout, the transaction's own), then gives up and runs again
+// whole (Store.run), as does one PostgreSQL refused for a deadlock or
+// one that inserts a row another inserted meanwhile (conflict).
 //
 // Each writer still keeps the rows it read and wrote in memory (cache.go),
 // and each group logs the keys of the rows it wrote whole (writer_log;
@@ -51,6 +56,14 @@ const (
 	logAge    = "15 seconds"
 )
 
+// lockWait is how long a group of writers that overlap waits for a row
+// another transaction locked before it gives up and runs again. A group
+// holds the rows it moved from its moves to its COMMIT: a few
+// milliseconds, tens when the machine is busy (the manual's performance
+// page), so a wait this long is a deadlock's or one behind it, not a
+// turn.
+const lockWait = "200ms"
+
 // queueOverlapBegin queues the begin of a group of writers that overlap:
 // a READ COMMITTED transaction, and the keys the other writers logged in
 // transactions committed since at's snapshot, with this statement's
@@ -58,6 +71,7 @@ const (
 // transactions.
 func queueOverlapBegin(b *pgx.Batch, at logPos, chain int) {
 	b.Queue(`BEGIN ISOLATION LEVEL READ COMMITTED`)
+	b.Queue(`SET LOCAL lock_timeout = '` + lockWait + `'`)
 	var prev *string
 	if at.gen >= 0 && at.snap != "" {
 		prev = &at.snap
@@ -74,7 +88,7 @@ func queueOverlapBegin(b *pgx.Batch, at logPos, chain int) {
 // the others wrote whole (no values: they are forgotten), and the
 // snapshot read in.
 func readOverlapBegin(br pgx.BatchResults) ([]logEntry, error) {
-	rows, err := queryAfter(br, 2)
+	rows, err := queryAfter(br, 3)
 	if err != nil {
 		return nil, err
 	}

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"holon.dev/holon"
 	"holon.dev/holon/gateway/storetest"
 	"holon.dev/holon/journal"
@@ -347,5 +349,63 @@ func TestOverlapping_AloneKeepsMovedRows(t *testing.T) {
 	// The first group after b's learns of it: bob's balance is read again.
 	if n := readTrips(a); n == 0 {
 		t.Errorf("after another writer's group, bob's balance %s old took no round trip, want it read again", pg.MovedForget+200*time.Millisecond)
+	}
+}
+
+// A group of writers that overlap waits for a row another transaction
+// holds locked at most lockWait, then runs again whole: two gateways'
+// groups that lock rows in opposite orders cost each other that, not
+// PostgreSQL's deadlock_timeout, and the move lands once.
+func TestOverlapping_LockWaitGivenUp(t *testing.T) {
+	_, url, a, _ := twoGateways(t, "lockwait")
+	ctx := context.Background()
+	amt := journal.MustParseAmount
+	const m = "bob/main"
+	if err := a.Update(ctx, func(tx holon.Tx) error { return tx.AddBudget(m, amt("0.01"), 0) }); err != nil {
+		t.Fatal(err)
+	}
+	c, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	locker, err := c.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := locker.Exec(ctx, `SELECT FROM budgets WHERE mandate = $1 FOR UPDATE`, m); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		done <- a.Update(ctx, func(tx holon.Tx) error { return tx.AddBudget(m, amt("0.02"), 0) })
+	}()
+	for deadline := time.Now().Add(30 * time.Second); a.LockWaits() < 2 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	waits := a.LockWaits()
+	select {
+	case err := <-done:
+		t.Fatalf("the update was answered (%v) while the budget's row was locked", err)
+	default:
+	}
+	if err := locker.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("the update, once the row was let go: %v", err)
+	}
+	if waits < 2 {
+		t.Errorf("%d waits for the locked row given up in 30 s, want the group to give up and run again", waits)
+	}
+	err = a.View(func(tx holon.Tx) error {
+		bu, err := tx.Budget(m)
+		if err == nil && bu.Spent != amt("0.03") {
+			t.Errorf("bob/main spent %s, want 0.03 (the move landed once)", bu.Spent)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }

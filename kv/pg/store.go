@@ -36,6 +36,9 @@ type Store struct {
 	done   chan struct{}
 
 	commits, updates, replays atomic.Uint64
+	// lockWaits counts the groups that gave up waiting for a row's lock
+	// (lockWait) and ran again.
+	lockWaits atomic.Uint64
 	// safeRuns counts the groups run again safely, headStarts those begun
 	// by the COMMIT of the group before (group.go).
 	safeRuns, headStarts atomic.Uint64
@@ -325,6 +328,11 @@ func (s *Store) Stats() holon.StoreStats {
 	return st
 }
 
+// LockWaits is how many groups gave up waiting for a row another
+// transaction held locked (lockWait, writers that overlap) and ran
+// again, since the store opened.
+func (s *Store) LockWaits() uint64 { return s.lockWaits.Load() }
+
 // SafeRuns is how many groups ran again safely, each update under its
 // own savepoint, since the store opened: their fast run was refused
 // (group.go).
@@ -478,6 +486,9 @@ func (s *Store) run(batch []*update) {
 			break
 		}
 		s.replays.Add(1)
+		if lockWaited(err) {
+			s.lockWaits.Add(1)
+		}
 		if attempt == maxAttempts {
 			err = fmt.Errorf("PostgreSQL: %d serialization conflicts in a row: %w", attempt, err)
 			break
@@ -567,22 +578,34 @@ func call(fn func(holon.Tx) error, tx holon.Tx) (err error) {
 // turns under the writers' lock (Options.Turns).
 func TurnsFromEnv() bool { return os.Getenv("HOLON_PG_TURNS") == "1" }
 
-// conflict reports whether err is a serialization conflict or a deadlock,
-// or the insert of a moved row (an account's part, a budget, a counter's
-// part, an agent's record's part) that another writer inserted since
-// this one found it absent: the transaction may succeed if it runs again.
+// conflict reports whether err is a serialization conflict, a deadlock,
+// a wait for a row's lock given up (lockWait), or the insert of a moved
+// row (an account's part, a budget, a counter's part, an agent's
+// record's part) that another writer inserted since this one found it
+// absent: the transaction may succeed if it runs again.
 func conflict(err error) bool {
 	var pe *pgconn.PgError
 	if !errors.As(err, &pe) {
 		return false
 	}
 	switch pe.Code {
-	case "40001", "40P01":
+	case "40001", "40P01", lockNotAvailable:
 		return true
 	case "23505":
 		return movedKeys[pe.ConstraintName]
 	}
 	return false
+}
+
+// lockNotAvailable is the error of a statement that waited for a lock
+// longer than lock_timeout (or would have waited, with NOWAIT: the
+// turns' head start, whose failure only ends the head start).
+const lockNotAvailable = "55P03"
+
+// lockWaited reports whether err is a wait for a lock given up.
+func lockWaited(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == lockNotAvailable
 }
 
 // movedKeys are the primary keys of the tables whose rows are moved
