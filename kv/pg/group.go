@@ -83,12 +83,17 @@ type group struct {
 	recheck []string
 }
 
-// mark records where update i begins handing out numbers.
+// mark records where update i begins handing out numbers. An update
+// before it that did not run (its caller gone) handed out none: its mark
+// is i's, so that a rewind from it gives back no number handed out
+// before (and a mark left at zero would give back every number the
+// writer handed out since it opened, committed ones too).
 func (g *group) mark(i int) {
-	if len(g.marks) <= i {
-		g.marks = append(g.marks, make([]uint64, i+1-len(g.marks))...)
+	at := g.s.nums.mark()
+	for len(g.marks) <= i {
+		g.marks = append(g.marks, at)
 	}
-	g.marks[i] = g.s.nums.mark()
+	g.marks[i] = at
 	g.marks = g.marks[:i+1]
 }
 
@@ -330,11 +335,11 @@ func (g *group) runUpdates(updates []*update, i int, q querier) error {
 	for {
 		for ; i < len(updates); i++ {
 			u := updates[i]
+			g.mark(i)
 			if err := u.ctx.Err(); err != nil {
 				g.errs[i] = err
 				continue
 			}
-			g.mark(i)
 			tx := &Tx{s: g.s, ctx: g.ctx, tx: q, g: g, idx: i, l: layer{}, began: time.Now().UnixNano()}
 			if g.safe {
 				g.pending = append(g.pending, queued{sql: `SAVEPOINT u`, owner: i, free: true})

@@ -45,6 +45,14 @@ func openOn(t *testing.T, name string, n int) ([]*pg.Store, func() *pg.Store) {
 // each fn's error.
 func grouped(t *testing.T, s *pg.Store, fns ...func(holon.Tx) error) []error {
 	t.Helper()
+	return groupedSkipping(t, s, nil, fns...)
+}
+
+// groupedSkipping is grouped, the fns at the indexes in skip queued with
+// a context canceled before the group runs (their callers gone): the
+// writer skips them.
+func groupedSkipping(t *testing.T, s *pg.Store, skip map[int]bool, fns ...func(holon.Tx) error) []error {
+	t.Helper()
 	bg := context.Background()
 	hold, held := make(chan struct{}), make(chan struct{}, 1)
 	first := make(chan error, 1)
@@ -61,14 +69,24 @@ func grouped(t *testing.T, s *pg.Store, fns ...func(holon.Tx) error) []error {
 	<-held
 	errs := make([]error, len(fns))
 	done := make(chan int, len(fns))
+	var cancels []context.CancelFunc
 	for i, fn := range fns {
+		ctx := bg
+		if skip[i] {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithCancel(bg)
+			cancels = append(cancels, cancel)
+		}
 		go func() {
-			errs[i] = s.Update(bg, fn)
+			errs[i] = s.Update(ctx, fn)
 			done <- i
 		}()
 		for pg.Queued(s) < i+1 {
 			time.Sleep(time.Millisecond)
 		}
+	}
+	for _, cancel := range cancels {
+		cancel()
 	}
 	close(hold)
 	if err := <-first; err != nil {
@@ -167,6 +185,54 @@ func TestStore_RefusalRunsGroupAgainSafe(t *testing.T) {
 		if ann.Balance != 51 || tx.Counter("moves") != 5 || bud.Spent != 50 || tx.Counter("journal_entries") != 6 {
 			return fmt.Errorf("ann %s, %d moves, budget spent %s, %d entries; want 51, 5, 50 and 6",
 				ann.Balance, tx.Counter("moves"), bud.Spent, tx.Counter("journal_entries"))
+		}
+		return tx.(*pg.Tx).VerifyJournal()
+	})
+	if err != nil {
+		t.Error(err)
+	}
+}
+
+// Ensure that a group whose first update was skipped (its caller gone
+// before the group ran) and whose fast run PostgreSQL refuses gives back,
+// for its safe run, only the numbers its own updates took: the writer's
+// committed entries keep theirs, and the safe run's entries take new
+// ones. (A skipped update once left its mark at zero, and the refused run
+// gave back every number the writer had handed out, which the safe run
+// then handed out again: a duplicate journal number, the update refused.)
+func TestStore_SkippedUpdateKeepsCommittedNumbers(t *testing.T) {
+	stores, open := openOn(t, "skipped", 1)
+	b := stores[0]
+	bg := context.Background()
+	if err := b.Update(bg, func(tx holon.Tx) error { _, err := tx.AppendEntry(entry("used", "ann", 1)); return err }); err != nil {
+		t.Fatal(err)
+	}
+	a := open()
+	journals := func(key string) func(holon.Tx) error {
+		return func(tx holon.Tx) error { _, err := tx.AppendEntry(entry(key, "ann", 10)); return err }
+	}
+	for _, k := range []string{"k1", "k2", "k3"} {
+		if err := a.Update(bg, journals(k)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	safe := a.SafeRuns()
+	errs := groupedSkipping(t, a, map[int]bool{0: true}, journals("gone"), journals("used"), journals("k4"))
+	if !errors.Is(errs[0], context.Canceled) {
+		t.Errorf("the update whose caller was gone: %v, want context.Canceled", errs[0])
+	}
+	if !errors.Is(errs[1], holon.ErrDuplicateKey) {
+		t.Errorf("the refused update: %v, want ErrDuplicateKey", errs[1])
+	}
+	if errs[2] != nil {
+		t.Errorf("the update beside them: %v, want it committed with a number of its own", errs[2])
+	}
+	if n := a.SafeRuns(); n != safe+1 {
+		t.Errorf("%d safe runs, want 1 (the fast run refused)", n-safe)
+	}
+	err := a.View(func(tx holon.Tx) error {
+		if n := tx.Counter("journal_entries"); n != 5 {
+			return fmt.Errorf("%d journal entries, want 5 (used, k1-k3, k4)", n)
 		}
 		return tx.(*pg.Tx).VerifyJournal()
 	})
