@@ -357,25 +357,10 @@ func TestOverlapping_AloneKeepsMovedRows(t *testing.T) {
 // groups that lock rows in opposite orders cost each other that, not
 // PostgreSQL's deadlock_timeout, and the move lands once.
 func TestOverlapping_LockWaitGivenUp(t *testing.T) {
-	_, url, a, _ := twoGateways(t, "lockwait")
+	a, locker := lockedBudget(t, "lockwait")
 	ctx := context.Background()
 	amt := journal.MustParseAmount
-	const m = "bob/main"
-	if err := a.Update(ctx, func(tx holon.Tx) error { return tx.AddBudget(m, amt("0.01"), 0) }); err != nil {
-		t.Fatal(err)
-	}
-	c, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(ctx)
-	locker, err := c.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := locker.Exec(ctx, `SELECT FROM budgets WHERE mandate = $1 FOR UPDATE`, m); err != nil {
-		t.Fatal(err)
-	}
+	const m = lockedMandate
 	done := make(chan error, 1)
 	go func() {
 		done <- a.Update(ctx, func(tx holon.Tx) error { return tx.AddBudget(m, amt("0.02"), 0) })
@@ -398,7 +383,7 @@ func TestOverlapping_LockWaitGivenUp(t *testing.T) {
 	if waits < 2 {
 		t.Errorf("%d waits for the locked row given up in 30 s, want the group to give up and run again", waits)
 	}
-	err = a.View(func(tx holon.Tx) error {
+	err := a.View(func(tx holon.Tx) error {
 		bu, err := tx.Budget(m)
 		if err == nil && bu.Spent != amt("0.03") {
 			t.Errorf("bob/main spent %s, want 0.03 (the move landed once)", bu.Spent)
@@ -408,4 +393,60 @@ func TestOverlapping_LockWaitGivenUp(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// A group kept from a row that another transaction never lets go fails
+// once its attempts are spent (about 20 s of waits given up), with an
+// error that says why, rather than waiting without end; nothing of it
+// lands.
+func TestOverlapping_LockHeldTooLongFails(t *testing.T) {
+	a, locker := lockedBudget(t, "lockheld")
+	ctx := context.Background()
+	amt := journal.MustParseAmount
+	const m = lockedMandate
+	err := a.Update(ctx, func(tx holon.Tx) error { return tx.AddBudget(m, amt("0.02"), 0) })
+	if err == nil || !strings.Contains(err.Error(), "a row locked for over 200ms") {
+		t.Errorf("an update kept from its row: %v, want it failed, naming the lock", err)
+	}
+	if err := locker.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	err = a.View(func(tx holon.Tx) error {
+		bu, err := tx.Budget(m)
+		if err == nil && bu.Spent != amt("0.01") {
+			t.Errorf("bob/main spent %s, want 0.01 (nothing of the failed update landed)", bu.Spent)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// lockedMandate is the mandate whose budget lockedBudget locks.
+const lockedMandate = "bob/main"
+
+// lockedBudget opens two stores on a new database, gives lockedMandate a
+// budget that spent 0.01 through the first, and returns it with a
+// transaction of another connection that holds the budget's row locked.
+func lockedBudget(t *testing.T, name string) (*pg.Store, pgx.Tx) {
+	t.Helper()
+	_, url, a, _ := twoGateways(t, name)
+	ctx := context.Background()
+	if err := a.Update(ctx, func(tx holon.Tx) error { return tx.AddBudget(lockedMandate, journal.MustParseAmount("0.01"), 0) }); err != nil {
+		t.Fatal(err)
+	}
+	c, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close(context.Background()) })
+	locker, err := c.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := locker.Exec(ctx, `SELECT FROM budgets WHERE mandate = $1 FOR UPDATE`, lockedMandate); err != nil {
+		t.Fatal(err)
+	}
+	return a, locker
 }

@@ -20,8 +20,8 @@ import (
 // MaxBatch is the most updates one commit holds.
 const MaxBatch = 64
 
-// maxAttempts bounds how often a group runs again after serialization
-// conflicts before its updates fail.
+// maxAttempts bounds how often a group runs again after conflicts
+// (conflict) before its updates fail: for waits given up, about 20 s.
 const maxAttempts = 100
 
 // Store is a holon.Store on PostgreSQL.
@@ -490,7 +490,8 @@ func (s *Store) run(batch []*update) {
 			s.lockWaits.Add(1)
 		}
 		if attempt == maxAttempts {
-			err = fmt.Errorf("PostgreSQL: %d serialization conflicts in a row: %w", attempt, err)
+			err = fmt.Errorf("PostgreSQL: the group ran %d times, each ended by a conflict with another transaction "+
+				"(a serialization failure, a deadlock, or a row locked for over %s): %w", attempt, lockWait, err)
 			break
 		}
 		time.Sleep(time.Duration(attempt) * 100 * time.Microsecond)
