@@ -343,8 +343,9 @@ func createDB(ctx context.Context, srv *pgserver.Server, name string) (string, e
 // count is a floor; a crash forgets them, so it is read before each
 // one): each held its transactions for deadlock_timeout (a second by
 // default) before one of them was refused and its group ran again. A
-// figure, not a check: writers that overlap lock the rows they move in
-// the order their groups send them.
+// gateways' group gives up a wait before that (countLockWaits), so a
+// deadlock counted here had a transaction of another kind in it. A
+// figure, not a check.
 func (d *drill) countDeadlocks(ctx context.Context, url string) {
 	conn, err := pgx.Connect(ctx, url)
 	if err != nil {

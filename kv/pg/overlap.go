@@ -60,8 +60,8 @@ const (
 // another transaction locked before it gives up and runs again. A group
 // holds the rows it moved from its moves to its COMMIT: a few
 // milliseconds, tens when the machine is busy (the manual's performance
-// page), so a wait this long is a deadlock's or one behind it, not a
-// turn.
+// page), so a wait this long is mostly a deadlock's or one behind it; on
+// a starved machine some are not, and cost a group run again.
 const lockWait = "200ms"
 
 // queueOverlapBegin queues the begin of a group of writers that overlap:
