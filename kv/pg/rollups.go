@@ -204,10 +204,9 @@ func (s *Store) foldSome(ctx context.Context) (n int, err error) {
 
 // foldedSQL adds a fold's sums, none below zero, to their rows, in the
 // order given.
-const foldedSQL = `INSERT INTO rollups AS r (kind, owner, dim, day, value, currency, calls, amount, refunded)
+var foldedSQL = `INSERT INTO rollups AS r (kind, owner, dim, day, value, currency, calls, amount, refunded)
 		SELECT k, o, d, y, v, c, n, a / 1000000.0, f / 1000000.0
-		FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::text[], $6::text[], $7::bigint[], $8::bigint[], $9::bigint[])
-			AS x (k, o, d, y, v, c, n, a, f)
+		FROM ` + rowsOf("k text, o text, d text, y int, v text, c text, n bigint, a bigint, f bigint") + `
 		ON CONFLICT (kind, owner, dim, day, value, currency) DO UPDATE SET calls = r.calls + EXCLUDED.calls,
 			amount = r.amount + EXCLUDED.amount, refunded = r.refunded + EXCLUDED.refunded`
 

@@ -54,6 +54,32 @@ const (
 	rowKinds
 )
 
+// rowsOf is a FROM item, x, of the rows a statement's first array
+// parameters hold, an array a column: cols names each column and its
+// element type ("n text, b bigint"), $1 holding the first column, $2
+// the next, and so on. The arrays are unnested in a select list, which
+// PostgreSQL zips as it reads them. unnest($1, $2, …) in FROM would do
+// the same, but first fills a tuplestore with each array's elements:
+// memory taken and given back to the system at each statement, which
+// cost a one-row insert of a receipt three times the insert's own work
+// (BenchmarkGroupSize).
+func rowsOf(cols string) string {
+	var b strings.Builder
+	b.WriteString("(SELECT ")
+	for i, c := range strings.Split(cols, ", ") {
+		name, typ, ok := strings.Cut(c, " ")
+		if !ok {
+			panic("rowsOf: a column without its type: " + c)
+		}
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "unnest($%d::%s[]) AS %s", i+1, typ, name)
+	}
+	b.WriteString(") AS x")
+	return b.String()
+}
+
 // rowSQL are the statements of each kind: one row per element of their
 // arrays (amounts in micro-units, as bigint), each row's whole new value.
 var rowSQL = [rowKinds]string{
@@ -64,51 +90,50 @@ var rowSQL = [rowKinds]string{
 	// A move that only credits goes to the writer's part ($4), any other
 	// to part 0 (migration 24).
 	rowAccountMove: `WITH x AS (SELECT n, CASE WHEN b > 0 AND h = 0 THEN $4::int ELSE 0 END AS p, b, h
-			FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS x (n, b, h)),
+			FROM ` + rowsOf("n text, b bigint, h bigint") + `),
 		u AS (UPDATE accounts a SET balance = a.balance + x.b / 1000000.0, held = a.held + x.h / 1000000.0
 			FROM x WHERE (a.name, a.part) = (x.n, x.p) RETURNING a.name, a.part)
 		INSERT INTO accounts (name, part, balance, held) SELECT n, p, b / 1000000.0, h / 1000000.0 FROM x
 		WHERE NOT EXISTS (SELECT FROM u WHERE (u.name, u.part) = (x.n, x.p))`,
 	// Budgets carry the limit their update declared (NULL: none), which a
 	// check at the commit judges a raised budget against (migration 19).
-	rowBudgetMove: `WITH x AS (SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[]) AS x (m, s, r, c)),
+	rowBudgetMove: `WITH x AS (SELECT * FROM ` + rowsOf("m text, s bigint, r bigint, c bigint") + `),
 		u AS (UPDATE budgets b SET spent = b.spent + x.s / 1000000.0, reserved = b.reserved + x.r / 1000000.0, cap = x.c / 1000000.0
 			FROM x WHERE b.mandate = x.m RETURNING b.mandate)
 		INSERT INTO budgets (mandate, spent, reserved, cap) SELECT m, s / 1000000.0, r / 1000000.0, c / 1000000.0 FROM x
 		WHERE NOT EXISTS (SELECT FROM u WHERE u.mandate = x.m)`,
-	rowWindowMove: `WITH x AS (SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::bigint[]) AS x (m, w, s, r, c)),
+	rowWindowMove: `WITH x AS (SELECT * FROM ` + rowsOf("m text, w text, s bigint, r bigint, c bigint") + `),
 		u AS (UPDATE budget_windows b SET spent = b.spent + x.s / 1000000.0, reserved = b.reserved + x.r / 1000000.0, cap = x.c / 1000000.0
 			FROM x WHERE (b.mandate, b.win) = (x.m, x.w) RETURNING b.mandate, b.win)
 		INSERT INTO budget_windows (mandate, win, spent, reserved, cap) SELECT m, w, s / 1000000.0, r / 1000000.0, c / 1000000.0 FROM x
 		WHERE NOT EXISTS (SELECT FROM u WHERE (u.mandate, u.win) = (x.m, x.w))`,
 	// A counter's rise goes to the writer's part ($3), any other move to
 	// part 0 (migration 25).
-	rowCounterMove: `WITH x AS (SELECT n, CASE WHEN v > 0 THEN $3::int ELSE 0 END AS p, v FROM unnest($1::text[], $2::bigint[]) AS x (n, v)),
+	rowCounterMove: `WITH x AS (SELECT n, CASE WHEN v > 0 THEN $3::int ELSE 0 END AS p, v FROM ` + rowsOf("n text, v bigint") + `),
 		u AS (UPDATE counters c SET value = c.value + x.v FROM x WHERE (c.name, c.part) = (x.n, x.p) RETURNING c.name, c.part)
 		INSERT INTO counters (name, part, value) SELECT n, p, v FROM x WHERE NOT EXISTS (SELECT FROM u WHERE (u.name, u.part) = (x.n, x.p))`,
 	// A record's additions go to the writer's part ($6).
-	rowRecordMove: `WITH x AS (SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[]) AS x (a, r, s, b, d)),
+	rowRecordMove: `WITH x AS (SELECT * FROM ` + rowsOf("a text, r bigint, s bigint, b bigint, d bigint") + `),
 		u AS (UPDATE agent_records g SET runs = g.runs + x.r, succeeded = g.succeeded + x.s, billed = g.billed + x.b / 1000000.0,
 			duration_ms = g.duration_ms + x.d FROM x WHERE (g.agent, g.part) = (x.a, $6::int) RETURNING g.agent)
 		INSERT INTO agent_records (agent, part, runs, succeeded, billed, duration_ms) SELECT a, $6::int, r, s, b / 1000000.0, d FROM x
 		WHERE NOT EXISTS (SELECT FROM u WHERE u.agent = x.a)`,
-	rowMeta: `INSERT INTO meta (key, value) SELECT * FROM unnest($1::text[], $2::text[])
+	rowMeta: `INSERT INTO meta (key, value) SELECT * FROM ` + rowsOf("k text, v text") + `
 		ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value`,
 	rowEntry: `INSERT INTO journal_entries (seq, key, time, prev, hash)
-		SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[])`,
+		SELECT * FROM ` + rowsOf("s bigint, k text, t text, p text, h text"),
 	rowLine: `INSERT INTO journal_lines (entry, position, account, amount)
-		SELECT e, p, a, m / 1000000.0 FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::bigint[]) AS x (e, p, a, m)`,
+		SELECT e, p, a, m / 1000000.0 FROM ` + rowsOf("e bigint, p bigint, a text, m bigint"),
 	rowEvent: `INSERT INTO call_events (seq, receipt, agent, status, error, duration_ms, billed, currency, delegated, time)
 		SELECT s, r, a, st, e, d, b / 1000000.0, c, dl, t
-		FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::bigint[], $8::text[], $9::bool[], $10::text[])
-			AS x (s, r, a, st, e, d, b, c, dl, t)`,
+		FROM ` + rowsOf("s bigint, r text, a text, st text, e text, d bigint, b bigint, c text, dl bool, t text"),
 	// A hold is deleted once: a hold another gateway deleted since the
 	// writer read it (a call it closed) refuses the group (migration 22),
 	// which its release of the hold's amount would otherwise count twice.
 	rowHoldGone: `WITH d AS (DELETE FROM holds WHERE receipt = ANY($1::text[]) RETURNING receipt)
 		SELECT holon_all_gone('holds', $1::text[], array_agg(receipt)) FROM d`,
 	rowAppDoc: `INSERT INTO app_docs (bucket, key, key_bytes, doc, raw)
-		SELECT b, k, kb, d::json, r FROM unnest($1::text[], $2::text[], $3::bytea[], $4::text[], $5::bytea[]) AS x (b, k, kb, d, r)
+		SELECT b, k, kb, d::json, r FROM ` + rowsOf("b text, k text, kb bytea, d text, r bytea") + `
 		ON CONFLICT (bucket, key_bytes) DO UPDATE SET doc = EXCLUDED.doc, raw = EXCLUDED.raw`,
 	rowReceiptNew: receiptRowsInsert,
 	rowReceiptPut: receiptRowsInsert + receiptOnConflict,
@@ -116,21 +141,19 @@ var rowSQL = [rowKinds]string{
 			budget_window)
 		SELECT r, p, a / 1000000.0, m, rs / 1000000.0, f, pa, ARRAY(SELECT c FROM json_array_elements_text(ch::json) WITH ORDINALITY AS e (c, n) ORDER BY n),
 			d / 1000000.0, sm, st, g, w
-		FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::bigint[], $6::text[], $7::text[], $8::text[], $9::bigint[], $10::text[],
-			$11::text[], $12::text[], $13::text[]) AS x (r, p, a, m, rs, f, pa, ch, d, sm, st, g, w)
+		FROM ` + rowsOf("r text, p text, a bigint, m text, rs bigint, f text, pa text, ch text, d bigint, sm text, st text, g text, w text") + `
 		` + holdOnConflict,
 }
 
 // receiptRowsInsert inserts receipts given as receiptRow's columns: the
 // children a JSON array (NULL for none), the amounts in micro-units.
-const receiptRowsInsert = `INSERT INTO receipts AS r (id, seq, parent, mandate, caller, agent, status, error, approval, worst_case, currency, payer,
+var receiptRowsInsert = `INSERT INTO receipts AS r (id, seq, parent, mandate, caller, agent, status, error, approval, worst_case, currency, payer,
 			sub_mandate, billed, cost_own, cost_downstream, cost_total, splits, children, duration_ms, created)
 		SELECT i, q, pa, m, ca, ag, st, er, ap, w / 1000000.0, cu, py, sm, bi, co / 1000000.0, cd / 1000000.0, ct / 1000000.0, sp::jsonb,
 			CASE WHEN ch IS NOT NULL THEN ARRAY(SELECT c FROM json_array_elements_text(ch::json) WITH ORDINALITY AS e (c, n) ORDER BY n) END,
 			d, cr
-		FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::bigint[],
-			$11::text[], $12::text[], $13::text[], $14::bool[], $15::bigint[], $16::bigint[], $17::bigint[], $18::text[], $19::text[], $20::bigint[],
-			$21::text[]) AS x (i, q, pa, m, ca, ag, st, er, ap, w, cu, py, sm, bi, co, cd, ct, sp, ch, d, cr)`
+		FROM ` + rowsOf("i text, q bigint, pa text, m text, ca text, ag text, st text, er text, ap text, w bigint, "+
+	"cu text, py text, sm text, bi bool, co bigint, cd bigint, ct bigint, sp text, ch text, d bigint, cr text")
 
 // The holds released are deleted by their keys, planned without
 // sequential scans. The holds table churns (each call puts its hold and
@@ -189,9 +212,8 @@ const foldSQL = `SELECT holon_fold_rollups()`
 // that their CHECKs judge the sums: rows that exist are updated (an
 // INSERT … ON CONFLICT would check the row it proposes, the addition
 // alone), the others inserted.
-const rollupSumSQL = `WITH x AS (
-			SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::text[], $6::text[], $7::bigint[], $8::bigint[], $9::bigint[])
-				AS x (k, o, d, y, v, c, n, a, f)
+var rollupSumSQL = `WITH x AS (
+			SELECT * FROM ` + rowsOf("k text, o text, d text, y int, v text, c text, n bigint, a bigint, f bigint") + `
 		), u AS (
 			UPDATE rollups r SET calls = r.calls + x.n, amount = r.amount + x.a / 1000000.0, refunded = r.refunded + x.f / 1000000.0
 			FROM x WHERE (r.kind, r.owner, r.dim, r.day, r.value, r.currency) = (x.k, x.o, x.d, x.y, x.v, x.c)
