@@ -3,6 +3,7 @@ package pg_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -241,6 +242,64 @@ func TestOverBudget_RefusedByTheDatabase(t *testing.T) {
 	// Within the limit on the row, it stands.
 	if err := reserve(journal.MustParseAmount("0.10")); err != nil {
 		t.Errorf("a reservation to 1.00 of 1.00: %v", err)
+	}
+}
+
+// Ensure that a raise is judged against the limit it declared, whatever
+// the later moves of its group declared: in one group, a reservation
+// the writer judged within the mandate's total (from a budget raised
+// behind its back) is sent in one round trip, and another update, a
+// settlement that declares no limit, moves the same budget in the next.
+// The raise fails ErrOverBudget and the settlement stands alone. Before
+// schema version 29 the check read the limit the row's last move left
+// (none) and the group committed 1.30 of 1.00.
+func TestOverBudget_RaiseJudgedOnItsOwnLimit(t *testing.T) {
+	s, conn := openWatched(t, "overbudgetlater")
+	ctx := context.Background()
+	limit := journal.MustParseAmount("1.00")
+	if err := s.Update(ctx, func(tx holon.Tx) error {
+		if err := tx.PutMandate("m", holon.Doc{Doc: []byte(`{}`), Created: tx.Now()}); err != nil {
+			return err
+		}
+		tx.LimitBudget("m", "", limit)
+		return tx.AddBudget("m", 0, journal.MustParseAmount("0.40"))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, `UPDATE budgets SET reserved = reserved + 0.50 WHERE mandate = 'm'`); err != nil {
+		t.Fatal(err)
+	}
+	sent := false
+	errs := grouped(t, s,
+		func(tx holon.Tx) error {
+			tx.LimitBudget("m", "", limit)
+			return tx.AddBudget("m", 0, journal.MustParseAmount("0.40"))
+		},
+		func(tx holon.Tx) error {
+			// A row the writer does not hold: read in a round trip of its
+			// own, which carries the reservation's move before it.
+			if _, err := tx.Receipt("r999"); !errors.Is(err, holon.ErrNotFound) {
+				return fmt.Errorf("receipt r999: %v, want ErrNotFound", err)
+			}
+			sent = true
+			tenth := journal.MustParseAmount("0.10")
+			return tx.AddBudget("m", tenth, -tenth)
+		})
+	if !sent {
+		t.Fatal("the settlement did not run")
+	}
+	if !errors.Is(errs[0], holon.ErrOverBudget) {
+		t.Errorf("a reservation to 1.30 of 1.00, its group's next move declaring no limit: %v, want ErrOverBudget", errs[0])
+	}
+	if errs[1] != nil {
+		t.Errorf("the settlement beside it: %v", errs[1])
+	}
+	var b string
+	if err := conn.QueryRow(ctx, `SELECT spent::text || '/' || reserved::text FROM budgets WHERE mandate = 'm'`).Scan(&b); err != nil {
+		t.Fatal(err)
+	}
+	if b != "0.100000/0.800000" {
+		t.Errorf("budget spent/reserved %s, want 0.100000/0.800000: the settlement alone", b)
 	}
 }
 
