@@ -240,7 +240,7 @@ func (t *Tx) budget(k, sql string, args ...any) (holon.Budget, error) {
 		return holon.Budget{}, nil
 	}
 	var spent, reserved int64
-	err := t.oneMoved(k, sql, args, &spent, &reserved)
+	err := t.one(sql, args, &spent, &reserved)
 	if err == holon.ErrNotFound {
 		t.readAbsent(k)
 		return holon.Budget{}, nil
@@ -868,7 +868,7 @@ func (t *Tx) Record(agent string) (holon.Record, error) {
 	}
 	var r holon.Record
 	var billed int64
-	err := t.oneMoved(k, `SELECT sum(runs)::bigint, sum(succeeded)::bigint, (sum(billed) * 1000000)::bigint, sum(duration_ms)::bigint
+	err := t.one(`SELECT sum(runs)::bigint, sum(succeeded)::bigint, (sum(billed) * 1000000)::bigint, sum(duration_ms)::bigint
 		FROM agent_records WHERE agent = $1 GROUP BY agent`,
 		[]any{agent}, &r.Runs, &r.Succeeded, &billed, &r.DurationMS)
 	if err == holon.ErrNotFound {

@@ -24,7 +24,15 @@ import (
 func openOn(t *testing.T, name string, n int) ([]*pg.Store, func() *pg.Store) {
 	t.Helper()
 	url := pgtest.Start(t).CreateDB(t, name)
-	open := func() *pg.Store { return openURL(t, url) }
+	open := func() *pg.Store {
+		t.Helper()
+		s, err := pg.Open(context.Background(), url, holon.StoreOptions{NoSync: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
 	var out []*pg.Store
 	for range n {
 		out = append(out, open())
@@ -805,8 +813,13 @@ func TestStore_ReceiptsSettleOnTheirPage(t *testing.T) {
 		err := s.Update(bg, func(tx holon.Tx) error {
 			fresh = fresh[:0]
 			for range perRound {
-				r, err := putRunning(tx, "c", "ann")
+				id, err := tx.NewReceiptID()
 				if err != nil {
+					return err
+				}
+				r := &holon.Receipt{ID: id, Mandate: "m", Caller: "c", Status: holon.StatusRunning, Currency: "EUR", Payer: "ann",
+					Children: []string{}, Splits: []journal.Share{}, Created: tx.Now()}
+				if err := tx.PutReceipt(r); err != nil {
 					return err
 				}
 				fresh = append(fresh, r)
@@ -900,16 +913,4 @@ func tableStats(t *testing.T, conn *pgx.Conn, table, until string, n int64, of s
 	}
 	t.Fatalf("PostgreSQL's statistics never counted %d %s of %s", n, until, table)
 	return 0
-}
-
-// putRunning puts a new running receipt under mandate m, by caller, paid
-// by payer.
-func putRunning(tx holon.Tx, caller, payer string) (*holon.Receipt, error) {
-	id, err := tx.NewReceiptID()
-	if err != nil {
-		return nil, err
-	}
-	r := &holon.Receipt{ID: id, Mandate: "m", Caller: caller, Status: holon.StatusRunning, Currency: "EUR", Payer: payer,
-		Children: []string{}, Splits: []journal.Share{}, Created: tx.Now()}
-	return r, tx.PutReceipt(r)
 }

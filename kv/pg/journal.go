@@ -125,12 +125,8 @@ func (t *Tx) knowAccounts(names []string) error {
 	if len(unknown) == 0 {
 		return nil
 	}
-	keys := make([]string, len(unknown))
-	for i, name := range unknown {
-		keys[i] = kAccount(name)
-	}
 	found := map[string]holon.Account{}
-	err := t.allAfter(t.pendingChanges(keys...), accountsSelect, []any{unknown}, func(rows pgx.Rows) error {
+	err := t.all(accountsSelect, []any{unknown}, func(rows pgx.Rows) error {
 		var name string
 		var bal, held int64
 		if err := rows.Scan(&name, &bal, &held); err != nil {
@@ -255,7 +251,7 @@ func (t *Tx) Account(name string) (holon.Account, error) {
 		return t.Account(name)
 	}
 	var bal, held int64
-	err := t.oneMoved(k, `SELECT (sum(balance) * 1000000)::bigint, (sum(held) * 1000000)::bigint FROM accounts WHERE name = $1 GROUP BY name`,
+	err := t.one(`SELECT (sum(balance) * 1000000)::bigint, (sum(held) * 1000000)::bigint FROM accounts WHERE name = $1 GROUP BY name`,
 		[]any{name}, &bal, &held)
 	if err == holon.ErrNotFound {
 		t.readAbsent(k)

@@ -3,7 +3,6 @@ package pg_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -297,31 +296,6 @@ func TestOverlapping_RefusalOnRowsAsRead(t *testing.T) {
 	}
 }
 
-// openURL opens a store handle on the database at url, closed when the
-// test ends.
-func openURL(t *testing.T, url string) *pg.Store {
-	t.Helper()
-	s, err := pg.Open(context.Background(), url, holon.StoreOptions{NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s
-}
-
-// creditOne credits to 1.00 from external:demo-credit, under the
-// journal key key, through s.
-func creditOne(t *testing.T, s *pg.Store, key, to string) {
-	t.Helper()
-	err := s.Update(context.Background(), func(tx holon.Tx) error {
-		e, _ := journal.Transfer(key, "external:demo-credit", to, journal.MustParseAmount("1.00"))
-		return tx.PostEntry(e)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
 // Ensure that a writer that overlaps, alone on its database, keeps the
 // moved rows it knows past pg.MovedForget (no other writer can have
 // moved them), and reads one again once older than that after another
@@ -330,9 +304,25 @@ func TestOverlapping_AloneKeepsMovedRows(t *testing.T) {
 	dbs := newDatabases(t)
 	url := dbs.url(t, "alone")
 	ctx := context.Background()
-	open := func() *pg.Store { return openURL(t, url) }
+	open := func() *pg.Store {
+		s, err := pg.Open(ctx, url, holon.StoreOptions{NoSync: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
 	a := open()
-	credit := func(s *pg.Store, key string) { creditOne(t, s, key, "bob") }
+	credit := func(s *pg.Store, key string) {
+		t.Helper()
+		err := s.Update(ctx, func(tx holon.Tx) error {
+			e, _ := journal.Transfer(key, "external:demo-credit", "bob", journal.MustParseAmount("1.00"))
+			return tx.PostEntry(e)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
 	// readTrips is the round trips an update reading bob's balance took.
 	readTrips := func(s *pg.Store) uint64 {
 		t.Helper()
@@ -359,44 +349,6 @@ func TestOverlapping_AloneKeepsMovedRows(t *testing.T) {
 	// The first group after b's learns of it: bob's balance is read again.
 	if n := readTrips(a); n == 0 {
 		t.Errorf("after another writer's group, bob's balance %s old took no round trip, want it read again", pg.MovedForget+200*time.Millisecond)
-	}
-}
-
-// Ensure that a writer that overlaps reads a moved row it must read
-// again (older than pg.MovedForget, another writer's group committed
-// since) in a round trip of its own, its group's pending writes left
-// pending: sent with the read, they would split the group's writes over
-// two round trips, each table's rows in two statements.
-func TestOverlapping_MovedRowReadAlone(t *testing.T) {
-	dbs := newDatabases(t)
-	url := dbs.url(t, "movedalone")
-	ctx := context.Background()
-	a, b := openURL(t, url), openURL(t, url)
-	creditOne(t, a, "c:1", "bob")
-	creditOne(t, b, "c:2", "carol")
-	time.Sleep(pg.MovedForget + 200*time.Millisecond)
-	var trips, stmts uint64
-	err := a.Update(ctx, func(tx holon.Tx) error {
-		if _, err := putRunning(tx, "bob", "bob"); err != nil {
-			return err
-		}
-		t0, s0 := a.RoundTrips()
-		acct, err := tx.Account("bob")
-		if err != nil {
-			return err
-		}
-		if acct.Balance != journal.MustParseAmount("1.00") {
-			return fmt.Errorf("bob has %s, want 1.00", acct.Balance)
-		}
-		t1, s1 := a.RoundTrips()
-		trips, stmts = t1-t0, s1-s0
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if trips != 1 || stmts != 1 {
-		t.Errorf("bob's balance, read again, took %d round trips carrying %d statements, want 1 carrying 1 (the receipt left pending)", trips, stmts)
 	}
 }
 

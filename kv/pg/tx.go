@@ -353,44 +353,8 @@ func (t *Tx) flush() error {
 // one reads one row into dst: holon.ErrNotFound when there is none. The
 // pending writes go first, in the same round trip.
 func (t *Tx) one(sql string, args []any, dst ...any) error {
-	return t.oneAfter(t.g != nil && len(t.g.pending) > 0, sql, args, dst...)
-}
-
-// oneMoved is one for a read of the moved row k (an account's, budget's,
-// counter's or agent's record's sums): the pending writes go first only
-// when one of them may change k. The group's own moves of k are in its
-// layers, so the writer reads k only when none is, and what the database
-// holds of k is then the same whatever the group's other writes. Sent
-// with the read, they would split the group's writes over two round
-// trips, each table's rows in two statements: a writer reads a moved row
-// again once it is a second old (MovedForget), in the middle of groups.
-func (t *Tx) oneMoved(k, sql string, args []any, dst ...any) error {
-	return t.oneAfter(t.pendingChanges(k), sql, args, dst...)
-}
-
-// pendingChanges reports whether a write the group has not sent yet may
-// change any of the hot rows keys.
-func (t *Tx) pendingChanges(keys ...string) bool {
-	if t.g == nil {
-		return false
-	}
-	for _, q := range t.g.pending {
-		if q.row == nil && q.roll == nil && !q.free && len(q.touches) == 0 {
-			return true // a statement that may change any of them
-		}
-		for _, k := range keys {
-			if q.key == k || slices.Contains(q.touches, k) {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// oneAfter is one, the pending writes sent first when flush.
-func (t *Tx) oneAfter(flush bool, sql string, args []any, dst ...any) error {
 	var err error
-	if !flush {
+	if t.g == nil || len(t.g.pending) == 0 {
 		if err = t.err(); err != nil {
 			return err
 		}
@@ -419,14 +383,9 @@ func (t *Tx) oneAfter(flush bool, sql string, args []any, dst ...any) error {
 // before any later statement, as one connection runs one at a time. The
 // pending writes go first, in the same round trip.
 func (t *Tx) all(sql string, args []any, scan func(pgx.Rows) error) error {
-	return t.allAfter(t.g != nil && len(t.g.pending) > 0, sql, args, scan)
-}
-
-// allAfter is all, the pending writes sent first when flush (oneMoved).
-func (t *Tx) allAfter(flush bool, sql string, args []any, scan func(pgx.Rows) error) error {
 	var rows pgx.Rows
 	var br pgx.BatchResults
-	if !flush {
+	if t.g == nil || len(t.g.pending) == 0 {
 		if err := t.err(); err != nil {
 			return err
 		}
@@ -501,7 +460,7 @@ func (t *Tx) Counter(name string) uint64 {
 		return t.Counter(name)
 	}
 	v := "0"
-	err := t.oneMoved(k, `SELECT sum(value)::text FROM counters WHERE name = $1 GROUP BY name`, []any{name}, &v)
+	err := t.one(`SELECT sum(value)::text FROM counters WHERE name = $1 GROUP BY name`, []any{name}, &v)
 	if err != nil && !errors.Is(err, holon.ErrNotFound) {
 		return 0
 	}
