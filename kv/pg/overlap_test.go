@@ -383,16 +383,7 @@ func TestOverlapping_LockWaitGivenUp(t *testing.T) {
 	if waits < 2 {
 		t.Errorf("%d waits for the locked row given up in 30 s, want the group to give up and run again", waits)
 	}
-	err := a.View(func(tx holon.Tx) error {
-		bu, err := tx.Budget(m)
-		if err == nil && bu.Spent != amt("0.03") {
-			t.Errorf("bob/main spent %s, want 0.03 (the move landed once)", bu.Spent)
-		}
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	lockedSpent(t, a, "0.03", "the move landed once")
 }
 
 // A group kept from a row that another transaction never lets go fails
@@ -411,10 +402,20 @@ func TestOverlapping_LockHeldTooLongFails(t *testing.T) {
 	if err := locker.Rollback(ctx); err != nil {
 		t.Fatal(err)
 	}
-	err = a.View(func(tx holon.Tx) error {
-		bu, err := tx.Budget(m)
-		if err == nil && bu.Spent != amt("0.01") {
-			t.Errorf("bob/main spent %s, want 0.01 (nothing of the failed update landed)", bu.Spent)
+	lockedSpent(t, a, "0.01", "nothing of the failed update landed")
+}
+
+// lockedMandate is the mandate whose budget lockedBudget locks.
+const lockedMandate = "bob/main"
+
+// lockedSpent checks that lockedMandate's budget has spent want, as a
+// View of s reads it (why: what that shows).
+func lockedSpent(t *testing.T, s *pg.Store, want, why string) {
+	t.Helper()
+	err := s.View(func(tx holon.Tx) error {
+		bu, err := tx.Budget(lockedMandate)
+		if err == nil && bu.Spent != journal.MustParseAmount(want) {
+			t.Errorf("%s spent %s, want %s (%s)", lockedMandate, bu.Spent, want, why)
 		}
 		return err
 	})
@@ -422,9 +423,6 @@ func TestOverlapping_LockHeldTooLongFails(t *testing.T) {
 		t.Fatal(err)
 	}
 }
-
-// lockedMandate is the mandate whose budget lockedBudget locks.
-const lockedMandate = "bob/main"
 
 // lockedBudget opens two stores on a new database, gives lockedMandate a
 // budget that spent 0.01 through the first, and returns it with a

@@ -206,7 +206,7 @@ func (s *Store) foldSome(ctx context.Context) (n int, err error) {
 // order given.
 var foldedSQL = `INSERT INTO rollups AS r (kind, owner, dim, day, value, currency, calls, amount, refunded)
 		SELECT k, o, d, y, v, c, n, a / 1000000.0, f / 1000000.0
-		FROM ` + rowsOf("k text, o text, d text, y int, v text, c text, n bigint, a bigint, f bigint") + `
+		FROM ` + rowsOf(rollupCols) + `
 		ON CONFLICT (kind, owner, dim, day, value, currency) DO UPDATE SET calls = r.calls + EXCLUDED.calls,
 			amount = r.amount + EXCLUDED.amount, refunded = r.refunded + EXCLUDED.refunded`
 

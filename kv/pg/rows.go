@@ -208,12 +208,16 @@ const rollupDeltaSQL = `INSERT INTO rollup_deltas (kinds, owners, dims, days, va
 // foldSQL folds every addition in rollup_deltas into rollups.
 const foldSQL = `SELECT holon_fold_rollups()`
 
+// rollupCols are a rollup row's columns as rollupSumSQL and foldedSQL
+// take them (rowsOf): its key, then its calls, amount and refunded.
+const rollupCols = "k text, o text, d text, y int, v text, c text, n bigint, a bigint, f bigint"
+
 // rollupSumSQL adds to rollups rows, once rollup_deltas is folded, so
 // that their CHECKs judge the sums: rows that exist are updated (an
 // INSERT … ON CONFLICT would check the row it proposes, the addition
 // alone), the others inserted.
 var rollupSumSQL = `WITH x AS (
-			SELECT * FROM ` + rowsOf("k text, o text, d text, y int, v text, c text, n bigint, a bigint, f bigint") + `
+			SELECT * FROM ` + rowsOf(rollupCols) + `
 		), u AS (
 			UPDATE rollups r SET calls = r.calls + x.n, amount = r.amount + x.a / 1000000.0, refunded = r.refunded + x.f / 1000000.0
 			FROM x WHERE (r.kind, r.owner, r.dim, r.day, r.value, r.currency) = (x.k, x.o, x.d, x.y, x.v, x.c)
